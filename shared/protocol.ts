@@ -1,0 +1,238 @@
+/**
+ * The one wire protocol of webring: socket.io event maps, HTTP bodies and their schemas.
+ * Both the server (`new Server<...>()`) and every worker (`io()`) import this file, so
+ * there is never a second copy of a message shape. Types describe; the zod schemas
+ * below validate, at every entry point, because types are not validation.
+ */
+import { z } from 'zod';
+import { WebringError, type ErrorBody } from './errors';
+
+// ---------------------------------------------------------------------------
+// Limits (units in the names)
+// ---------------------------------------------------------------------------
+export const ROOM_NAME_MAX_CHARS = 64;
+export const MEMBER_NAME_MAX_CHARS = 40;
+export const MAX_ROOM_MEMBERS = 32;
+/** SDP offers with many candidates stay well under this; anything larger is abuse. */
+export const MAX_SIGNAL_BYTES = 32 * 1024;
+/** socket.io closes a connection whose single packet exceeds this. */
+export const MAX_SOCKET_PACKET_BYTES = 128 * 1024;
+export const MAX_HTTP_JSON_BYTES = 16 * 1024;
+
+export const ROOM_NAME_PATTERN = /^[A-Za-z0-9][A-Za-z0-9_-]*$/;
+
+// ---------------------------------------------------------------------------
+// Vocabulary
+// ---------------------------------------------------------------------------
+export const BACKENDS = ['webgpu', 'webgl', 'cpu'] as const;
+export type Backend = (typeof BACKENDS)[number];
+
+export const WORKER_KINDS = ['browser', 'node'] as const;
+export type WorkerKind = (typeof WORKER_KINDS)[number];
+
+export const ROOM_STATES = ['idle', 'training', 'paused', 'done'] as const;
+export type RoomState = (typeof ROOM_STATES)[number];
+
+export const MODEL_KINDS = ['mlp', 'cnn'] as const;
+export type ModelKind = (typeof MODEL_KINDS)[number];
+
+export const OPTIMIZER_KINDS = ['sgd', 'adam'] as const;
+export type OptimizerKind = (typeof OPTIMIZER_KINDS)[number];
+
+// ---------------------------------------------------------------------------
+// Schemas
+// ---------------------------------------------------------------------------
+export const roomNameSchema = z
+  .string()
+  .min(1)
+  .max(ROOM_NAME_MAX_CHARS)
+  .regex(ROOM_NAME_PATTERN, 'letters, digits, "-" and "_" only');
+
+export const memberNameSchema = z
+  .string()
+  .trim()
+  .min(1)
+  .max(MEMBER_NAME_MAX_CHARS);
+
+export const memberIdSchema = z.string().regex(/^[a-z0-9]{8,32}$/);
+
+/** Defaults chosen so that an MNIST MLP visibly learns within a few dozen steps. */
+export const DEFAULT_START_CONFIG = {
+  model: 'mlp',
+  optimizer: 'adam',
+  learningRate: 0.001,
+  batchSizePerWorker: 32,
+  epochs: 2,
+  seed: 1234,
+} as const;
+
+export const startConfigSchema = z.strictObject({
+  model: z.enum(MODEL_KINDS).default(DEFAULT_START_CONFIG.model),
+  optimizer: z.enum(OPTIMIZER_KINDS).default(DEFAULT_START_CONFIG.optimizer),
+  learningRate: z.number().positive().max(10).default(DEFAULT_START_CONFIG.learningRate),
+  batchSizePerWorker: z.number().int().min(1).max(1024).default(DEFAULT_START_CONFIG.batchSizePerWorker),
+  epochs: z.number().int().min(1).max(1000).default(DEFAULT_START_CONFIG.epochs),
+  /** Optional cap on global steps, for short lessons, demos and tests. */
+  maxSteps: z.number().int().min(1).max(10_000_000).optional(),
+  /** Seeds weight initialisation and every epoch's data permutation. */
+  seed: z.number().int().min(0).max(2 ** 31 - 1).default(DEFAULT_START_CONFIG.seed),
+});
+export type StartConfig = z.output<typeof startConfigSchema>;
+
+export const joinRequestSchema = z.strictObject({
+  room: roomNameSchema,
+  name: memberNameSchema,
+  kind: z.enum(WORKER_KINDS),
+  backend: z.enum(BACKENDS),
+  /** GPU adapter description, when the backend exposes one. */
+  adapter: z.string().max(200).optional(),
+});
+export type JoinRequest = z.input<typeof joinRequestSchema>;
+
+export const signalRelaySchema = z.strictObject({
+  to: memberIdSchema,
+  /** Identifies one peer connection, so that signals of a replaced connection are ignored. */
+  linkId: z.string().regex(/^[a-z0-9-]{1,64}$/),
+  data: z.record(z.string(), z.unknown()),
+});
+export type SignalRelay = z.output<typeof signalRelaySchema>;
+
+const finite = z.number().finite();
+
+export const progressReportSchema = z.strictObject({
+  generation: z.number().int().min(0),
+  step: z.number().int().min(0),
+  epoch: z.number().int().min(0),
+  loss: finite,
+  trainAccuracy: finite.min(0).max(1),
+  examplesPerSec: finite.min(0),
+  weightsHash: z.string().regex(/^[0-9a-f]{16}$/),
+});
+export type ProgressReport = z.output<typeof progressReportSchema>;
+
+export const evaluationReportSchema = z.strictObject({
+  generation: z.number().int().min(0),
+  step: z.number().int().min(0),
+  epoch: z.number().int().min(0),
+  accuracy: finite.min(0).max(1),
+});
+export type EvaluationReport = z.output<typeof evaluationReportSchema>;
+
+export const FINISH_REASONS = ['completed', 'stopped', 'failed'] as const;
+export type FinishReason = (typeof FINISH_REASONS)[number];
+
+export const finishReportSchema = z.strictObject({
+  generation: z.number().int().min(0),
+  step: z.number().int().min(0),
+  reason: z.enum(FINISH_REASONS),
+  code: z.string().max(64).optional(),
+  message: z.string().max(500).optional(),
+});
+export type FinishReport = z.output<typeof finishReportSchema>;
+
+// ---------------------------------------------------------------------------
+// Shapes the server sends
+// ---------------------------------------------------------------------------
+export interface MemberInfo {
+  id: string;
+  name: string;
+  /** Monotonically increasing within a room; never reused. */
+  index: number;
+  /** Position in the generation's ring, or null while waiting to be admitted. */
+  rank: number | null;
+  backend: Backend;
+  kind: WorkerKind;
+  adapter: string | null;
+  examplesPerSec: number;
+  step: number;
+  weightsHash: string | null;
+}
+
+/** One numbered membership: the ring is `members` in this order, rank 0 is the chief. */
+export interface Generation {
+  room: string;
+  generation: number;
+  members: MemberInfo[];
+}
+
+export interface TrainStart {
+  generation: number;
+  config: StartConfig;
+  startStep: number;
+}
+
+export interface TrainStop {
+  reason: 'teacher' | 'membership';
+}
+
+export interface RoomStatus {
+  room: string;
+  state: RoomState;
+  generation: number;
+  step: number;
+  epoch: number;
+  chief: string | null;
+  members: MemberInfo[];
+  /** Students who joined while training ran; they enter at the next generation. */
+  waiting: MemberInfo[];
+  config: StartConfig | null;
+  totalSteps: number | null;
+  /** loss and trainAccuracy: global, from the last step; accuracy: test set, after the last epoch. */
+  metrics: { loss: number | null; accuracy: number | null; trainAccuracy: number | null };
+  lastError: ErrorBody | null;
+}
+
+export interface MetricPoint {
+  step: number;
+  loss: number;
+  trainAccuracy: number;
+}
+
+export interface RoomMetrics {
+  room: string;
+  history: MetricPoint[];
+  evaluations: Array<{ epoch: number; step: number; accuracy: number }>;
+}
+
+export type AckResult<T> = ({ ok: true } & T) | { ok: false; error: ErrorBody };
+export type Ack<T> = (result: AckResult<T>) => void;
+
+export interface JoinAccepted {
+  memberId: string;
+  index: number;
+  room: string;
+}
+
+// ---------------------------------------------------------------------------
+// socket.io event maps
+// ---------------------------------------------------------------------------
+export interface ClientToServerEvents {
+  'room:join': (request: JoinRequest, ack: Ack<JoinAccepted>) => void;
+  'room:leave': (ack?: Ack<Record<string, never>>) => void;
+  'signal:relay': (relay: SignalRelay, ack?: Ack<Record<string, never>>) => void;
+  'worker:progress': (report: ProgressReport) => void;
+  'worker:evaluated': (report: EvaluationReport) => void;
+  'worker:finished': (report: FinishReport) => void;
+}
+
+export interface ServerToClientEvents {
+  'ring:generation': (generation: Generation) => void;
+  'signal:relay': (relay: { from: string; linkId: string; data: Record<string, unknown> }) => void;
+  'train:start': (start: TrainStart) => void;
+  'train:stop': (stop: TrainStop) => void;
+  /** Errors for events that have no ack. */
+  'server:error': (error: ErrorBody) => void;
+}
+
+// ---------------------------------------------------------------------------
+// Validation helper
+// ---------------------------------------------------------------------------
+/** Parses untrusted input, throwing ERR_BAD_REQUEST that names the first bad field. */
+export function parseOrThrow<S extends z.ZodType>(schema: S, input: unknown): z.output<S> {
+  const result = schema.safeParse(input);
+  if (result.success) return result.data;
+  const issue = result.error.issues[0];
+  const field = issue && issue.path.length > 0 ? issue.path.map(String).join('.') : undefined;
+  const message = issue ? `${field ?? 'body'}: ${issue.message}` : 'invalid input';
+  throw new WebringError('ERR_BAD_REQUEST', message, field);
+}

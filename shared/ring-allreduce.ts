@@ -1,0 +1,424 @@
+/**
+ * Ring all-reduce (reduce-scatter, then all-gather) over an injected transport.
+ *
+ * The buffer is cut into N segments; every segment is cut into chunks of at most
+ * MAX_CHUNK_FLOATS so that each data-channel message stays under 64 KiB. The ring is
+ * pipelined at chunk granularity: a chunk received in ring step k is added and forwarded
+ * in ring step k+1 at once, without waiting for the rest of its segment. Every peer
+ * sends 2(N-1)/N of the buffer, the bandwidth-optimal amount.
+ *
+ * Each segment is summed exactly once, in ring order, and then copied, so every replica
+ * ends with bit-identical results.
+ *
+ * DOM-free: the browser passes simple-peer data channels, the Node worker passes wrtc
+ * channels, the unit tests pass an in-memory link.
+ */
+import { WebringError } from './errors';
+import {
+  FLOAT_BYTES,
+  HEADER_BYTES,
+  MAX_CHUNK_FLOATS,
+  PHASE_ALL_GATHER,
+  PHASE_REDUCE_SCATTER,
+  readHeader,
+  writeHeader,
+  type ChunkHeader,
+} from './ring-wire';
+
+/** One direction of a ring link: where this peer sends (its right neighbour). */
+export interface RingLink {
+  /** Sends one message. Must copy `bytes` before returning, as RTCDataChannel.send does. */
+  send(bytes: Uint8Array): void;
+  isOpen(): boolean;
+  bufferedAmount(): number;
+  /** Resolves once the link is open and its send buffer is below the low-water mark; rejects if the link fails. */
+  whenWritable(): Promise<void>;
+}
+
+export interface Clock {
+  setTimeout(fn: () => void, ms: number): unknown;
+  clearTimeout(handle: unknown): void;
+}
+
+export const systemClock: Clock = {
+  setTimeout: (fn, ms) => setTimeout(fn, ms),
+  clearTimeout: (handle) => clearTimeout(handle as ReturnType<typeof setTimeout>),
+};
+
+/** Which collective of a step a message belongs to. */
+export const COLLECTIVE_TAG = { gradients: 0, sync: 1, evaluation: 2 } as const;
+export type CollectiveTag = (typeof COLLECTIVE_TAG)[keyof typeof COLLECTIVE_TAG];
+/** Collectives are ordered by (step, tag); the key packs both into one safe integer. */
+const TAG_SPACE = 0x10000;
+
+/** Stop sending while this much is queued in the channel; ~0.3 s of a 30 MB/s link. */
+export const DEFAULT_HIGH_WATER_BYTES = 8 * 1024 * 1024;
+/** Generous: one step includes the slowest peer's forward and backward pass. */
+export const DEFAULT_COLLECTIVE_TIMEOUT_MS = 120_000;
+/** Early messages of the next collective are kept until it starts; beyond this, dropped. */
+export const DEFAULT_MAX_STASH_BYTES = 64 * 1024 * 1024;
+
+export interface RingAllReduceOptions {
+  rank: number;
+  worldSize: number;
+  generation: number;
+  /** The right neighbour; null only when worldSize is 1. */
+  right: RingLink | null;
+  timeoutMs?: number;
+  highWaterBytes?: number;
+  maxStashBytes?: number;
+  clock?: Clock;
+}
+
+export interface RingStats {
+  messagesSent: number;
+  bytesSent: number;
+  droppedStaleGeneration: number;
+  droppedStaleStep: number;
+  droppedMalformed: number;
+  droppedOverflow: number;
+}
+
+interface ActiveCollective {
+  buf: Float32Array;
+  key: number;
+  received: number;
+  expected: number;
+  segBase: number;
+  segRem: number;
+  resolve: () => void;
+  reject: (err: WebringError) => void;
+  timer: unknown;
+}
+
+const mod = (a: number, n: number): number => ((a % n) + n) % n;
+
+export class RingAllReduce {
+  readonly rank: number;
+  readonly worldSize: number;
+  readonly generation: number;
+  readonly stats: RingStats = {
+    messagesSent: 0,
+    bytesSent: 0,
+    droppedStaleGeneration: 0,
+    droppedStaleStep: 0,
+    droppedMalformed: 0,
+    droppedOverflow: 0,
+  };
+
+  private readonly right: RingLink | null;
+  private readonly timeoutMs: number;
+  private readonly highWaterBytes: number;
+  private readonly maxStashBytes: number;
+  private readonly clock: Clock;
+
+  private active: ActiveCollective | null = null;
+  private lastDoneKey = -1;
+  private abortedWith: WebringError | null = null;
+  private stash: Array<{ key: number; bytes: Uint8Array }> = [];
+  private stashBytes = 0;
+
+  // Send queue of (phase, ringStep, chunk) triples, reused across collectives.
+  private queue = new Int32Array(0);
+  private qHead = 0;
+  private qTail = 0;
+  private waitingForLink = false;
+
+  // One outgoing message buffer, reused: RingLink.send copies.
+  private readonly msgBuffer = new ArrayBuffer(HEADER_BYTES + MAX_CHUNK_FLOATS * FLOAT_BYTES);
+  private readonly msgHeaderView = new DataView(this.msgBuffer, 0, HEADER_BYTES);
+  private readonly msgFloats = new Float32Array(this.msgBuffer, HEADER_BYTES, MAX_CHUNK_FLOATS);
+  private readonly msgViews = new Map<number, Uint8Array>();
+  private readonly header: ChunkHeader = { phase: 0, ringStep: 0, tag: 0, generation: 0, step: 0, chunk: 0 };
+  private readonly inHeader: ChunkHeader = { phase: 0, ringStep: 0, tag: 0, generation: 0, step: 0, chunk: 0 };
+  private alignedScratch = new Float32Array(MAX_CHUNK_FLOATS);
+
+  constructor(options: RingAllReduceOptions) {
+    const { rank, worldSize } = options;
+    if (!Number.isInteger(worldSize) || worldSize < 1 || worldSize > 255) {
+      throw new WebringError('ERR_BAD_REQUEST', `worldSize must be 1..255, got ${worldSize}`);
+    }
+    if (!Number.isInteger(rank) || rank < 0 || rank >= worldSize) {
+      throw new WebringError('ERR_BAD_REQUEST', `rank ${rank} outside 0..${worldSize - 1}`);
+    }
+    if (worldSize > 1 && options.right === null) {
+      throw new WebringError('ERR_BAD_REQUEST', 'a ring of more than one peer needs a right link');
+    }
+    this.rank = rank;
+    this.worldSize = worldSize;
+    this.generation = options.generation;
+    this.right = options.right;
+    this.timeoutMs = options.timeoutMs ?? DEFAULT_COLLECTIVE_TIMEOUT_MS;
+    this.highWaterBytes = options.highWaterBytes ?? DEFAULT_HIGH_WATER_BYTES;
+    this.maxStashBytes = options.maxStashBytes ?? DEFAULT_MAX_STASH_BYTES;
+    this.clock = options.clock ?? systemClock;
+  }
+
+  /**
+   * Sums `buf` elementwise across all ranks, in place. Every rank must call it with the
+   * same length, step and tag. Resolves when `buf` holds the sum and every outgoing
+   * message has been handed to the link (so the caller may reuse `buf` at once).
+   */
+  allReduce(buf: Float32Array, step: number, tag: CollectiveTag = COLLECTIVE_TAG.gradients): Promise<void> {
+    if (this.abortedWith) return Promise.reject(this.abortedWith);
+    if (this.active) {
+      return Promise.reject(new WebringError('ERR_BAD_STATE', 'an all-reduce is already in flight'));
+    }
+    const key = step * TAG_SPACE + tag;
+    if (key <= this.lastDoneKey) {
+      return Promise.reject(new WebringError('ERR_STALE_STEP', `collective (${step}, ${tag}) already ran`));
+    }
+    const n = this.worldSize;
+    if (n === 1) {
+      this.lastDoneKey = key;
+      return Promise.resolve();
+    }
+    return new Promise<void>((resolve, reject) => {
+      const a: ActiveCollective = {
+        buf,
+        key,
+        received: 0,
+        expected: 0,
+        segBase: Math.floor(buf.length / n),
+        segRem: buf.length % n,
+        resolve,
+        reject,
+        timer: null,
+      };
+      const r = this.rank;
+      for (let k = 0; k < n - 1; k++) {
+        a.expected += this.chunkCount(a, mod(r - k - 1, n)) + this.chunkCount(a, mod(r - k, n));
+      }
+      this.active = a;
+      this.ensureQueueCapacity(a);
+      a.timer = this.clock.setTimeout(() => {
+        this.fail(new WebringError('ERR_TIMEOUT', `all-reduce of step ${step} timed out after ${this.timeoutMs} ms`));
+      }, this.timeoutMs);
+
+      const own = this.chunkCount(a, r);
+      for (let c = 0; c < own; c++) this.enqueue(PHASE_REDUCE_SCATTER, 0, c);
+      this.replayStash(a);
+      if (this.active === a) this.pump();
+    });
+  }
+
+  /** Feeds one message that arrived from the left neighbour. */
+  receive(bytes: Uint8Array): void {
+    const h = this.inHeader;
+    if (!readHeader(bytes, h) || (h.phase !== PHASE_REDUCE_SCATTER && h.phase !== PHASE_ALL_GATHER)) {
+      this.stats.droppedMalformed++;
+      return;
+    }
+    if (h.generation !== this.generation) {
+      this.stats.droppedStaleGeneration++;
+      return;
+    }
+    const key = h.step * TAG_SPACE + h.tag;
+    const a = this.active;
+    if (a && key === a.key) {
+      this.process(a, h, bytes);
+      return;
+    }
+    if (key <= this.lastDoneKey || (a !== null && key < a.key) || this.abortedWith) {
+      this.stats.droppedStaleStep++;
+      return;
+    }
+    // A faster neighbour may already be one collective ahead: keep its messages until we start it.
+    if (this.stashBytes + bytes.byteLength > this.maxStashBytes) {
+      this.stats.droppedOverflow++;
+      return;
+    }
+    this.stash.push({ key, bytes: bytes.slice() });
+    this.stashBytes += bytes.byteLength;
+  }
+
+  /** Fails the collective in flight and every later one: the generation is over. */
+  abort(error: WebringError): void {
+    this.abortedWith = error;
+    this.stash = [];
+    this.stashBytes = 0;
+    this.fail(error);
+  }
+
+  get isAborted(): boolean {
+    return this.abortedWith !== null;
+  }
+
+  private segStart(a: ActiveCollective, s: number): number {
+    return s * a.segBase + Math.min(s, a.segRem);
+  }
+
+  private segLength(a: ActiveCollective, s: number): number {
+    return a.segBase + (s < a.segRem ? 1 : 0);
+  }
+
+  private chunkCount(a: ActiveCollective, s: number): number {
+    return Math.ceil(this.segLength(a, s) / MAX_CHUNK_FLOATS);
+  }
+
+  private process(a: ActiveCollective, h: ChunkHeader, bytes: Uint8Array): void {
+    const n = this.worldSize;
+    if (h.ringStep >= n - 1) {
+      this.stats.droppedMalformed++;
+      return;
+    }
+    const reduce = h.phase === PHASE_REDUCE_SCATTER;
+    // Reduce-scatter step k delivers segment (r-k-1); all-gather step k delivers segment (r-k).
+    const s = reduce ? mod(this.rank - h.ringStep - 1, n) : mod(this.rank - h.ringStep, n);
+    const offsetInSeg = h.chunk * MAX_CHUNK_FLOATS;
+    const segLen = this.segLength(a, s);
+    const len = Math.min(MAX_CHUNK_FLOATS, segLen - offsetInSeg);
+    if (len <= 0 || bytes.byteLength !== HEADER_BYTES + len * FLOAT_BYTES) {
+      this.stats.droppedMalformed++;
+      return;
+    }
+    const payload = this.payloadFloats(bytes, len);
+    const start = this.segStart(a, s) + offsetInSeg;
+    const buf = a.buf;
+    if (reduce) {
+      for (let i = 0; i < len; i++) buf[start + i]! += payload[i]!;
+      // The partial sum moves on at once (pipelining). After the last reduce step this
+      // chunk is final and becomes the first all-gather message.
+      if (h.ringStep < n - 2) this.enqueue(PHASE_REDUCE_SCATTER, h.ringStep + 1, h.chunk);
+      else this.enqueue(PHASE_ALL_GATHER, 0, h.chunk);
+    } else {
+      for (let i = 0; i < len; i++) buf[start + i] = payload[i]!;
+      if (h.ringStep < n - 2) this.enqueue(PHASE_ALL_GATHER, h.ringStep + 1, h.chunk);
+    }
+    a.received++;
+    this.pump();
+  }
+
+  /** A zero-copy view when the payload is 4-byte aligned, else a copy into scratch. */
+  private payloadFloats(bytes: Uint8Array, len: number): Float32Array {
+    const offset = bytes.byteOffset + HEADER_BYTES;
+    if (offset % FLOAT_BYTES === 0) return new Float32Array(bytes.buffer, offset, len);
+    const scratchBytes = new Uint8Array(this.alignedScratch.buffer, 0, len * FLOAT_BYTES);
+    scratchBytes.set(bytes.subarray(HEADER_BYTES, HEADER_BYTES + len * FLOAT_BYTES));
+    return this.alignedScratch;
+  }
+
+  private ensureQueueCapacity(a: ActiveCollective): void {
+    const maxChunksPerSegment = Math.ceil((a.segBase + 1) / MAX_CHUNK_FLOATS);
+    const needed = 3 * 2 * this.worldSize * maxChunksPerSegment;
+    if (this.queue.length < needed) this.queue = new Int32Array(needed);
+    this.qHead = 0;
+    this.qTail = 0;
+  }
+
+  private enqueue(phase: number, ringStep: number, chunk: number): void {
+    if (this.qTail + 3 > this.queue.length) {
+      // Compact, then grow if still needed; happens only with a pathological backlog.
+      this.queue.copyWithin(0, this.qHead, this.qTail);
+      this.qTail -= this.qHead;
+      this.qHead = 0;
+      if (this.qTail + 3 > this.queue.length) {
+        const bigger = new Int32Array(this.queue.length * 2 + 3);
+        bigger.set(this.queue);
+        this.queue = bigger;
+      }
+    }
+    this.queue[this.qTail++] = phase;
+    this.queue[this.qTail++] = ringStep;
+    this.queue[this.qTail++] = chunk;
+  }
+
+  private pump(): void {
+    const a = this.active;
+    if (!a || this.waitingForLink) return;
+    const link = this.right!;
+    while (this.qHead < this.qTail) {
+      if (!link.isOpen() || link.bufferedAmount() > this.highWaterBytes) {
+        this.waitingForLink = true;
+        link.whenWritable().then(
+          () => {
+            this.waitingForLink = false;
+            this.pump();
+          },
+          (err: unknown) => {
+            this.waitingForLink = false;
+            const message = err instanceof Error ? err.message : String(err);
+            this.fail(new WebringError('ERR_PEER_FAILED', `right neighbour failed: ${message}`));
+          },
+        );
+        return;
+      }
+      const phase = this.queue[this.qHead]!;
+      const ringStep = this.queue[this.qHead + 1]!;
+      const chunk = this.queue[this.qHead + 2]!;
+      this.qHead += 3;
+      this.sendChunk(a, phase, ringStep, chunk, link);
+    }
+    this.qHead = 0;
+    this.qTail = 0;
+    if (a.received === a.expected) this.finish(a);
+  }
+
+  private sendChunk(a: ActiveCollective, phase: number, ringStep: number, chunk: number, link: RingLink): void {
+    const n = this.worldSize;
+    // Reduce-scatter step k sends segment (r-k); all-gather step k sends segment (r+1-k).
+    const s = phase === PHASE_REDUCE_SCATTER ? mod(this.rank - ringStep, n) : mod(this.rank + 1 - ringStep, n);
+    const offsetInSeg = chunk * MAX_CHUNK_FLOATS;
+    const len = Math.min(MAX_CHUNK_FLOATS, this.segLength(a, s) - offsetInSeg);
+    const start = this.segStart(a, s) + offsetInSeg;
+    const h = this.header;
+    h.phase = phase;
+    h.ringStep = ringStep;
+    h.tag = a.key % TAG_SPACE;
+    h.generation = this.generation;
+    h.step = Math.floor(a.key / TAG_SPACE);
+    h.chunk = chunk;
+    writeHeader(this.msgHeaderView, h);
+    const out = this.msgFloats;
+    const buf = a.buf;
+    for (let i = 0; i < len; i++) out[i] = buf[start + i]!;
+    const byteLength = HEADER_BYTES + len * FLOAT_BYTES;
+    let view = this.msgViews.get(byteLength);
+    if (!view) {
+      view = new Uint8Array(this.msgBuffer, 0, byteLength);
+      this.msgViews.set(byteLength, view);
+    }
+    link.send(view);
+    this.stats.messagesSent++;
+    this.stats.bytesSent += byteLength;
+  }
+
+  private replayStash(a: ActiveCollective): void {
+    if (this.stash.length === 0) return;
+    const matching: Uint8Array[] = [];
+    const later: Array<{ key: number; bytes: Uint8Array }> = [];
+    let laterBytes = 0;
+    for (const entry of this.stash) {
+      if (entry.key === a.key) matching.push(entry.bytes);
+      else if (entry.key > a.key) {
+        later.push(entry);
+        laterBytes += entry.bytes.byteLength;
+      } else this.stats.droppedStaleStep++;
+    }
+    this.stash = later;
+    this.stashBytes = laterBytes;
+    const h = this.inHeader;
+    for (const bytes of matching) {
+      if (this.active !== a) return;
+      readHeader(bytes, h);
+      this.process(a, h, bytes);
+    }
+  }
+
+  private finish(a: ActiveCollective): void {
+    this.clock.clearTimeout(a.timer);
+    this.active = null;
+    this.lastDoneKey = a.key;
+    a.resolve();
+  }
+
+  private fail(error: WebringError): void {
+    const a = this.active;
+    if (!a) return;
+    this.clock.clearTimeout(a.timer);
+    this.active = null;
+    this.qHead = 0;
+    this.qTail = 0;
+    a.reject(error);
+  }
+}

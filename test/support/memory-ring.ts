@@ -1,0 +1,91 @@
+/**
+ * An in-memory ring for unit tests: each rank's right link delivers, asynchronously and
+ * in order, to the next rank's RingAllReduce.receive. Only tests use this fake; the real
+ * data-channel path is exercised by the Playwright tests and the benchmark.
+ */
+import { RingAllReduce, type RingLink } from '../../shared/ring-allreduce';
+
+export interface MemoryLinkOptions {
+  /** Simulated bytes that drain per macrotask, to exercise backpressure. Infinity: no backpressure. */
+  drainBytesPerTick?: number;
+}
+
+export class MemoryLink implements RingLink {
+  private queued: Uint8Array[] = [];
+  private queuedBytes = 0;
+  private waiters: Array<() => void> = [];
+  private scheduled = false;
+  /** Set by tests to observe or tamper with what crosses the link. */
+  deliver: (bytes: Uint8Array) => void = () => {};
+
+  constructor(private readonly options: MemoryLinkOptions = {}) {}
+
+  send(bytes: Uint8Array): void {
+    const copy = bytes.slice();
+    this.queued.push(copy);
+    this.queuedBytes += copy.byteLength;
+    this.schedule();
+  }
+
+  isOpen(): boolean {
+    return true;
+  }
+
+  bufferedAmount(): number {
+    return this.queuedBytes;
+  }
+
+  whenWritable(): Promise<void> {
+    return new Promise((resolve) => this.waiters.push(resolve));
+  }
+
+  private schedule(): void {
+    if (this.scheduled) return;
+    this.scheduled = true;
+    setImmediate(() => this.flush());
+  }
+
+  private flush(): void {
+    this.scheduled = false;
+    let budget = this.options.drainBytesPerTick ?? Number.POSITIVE_INFINITY;
+    while (this.queued.length > 0 && budget > 0) {
+      const next = this.queued.shift()!;
+      this.queuedBytes -= next.byteLength;
+      budget -= next.byteLength;
+      this.deliver(next);
+    }
+    if (this.queued.length > 0) this.schedule();
+    const waiters = this.waiters;
+    this.waiters = [];
+    for (const w of waiters) w();
+  }
+}
+
+export interface MemoryRing {
+  rings: RingAllReduce[];
+  links: MemoryLink[];
+}
+
+/** Builds N RingAllReduce instances wired rank r -> rank r+1 through MemoryLinks. */
+export function createMemoryRing(
+  worldSize: number,
+  options: MemoryLinkOptions & { generation?: number; highWaterBytes?: number; timeoutMs?: number } = {},
+): MemoryRing {
+  const links = Array.from({ length: worldSize }, () => new MemoryLink(options));
+  const rings = links.map(
+    (link, rank) =>
+      new RingAllReduce({
+        rank,
+        worldSize,
+        generation: options.generation ?? 1,
+        right: worldSize > 1 ? link : null,
+        highWaterBytes: options.highWaterBytes,
+        timeoutMs: options.timeoutMs,
+      }),
+  );
+  links.forEach((link, rank) => {
+    const right = rings[(rank + 1) % worldSize]!;
+    link.deliver = (bytes) => right.receive(bytes);
+  });
+  return { rings, links };
+}

@@ -1,0 +1,165 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { createMemoryRing } from '../support/memory-ring';
+import { RingAllReduce, COLLECTIVE_TAG } from '../../shared/ring-allreduce';
+import { MAX_CHUNK_FLOATS, HEADER_BYTES, MAX_MESSAGE_BYTES, readHeader } from '../../shared/ring-wire';
+import { WebringError } from '../../shared/errors';
+
+/** Integer-valued floats keep every partial sum exact, so any wrong chunk shows. */
+function integerBuffer(rank: number, length: number): Float32Array {
+  const buf = new Float32Array(length);
+  for (let i = 0; i < length; i++) buf[i] = ((i * 7 + rank * 13) % 101) - 50 + rank * 1000;
+  return buf;
+}
+
+function expectedSum(worldSize: number, length: number): Float32Array {
+  const sum = new Float32Array(length);
+  for (let r = 0; r < worldSize; r++) {
+    const b = integerBuffer(r, length);
+    for (let i = 0; i < length; i++) sum[i]! += b[i]!;
+  }
+  return sum;
+}
+
+// Odd lengths, lengths smaller than N, and lengths spanning several 64 KiB chunks per segment.
+const LENGTHS = [1, 2, 7, 13, 1001, MAX_CHUNK_FLOATS + 3, 3 * MAX_CHUNK_FLOATS * 2 + 17];
+
+for (let n = 1; n <= 8; n++) {
+  test(`ring all-reduce of ${n} peers equals the elementwise sum exactly`, async () => {
+    for (const length of LENGTHS) {
+      const { rings } = createMemoryRing(n);
+      const bufs = rings.map((_, r) => integerBuffer(r, length));
+      await Promise.all(rings.map((ring, r) => ring.allReduce(bufs[r]!, 0)));
+      const want = expectedSum(n, length);
+      for (let r = 0; r < n; r++) {
+        assert.deepEqual(bufs[r], want, `rank ${r} of ${n}, length ${length}`);
+      }
+    }
+  });
+}
+
+test('consecutive steps reuse the ring and stay exact, also under backpressure', async () => {
+  const n = 4;
+  const length = 2 * MAX_CHUNK_FLOATS + 5;
+  const { rings } = createMemoryRing(n, { drainBytesPerTick: 3 * MAX_MESSAGE_BYTES, highWaterBytes: 2 * MAX_MESSAGE_BYTES });
+  for (let step = 0; step < 5; step++) {
+    const bufs = rings.map((_, r) => integerBuffer(r + step, length));
+    await Promise.all(rings.map((ring, r) => ring.allReduce(bufs[r]!, step)));
+    const want = new Float32Array(length);
+    for (let r = 0; r < n; r++) {
+      const b = integerBuffer(r + step, length);
+      for (let i = 0; i < length; i++) want[i]! += b[i]!;
+    }
+    for (const b of bufs) assert.deepEqual(b, want);
+  }
+});
+
+test('every message fits in 64 KiB and each peer sends 2(N-1)/N of the buffer', async () => {
+  const n = 5;
+  const length = 10 * MAX_CHUNK_FLOATS;
+  const { rings, links } = createMemoryRing(n);
+  let largest = 0;
+  for (const link of links) {
+    const deliver = link.deliver;
+    link.deliver = (bytes) => {
+      largest = Math.max(largest, bytes.byteLength);
+      deliver(bytes);
+    };
+  }
+  await Promise.all(rings.map((ring, r) => ring.allReduce(integerBuffer(r, length), 0)));
+  assert.ok(largest <= MAX_MESSAGE_BYTES, `largest message ${largest} B`);
+  for (const ring of rings) {
+    const payloadBytes = ring.stats.bytesSent - ring.stats.messagesSent * HEADER_BYTES;
+    assert.equal(payloadBytes, (2 * (n - 1) * length * 4) / n);
+  }
+});
+
+test('messages from a stale generation are dropped and never touch the sum', async () => {
+  const n = 3;
+  const length = 50;
+  const { rings } = createMemoryRing(n, { generation: 7 });
+  // A leftover peer of generation 6 injects a chunk of junk for the same step into rank 1.
+  const stale = new Uint8Array(HEADER_BYTES + 17 * 4);
+  const view = new DataView(stale.buffer);
+  view.setUint8(0, 1);
+  view.setUint32(4, 6, true);
+  new Float32Array(stale.buffer, HEADER_BYTES).fill(1e6);
+  rings[1]!.receive(stale);
+  const bufs = rings.map((_, r) => integerBuffer(r, length));
+  await Promise.all(rings.map((ring, r) => ring.allReduce(bufs[r]!, 0)));
+  for (const b of bufs) assert.deepEqual(b, expectedSum(n, length));
+  assert.equal(rings[1]!.stats.droppedStaleGeneration, 1);
+});
+
+test('messages of an already finished step are dropped', async () => {
+  const { rings, links } = createMemoryRing(2);
+  const captured: Uint8Array[] = [];
+  const deliver = links[0]!.deliver;
+  links[0]!.deliver = (bytes) => {
+    captured.push(bytes.slice());
+    deliver(bytes);
+  };
+  const bufs = rings.map((_, r) => integerBuffer(r, 30));
+  await Promise.all(rings.map((ring, r) => ring.allReduce(bufs[r]!, 0)));
+  // Replay step 0's messages while step 1 runs: they must be ignored.
+  const next = rings.map((_, r) => integerBuffer(r + 1, 30));
+  const done = Promise.all(rings.map((ring, r) => ring.allReduce(next[r]!, 1)));
+  const replayed = captured.splice(0);
+  for (const bytes of replayed) rings[1]!.receive(bytes);
+  await done;
+  const want = new Float32Array(30);
+  for (let r = 0; r < 2; r++) integerBuffer(r + 1, 30).forEach((v, i) => (want[i]! += v));
+  for (const b of next) assert.deepEqual(b, want);
+  assert.equal(rings[1]!.stats.droppedStaleStep, replayed.length);
+});
+
+test('an early message of the next collective is kept until that collective starts', async () => {
+  const { rings } = createMemoryRing(3);
+  const bufs = rings.map((_, r) => integerBuffer(r, 40));
+  // Ranks start at different times: rank 0 and 1 first, rank 2 a little later.
+  const first = [rings[0]!.allReduce(bufs[0]!, 3, COLLECTIVE_TAG.sync), rings[1]!.allReduce(bufs[1]!, 3, COLLECTIVE_TAG.sync)];
+  await new Promise((r) => setTimeout(r, 20));
+  await Promise.all([...first, rings[2]!.allReduce(bufs[2]!, 3, COLLECTIVE_TAG.sync)]);
+  for (const b of bufs) assert.deepEqual(b, expectedSum(3, 40));
+});
+
+test('abort rejects the collective in flight with a code, and later ones too', async () => {
+  const { rings } = createMemoryRing(3);
+  const pending = rings[0]!.allReduce(new Float32Array(10), 0);
+  rings[0]!.abort(new WebringError('ERR_STALE_GENERATION', 'generation 2 replaced 1'));
+  await assert.rejects(pending, (e: unknown) => e instanceof WebringError && e.code === 'ERR_STALE_GENERATION');
+  await assert.rejects(rings[0]!.allReduce(new Float32Array(10), 1), (e: unknown) => e instanceof WebringError && e.code === 'ERR_STALE_GENERATION');
+});
+
+test('a collective whose peers never answer times out with ERR_TIMEOUT', async () => {
+  const { rings } = createMemoryRing(2, { timeoutMs: 50 });
+  await assert.rejects(rings[0]!.allReduce(new Float32Array(10), 0), (e: unknown) => e instanceof WebringError && e.code === 'ERR_TIMEOUT');
+});
+
+test('a truncated or wrongly sized message is dropped as malformed', async () => {
+  const { rings } = createMemoryRing(2);
+  const pending = Promise.all(rings.map((ring, r) => ring.allReduce(integerBuffer(r, 8), 0)));
+  rings[1]!.receive(new Uint8Array(5));
+  const wrongSize = new Uint8Array(HEADER_BYTES + 4 * 100);
+  wrongSize[0] = 1;
+  wrongSize[4] = 1; // generation 1
+  rings[1]!.receive(wrongSize);
+  await pending;
+  assert.equal(rings[1]!.stats.droppedMalformed, 2);
+});
+
+test('the header round-trips generation, step, chunk and tag', () => {
+  const ring = new RingAllReduce({ rank: 0, worldSize: 1, generation: 3, right: null });
+  assert.equal(ring.worldSize, 1);
+  const bytes = new Uint8Array(HEADER_BYTES);
+  const view = new DataView(bytes.buffer);
+  view.setUint8(0, 2);
+  view.setUint8(1, 4);
+  view.setUint16(2, 2, true);
+  view.setUint32(4, 0xfffffffe, true);
+  view.setUint32(8, 123456, true);
+  view.setUint32(12, 77, true);
+  const h = { phase: 0, ringStep: 0, tag: 0, generation: 0, step: 0, chunk: 0 };
+  assert.ok(readHeader(bytes, h));
+  assert.deepEqual(h, { phase: 2, ringStep: 4, tag: 2, generation: 0xfffffffe, step: 123456, chunk: 77 });
+});
