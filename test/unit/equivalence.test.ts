@@ -1,0 +1,98 @@
+/**
+ * The proof that the ring is real data parallelism: 3 workers training K steps over the
+ * ring end with the same weights as 1 worker training on the same global batches.
+ */
+import { test, before } from 'node:test';
+import assert from 'node:assert/strict';
+import * as tf from '@tensorflow/tfjs';
+import { packMnistFromPackage } from '../../signaling-server/mnist-pack';
+import { createMemoryRing } from '../support/memory-ring';
+import { Trainer } from '../../shared/trainer';
+import { startConfigSchema } from '../../shared/protocol';
+import type { MnistDataset } from '../../shared/mnist-format';
+
+const STEPS = 6;
+const WORKERS = 3;
+const PER_WORKER = 16;
+let dataset: MnistDataset;
+
+before(async () => {
+  await tf.setBackend('cpu');
+  dataset = packMnistFromPackage();
+});
+
+// The CNN is slow on Node's pure-JS CPU backend, so it runs fewer, smaller steps.
+for (const [model, optimizer, learningRate, steps, perWorker] of [
+  ['mlp', 'sgd', 0.1, STEPS, PER_WORKER],
+  ['mlp', 'adam', 0.001, STEPS, PER_WORKER],
+  ['cnn', 'adam', 0.003, 3, 6],
+] as const) {
+  test(`${WORKERS} ring workers equal 1 worker on the global batch (${model}, ${optimizer})`, async () => {
+    const config = startConfigSchema.parse({ model, optimizer, learningRate, batchSizePerWorker: perWorker, seed: 7 });
+    const { rings } = createMemoryRing(WORKERS);
+    const ringTrainers = rings.map((ring) => new Trainer(config, dataset, ring));
+    const single = new Trainer({ ...config, batchSizePerWorker: perWorker * WORKERS }, dataset, createMemoryRing(1).rings[0]!);
+
+    let tensorsAfterFirstStep = 0;
+    let firstLoss = 0;
+    let lastLoss = 0;
+    for (let s = 0; s < steps; s++) {
+      const results = await Promise.all(ringTrainers.map((t) => t.trainStep()));
+      const reference = await single.trainStep();
+      // Every replica agrees on the global metrics, and they match the single worker's.
+      for (const r of results) {
+        assert.equal(r.loss, results[0]!.loss);
+        assert.ok(Math.abs(r.loss - reference.loss) < 1e-5, `loss ${r.loss} vs ${reference.loss}`);
+        assert.equal(r.trainAccuracy, reference.trainAccuracy);
+        assert.ok(r.gradNorm > 0, 'gradient norm must be above zero');
+      }
+      // Adam creates its moment slots on the first step; after that the count must stay flat.
+      if (s === 0) {
+        firstLoss = reference.loss;
+        tensorsAfterFirstStep = tf.memory().numTensors;
+      }
+      lastLoss = reference.loss;
+    }
+    assert.equal(tf.memory().numTensors, tensorsAfterFirstStep, 'no tensors leak across steps');
+
+    const want = await single.readWeights();
+    const hashes = new Set<string>();
+    for (const t of ringTrainers) {
+      const got = await t.readWeights();
+      let maxDiff = 0;
+      for (let i = 0; i < want.length; i++) maxDiff = Math.max(maxDiff, Math.abs(got[i]! - want[i]!));
+      assert.ok(maxDiff <= 1e-5, `max abs difference ${maxDiff}`);
+      hashes.add(await t.weightsHash());
+    }
+    assert.equal(hashes.size, 1, 'replicas are bit-identical');
+    assert.ok(lastLoss < firstLoss, `loss fell from ${firstLoss} to ${lastLoss}`);
+    for (const t of [...ringTrainers, single]) t.dispose();
+  });
+}
+
+test('syncFromChief gives every replica rank 0 weights exactly, and evaluation agrees', async () => {
+  const config = startConfigSchema.parse({ model: 'mlp', batchSizePerWorker: 8, seed: 1 });
+  const { rings } = createMemoryRing(3);
+  // Different seeds: replicas start different, as a late joiner would.
+  const trainers = rings.map((ring, r) => new Trainer({ ...config, seed: 1 + r }, dataset, ring));
+  const before = await Promise.all(trainers.map((t) => t.weightsHash()));
+  assert.equal(new Set(before).size, 3);
+  await Promise.all(trainers.map((t) => t.syncFromChief()));
+  const after = await Promise.all(trainers.map((t) => t.weightsHash()));
+  assert.deepEqual(after, [before[0], before[0], before[0]]);
+  const accuracies = await Promise.all(trainers.map((t) => t.evaluate()));
+  assert.equal(new Set(accuracies).size, 1);
+  assert.ok(accuracies[0]! >= 0 && accuracies[0]! <= 1);
+  for (const t of trainers) t.dispose();
+});
+
+test('a stop requested by any one replica stops all of them after the same step', async () => {
+  const config = startConfigSchema.parse({ model: 'mlp', batchSizePerWorker: 4 });
+  const { rings } = createMemoryRing(3);
+  const trainers = rings.map((ring) => new Trainer(config, dataset, ring));
+  const first = await Promise.all(trainers.map((t) => t.trainStep(false)));
+  assert.ok(first.every((r) => !r.stop));
+  const second = await Promise.all(trainers.map((t, r) => t.trainStep(r === 2)));
+  assert.ok(second.every((r) => r.stop && r.step === 1));
+  for (const t of trainers) t.dispose();
+});
