@@ -1,0 +1,53 @@
+/** What every handler receives: the typed io server, the rooms, and a logger. */
+import type { Server, Socket } from 'socket.io';
+import type { ClientToServerEvents, ServerToClientEvents } from '../shared/protocol';
+import type { Room } from './room';
+import type { Logger } from './logger';
+
+export interface SocketData {
+  room: string | null;
+  memberId: string | null;
+  /** Error codes already logged for this socket, so a misbehaving client logs once per kind. */
+  loggedErrors: Set<string>;
+}
+
+export type IoServer = Server<ClientToServerEvents, ServerToClientEvents, Record<string, never>, SocketData>;
+export type IoSocket = Socket<ClientToServerEvents, ServerToClientEvents, Record<string, never>, SocketData>;
+
+export class RoomRegistry {
+  private readonly rooms = new Map<string, Room>();
+
+  constructor(private readonly create: (name: string) => Room) {}
+
+  get(name: string): Room | undefined {
+    return this.rooms.get(name);
+  }
+
+  getOrCreate(name: string): Room {
+    let room = this.rooms.get(name);
+    if (!room) {
+      room = this.create(name);
+      this.rooms.set(name, room);
+    }
+    return room;
+  }
+
+  /** Forgets a room once nobody is in it and it holds no run worth showing. */
+  releaseIfIdle(name: string): void {
+    const room = this.rooms.get(name);
+    if (room && room.isEmpty && !room.isTraining) this.rooms.delete(name);
+  }
+
+  get count(): number {
+    return this.rooms.size;
+  }
+}
+
+export interface ServerContext {
+  io: IoServer;
+  rooms: RoomRegistry;
+  log: Logger;
+}
+
+/** socket.io room that carries a classroom's broadcasts. */
+export const channelOf = (room: string): string => `room:${room}`;

@@ -1,0 +1,46 @@
+/** worker:progress, worker:evaluated, worker:finished: what the dashboard and API show. */
+import { WebringError } from '../../shared/errors';
+import {
+  evaluationReportSchema,
+  finishReportSchema,
+  parseOrThrow,
+  progressReportSchema,
+} from '../../shared/protocol';
+import type { Room } from '../room';
+import type { IoSocket, ServerContext } from '../context';
+import { guarded } from './errors';
+import { broadcastChange } from './rooms';
+
+function memberRoom(ctx: ServerContext, socket: IoSocket): { room: Room; memberId: string } {
+  const { room: name, memberId } = socket.data;
+  const room = name ? ctx.rooms.get(name) : undefined;
+  if (!room || !memberId) throw new WebringError('ERR_NOT_IN_ROOM', 'join a room first');
+  return { room, memberId };
+}
+
+export function registerTrainingHandlers(ctx: ServerContext, socket: IoSocket): void {
+  socket.on('worker:progress', (raw: unknown) => {
+    guarded(ctx, socket, 'worker:progress', undefined, () => {
+      const { room, memberId } = memberRoom(ctx, socket);
+      room.recordProgress(memberId, parseOrThrow(progressReportSchema, raw));
+    });
+  });
+
+  socket.on('worker:evaluated', (raw: unknown) => {
+    guarded(ctx, socket, 'worker:evaluated', undefined, () => {
+      const { room, memberId } = memberRoom(ctx, socket);
+      room.recordEvaluation(memberId, parseOrThrow(evaluationReportSchema, raw));
+    });
+  });
+
+  socket.on('worker:finished', (raw: unknown) => {
+    guarded(ctx, socket, 'worker:finished', undefined, () => {
+      const { room, memberId } = memberRoom(ctx, socket);
+      const report = parseOrThrow(finishReportSchema, raw);
+      // Replicas all end at the same step; only the first report changes the room.
+      if (!room.isTraining) return;
+      ctx.log.info(`room ${room.name}: run ${report.reason} at step ${report.step}`);
+      broadcastChange(ctx, room.name, room.recordFinished(memberId, report));
+    });
+  });
+}

@@ -1,0 +1,276 @@
+/**
+ * One classroom: membership, numbered generations, and the training run's shared view.
+ * Pure state, no sockets: the handlers translate events into these calls and broadcast
+ * what they return, and the unit of truth stays easy to test.
+ */
+import { WebringError, type ErrorBody } from '../shared/errors';
+import {
+  MAX_ROOM_MEMBERS,
+  type Backend,
+  type EvaluationReport,
+  type FinishReport,
+  type Generation,
+  type MemberInfo,
+  type MetricPoint,
+  type ProgressReport,
+  type RoomMetrics,
+  type RoomState,
+  type RoomStatus,
+  type StartConfig,
+  type TrainStart,
+  type WorkerKind,
+} from '../shared/protocol';
+import { MNIST_TRAIN_DIGITS } from '../shared/mnist-format';
+import { stepsPerEpoch } from '../shared/sharding';
+
+/** Enough for a whole lesson's loss curve at one point per step; older points are dropped. */
+export const MAX_HISTORY_POINTS = 5_000;
+
+export interface NewMember {
+  id: string;
+  socketId: string;
+  name: string;
+  backend: Backend;
+  kind: WorkerKind;
+  adapter: string | null;
+}
+
+interface Member extends NewMember {
+  index: number;
+  examplesPerSec: number;
+  step: number;
+  weightsHash: string | null;
+}
+
+export interface MembershipChange {
+  /** The new generation to broadcast, when membership changed. */
+  generation: Generation | null;
+  /** Set when a running training can no longer continue and its workers must stop. */
+  trainingAborted: boolean;
+}
+
+export class Room {
+  readonly name: string;
+  private nextIndex = 0;
+  private generation = 0;
+  /** Ring members, ordered by index: rank is the position, rank 0 the chief. */
+  private active: Member[] = [];
+  /** Joined while training ran; admitted when the run ends. */
+  private waiting: Member[] = [];
+  private state: RoomState = 'idle';
+  private config: StartConfig | null = null;
+  private trainingGeneration: number | null = null;
+  private stopRequested = false;
+  private step = 0;
+  private epoch = 0;
+  private loss: number | null = null;
+  private trainAccuracy: number | null = null;
+  private accuracy: number | null = null;
+  private history: MetricPoint[] = [];
+  private evaluations: RoomMetrics['evaluations'] = [];
+  private lastError: ErrorBody | null = null;
+
+  constructor(name: string) {
+    this.name = name;
+  }
+
+  get size(): number {
+    return this.active.length + this.waiting.length;
+  }
+
+  get isEmpty(): boolean {
+    return this.size === 0;
+  }
+
+  get currentGeneration(): number {
+    return this.generation;
+  }
+
+  get isTraining(): boolean {
+    return this.state === 'training';
+  }
+
+  hasMember(id: string): boolean {
+    return this.find(id) !== undefined;
+  }
+
+  socketIdOf(id: string): string | null {
+    return this.find(id)?.socketId ?? null;
+  }
+
+  join(member: NewMember): { index: number; change: MembershipChange } {
+    if (this.size >= MAX_ROOM_MEMBERS) {
+      throw new WebringError('ERR_ROOM_FULL', `room ${this.name} already has ${MAX_ROOM_MEMBERS} members`);
+    }
+    const joined: Member = { ...member, index: this.nextIndex++, examplesPerSec: 0, step: 0, weightsHash: null };
+    if (this.state === 'training') {
+      // Mid-run admission at a step boundary is the elastic ring's job; until then, wait.
+      this.waiting.push(joined);
+      return { index: joined.index, change: { generation: null, trainingAborted: false } };
+    }
+    this.active.push(joined);
+    return { index: joined.index, change: { generation: this.bumpGeneration(), trainingAborted: false } };
+  }
+
+  leave(id: string): MembershipChange {
+    const waitingAt = this.waiting.findIndex((m) => m.id === id);
+    if (waitingAt >= 0) {
+      this.waiting.splice(waitingAt, 1);
+      return { generation: null, trainingAborted: false };
+    }
+    const at = this.active.findIndex((m) => m.id === id);
+    if (at < 0) return { generation: null, trainingAborted: false };
+    this.active.splice(at, 1);
+    let trainingAborted = false;
+    if (this.state === 'training') {
+      // A synchronous ring cannot lose a member mid-run yet (the elastic issue adds that).
+      trainingAborted = true;
+      this.endRun('idle', { code: 'ERR_MEMBER_LEFT', message: 'a worker left during training; press Start to train again' });
+    }
+    return { generation: this.bumpGeneration(), trainingAborted };
+  }
+
+  start(config: StartConfig): TrainStart {
+    if (this.state === 'training') throw new WebringError('ERR_BAD_STATE', `room ${this.name} is already training`);
+    if (this.active.length === 0) throw new WebringError('ERR_NO_WORKERS', `no workers have joined room ${this.name}`);
+    this.state = 'training';
+    this.config = config;
+    this.trainingGeneration = this.generation;
+    this.stopRequested = false;
+    this.step = 0;
+    this.epoch = 0;
+    this.loss = null;
+    this.trainAccuracy = null;
+    this.accuracy = null;
+    this.history = [];
+    this.evaluations = [];
+    this.lastError = null;
+    for (const m of this.active) {
+      m.step = 0;
+      m.weightsHash = null;
+      m.examplesPerSec = 0;
+    }
+    return { generation: this.generation, config, startStep: 0 };
+  }
+
+  requestStop(): void {
+    if (this.state !== 'training') throw new WebringError('ERR_BAD_STATE', `room ${this.name} is not training`);
+    this.stopRequested = true;
+  }
+
+  recordProgress(memberId: string, report: ProgressReport): void {
+    const m = this.requireActiveInRun(memberId, report.generation);
+    m.step = report.step;
+    m.examplesPerSec = report.examplesPerSec;
+    m.weightsHash = report.weightsHash;
+    // Every replica computes the same global loss; the chief's report is the room's.
+    if (this.active[0] === m) {
+      this.step = report.step;
+      this.epoch = report.epoch;
+      this.loss = report.loss;
+      this.trainAccuracy = report.trainAccuracy;
+      this.history.push({ step: report.step, loss: report.loss, trainAccuracy: report.trainAccuracy });
+      if (this.history.length > MAX_HISTORY_POINTS) this.history.splice(0, this.history.length - MAX_HISTORY_POINTS);
+    }
+  }
+
+  recordEvaluation(memberId: string, report: EvaluationReport): void {
+    const m = this.requireActiveInRun(memberId, report.generation);
+    if (this.active[0] !== m) return;
+    this.accuracy = report.accuracy;
+    this.evaluations.push({ epoch: report.epoch, step: report.step, accuracy: report.accuracy });
+  }
+
+  /** The first report of the run's end wins: every replica ends at the same step. */
+  recordFinished(memberId: string, report: FinishReport): MembershipChange {
+    this.requireActiveInRun(memberId, report.generation);
+    if (report.reason === 'failed') {
+      this.endRun('idle', { code: 'ERR_PEER_FAILED', message: report.message ?? report.code ?? 'a worker failed' });
+    } else {
+      this.step = Math.max(this.step, report.step);
+      this.endRun('done', null);
+    }
+    if (this.waiting.length === 0) return { generation: null, trainingAborted: false };
+    this.active.push(...this.waiting);
+    this.active.sort((a, b) => a.index - b.index);
+    this.waiting = [];
+    return { generation: this.bumpGeneration(), trainingAborted: false };
+  }
+
+  snapshot(): Generation {
+    return { room: this.name, generation: this.generation, members: this.active.map((m, rank) => this.info(m, rank)) };
+  }
+
+  status(): RoomStatus {
+    const n = this.active.length;
+    const totalSteps =
+      this.config && n > 0
+        ? Math.min(
+            this.config.epochs * stepsPerEpoch(MNIST_TRAIN_DIGITS, this.config.batchSizePerWorker * n),
+            this.config.maxSteps ?? Number.POSITIVE_INFINITY,
+          )
+        : null;
+    return {
+      room: this.name,
+      state: this.state,
+      generation: this.generation,
+      step: this.step,
+      epoch: this.epoch,
+      chief: this.active[0]?.id ?? null,
+      members: this.active.map((m, rank) => this.info(m, rank)),
+      waiting: this.waiting.map((m) => this.info(m, null)),
+      config: this.config,
+      totalSteps,
+      metrics: { loss: this.loss, accuracy: this.accuracy, trainAccuracy: this.trainAccuracy },
+      lastError: this.lastError,
+    };
+  }
+
+  metrics(): RoomMetrics {
+    return { room: this.name, history: [...this.history], evaluations: [...this.evaluations] };
+  }
+
+  get stopPending(): boolean {
+    return this.stopRequested;
+  }
+
+  private endRun(state: RoomState, error: ErrorBody | null): void {
+    this.state = state;
+    this.trainingGeneration = null;
+    this.stopRequested = false;
+    this.lastError = error;
+  }
+
+  private requireActiveInRun(memberId: string, generation: number): Member {
+    const m = this.active.find((x) => x.id === memberId);
+    if (!m) throw new WebringError('ERR_NOT_IN_ROOM', 'only ring members report training progress');
+    if (this.state !== 'training' || generation !== this.trainingGeneration) {
+      throw new WebringError('ERR_STALE_GENERATION', `report for generation ${generation}, run is ${this.trainingGeneration ?? 'not running'}`);
+    }
+    return m;
+  }
+
+  private bumpGeneration(): Generation {
+    this.generation++;
+    return this.snapshot();
+  }
+
+  private find(id: string): Member | undefined {
+    return this.active.find((m) => m.id === id) ?? this.waiting.find((m) => m.id === id);
+  }
+
+  private info(m: Member, rank: number | null): MemberInfo {
+    return {
+      id: m.id,
+      name: m.name,
+      index: m.index,
+      rank,
+      backend: m.backend,
+      kind: m.kind,
+      adapter: m.adapter,
+      examplesPerSec: m.examplesPerSec,
+      step: m.step,
+      weightsHash: m.weightsHash,
+    };
+  }
+}

@@ -1,0 +1,237 @@
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import type { RunningServer } from '../../signaling-server/server';
+import type { RoomStatus } from '../../shared/protocol';
+import { connectClient, join, nextEvent, startTestServer, TEST_TOKEN, type TestSocket } from '../support/server';
+
+let server: RunningServer;
+const sockets: TestSocket[] = [];
+
+before(async () => {
+  server = await startTestServer({ pingIntervalMs: 300, pingTimeoutMs: 500 });
+});
+after(async () => {
+  for (const s of sockets) s.disconnect();
+  await server.close();
+});
+
+async function client(): Promise<TestSocket> {
+  const s = await connectClient(server);
+  sockets.push(s);
+  return s;
+}
+
+async function status(room: string): Promise<RoomStatus> {
+  const res = await fetch(`${server.url}/api/rooms/${room}`);
+  assert.equal(res.status, 200);
+  return (await res.json()) as RoomStatus;
+}
+
+function post(path: string, body: unknown, token: string | null = TEST_TOKEN): Promise<Response> {
+  const headers: Record<string, string> = { 'content-type': 'application/json' };
+  if (token) headers.authorization = `Bearer ${token}`;
+  return fetch(`${server.url}${path}`, { method: 'POST', headers, body: typeof body === 'string' ? body : JSON.stringify(body) });
+}
+
+test('members get increasing indexes, ranks follow them and the chief is the lowest index', async () => {
+  const [a, b, c] = [await client(), await client(), await client()];
+  const ja = await join(a, 'ranks', 'ada');
+  const jb = await join(b, 'ranks', 'bob');
+  const lastGeneration = nextEvent(a, 'ring:generation', (g) => g.members.length === 3);
+  const jc = await join(c, 'ranks', 'cy');
+  assert.ok(ja.ok && jb.ok && jc.ok);
+  assert.ok(ja.index < jb.index && jb.index < jc.index);
+  const g = await lastGeneration;
+  assert.deepEqual(g.members.map((m) => m.name), ['ada', 'bob', 'cy']);
+  assert.deepEqual(g.members.map((m) => m.rank), [0, 1, 2]);
+  const s = await status('ranks');
+  assert.equal(s.chief, ja.memberId);
+  assert.equal(s.state, 'idle');
+  assert.equal(s.generation, g.generation);
+});
+
+test('the generation rises when a member leaves, and the next-lowest index becomes chief', async () => {
+  const [a, b, c] = [await client(), await client(), await client()];
+  const ja = await join(a, 'leave', 'a');
+  const jb = await join(b, 'leave', 'b');
+  await join(c, 'leave', 'c');
+  assert.ok(ja.ok && jb.ok);
+  const before = await status('leave');
+  const next = nextEvent(b, 'ring:generation', (g) => g.members.length === 2);
+  a.disconnect(); // the chief's tab closes
+  const g = await next;
+  assert.ok(g.generation > before.generation);
+  assert.equal(g.members[0]!.id, jb.memberId);
+  assert.equal((await status('leave')).chief, jb.memberId);
+});
+
+test('a tab that stops answering (no disconnect packet) is dropped by the ping timeout', async () => {
+  const [a, b] = [await client(), await client()];
+  await join(a, 'vanish', 'a');
+  await join(b, 'vanish', 'b');
+  const next = nextEvent(a, 'ring:generation', (g) => g.members.length === 1, 5_000);
+  // Silence b entirely: no pongs, no goodbye, as a frozen or unplugged laptop behaves.
+  (b.io.engine as unknown as { _sendPacket: () => void })._sendPacket = () => {};
+  const started = Date.now();
+  await next;
+  // pingInterval 300 ms + pingTimeout 500 ms in this server.
+  assert.ok(Date.now() - started < 2_000, `noticed after ${Date.now() - started} ms`);
+});
+
+test('signals are relayed within a room and refused across rooms', async () => {
+  const [a, b, x] = [await client(), await client(), await client()];
+  const ja = await join(a, 'relay-1', 'a');
+  const jb = await join(b, 'relay-1', 'b');
+  const jx = await join(x, 'relay-2', 'x');
+  assert.ok(ja.ok && jb.ok && jx.ok);
+  const got = nextEvent(b, 'signal:relay');
+  const ok = await new Promise<unknown>((r) => a.emit('signal:relay', { to: jb.memberId, linkId: 'l-1', data: { type: 'offer', sdp: 'v=0' } }, r));
+  assert.deepEqual(ok, { ok: true });
+  assert.deepEqual(await got, { from: ja.memberId, linkId: 'l-1', data: { type: 'offer', sdp: 'v=0' } });
+
+  let leaked = false;
+  x.on('signal:relay', () => (leaked = true));
+  const refused = (await new Promise((r) => a.emit('signal:relay', { to: jx.memberId, linkId: 'l-2', data: { type: 'offer' } }, r))) as {
+    ok: boolean;
+    error: { code: string };
+  };
+  assert.equal(refused.ok, false);
+  assert.equal(refused.error.code, 'ERR_NOT_IN_ROOM');
+  await new Promise((r) => setTimeout(r, 100));
+  assert.equal(leaked, false);
+});
+
+test('malformed events get coded errors and never crash the server or disturb another room', async () => {
+  const [good, bad] = [await client(), await client()];
+  const jg = await join(good, 'calm', 'steady');
+  assert.ok(jg.ok);
+  const before = await status('calm');
+
+  const ack = (event: string, ...args: unknown[]) =>
+    new Promise<{ ok: boolean; error?: { code: string; field?: string } }>((r) =>
+      (bad.emit as (e: string, ...a: unknown[]) => void)(event, ...args, r),
+    );
+  const wrongTypes = await ack('room:join', { room: 42, name: ['x'], kind: 'browser', backend: 'webgpu' });
+  assert.equal(wrongTypes.error?.code, 'ERR_BAD_REQUEST');
+  assert.equal(wrongTypes.error?.field, 'room');
+  assert.equal((await ack('room:join', null)).error?.code, 'ERR_BAD_REQUEST');
+  assert.equal((await ack('room:join', { room: '../etc', name: 'x', kind: 'browser', backend: 'cpu' })).error?.code, 'ERR_BAD_REQUEST');
+  assert.equal((await ack('room:join', { room: 'r', name: 'x', kind: 'browser', backend: 'tpu' })).error?.field, 'backend');
+  assert.equal((await ack('signal:relay', { to: 'aaaaaaaaaaaaaaaa', linkId: 'x', data: {} })).error?.code, 'ERR_NOT_IN_ROOM');
+  assert.equal((await ack('room:leave')).error?.code, 'ERR_NOT_IN_ROOM');
+
+  // Events without an ack are answered with 'server:error'.
+  const serverError = nextEvent(bad, 'server:error');
+  bad.emit('worker:progress', { step: 'nope' } as never);
+  assert.equal((await serverError).code, 'ERR_NOT_IN_ROOM');
+  const unknown = nextEvent(bad, 'server:error');
+  (bad.emit as (e: string, ...a: unknown[]) => void)('room:explode', 1, 2, 3);
+  assert.equal((await unknown).code, 'ERR_BAD_REQUEST');
+
+  // A join to a real room after all that still works, and an oversized signal is refused.
+  const jb = await join(bad, 'calm', 'recovered');
+  assert.ok(jb.ok);
+  const huge = await ack('signal:relay', { to: jg.memberId, linkId: 'x', data: { sdp: 'a'.repeat(40_000) } });
+  assert.equal(huge.error?.code, 'ERR_PAYLOAD_TOO_LARGE');
+
+  // A payload above the socket.io packet cap closes only that connection.
+  const flooder = await client();
+  const closed = new Promise<void>((r) => flooder.once('disconnect', () => r()));
+  (flooder.emit as (e: string, ...a: unknown[]) => void)('room:join', { room: 'calm', name: 'x'.repeat(300_000), kind: 'node', backend: 'cpu' });
+  await closed;
+
+  const after = await status('calm');
+  assert.equal(after.members.length, before.members.length + 1);
+  assert.equal(after.chief, jg.memberId);
+  const health = await fetch(`${server.url}/healthz`);
+  assert.equal(health.status, 200);
+});
+
+test('start and stop need the teacher token, and a nonsense config gets a 400 naming the field', async () => {
+  const a = await client();
+  await join(a, 'lesson', 'a');
+  assert.equal((await post('/api/rooms/lesson/start', {}, null)).status, 401);
+  assert.equal((await post('/api/rooms/lesson/start', {}, 'wrong-token')).status, 401);
+  assert.equal((await post('/api/rooms/lesson/stop', {}, null)).status, 401);
+
+  const bad = await post('/api/rooms/lesson/start', { learningRate: -1 });
+  assert.equal(bad.status, 400);
+  const body = (await bad.json()) as { error: { code: string; field: string } };
+  assert.deepEqual([body.error.code, body.error.field], ['ERR_BAD_REQUEST', 'learningRate']);
+  const unknownField = (await (await post('/api/rooms/lesson/start', { model: 'mlp', lr: 1 })).json()) as { error: { field?: string; message: string } };
+  assert.match(unknownField.error.message, /lr/);
+  assert.equal((await post('/api/rooms/lesson/start', '{not json')).status, 400);
+  assert.equal((await post('/api/rooms/lesson/start', { model: 'x'.repeat(20_000) })).status, 413);
+  assert.equal((await post('/api/rooms/empty-room/start', {})).status, 409);
+
+  const started = nextEvent(a, 'train:start');
+  const ok = await post('/api/rooms/lesson/start', { model: 'cnn', epochs: 1 });
+  assert.equal(ok.status, 200);
+  const start = await started;
+  assert.equal(start.config.model, 'cnn');
+  assert.equal(start.config.optimizer, 'adam'); // default filled in
+  assert.equal((await status('lesson')).state, 'training');
+  assert.equal((await post('/api/rooms/lesson/start', {})).status, 409);
+
+  const stopped = nextEvent(a, 'train:stop');
+  assert.equal((await post('/api/rooms/lesson/stop', {})).status, 200);
+  assert.equal((await stopped).reason, 'teacher');
+});
+
+test('progress reports feed the room status; a stale generation is refused', async () => {
+  const [a, b] = [await client(), await client()];
+  const ja = await join(a, 'progress', 'a');
+  await join(b, 'progress', 'b');
+  const start = nextEvent(a, 'train:start');
+  await post('/api/rooms/progress/start', { maxSteps: 5 });
+  const { generation } = await start;
+  a.emit('worker:progress', { generation, step: 3, epoch: 0, loss: 1.5, trainAccuracy: 0.5, examplesPerSec: 100, weightsHash: '0123456789abcdef' });
+  const stale = nextEvent(a, 'server:error');
+  a.emit('worker:progress', { generation: generation + 7, step: 4, epoch: 0, loss: 1, trainAccuracy: 0.5, examplesPerSec: 1, weightsHash: '0123456789abcdef' });
+  assert.equal((await stale).code, 'ERR_STALE_GENERATION');
+  const s = await status('progress');
+  assert.equal(s.step, 3);
+  assert.equal(s.metrics.loss, 1.5);
+  assert.equal(s.members[0]!.examplesPerSec, 100);
+  assert.equal(s.members[0]!.id, ja.memberId);
+
+  // A student arriving mid-run waits, and enters the ring when the run finishes.
+  const late = await client();
+  const jl = await join(late, 'progress', 'late');
+  assert.ok(jl.ok);
+  assert.equal((await status('progress')).waiting.length, 1);
+  const admitted = nextEvent(late, 'ring:generation', (g) => g.members.length === 3);
+  a.emit('worker:finished', { generation, step: 5, reason: 'completed' });
+  await admitted;
+  const done = await status('progress');
+  assert.equal(done.state, 'done');
+  assert.equal(done.members.length, 3);
+
+  const metrics = (await (await fetch(`${server.url}/api/rooms/progress/metrics`)).json()) as { history: unknown[] };
+  assert.equal(metrics.history.length, 1);
+});
+
+test('a member leaving mid-run stops the run for everyone with a coded reason', async () => {
+  const [a, b] = [await client(), await client()];
+  await join(a, 'abort', 'a');
+  await join(b, 'abort', 'b');
+  const start = nextEvent(a, 'train:start');
+  await post('/api/rooms/abort/start', {});
+  await start;
+  const stop = nextEvent(a, 'train:stop');
+  b.disconnect();
+  assert.equal((await stop).reason, 'membership');
+  const s = await status('abort');
+  assert.equal(s.state, 'idle');
+  assert.equal(s.lastError?.code, 'ERR_MEMBER_LEFT');
+});
+
+test('the API rejects bad room names and serves the real MNIST file', async () => {
+  assert.equal((await fetch(`${server.url}/api/rooms/${encodeURIComponent('../../etc')}`)).status, 400);
+  const empty = await status('nobody-here');
+  assert.deepEqual([empty.state, empty.members.length, empty.chief], ['idle', 0, null]);
+  const res = await fetch(`${server.url}/data/mnist.bin`);
+  assert.equal(res.status, 200);
+  const bytes = new Uint8Array(await res.arrayBuffer());
+  assert.equal(bytes.byteLength, 24 + 10_000 * 785);
+});
