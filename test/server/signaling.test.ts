@@ -1,7 +1,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import type { RunningServer } from '../../signaling-server/server';
-import type { RoomStatus } from '../../shared/protocol';
+import type { AckResult, RoomStatus } from '../../shared/protocol';
 import { connectClient, join, nextEvent, startTestServer, TEST_TOKEN, type TestSocket } from '../support/server';
 
 let server: RunningServer;
@@ -91,11 +91,10 @@ test('signals are relayed within a room and refused across rooms', async () => {
 
   let leaked = false;
   x.on('signal:relay', () => (leaked = true));
-  const refused = (await new Promise((r) => a.emit('signal:relay', { to: jx.memberId, linkId: 'l-2', data: { type: 'offer' } }, r))) as {
-    ok: boolean;
-    error: { code: string };
-  };
-  assert.equal(refused.ok, false);
+  const refused = await new Promise<AckResult<Record<string, never>>>((r) =>
+    a.emit('signal:relay', { to: jx.memberId, linkId: 'l-2', data: { type: 'offer' } }, r),
+  );
+  assert.ok(!refused.ok);
   assert.equal(refused.error.code, 'ERR_NOT_IN_ROOM');
   await new Promise((r) => setTimeout(r, 100));
   assert.equal(leaked, false);
@@ -193,6 +192,7 @@ test('progress reports feed the room status; a stale generation is refused', asy
   assert.equal(s.step, 3);
   assert.equal(s.metrics.loss, 1.5);
   assert.equal(s.members[0]!.examplesPerSec, 100);
+  assert.ok(ja.ok);
   assert.equal(s.members[0]!.id, ja.memberId);
 
   // A student arriving mid-run waits, and enters the ring when the run finishes.
