@@ -45,8 +45,12 @@ export const systemClock: Clock = {
   clearTimeout: (handle) => clearTimeout(handle as ReturnType<typeof setTimeout>),
 };
 
-/** Which collective of a step a message belongs to. */
-export const COLLECTIVE_TAG = { gradients: 0, sync: 1, evaluation: 2 } as const;
+/**
+ * Which collective of a step a message belongs to. Collectives run in (step, tag) order, so
+ * the values follow the order within one step number: the chief's state broadcast, then
+ * the evaluation that closes the previous step's epoch, then the step's gradients.
+ */
+export const COLLECTIVE_TAG = { sync: 0, evaluation: 1, gradients: 2 } as const;
 export type CollectiveTag = (typeof COLLECTIVE_TAG)[keyof typeof COLLECTIVE_TAG];
 /** Collectives are ordered by (step, tag); the key packs both into one safe integer. */
 const TAG_SPACE = 0x10000;

@@ -60,6 +60,8 @@ export class Room {
   private state: RoomState = 'idle';
   private config: StartConfig | null = null;
   private trainingGeneration: number | null = null;
+  /** The generation of the run that ended last: its stragglers' final reports are expected. */
+  private endedGeneration: number | null = null;
   private stopRequested = false;
   private step = 0;
   private epoch = 0;
@@ -160,6 +162,7 @@ export class Room {
 
   recordProgress(memberId: string, report: ProgressReport): void {
     const m = this.requireActiveInRun(memberId, report.generation);
+    if (!m) return;
     m.step = report.step;
     m.examplesPerSec = report.examplesPerSec;
     m.weightsHash = report.weightsHash;
@@ -176,14 +179,14 @@ export class Room {
 
   recordEvaluation(memberId: string, report: EvaluationReport): void {
     const m = this.requireActiveInRun(memberId, report.generation);
-    if (this.active[0] !== m) return;
+    if (!m || this.active[0] !== m) return;
     this.accuracy = report.accuracy;
     this.evaluations.push({ epoch: report.epoch, step: report.step, accuracy: report.accuracy });
   }
 
   /** The first report of the run's end wins: every replica ends at the same step. */
   recordFinished(memberId: string, report: FinishReport): MembershipChange {
-    this.requireActiveInRun(memberId, report.generation);
+    if (!this.requireActiveInRun(memberId, report.generation)) return { generation: null, trainingAborted: false };
     if (report.reason === 'failed') {
       this.endRun('idle', { code: 'ERR_PEER_FAILED', message: report.message ?? report.code ?? 'a worker failed' });
     } else {
@@ -236,14 +239,20 @@ export class Room {
 
   private endRun(state: RoomState, error: ErrorBody | null): void {
     this.state = state;
+    this.endedGeneration = this.trainingGeneration;
     this.trainingGeneration = null;
     this.stopRequested = false;
     this.lastError = error;
   }
 
-  private requireActiveInRun(memberId: string, generation: number): Member {
+  /**
+   * The member, when the report belongs to the running run; null for a late report of the
+   * run that just ended (replicas finish a moment apart); an error for anything else.
+   */
+  private requireActiveInRun(memberId: string, generation: number): Member | null {
     const m = this.active.find((x) => x.id === memberId);
     if (!m) throw new WebringError('ERR_NOT_IN_ROOM', 'only ring members report training progress');
+    if (this.state !== 'training' && generation === this.endedGeneration) return null;
     if (this.state !== 'training' || generation !== this.trainingGeneration) {
       throw new WebringError('ERR_STALE_GENERATION', `report for generation ${generation}, run is ${this.trainingGeneration ?? 'not running'}`);
     }

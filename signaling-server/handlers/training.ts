@@ -38,7 +38,10 @@ export function registerTrainingHandlers(ctx: ServerContext, socket: IoSocket): 
       const { room, memberId } = memberRoom(ctx, socket);
       const report = parseOrThrow(finishReportSchema, raw);
       // Replicas all end at the same step; only the first report changes the room.
-      if (!room.isTraining) return;
+      if (!room.isTraining) {
+        room.recordFinished(memberId, report); // validates: a late report of the ended run, or an error
+        return;
+      }
       ctx.log.info(`room ${room.name}: run ${report.reason} at step ${report.step}`);
       broadcastChange(ctx, room.name, room.recordFinished(memberId, report));
     });

@@ -80,9 +80,14 @@ test('syncFromChief gives every replica rank 0 weights exactly, and evaluation a
   await Promise.all(trainers.map((t) => t.syncFromChief()));
   const after = await Promise.all(trainers.map((t) => t.weightsHash()));
   assert.deepEqual(after, [before[0], before[0], before[0]]);
+  // The worker's sequence: sync, a step, an epoch-end evaluation, the next step.
+  await Promise.all(trainers.map((t) => t.trainStep()));
   const accuracies = await Promise.all(trainers.map((t) => t.evaluate()));
   assert.equal(new Set(accuracies).size, 1);
   assert.ok(accuracies[0]! >= 0 && accuracies[0]! <= 1);
+  const next = await Promise.all(trainers.map((t) => t.trainStep()));
+  assert.ok(next.every((r) => r.step === 1));
+  assert.equal(new Set(await Promise.all(trainers.map((t) => t.weightsHash()))).size, 1);
   for (const t of trainers) t.dispose();
 });
 

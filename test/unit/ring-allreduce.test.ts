@@ -141,7 +141,8 @@ test('a truncated or wrongly sized message is dropped as malformed', async () =>
   const pending = Promise.all(rings.map((ring, r) => ring.allReduce(integerBuffer(r, 8), 0)));
   rings[1]!.receive(new Uint8Array(5));
   const wrongSize = new Uint8Array(HEADER_BYTES + 4 * 100);
-  wrongSize[0] = 1;
+  wrongSize[0] = 1; // reduce-scatter
+  wrongSize[2] = COLLECTIVE_TAG.gradients;
   wrongSize[4] = 1; // generation 1
   rings[1]!.receive(wrongSize);
   await pending;

@@ -1,0 +1,57 @@
+/**
+ * Picks the fastest tfjs backend that can train: WebGPU, then WebGL, then CPU. The wasm
+ * backend is not an option: it has no Conv2DBackpropFilter kernel, so it cannot train a CNN.
+ */
+import * as tf from '@tensorflow/tfjs';
+import '@tensorflow/tfjs-backend-webgpu';
+import type { Backend } from '../shared/protocol';
+
+export interface BackendChoice {
+  backend: Backend;
+  adapter: string | undefined;
+  /** Why WebGPU is not in use, in words a student can act on; null when it is. */
+  webgpuUnavailable: string | null;
+}
+
+const ORDER: Backend[] = ['webgpu', 'webgl', 'cpu'];
+
+async function webgpuAdapterName(): Promise<string | undefined> {
+  type AdapterWithInfo = { info?: Record<string, string> } | null;
+  const gpu = (navigator as unknown as { gpu?: { requestAdapter(): Promise<AdapterWithInfo> } }).gpu;
+  const adapter = await gpu?.requestAdapter();
+  const info = adapter?.info;
+  if (!info) return undefined;
+  return [info.vendor, info.architecture, info.description].filter(Boolean).join(' ') || undefined;
+}
+
+function webglRendererName(): string | undefined {
+  const gl = document.createElement('canvas').getContext('webgl2');
+  const ext = gl?.getExtension('WEBGL_debug_renderer_info');
+  return gl && ext ? String(gl.getParameter(ext.UNMASKED_RENDERER_WEBGL)) : undefined;
+}
+
+/** `preferred` (from ?backend=) is tried first; the others follow in order. */
+export async function selectBackend(preferred: Backend | null): Promise<BackendChoice> {
+  const order = preferred ? [preferred, ...ORDER.filter((b) => b !== preferred)] : ORDER;
+  let webgpuUnavailable: string | null = null;
+  if (!('gpu' in navigator)) {
+    webgpuUnavailable = window.isSecureContext
+      ? 'this browser has no WebGPU'
+      : 'WebGPU needs a secure context (https or localhost); this page was opened over plain http';
+  }
+  for (const backend of order) {
+    if (backend === 'webgpu' && webgpuUnavailable) continue;
+    try {
+      if (await tf.setBackend(backend)) {
+        await tf.ready();
+        const adapter = backend === 'webgpu' ? await webgpuAdapterName() : backend === 'webgl' ? webglRendererName() : undefined;
+        if (backend !== 'webgpu' && !webgpuUnavailable) webgpuUnavailable = preferred === backend ? `${backend} was requested` : 'WebGPU failed to start';
+        return { backend, adapter: adapter?.slice(0, 200), webgpuUnavailable };
+      }
+    } catch (err) {
+      console.warn(`[webring] backend ${backend} failed:`, err);
+    }
+    if (backend === 'webgpu') webgpuUnavailable = 'no WebGPU adapter was found';
+  }
+  throw new Error('no TensorFlow.js backend could start');
+}

@@ -1,0 +1,87 @@
+/** The student page: join a room, become a ring worker, show what this tab contributes. */
+import { io, type Socket } from 'socket.io-client';
+import { BACKENDS, type Backend, type ClientToServerEvents, type ServerToClientEvents } from '../shared/protocol';
+import { TrainingWorker, type WorkerStatus } from '../shared/worker';
+import { toWebringError } from '../shared/errors';
+import { selectBackend } from './backend';
+import { browserPeerFactory } from './browser-peer';
+import { fetchMnist } from './dataset';
+
+const $ = <T extends HTMLElement>(id: string) => document.getElementById(id) as T;
+const params = new URLSearchParams(location.search);
+const roomInput = $<HTMLInputElement>('room');
+const nameInput = $<HTMLInputElement>('name');
+const joinButton = $<HTMLButtonElement>('join');
+const statusEl = $('worker-status');
+roomInput.value = params.get('room') ?? 'class';
+nameInput.value = params.get('name') ?? '';
+
+const requested = params.get('backend');
+const preferredBackend: Backend | null = (BACKENDS as readonly string[]).includes(requested ?? '') ? (requested as Backend) : null;
+
+const fmt = (v: number | null, digits: number) => (v === null ? '–' : v.toFixed(digits));
+
+function showError(message: string): void {
+  const el = $('error');
+  el.textContent = message;
+  el.classList.remove('hidden');
+}
+
+function render(s: WorkerStatus): void {
+  Object.assign(statusEl.dataset, {
+    state: s.state,
+    rank: s.rank === null ? '' : String(s.rank),
+    index: s.index === null ? '' : String(s.index),
+    chief: String(s.chief),
+    step: String(s.step),
+    backend: s.backend,
+    weightsHash: s.weightsHash ?? '',
+    loss: s.loss === null ? '' : String(s.loss),
+    gradNorm: s.gradNorm === null ? '' : String(s.gradNorm),
+    numTensors: String(s.numTensors),
+    generation: String(s.generation),
+  });
+  $('s-state').textContent = s.state + (s.error ? ` (${s.error.code}: ${s.error.message})` : '');
+  $('s-backend').textContent = s.backend;
+  $('s-rank').textContent = s.rank === null ? '–' : `${s.rank} of ${s.worldSize}${s.chief ? ' (chief)' : ''}`;
+  $('s-step').textContent = s.totalSteps ? `${s.step} / ${s.totalSteps} (epoch ${s.epoch + 1})` : String(s.step);
+  $('s-loss').textContent = fmt(s.loss, 4);
+  $('s-accuracy').textContent = s.testAccuracy === null ? '–' : `${(s.testAccuracy * 100).toFixed(1)} %`;
+  $('s-eps').textContent = fmt(s.examplesPerSec, 0);
+  $('s-hash').textContent = s.weightsHash ?? '–';
+}
+
+async function join(event: Event): Promise<void> {
+  event.preventDefault();
+  joinButton.disabled = true;
+  try {
+    const [choice, dataset] = await Promise.all([selectBackend(preferredBackend), fetchMnist()]);
+    if (choice.webgpuUnavailable) {
+      const notice = $('webgpu-notice');
+      notice.textContent = `WebGPU is unavailable (${choice.webgpuUnavailable}). This tab trains with ${choice.backend.toUpperCase()} instead.`;
+      notice.classList.remove('hidden');
+    }
+    const socket: Socket<ServerToClientEvents, ClientToServerEvents> = io({ transports: ['websocket'] });
+    const worker = new TrainingWorker({
+      socket,
+      peerFactory: browserPeerFactory,
+      dataset,
+      backend: choice.backend,
+      kind: 'browser',
+      adapter: choice.adapter,
+      onStatus: render,
+      log: (m) => console.info(`[webring] ${m}`),
+    });
+    // Tests and the console can reach the worker; nothing in the app depends on it.
+    (window as unknown as { webring: TrainingWorker }).webring = worker;
+    await worker.join(roomInput.value.trim(), nameInput.value.trim());
+    roomInput.disabled = true;
+    nameInput.disabled = true;
+  } catch (err) {
+    const e = toWebringError(err);
+    showError(`Could not join: ${e.message} (${e.code})`);
+    joinButton.disabled = false;
+  }
+}
+
+$('join-form').addEventListener('submit', (e) => void join(e));

@@ -1,0 +1,82 @@
+/** The teacher page (plain for now): start and stop a run, watch the members and the loss. */
+import type { RoomStatus } from '../shared/protocol';
+import type { ErrorBody } from '../shared/errors';
+
+const POLL_INTERVAL_MS = 1_000;
+const $ = <T extends HTMLElement>(id: string) => document.getElementById(id) as T;
+const params = new URLSearchParams(location.search);
+const room = params.get('room') ?? 'class';
+const token = params.get('token') ?? '';
+$('room-name').textContent = room;
+
+function showError(error: ErrorBody | null): void {
+  const el = $('error');
+  el.textContent = error ? `${error.message} (${error.code})` : '';
+  el.classList.toggle('hidden', !error);
+}
+
+async function call(action: 'start' | 'stop', body: unknown): Promise<void> {
+  const res = await fetch(`/api/rooms/${encodeURIComponent(room)}/${action}`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
+    body: JSON.stringify(body),
+  });
+  const json = (await res.json()) as { ok: boolean; error?: ErrorBody };
+  showError(json.ok ? null : (json.error ?? { code: 'ERR_INTERNAL', message: `HTTP ${res.status}` }));
+  await refresh();
+}
+
+function readConfig(form: HTMLFormElement): Record<string, unknown> {
+  const data = new FormData(form);
+  const config: Record<string, unknown> = {};
+  for (const [key, value] of data.entries()) {
+    if (value === '') continue;
+    config[key] = key === 'model' || key === 'optimizer' ? value : Number(value);
+  }
+  return config;
+}
+
+function cell(text: string): HTMLTableCellElement {
+  const td = document.createElement('td');
+  td.textContent = text;
+  return td;
+}
+
+function render(s: RoomStatus): void {
+  $('t-state').textContent = s.state;
+  $('t-generation').textContent = String(s.generation);
+  $('t-step').textContent = s.totalSteps ? `${s.step} / ${s.totalSteps} (epoch ${s.epoch + 1})` : String(s.step);
+  $('t-loss').textContent = s.metrics.loss === null ? '–' : s.metrics.loss.toFixed(4);
+  $('t-accuracy').textContent = s.metrics.accuracy === null ? '–' : `${(s.metrics.accuracy * 100).toFixed(1)} %`;
+  const rows = [...s.members, ...s.waiting].map((m) => {
+    const tr = document.createElement('tr');
+    tr.dataset.memberId = m.id;
+    tr.append(
+      cell(m.rank === null ? 'waiting' : m.rank === 0 ? '0 (chief)' : String(m.rank)),
+      cell(String(m.index)),
+      cell(m.name),
+      cell(m.kind),
+      cell(m.backend + (m.adapter ? ` (${m.adapter})` : '')),
+      cell(String(m.step)),
+      cell(m.examplesPerSec.toFixed(0)),
+      cell(m.weightsHash ?? '–'),
+    );
+    return tr;
+  });
+  $('members').replaceChildren(...rows);
+  if (s.lastError) showError(s.lastError);
+}
+
+async function refresh(): Promise<void> {
+  const res = await fetch(`/api/rooms/${encodeURIComponent(room)}`);
+  if (res.ok) render((await res.json()) as RoomStatus);
+}
+
+const form = $<HTMLFormElement>('config');
+form.addEventListener('submit', (e) => {
+  e.preventDefault();
+  void call('start', readConfig(form));
+});
+$('stop').addEventListener('click', () => void call('stop', {}));
+setInterval(() => void refresh(), POLL_INTERVAL_MS);
+void refresh();

@@ -1,0 +1,52 @@
+import { defineConfig } from '@playwright/test';
+
+export const E2E_PORT = Number(process.env.E2E_PORT ?? 18_080);
+export const E2E_TOKEN = 'e2e-teacher-token';
+
+/**
+ * Debian's Chromium, never a downloaded browser. Flags:
+ * - WebGPU through SwiftShader, so a machine without a GPU still runs the WebGPU path;
+ * - plain IP host candidates instead of mDNS names, so loopback WebRTC always connects;
+ * - no background networking: this machine has no internet, and the probes only add noise.
+ * Chromium keeps only the last --disable-features flag, so all names go in one.
+ */
+export const CHROMIUM_ARGS = [
+  '--enable-unsafe-webgpu',
+  '--use-webgpu-adapter=swiftshader',
+  '--enable-unsafe-swiftshader',
+  '--disable-features=WebRtcHideLocalIpsWithMdns',
+  '--no-sandbox',
+  '--disable-background-networking',
+  '--disable-component-update',
+  '--disable-sync',
+  '--no-first-run',
+];
+
+export default defineConfig({
+  testDir: 'test/e2e',
+  timeout: 240_000,
+  expect: { timeout: 30_000 },
+  fullyParallel: false,
+  workers: 1,
+  retries: 0,
+  reporter: [['list']],
+  use: {
+    baseURL: `http://127.0.0.1:${E2E_PORT}`,
+    launchOptions: { executablePath: process.env.CHROMIUM_PATH ?? '/usr/bin/chromium', args: CHROMIUM_ARGS },
+  },
+  webServer: {
+    command: `node --import tsx signaling-server/main.ts`,
+    url: `http://127.0.0.1:${E2E_PORT}/healthz`,
+    reuseExistingServer: false,
+    timeout: 120_000,
+    stdout: 'pipe',
+    stderr: 'pipe',
+    env: {
+      PORT: String(E2E_PORT),
+      HOST: '127.0.0.1',
+      TEACHER_TOKEN: E2E_TOKEN,
+      DATA_DIR: 'test-results/e2e-data',
+      LOG_LEVEL: 'warn',
+    },
+  },
+});

@@ -1,0 +1,251 @@
+/**
+ * A training worker: joins a room over socket.io, keeps its ring links current with every
+ * generation, and runs the synchronous training loop when the teacher starts. The same
+ * class runs in a browser tab and in a headless Node worker; only the peer factory, the
+ * socket and the tfjs backend differ.
+ */
+import * as tf from '@tensorflow/tfjs';
+import type { Socket } from 'socket.io-client';
+import { WebringError, toWebringError, type ErrorBody } from './errors';
+import type { MnistDataset } from './mnist-format';
+import type { PeerFactory } from './peer';
+import type {
+  AckResult,
+  Backend,
+  ClientToServerEvents,
+  Generation,
+  JoinAccepted,
+  ServerToClientEvents,
+  TrainStart,
+  WorkerKind,
+} from './protocol';
+import { RingNetwork } from './ring-network';
+import { Trainer } from './trainer';
+
+export type WorkerState = 'idle' | 'joining' | 'ready' | 'waiting' | 'training' | 'done' | 'error';
+
+export interface WorkerStatus {
+  state: WorkerState;
+  memberId: string | null;
+  index: number | null;
+  rank: number | null;
+  worldSize: number;
+  chief: boolean;
+  generation: number;
+  step: number;
+  totalSteps: number | null;
+  epoch: number;
+  loss: number | null;
+  trainAccuracy: number | null;
+  testAccuracy: number | null;
+  weightsHash: string | null;
+  gradNorm: number | null;
+  examplesPerSec: number;
+  examplesProcessed: number;
+  numTensors: number;
+  backend: Backend;
+  error: ErrorBody | null;
+}
+
+export interface WorkerOptions {
+  socket: Socket<ServerToClientEvents, ClientToServerEvents>;
+  peerFactory: PeerFactory;
+  dataset: MnistDataset;
+  backend: Backend;
+  kind: WorkerKind;
+  adapter?: string;
+  onStatus(status: WorkerStatus): void;
+  log(message: string): void;
+  /** Test-only override; production uses the ring's default. */
+  collectiveTimeoutMs?: number;
+}
+
+const JOIN_TIMEOUT_MS = 10_000;
+
+export class TrainingWorker {
+  private readonly options: WorkerOptions;
+  private network: RingNetwork | null = null;
+  private trainer: Trainer | null = null;
+  private running = false;
+  private stopRequested = false;
+  private latestGeneration: Generation | null = null;
+  private readonly status: WorkerStatus;
+
+  constructor(options: WorkerOptions) {
+    this.options = options;
+    this.status = {
+      state: 'idle',
+      memberId: null,
+      index: null,
+      rank: null,
+      worldSize: 0,
+      chief: false,
+      generation: 0,
+      step: 0,
+      totalSteps: null,
+      epoch: 0,
+      loss: null,
+      trainAccuracy: null,
+      testAccuracy: null,
+      weightsHash: null,
+      gradNorm: null,
+      examplesPerSec: 0,
+      examplesProcessed: 0,
+      numTensors: tf.memory().numTensors,
+      backend: options.backend,
+      error: null,
+    };
+    const { socket } = options;
+    socket.on('ring:generation', (g) => this.onGeneration(g));
+    socket.on('signal:relay', ({ from, linkId, data }) => this.network?.handleSignal(from, linkId, data));
+    socket.on('train:start', (start) => void this.run(start));
+    socket.on('train:stop', ({ reason }) => {
+      this.options.log(`stop requested (${reason})`);
+      this.stopRequested = true;
+      // A membership change ends this generation's ring at once; a teacher's stop is
+      // agreed through the ring so that every replica stops after the same step.
+      if (reason === 'membership') this.network?.collective?.abort(new WebringError('ERR_MEMBER_LEFT', 'a ring member left'));
+    });
+    socket.on('server:error', (e) => this.options.log(`server error ${e.code}: ${e.message}`));
+  }
+
+  async join(room: string, name: string): Promise<JoinAccepted> {
+    this.update({ state: 'joining', error: null });
+    const { socket, backend, kind, adapter } = this.options;
+    const result = await new Promise<AckResult<JoinAccepted>>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new WebringError('ERR_TIMEOUT', 'the server did not answer the join')), JOIN_TIMEOUT_MS);
+      socket.emit('room:join', { room, name, kind, backend, ...(adapter ? { adapter } : {}) }, (r) => {
+        clearTimeout(timer);
+        resolve(r);
+      });
+    });
+    if (!result.ok) {
+      this.update({ state: 'error', error: result.error });
+      throw new WebringError(result.error.code, result.error.message);
+    }
+    this.network = new RingNetwork({
+      selfId: result.memberId,
+      factory: this.options.peerFactory,
+      sendSignal: (to, linkId, data) => socket.emit('signal:relay', { to, linkId, data }),
+      log: this.options.log,
+      collectiveTimeoutMs: this.options.collectiveTimeoutMs,
+    });
+    this.update({ memberId: result.memberId, index: result.index, state: 'waiting' });
+    if (this.latestGeneration) this.onGeneration(this.latestGeneration);
+    return result;
+  }
+
+  get currentStatus(): WorkerStatus {
+    return { ...this.status };
+  }
+
+  close(): void {
+    this.network?.close();
+    this.options.socket.disconnect();
+  }
+
+  private onGeneration(g: Generation): void {
+    this.latestGeneration = g;
+    if (!this.network) return; // the join ack has not arrived yet; replayed after it
+    this.network.applyGeneration(g);
+    const rank = g.members.findIndex((m) => m.id === this.status.memberId);
+    this.update({
+      generation: g.generation,
+      rank: rank >= 0 ? rank : null,
+      worldSize: g.members.length,
+      chief: rank === 0,
+      state: this.running ? this.status.state : rank >= 0 ? 'ready' : 'waiting',
+    });
+  }
+
+  private async run(start: TrainStart): Promise<void> {
+    const log = this.options.log;
+    if (this.running) {
+      log('ignoring a start while a run is in progress');
+      return;
+    }
+    const ring = this.network?.collective;
+    if (!ring || ring.generation !== start.generation) {
+      log(`start for generation ${start.generation} does not match this worker's ring; not part of this run`);
+      return;
+    }
+    this.running = true;
+    this.stopRequested = false;
+    this.trainer?.dispose();
+    const trainer = new Trainer(start.config, this.options.dataset, ring);
+    this.trainer = trainer;
+    const socket = this.options.socket;
+    const generation = start.generation;
+    this.update({
+      state: 'training',
+      step: trainer.step,
+      totalSteps: trainer.totalSteps,
+      examplesProcessed: 0,
+      loss: null,
+      testAccuracy: null,
+      error: null,
+    });
+    try {
+      // MWMS broadcasts the chief's variables before the first step; so do we.
+      await trainer.syncFromChief();
+      this.update({ weightsHash: await trainer.weightsHash() });
+      let finished: 'completed' | 'stopped' = 'completed';
+      while (trainer.step < trainer.totalSteps) {
+        const t0 = performance.now();
+        const r = await trainer.trainStep(this.stopRequested);
+        const weightsHash = await trainer.weightsHash();
+        const examplesPerSec = r.examples / Math.max((performance.now() - t0) / 1000, 1e-6);
+        this.update({
+          step: trainer.step,
+          epoch: r.epoch,
+          loss: r.loss,
+          trainAccuracy: r.trainAccuracy,
+          gradNorm: r.gradNorm,
+          weightsHash,
+          examplesPerSec,
+          examplesProcessed: this.status.examplesProcessed + r.examples,
+          numTensors: tf.memory().numTensors,
+        });
+        socket.emit('worker:progress', {
+          generation,
+          step: trainer.step,
+          epoch: r.epoch,
+          loss: r.loss,
+          trainAccuracy: r.trainAccuracy,
+          examplesPerSec,
+          weightsHash,
+        });
+        if (r.stop) {
+          finished = 'stopped';
+          break;
+        }
+        if (r.epochEnd && trainer.step < trainer.totalSteps) await this.evaluate(trainer, generation, r.epoch);
+      }
+      // Every replica reaches the same decision, so this last evaluation stays in lock-step.
+      await this.evaluate(trainer, generation, trainer.epoch);
+      socket.emit('worker:finished', { generation, step: trainer.step, reason: finished });
+      this.update({ state: 'done' });
+    } catch (err) {
+      const e = toWebringError(err);
+      log(`training stopped: ${e.code} ${e.message}`);
+      this.update({ state: 'error', error: e.toBody() });
+      const membershipEnded = e.code === 'ERR_MEMBER_LEFT' || e.code === 'ERR_STALE_GENERATION';
+      if (!membershipEnded) {
+        socket.emit('worker:finished', { generation, step: trainer.step, reason: 'failed', code: e.code, message: e.message.slice(0, 500) });
+      }
+    } finally {
+      this.running = false;
+    }
+  }
+
+  private async evaluate(trainer: Trainer, generation: number, epoch: number): Promise<void> {
+    const accuracy = await trainer.evaluate();
+    this.update({ testAccuracy: accuracy });
+    this.options.socket.emit('worker:evaluated', { generation, step: trainer.step, epoch, accuracy });
+  }
+
+  private update(patch: Partial<WorkerStatus>): void {
+    Object.assign(this.status, patch);
+    this.options.onStatus({ ...this.status });
+  }
+}

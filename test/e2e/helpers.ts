@@ -1,0 +1,29 @@
+import { expect, type Browser, type BrowserContext, type Page } from '@playwright/test';
+
+export interface Student {
+  context: BrowserContext;
+  page: Page;
+  errors: string[];
+}
+
+/** Every student gets its own browser context, as separate laptops would. */
+export async function openStudent(browser: Browser, room: string, name: string, query = ''): Promise<Student> {
+  const context = await browser.newContext();
+  const page = await context.newPage();
+  const errors: string[] = [];
+  page.on('console', (msg) => {
+    if (msg.type() === 'error') errors.push(`[${name}] ${msg.text()}`);
+    if (process.env.E2E_VERBOSE) console.log(`[${name}] ${msg.type()}: ${msg.text()}`);
+  });
+  page.on('pageerror', (err) => errors.push(`[${name}] ${err.message}`));
+  await page.goto(`/?room=${room}&name=${name}${query}`);
+  await page.getByRole('button', { name: 'Join' }).click();
+  await expect(status(page)).toHaveAttribute('data-rank', /^\d+$/, { timeout: 60_000 });
+  return { context, page, errors };
+}
+
+export const status = (page: Page) => page.getByTestId('worker-status');
+
+export async function readStatus(page: Page): Promise<Record<string, string>> {
+  return status(page).evaluate((el) => ({ ...(el as HTMLElement).dataset }) as Record<string, string>);
+}
