@@ -12,6 +12,7 @@ export default defineConfig({
       input: {
         index: resolve(import.meta.dirname, 'client/index.html'),
         teacher: resolve(import.meta.dirname, 'client/teacher.html'),
+        bench: resolve(import.meta.dirname, 'client/bench.html'),
       },
     },
   },

@@ -123,7 +123,9 @@ export class RingNetwork {
   private readonly timeoutMs: number | undefined;
   private readonly links = new Map<string, PeerLink>();
   private leftId: string | null = null;
+  private rightId: string | null = null;
   private current: RingAllReduce | null = null;
+  private tap: ((bytes: Uint8Array) => void) | null = null;
 
   constructor(options: RingNetworkOptions) {
     this.selfId = options.selfId;
@@ -164,6 +166,7 @@ export class RingNetwork {
       if (self.index < member.index && link.linkId === null) link.connect(true, newLinkId(this.selfId));
     }
     this.leftId = n > 1 ? left.id : null;
+    this.rightId = n > 1 ? right.id : null;
     this.current = new RingAllReduce({
       rank,
       worldSize: n,
@@ -192,7 +195,22 @@ export class RingNetwork {
 
   /** Data from a peer: ring traffic only ever comes from the left neighbour. */
   route(peerId: string, bytes: Uint8Array): void {
-    if (peerId === this.leftId && this.current) this.current.receive(bytes);
+    if (peerId !== this.leftId) return;
+    if (this.tap) this.tap(bytes);
+    else this.current?.receive(bytes);
+  }
+
+  /** The link to the right neighbour, for link measurements between collectives. */
+  get rightLink(): RingLink | null {
+    return this.rightId ? (this.links.get(this.rightId) ?? null) : null;
+  }
+
+  /**
+   * Diverts the left neighbour's messages to `handler` instead of the ring, for measuring a
+   * link's raw throughput; null restores the ring. Never set while a collective runs.
+   */
+  setTap(handler: ((bytes: Uint8Array) => void) | null): void {
+    this.tap = handler;
   }
 
   close(): void {

@@ -137,7 +137,9 @@ export class Trainer {
     tf.tidy(() => {
       this.variables.forEach((v, i) => {
         const off = this.offsets[i]!;
-        v.assign(tf.tensor(flat.subarray(off, off + v.size), v.shape, 'float32'));
+        // slice, not subarray: the CPU backend keeps the array it is given as the tensor's
+        // storage, and the variable would then change whenever `flat` is reused.
+        v.assign(tf.tensor(flat.slice(off, off + v.size), v.shape, 'float32'));
       });
     });
   }
@@ -193,6 +195,8 @@ export class Trainer {
       flat[i] = g;
       sq += g * g;
     }
+    // These tensors may alias `flat` (the CPU backend does not copy); that is safe because
+    // they live only inside this tidy, and `flat` is not written again until the next step.
     tf.tidy(() => {
       const named: tf.NamedTensorMap = {};
       this.variables.forEach((v, i) => {

@@ -70,25 +70,38 @@ for (const [model, optimizer, learningRate, steps, perWorker] of [
   });
 }
 
-test('syncFromChief gives every replica rank 0 weights exactly, and evaluation agrees', async () => {
-  const config = startConfigSchema.parse({ model: 'mlp', batchSizePerWorker: 8, seed: 1 });
+test('after syncFromChief every replica trains on from rank 0 state, and evaluation agrees', async () => {
+  const config = startConfigSchema.parse({ model: 'mlp', optimizer: 'sgd', learningRate: 0.1, batchSizePerWorker: 8, seed: 1 });
   const { rings } = createMemoryRing(3);
-  // Different seeds: replicas start different, as a late joiner would.
-  const trainers = rings.map((ring, r) => new Trainer({ ...config, seed: 1 + r }, dataset, ring));
+  const trainers = rings.map((ring) => new Trainer(config, dataset, ring));
+  // Replicas 1 and 2 start from other weights, as a late joiner or a drifted replica would.
+  trainers.slice(1).forEach((t, i) => tf.tidy(() => t.model.setWeights(t.model.getWeights().map((w) => w.mul(i + 2)))));
+  const reference = new Trainer({ ...config, batchSizePerWorker: 24 }, dataset, createMemoryRing(1).rings[0]!);
   const before = await Promise.all(trainers.map((t) => t.weightsHash()));
   assert.equal(new Set(before).size, 3);
   await Promise.all(trainers.map((t) => t.syncFromChief()));
   const after = await Promise.all(trainers.map((t) => t.weightsHash()));
   assert.deepEqual(after, [before[0], before[0], before[0]]);
-  // The worker's sequence: sync, a step, an epoch-end evaluation, the next step.
+  assert.equal(after[0], await reference.weightsHash());
+
+  // The worker's sequence: a step, an epoch-end evaluation, the next step. The synced
+  // weights must stay the replica's own (no aliasing of the reused all-reduce buffer).
   await Promise.all(trainers.map((t) => t.trainStep()));
+  await reference.trainStep();
   const accuracies = await Promise.all(trainers.map((t) => t.evaluate()));
   assert.equal(new Set(accuracies).size, 1);
   assert.ok(accuracies[0]! >= 0 && accuracies[0]! <= 1);
   const next = await Promise.all(trainers.map((t) => t.trainStep()));
+  await reference.trainStep();
   assert.ok(next.every((r) => r.step === 1));
-  assert.equal(new Set(await Promise.all(trainers.map((t) => t.weightsHash()))).size, 1);
-  for (const t of trainers) t.dispose();
+  const want = await reference.readWeights();
+  for (const t of trainers) {
+    const got = await t.readWeights();
+    let maxDiff = 0;
+    for (let i = 0; i < want.length; i++) maxDiff = Math.max(maxDiff, Math.abs(got[i]! - want[i]!));
+    assert.ok(maxDiff <= 1e-5, `max abs difference ${maxDiff}`);
+  }
+  for (const t of [...trainers, reference]) t.dispose();
 });
 
 test('a stop requested by any one replica stops all of them after the same step', async () => {
