@@ -99,7 +99,11 @@ export type SignalRelay = z.output<typeof signalRelaySchema>;
 
 const finite = z.number().finite();
 
+/** Numbers each Start of a room, so reports of an earlier run are told apart. */
+const runSchema = z.number().int().min(1);
+
 export const progressReportSchema = z.strictObject({
+  run: runSchema,
   generation: z.number().int().min(0),
   step: z.number().int().min(0),
   epoch: z.number().int().min(0),
@@ -111,6 +115,7 @@ export const progressReportSchema = z.strictObject({
 export type ProgressReport = z.output<typeof progressReportSchema>;
 
 export const evaluationReportSchema = z.strictObject({
+  run: runSchema,
   generation: z.number().int().min(0),
   step: z.number().int().min(0),
   epoch: z.number().int().min(0),
@@ -122,6 +127,7 @@ export const FINISH_REASONS = ['completed', 'stopped', 'failed'] as const;
 export type FinishReason = (typeof FINISH_REASONS)[number];
 
 export const finishReportSchema = z.strictObject({
+  run: runSchema,
   generation: z.number().int().min(0),
   step: z.number().int().min(0),
   reason: z.enum(FINISH_REASONS),
@@ -156,6 +162,8 @@ export interface Generation {
 }
 
 export interface TrainStart {
+  /** Counts the room's runs; reports carry it back. */
+  run: number;
   generation: number;
   config: StartConfig;
   startStep: number;
@@ -168,6 +176,8 @@ export interface TrainStop {
 export interface RoomStatus {
   room: string;
   state: RoomState;
+  /** The current or last run, 0 before the first Start. */
+  run: number;
   generation: number;
   step: number;
   epoch: number;

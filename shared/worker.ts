@@ -175,7 +175,7 @@ export class TrainingWorker {
     const trainer = new Trainer(start.config, this.options.dataset, ring);
     this.trainer = trainer;
     const socket = this.options.socket;
-    const generation = start.generation;
+    const { generation, run } = start;
     this.update({
       state: 'training',
       step: trainer.step,
@@ -207,6 +207,7 @@ export class TrainingWorker {
           numTensors: tf.memory().numTensors,
         });
         socket.emit('worker:progress', {
+          run,
           generation,
           step: trainer.step,
           epoch: r.epoch,
@@ -219,11 +220,11 @@ export class TrainingWorker {
           finished = 'stopped';
           break;
         }
-        if (r.epochEnd && trainer.step < trainer.totalSteps) await this.evaluate(trainer, generation, r.epoch);
+        if (r.epochEnd && trainer.step < trainer.totalSteps) await this.evaluate(trainer, start, r.epoch);
       }
       // Every replica reaches the same decision, so this last evaluation stays in lock-step.
-      await this.evaluate(trainer, generation, trainer.epoch);
-      socket.emit('worker:finished', { generation, step: trainer.step, reason: finished });
+      await this.evaluate(trainer, start, trainer.epoch);
+      socket.emit('worker:finished', { run, generation, step: trainer.step, reason: finished });
       this.update({ state: 'done' });
     } catch (err) {
       const e = toWebringError(err);
@@ -231,17 +232,17 @@ export class TrainingWorker {
       this.update({ state: 'error', error: e.toBody() });
       const membershipEnded = e.code === 'ERR_MEMBER_LEFT' || e.code === 'ERR_STALE_GENERATION';
       if (!membershipEnded) {
-        socket.emit('worker:finished', { generation, step: trainer.step, reason: 'failed', code: e.code, message: e.message.slice(0, 500) });
+        socket.emit('worker:finished', { run, generation, step: trainer.step, reason: 'failed', code: e.code, message: e.message.slice(0, 500) });
       }
     } finally {
       this.running = false;
     }
   }
 
-  private async evaluate(trainer: Trainer, generation: number, epoch: number): Promise<void> {
+  private async evaluate(trainer: Trainer, start: TrainStart, epoch: number): Promise<void> {
     const accuracy = await trainer.evaluate();
     this.update({ testAccuracy: accuracy });
-    this.options.socket.emit('worker:evaluated', { generation, step: trainer.step, epoch, accuracy });
+    this.options.socket.emit('worker:evaluated', { run: start.run, generation: start.generation, step: trainer.step, epoch, accuracy });
   }
 
   private update(patch: Partial<WorkerStatus>): void {

@@ -59,9 +59,8 @@ export class Room {
   private waiting: Member[] = [];
   private state: RoomState = 'idle';
   private config: StartConfig | null = null;
-  private trainingGeneration: number | null = null;
-  /** The generation of the run that ended last: its stragglers' final reports are expected. */
-  private endedGeneration: number | null = null;
+  /** The current run, or the last one once it ended: its replicas' last reports still count. */
+  private run = 0;
   private stopRequested = false;
   private step = 0;
   private epoch = 0;
@@ -137,7 +136,7 @@ export class Room {
     if (this.active.length === 0) throw new WebringError('ERR_NO_WORKERS', `no workers have joined room ${this.name}`);
     this.state = 'training';
     this.config = config;
-    this.trainingGeneration = this.generation;
+    this.run++;
     this.stopRequested = false;
     this.step = 0;
     this.epoch = 0;
@@ -152,7 +151,7 @@ export class Room {
       m.weightsHash = null;
       m.examplesPerSec = 0;
     }
-    return { generation: this.generation, config, startStep: 0 };
+    return { run: this.run, generation: this.generation, config, startStep: 0 };
   }
 
   requestStop(): void {
@@ -161,13 +160,12 @@ export class Room {
   }
 
   recordProgress(memberId: string, report: ProgressReport): void {
-    const m = this.requireActiveInRun(memberId, report.generation);
-    if (!m) return;
+    const m = this.requireMemberOfRun(memberId, report.run);
     m.step = report.step;
     m.examplesPerSec = report.examplesPerSec;
     m.weightsHash = report.weightsHash;
     // Every replica computes the same global loss; the chief's report is the room's.
-    if (this.active[0] === m) {
+    if (this.active[0] === m && report.step > this.step) {
       this.step = report.step;
       this.epoch = report.epoch;
       this.loss = report.loss;
@@ -178,15 +176,16 @@ export class Room {
   }
 
   recordEvaluation(memberId: string, report: EvaluationReport): void {
-    const m = this.requireActiveInRun(memberId, report.generation);
-    if (!m || this.active[0] !== m) return;
+    const m = this.requireMemberOfRun(memberId, report.run);
+    if (this.active[0] !== m) return;
     this.accuracy = report.accuracy;
     this.evaluations.push({ epoch: report.epoch, step: report.step, accuracy: report.accuracy });
   }
 
   /** The first report of the run's end wins: every replica ends at the same step. */
   recordFinished(memberId: string, report: FinishReport): MembershipChange {
-    if (!this.requireActiveInRun(memberId, report.generation)) return { generation: null, trainingAborted: false };
+    this.requireMemberOfRun(memberId, report.run);
+    if (this.state !== 'training') return { generation: null, trainingAborted: false };
     if (report.reason === 'failed') {
       this.endRun('idle', { code: 'ERR_PEER_FAILED', message: report.message ?? report.code ?? 'a worker failed' });
     } else {
@@ -216,6 +215,7 @@ export class Room {
     return {
       room: this.name,
       state: this.state,
+      run: this.run,
       generation: this.generation,
       step: this.step,
       epoch: this.epoch,
@@ -239,23 +239,18 @@ export class Room {
 
   private endRun(state: RoomState, error: ErrorBody | null): void {
     this.state = state;
-    this.endedGeneration = this.trainingGeneration;
-    this.trainingGeneration = null;
     this.stopRequested = false;
     this.lastError = error;
   }
 
   /**
-   * The member, when the report belongs to the running run; null for a late report of the
-   * run that just ended (replicas finish a moment apart); an error for anything else.
+   * The reporting member, when the report belongs to the running run or to the run that just
+   * ended (replicas send their last reports a moment after the first one finished the run).
    */
-  private requireActiveInRun(memberId: string, generation: number): Member | null {
+  private requireMemberOfRun(memberId: string, run: number): Member {
     const m = this.active.find((x) => x.id === memberId);
     if (!m) throw new WebringError('ERR_NOT_IN_ROOM', 'only ring members report training progress');
-    if (this.state !== 'training' && generation === this.endedGeneration) return null;
-    if (this.state !== 'training' || generation !== this.trainingGeneration) {
-      throw new WebringError('ERR_STALE_GENERATION', `report for generation ${generation}, run is ${this.trainingGeneration ?? 'not running'}`);
-    }
+    if (run !== this.run) throw new WebringError('ERR_STALE_RUN', `report for run ${run}; the room's run is ${this.run}`);
     return m;
   }
 

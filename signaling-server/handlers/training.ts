@@ -38,12 +38,11 @@ export function registerTrainingHandlers(ctx: ServerContext, socket: IoSocket): 
       const { room, memberId } = memberRoom(ctx, socket);
       const report = parseOrThrow(finishReportSchema, raw);
       // Replicas all end at the same step; only the first report changes the room.
-      if (!room.isTraining) {
-        room.recordFinished(memberId, report); // validates: a late report of the ended run, or an error
-        return;
-      }
+      const wasTraining = room.isTraining;
+      const change = room.recordFinished(memberId, report);
+      if (!wasTraining) return;
       ctx.log.info(`room ${room.name}: run ${report.reason} at step ${report.step}`);
-      broadcastChange(ctx, room.name, room.recordFinished(memberId, report));
+      broadcastChange(ctx, room.name, change);
     });
   });
 }

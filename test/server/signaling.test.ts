@@ -177,17 +177,17 @@ test('start and stop need the teacher token, and a nonsense config gets a 400 na
   assert.equal((await stopped).reason, 'teacher');
 });
 
-test('progress reports feed the room status; a stale generation is refused', async () => {
+test('progress reports feed the room status; a report of another run is refused', async () => {
   const [a, b] = [await client(), await client()];
   const ja = await join(a, 'progress', 'a');
   await join(b, 'progress', 'b');
   const start = nextEvent(a, 'train:start');
   await post('/api/rooms/progress/start', { maxSteps: 5 });
-  const { generation } = await start;
-  a.emit('worker:progress', { generation, step: 3, epoch: 0, loss: 1.5, trainAccuracy: 0.5, examplesPerSec: 100, weightsHash: '0123456789abcdef' });
+  const { generation, run } = await start;
+  a.emit('worker:progress', { run, generation, step: 3, epoch: 0, loss: 1.5, trainAccuracy: 0.5, examplesPerSec: 100, weightsHash: '0123456789abcdef' });
   const stale = nextEvent(a, 'server:error');
-  a.emit('worker:progress', { generation: generation + 7, step: 4, epoch: 0, loss: 1, trainAccuracy: 0.5, examplesPerSec: 1, weightsHash: '0123456789abcdef' });
-  assert.equal((await stale).code, 'ERR_STALE_GENERATION');
+  a.emit('worker:progress', { run: run + 7, generation, step: 4, epoch: 0, loss: 1, trainAccuracy: 0.5, examplesPerSec: 1, weightsHash: '0123456789abcdef' });
+  assert.equal((await stale).code, 'ERR_STALE_RUN');
   const s = await status('progress');
   assert.equal(s.step, 3);
   assert.equal(s.metrics.loss, 1.5);
@@ -201,15 +201,18 @@ test('progress reports feed the room status; a stale generation is refused', asy
   assert.ok(jl.ok);
   assert.equal((await status('progress')).waiting.length, 1);
   const admitted = nextEvent(late, 'ring:generation', (g) => g.members.length === 3);
-  a.emit('worker:finished', { generation, step: 5, reason: 'completed' });
+  a.emit('worker:finished', { run, generation, step: 5, reason: 'completed' });
   await admitted;
-  // The other replica's reports of the same final step arrive a moment later: accepted quietly.
+  // The replicas' last reports arrive a moment after the run ended: they still count.
   let complained = false;
+  a.on('server:error', () => (complained = true));
   b.on('server:error', () => (complained = true));
-  b.emit('worker:progress', { generation, step: 5, epoch: 0, loss: 1, trainAccuracy: 0.5, examplesPerSec: 1, weightsHash: '0123456789abcdef' });
-  b.emit('worker:finished', { generation, step: 5, reason: 'completed' });
+  b.emit('worker:progress', { run, generation, step: 5, epoch: 0, loss: 1, trainAccuracy: 0.5, examplesPerSec: 1, weightsHash: '0123456789abcdef' });
+  b.emit('worker:finished', { run, generation, step: 5, reason: 'completed' });
+  a.emit('worker:evaluated', { run, generation, step: 5, epoch: 0, accuracy: 0.75 });
   await new Promise((r) => setTimeout(r, 200));
   assert.equal(complained, false);
+  assert.equal((await status('progress')).metrics.accuracy, 0.75);
   const done = await status('progress');
   assert.equal(done.state, 'done');
   assert.equal(done.members.length, 3);
