@@ -29,6 +29,13 @@ test('three tabs train in lock-step on WebGPU to identical weights, led by the l
   await teacher.getByRole('button', { name: 'Start' }).click();
   await expect(teacher.getByTestId('room-state')).toHaveText(/training|done/);
 
+  // Tensor count once every tab is past its first step (Adam's slots exist by then).
+  const tensorsEarly: number[] = [];
+  for (const s of students) {
+    await expect.poll(async () => Number((await readStatus(s.page)).step), { timeout: 120_000 }).toBeGreaterThanOrEqual(3);
+    tensorsEarly.push(Number((await readStatus(s.page)).numTensors));
+  }
+
   for (const s of students) {
     await expect(status(s.page)).toHaveAttribute('data-step', String(STEPS), { timeout: 180_000 });
     await expect(status(s.page)).toHaveAttribute('data-state', 'done');
@@ -43,6 +50,8 @@ test('three tabs train in lock-step on WebGPU to identical weights, led by the l
     // WebGPU readback trap: zeros would leave the weights unchanged and the norm at 0.
     expect(Number(f.gradNorm)).toBeGreaterThan(0);
   }
+  // No leaked tensors: the count stays flat from step 3 to step 20.
+  expect(finals.map((f) => Number(f.numTensors))).toEqual(tensorsEarly);
   const chief = finals.filter((f) => f.chief === 'true');
   expect(chief).toHaveLength(1);
   expect(chief[0]!.rank).toBe('0');

@@ -1,0 +1,136 @@
+/**
+ * RingNetwork over an in-memory PeerFactory: who dials whom, links kept or dropped across
+ * generations, and all-reduces over the resulting ring. The real simple-peer path runs in
+ * the Playwright tests and the benchmark.
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { RingNetwork } from '../../shared/ring-network';
+import type { PeerEvents, PeerFactory, PeerHandle } from '../../shared/peer';
+import type { Generation, MemberInfo } from '../../shared/protocol';
+import { WebringError } from '../../shared/errors';
+
+interface FakePeer extends PeerHandle {
+  events: PeerEvents;
+  remote: FakePeer | null;
+  destroyed: boolean;
+}
+
+/** A tiny in-process "WebRTC": an offer/answer exchange over the relay, then async delivery. */
+function createWorld() {
+  const networks = new Map<string, RingNetwork>();
+  const created: Array<{ owner: string; initiator: boolean }> = [];
+  const pendingByLink = new Map<string, FakePeer>();
+  const factoryFor =
+    (owner: string): PeerFactory =>
+    ({ initiator }, events) => {
+      created.push({ owner, initiator });
+      const peer: FakePeer = {
+        events,
+        remote: null,
+        destroyed: false,
+        signal(data) {
+          if (data.type === 'offer') {
+            const offerer = pendingByLink.get(data.linkTag as string)!;
+            peer.remote = offerer;
+            offerer.remote = peer;
+            setImmediate(() => events.onSignal({ type: 'answer', linkTag: data.linkTag }));
+          } else if (data.type === 'answer') {
+            setImmediate(() => {
+              peer.events.onConnect();
+              peer.remote!.events.onConnect();
+            });
+          }
+        },
+        send(bytes) {
+          const copy = bytes.slice();
+          setImmediate(() => peer.remote && !peer.remote.destroyed && peer.remote.events.onData(copy));
+        },
+        bufferedAmount: () => 0,
+        destroy() {
+          peer.destroyed = true;
+        },
+      };
+      if (initiator) {
+        const tag = `${owner}-${created.length}`;
+        pendingByLink.set(tag, peer);
+        setImmediate(() => events.onSignal({ type: 'offer', linkTag: tag }));
+      }
+      return peer;
+    };
+  const add = (id: string) => {
+    const net = new RingNetwork({
+      selfId: id,
+      factory: factoryFor(id),
+      sendSignal: (to, linkId, data) => setImmediate(() => networks.get(to)?.handleSignal(id, linkId, data)),
+      log: () => {},
+    });
+    networks.set(id, net);
+    return net;
+  };
+  return { networks, created, add };
+}
+
+function generation(n: number, ids: string[]): Generation {
+  const members = ids.map(
+    (id, rank): MemberInfo => ({ id, name: id, index: Number(id.slice(1)), rank, backend: 'cpu', kind: 'node', adapter: null, examplesPerSec: 0, step: 0, weightsHash: null }),
+  );
+  return { room: 'r', generation: n, members };
+}
+
+async function allReduceEverywhere(nets: RingNetwork[], step: number): Promise<Float32Array[]> {
+  const bufs = nets.map((_, r) => Float32Array.from({ length: 10 }, (_, i) => i + 100 * r));
+  await Promise.all(nets.map((net, r) => net.collective!.allReduce(bufs[r]!, step)));
+  return bufs;
+}
+
+test('a ring of three dials by lower index, all-reduces, and re-forms when a member leaves', async () => {
+  const world = createWorld();
+  const ids = ['m10', 'm11', 'm12'];
+  const nets = ids.map((id) => world.add(id));
+  const g1 = generation(1, ids);
+  for (const net of nets) net.applyGeneration(g1);
+  // Three links in a ring of three; the lower index always dials.
+  assert.deepEqual(
+    world.created.filter((c) => c.initiator).map((c) => c.owner).sort(),
+    ['m10', 'm10', 'm11'],
+  );
+  const sums = await allReduceEverywhere(nets, 1);
+  for (const b of sums) assert.deepEqual(Array.from(b), Array.from({ length: 10 }, (_, i) => 3 * i + 300));
+
+  // m10 (the chief) leaves: m11 and m12 keep their link and form a ring of two.
+  const old = nets[1]!.collective!;
+  const inFlight = old.allReduce(new Float32Array(4), 2);
+  const before = world.created.length;
+  const g2 = generation(2, ['m11', 'm12']);
+  nets[1]!.applyGeneration(g2);
+  nets[2]!.applyGeneration(g2);
+  await assert.rejects(inFlight, (e: unknown) => e instanceof WebringError && e.code === 'ERR_STALE_GENERATION');
+  assert.equal(world.created.length, before, 'the m11-m12 link is reused, not redialled');
+  const pair = await allReduceEverywhere([nets[1]!, nets[2]!], 3);
+  for (const b of pair) assert.deepEqual(Array.from(b), Array.from({ length: 10 }, (_, i) => 2 * i + 100));
+});
+
+test('a ring of two shares one link in both directions; a ring of one needs none', async () => {
+  const world = createWorld();
+  const nets = ['m1', 'm2'].map((id) => world.add(id));
+  for (const net of nets) net.applyGeneration(generation(1, ['m1', 'm2']));
+  const sums = await allReduceEverywhere(nets, 1);
+  assert.equal(world.created.length, 2, 'one initiator and one responder');
+  for (const b of sums) assert.equal(b[1], 1 + 101);
+
+  const solo = world.add('m3');
+  const ring = solo.applyGeneration(generation(1, ['m3']))!;
+  const buf = Float32Array.of(1, 2, 3);
+  await ring.allReduce(buf, 1);
+  assert.deepEqual(Array.from(buf), [1, 2, 3]);
+});
+
+test('a worker that is not in the generation has no collective and drops its links', async () => {
+  const world = createWorld();
+  const nets = ['m1', 'm2'].map((id) => world.add(id));
+  for (const net of nets) net.applyGeneration(generation(1, ['m1', 'm2']));
+  await allReduceEverywhere(nets, 1);
+  assert.equal(nets[1]!.applyGeneration(generation(2, ['m1'])), null);
+  assert.equal(nets[1]!.collective, null);
+});
