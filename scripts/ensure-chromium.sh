@@ -15,4 +15,8 @@ fi
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq chromium >/dev/null
+if [ ! -x "$CHROMIUM" ]; then
+  echo "webring: chromium installed, but $CHROMIUM is still missing; set CHROMIUM_PATH" >&2
+  exit 1
+fi
 "$CHROMIUM" --version

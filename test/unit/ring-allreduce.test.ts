@@ -38,6 +38,18 @@ for (let n = 1; n <= 8; n++) {
   });
 }
 
+test('large rings of 16 and 32 peers stay exact, including segments of zero length', async () => {
+  for (const n of [16, 32]) {
+    for (const length of [1, n - 1, n + 1, 1000]) {
+      const { rings } = createMemoryRing(n);
+      const bufs = rings.map((_, r) => integerBuffer(r, length));
+      await Promise.all(rings.map((ring, r) => ring.allReduce(bufs[r]!, 0)));
+      const want = expectedSum(n, length);
+      for (const b of bufs) assert.deepEqual(b, want, `N ${n}, length ${length}`);
+    }
+  }
+});
+
 test('consecutive steps reuse the ring and stay exact, also under backpressure', async () => {
   const n = 4;
   const length = 2 * MAX_CHUNK_FLOATS + 5;
