@@ -72,8 +72,6 @@ async function join(event: Event): Promise<void> {
       onStatus: render,
       log: (m) => console.info(`[webring] ${m}`),
     });
-    // Tests and the console can reach the worker; nothing in the app depends on it.
-    (window as unknown as { webring: TrainingWorker }).webring = worker;
     await worker.join(roomInput.value.trim(), nameInput.value.trim());
     roomInput.disabled = true;
     nameInput.disabled = true;

@@ -225,6 +225,16 @@ export interface ClientToServerEvents {
   'worker:finished': (report: FinishReport) => void;
 }
 
+/** Every client event name, checked against the map so the list cannot fall out of date. */
+export const CLIENT_EVENT_NAMES = Object.keys({
+  'room:join': true,
+  'room:leave': true,
+  'signal:relay': true,
+  'worker:progress': true,
+  'worker:evaluated': true,
+  'worker:finished': true,
+} satisfies Record<keyof ClientToServerEvents, true>) as Array<keyof ClientToServerEvents>;
+
 export interface ServerToClientEvents {
   'ring:generation': (generation: Generation) => void;
   'signal:relay': (relay: { from: string; linkId: string; data: Record<string, unknown> }) => void;

@@ -85,6 +85,8 @@ export interface RingStats {
 
 interface ActiveCollective {
   buf: Float32Array;
+  step: number;
+  tag: CollectiveTag;
   key: number;
   received: number;
   expected: number;
@@ -180,6 +182,8 @@ export class RingAllReduce {
     return new Promise<void>((resolve, reject) => {
       const a: ActiveCollective = {
         buf,
+        step,
+        tag,
         key,
         received: 0,
         expected: 0,
@@ -368,9 +372,9 @@ export class RingAllReduce {
     const h = this.header;
     h.phase = phase;
     h.ringStep = ringStep;
-    h.tag = a.key % TAG_SPACE;
+    h.tag = a.tag;
     h.generation = this.generation;
-    h.step = Math.floor(a.key / TAG_SPACE);
+    h.step = a.step;
     h.chunk = chunk;
     writeHeader(this.msgHeaderView, h);
     const out = this.msgFloats;

@@ -6,7 +6,7 @@ import http from 'node:http';
 import path from 'node:path';
 import type { AddressInfo } from 'node:net';
 import { Server } from 'socket.io';
-import { MAX_SOCKET_PACKET_BYTES } from '../shared/protocol';
+import { CLIENT_EVENT_NAMES, MAX_SOCKET_PACKET_BYTES } from '../shared/protocol';
 import { RoomRegistry, type IoServer, type ServerContext } from './context';
 import { Room } from './room';
 import { createHttpApp } from './http-api';
@@ -24,7 +24,7 @@ import { registerTrainingHandlers } from './handlers/training';
 export const DEFAULT_PING_INTERVAL_MS = 2_000;
 export const DEFAULT_PING_TIMEOUT_MS = 3_000;
 
-const KNOWN_EVENTS = new Set(['room:join', 'room:leave', 'signal:relay', 'worker:progress', 'worker:evaluated', 'worker:finished']);
+const KNOWN_EVENTS = new Set<string>(CLIENT_EVENT_NAMES);
 
 export interface ServerOptions {
   port: number;
