@@ -41,15 +41,19 @@ async function join(): Promise<number> {
   return generation.members.findIndex((m) => m.id === joined.memberId);
 }
 
-/** Runs `reps` all-reduces of `bytes` after a barrier; returns the mean milliseconds per all-reduce. */
-async function allReduce(bytes: number, reps: number): Promise<number> {
+/** Runs `reps` all-reduces of `bytes`, each after a one-float barrier; returns milliseconds per all-reduce. */
+async function allReduce(bytes: number, reps: number): Promise<number[]> {
   const ring = network!.collective!;
   const buf = new Float32Array(bytes / 4);
   for (let i = 0; i < buf.length; i++) buf[i] = i % 7;
-  await ring.allReduce(new Float32Array(1), collectiveStep++, COLLECTIVE_TAG.gradients); // barrier
-  const t0 = now();
-  for (let r = 0; r < reps; r++) await ring.allReduce(buf, collectiveStep++, COLLECTIVE_TAG.gradients);
-  return (now() - t0) / reps;
+  const times: number[] = [];
+  for (let r = 0; r < reps; r++) {
+    await ring.allReduce(new Float32Array(1), collectiveStep++, COLLECTIVE_TAG.gradients); // barrier
+    const t0 = now();
+    await ring.allReduce(buf, collectiveStep++, COLLECTIVE_TAG.gradients);
+    times.push(now() - t0);
+  }
+  return times;
 }
 
 /** Sends `bytes` to the right neighbour in 64 KiB messages with the ring's backpressure; returns the start time. */
