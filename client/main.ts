@@ -40,8 +40,10 @@ function render(s: WorkerStatus): void {
     gradNorm: s.gradNorm === null ? '' : String(s.gradNorm),
     numTensors: String(s.numTensors),
     generation: String(s.generation),
+    connected: String(s.connected),
   });
-  $('s-state').textContent = s.state + (s.error ? ` (${s.error.code}: ${s.error.message})` : '');
+  $('s-state').textContent =
+    s.state + (s.error ? ` (${s.error.code}: ${s.error.message})` : '') + (s.connected ? '' : ' (server connection lost)');
   $('s-backend').textContent = s.backend;
   $('s-rank').textContent = s.rank === null ? '–' : `${s.rank} of ${s.worldSize}${s.chief ? ' (chief)' : ''}`;
   $('s-step').textContent = s.totalSteps ? `${s.step} / ${s.totalSteps} (epoch ${s.epoch + 1})` : String(s.step);

@@ -44,6 +44,8 @@ export interface WorkerStatus {
   examplesProcessed: number;
   numTensors: number;
   backend: Backend;
+  /** Whether the signaling connection is up. The ring itself does not need it between steps. */
+  connected: boolean;
   error: ErrorBody | null;
 }
 
@@ -93,6 +95,7 @@ export class TrainingWorker {
       examplesProcessed: 0,
       numTensors: tf.memory().numTensors,
       backend: options.backend,
+      connected: options.socket.connected,
       error: null,
     };
     const { socket } = options;
@@ -107,6 +110,12 @@ export class TrainingWorker {
       if (reason === 'membership') this.network?.collective?.abort(new WebringError('ERR_MEMBER_LEFT', 'a ring member left'));
     });
     socket.on('server:error', (e) => this.options.log(`server error ${e.code}: ${e.message}`));
+    // Training between tabs goes on without the server; only reports and new generations wait.
+    socket.on('disconnect', (reason) => {
+      this.options.log(`signaling connection lost (${reason})`);
+      this.update({ connected: false });
+    });
+    socket.on('connect', () => this.update({ connected: true }));
   }
 
   async join(room: string, name: string): Promise<JoinAccepted> {
