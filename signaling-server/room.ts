@@ -61,7 +61,6 @@ export class Room {
   private config: StartConfig | null = null;
   /** The current run, or the last one once it ended: its replicas' last reports still count. */
   private run = 0;
-  private stopRequested = false;
   private step = 0;
   private epoch = 0;
   private loss: number | null = null;
@@ -137,7 +136,6 @@ export class Room {
     this.state = 'training';
     this.config = config;
     this.run++;
-    this.stopRequested = false;
     this.step = 0;
     this.epoch = 0;
     this.loss = null;
@@ -154,9 +152,9 @@ export class Room {
     return { run: this.run, generation: this.generation, config, startStep: 0 };
   }
 
+  /** Checks that a stop makes sense; the replicas agree on the step to stop after. */
   requestStop(): void {
     if (this.state !== 'training') throw new WebringError('ERR_BAD_STATE', `room ${this.name} is not training`);
-    this.stopRequested = true;
   }
 
   recordProgress(memberId: string, report: ProgressReport): void {
@@ -233,13 +231,8 @@ export class Room {
     return { room: this.name, history: [...this.history], evaluations: [...this.evaluations] };
   }
 
-  get stopPending(): boolean {
-    return this.stopRequested;
-  }
-
   private endRun(state: RoomState, error: ErrorBody | null): void {
     this.state = state;
-    this.stopRequested = false;
     this.lastError = error;
   }
 

@@ -22,7 +22,6 @@ export function registerRoomHandlers(ctx: ServerContext, socket: IoSocket): void
   });
 }
 
-
 function join(ctx: ServerContext, socket: IoSocket, raw: unknown, ack: unknown): void {
   guarded<JoinAccepted>(ctx, socket, 'room:join', ack, () => {
     if (socket.data.memberId) throw new WebringError('ERR_ALREADY_JOINED', 'this connection already joined a room');
