@@ -58,8 +58,6 @@ export interface WorkerOptions {
   adapter?: string;
   onStatus(status: WorkerStatus): void;
   log(message: string): void;
-  /** Test-only override; production uses the ring's default. */
-  collectiveTimeoutMs?: number;
 }
 
 const JOIN_TIMEOUT_MS = 10_000;
@@ -137,15 +135,10 @@ export class TrainingWorker {
       factory: this.options.peerFactory,
       sendSignal: (to, linkId, data) => socket.emit('signal:relay', { to, linkId, data }),
       log: this.options.log,
-      collectiveTimeoutMs: this.options.collectiveTimeoutMs,
     });
     this.update({ memberId: result.memberId, index: result.index, state: 'waiting' });
     if (this.latestGeneration) this.onGeneration(this.latestGeneration);
     return result;
-  }
-
-  get currentStatus(): WorkerStatus {
-    return { ...this.status };
   }
 
   close(): void {
