@@ -6,6 +6,7 @@
  */
 import { z } from 'zod';
 import { WebringError, type ErrorBody } from './errors';
+import type { ResumePoint } from './checkpoint';
 
 // ---------------------------------------------------------------------------
 // Limits (units in the names)
@@ -64,6 +65,9 @@ export const DEFAULT_START_CONFIG = {
   batchSizePerWorker: 32,
   epochs: 2,
   seed: 1234,
+  saveEverySteps: 50,
+  maxToKeep: 3,
+  resumeFrom: 'latest',
 } as const;
 
 export const startConfigSchema = z.strictObject({
@@ -76,6 +80,14 @@ export const startConfigSchema = z.strictObject({
   maxSteps: z.number().int().min(1).max(10_000_000).optional(),
   /** Seeds weight initialisation and every epoch's data permutation. */
   seed: z.number().int().min(0).max(2 ** 31 - 1).default(DEFAULT_START_CONFIG.seed),
+  /** The chief checkpoints every this many steps, at every epoch end and when the run ends. */
+  saveEverySteps: z.number().int().min(1).max(1_000_000).default(DEFAULT_START_CONFIG.saveEverySteps),
+  /** Checkpoints kept on the server and in the chief's IndexedDB; older ones are deleted. */
+  maxToKeep: z.number().int().min(1).max(100).default(DEFAULT_START_CONFIG.maxToKeep),
+  /** 'latest' resumes from the newest checkpoint of the same model, 'none' starts fresh, or a checkpoint id. */
+  resumeFrom: z
+    .union([z.literal('latest'), z.literal('none'), z.string().regex(/^ckpt-[0-9]{10}-[a-z0-9]{6}$/)])
+    .default(DEFAULT_START_CONFIG.resumeFrom),
 });
 export type StartConfig = z.output<typeof startConfigSchema>;
 
@@ -167,6 +179,8 @@ export interface TrainStart {
   generation: number;
   config: StartConfig;
   startStep: number;
+  /** The checkpoint every worker restores before the first step, or null for a fresh start. */
+  resume: ResumePoint | null;
 }
 
 export interface TrainStop {
@@ -211,6 +225,8 @@ export interface JoinAccepted {
   memberId: string;
   index: number;
   room: string;
+  /** Secret of this membership: the chief's checkpoint uploads carry it (Authorization: Bearer). */
+  memberToken: string;
 }
 
 // ---------------------------------------------------------------------------

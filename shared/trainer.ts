@@ -14,6 +14,7 @@ import { MNIST_CLASSES, MNIST_PIXELS, type MnistDataset } from './mnist-format';
 import { buildModel, buildOptimizer } from './models';
 import { WeightsHasher } from './weights-hash';
 import type { StartConfig } from './protocol';
+import { WebringError } from './errors';
 
 export interface Collective {
   readonly rank: number;
@@ -102,6 +103,10 @@ export class Trainer {
     return { ...this.cursor };
   }
 
+  get worldSize(): number {
+    return this.collective.worldSize;
+  }
+
   get globalBatchSize(): number {
     return this.config.batchSizePerWorker * this.collective.worldSize;
   }
@@ -114,6 +119,20 @@ export class Trainer {
 
   setCollective(collective: Collective): void {
     this.collective = collective;
+  }
+
+  /** Replaces the weights, given in variable order (checkpoint restore). */
+  setWeights(values: tf.Tensor[]): void {
+    if (values.length !== this.variables.length) {
+      throw new WebringError('ERR_BAD_DATA', `checkpoint has ${values.length} weights, the ${this.config.model} has ${this.variables.length}`);
+    }
+    this.variables.forEach((v, i) => {
+      const value = values[i]!;
+      if (value.shape.join('x') !== v.shape.join('x')) {
+        throw new WebringError('ERR_BAD_DATA', `checkpoint weight ${i} has shape ${value.shape}, the model needs ${v.shape}`);
+      }
+    });
+    this.variables.forEach((v, i) => v.assign(values[i]!));
   }
 
   /** Positions the replica, e.g. at a resumed step; the cursor must come from the same run. */

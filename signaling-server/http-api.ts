@@ -2,18 +2,27 @@
  * HTTP: the room API (the contract the dashboard, Node workers and tests use), the MNIST
  * file, health, and the built client.
  */
-import { createHash, timingSafeEqual } from 'node:crypto';
+import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import express, { type NextFunction, type Request, type Response } from 'express';
+import multer from 'multer';
 import { WebringError, toWebringError, type ErrorCode } from '../shared/errors';
-import { MAX_HTTP_JSON_BYTES, parseOrThrow, roomNameSchema, startConfigSchema } from '../shared/protocol';
+import { MAX_HTTP_JSON_BYTES, parseOrThrow, roomNameSchema, startConfigSchema, type StartConfig } from '../shared/protocol';
+import { CHECKPOINT_FILES, CHECKPOINT_FILE_NAMES, LATEST_CHECKPOINT, type CheckpointFile, type ResumePoint } from '../shared/checkpoint';
 import { Room } from './room';
 import { channelOf, type ServerContext } from './context';
+import type { CheckpointStore } from './checkpoint-store';
+import { bearerToken, tokenHash, tokensEqual } from './tokens';
+
+/** Per file of a checkpoint upload; the MLP's weights and Adam state are ~1.2 MB, the CNN's far less. */
+export const MAX_CHECKPOINT_FILE_BYTES = 32 * 1024 * 1024;
 
 const HTTP_STATUS: Partial<Record<ErrorCode, number>> = {
   ERR_BAD_REQUEST: 400,
   ERR_UNAUTHORIZED: 401,
+  ERR_NOT_CHIEF: 403,
   ERR_UNKNOWN_ROOM: 404,
+  ERR_UNKNOWN_CHECKPOINT: 404,
   ERR_BAD_STATE: 409,
   ERR_NO_WORKERS: 409,
   ERR_PAYLOAD_TOO_LARGE: 413,
@@ -23,23 +32,18 @@ export interface HttpOptions {
   teacherToken: string;
   clientDir: string;
   mnist: () => Promise<Uint8Array>;
+  checkpoints: CheckpointStore;
   startedAt: number;
-}
-
-function digest(s: string): Buffer {
-  return createHash('sha256').update(s).digest();
 }
 
 export function createHttpApp(ctx: ServerContext, options: HttpOptions): express.Express {
   const app = express();
   app.disable('x-powered-by');
-  const tokenDigest = digest(options.teacherToken);
+  const store = options.checkpoints;
 
-  /** Constant-time comparison of digests, so timing leaks nothing about the token. */
   const requireTeacher = (req: Request, _res: Response, next: NextFunction) => {
-    const header = req.get('authorization') ?? '';
-    const match = /^Bearer (.+)$/.exec(header);
-    if (!match || !timingSafeEqual(digest(match[1]!), tokenDigest)) {
+    const token = bearerToken(req.get('authorization'));
+    if (!token || !tokensEqual(token, options.teacherToken)) {
       next(new WebringError('ERR_UNAUTHORIZED', 'teacher token required: Authorization: Bearer <token>'));
       return;
     }
@@ -65,15 +69,99 @@ export function createHttpApp(ctx: ServerContext, options: HttpOptions): express
 
   const json = express.json({ limit: MAX_HTTP_JSON_BYTES, strict: true });
 
-  app.post('/api/rooms/:room/start', requireTeacher, json, (req, res) => {
+  /** The checkpoint a start resumes from: the newest of the same model for 'latest', or the named one. */
+  const resumePoint = async (name: string, config: StartConfig): Promise<ResumePoint | null> => {
+    if (config.resumeFrom === 'none') return null;
+    const found = await store.metadata(name, config.resumeFrom);
+    if (!found) {
+      if (config.resumeFrom === LATEST_CHECKPOINT) return null;
+      throw new WebringError('ERR_UNKNOWN_CHECKPOINT', `room ${name} has no checkpoint ${config.resumeFrom}`, 'resumeFrom');
+    }
+    const { meta } = found;
+    if (meta.config.model !== config.model) {
+      if (config.resumeFrom === LATEST_CHECKPOINT) return null; // a different model starts fresh
+      throw new WebringError('ERR_BAD_STATE', `checkpoint ${config.resumeFrom} holds a ${meta.config.model}, not a ${config.model}`, 'resumeFrom');
+    }
+    const id = (await store.resolve(name, config.resumeFrom))!.id;
+    return { checkpointId: id, step: meta.step, dataCursor: meta.dataCursor, weightsHash: meta.weightsHash };
+  };
+
+  app.post('/api/rooms/:room/start', requireTeacher, json, async (req, res) => {
     const name = roomName(req);
     const config = parseOrThrow(startConfigSchema, req.body ?? {});
     const room = ctx.rooms.get(name);
     if (!room) throw new WebringError('ERR_NO_WORKERS', `no workers have joined room ${name}`);
-    const start = room.start(config);
-    ctx.log.info(`room ${name}: training started, generation ${start.generation}, ${JSON.stringify(config)}`);
+    room.assertCanStart();
+    const resume = await resumePoint(name, config);
+    const start = room.start(config, resume);
+    const from = resume ? `resuming ${resume.checkpointId} at step ${resume.step}` : 'fresh';
+    ctx.log.info(`room ${name}: run ${start.run} started (${from}), generation ${start.generation}, ${JSON.stringify(config)}`);
     ctx.io.to(channelOf(name)).emit('train:start', start);
     res.json({ ok: true, status: room.status() });
+  });
+
+  const upload = multer({
+    storage: multer.memoryStorage(),
+    limits: { fileSize: MAX_CHECKPOINT_FILE_BYTES, files: CHECKPOINT_FILE_NAMES.length, fields: 0, parts: CHECKPOINT_FILE_NAMES.length },
+  }).fields(CHECKPOINT_FILE_NAMES.map((name) => ({ name, maxCount: 1 })));
+
+  /** Only the room's current chief writes checkpoints; it proves who it is with its member token. */
+  const requireChief = (req: Request, res: Response, next: NextFunction) => {
+    const room = ctx.rooms.get(roomName(req));
+    const token = bearerToken(req.get('authorization'));
+    const member = room && token ? room.memberByTokenHash(tokenHash(token)) : null;
+    if (!member?.chief) {
+      next(new WebringError('ERR_NOT_CHIEF', member ? 'only the current chief writes checkpoints' : 'not a member of this room'));
+      return;
+    }
+    res.locals.writer = member.id;
+    next();
+  };
+  app.post('/api/rooms/:room/checkpoints', requireChief, upload, async (req, res) => {
+    const name = roomName(req);
+    const files = (req.files ?? {}) as Record<string, Express.Multer.File[]>;
+    const part = (file: CheckpointFile): Buffer => {
+      const found = files[file]?.[0];
+      if (!found) throw new WebringError('ERR_BAD_REQUEST', `the upload has no ${file}`, file);
+      return found.buffer;
+    };
+    const room = ctx.rooms.get(name)!;
+    const info = await store.write(
+      name,
+      {
+        modelJson: part(CHECKPOINT_FILES.model),
+        weights: part(CHECKPOINT_FILES.weights),
+        optimizerSpecs: part(CHECKPOINT_FILES.optimizerSpecs),
+        optimizerData: part(CHECKPOINT_FILES.optimizerData),
+        metadata: part(CHECKPOINT_FILES.metadata),
+      },
+      res.locals.writer as string,
+      room.maxToKeep,
+    );
+    ctx.log.info(`room ${name}: checkpoint ${info.id} at step ${info.step} (${info.bytes} B) from ${info.writer}`);
+    res.status(201).json({ ok: true, checkpoint: info });
+  });
+
+  app.get('/api/rooms/:room/checkpoints', async (req, res) => {
+    res.json(await store.list(roomName(req)));
+  });
+
+  app.get('/api/rooms/:room/checkpoints/:id/:file', async (req, res) => {
+    const name = roomName(req);
+    const file = req.params.file as CheckpointFile;
+    if (!CHECKPOINT_FILE_NAMES.includes(file)) throw new WebringError('ERR_UNKNOWN_CHECKPOINT', `no checkpoint file ${file}`);
+    const found = await store.resolve(name, String(req.params.id));
+    if (!found) throw new WebringError('ERR_UNKNOWN_CHECKPOINT', `room ${name} has no checkpoint ${req.params.id}`);
+    if (file === CHECKPOINT_FILES.model && req.params.id === LATEST_CHECKPOINT) {
+      // Point 'latest' at the concrete folder, so a checkpoint landing between the model.json
+      // and the weights request cannot pair one checkpoint's topology with another's weights.
+      const model = JSON.parse(await fs.readFile(path.join(found.dir, file), 'utf8')) as { weightsManifest: Array<{ paths: string[] }> };
+      for (const group of model.weightsManifest) group.paths = group.paths.map((p) => `../${found.id}/${path.basename(p)}`);
+      res.json(model);
+      return;
+    }
+    res.set('Cache-Control', req.params.id === LATEST_CHECKPOINT ? 'no-store' : 'public, max-age=31536000, immutable');
+    res.sendFile(path.join(found.dir, file));
   });
 
   app.post('/api/rooms/:room/stop', requireTeacher, (req, res) => {
@@ -105,7 +193,12 @@ export function createHttpApp(ctx: ServerContext, options: HttpOptions): express
   app.use((err: unknown, _req: Request, res: Response, _next: NextFunction) => {
     const bodyParserType = (err as { type?: string }).type;
     let coded: WebringError;
-    if (bodyParserType === 'entity.too.large') coded = new WebringError('ERR_PAYLOAD_TOO_LARGE', `JSON bodies are limited to ${MAX_HTTP_JSON_BYTES} bytes`);
+    if (err instanceof multer.MulterError) {
+      coded =
+        err.code === 'LIMIT_FILE_SIZE'
+          ? new WebringError('ERR_PAYLOAD_TOO_LARGE', `checkpoint files are limited to ${MAX_CHECKPOINT_FILE_BYTES} bytes each`)
+          : new WebringError('ERR_BAD_REQUEST', `bad checkpoint upload: ${err.message}`, err.field);
+    } else if (bodyParserType === 'entity.too.large') coded = new WebringError('ERR_PAYLOAD_TOO_LARGE', `JSON bodies are limited to ${MAX_HTTP_JSON_BYTES} bytes`);
     else if (bodyParserType === 'entity.parse.failed') coded = new WebringError('ERR_BAD_REQUEST', 'body is not valid JSON');
     else coded = toWebringError(err);
     const status = HTTP_STATUS[coded.code] ?? 500;

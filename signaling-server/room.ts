@@ -4,7 +4,9 @@
  * what they return, and the unit of truth stays easy to test.
  */
 import { WebringError, type ErrorBody } from '../shared/errors';
+import type { ResumePoint } from '../shared/checkpoint';
 import {
+  DEFAULT_START_CONFIG,
   MAX_ROOM_MEMBERS,
   type Backend,
   type EvaluationReport,
@@ -29,6 +31,8 @@ export const MAX_HISTORY_POINTS = 5_000;
 export interface NewMember {
   id: string;
   socketId: string;
+  /** sha256 of the member's secret token; the token itself is never stored. */
+  tokenHash: string;
   name: string;
   backend: Backend;
   kind: WorkerKind;
@@ -90,6 +94,18 @@ export class Room {
     return this.state === 'training';
   }
 
+  /** The member holding `token`, and whether it is the current chief. */
+  memberByTokenHash(tokenHash: string): { id: string; chief: boolean } | null {
+    const at = this.active.findIndex((m) => m.tokenHash === tokenHash);
+    if (at >= 0) return { id: this.active[at]!.id, chief: at === 0 };
+    const waiting = this.waiting.find((m) => m.tokenHash === tokenHash);
+    return waiting ? { id: waiting.id, chief: false } : null;
+  }
+
+  get maxToKeep(): number {
+    return this.config?.maxToKeep ?? DEFAULT_START_CONFIG.maxToKeep;
+  }
+
   hasMember(id: string): boolean {
     return this.find(id) !== undefined;
   }
@@ -130,14 +146,19 @@ export class Room {
     return { generation: this.bumpGeneration(), trainingAborted };
   }
 
-  start(config: StartConfig): TrainStart {
+  /** Throws unless a run could start now. */
+  assertCanStart(): void {
     if (this.state === 'training') throw new WebringError('ERR_BAD_STATE', `room ${this.name} is already training`);
     if (this.active.length === 0) throw new WebringError('ERR_NO_WORKERS', `no workers have joined room ${this.name}`);
+  }
+
+  start(config: StartConfig, resume: ResumePoint | null): TrainStart {
+    this.assertCanStart();
     this.state = 'training';
     this.config = config;
     this.run++;
-    this.step = 0;
-    this.epoch = 0;
+    this.step = resume?.step ?? 0;
+    this.epoch = resume?.dataCursor.epoch ?? 0;
     this.loss = null;
     this.trainAccuracy = null;
     this.accuracy = null;
@@ -145,11 +166,11 @@ export class Room {
     this.evaluations = [];
     this.lastError = null;
     for (const m of this.active) {
-      m.step = 0;
-      m.weightsHash = null;
+      m.step = this.step;
+      m.weightsHash = resume?.weightsHash ?? null;
       m.examplesPerSec = 0;
     }
-    return { run: this.run, generation: this.generation, config, startStep: 0 };
+    return { run: this.run, generation: this.generation, config, startStep: this.step, resume };
   }
 
   /** Checks that a stop makes sense; the replicas agree on the step to stop after. */
@@ -180,10 +201,15 @@ export class Room {
     this.evaluations.push({ epoch: report.epoch, step: report.step, accuracy: report.accuracy });
   }
 
-  /** The first report of the run's end wins: every replica ends at the same step. */
+  /**
+   * Every replica ends at the same step; the chief's report ends the run, because the chief
+   * reports only after its final checkpoint is stored. A failure report from anyone ends it.
+   */
   recordFinished(memberId: string, report: FinishReport): MembershipChange {
-    this.requireMemberOfRun(memberId, report.run);
-    if (this.state !== 'training') return { generation: null, trainingAborted: false };
+    const m = this.requireMemberOfRun(memberId, report.run);
+    const noChange = { generation: null, trainingAborted: false };
+    if (this.state !== 'training') return noChange;
+    if (report.reason !== 'failed' && this.active[0] !== m) return noChange;
     if (report.reason === 'failed') {
       this.endRun('idle', { code: 'ERR_PEER_FAILED', message: report.message ?? report.code ?? 'a worker failed' });
     } else {

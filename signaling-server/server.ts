@@ -12,6 +12,7 @@ import { Room } from './room';
 import { createHttpApp } from './http-api';
 import { createLogger, type Logger } from './logger';
 import { loadPackedMnist } from './mnist-pack';
+import { CheckpointStore } from './checkpoint-store';
 import { registerRoomHandlers } from './handlers/rooms';
 import { registerSignalHandlers } from './handlers/signals';
 import { registerTrainingHandlers } from './handlers/training';
@@ -60,6 +61,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     teacherToken: options.teacherToken,
     clientDir: options.clientDir,
     startedAt: Date.now(),
+    checkpoints: new CheckpointStore(options.dataDir),
     mnist: () => {
       mnist ??= loadPackedMnist(path.join(options.dataDir, 'cache')).catch((err: unknown) => {
         mnist = null;

@@ -5,6 +5,7 @@ import { joinRequestSchema, parseOrThrow, type JoinAccepted } from '../../shared
 import type { MembershipChange } from '../room';
 import { channelOf, type IoSocket, type ServerContext } from '../context';
 import { guarded } from './errors';
+import { tokenHash } from '../tokens';
 
 export function registerRoomHandlers(ctx: ServerContext, socket: IoSocket): void {
   socket.on('room:join', (raw: unknown, ack: unknown) => join(ctx, socket, raw, ack));
@@ -28,11 +29,13 @@ function join(ctx: ServerContext, socket: IoSocket, raw: unknown, ack: unknown):
     const request = parseOrThrow(joinRequestSchema, raw);
     const room = ctx.rooms.getOrCreate(request.room);
     const memberId = randomBytes(8).toString('hex');
+    const memberToken = randomBytes(24).toString('hex');
     let joined;
     try {
       joined = room.join({
         id: memberId,
         socketId: socket.id,
+        tokenHash: tokenHash(memberToken),
         name: request.name,
         backend: request.backend,
         kind: request.kind,
@@ -48,7 +51,7 @@ function join(ctx: ServerContext, socket: IoSocket, raw: unknown, ack: unknown):
     ctx.log.info(`member ${memberId} "${request.name}" joined ${request.room} as index ${joined.index} (${request.kind}, ${request.backend})`);
     // The ack goes first, so the worker knows its id before it reads the generation.
     queueMicrotask(() => broadcastChange(ctx, request.room, joined.change));
-    return { memberId, index: joined.index, room: request.room };
+    return { memberId, index: joined.index, room: request.room, memberToken };
   });
 }
 
