@@ -20,6 +20,7 @@ import type { Trainer } from './trainer';
 export type FetchLike = typeof fetch;
 
 export interface CapturedCheckpoint {
+  /** Topology and weight specs; the weight bytes are `weights`. */
   artifacts: tf.io.ModelArtifacts;
   weights: Uint8Array;
   optimizerSpecs: OptimizerSpecs;
@@ -59,8 +60,8 @@ export async function captureCheckpoint(trainer: Trainer, ctx: CaptureContext): 
     }),
   );
   if (!artifacts) throw new WebringError('ERR_INTERNAL', 'the model produced no artifacts');
-  const captured: tf.io.ModelArtifacts = artifacts;
-  const weights = concatBuffers(captured.weightData);
+  const { weightData, ...captured } = artifacts as tf.io.ModelArtifacts;
+  const weights = concatBuffers(weightData);
 
   const optimizerWeights = await trainer.optimizer.getWeights();
   const encoded = await tf.io.encodeWeights(optimizerWeights);
@@ -127,7 +128,8 @@ export async function uploadCheckpoint(
     }) as typeof fetch,
   });
   try {
-    await handler.save!(checkpoint.artifacts);
+    // `weights` is the one copy of the weight bytes: the one the metadata's sha256 covers.
+    await handler.save!({ ...checkpoint.artifacts, weightData: checkpoint.weights.slice().buffer });
   } catch (err) {
     const res = response as Response | null;
     if (res) {
@@ -159,9 +161,10 @@ export async function restoreFromServer(
   const metadata = (await (await get(CHECKPOINT_FILES.metadata)).json()) as CheckpointMetadata;
   const optimizerSpecs = optimizerSpecsSchema.parse(await (await get(CHECKPOINT_FILES.optimizerSpecs)).json());
   const optimizerData = await (await get(CHECKPOINT_FILES.optimizerData)).arrayBuffer();
+  const { weightData, ...topology } = artifacts;
   await applyCheckpoint(trainer, {
-    artifacts,
-    weights: concatBuffers(artifacts.weightData),
+    artifacts: topology,
+    weights: concatBuffers(weightData),
     optimizerSpecs,
     optimizerData: new Uint8Array(optimizerData),
     metadata,

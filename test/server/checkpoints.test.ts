@@ -1,0 +1,121 @@
+/**
+ * The checkpoint API against a real server: only the current chief uploads (tf.io.http
+ * multipart plus optimizer state and metadata), tf.loadLayersModel loads what it serves,
+ * and a start resumes from it.
+ */
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import * as tf from '@tensorflow/tfjs';
+import type { RunningServer } from '../../signaling-server/server';
+import type { CheckpointInfo } from '../../shared/checkpoint';
+import { restoreFromServer, uploadCheckpoint, type CapturedCheckpoint } from '../../shared/checkpoint-io';
+import { WebringError } from '../../shared/errors';
+import { connectClient, join, nextEvent, startTestServer, TEST_TOKEN, type TestSocket } from '../support/server';
+import { capture, mnist, trainedReplica } from '../support/checkpoint-fixture';
+import { Trainer } from '../../shared/trainer';
+import { createMemoryRing } from '../support/memory-ring';
+
+const ROOM = 'ckpt-room';
+let server: RunningServer;
+const sockets: TestSocket[] = [];
+let checkpoint: CapturedCheckpoint;
+let trainer: Trainer;
+let currentChiefToken = '';
+
+before(async () => {
+  server = await startTestServer();
+  trainer = await trainedReplica(3, { optimizer: 'adam', maxToKeep: 2 });
+  checkpoint = await capture(trainer, ROOM);
+});
+after(async () => {
+  for (const s of sockets) s.disconnect();
+  await server.close();
+});
+
+async function member(name: string): Promise<{ socket: TestSocket; token: string; id: string }> {
+  const socket = await connectClient(server);
+  sockets.push(socket);
+  const joined = await join(socket, ROOM, name);
+  assert.ok(joined.ok);
+  return { socket, token: joined.memberToken, id: joined.memberId };
+}
+
+const list = async (): Promise<CheckpointInfo[]> => (await fetch(`${server.url}/api/rooms/${ROOM}/checkpoints`)).json() as Promise<CheckpointInfo[]>;
+const refusedWith = (code: string) => (e: unknown) => e instanceof WebringError && e.code === code;
+
+test('only the current chief may upload; the list, the files and tf.loadLayersModel work', async () => {
+  const chief = await member('chief');
+  const other = await member('other');
+  await assert.rejects(uploadCheckpoint(server.url, other.token, checkpoint), refusedWith('ERR_NOT_CHIEF'));
+  await assert.rejects(uploadCheckpoint(server.url, 'not-a-member-token', checkpoint), refusedWith('ERR_NOT_CHIEF'));
+  const noToken = await fetch(`${server.url}/api/rooms/${ROOM}/checkpoints`, { method: 'POST', body: new FormData() });
+  assert.equal(noToken.status, 403);
+  assert.deepEqual(await list(), []);
+
+  const info = await uploadCheckpoint(server.url, chief.token, checkpoint);
+  assert.equal(info.step, 3);
+  assert.equal(info.writer, chief.id);
+  assert.deepEqual((await list()).map((c) => c.id), [info.id]);
+
+  // tf.loadLayersModel straight from the URL, in Node, for the id and for 'latest'.
+  for (const id of [info.id, 'latest']) {
+    const model = await tf.loadLayersModel(`${server.url}/api/rooms/${ROOM}/checkpoints/${id}/model.json`);
+    const want = await trainer.readWeights();
+    const got = new Float32Array(want.length);
+    let at = 0;
+    for (const w of model.getWeights()) {
+      got.set(await w.data(), at);
+      at += w.size;
+    }
+    assert.deepEqual(got, want);
+    model.dispose();
+  }
+  const metadata = (await (await fetch(`${server.url}/api/rooms/${ROOM}/checkpoints/${info.id}/metadata.json`)).json()) as { step: number; writer: string };
+  assert.deepEqual([metadata.step, metadata.writer], [3, chief.id]);
+  assert.equal((await fetch(`${server.url}/api/rooms/${ROOM}/checkpoints/${info.id}/secrets.txt`)).status, 404);
+  assert.equal((await fetch(`${server.url}/api/rooms/${ROOM}/checkpoints/${encodeURIComponent('../../etc')}/model.json`)).status, 400);
+
+  // The chief leaves: its token is worthless, and the next-lowest index writes from now on.
+  const gone = nextEvent(other.socket, 'ring:generation', (g) => g.members.length === 1);
+  chief.socket.disconnect();
+  await gone;
+  await assert.rejects(uploadCheckpoint(server.url, chief.token, checkpoint), refusedWith('ERR_NOT_CHIEF'));
+  const next = await uploadCheckpoint(server.url, other.token, { ...checkpoint, metadata: { ...checkpoint.metadata, step: 4 } });
+  assert.equal(next.writer, other.id);
+  currentChiefToken = other.token;
+});
+
+test('a tampered upload gets a 400 and nothing is kept; an oversized one a 413', async () => {
+  const before = await list();
+  const tampered = { ...checkpoint, weights: checkpoint.weights.slice() };
+  tampered.weights[10]! ^= 1;
+  await assert.rejects(uploadCheckpoint(server.url, currentChiefToken, tampered), /HTTP 400/);
+  const huge = { ...checkpoint, optimizerData: new Uint8Array(33 * 1024 * 1024) };
+  await assert.rejects(uploadCheckpoint(server.url, currentChiefToken, huge), /HTTP 413/);
+  assert.deepEqual((await list()).map((c) => c.id), before.map((c) => c.id));
+});
+
+test('starting resumes from the latest checkpoint of the same model, and restore is exact', async () => {
+  const started = nextEvent(sockets.find((s) => s.connected)!, 'train:start');
+  const res = await fetch(`${server.url}/api/rooms/${ROOM}/start`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${TEST_TOKEN}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ model: 'mlp', optimizer: 'adam', batchSizePerWorker: 8 }),
+  });
+  assert.equal(res.status, 200);
+  const start = await started;
+  assert.ok(start.resume);
+  assert.equal(start.resume.step, 4);
+  assert.equal(start.startStep, 4);
+
+  const fresh = new Trainer(start.config, await mnist(), createMemoryRing(1).rings[0]!);
+  await restoreFromServer(server.url, ROOM, start.resume.checkpointId, fresh);
+  assert.equal(await fresh.weightsHash(), checkpoint.metadata.weightsHash);
+  assert.equal(fresh.step, 4);
+  // The restored replica and the original take the next step identically (optimizer state included).
+  const a = await fresh.trainStep();
+  trainer.setPosition(4, checkpoint.metadata.dataCursor);
+  const b = await trainer.trainStep();
+  assert.equal(a.loss, b.loss);
+  assert.equal(await fresh.weightsHash(), await trainer.weightsHash());
+});
