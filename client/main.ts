@@ -6,6 +6,7 @@ import { toWebringError } from '../shared/errors';
 import { selectBackend } from './backend';
 import { browserPeerFactory } from './browser-peer';
 import { fetchMnist } from './dataset';
+import { indexedDbCheckpoints } from './indexeddb-checkpoints';
 
 const $ = <T extends HTMLElement>(id: string) => document.getElementById(id) as T;
 const params = new URLSearchParams(location.search);
@@ -40,7 +41,12 @@ function render(s: WorkerStatus): void {
     gradNorm: s.gradNorm === null ? '' : String(s.gradNorm),
     numTensors: String(s.numTensors),
     generation: String(s.generation),
+    memberId: s.memberId ?? '',
     connected: String(s.connected),
+    resumedFrom: s.resumedFrom ?? '',
+    resumedHash: s.resumedHash ?? '',
+    lastLocalCheckpoint: s.lastLocalCheckpointStep === null ? '' : String(s.lastLocalCheckpointStep),
+    lastServerCheckpoint: s.lastServerCheckpointStep === null ? '' : String(s.lastServerCheckpointStep),
   });
   $('s-state').textContent =
     s.state + (s.error ? ` (${s.error.code}: ${s.error.message})` : '') + (s.connected ? '' : ' (server connection lost)');
@@ -71,6 +77,8 @@ async function join(event: Event): Promise<void> {
       backend: choice.backend,
       kind: 'browser',
       adapter: choice.adapter,
+      serverUrl: location.origin,
+      localCheckpoints: indexedDbCheckpoints,
       onStatus: render,
       log: (m) => console.info(`[webring] ${m}`),
     });

@@ -1,6 +1,7 @@
 /** The teacher page (plain for now): start and stop a run, watch the members and the loss. */
 import type { RoomStatus } from '../shared/protocol';
 import type { ErrorBody } from '../shared/errors';
+import type { CheckpointInfo } from '../shared/checkpoint';
 
 const POLL_INTERVAL_MS = 1_000;
 const $ = <T extends HTMLElement>(id: string) => document.getElementById(id) as T;
@@ -30,10 +31,31 @@ function readConfig(form: HTMLFormElement): Record<string, unknown> {
   const data = new FormData(form);
   const config: Record<string, unknown> = {};
   for (const [key, value] of data.entries()) {
-    if (value === '') continue;
+    if (value === '' || key === 'startFresh') continue;
     config[key] = key === 'model' || key === 'optimizer' ? value : Number(value);
   }
+  if (data.get('startFresh')) config.resumeFrom = 'none';
   return config;
+}
+
+async function refreshCheckpoints(): Promise<void> {
+  const base = `/api/rooms/${encodeURIComponent(room)}/checkpoints`;
+  const res = await fetch(base);
+  if (!res.ok) return;
+  const list = (await res.json()) as CheckpointInfo[];
+  $('no-checkpoints').classList.toggle('hidden', list.length > 0);
+  $('download').classList.toggle('hidden', list.length === 0);
+  if (list[0]) {
+    $<HTMLAnchorElement>('download-model').href = `${base}/${list[0].id}/model.json`;
+    $<HTMLAnchorElement>('download-weights').href = `${base}/${list[0].id}/model.weights.bin`;
+  }
+  $('checkpoints').replaceChildren(
+    ...list.map((c) => {
+      const tr = document.createElement('tr');
+      tr.append(cell(String(c.step)), cell(String(c.epoch + 1)), cell(new Date(c.createdAt).toLocaleTimeString()), cell(`${(c.bytes / 1024).toFixed(0)} KiB`), cell(c.id));
+      return tr;
+    }),
+  );
 }
 
 function cell(text: string): HTMLTableCellElement {
@@ -70,6 +92,7 @@ function render(s: RoomStatus): void {
 async function refresh(): Promise<void> {
   const res = await fetch(`/api/rooms/${encodeURIComponent(room)}`);
   if (res.ok) render((await res.json()) as RoomStatus);
+  await refreshCheckpoints();
 }
 
 const form = $<HTMLFormElement>('config');

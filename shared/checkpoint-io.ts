@@ -157,7 +157,10 @@ export async function restoreFromServer(
     if (!res.ok) throw new WebringError('ERR_BAD_DATA', `checkpoint ${id}: ${file} answered HTTP ${res.status}`);
     return res;
   };
-  const artifacts = await tf.io.http(`${base}/${CHECKPOINT_FILES.model}`, { fetchFunc: fetchImpl }).load!();
+  // tfjs calls fetchFunc as a method of its handler; a browser's fetch throws "Illegal
+  // invocation" unless it is called unbound, so wrap it.
+  const fetchFunc = ((input: RequestInfo | URL, init?: RequestInit) => fetchImpl(input, init)) as typeof fetch;
+  const artifacts = await tf.io.http(`${base}/${CHECKPOINT_FILES.model}`, { fetchFunc }).load!();
   const metadata = (await (await get(CHECKPOINT_FILES.metadata)).json()) as CheckpointMetadata;
   const optimizerSpecs = optimizerSpecsSchema.parse(await (await get(CHECKPOINT_FILES.optimizerSpecs)).json());
   const optimizerData = await (await get(CHECKPOINT_FILES.optimizerData)).arrayBuffer();

@@ -52,8 +52,14 @@ export const systemClock: Clock = {
  */
 export const COLLECTIVE_TAG = { sync: 0, evaluation: 1, gradients: 2 } as const;
 export type CollectiveTag = (typeof COLLECTIVE_TAG)[keyof typeof COLLECTIVE_TAG];
-/** Collectives are ordered by (step, tag); the key packs both into one safe integer. */
-const TAG_SPACE = 0x10000;
+/**
+ * Collectives are ordered by (run, step, tag); the key packs the three into one safe
+ * integer: tag < 4, step < 2^32, run < 2^19.
+ */
+const TAG_SPACE = 4;
+const RUN_SPACE = 2 ** 34;
+export const MAX_RUN = 2 ** 19 - 1;
+const collectiveKey = (run: number, step: number, tag: number): number => run * RUN_SPACE + step * TAG_SPACE + tag;
 
 /** Stop sending while this much is queued in the channel; ~0.3 s of a 30 MB/s link. */
 export const DEFAULT_HIGH_WATER_BYTES = 8 * 1024 * 1024;
@@ -120,6 +126,7 @@ export class RingAllReduce {
 
   private active: ActiveCollective | null = null;
   private lastDoneKey = -1;
+  private run = 0;
   private abortedWith: WebringError | null = null;
   private stash: Array<{ key: number; bytes: Uint8Array }> = [];
   private stashBytes = 0;
@@ -135,8 +142,8 @@ export class RingAllReduce {
   private readonly msgHeaderView = new DataView(this.msgBuffer, 0, HEADER_BYTES);
   private readonly msgFloats = new Float32Array(this.msgBuffer, HEADER_BYTES, MAX_CHUNK_FLOATS);
   private readonly msgViews = new Map<number, Uint8Array>();
-  private readonly header: ChunkHeader = { phase: 0, ringStep: 0, tag: 0, generation: 0, step: 0, chunk: 0 };
-  private readonly inHeader: ChunkHeader = { phase: 0, ringStep: 0, tag: 0, generation: 0, step: 0, chunk: 0 };
+  private readonly header: ChunkHeader = { phase: 0, ringStep: 0, tag: 0, generation: 0, run: 0, step: 0, chunk: 0 };
+  private readonly inHeader: ChunkHeader = { phase: 0, ringStep: 0, tag: 0, generation: 0, run: 0, step: 0, chunk: 0 };
   private alignedScratch = new Float32Array(MAX_CHUNK_FLOATS);
 
   constructor(options: RingAllReduceOptions) {
@@ -161,6 +168,15 @@ export class RingAllReduce {
   }
 
   /**
+   * Sets the run that the following collectives belong to. Every rank of a run sets the
+   * same value; a later run's collectives order after all of an earlier run's.
+   */
+  setRun(run: number): void {
+    if (!Number.isInteger(run) || run < 0 || run > MAX_RUN) throw new WebringError('ERR_BAD_REQUEST', `run ${run} outside 0..${MAX_RUN}`);
+    this.run = run;
+  }
+
+  /**
    * Sums `buf` elementwise across all ranks, in place. Every rank must call it with the
    * same length, step and tag. Resolves when `buf` holds the sum and every outgoing
    * message has been handed to the link (so the caller may reuse `buf` at once).
@@ -170,9 +186,9 @@ export class RingAllReduce {
     if (this.active) {
       return Promise.reject(new WebringError('ERR_BAD_STATE', 'an all-reduce is already in flight'));
     }
-    const key = step * TAG_SPACE + tag;
+    const key = collectiveKey(this.run, step, tag);
     if (key <= this.lastDoneKey) {
-      return Promise.reject(new WebringError('ERR_STALE_STEP', `collective (${step}, ${tag}) already ran`));
+      return Promise.reject(new WebringError('ERR_STALE_STEP', `collective (run ${this.run}, step ${step}, tag ${tag}) already ran`));
     }
     const n = this.worldSize;
     if (n === 1) {
@@ -221,7 +237,11 @@ export class RingAllReduce {
       this.stats.droppedStaleGeneration++;
       return;
     }
-    const key = h.step * TAG_SPACE + h.tag;
+    if (h.tag >= TAG_SPACE) {
+      this.stats.droppedMalformed++;
+      return;
+    }
+    const key = collectiveKey(h.run, h.step, h.tag);
     const a = this.active;
     if (a && key === a.key) {
       this.process(a, h, bytes);
@@ -374,6 +394,7 @@ export class RingAllReduce {
     h.ringStep = ringStep;
     h.tag = a.tag;
     h.generation = this.generation;
+    h.run = this.run;
     h.step = a.step;
     h.chunk = chunk;
     writeHeader(this.msgHeaderView, h);

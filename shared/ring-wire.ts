@@ -1,15 +1,16 @@
 /**
  * Binary framing of ring all-reduce messages on a data channel.
  *
- * Layout (little endian), 16 bytes of header then float32 payload:
+ * Layout (little endian), 20 bytes of header then float32 payload:
  *   0  u8   phase        1 = reduce-scatter, 2 = all-gather
  *   1  u8   ringStep     0 .. N-2 within the phase
- *   2  u16  tag          which collective of the step (gradients, sync, eval)
+ *   2  u16  tag          which collective of the step (sync, eval, gradients)
  *   4  u32  generation   membership generation the sender belongs to
- *   8  u32  step         global training step
- *   12 u32  chunk        message index within the segment
+ *   8  u32  run          the room's run (each Start is a new run)
+ *   12 u32  step         global training step
+ *   16 u32  chunk        message index within the segment
  */
-export const HEADER_BYTES = 16;
+export const HEADER_BYTES = 20;
 /** Chrome closes a data channel on messages over 256 KiB; 64 KiB is the portable size (RFC 8831 §6.6). */
 export const MAX_MESSAGE_BYTES = 64 * 1024;
 export const FLOAT_BYTES = 4;
@@ -24,6 +25,7 @@ export interface ChunkHeader {
   ringStep: number;
   tag: number;
   generation: number;
+  run: number;
   step: number;
   chunk: number;
 }
@@ -33,8 +35,9 @@ export function writeHeader(view: DataView, h: ChunkHeader): void {
   view.setUint8(1, h.ringStep);
   view.setUint16(2, h.tag, true);
   view.setUint32(4, h.generation, true);
-  view.setUint32(8, h.step, true);
-  view.setUint32(12, h.chunk, true);
+  view.setUint32(8, h.run, true);
+  view.setUint32(12, h.step, true);
+  view.setUint32(16, h.chunk, true);
 }
 
 /**
@@ -47,8 +50,9 @@ export function readHeader(bytes: Uint8Array, out: ChunkHeader): boolean {
   out.ringStep = bytes[1]!;
   out.tag = bytes[2]! | (bytes[3]! << 8);
   out.generation = readU32(bytes, 4);
-  out.step = readU32(bytes, 8);
-  out.chunk = readU32(bytes, 12);
+  out.run = readU32(bytes, 8);
+  out.step = readU32(bytes, 12);
+  out.chunk = readU32(bytes, 16);
   return true;
 }
 

@@ -21,6 +21,8 @@ import type {
 } from './protocol';
 import { RingNetwork } from './ring-network';
 import { Trainer } from './trainer';
+import { CheckpointWriter, type LocalCheckpointStore } from './checkpoint-writer';
+import { checkpointsUrl, restoreFromServer, type CaptureContext } from './checkpoint-io';
 
 export type WorkerState = 'idle' | 'joining' | 'ready' | 'waiting' | 'training' | 'done' | 'error';
 
@@ -46,6 +48,12 @@ export interface WorkerStatus {
   backend: Backend;
   /** Whether the signaling connection is up. The ring itself does not need it between steps. */
   connected: boolean;
+  /** The checkpoint this run resumed from, and the weights hash right after restoring it. */
+  resumedFrom: string | null;
+  resumedHash: string | null;
+  /** Step of the chief's newest checkpoint stored locally and on the server (chief only). */
+  lastLocalCheckpointStep: number | null;
+  lastServerCheckpointStep: number | null;
   error: ErrorBody | null;
 }
 
@@ -56,6 +64,10 @@ export interface WorkerOptions {
   backend: Backend;
   kind: WorkerKind;
   adapter?: string;
+  /** Base URL of the signaling server's HTTP API (checkpoints). */
+  serverUrl: string;
+  /** The chief's own checkpoint copies; null where there is nowhere to keep them. */
+  localCheckpoints: LocalCheckpointStore | null;
   onStatus(status: WorkerStatus): void;
   log(message: string): void;
 }
@@ -69,6 +81,10 @@ export class TrainingWorker {
   private running = false;
   private stopRequested = false;
   private latestGeneration: Generation | null = null;
+  private room: string | null = null;
+  private writer: CheckpointWriter | null = null;
+  /** Generations for which the chief already offered its local checkpoint to the server. */
+  private reseededAt = -1;
   private readonly status: WorkerStatus;
 
   constructor(options: WorkerOptions) {
@@ -94,6 +110,10 @@ export class TrainingWorker {
       numTensors: tf.memory().numTensors,
       backend: options.backend,
       connected: options.socket.connected,
+      resumedFrom: null,
+      resumedHash: null,
+      lastLocalCheckpointStep: null,
+      lastServerCheckpointStep: null,
       error: null,
     };
     const { socket } = options;
@@ -136,6 +156,17 @@ export class TrainingWorker {
       sendSignal: (to, linkId, data) => socket.emit('signal:relay', { to, linkId, data }),
       log: this.options.log,
     });
+    this.room = result.room;
+    this.writer = new CheckpointWriter({
+      serverUrl: this.options.serverUrl,
+      memberToken: result.memberToken,
+      local: this.options.localCheckpoints,
+      onSaved: (where, step) => {
+        this.options.log(`checkpoint of step ${step} saved (${where})`);
+        this.update(where === 'local' ? { lastLocalCheckpointStep: step } : { lastServerCheckpointStep: step });
+      },
+      onError: (e) => this.options.log(`checkpoint not saved: ${e.code} ${e.message}`),
+    });
     this.update({ memberId: result.memberId, index: result.index, state: 'waiting' });
     if (this.latestGeneration) this.onGeneration(this.latestGeneration);
     return result;
@@ -158,6 +189,35 @@ export class TrainingWorker {
       chief: rank === 0,
       state: this.running ? this.status.state : rank >= 0 ? 'ready' : 'waiting',
     });
+    if (rank === 0 && !this.running && this.reseededAt < 0) {
+      this.reseededAt = g.generation;
+      void this.reseedServer();
+    }
+  }
+
+  /**
+   * A new server on the same laptop has no checkpoints, but the chief's IndexedDB may: the
+   * chief offers its newest one, so that the next Start resumes from it.
+   */
+  private async reseedServer(): Promise<void> {
+    const { localCheckpoints, serverUrl } = this.options;
+    const room = this.room;
+    if (!localCheckpoints || !room || !this.writer) return;
+    try {
+      const local = await localCheckpoints.latest(room);
+      if (!local) return;
+      const res = await fetch(checkpointsUrl(serverUrl, room));
+      if (!res.ok || ((await res.json()) as unknown[]).length > 0) return;
+      this.options.log(`the server has no checkpoint; uploading the local one of step ${local.metadata.step}`);
+      await this.writer.reseed(local);
+    } catch (err) {
+      const e = toWebringError(err);
+      this.options.log(`could not offer the local checkpoint: ${e.code} ${e.message}`);
+    }
+  }
+
+  private saveContext(start: TrainStart): CaptureContext {
+    return { room: this.room!, run: start.run, backend: this.options.backend, members: this.latestGeneration?.members ?? [] };
   }
 
   private async run(start: TrainStart): Promise<void> {
@@ -173,6 +233,7 @@ export class TrainingWorker {
     }
     this.running = true;
     this.stopRequested = false;
+    ring.setRun(start.run);
     this.trainer?.dispose();
     const trainer = new Trainer(start.config, this.options.dataset, ring);
     this.trainer = trainer;
@@ -188,9 +249,19 @@ export class TrainingWorker {
       error: null,
     });
     try {
+      if (start.resume) {
+        // BackupAndRestore: every replica loads the same checkpoint (weights, optimizer, cursor).
+        await restoreFromServer(this.options.serverUrl, this.room!, start.resume.checkpointId, trainer);
+        const restored = await trainer.weightsHash();
+        log(`resumed from ${start.resume.checkpointId} at step ${trainer.step}`);
+        this.update({ resumedFrom: start.resume.checkpointId, resumedHash: restored, step: trainer.step, epoch: trainer.epoch });
+      } else {
+        this.update({ resumedFrom: null, resumedHash: null });
+      }
       // MWMS broadcasts the chief's variables before the first step; so do we.
       await trainer.syncFromChief();
       this.update({ weightsHash: await trainer.weightsHash() });
+      const saveEvery = start.config.saveEverySteps;
       let finished: 'completed' | 'stopped' = 'completed';
       while (trainer.step < trainer.totalSteps) {
         const t0 = performance.now();
@@ -222,10 +293,20 @@ export class TrainingWorker {
           finished = 'stopped';
           break;
         }
-        if (r.epochEnd && trainer.step < trainer.totalSteps) await this.evaluate(trainer, start, r.epoch);
+        const last = trainer.step >= trainer.totalSteps;
+        if (this.status.chief && !last && (trainer.step % saveEvery === 0 || r.epochEnd)) {
+          await this.writer!.save(trainer, this.saveContext(start), start.config.maxToKeep);
+        }
+        if (r.epochEnd && !last) await this.evaluate(trainer, start, r.epoch);
       }
       // Every replica reaches the same decision, so this last evaluation stays in lock-step.
       await this.evaluate(trainer, start, trainer.epoch);
+      if (this.status.chief) {
+        // The run's end is always saved, and stored before the chief reports the end, so
+        // that the next Start finds it.
+        await this.writer!.save(trainer, this.saveContext(start), start.config.maxToKeep);
+        await this.writer!.flush();
+      }
       socket.emit('worker:finished', { run, generation, step: trainer.step, reason: finished });
       this.update({ state: 'done' });
     } catch (err) {

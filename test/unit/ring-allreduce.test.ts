@@ -1,7 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createMemoryRing } from '../support/memory-ring';
-import { RingAllReduce, COLLECTIVE_TAG } from '../../shared/ring-allreduce';
+import { RingAllReduce, COLLECTIVE_TAG, type CollectiveTag } from '../../shared/ring-allreduce';
 import { MAX_CHUNK_FLOATS, HEADER_BYTES, MAX_MESSAGE_BYTES, readHeader } from '../../shared/ring-wire';
 import { WebringError } from '../../shared/errors';
 
@@ -135,6 +135,23 @@ test('an early message of the next collective is kept until that collective star
   for (const b of bufs) assert.deepEqual(b, expectedSum(3, 40));
 });
 
+test('a later run orders after every collective of an earlier one, even at a lower step', async () => {
+  const { rings } = createMemoryRing(3);
+  const sum = async (step: number, tag: CollectiveTag) => {
+    const bufs = rings.map((_, r) => integerBuffer(r, 9));
+    await Promise.all(rings.map((ring, r) => ring.allReduce(bufs[r]!, step, tag)));
+    for (const b of bufs) assert.deepEqual(b, expectedSum(3, 9));
+  };
+  for (const ring of rings) ring.setRun(1);
+  await sum(125, COLLECTIVE_TAG.evaluation);
+  // Run 2 resumes at step 125 and starts with a sync; run 1's key space is behind it.
+  for (const ring of rings) ring.setRun(2);
+  await sum(125, COLLECTIVE_TAG.sync);
+  await sum(125, COLLECTIVE_TAG.gradients);
+  // Within one run, steps only move forward.
+  await assert.rejects(rings[0]!.allReduce(new Float32Array(1), 0, COLLECTIVE_TAG.sync), (e: unknown) => e instanceof WebringError && e.code === 'ERR_STALE_STEP');
+});
+
 test('abort rejects the collective in flight with a code, and later ones too', async () => {
   const { rings } = createMemoryRing(3);
   const pending = rings[0]!.allReduce(new Float32Array(10), 0);
@@ -161,7 +178,7 @@ test('a truncated or wrongly sized message is dropped as malformed', async () =>
   assert.equal(rings[1]!.stats.droppedMalformed, 2);
 });
 
-test('the header round-trips generation, step, chunk and tag', () => {
+test('the header round-trips generation, run, step, chunk and tag', () => {
   const ring = new RingAllReduce({ rank: 0, worldSize: 1, generation: 3, right: null });
   assert.equal(ring.worldSize, 1);
   const bytes = new Uint8Array(HEADER_BYTES);
@@ -170,9 +187,10 @@ test('the header round-trips generation, step, chunk and tag', () => {
   view.setUint8(1, 4);
   view.setUint16(2, 2, true);
   view.setUint32(4, 0xfffffffe, true);
-  view.setUint32(8, 123456, true);
-  view.setUint32(12, 77, true);
-  const h = { phase: 0, ringStep: 0, tag: 0, generation: 0, step: 0, chunk: 0 };
+  view.setUint32(8, 9, true);
+  view.setUint32(12, 123456, true);
+  view.setUint32(16, 77, true);
+  const h = { phase: 0, ringStep: 0, tag: 0, generation: 0, run: 0, step: 0, chunk: 0 };
   assert.ok(readHeader(bytes, h));
-  assert.deepEqual(h, { phase: 2, ringStep: 4, tag: 2, generation: 0xfffffffe, step: 123456, chunk: 77 });
+  assert.deepEqual(h, { phase: 2, ringStep: 4, tag: 2, generation: 0xfffffffe, run: 9, step: 123456, chunk: 77 });
 });

@@ -1,0 +1,99 @@
+/**
+ * BackupAndRestore in the browser: the chief alone checkpoints to the server and to its
+ * IndexedDB, the server's model loads with tf.loadLayersModel, and Start resumes from it.
+ */
+import { test, expect, type Page } from '@playwright/test';
+import * as tf from '@tensorflow/tfjs';
+import { E2E_TOKEN } from '../../playwright.config';
+import type { CheckpointInfo } from '../../shared/checkpoint';
+import type { RoomMetrics } from '../../shared/protocol';
+import { packMnistFromPackage } from '../../signaling-server/mnist-pack';
+import { MNIST_PIXELS } from '../../shared/mnist-format';
+import { openStudent, readStatus, status } from './helpers';
+
+const ROOM = 'e2e-ckpt';
+const teacher = { authorization: `Bearer ${E2E_TOKEN}` };
+
+/** Keys of tfjs's IndexedDB model store in this tab, read with the raw IndexedDB API. */
+function indexedDbModels(page: Page): Promise<string[]> {
+  return page.evaluate(
+    () =>
+      new Promise<string[]>((resolve, reject) => {
+        const open = indexedDB.open('tensorflowjs');
+        open.onerror = () => reject(open.error);
+        open.onsuccess = () => {
+          const db = open.result;
+          if (!db.objectStoreNames.contains('model_info_store')) return resolve([]);
+          const keys = db.transaction('model_info_store').objectStore('model_info_store').getAllKeys();
+          keys.onsuccess = () => resolve(keys.result.map(String));
+          keys.onerror = () => reject(keys.error);
+        };
+      }),
+  );
+}
+
+async function testAccuracy(modelUrl: string): Promise<number> {
+  await tf.setBackend('cpu');
+  const model = await tf.loadLayersModel(modelUrl);
+  const ds = packMnistFromPackage();
+  const n = ds.testCount;
+  const images = new Float32Array(n * MNIST_PIXELS);
+  for (let i = 0; i < images.length; i++) images[i] = ds.pixels[ds.trainCount * MNIST_PIXELS + i]! / 255;
+  const predicted = tf.tidy(() => (model.predict(tf.tensor4d(images, [n, 28, 28, 1])) as tf.Tensor).argMax(-1));
+  const labels = await predicted.data();
+  predicted.dispose();
+  model.dispose();
+  let correct = 0;
+  for (let i = 0; i < n; i++) if (labels[i] === ds.labels[ds.trainCount + i]) correct++;
+  return correct / n;
+}
+
+test('the chief checkpoints to the server and its IndexedDB, and Start resumes from the latest', async ({ browser, request, baseURL }) => {
+  const chief = await openStudent(browser, ROOM, 'chief');
+  const other = await openStudent(browser, ROOM, 'other');
+  await expect(status(chief.page)).toHaveAttribute('data-chief', 'true');
+
+  // Run 1: one epoch (8,000 digits / 64 per global batch = 125 steps), saving every 10.
+  const first = await request.post(`/api/rooms/${ROOM}/start`, {
+    headers: teacher,
+    data: { model: 'mlp', epochs: 1, saveEverySteps: 10, maxToKeep: 3, resumeFrom: 'none' },
+  });
+  expect(first.status()).toBe(200);
+  for (const s of [chief, other]) await expect(status(s.page)).toHaveAttribute('data-state', 'done', { timeout: 240_000 });
+  expect((await readStatus(chief.page)).step).toBe('125');
+
+  const list = (await (await request.get(`/api/rooms/${ROOM}/checkpoints`)).json()) as CheckpointInfo[];
+  const chiefId = (await readStatus(chief.page)).memberId;
+  expect(list.map((c) => c.step)).toEqual([125, 120, 110]);
+  expect(list.every((c) => c.writer === chiefId)).toBe(true);
+  expect(list[0]!.weightsHash).toBe((await readStatus(chief.page)).weightsHash);
+
+  // Only the chief wrote to IndexedDB, and it kept maxToKeep entries.
+  const chiefKeys = await indexedDbModels(chief.page);
+  expect(chiefKeys.filter((k) => k.startsWith(`webring/${ROOM}/`)).sort()).toEqual(
+    [110, 120, 125].map((s) => `webring/${ROOM}/${String(s).padStart(10, '0')}`),
+  );
+  expect(await indexedDbModels(other.page)).toEqual([]);
+
+  // The server's latest model loads in Node with tf.loadLayersModel and has learned MNIST.
+  const accuracy = await testAccuracy(`${baseURL}/api/rooms/${ROOM}/checkpoints/latest/model.json`);
+  expect(accuracy, `test accuracy ${accuracy}`).toBeGreaterThanOrEqual(0.85);
+
+  // Run 2: Start again; every tab restores the latest checkpoint and goes on from step 125.
+  const second = await request.post(`/api/rooms/${ROOM}/start`, { headers: teacher, data: { model: 'mlp', epochs: 2, maxSteps: 130, saveEverySteps: 10 } });
+  expect(second.status()).toBe(200);
+  for (const s of [chief, other]) {
+    await expect(status(s.page)).toHaveAttribute('data-resumed-from', list[0]!.id, { timeout: 60_000 });
+    await expect(status(s.page)).toHaveAttribute('data-resumed-hash', list[0]!.weightsHash);
+    await expect(status(s.page)).toHaveAttribute('data-step', '130', { timeout: 60_000 });
+    await expect(status(s.page)).toHaveAttribute('data-state', 'done');
+  }
+  const metrics = (await (await request.get(`/api/rooms/${ROOM}/metrics`)).json()) as RoomMetrics;
+  expect(metrics.history.map((p) => p.step)).toEqual([126, 127, 128, 129, 130]);
+  const after = (await (await request.get(`/api/rooms/${ROOM}/checkpoints`)).json()) as CheckpointInfo[];
+  expect(after[0]!.step).toBe(130);
+
+  expect([...chief.errors, ...other.errors]).toEqual([]);
+  await chief.context.close();
+  await other.context.close();
+});
