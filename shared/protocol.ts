@@ -98,6 +98,8 @@ export const joinRequestSchema = z.strictObject({
   backend: z.enum(BACKENDS),
   /** GPU adapter description, when the backend exposes one. */
   adapter: z.string().max(200).optional(),
+  /** Coming back on a new connection (server restart, network blip): keep the membership. */
+  rejoin: z.strictObject({ memberId: z.string().regex(/^[a-z0-9]{8,32}$/), memberToken: z.string().regex(/^[0-9a-f]{48}$/) }).optional(),
 });
 export type JoinRequest = z.input<typeof joinRequestSchema>;
 

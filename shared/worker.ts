@@ -10,6 +10,7 @@ import { WebringError, toWebringError, type ErrorBody } from './errors';
 import type { MnistDataset } from './mnist-format';
 import type { PeerFactory } from './peer';
 import type {
+  JoinRequest,
   AckResult,
   Backend,
   ClientToServerEvents,
@@ -81,6 +82,10 @@ export class TrainingWorker {
   private running = false;
   private stopRequested = false;
   private latestGeneration: Generation | null = null;
+  private identity: { room: string; name: string; memberId: string; memberToken: string } | null = null;
+  private readonly unsent = new Map<string, unknown>();
+  /** A start that arrived while the previous run was still unwinding. */
+  private pendingStart: TrainStart | null = null;
   private room: string | null = null;
   private writer: CheckpointWriter | null = null;
   /** Generations for which the chief already offered its local checkpoint to the server. */
@@ -133,23 +138,37 @@ export class TrainingWorker {
       this.options.log(`signaling connection lost (${reason})`);
       this.update({ connected: false });
     });
-    socket.on('connect', () => this.update({ connected: true }));
+    socket.on('connect', () => {
+      this.update({ connected: true });
+      // socket.io reconnects by itself; the membership is ours to restore.
+      if (this.identity) void this.rejoin();
+    });
   }
 
-  async join(room: string, name: string): Promise<JoinAccepted> {
-    this.update({ state: 'joining', error: null });
-    const { socket, backend, kind, adapter } = this.options;
-    const result = await new Promise<AckResult<JoinAccepted>>((resolve, reject) => {
+  private requestJoin(request: JoinRequest): Promise<AckResult<JoinAccepted>> {
+    return new Promise<AckResult<JoinAccepted>>((resolve, reject) => {
       const timer = setTimeout(() => reject(new WebringError('ERR_TIMEOUT', 'the server did not answer the join')), JOIN_TIMEOUT_MS);
-      socket.emit('room:join', { room, name, kind, backend, ...(adapter ? { adapter } : {}) }, (r) => {
+      this.options.socket.emit('room:join', request, (r) => {
         clearTimeout(timer);
         resolve(r);
       });
     });
+  }
+
+  private joinRequest(room: string, name: string): JoinRequest {
+    const { backend, kind, adapter } = this.options;
+    return { room, name, kind, backend, ...(adapter ? { adapter } : {}) };
+  }
+
+  async join(room: string, name: string): Promise<JoinAccepted> {
+    this.update({ state: 'joining', error: null });
+    const { socket } = this.options;
+    const result = await this.requestJoin(this.joinRequest(room, name));
     if (!result.ok) {
       this.update({ state: 'error', error: result.error });
       throw new WebringError(result.error.code, result.error.message);
     }
+    this.identity = { room, name, memberId: result.memberId, memberToken: result.memberToken };
     this.network = new RingNetwork({
       selfId: result.memberId,
       factory: this.options.peerFactory,
@@ -177,10 +196,56 @@ export class TrainingWorker {
     this.options.socket.disconnect();
   }
 
+  /**
+   * Back on a new connection (the server restarted, or the network blipped): claim the same
+   * membership. The ring may have trained on meanwhile; the reports the server missed are
+   * sent again. A server that does not know us any more gets a fresh join.
+   */
+  private async rejoin(): Promise<void> {
+    const id = this.identity!;
+    const log = this.options.log;
+    let result: AckResult<JoinAccepted>;
+    try {
+      result = await this.requestJoin({ ...this.joinRequest(id.room, id.name), rejoin: { memberId: id.memberId, memberToken: id.memberToken } });
+    } catch (err) {
+      log(`rejoin failed: ${toWebringError(err).message}`);
+      return;
+    }
+    if (result.ok) {
+      log(`rejoined ${id.room} as ${id.memberId}`);
+      for (const [event, payload] of this.unsent) (this.options.socket.emit as (e: string, p: unknown) => void)(event, payload);
+      this.unsent.clear();
+      return;
+    }
+    log(`the server no longer knows this tab (${result.error.code}); joining afresh`);
+    this.network?.close();
+    this.network = null;
+    this.identity = null;
+    this.latestGeneration = null;
+    this.unsent.clear();
+    try {
+      await this.join(id.room, id.name);
+    } catch (err) {
+      log(`join failed: ${toWebringError(err).message}`);
+    }
+  }
+
+  /** Reports go out only while connected; the latest of each kind waits for the rejoin. */
+  private report<E extends 'worker:progress' | 'worker:evaluated' | 'worker:finished'>(
+    event: E,
+    payload: Parameters<ClientToServerEvents[E]>[0],
+  ): void {
+    if (this.options.socket.connected) (this.options.socket.emit as (e: string, p: unknown) => void)(event, payload);
+    else this.unsent.set(event, payload);
+  }
+
   private onGeneration(g: Generation): void {
+    const previous = this.latestGeneration;
     this.latestGeneration = g;
     if (!this.network) return; // the join ack has not arrived yet; replayed after it
-    this.network.applyGeneration(g);
+    // A rejoin repeats the generation we already have: the ring must not be rebuilt for it.
+    const same = previous?.generation === g.generation && this.network.collective?.generation === g.generation;
+    if (!same) this.network.applyGeneration(g);
     const rank = g.members.findIndex((m) => m.id === this.status.memberId);
     this.update({
       generation: g.generation,
@@ -223,7 +288,8 @@ export class TrainingWorker {
   private async run(start: TrainStart): Promise<void> {
     const log = this.options.log;
     if (this.running) {
-      log('ignoring a start while a run is in progress');
+      // The previous run is unwinding (its ring was just aborted); start as soon as it has.
+      this.pendingStart = start;
       return;
     }
     const ring = this.network?.collective;
@@ -279,7 +345,7 @@ export class TrainingWorker {
           examplesProcessed: this.status.examplesProcessed + r.examples,
           numTensors: tf.memory().numTensors,
         });
-        socket.emit('worker:progress', {
+        this.report('worker:progress', {
           run,
           generation,
           step: trainer.step,
@@ -307,7 +373,7 @@ export class TrainingWorker {
         await this.writer!.save(trainer, this.saveContext(start), start.config.maxToKeep);
         await this.writer!.flush();
       }
-      socket.emit('worker:finished', { run, generation, step: trainer.step, reason: finished });
+      this.report('worker:finished', { run, generation, step: trainer.step, reason: finished });
       this.update({ state: 'done' });
     } catch (err) {
       const e = toWebringError(err);
@@ -315,17 +381,20 @@ export class TrainingWorker {
       this.update({ state: 'error', error: e.toBody() });
       const membershipEnded = e.code === 'ERR_MEMBER_LEFT' || e.code === 'ERR_STALE_GENERATION';
       if (!membershipEnded) {
-        socket.emit('worker:finished', { run, generation, step: trainer.step, reason: 'failed', code: e.code, message: e.message.slice(0, 500) });
+        this.report('worker:finished', { run, generation, step: trainer.step, reason: 'failed', code: e.code, message: e.message.slice(0, 500) });
       }
     } finally {
       this.running = false;
+      const next = this.pendingStart;
+      this.pendingStart = null;
+      if (next) void this.run(next);
     }
   }
 
   private async evaluate(trainer: Trainer, start: TrainStart, epoch: number): Promise<void> {
     const accuracy = await trainer.evaluate();
     this.update({ testAccuracy: accuracy });
-    this.options.socket.emit('worker:evaluated', { run: start.run, generation: start.generation, step: trainer.step, epoch, accuracy });
+    this.report('worker:evaluated', { run: start.run, generation: start.generation, step: trainer.step, epoch, accuracy });
   }
 
   private update(patch: Partial<WorkerStatus>): void {

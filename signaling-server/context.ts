@@ -3,6 +3,8 @@ import type { Server, Socket } from 'socket.io';
 import type { ClientToServerEvents, ServerToClientEvents } from '../shared/protocol';
 import type { Room } from './room';
 import type { Logger } from './logger';
+import type { CheckpointStore } from './checkpoint-store';
+import type { RoomPersistence } from './room-persistence';
 
 export interface SocketData {
   room: string | null;
@@ -21,6 +23,10 @@ export class RoomRegistry {
 
   get(name: string): Room | undefined {
     return this.rooms.get(name);
+  }
+
+  add(room: Room): void {
+    this.rooms.set(room.name, room);
   }
 
   getOrCreate(name: string): Room {
@@ -46,6 +52,8 @@ export class RoomRegistry {
 export interface ServerContext {
   io: IoServer;
   rooms: RoomRegistry;
+  checkpoints: CheckpointStore;
+  persistence: RoomPersistence;
   log: Logger;
 }
 

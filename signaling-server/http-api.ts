@@ -7,11 +7,11 @@ import path from 'node:path';
 import express, { type NextFunction, type Request, type Response } from 'express';
 import multer from 'multer';
 import { WebringError, toWebringError, type ErrorCode } from '../shared/errors';
-import { MAX_HTTP_JSON_BYTES, parseOrThrow, roomNameSchema, startConfigSchema, type StartConfig } from '../shared/protocol';
-import { CHECKPOINT_FILES, CHECKPOINT_FILE_NAMES, LATEST_CHECKPOINT, type CheckpointFile, type ResumePoint } from '../shared/checkpoint';
+import { MAX_HTTP_JSON_BYTES, parseOrThrow, roomNameSchema, startConfigSchema } from '../shared/protocol';
+import { CHECKPOINT_FILES, CHECKPOINT_FILE_NAMES, LATEST_CHECKPOINT, type CheckpointFile } from '../shared/checkpoint';
+import { startRun } from './runs';
 import { Room } from './room';
 import { channelOf, type ServerContext } from './context';
-import type { CheckpointStore } from './checkpoint-store';
 import { bearerToken, tokenHash, tokensEqual } from './tokens';
 
 /** Per file of a checkpoint upload; the MLP's weights and Adam state are ~1.2 MB, the CNN's far less. */
@@ -32,14 +32,13 @@ export interface HttpOptions {
   teacherToken: string;
   clientDir: string;
   mnist: () => Promise<Uint8Array>;
-  checkpoints: CheckpointStore;
   startedAt: number;
 }
 
 export function createHttpApp(ctx: ServerContext, options: HttpOptions): express.Express {
   const app = express();
   app.disable('x-powered-by');
-  const store = options.checkpoints;
+  const store = ctx.checkpoints;
 
   const requireTeacher = (req: Request, _res: Response, next: NextFunction) => {
     const token = bearerToken(req.get('authorization'));
@@ -69,34 +68,12 @@ export function createHttpApp(ctx: ServerContext, options: HttpOptions): express
 
   const json = express.json({ limit: MAX_HTTP_JSON_BYTES, strict: true });
 
-  /** The checkpoint a start resumes from: the newest of the same model for 'latest', or the named one. */
-  const resumePoint = async (name: string, config: StartConfig): Promise<ResumePoint | null> => {
-    if (config.resumeFrom === 'none') return null;
-    const found = await store.metadata(name, config.resumeFrom);
-    if (!found) {
-      if (config.resumeFrom === LATEST_CHECKPOINT) return null;
-      throw new WebringError('ERR_UNKNOWN_CHECKPOINT', `room ${name} has no checkpoint ${config.resumeFrom}`, 'resumeFrom');
-    }
-    const { meta } = found;
-    if (meta.config.model !== config.model) {
-      if (config.resumeFrom === LATEST_CHECKPOINT) return null; // a different model starts fresh
-      throw new WebringError('ERR_BAD_STATE', `checkpoint ${config.resumeFrom} holds a ${meta.config.model}, not a ${config.model}`, 'resumeFrom');
-    }
-    const id = (await store.resolve(name, config.resumeFrom))!.id;
-    return { checkpointId: id, step: meta.step, dataCursor: meta.dataCursor, weightsHash: meta.weightsHash };
-  };
-
   app.post('/api/rooms/:room/start', requireTeacher, json, async (req, res) => {
     const name = roomName(req);
     const config = parseOrThrow(startConfigSchema, req.body ?? {});
     const room = ctx.rooms.get(name);
     if (!room) throw new WebringError('ERR_NO_WORKERS', `no workers have joined room ${name}`);
-    room.assertCanStart();
-    const resume = await resumePoint(name, config);
-    const start = room.start(config, resume);
-    const from = resume ? `resuming ${resume.checkpointId} at step ${resume.step}` : 'fresh';
-    ctx.log.info(`room ${name}: run ${start.run} started (${from}), generation ${start.generation}, ${JSON.stringify(config)}`);
-    ctx.io.to(channelOf(name)).emit('train:start', start);
+    await startRun(ctx, room, config);
     res.json({ ok: true, status: room.status() });
   });
 

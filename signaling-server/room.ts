@@ -30,7 +30,8 @@ export const MAX_HISTORY_POINTS = 5_000;
 
 export interface NewMember {
   id: string;
-  socketId: string;
+  /** Null while the member has not reconnected to a restarted server. */
+  socketId: string | null;
   /** sha256 of the member's secret token; the token itself is never stored. */
   tokenHash: string;
   name: string;
@@ -44,6 +45,22 @@ interface Member extends NewMember {
   examplesPerSec: number;
   step: number;
   weightsHash: string | null;
+}
+
+type PersistedMember = Omit<Member, 'socketId'>;
+
+export interface PersistedRoom {
+  format: 1;
+  name: string;
+  nextIndex: number;
+  generation: number;
+  run: number;
+  state: RoomState;
+  config: StartConfig | null;
+  step: number;
+  epoch: number;
+  active: PersistedMember[];
+  waiting: PersistedMember[];
 }
 
 export interface MembershipChange {
@@ -92,6 +109,58 @@ export class Room {
 
   get isTraining(): boolean {
     return this.state === 'training';
+  }
+
+  /**
+   * A known member comes back on a new connection (after a server restart or a network
+   * blip): same id, index and rank, and no new generation, so a live ring is not disturbed.
+   */
+  rejoin(memberId: string, tokenHash: string, socketId: string): { index: number } | null {
+    const m = this.find(memberId);
+    if (!m || m.tokenHash !== tokenHash) return null;
+    m.socketId = socketId;
+    return { index: m.index };
+  }
+
+  /** Members still without a connection (after a restart), to be dropped after a grace period. */
+  disconnectedMembers(): string[] {
+    return [...this.active, ...this.waiting].filter((m) => m.socketId === null).map((m) => m.id);
+  }
+
+  get runConfig(): StartConfig | null {
+    return this.config;
+  }
+
+  /** What must outlive a server restart: membership, generation and the run. */
+  toPersisted(): PersistedRoom {
+    const strip = ({ socketId: _s, ...m }: Member): PersistedMember => m;
+    return {
+      format: 1,
+      name: this.name,
+      nextIndex: this.nextIndex,
+      generation: this.generation,
+      run: this.run,
+      state: this.state,
+      config: this.config,
+      step: this.step,
+      epoch: this.epoch,
+      active: this.active.map(strip),
+      waiting: this.waiting.map(strip),
+    };
+  }
+
+  static fromPersisted(p: PersistedRoom): Room {
+    const room = new Room(p.name);
+    room.nextIndex = p.nextIndex;
+    room.generation = p.generation;
+    room.run = p.run;
+    room.state = p.state;
+    room.config = p.config;
+    room.step = p.step;
+    room.epoch = p.epoch;
+    room.active = p.active.map((m) => ({ ...m, socketId: null }));
+    room.waiting = p.waiting.map((m) => ({ ...m, socketId: null }));
+    return room;
   }
 
   /** The member holding `token`, and whether it is the current chief. */

@@ -13,6 +13,8 @@ import { createHttpApp } from './http-api';
 import { createLogger, type Logger } from './logger';
 import { loadPackedMnist } from './mnist-pack';
 import { CheckpointStore } from './checkpoint-store';
+import { RoomPersistence } from './room-persistence';
+import { broadcastChange } from './handlers/rooms';
 import { registerRoomHandlers } from './handlers/rooms';
 import { registerSignalHandlers } from './handlers/signals';
 import { registerTrainingHandlers } from './handlers/training';
@@ -24,6 +26,11 @@ import { registerTrainingHandlers } from './handlers/training';
  */
 export const DEFAULT_PING_INTERVAL_MS = 2_000;
 export const DEFAULT_PING_TIMEOUT_MS = 3_000;
+/**
+ * After a restart, members of persisted rooms have this long to reconnect before they are
+ * dropped; socket.io's client retries within about 1-5 s.
+ */
+export const DEFAULT_RECONNECT_GRACE_MS = 20_000;
 
 const KNOWN_EVENTS = new Set<string>(CLIENT_EVENT_NAMES);
 
@@ -35,6 +42,7 @@ export interface ServerOptions {
   clientDir: string;
   pingIntervalMs?: number;
   pingTimeoutMs?: number;
+  reconnectGraceMs?: number;
   log?: Logger;
 }
 
@@ -43,6 +51,26 @@ export interface RunningServer {
   port: number;
   io: IoServer;
   close(): Promise<void>;
+}
+
+/**
+ * Brings back the rooms of a previous process (after a crash or kill -9): their members keep
+ * ids, indexes and generation, and have `graceMs` to reconnect; whoever has not by then is
+ * dropped like a closed tab. Half-written checkpoints of the crash are cleaned up.
+ */
+async function restoreRooms(ctx: ServerContext, graceMs: number): Promise<void> {
+  for (const room of await ctx.persistence.loadAll()) {
+    ctx.rooms.add(room);
+    const removed = await ctx.checkpoints.removeStaleTemps(room.name, Number.POSITIVE_INFINITY);
+    ctx.log.info(`room ${room.name}: restored (generation ${room.currentGeneration}, ${room.size} member(s) to reconnect${removed ? `, ${removed} unfinished checkpoint(s) removed` : ''})`);
+    setTimeout(() => {
+      for (const id of room.disconnectedMembers()) {
+        ctx.log.info(`room ${room.name}: member ${id} did not reconnect`);
+        broadcastChange(ctx, room, room.leave(id));
+      }
+      ctx.rooms.releaseIfIdle(room.name);
+    }, graceMs).unref();
+  }
 }
 
 export async function startServer(options: ServerOptions): Promise<RunningServer> {
@@ -54,14 +82,20 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     maxHttpBufferSize: MAX_SOCKET_PACKET_BYTES,
     serveClient: false,
   });
-  const ctx: ServerContext = { io, rooms: new RoomRegistry((name) => new Room(name)), log };
+  const ctx: ServerContext = {
+    io,
+    rooms: new RoomRegistry((name) => new Room(name)),
+    checkpoints: new CheckpointStore(options.dataDir),
+    persistence: new RoomPersistence(options.dataDir, log),
+    log,
+  };
+  await restoreRooms(ctx, options.reconnectGraceMs ?? DEFAULT_RECONNECT_GRACE_MS);
 
   let mnist: Promise<Uint8Array> | null = null;
   const app = createHttpApp(ctx, {
     teacherToken: options.teacherToken,
     clientDir: options.clientDir,
     startedAt: Date.now(),
-    checkpoints: new CheckpointStore(options.dataDir),
     mnist: () => {
       mnist ??= loadPackedMnist(path.join(options.dataDir, 'cache')).catch((err: unknown) => {
         mnist = null;

@@ -2,7 +2,8 @@
 import { randomBytes } from 'node:crypto';
 import { WebringError } from '../../shared/errors';
 import { joinRequestSchema, parseOrThrow, type JoinAccepted } from '../../shared/protocol';
-import type { MembershipChange } from '../room';
+import type { MembershipChange, Room } from '../room';
+import { scheduleAutoResume } from '../runs';
 import { channelOf, type IoSocket, type ServerContext } from '../context';
 import { guarded } from './errors';
 import { tokenHash } from '../tokens';
@@ -27,6 +28,7 @@ function join(ctx: ServerContext, socket: IoSocket, raw: unknown, ack: unknown):
   guarded<JoinAccepted>(ctx, socket, 'room:join', ack, () => {
     if (socket.data.memberId) throw new WebringError('ERR_ALREADY_JOINED', 'this connection already joined a room');
     const request = parseOrThrow(joinRequestSchema, raw);
+    if (request.rejoin) return rejoin(ctx, socket, request.room, request.rejoin);
     const room = ctx.rooms.getOrCreate(request.room);
     const memberId = randomBytes(8).toString('hex');
     const memberToken = randomBytes(24).toString('hex');
@@ -50,9 +52,25 @@ function join(ctx: ServerContext, socket: IoSocket, raw: unknown, ack: unknown):
     void socket.join(channelOf(request.room));
     ctx.log.info(`member ${memberId} "${request.name}" joined ${request.room} as index ${joined.index} (${request.kind}, ${request.backend})`);
     // The ack goes first, so the worker knows its id before it reads the generation.
-    queueMicrotask(() => broadcastChange(ctx, request.room, joined.change));
+    queueMicrotask(() => broadcastChange(ctx, room, joined.change));
     return { memberId, index: joined.index, room: request.room, memberToken };
   });
+}
+
+/**
+ * A known member on a new connection keeps its id, index and rank, and the generation
+ * stays: a ring that kept training through a server restart is not disturbed.
+ */
+function rejoin(ctx: ServerContext, socket: IoSocket, name: string, claim: { memberId: string; memberToken: string }): JoinAccepted {
+  const room = ctx.rooms.get(name);
+  const back = room?.rejoin(claim.memberId, tokenHash(claim.memberToken), socket.id);
+  if (!room || !back) throw new WebringError('ERR_NOT_IN_ROOM', `room ${name} does not know member ${claim.memberId}; join again`);
+  socket.data.room = name;
+  socket.data.memberId = claim.memberId;
+  void socket.join(channelOf(name));
+  ctx.log.info(`member ${claim.memberId} rejoined ${name} as index ${back.index}`);
+  queueMicrotask(() => socket.emit('ring:generation', room.snapshot()));
+  return { memberId: claim.memberId, index: back.index, room: name, memberToken: claim.memberToken };
 }
 
 function leave(ctx: ServerContext, socket: IoSocket): boolean {
@@ -62,14 +80,17 @@ function leave(ctx: ServerContext, socket: IoSocket): boolean {
   socket.data.memberId = null;
   void socket.leave(channelOf(name));
   const room = ctx.rooms.get(name);
-  if (!room) return false;
+  // A member that already came back on a newer connection is not removed by the old one closing.
+  if (!room || room.socketIdOf(memberId) !== socket.id) return false;
   const change = room.leave(memberId);
-  broadcastChange(ctx, name, change);
+  broadcastChange(ctx, room, change);
   ctx.rooms.releaseIfIdle(name);
   return true;
 }
 
-export function broadcastChange(ctx: ServerContext, name: string, change: MembershipChange): void {
+/** Tells the room about a membership change, persists it, and recovers a broken run. */
+export function broadcastChange(ctx: ServerContext, room: Room, change: MembershipChange): void {
+  const name = room.name;
   if (change.trainingAborted) {
     ctx.log.warn(`room ${name}: a member left during training; run aborted`);
     ctx.io.to(channelOf(name)).emit('train:stop', { reason: 'membership' });
@@ -79,4 +100,6 @@ export function broadcastChange(ctx: ServerContext, name: string, change: Member
     ctx.log.info(`room ${name}: generation ${g.generation} with ${g.members.length} member(s)`);
     ctx.io.to(channelOf(name)).emit('ring:generation', g);
   }
+  if (change.generation || change.trainingAborted) void ctx.persistence.save(room);
+  if (change.trainingAborted) scheduleAutoResume(ctx, room);
 }

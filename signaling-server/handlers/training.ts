@@ -42,7 +42,8 @@ export function registerTrainingHandlers(ctx: ServerContext, socket: IoSocket): 
       const change = room.recordFinished(memberId, report);
       if (!wasTraining) return;
       ctx.log.info(`room ${room.name}: run ${report.reason} at step ${report.step}`);
-      broadcastChange(ctx, room.name, change);
+      broadcastChange(ctx, room, change);
+      void ctx.persistence.save(room);
     });
   });
 }

@@ -7,7 +7,7 @@ export interface Student {
 }
 
 /** Every student gets its own browser context, as separate laptops would. */
-export async function openStudent(browser: Browser, room: string, name: string, query = ''): Promise<Student> {
+export async function openStudent(browser: Browser, room: string, name: string, query = '', origin = ''): Promise<Student> {
   const context = await browser.newContext();
   const page = await context.newPage();
   const errors: string[] = [];
@@ -16,7 +16,7 @@ export async function openStudent(browser: Browser, room: string, name: string, 
     if (process.env.E2E_VERBOSE) console.log(`[${name}] ${msg.type()}: ${msg.text()}`);
   });
   page.on('pageerror', (err) => errors.push(`[${name}] ${err.message}`));
-  await page.goto(`/?room=${room}&name=${name}${query}`);
+  await page.goto(`${origin}/?room=${room}&name=${name}${query}`);
   await page.getByRole('button', { name: 'Join' }).click();
   await expect(status(page)).toHaveAttribute('data-rank', /^\d+$/, { timeout: 60_000 });
   return { context, page, errors };

@@ -119,3 +119,33 @@ test('starting resumes from the latest checkpoint of the same model, and restore
   assert.equal(a.loss, b.loss);
   assert.equal(await fresh.weightsHash(), await trainer.weightsHash());
 });
+
+test('a member vanishing mid-run makes the survivors resume from the latest checkpoint by themselves', async () => {
+  const room = 'auto-resume';
+  const join2 = async (name: string) => {
+    const socket = await connectClient(server);
+    sockets.push(socket);
+    const joined = await join(socket, room, name);
+    assert.ok(joined.ok);
+    return { socket, token: joined.memberToken };
+  };
+  const a = await join2('a');
+  const b = await join2('b');
+  await uploadCheckpoint(server.url, a.token, await capture(trainer, room));
+  const first = nextEvent(a.socket, 'train:start');
+  await fetch(`${server.url}/api/rooms/${room}/start`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${TEST_TOKEN}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ model: 'mlp', optimizer: 'adam', batchSizePerWorker: 8, resumeFrom: 'none' }),
+  });
+  assert.equal((await first).resume, null);
+  const stop = nextEvent(a.socket, 'train:stop');
+  const resumed = nextEvent(a.socket, 'train:start');
+  b.socket.disconnect();
+  assert.equal((await stop).reason, 'membership');
+  const again = await resumed;
+  assert.equal(again.resume?.step, 3);
+  assert.equal(again.config.resumeFrom, 'latest');
+  const status = (await (await fetch(`${server.url}/api/rooms/${room}`)).json()) as { state: string; members: unknown[] };
+  assert.deepEqual([status.state, status.members.length], ['training', 1]);
+});
