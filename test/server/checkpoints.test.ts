@@ -131,7 +131,7 @@ test('a member vanishing mid-run makes the survivors resume from the latest chec
   };
   const a = await join2('a');
   const b = await join2('b');
-  await uploadCheckpoint(server.url, a.token, await capture(trainer, room));
+  const saved = await uploadCheckpoint(server.url, a.token, await capture(trainer, room));
   const first = nextEvent(a.socket, 'train:start');
   await fetch(`${server.url}/api/rooms/${room}/start`, {
     method: 'POST',
@@ -144,7 +144,8 @@ test('a member vanishing mid-run makes the survivors resume from the latest chec
   b.socket.disconnect();
   assert.equal((await stop).reason, 'membership');
   const again = await resumed;
-  assert.equal(again.resume?.step, 3);
+  assert.equal(again.resume?.checkpointId, saved.id);
+  assert.equal(again.resume?.step, saved.step);
   assert.equal(again.config.resumeFrom, 'latest');
   const status = (await (await fetch(`${server.url}/api/rooms/${room}`)).json()) as { state: string; members: unknown[] };
   assert.deepEqual([status.state, status.members.length], ['training', 1]);
