@@ -88,7 +88,7 @@ export class TrainingWorker {
   private pendingStart: TrainStart | null = null;
   private room: string | null = null;
   private writer: CheckpointWriter | null = null;
-  /** Generations for which the chief already offered its local checkpoint to the server. */
+  /** The generation at which this chief offered its local checkpoint to the server (-1: not yet). */
   private reseededAt = -1;
   private readonly status: WorkerStatus;
 
@@ -222,6 +222,7 @@ export class TrainingWorker {
     this.network = null;
     this.identity = null;
     this.latestGeneration = null;
+    this.reseededAt = -1;
     this.unsent.clear();
     try {
       await this.join(id.room, id.name);

@@ -86,8 +86,28 @@ test('kill -9 of the server mid-training: tabs reconnect, keep going, never fall
     expect(room.members.map((m) => m.id).sort()).toEqual(finals.map((f) => f.memberId).sort());
     expect(room.state).toBe('done');
     expect(room.step).toBe(STEPS);
-    expect((await api<CheckpointInfo[]>(`/api/rooms/${ROOM}/checkpoints`))[0]!.step).toBe(STEPS);
-    for (const s of students) await s.context.close();
+    const final = await api<CheckpointInfo[]>(`/api/rooms/${ROOM}/checkpoints`);
+    expect(final[0]!.step).toBe(STEPS);
+
+    // A new server with an empty DATA_DIR on the same laptop (same origin, same IndexedDB):
+    // the chief's tab joins it afresh and offers its own newest checkpoint.
+    const chief = students.find((_, i) => finals[i]!.chief === 'true')!;
+    await students.find((s) => s !== chief)!.context.close();
+    server.kill('SIGKILL');
+    await new Promise((r) => server.once('exit', r));
+    server = await startServer(mkdtempSync(path.join(os.tmpdir(), 'webring-fresh-')));
+    await expect
+      .poll(async () => (await api<CheckpointInfo[]>(`/api/rooms/${ROOM}/checkpoints`)).map((c) => c.weightsHash), { timeout: 30_000 })
+      .toEqual([final[0]!.weightsHash]);
+    const resumed = await fetch(`${ORIGIN}/api/rooms/${ROOM}/start`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'mlp', saveEverySteps: 10, maxSteps: STEPS + 2 }),
+    });
+    expect(resumed.status).toBe(200);
+    await expect(status(chief.page)).toHaveAttribute('data-resumed-hash', final[0]!.weightsHash, { timeout: 30_000 });
+    await expect(status(chief.page)).toHaveAttribute('data-step', String(STEPS + 2), { timeout: 30_000 });
+    await chief.context.close();
   } finally {
     server.kill('SIGKILL');
   }
