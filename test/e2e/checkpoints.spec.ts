@@ -93,7 +93,54 @@ test('the chief checkpoints to the server and its IndexedDB, and Start resumes f
   const after = (await (await request.get(`/api/rooms/${ROOM}/checkpoints`)).json()) as CheckpointInfo[];
   expect(after[0]!.step).toBe(130);
 
+  // Run 3 is stopped by the teacher: the stop step is saved, and run 4 resumes exactly there.
+  const third = await request.post(`/api/rooms/${ROOM}/start`, { headers: teacher, data: { model: 'mlp', epochs: 2, saveEverySteps: 50 } });
+  expect(third.status()).toBe(200);
+  await expect.poll(async () => Number((await readStatus(chief.page)).step), { timeout: 60_000 }).toBeGreaterThanOrEqual(133);
+  expect((await request.post(`/api/rooms/${ROOM}/stop`, { headers: teacher })).status()).toBe(200);
+  for (const s of [chief, other]) await expect(status(s.page)).toHaveAttribute('data-state', 'done', { timeout: 60_000 });
+  const stoppedAt = await readStatus(chief.page);
+  const saved = ((await (await request.get(`/api/rooms/${ROOM}/checkpoints`)).json()) as CheckpointInfo[])[0]!;
+  expect(saved.step).toBe(Number(stoppedAt.step));
+  expect(saved.weightsHash).toBe(stoppedAt.weightsHash);
+  const fourth = await request.post(`/api/rooms/${ROOM}/start`, { headers: teacher, data: { model: 'mlp', epochs: 2, maxSteps: saved.step + 2 } });
+  expect(fourth.status()).toBe(200);
+  for (const s of [chief, other]) {
+    await expect(status(s.page)).toHaveAttribute('data-resumed-from', saved.id, { timeout: 60_000 });
+    await expect(status(s.page)).toHaveAttribute('data-resumed-hash', saved.weightsHash);
+    await expect(status(s.page)).toHaveAttribute('data-step', String(saved.step + 2), { timeout: 60_000 });
+  }
+
   expect([...chief.errors, ...other.errors]).toEqual([]);
   await chief.context.close();
   await other.context.close();
+});
+
+test('when the chief leaves, the next-lowest index becomes chief, the run resumes and the next save is its', async ({ browser, request }) => {
+  const room = 'e2e-chief-leaves';
+  const tabs = [];
+  for (const name of ['una', 'vic', 'wes']) tabs.push(await openStudent(browser, room, name));
+  const [oldChief, heir, third] = tabs as [(typeof tabs)[0], (typeof tabs)[0], (typeof tabs)[0]];
+  await expect(status(oldChief.page)).toHaveAttribute('data-chief', 'true');
+  const heirId = (await readStatus(heir.page)).memberId;
+
+  const steps = 40;
+  const start = await request.post(`/api/rooms/${room}/start`, { headers: teacher, data: { model: 'mlp', saveEverySteps: 5, maxSteps: steps, resumeFrom: 'none' } });
+  expect(start.status()).toBe(200);
+  await expect.poll(async () => ((await (await request.get(`/api/rooms/${room}/checkpoints`)).json()) as CheckpointInfo[]).length, { timeout: 120_000 }).toBeGreaterThan(0);
+  await oldChief.context.close();
+
+  await expect(status(heir.page)).toHaveAttribute('data-chief', 'true', { timeout: 15_000 });
+  for (const s of [heir, third]) {
+    await expect(status(s.page)).toHaveAttribute('data-resumed-from', /^ckpt-/, { timeout: 30_000 });
+    await expect(status(s.page)).toHaveAttribute('data-state', 'done', { timeout: 120_000 });
+    await expect(status(s.page)).toHaveAttribute('data-step', String(steps));
+  }
+  const finals = await Promise.all([heir, third].map((s) => readStatus(s.page)));
+  expect(finals[0]!.weightsHash).toBe(finals[1]!.weightsHash);
+  const list = (await (await request.get(`/api/rooms/${room}/checkpoints`)).json()) as CheckpointInfo[];
+  expect(list[0]!.step).toBe(steps);
+  expect(list[0]!.writer).toBe(heirId);
+  expect([...heir.errors, ...third.errors]).toEqual([]);
+  for (const s of [heir, third]) await s.context.close();
 });
