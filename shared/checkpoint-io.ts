@@ -137,7 +137,8 @@ export async function uploadCheckpoint(
       const code = body?.error?.code;
       throw new WebringError(code === 'ERR_NOT_CHIEF' ? 'ERR_NOT_CHIEF' : 'ERR_BAD_REQUEST', `checkpoint upload refused: HTTP ${res.status} ${body?.error?.message ?? ''}`);
     }
-    throw err;
+    // No response at all: the server is down or the network is gone.
+    throw new WebringError('ERR_UNREACHABLE', `checkpoint upload failed: ${err instanceof Error ? err.message : String(err)}`);
   }
   const body = (await (response as unknown as Response).json()) as { checkpoint: CheckpointInfo };
   return body.checkpoint;

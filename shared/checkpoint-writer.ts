@@ -26,6 +26,8 @@ export interface CheckpointWriterOptions {
 
 export class CheckpointWriter {
   private queue: Promise<void> = Promise.resolve();
+  /** The newest checkpoint the server did not take (it was down, say); offered again by retry(). */
+  private unsent: CapturedCheckpoint | null = null;
 
   constructor(private readonly options: CheckpointWriterOptions) {}
 
@@ -38,6 +40,14 @@ export class CheckpointWriter {
   /** Uploads a checkpoint that exists only locally, e.g. to a new server on the same laptop. */
   reseed(checkpoint: CapturedCheckpoint): Promise<void> {
     this.queue = this.queue.then(() => this.upload(checkpoint));
+    return this.queue;
+  }
+
+  /** Uploads the newest checkpoint that failed to reach the server, if any (after a reconnect). */
+  retry(): Promise<void> {
+    const pending = this.unsent;
+    if (!pending) return this.queue;
+    this.queue = this.queue.then(() => (this.unsent === pending ? this.upload(pending) : undefined));
     return this.queue;
   }
 
@@ -63,9 +73,15 @@ export class CheckpointWriter {
     const { serverUrl, memberToken, fetchImpl, onSaved, onError } = this.options;
     try {
       const info = await uploadCheckpoint(serverUrl, memberToken, checkpoint, fetchImpl);
+      if (this.unsent === checkpoint) this.unsent = null;
       onSaved('server', checkpoint.metadata.step, info);
     } catch (err) {
-      onError(toWebringError(err).toBody());
+      const e = toWebringError(err);
+      // Refusals are final (no longer chief, bad data); a network failure is worth a retry.
+      if (e.code === 'ERR_UNREACHABLE') {
+        if (!this.unsent || this.unsent.metadata.step <= checkpoint.metadata.step) this.unsent = checkpoint;
+      }
+      onError(e.toBody());
     }
   }
 }

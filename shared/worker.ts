@@ -213,6 +213,8 @@ export class TrainingWorker {
     }
     if (result.ok) {
       log(`rejoined ${id.room} as ${id.memberId}`);
+      // The checkpoint the server missed goes first, so a resent end-of-run finds it stored.
+      if (this.status.chief) await this.writer?.retry();
       for (const [event, payload] of this.unsent) (this.options.socket.emit as (e: string, p: unknown) => void)(event, payload);
       this.unsent.clear();
       return;
