@@ -306,7 +306,6 @@ export class TrainingWorker {
     this.trainer?.dispose();
     const trainer = new Trainer(start.config, this.options.dataset, ring);
     this.trainer = trainer;
-    const socket = this.options.socket;
     const { generation, run } = start;
     this.update({
       state: 'training',
