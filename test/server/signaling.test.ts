@@ -69,13 +69,14 @@ test('a tab that stops answering (no disconnect packet) is dropped by the ping t
   const [a, b] = [await client(), await client()];
   await join(a, 'vanish', 'a');
   await join(b, 'vanish', 'b');
-  const next = nextEvent(a, 'ring:generation', (g) => g.members.length === 1, 5_000);
+  const next = nextEvent(a, 'ring:generation', (g) => g.members.length === 1, 8_000);
   // Silence b entirely: no pongs, no goodbye, as a frozen or unplugged laptop behaves.
   (b.io.engine as unknown as { _sendPacket: () => void })._sendPacket = () => {};
   const started = Date.now();
   await next;
-  // pingInterval 300 ms + pingTimeout 500 ms in this server.
-  assert.ok(Date.now() - started < 2_000, `noticed after ${Date.now() - started} ms`);
+  // pingInterval 300 ms + pingTimeout 500 ms in this server; socket.io's defaults would take
+  // 45 s. The bound is loose on purpose: it tells the tuned liveness from the default.
+  assert.ok(Date.now() - started < 5_000, `noticed after ${Date.now() - started} ms`);
 });
 
 test('signals are relayed within a room and refused across rooms', async () => {
