@@ -55,10 +55,6 @@ export class WebringError extends Error {
   }
 }
 
-export function isErrorCode(value: unknown): value is ErrorCode {
-  return typeof value === 'string' && (ERROR_CODES as readonly string[]).includes(value);
-}
-
 /** Turns anything thrown into a coded error, keeping the code of a WebringError. */
 export function toWebringError(err: unknown, fallback: ErrorCode = 'ERR_INTERNAL'): WebringError {
   if (err instanceof WebringError) return err;

@@ -175,10 +175,6 @@ export class Room {
     return this.config?.maxToKeep ?? DEFAULT_START_CONFIG.maxToKeep;
   }
 
-  hasMember(id: string): boolean {
-    return this.find(id) !== undefined;
-  }
-
   socketIdOf(id: string): string | null {
     return this.find(id)?.socketId ?? null;
   }
