@@ -16,6 +16,7 @@ import {
 } from './checkpoint';
 import type { Backend, MemberInfo } from './protocol';
 import type { Trainer } from './trainer';
+import { WeightsHasher } from './weights-hash';
 
 export type FetchLike = typeof fetch;
 
@@ -95,7 +96,9 @@ export async function captureCheckpoint(trainer: Trainer, ctx: CaptureContext): 
     createdAt: new Date().toISOString(),
     weightsSha256: sha256Hex(weights),
     optimizerSha256: sha256Hex(optimizerData),
-    weightsHash: await trainer.weightsHash(),
+    // model.save wrote the weights in variable order as float32: the same bytes that
+    // Trainer.weightsHash reads, so hash them here instead of reading the GPU again.
+    weightsHash: new WeightsHasher().update(new Float32Array(weights.buffer, weights.byteOffset, weights.byteLength / 4)).digest(),
   };
   return { artifacts: captured, weights, optimizerSpecs, optimizerData, metadata };
 }
