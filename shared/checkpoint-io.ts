@@ -187,7 +187,7 @@ export async function applyCheckpoint(trainer: Trainer, checkpoint: CapturedChec
   trainer.setWeights(specs.map((s) => weights[s.name]!));
   tf.dispose(Object.values(weights));
   const opt = tf.io.decodeWeights(checkpoint.optimizerData.slice().buffer, checkpoint.optimizerSpecs.weightSpecs);
-  await trainer.optimizer.setWeights(checkpoint.optimizerSpecs.weightSpecs.map((s) => ({ name: s.name, tensor: opt[s.name]! })));
+  await trainer.loadOptimizerWeights(checkpoint.optimizerSpecs.weightSpecs.map((s) => ({ name: s.name, tensor: opt[s.name]! })));
   // setWeights keeps copies as variables (and reads the iteration count), so the decoded tensors can go.
   tf.dispose(Object.values(opt));
   trainer.setPosition(checkpoint.metadata.step, checkpoint.metadata.dataCursor);

@@ -9,12 +9,21 @@
  */
 import * as tf from '@tensorflow/tfjs';
 import { COLLECTIVE_TAG, type CollectiveTag } from './ring-allreduce';
-import { EpochPermutation, advance, nextBatch, stepsPerEpoch, type DataCursor } from './sharding';
+import { EpochPermutation, advance, nextBatch, shardOf, stepsRemaining, type DataCursor } from './sharding';
 import { MNIST_CLASSES, MNIST_PIXELS, type MnistDataset } from './mnist-format';
 import { buildModel, buildOptimizer } from './models';
 import { WeightsHasher } from './weights-hash';
-import type { StartConfig } from './protocol';
+import { MAX_ROOM_MEMBERS, type StartConfig } from './protocol';
 import { WebringError } from './errors';
+import { HASH_VOTE_FLOATS, VOTE_FLOATS, generationVote, hashesDiffer, unanimous, writeHashVotes, writeVote } from './agreement';
+import {
+  createOptimizerSlots,
+  loadOptimizerWeights,
+  optimizerIterations,
+  optimizerStateLength,
+  optimizerStateVariables,
+  setOptimizerIterations,
+} from './optimizer-state';
 
 export interface Collective {
   readonly rank: number;
@@ -22,14 +31,42 @@ export interface Collective {
   allReduce(buf: Float32Array, step: number, tag: CollectiveTag): Promise<void>;
 }
 
-/** Appended to the gradients so one all-reduce also agrees on metrics and on stopping. */
+/**
+ * Appended to the gradients so that one all-reduce also agrees on the metrics, on stopping,
+ * on admitting the next generation, on whether the replicas still hold the same weights,
+ * and tells every replica how long each rank took to compute (straggler detection).
+ */
 const TAIL_LOSS = 0;
 const TAIL_CORRECT = 1;
 const TAIL_STOP = 2;
-const TAIL_LENGTH = 3;
+const TAIL_ADMIT = 3;
+const TAIL_HASH = TAIL_ADMIT + VOTE_FLOATS;
+const TAIL_COMPUTE_MS = TAIL_HASH + HASH_VOTE_FLOATS;
+const TAIL_LENGTH = TAIL_COMPUTE_MS + MAX_ROOM_MEMBERS;
+
+/** Replicas compare weight hashes at least this often (every step whose number is a multiple). */
+export const HASH_CHECK_EVERY_STEPS = 10;
+
+/** Layout of the state a live replica hands over: position first, then weights, then optimizer. */
+const STATE_STEP = 0;
+const STATE_EPOCH = 1;
+const STATE_OFFSET = 2;
+const STATE_PENDING_EVAL = 3;
+const STATE_STOPPED = 4;
+const STATE_ITERATIONS = 5;
+const STATE_HEADER = 6;
 
 const EVAL_BATCH = 250;
 const PIXEL_SCALE = 1 / 255;
+
+export interface StepOptions {
+  /** This replica asks the ring to stop after this step. */
+  requestStop?: boolean;
+  /** The pending generation this replica is ready to switch to (links open), or null. */
+  readyFor?: number | null;
+  /** Debug only (tests): extra milliseconds of "compute", to play a slow laptop. */
+  extraComputeMs?: number;
+}
 
 export interface StepResult {
   /** The step just completed (0-based); the replica's step counter is now step + 1. */
@@ -45,7 +82,16 @@ export interface StepResult {
   stop: boolean;
   /** True when this step was the last of its epoch. */
   epochEnd: boolean;
+  /** Examples this replica trained on in this step. */
   examples: number;
+  globalBatchSize: number;
+  /** True when every replica was ready for the same pending generation: switch to it now. */
+  admit: boolean;
+  /** Whether this step compared the replicas' weights hashes, and whether they differed. */
+  hashChecked: boolean;
+  hashMismatch: boolean;
+  /** Each rank's compute time for this step in ms, indexed by rank (identical on every replica). */
+  computeMs: number[];
 }
 
 export class Trainer {
@@ -61,6 +107,13 @@ export class Trainer {
   private readonly permutation: EpochPermutation;
   private cursor: DataCursor = { epoch: 0, offset: 0 };
   private stepCounter = 0;
+  /** The epoch whose closing evaluation is still owed (after an epoch's last step), or null. */
+  pendingEvaluation: number | null = null;
+  /** Set once the ring agreed to stop; part of the shared state, like the step. */
+  stopped = false;
+  /** Bumped whenever the weights change, so the hash is read back only when needed. */
+  private weightsVersion = 0;
+  private hashCache: { version: number; hash: string } | null = null;
 
   // Reused across steps: the per-step path allocates no JS buffers of its own.
   private readonly flat: Float32Array;
@@ -68,6 +121,8 @@ export class Trainer {
   private readonly labels: Int32Array;
   private readonly indices: Uint32Array;
   private readonly evalBuffer = new Float32Array(2);
+  /** Allocated on the first state hand-over: joins and resyncs are rare. */
+  private stateBuffer: Float32Array | null = null;
 
   constructor(config: StartConfig, dataset: MnistDataset, collective: Collective) {
     this.config = config;
@@ -76,6 +131,7 @@ export class Trainer {
     this.model = buildModel(config.model, config.seed);
     this.optimizer = buildOptimizer(config.optimizer, config.learningRate);
     this.variables = this.model.trainableWeights.map((w) => (w as unknown as { val: tf.Variable }).val);
+    createOptimizerSlots(config.optimizer, this.optimizer, this.variables);
     this.offsets = [];
     let total = 0;
     for (const v of this.variables) {
@@ -107,14 +163,25 @@ export class Trainer {
     return this.collective.worldSize;
   }
 
+  get rank(): number {
+    return this.collective.rank;
+  }
+
   get globalBatchSize(): number {
     return this.config.batchSizePerWorker * this.collective.worldSize;
   }
 
-  /** Steps the run lasts with the current world size: all epochs, capped by maxSteps. */
+  /** True once the run has nothing left to train: all epochs done, maxSteps reached, or stopped. */
+  get finished(): boolean {
+    const { epochs, maxSteps } = this.config;
+    return this.stopped || this.cursor.epoch >= epochs || (maxSteps !== undefined && this.stepCounter >= maxSteps);
+  }
+
+  /** The step the run will end at if the world size stays as it is now. */
   get totalSteps(): number {
-    const all = this.config.epochs * stepsPerEpoch(this.dataset.trainCount, this.globalBatchSize);
-    return this.config.maxSteps === undefined ? all : Math.min(all, this.config.maxSteps);
+    const left = stepsRemaining(this.cursor, this.config.epochs, this.dataset.trainCount, this.globalBatchSize);
+    const end = this.stepCounter + left;
+    return this.config.maxSteps === undefined ? end : Math.min(end, this.config.maxSteps);
   }
 
   setCollective(collective: Collective): void {
@@ -133,6 +200,12 @@ export class Trainer {
       }
     });
     this.variables.forEach((v, i) => v.assign(values[i]!));
+    this.weightsVersion++;
+  }
+
+  /** Replaces the optimizer state with saved weights (checkpoint restore). */
+  loadOptimizerWeights(weights: Parameters<tf.Optimizer['setWeights']>[0]): Promise<void> {
+    return loadOptimizerWeights(this.config.optimizer, this.optimizer, weights, this.variables);
   }
 
   /** Positions the replica, e.g. at a resumed step; the cursor must come from the same run. */
@@ -141,73 +214,84 @@ export class Trainer {
     this.cursor = { ...cursor };
   }
 
+  /** Floats of the state a replica hands over: position, weights, optimizer state. */
+  get stateLength(): number {
+    return STATE_HEADER + this.parameterCount + optimizerStateLength(this.config.optimizer, this.parameterCount);
+  }
+
   /**
-   * Makes every replica's weights equal to rank 0's: rank 0 contributes its weights and
-   * everyone else zeros, so the all-reduced sum is exactly the chief's values.
+   * Makes every replica's whole state (weights, optimizer state, step, data cursor, owed
+   * evaluation) equal to rank 0's, exactly: rank 0 contributes its state and everyone else
+   * zeros, so the all-reduced sum is rank 0's values. Rank 0 loads the result too, so every
+   * replica goes through the same assignments and ends bit-identical.
+   *
+   * The first collective of every generation is this hand-over, keyed at step 0: a joiner
+   * does not know the step yet; it learns it from the state.
    */
-  async syncFromChief(): Promise<void> {
-    const flat = this.flat;
-    flat.fill(0);
+  async syncState(keyStep = 0): Promise<void> {
+    const state = (this.stateBuffer ??= new Float32Array(this.stateLength));
+    state.fill(0);
+    const optimizerVars = optimizerStateVariables(this.config.optimizer, this.optimizer);
     if (this.collective.rank === 0) {
-      const values = await Promise.all(this.variables.map((v) => v.data() as Promise<Float32Array>));
-      values.forEach((vals, i) => flat.set(vals, this.offsets[i]));
+      state[STATE_STEP] = this.stepCounter;
+      state[STATE_EPOCH] = this.cursor.epoch;
+      state[STATE_OFFSET] = this.cursor.offset;
+      state[STATE_PENDING_EVAL] = this.pendingEvaluation === null ? 0 : this.pendingEvaluation + 1;
+      state[STATE_STOPPED] = this.stopped ? 1 : 0;
+      state[STATE_ITERATIONS] = optimizerIterations(this.optimizer);
+      const all = [...this.variables, ...optimizerVars];
+      const values = await Promise.all(all.map((v) => v.data() as Promise<Float32Array>));
+      let at = STATE_HEADER;
+      for (const vals of values) {
+        state.set(vals, at);
+        at += vals.length;
+      }
     }
-    await this.collective.allReduce(flat, this.stepCounter, COLLECTIVE_TAG.sync);
+    await this.collective.allReduce(state, keyStep, COLLECTIVE_TAG.sync);
+    this.stepCounter = state[STATE_STEP]!;
+    this.cursor = { epoch: state[STATE_EPOCH]!, offset: state[STATE_OFFSET]! };
+    const pending = state[STATE_PENDING_EVAL]!;
+    this.pendingEvaluation = pending === 0 ? null : pending - 1;
+    this.stopped = state[STATE_STOPPED]! > 0;
+    setOptimizerIterations(this.optimizer, state[STATE_ITERATIONS]!);
     tf.tidy(() => {
-      this.variables.forEach((v, i) => {
-        const off = this.offsets[i]!;
+      let at = STATE_HEADER;
+      for (const v of [...this.variables, ...optimizerVars]) {
         // slice, not subarray: the CPU backend keeps the array it is given as the tensor's
-        // storage, and the variable would then change whenever `flat` is reused.
-        v.assign(tf.tensor(flat.slice(off, off + v.size), v.shape, 'float32'));
-      });
+        // storage, and the variable would then change whenever the buffer is reused.
+        v.assign(tf.tensor(state.slice(at, at + v.size), v.shape, 'float32'));
+        at += v.size;
+      }
     });
+    this.weightsVersion++;
   }
 
   /** One synchronous step on the next global batch. */
-  async trainStep(requestStop = false): Promise<StepResult> {
+  async trainStep(options: StepOptions = {}): Promise<StepResult> {
+    const t0 = performance.now();
     const { rank, worldSize } = this.collective;
-    const perWorker = this.config.batchSizePerWorker;
-    const globalBatchSize = perWorker * worldSize;
-    const batch = nextBatch(this.cursor, globalBatchSize, this.dataset.trainCount);
-    this.fillBatch(this.permutation.sliceInto(this.indices, batch, rank, perWorker));
-
-    const { value, grads, correct } = tf.tidy(() => {
-      const x = tf.tensor4d(this.images, [perWorker, 28, 28, 1]);
-      const labels = tf.tensor1d(this.labels, 'int32');
-      const y = tf.oneHot(labels, MNIST_CLASSES);
-      let correctCount: tf.Tensor | null = null;
-      const result = tf.variableGrads(() => {
-        const logits = this.model.apply(x, { training: true }) as tf.Tensor2D;
-        correctCount = tf.keep(tf.sum(tf.cast(tf.equal(tf.argMax(logits, -1), labels), 'float32')));
-        return tf.losses.softmaxCrossEntropy(y, logits) as tf.Scalar;
-      }, this.variables);
-      return { value: result.value, grads: result.grads, correct: correctCount as unknown as tf.Tensor };
-    });
+    const step = this.stepCounter;
+    const batch = nextBatch(this.cursor, this.config.batchSizePerWorker, worldSize, this.dataset.trainCount);
+    const n = shardOf(batch, rank).count;
+    // Compare hashes of the weights this step starts from, every HASH_CHECK_EVERY_STEPS.
+    const hashChecked = step % HASH_CHECK_EVERY_STEPS === 0;
+    const hash = hashChecked ? await this.weightsHash() : null;
 
     const flat = this.flat;
     const P = this.parameterCount;
-    try {
-      // Read every gradient back at once; the GPU queue overlaps the copies.
-      const [lossData, correctData, ...gradData] = await Promise.all([
-        value.data(),
-        correct.data(),
-        ...this.variables.map((v) => grads[v.name]!.data()),
-      ]);
-      gradData.forEach((g, i) => flat.set(g as Float32Array, this.offsets[i]));
-      flat[P + TAIL_LOSS] = lossData[0]!;
-      flat[P + TAIL_CORRECT] = correctData[0]!;
-      flat[P + TAIL_STOP] = requestStop ? 1 : 0;
-    } finally {
-      value.dispose();
-      correct.dispose();
-      tf.dispose(grads);
-    }
+    flat.fill(0, P);
+    if (n > 0) await this.computeGradients(this.permutation.sliceInto(this.indices, batch, rank), n);
+    else flat.fill(0, 0, P); // more ranks than examples left in the epoch: contribute nothing
+    if (options.extraComputeMs) await new Promise((resolve) => setTimeout(resolve, options.extraComputeMs));
+    flat[P + TAIL_STOP] = options.requestStop ? 1 : 0;
+    writeVote(flat, P + TAIL_ADMIT, options.readyFor == null ? 0 : generationVote(options.readyFor));
+    if (hash) writeHashVotes(flat, P + TAIL_HASH, hash);
+    flat[P + TAIL_COMPUTE_MS + rank] = performance.now() - t0;
 
-    const step = this.stepCounter;
     await this.collective.allReduce(flat, step, COLLECTIVE_TAG.gradients);
 
-    // Average, and measure the norm on the way (the zero-gradient trap detector).
-    const inv = 1 / worldSize;
+    // Each rank sent the sum of its examples' gradients: divide by the global batch for the mean.
+    const inv = 1 / batch.size;
     let sq = 0;
     for (let i = 0; i < P; i++) {
       const g = flat[i]! * inv;
@@ -224,20 +308,72 @@ export class Trainer {
       });
       this.optimizer.applyGradients(named);
     });
+    this.weightsVersion++;
 
-    this.cursor = advance(batch);
+    this.cursor = advance(batch, this.dataset.trainCount);
     this.stepCounter = step + 1;
-    const epochEnd = nextBatch(this.cursor, globalBatchSize, this.dataset.trainCount).epoch !== this.cursor.epoch;
+    const stop = flat[P + TAIL_STOP]! > 0;
+    const epochEnd = this.cursor.epoch !== batch.epoch;
+    if (stop) this.stopped = true;
+    // The evaluation that closes an epoch, or the run, is owed until it has run.
+    if (epochEnd || this.finished) this.pendingEvaluation = batch.epoch;
+    const computeMs: number[] = [];
+    for (let r = 0; r < worldSize; r++) computeMs.push(flat[P + TAIL_COMPUTE_MS + r]!);
     return {
       step,
       epoch: batch.epoch,
       loss: flat[P + TAIL_LOSS]! * inv,
-      trainAccuracy: flat[P + TAIL_CORRECT]! / globalBatchSize,
+      trainAccuracy: flat[P + TAIL_CORRECT]! * inv,
       gradNorm: Math.sqrt(sq),
-      stop: flat[P + TAIL_STOP]! > 0,
+      stop,
       epochEnd,
-      examples: perWorker,
+      examples: n,
+      globalBatchSize: batch.size,
+      admit: unanimous(flat, P + TAIL_ADMIT, worldSize),
+      hashChecked,
+      hashMismatch: hashChecked && hashesDiffer(flat, P + TAIL_HASH, worldSize),
+      computeMs,
     };
+  }
+
+  /**
+   * Forward and backward on this rank's `n` examples. Writes into `flat` the SUM of their
+   * gradients (mean × n), so that shards of different sizes average exactly, and the
+   * summed loss and correct count into the tail.
+   */
+  private async computeGradients(indices: Uint32Array, n: number): Promise<void> {
+    this.fillBatch(indices);
+    const { value, grads, correct } = tf.tidy(() => {
+      const x = tf.tensor4d(this.images.subarray(0, n * MNIST_PIXELS), [n, 28, 28, 1]);
+      const labels = tf.tensor1d(this.labels.subarray(0, n), 'int32');
+      const y = tf.oneHot(labels, MNIST_CLASSES);
+      let correctCount: tf.Tensor | null = null;
+      const result = tf.variableGrads(() => {
+        const logits = this.model.apply(x, { training: true }) as tf.Tensor2D;
+        correctCount = tf.keep(tf.sum(tf.cast(tf.equal(tf.argMax(logits, -1), labels), 'float32')));
+        return tf.losses.softmaxCrossEntropy(y, logits) as tf.Scalar;
+      }, this.variables);
+      return { value: result.value, grads: result.grads, correct: correctCount as unknown as tf.Tensor };
+    });
+    const flat = this.flat;
+    const P = this.parameterCount;
+    try {
+      // Read every gradient back at once; the GPU queue overlaps the copies.
+      const [lossData, correctData, ...gradData] = await Promise.all([
+        value.data(),
+        correct.data(),
+        ...this.variables.map((v) => grads[v.name]!.data()),
+      ]);
+      gradData.forEach((g, i) => flat.set(g as Float32Array, this.offsets[i]));
+      // Scaling by n is exact when n is a power of two (the usual batch sizes).
+      if (n !== 1) for (let i = 0; i < P; i++) flat[i]! *= n;
+      flat[P + TAIL_LOSS] = lossData[0]! * n;
+      flat[P + TAIL_CORRECT] = correctData[0]!;
+    } finally {
+      value.dispose();
+      correct.dispose();
+      tf.dispose(grads);
+    }
   }
 
   /** Test-set accuracy, evaluated data-parallel: each rank scores its shard, one tiny all-reduce sums. */
@@ -268,10 +404,21 @@ export class Trainer {
 
   /** Fingerprint of all weights, in variable order; equal hashes mean bit-identical replicas. */
   async weightsHash(): Promise<string> {
+    const version = this.weightsVersion;
+    if (this.hashCache?.version === version) return this.hashCache.hash;
     const values = await Promise.all(this.variables.map((v) => v.data() as Promise<Float32Array>));
     const hasher = new WeightsHasher();
     for (const vals of values) hasher.update(vals);
-    return hasher.digest();
+    const hash = hasher.digest();
+    this.hashCache = { version, hash };
+    return hash;
+  }
+
+  /** Debug only (tests): nudges one weight on this replica, as numeric drift between backends would. */
+  perturbForTest(): void {
+    const v = this.variables[0]!;
+    tf.tidy(() => v.assign(v.add(tf.scalar(1e-3))));
+    this.weightsVersion++;
   }
 
   /** All weights concatenated in variable order (for tests and state transfer). */

@@ -2,7 +2,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { packMnistFromPackage } from '../../signaling-server/mnist-pack';
 import { decodeMnist, encodeMnist, MNIST_PIXELS } from '../../shared/mnist-format';
-import { EpochPermutation, advance, nextBatch } from '../../shared/sharding';
+import { EpochPermutation, advance, nextBatch, shardOf, stepsPerEpoch } from '../../shared/sharding';
 import { WebringError } from '../../shared/errors';
 
 test('the packed MNIST file holds 10,000 real digits split 8,000/2,000 with every class in both', () => {
@@ -30,7 +30,7 @@ test('a corrupt MNIST file is refused with ERR_BAD_DATA', () => {
   assert.throws(() => decodeMnist(badLabel), (e: unknown) => e instanceof WebringError && e.code === 'ERR_BAD_DATA');
 });
 
-test('the slices of N workers are exactly the global batch, and an epoch uses each digit once', () => {
+test('the shards of N workers are exactly the global batch, and an epoch uses each digit once', () => {
   const trainCount = 1000;
   const perWorker = 7;
   const n = 3;
@@ -38,21 +38,25 @@ test('the slices of N workers are exactly the global batch, and an epoch uses ea
   let cursor = { epoch: 0, offset: 0 };
   const seen = new Set<number>();
   const out = new Uint32Array(perWorker);
-  while (true) {
-    const batch = nextBatch(cursor, perWorker * n, trainCount);
-    if (batch.epoch !== 0) break;
+  let steps = 0;
+  while (cursor.epoch === 0) {
+    const batch = nextBatch(cursor, perWorker, n, trainCount);
     const union: number[] = [];
-    for (let r = 0; r < n; r++) union.push(...perm.sliceInto(out, batch, r, perWorker));
-    const global = Array.from(perm.forEpoch(0).subarray(batch.offset, batch.offset + perWorker * n));
+    for (let r = 0; r < n; r++) union.push(...perm.sliceInto(out, batch, r));
+    const global = Array.from(perm.forEpoch(0).subarray(batch.offset, batch.offset + batch.size));
     assert.deepEqual(union, global);
     for (const i of union) {
       assert.ok(!seen.has(i), `digit ${i} used twice in one epoch`);
       seen.add(i);
     }
-    cursor = advance(batch);
+    cursor = advance(batch, trainCount);
+    steps++;
   }
-  // drop_remainder: 1000 = 47 * 21 + 13 leftover digits.
-  assert.equal(seen.size, 47 * 21);
+  // 1000 = 47 × 21 + 13: the 13 left over form a last, short global batch (5 + 4 + 4).
+  assert.equal(steps, 48);
+  assert.equal(steps, stepsPerEpoch(trainCount, perWorker * n));
+  assert.equal(seen.size, trainCount);
+  assert.deepEqual([0, 1, 2].map((r) => shardOf({ epoch: 0, offset: 987, size: 13, worldSize: 3 }, r).count), [4, 4, 5]);
   // A new epoch reshuffles deterministically.
   const e1 = Array.from(perm.forEpoch(1));
   assert.notDeepEqual(e1, Array.from(new EpochPermutation(trainCount, 42).forEpoch(0)));

@@ -70,7 +70,7 @@ for (const [model, optimizer, learningRate, steps, perWorker] of [
   });
 }
 
-test('after syncFromChief every replica trains on from rank 0 state, and evaluation agrees', async () => {
+test('after syncState every replica trains on from rank 0 state, and evaluation agrees', async () => {
   const config = startConfigSchema.parse({ model: 'mlp', optimizer: 'sgd', learningRate: 0.1, batchSizePerWorker: 8, seed: 1 });
   const { rings } = createMemoryRing(3);
   const trainers = rings.map((ring) => new Trainer(config, dataset, ring));
@@ -79,7 +79,7 @@ test('after syncFromChief every replica trains on from rank 0 state, and evaluat
   const reference = new Trainer({ ...config, batchSizePerWorker: 24 }, dataset, createMemoryRing(1).rings[0]!);
   const before = await Promise.all(trainers.map((t) => t.weightsHash()));
   assert.equal(new Set(before).size, 3);
-  await Promise.all(trainers.map((t) => t.syncFromChief()));
+  await Promise.all(trainers.map((t) => t.syncState()));
   const after = await Promise.all(trainers.map((t) => t.weightsHash()));
   assert.deepEqual(after, [before[0], before[0], before[0]]);
   assert.equal(after[0], await reference.weightsHash());
@@ -108,9 +108,9 @@ test('a stop requested by any one replica stops all of them after the same step'
   const config = startConfigSchema.parse({ model: 'mlp', batchSizePerWorker: 4 });
   const { rings } = createMemoryRing(3);
   const trainers = rings.map((ring) => new Trainer(config, dataset, ring));
-  const first = await Promise.all(trainers.map((t) => t.trainStep(false)));
+  const first = await Promise.all(trainers.map((t) => t.trainStep()));
   assert.ok(first.every((r) => !r.stop));
-  const second = await Promise.all(trainers.map((t, r) => t.trainStep(r === 2)));
+  const second = await Promise.all(trainers.map((t, r) => t.trainStep({ requestStop: r === 2 })));
   assert.ok(second.every((r) => r.stop && r.step === 1));
   for (const t of trainers) t.dispose();
 });

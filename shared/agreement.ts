@@ -1,0 +1,51 @@
+/**
+ * Decisions the replicas must take together, carried in the tail of every step's gradient
+ * all-reduce at no extra round trip. Every replica reads the same reduced floats, so every
+ * replica reaches the same decision; a value that differs between replicas shows up as a
+ * non-zero variance, which a plain sum would hide.
+ *
+ * All voted values are small integers, so the float32 sums (and sums of squares) are exact.
+ */
+
+/** Values at most this, so that N·v² stays an exact float32 integer for N ≤ 32. */
+const MAX_VOTE = 511;
+
+/** Two slots: Σv and Σv². */
+export const VOTE_FLOATS = 2;
+
+/** Writes this replica's vote (0 = no). */
+export function writeVote(buf: Float32Array, at: number, vote: number): void {
+  buf[at] = vote;
+  buf[at + 1] = vote * vote;
+}
+
+/** True when every replica voted the same non-zero value. */
+export function unanimous(buf: Float32Array, at: number, worldSize: number): boolean {
+  const sum = buf[at]!;
+  const sumSq = buf[at + 1]!;
+  return sum > 0 && worldSize * sumSq - sum * sum === 0;
+}
+
+/** True when some replica voted a different value from another (all zeros agree). */
+export function disagreement(buf: Float32Array, at: number, worldSize: number): boolean {
+  return worldSize * buf[at + 1]! - buf[at]! * buf[at]! !== 0;
+}
+
+/** A generation's vote: equal for equal generations, never 0. */
+export function generationVote(generation: number): number {
+  return (generation % MAX_VOTE) + 1;
+}
+
+/** Bytes of the weights hash compared around the ring: one undetected mismatch in 2^24. */
+export const HASH_VOTE_BYTES = 3;
+export const HASH_VOTE_FLOATS = HASH_VOTE_BYTES * VOTE_FLOATS;
+
+/** Writes the first bytes of a 16-hex-digit weights hash as votes. */
+export function writeHashVotes(buf: Float32Array, at: number, hash: string): void {
+  for (let b = 0; b < HASH_VOTE_BYTES; b++) writeVote(buf, at + b * VOTE_FLOATS, parseInt(hash.slice(2 * b, 2 * b + 2), 16));
+}
+
+export function hashesDiffer(buf: Float32Array, at: number, worldSize: number): boolean {
+  for (let b = 0; b < HASH_VOTE_BYTES; b++) if (disagreement(buf, at + b * VOTE_FLOATS, worldSize)) return true;
+  return false;
+}
