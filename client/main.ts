@@ -17,6 +17,13 @@ const statusEl = $('worker-status');
 roomInput.value = params.get('room') ?? 'class';
 nameInput.value = params.get('name') ?? '';
 
+/** Test-only query flags: play a slow laptop, or backend drift. Never set by the UI. */
+const intParam = (name: string): number | undefined => {
+  const v = params.get(name);
+  return v !== null && /^\d+$/.test(v) ? Number(v) : undefined;
+};
+const debug = { slowStepMs: intParam('debugSlowMs'), driftAtStep: intParam('debugDriftAtStep') };
+
 const requested = params.get('backend');
 const preferredBackend: Backend | null = (BACKENDS as readonly string[]).includes(requested ?? '') ? (requested as Backend) : null;
 
@@ -47,7 +54,17 @@ function render(s: WorkerStatus): void {
     resumedHash: s.resumedHash ?? '',
     lastLocalCheckpoint: s.lastLocalCheckpointStep === null ? '' : String(s.lastLocalCheckpointStep),
     lastServerCheckpoint: s.lastServerCheckpointStep === null ? '' : String(s.lastServerCheckpointStep),
+    worldSize: String(s.worldSize),
+    computeMs: s.computeMs.toFixed(1),
+    lastSyncMs: s.lastSyncMs === null ? '' : s.lastSyncMs.toFixed(0),
+    joinMs: s.joinMs === null ? '' : s.joinMs.toFixed(0),
+    resyncs: String(s.resyncs),
   });
+  if (s.state === 'dropped') {
+    // The ring let this tab go for being too slow; it may try again.
+    joinButton.disabled = false;
+    joinButton.textContent = 'Join again';
+  }
   $('s-state').textContent =
     s.state + (s.error ? ` (${s.error.code}: ${s.error.message})` : '') + (s.connected ? '' : ' (server connection lost)');
   $('s-backend').textContent = s.backend;
@@ -57,11 +74,26 @@ function render(s: WorkerStatus): void {
   $('s-accuracy').textContent = s.testAccuracy === null ? '–' : `${(s.testAccuracy * 100).toFixed(1)} %`;
   $('s-eps').textContent = fmt(s.examplesPerSec, 0);
   $('s-hash').textContent = s.weightsHash ?? '–';
+  $('s-sync').textContent = s.lastSyncMs === null ? '–' : `${s.lastSyncMs.toFixed(0)} ms (resynced ${s.resyncs}×)`;
 }
+
+let worker: TrainingWorker | null = null;
 
 async function join(event: Event): Promise<void> {
   event.preventDefault();
   joinButton.disabled = true;
+  if (worker) {
+    // Joining again after being dropped: same connection, a new membership.
+    try {
+      await worker.join(roomInput.value.trim(), nameInput.value.trim());
+      $('error').classList.add('hidden');
+    } catch (err) {
+      const e = toWebringError(err);
+      showError(`Could not join: ${e.message} (${e.code})`);
+      joinButton.disabled = false;
+    }
+    return;
+  }
   try {
     const [choice, dataset] = await Promise.all([selectBackend(preferredBackend), fetchMnist()]);
     if (choice.webgpuUnavailable) {
@@ -70,7 +102,7 @@ async function join(event: Event): Promise<void> {
       notice.classList.remove('hidden');
     }
     const socket: Socket<ServerToClientEvents, ClientToServerEvents> = io({ transports: ['websocket'] });
-    const worker = new TrainingWorker({
+    worker = new TrainingWorker({
       socket,
       peerFactory: browserPeerFactory,
       dataset,
@@ -81,7 +113,12 @@ async function join(event: Event): Promise<void> {
       localCheckpoints: indexedDbCheckpoints,
       onStatus: render,
       log: (m) => console.info(`[webring] ${m}`),
+      debug,
     });
+    const self = worker;
+    // Closing or navigating away says goodbye, so the ring re-forms at once instead of
+    // waiting for the server to miss this tab's heartbeats.
+    addEventListener('pagehide', () => self.leave());
     await worker.join(roomInput.value.trim(), nameInput.value.trim());
     roomInput.disabled = true;
     nameInput.disabled = true;

@@ -81,11 +81,33 @@ function render(s: RoomStatus): void {
       cell(m.backend + (m.adapter ? ` (${m.adapter})` : '')),
       cell(String(m.step)),
       cell(m.examplesPerSec.toFixed(0)),
+      cell(m.computeMs.toFixed(0)),
       cell(m.weightsHash ?? '–'),
     );
     return tr;
   });
   $('members').replaceChildren(...rows);
+  const c = s.consistency;
+  $('t-consistency').textContent = `${c.checks} hash comparisons, ${c.mismatches} mismatch(es)` + (c.lastMismatchStep === null ? '' : `, last at step ${c.lastMismatchStep} (resynced from the chief)`);
+  $('no-dropped').classList.toggle('hidden', s.dropped.length > 0);
+  $('dropped').replaceChildren(
+    ...s.dropped.map((d) => {
+      const tr = document.createElement('tr');
+      tr.append(cell(d.name), cell(String(d.step)), cell(`${d.computeMs.toFixed(0)} ms`), cell(`${d.deadlineMs.toFixed(0)} ms`));
+      return tr;
+    }),
+  );
+  $('events').replaceChildren(
+    ...s.events
+      .slice()
+      .reverse()
+      .map((e) => {
+        const li = document.createElement('li');
+        const who = e.members.length > 0 ? ` ${e.members.join(', ')}` : '';
+        li.textContent = `${new Date(e.at).toLocaleTimeString()} · step ${e.step} · ${e.kind}${who}${e.detail ? ` (${e.detail})` : ''}`;
+        return li;
+      }),
+  );
   if (s.lastError) showError(s.lastError);
 }
 

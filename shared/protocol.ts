@@ -125,6 +125,13 @@ export const progressReportSchema = z.strictObject({
   trainAccuracy: finite.min(0).max(1),
   examplesPerSec: finite.min(0),
   weightsHash: z.string().regex(/^[0-9a-f]{16}$/),
+  /** The step the run will end at if the membership stays as it is. */
+  totalSteps: z.number().int().min(0),
+  /** This worker's compute time for the step (forward, backward, read-back). */
+  computeMs: finite.min(0),
+  /** The step compared the replicas' weight hashes around the ring, and found them different. */
+  hashChecked: z.boolean(),
+  hashMismatch: z.boolean(),
 });
 export type ProgressReport = z.output<typeof progressReportSchema>;
 
@@ -150,6 +157,24 @@ export const finishReportSchema = z.strictObject({
 });
 export type FinishReport = z.output<typeof finishReportSchema>;
 
+/** The chief asks the server to drop a member that keeps missing the step deadline. */
+export const dropRequestSchema = z.strictObject({
+  run: runSchema,
+  generation: z.number().int().min(0),
+  member: memberIdSchema,
+  step: z.number().int().min(0),
+  computeMs: finite.min(0),
+  deadlineMs: finite.min(0),
+});
+export type DropRequest = z.output<typeof dropRequestSchema>;
+
+/** A member's link broke but nobody left: re-form the ring (links are dialled again). */
+export const reformRequestSchema = z.strictObject({
+  generation: z.number().int().min(0),
+  reason: z.string().max(200),
+});
+export type ReformRequest = z.output<typeof reformRequestSchema>;
+
 // ---------------------------------------------------------------------------
 // Shapes the server sends
 // ---------------------------------------------------------------------------
@@ -166,6 +191,8 @@ export interface MemberInfo {
   examplesPerSec: number;
   step: number;
   weightsHash: string | null;
+  /** Last reported compute time of one step, in ms. */
+  computeMs: number;
 }
 
 /** One numbered membership: the ring is `members` in this order, rank 0 is the chief. */
@@ -183,10 +210,49 @@ export interface TrainStart {
   startStep: number;
   /** The checkpoint every worker restores before the first step, or null for a fresh start. */
   resume: ResumePoint | null;
+  /**
+   * True for late joiners of a run in progress: they take the whole state (weights,
+   * optimizer, cursor) from the live chief when the ring admits them, not from a checkpoint.
+   */
+  admitted: boolean;
+}
+
+/** Sent to a member the chief dropped for missing the step deadline. */
+export interface MemberDropped {
+  reason: 'straggler';
+  step: number;
+  computeMs: number;
+  deadlineMs: number;
+}
+
+export const ROOM_EVENT_KINDS = ['joined', 'left', 'admitted', 'dropped', 'resynced', 'reformed'] as const;
+export type RoomEventKind = (typeof ROOM_EVENT_KINDS)[number];
+
+/** What happened to a room's ring, newest last: the teacher page's log and the recovery timings. */
+export interface RoomEvent {
+  /** Server time, ms since the epoch. */
+  at: number;
+  kind: RoomEventKind;
+  generation: number;
+  step: number;
+  /** Member names concerned, if any. */
+  members: string[];
+  detail: string;
+}
+
+export interface DroppedMember {
+  id: string;
+  name: string;
+  index: number;
+  step: number;
+  computeMs: number;
+  deadlineMs: number;
+  at: number;
 }
 
 export interface TrainStop {
-  reason: 'teacher' | 'membership';
+  /** 'failure': the ring could not heal itself; the room goes back to the latest checkpoint. */
+  reason: 'teacher' | 'failure';
 }
 
 export interface RoomStatus {
@@ -203,6 +269,12 @@ export interface RoomStatus {
   waiting: MemberInfo[];
   config: StartConfig | null;
   totalSteps: number | null;
+  /** Members dropped as stragglers during this run; they may join again. */
+  dropped: DroppedMember[];
+  /** Weight-hash comparisons around the ring, and how many found drift (then resynced from the chief). */
+  consistency: { checks: number; mismatches: number; lastMismatchStep: number | null };
+  /** The ring's recent history: joins, leaves, admissions, drops, resyncs. */
+  events: RoomEvent[];
   /** loss and trainAccuracy: global, from the last step; accuracy: test set, after the last epoch. */
   metrics: { loss: number | null; accuracy: number | null; trainAccuracy: number | null };
   lastError: ErrorBody | null;
@@ -241,6 +313,8 @@ export interface ClientToServerEvents {
   'worker:progress': (report: ProgressReport) => void;
   'worker:evaluated': (report: EvaluationReport) => void;
   'worker:finished': (report: FinishReport) => void;
+  'ring:drop': (request: DropRequest) => void;
+  'ring:reform': (request: ReformRequest) => void;
 }
 
 /** Every client event name, checked against the map so the list cannot fall out of date. */
@@ -251,6 +325,8 @@ export const CLIENT_EVENT_NAMES = Object.keys({
   'worker:progress': true,
   'worker:evaluated': true,
   'worker:finished': true,
+  'ring:drop': true,
+  'ring:reform': true,
 } satisfies Record<keyof ClientToServerEvents, true>) as Array<keyof ClientToServerEvents>;
 
 export interface ServerToClientEvents {
@@ -258,6 +334,7 @@ export interface ServerToClientEvents {
   'signal:relay': (relay: { from: string; linkId: string; data: Record<string, unknown> }) => void;
   'train:start': (start: TrainStart) => void;
   'train:stop': (stop: TrainStop) => void;
+  'member:dropped': (dropped: MemberDropped) => void;
   /** Errors for events that have no ack. */
   'server:error': (error: ErrorBody) => void;
 }

@@ -262,10 +262,11 @@ export class RingAllReduce {
 
   /** Fails the collective in flight and every later one: the generation is over. */
   abort(error: WebringError): void {
-    this.abortedWith = error;
+    // The first reason stands: a run ended by the server stays ended when a new generation follows.
+    this.abortedWith ??= error;
     this.stash = [];
     this.stashBytes = 0;
-    this.fail(error);
+    this.fail(this.abortedWith);
   }
 
   get isAborted(): boolean {

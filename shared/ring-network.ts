@@ -8,8 +8,33 @@
  */
 import { WebringError } from './errors';
 import { LOW_WATER_BYTES, type PeerFactory, type PeerHandle } from './peer';
-import type { Generation } from './protocol';
+import type { Generation, MemberInfo } from './protocol';
 import { RingAllReduce, type RingLink } from './ring-allreduce';
+import { HEADER_BYTES } from './ring-wire';
+
+/** Messages of a generation this worker has not applied yet are kept up to this much. */
+export const MAX_FUTURE_STASH_BYTES = 16 * 1024 * 1024;
+/** Offset of the generation field in a ring message header (ring-wire.ts). */
+const GENERATION_OFFSET = 4;
+
+function generationOf(bytes: Uint8Array): number | null {
+  if (bytes.byteLength < HEADER_BYTES) return null;
+  return new DataView(bytes.buffer, bytes.byteOffset, HEADER_BYTES).getUint32(GENERATION_OFFSET, true);
+}
+
+interface Neighbours {
+  rank: number;
+  self: MemberInfo;
+  left: MemberInfo;
+  right: MemberInfo;
+}
+
+function neighboursIn(g: Generation, selfId: string): Neighbours | null {
+  const n = g.members.length;
+  const rank = g.members.findIndex((m) => m.id === selfId);
+  if (rank < 0) return null;
+  return { rank, self: g.members[rank]!, left: g.members[(rank - 1 + n) % n]!, right: g.members[(rank + 1) % n]! };
+}
 
 export interface RingNetworkOptions {
   selfId: string;
@@ -75,6 +100,11 @@ class PeerLink implements RingLink {
     return this.open;
   }
 
+  /** Closed or errored: it must be dialled again before it can carry a ring. */
+  get failed(): boolean {
+    return this.failure !== null;
+  }
+
   bufferedAmount(): number {
     return this.handle?.bufferedAmount() ?? 0;
   }
@@ -125,6 +155,10 @@ export class RingNetwork {
   private leftId: string | null = null;
   private rightId: string | null = null;
   private current: RingAllReduce | null = null;
+  private applied: Generation | null = null;
+  /** Ring messages of generations not applied yet: a neighbour may switch a moment sooner. */
+  private future: Array<{ from: string; generation: number; bytes: Uint8Array }> = [];
+  private futureBytes = 0;
   private tap: ((bytes: Uint8Array) => void) | null = null;
 
   constructor(options: RingNetworkOptions) {
@@ -140,41 +174,75 @@ export class RingNetwork {
     return this.current;
   }
 
-  /** Re-forms the ring for a new generation; the previous generation's collective is aborted. */
+  /** The generation the current collective belongs to (or the last one applied). */
+  get generation(): Generation | null {
+    return this.applied;
+  }
+
+  /**
+   * Re-forms the ring for a new generation; the previous generation's collective is aborted.
+   * Links to unchanged neighbours stay; failed ones are dialled again.
+   */
   applyGeneration(g: Generation): RingAllReduce | null {
     this.current?.abort(new WebringError('ERR_STALE_GENERATION', `generation ${g.generation} replaced ${this.current.generation}`));
     this.current = null;
+    this.applied = g;
     const n = g.members.length;
-    const rank = g.members.findIndex((m) => m.id === this.selfId);
-    if (rank < 0) {
+    const at = neighboursIn(g, this.selfId);
+    if (!at) {
       this.leftId = null;
+      this.rightId = null;
       for (const id of [...this.links.keys()]) this.dropLink(id);
+      this.future = [];
+      this.futureBytes = 0;
       return null;
     }
-    const self = g.members[rank]!;
-    const left = g.members[(rank - 1 + n) % n]!;
-    const right = g.members[(rank + 1) % n]!;
-    const neighbours = new Map([left, right].filter((m) => m.id !== this.selfId).map((m) => [m.id, m]));
-    for (const id of [...this.links.keys()]) if (!neighbours.has(id)) this.dropLink(id);
-    for (const [id, member] of neighbours) {
-      let link = this.links.get(id);
-      if (!link) {
-        link = new PeerLink(id, this);
-        this.links.set(id, link);
-      }
-      // The lower index dials; the other side answers the offer in handleSignal.
-      if (self.index < member.index && link.linkId === null) link.connect(true, newLinkId(this.selfId));
-    }
-    this.leftId = n > 1 ? left.id : null;
-    this.rightId = n > 1 ? right.id : null;
+    const neighbourIds = new Set([at.left.id, at.right.id]);
+    for (const id of [...this.links.keys()]) if (!neighbourIds.has(id)) this.dropLink(id);
+    this.dialNeighbours(at, true);
+    this.leftId = n > 1 ? at.left.id : null;
+    this.rightId = n > 1 ? at.right.id : null;
     this.current = new RingAllReduce({
-      rank,
+      rank: at.rank,
       worldSize: n,
       generation: g.generation,
-      right: n > 1 ? this.links.get(right.id)! : null,
+      right: n > 1 ? this.links.get(at.right.id)! : null,
       timeoutMs: this.timeoutMs,
     });
+    this.replayFuture(g.generation);
     return this.current;
+  }
+
+  /**
+   * Opens the links a coming generation needs while the current ring keeps training on
+   * its own links: joiners are connected before the switch, so the switch costs the others
+   * only the state hand-over.
+   */
+  prepare(g: Generation): void {
+    const at = neighboursIn(g, this.selfId);
+    if (at) this.dialNeighbours(at, false);
+  }
+
+  /** True when both of this worker's links in `g` are open. */
+  isReadyFor(g: Generation): boolean {
+    const at = neighboursIn(g, this.selfId);
+    if (!at) return false;
+    if (g.members.length === 1) return true;
+    return [at.left.id, at.right.id].every((id) => this.links.get(id)?.isOpen() === true);
+  }
+
+  private dialNeighbours(at: Neighbours, redialFailed: boolean): void {
+    for (const member of [at.left, at.right]) {
+      if (member.id === this.selfId) continue;
+      let link = this.links.get(member.id);
+      if (!link) {
+        link = new PeerLink(member.id, this);
+        this.links.set(member.id, link);
+      }
+      // The lower index dials; the other side answers the offer in handleSignal.
+      const dial = at.self.index < member.index && (link.linkId === null || (redialFailed && link.failed));
+      if (dial) link.connect(true, newLinkId(this.selfId));
+    }
   }
 
   handleSignal(from: string, linkId: string, data: Record<string, unknown>): void {
@@ -195,9 +263,27 @@ export class RingNetwork {
 
   /** Data from a peer: ring traffic only ever comes from the left neighbour. */
   route(peerId: string, bytes: Uint8Array): void {
-    if (peerId !== this.leftId) return;
-    if (this.tap) this.tap(bytes);
-    else this.current?.receive(bytes);
+    if (this.tap) {
+      if (peerId === this.leftId) this.tap(bytes);
+      return;
+    }
+    const generation = generationOf(bytes);
+    const known = this.applied?.generation ?? -1;
+    if (generation !== null && generation > known) {
+      if (this.futureBytes + bytes.byteLength > MAX_FUTURE_STASH_BYTES) return;
+      this.future.push({ from: peerId, generation, bytes: bytes.slice() });
+      this.futureBytes += bytes.byteLength;
+      return;
+    }
+    if (peerId === this.leftId) this.current?.receive(bytes);
+  }
+
+  private replayFuture(generation: number): void {
+    const keep = this.future.filter((m) => m.generation > generation);
+    const now = this.future.filter((m) => m.generation === generation);
+    this.future = keep;
+    this.futureBytes = keep.reduce((n, m) => n + m.bytes.byteLength, 0);
+    for (const m of now) if (m.from === this.leftId) this.current?.receive(m.bytes);
   }
 
   /** The link to the right neighbour, for link measurements between collectives. */
@@ -216,6 +302,7 @@ export class RingNetwork {
   close(): void {
     this.current?.abort(new WebringError('ERR_ABORTED', 'worker closed'));
     this.current = null;
+    this.applied = null;
     for (const id of [...this.links.keys()]) this.dropLink(id);
   }
 

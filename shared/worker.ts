@@ -6,7 +6,7 @@
  */
 import * as tf from '@tensorflow/tfjs';
 import type { Socket } from 'socket.io-client';
-import { WebringError, toWebringError, type ErrorBody } from './errors';
+import { WebringError, toWebringError, type ErrorBody, type ErrorCode } from './errors';
 import type { MnistDataset } from './mnist-format';
 import type { PeerFactory } from './peer';
 import type {
@@ -16,16 +16,19 @@ import type {
   ClientToServerEvents,
   Generation,
   JoinAccepted,
+  MemberDropped,
   ServerToClientEvents,
   TrainStart,
   WorkerKind,
 } from './protocol';
 import { RingNetwork } from './ring-network';
 import { Trainer } from './trainer';
+import type { RingAllReduce } from './ring-allreduce';
+import { StragglerDetector } from './straggler';
 import { CheckpointWriter, type LocalCheckpointStore } from './checkpoint-writer';
 import { checkpointsUrl, restoreFromServer, type CaptureContext } from './checkpoint-io';
 
-export type WorkerState = 'idle' | 'joining' | 'ready' | 'waiting' | 'training' | 'done' | 'error';
+export type WorkerState = 'idle' | 'joining' | 'ready' | 'waiting' | 'training' | 'done' | 'dropped' | 'error';
 
 export interface WorkerStatus {
   state: WorkerState;
@@ -55,7 +58,23 @@ export interface WorkerStatus {
   /** Step of the chief's newest checkpoint stored locally and on the server (chief only). */
   lastLocalCheckpointStep: number | null;
   lastServerCheckpointStep: number | null;
+  /** This worker's compute time of the last step (ms). */
+  computeMs: number;
+  /** Duration of the last state hand-over from the chief (ms): the pause a join or recovery cost. */
+  lastSyncMs: number | null;
+  /** For a late joiner: from the admission to holding the live state (ms). */
+  joinMs: number | null;
+  /** Times this replica reloaded the chief's state because the weight hashes differed. */
+  resyncs: number;
   error: ErrorBody | null;
+}
+
+/** Test-only knobs, set from the page's debug query flags. */
+export interface WorkerDebug {
+  /** Sleep this long in every step's compute: plays a slow laptop (straggler tests). */
+  slowStepMs?: number;
+  /** Nudge this replica's weights before this step: plays backend drift (resync tests). */
+  driftAtStep?: number;
 }
 
 export interface WorkerOptions {
@@ -71,9 +90,25 @@ export interface WorkerOptions {
   localCheckpoints: LocalCheckpointStore | null;
   onStatus(status: WorkerStatus): void;
   log(message: string): void;
+  debug?: WorkerDebug;
 }
 
 const JOIN_TIMEOUT_MS = 10_000;
+/** A ring that has not re-formed this long after an interrupted step gives up (the run fails). */
+export const RECOVERY_TIMEOUT_MS = 60_000;
+/** A broken link with nobody gone: ask the server to re-form the ring after this long. */
+export const REFORM_AFTER_MS = 3_000;
+/** Errors of a collective that a new generation heals: the step is redone from the chief's state. */
+const RECOVERABLE: ReadonlySet<ErrorCode> = new Set<ErrorCode>(['ERR_STALE_GENERATION', 'ERR_PEER_FAILED', 'ERR_TIMEOUT', 'ERR_ABORTED']);
+
+/** True when `next` is `current` with members added at the end: a pure admission of joiners. */
+function extendsRing(current: Generation, next: Generation): boolean {
+  return (
+    next.generation > current.generation &&
+    next.members.length > current.members.length &&
+    current.members.every((m, i) => next.members[i]?.id === m.id)
+  );
+}
 
 export class TrainingWorker {
   private readonly options: WorkerOptions;
@@ -90,6 +125,9 @@ export class TrainingWorker {
   private writer: CheckpointWriter | null = null;
   /** The generation at which this chief offered its local checkpoint to the server (-1: not yet). */
   private reseededAt = -1;
+  /** A generation that admits joiners, while its links open; the ring switches at a step boundary. */
+  private pendingGeneration: Generation | null = null;
+  private generationWaiters: Array<() => void> = [];
   private readonly status: WorkerStatus;
 
   constructor(options: WorkerOptions) {
@@ -119,6 +157,10 @@ export class TrainingWorker {
       resumedHash: null,
       lastLocalCheckpointStep: null,
       lastServerCheckpointStep: null,
+      computeMs: 0,
+      lastSyncMs: null,
+      joinMs: null,
+      resyncs: 0,
       error: null,
     };
     const { socket } = options;
@@ -128,10 +170,11 @@ export class TrainingWorker {
     socket.on('train:stop', ({ reason }) => {
       this.options.log(`stop requested (${reason})`);
       this.stopRequested = true;
-      // A membership change ends this generation's ring at once; a teacher's stop is
-      // agreed through the ring so that every replica stops after the same step.
-      if (reason === 'membership') this.network?.collective?.abort(new WebringError('ERR_MEMBER_LEFT', 'a ring member left'));
+      // A failure ends the run at once (the room goes back to a checkpoint); a teacher's
+      // stop is agreed through the ring so that every replica stops after the same step.
+      if (reason === 'failure') this.network?.collective?.abort(new WebringError('ERR_RUN_ENDED', 'the run ended after a failure'));
     });
+    socket.on('member:dropped', (d) => this.onDropped(d));
     socket.on('server:error', (e) => this.options.log(`server error ${e.code}: ${e.message}`));
     // Training between tabs goes on without the server; only reports and new generations wait.
     socket.on('disconnect', (reason) => {
@@ -169,6 +212,7 @@ export class TrainingWorker {
       throw new WebringError(result.error.code, result.error.message);
     }
     this.identity = { room, name, memberId: result.memberId, memberToken: result.memberToken };
+    this.network?.close();
     this.network = new RingNetwork({
       selfId: result.memberId,
       factory: this.options.peerFactory,
@@ -243,19 +287,44 @@ export class TrainingWorker {
   }
 
   private onGeneration(g: Generation): void {
+    const network = this.network;
+    const applied = network?.generation ?? null;
     const previous = this.latestGeneration;
+    if (previous && g.generation < previous.generation) return; // reordered; a newer one is known
     this.latestGeneration = g;
-    if (!this.network) return; // the join ack has not arrived yet; replayed after it
+    if (!network) return; // the join ack has not arrived yet; replayed after it
     // A rejoin repeats the generation we already have: the ring must not be rebuilt for it.
-    const same = previous?.generation === g.generation && this.network.collective?.generation === g.generation;
-    if (!same) this.network.applyGeneration(g);
+    if (applied?.generation === g.generation && network.collective?.generation === g.generation) {
+      this.notifyGeneration();
+      return;
+    }
+    const ring = network.collective;
+    if (this.running && applied && ring && !ring.isAborted && extendsRing(applied, g)) {
+      // Joiners only: keep training while their links open; the ring switches at a step
+      // boundary once every member is ready (the vote in trainStep).
+      network.prepare(g);
+      this.pendingGeneration = g;
+      this.options.log(`generation ${g.generation} admits ${g.members.length - applied.members.length} joiner(s); connecting`);
+    } else {
+      // Someone left (or this worker is not training): the old ring is over now.
+      network.applyGeneration(g);
+      this.pendingGeneration = null;
+      this.showRing();
+    }
+    this.notifyGeneration();
+  }
+
+  /** Rank, world size and chief of the ring this worker trains in now. */
+  private showRing(): void {
+    const g = this.network?.generation;
+    if (!g) return;
     const rank = g.members.findIndex((m) => m.id === this.status.memberId);
     this.update({
       generation: g.generation,
       rank: rank >= 0 ? rank : null,
       worldSize: g.members.length,
       chief: rank === 0,
-      state: this.running ? this.status.state : rank >= 0 ? 'ready' : 'waiting',
+      state: this.running ? this.status.state : rank >= 0 ? 'ready' : this.status.state === 'dropped' ? 'dropped' : 'waiting',
     });
     if (rank === 0 && !this.running && this.reseededAt < 0) {
       this.reseededAt = g.generation;
@@ -263,10 +332,60 @@ export class TrainingWorker {
     }
   }
 
+  private notifyGeneration(): void {
+    const waiters = this.generationWaiters;
+    this.generationWaiters = [];
+    for (const w of waiters) w();
+  }
+
   /**
-   * A new server on the same laptop has no checkpoints, but the chief's IndexedDB may: the
-   * chief offers its newest one, so that the next Start resumes from it.
+   * After an interrupted collective: waits until a newer generation is applied. A broken
+   * link with nobody gone brings no new generation by itself, so after a grace period this
+   * worker asks the server to re-form the ring (links are dialled again).
    */
+  private async awaitRingChange(ring: RingAllReduce, cause: WebringError): Promise<void> {
+    const network = this.network!;
+    const started = performance.now();
+    let asked = false;
+    while (network.collective === ring || (network.collective === null && network.generation?.members.some((m) => m.id === this.status.memberId))) {
+      const waited = performance.now() - started;
+      if (waited > RECOVERY_TIMEOUT_MS) throw new WebringError('ERR_TIMEOUT', `the ring did not re-form within ${RECOVERY_TIMEOUT_MS} ms after ${cause.code}`);
+      if (!asked && waited >= REFORM_AFTER_MS && ring.generation === network.generation?.generation) {
+        asked = true;
+        this.options.socket.emit('ring:reform', { generation: ring.generation, reason: `${cause.code}: ${cause.message}`.slice(0, 200) });
+      }
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, REFORM_AFTER_MS);
+        this.generationWaiters.push(() => {
+          clearTimeout(timer);
+          resolve();
+        });
+      });
+    }
+  }
+
+  /** Said on pagehide: the ring re-forms without waiting for a timeout. */
+  leave(): void {
+    if (!this.identity) return;
+    this.options.socket.emit('room:leave');
+    this.identity = null;
+    this.stopRequested = true;
+    this.network?.close();
+  }
+
+  private onDropped(d: MemberDropped): void {
+    this.options.log(`dropped from the ring as a straggler at step ${d.step}: ${Math.round(d.computeMs)} ms per step, deadline ${Math.round(d.deadlineMs)} ms`);
+    this.identity = null;
+    this.network?.close();
+    this.network = null;
+    this.update({
+      state: 'dropped',
+      rank: null,
+      chief: false,
+      error: { code: 'ERR_DROPPED', message: `this device took ${Math.round(d.computeMs)} ms per step; the ring's deadline is ${Math.round(d.deadlineMs)} ms. Join again to rejoin.` },
+    });
+  }
+
   private async reseedServer(): Promise<void> {
     const { localCheckpoints, serverUrl } = this.options;
     const room = this.room;
@@ -295,8 +414,9 @@ export class TrainingWorker {
       this.pendingStart = start;
       return;
     }
-    const ring = this.network?.collective;
-    if (!ring || ring.generation !== start.generation) {
+    const network = this.network;
+    let ring = network?.collective ?? null;
+    if (!network || !ring || ring.generation < start.generation) {
       log(`start for generation ${start.generation} does not match this worker's ring; not part of this run`);
       return;
     }
@@ -306,7 +426,9 @@ export class TrainingWorker {
     this.trainer?.dispose();
     const trainer = new Trainer(start.config, this.options.dataset, ring);
     this.trainer = trainer;
-    const { generation, run } = start;
+    const detector = new StragglerDetector();
+    const { run } = start;
+    const debug = this.options.debug ?? {};
     this.update({
       state: 'training',
       step: trainer.step,
@@ -315,7 +437,13 @@ export class TrainingWorker {
       loss: null,
       testAccuracy: null,
       error: null,
+      resyncs: 0,
     });
+    this.showRing();
+    // The first collective of every generation hands the chief's whole state to everyone:
+    // survivors redo an interrupted step from it, joiners start from it.
+    let syncKey: number | null = 0;
+    let joinedAt: number | null = start.admitted ? performance.now() : null;
     try {
       if (start.resume) {
         // BackupAndRestore: every replica loads the same checkpoint (weights, optimizer, cursor).
@@ -326,64 +454,113 @@ export class TrainingWorker {
       } else {
         this.update({ resumedFrom: null, resumedHash: null });
       }
-      // MWMS broadcasts the chief's variables before the first step; so do we.
-      await trainer.syncFromChief();
-      this.update({ weightsHash: await trainer.weightsHash() });
       const saveEvery = start.config.saveEverySteps;
-      let finished: 'completed' | 'stopped' = 'completed';
-      while (trainer.step < trainer.totalSteps) {
-        const t0 = performance.now();
-        const r = await trainer.trainStep(this.stopRequested);
-        const weightsHash = await trainer.weightsHash();
-        const examplesPerSec = r.examples / Math.max((performance.now() - t0) / 1000, 1e-6);
-        this.update({
-          step: trainer.step,
-          epoch: r.epoch,
-          loss: r.loss,
-          trainAccuracy: r.trainAccuracy,
-          gradNorm: r.gradNorm,
-          weightsHash,
-          examplesPerSec,
-          examplesProcessed: this.status.examplesProcessed + r.examples,
-          numTensors: tf.memory().numTensors,
-        });
-        this.report('worker:progress', {
-          run,
-          generation,
-          step: trainer.step,
-          epoch: r.epoch,
-          loss: r.loss,
-          trainAccuracy: r.trainAccuracy,
-          examplesPerSec,
-          weightsHash,
-        });
-        if (r.stop) {
-          finished = 'stopped';
-          break;
+      for (;;) {
+        try {
+          const latest = network.collective;
+          if (latest !== ring) {
+            if (!latest) throw new WebringError('ERR_DROPPED', 'this worker is no longer in the ring');
+            ring = latest;
+            ring.setRun(run);
+            trainer.setCollective(ring);
+            syncKey = 0;
+            this.showRing();
+          }
+          if (syncKey !== null) {
+            const t0 = performance.now();
+            await trainer.syncState(syncKey);
+            syncKey = null;
+            const syncMs = performance.now() - t0;
+            const hash = await trainer.weightsHash();
+            log(`state from the chief: step ${trainer.step}, ${trainer.stateLength * 4} bytes in ${syncMs.toFixed(0)} ms`);
+            this.update({ weightsHash: hash, step: trainer.step, epoch: trainer.epoch, lastSyncMs: syncMs, totalSteps: trainer.totalSteps });
+            if (joinedAt !== null) {
+              this.update({ joinMs: performance.now() - joinedAt });
+              joinedAt = null;
+            }
+          }
+          if (trainer.pendingEvaluation !== null) await this.evaluate(trainer, start);
+          if (trainer.finished) break;
+
+          const voted = this.pendingGeneration;
+          const ready = voted !== null && network.isReadyFor(voted);
+          if (debug.driftAtStep === trainer.step) trainer.perturbForTest();
+          const t0 = performance.now();
+          const r = await trainer.trainStep({ requestStop: this.stopRequested, readyFor: ready ? voted.generation : null, extraComputeMs: debug.slowStepMs });
+          const weightsHash = await trainer.weightsHash();
+          const examplesPerSec = r.examples / Math.max((performance.now() - t0) / 1000, 1e-6);
+          const computeMs = r.computeMs[ring.rank] ?? 0;
+          this.update({
+            step: trainer.step,
+            epoch: r.epoch,
+            totalSteps: trainer.totalSteps,
+            loss: r.loss,
+            trainAccuracy: r.trainAccuracy,
+            gradNorm: r.gradNorm,
+            weightsHash,
+            examplesPerSec,
+            examplesProcessed: this.status.examplesProcessed + r.examples,
+            numTensors: tf.memory().numTensors,
+            computeMs,
+          });
+          this.report('worker:progress', {
+            run,
+            generation: ring.generation,
+            step: trainer.step,
+            epoch: r.epoch,
+            loss: r.loss,
+            trainAccuracy: r.trainAccuracy,
+            examplesPerSec,
+            weightsHash,
+            totalSteps: trainer.totalSteps,
+            computeMs,
+            hashChecked: r.hashChecked,
+            hashMismatch: r.hashMismatch,
+          });
+          const members = network.generation?.generation === ring.generation ? network.generation.members : [];
+          if (r.admit && voted && voted.generation > (network.generation?.generation ?? -1)) {
+            log(`switching to generation ${voted.generation} after step ${r.step}`);
+            network.applyGeneration(voted);
+            if (this.pendingGeneration === voted) this.pendingGeneration = null;
+            continue; // the next turn adopts the new ring and hands the state over
+          }
+          if (r.hashMismatch) {
+            log(`weights differed between replicas at step ${r.step}; reloading the chief's state`);
+            this.update({ resyncs: this.status.resyncs + 1 });
+            syncKey = trainer.step;
+          }
+          if (this.status.chief && members.length === ring.worldSize) {
+            for (const s of detector.observe(members.map((m) => m.id), r.computeMs)) {
+              log(`member ${s.id} missed the ${Math.round(s.deadlineMs)} ms deadline ${s.strikes} steps running; dropping it`);
+              detector.forget(s.id);
+              this.options.socket.emit('ring:drop', { run, generation: ring.generation, member: s.id, step: trainer.step, computeMs: s.computeMs, deadlineMs: s.deadlineMs });
+            }
+          }
+          if (this.status.chief && !trainer.finished && (trainer.step % saveEvery === 0 || r.epochEnd)) {
+            await this.writer!.save(trainer, this.saveContext(start), start.config.maxToKeep);
+          }
+        } catch (err) {
+          const e = toWebringError(err);
+          if (!RECOVERABLE.has(e.code)) throw e;
+          log(`step interrupted (${e.code}: ${e.message}); waiting for the ring to re-form`);
+          await this.awaitRingChange(ring, e);
         }
-        const last = trainer.step >= trainer.totalSteps;
-        if (this.status.chief && !last && (trainer.step % saveEvery === 0 || r.epochEnd)) {
-          await this.writer!.save(trainer, this.saveContext(start), start.config.maxToKeep);
-        }
-        if (r.epochEnd && !last) await this.evaluate(trainer, start, r.epoch);
       }
-      // Every replica reaches the same decision, so this last evaluation stays in lock-step.
-      await this.evaluate(trainer, start, trainer.epoch);
       if (this.status.chief) {
         // The run's end is always saved, and stored before the chief reports the end, so
         // that the next Start finds it.
         await this.writer!.save(trainer, this.saveContext(start), start.config.maxToKeep);
         await this.writer!.flush();
       }
-      this.report('worker:finished', { run, generation, step: trainer.step, reason: finished });
+      this.report('worker:finished', { run, generation: ring.generation, step: trainer.step, reason: trainer.stopped ? 'stopped' : 'completed' });
       this.update({ state: 'done' });
     } catch (err) {
       const e = toWebringError(err);
       log(`training stopped: ${e.code} ${e.message}`);
+      if (e.code === 'ERR_DROPPED' || this.status.state === 'dropped') return;
       this.update({ state: 'error', error: e.toBody() });
-      const membershipEnded = e.code === 'ERR_MEMBER_LEFT' || e.code === 'ERR_STALE_GENERATION';
-      if (!membershipEnded) {
-        this.report('worker:finished', { run, generation, step: trainer.step, reason: 'failed', code: e.code, message: e.message.slice(0, 500) });
+      if (e.code !== 'ERR_RUN_ENDED') {
+        this.report('worker:finished', { run, generation: ring.generation, step: trainer.step, reason: 'failed', code: e.code, message: e.message.slice(0, 500) });
       }
     } finally {
       this.running = false;
@@ -393,10 +570,13 @@ export class TrainingWorker {
     }
   }
 
-  private async evaluate(trainer: Trainer, start: TrainStart, epoch: number): Promise<void> {
+  /** The evaluation owed at an epoch's end (or the run's), data-parallel over the test digits. */
+  private async evaluate(trainer: Trainer, start: TrainStart): Promise<void> {
+    const epoch = trainer.pendingEvaluation!;
     const accuracy = await trainer.evaluate();
+    trainer.pendingEvaluation = null;
     this.update({ testAccuracy: accuracy });
-    this.report('worker:evaluated', { run: start.run, generation: start.generation, step: trainer.step, epoch, accuracy });
+    this.report('worker:evaluated', { run: start.run, generation: this.network?.generation?.generation ?? start.generation, step: trainer.step, epoch, accuracy });
   }
 
   private update(patch: Partial<WorkerStatus>): void {

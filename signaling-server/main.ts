@@ -8,7 +8,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { buildClientIfNeeded, CLIENT_DIST, PROJECT_ROOT } from './build-client';
 import { createLogger } from './logger';
-import { startServer } from './server';
+import { DEFAULT_PING_INTERVAL_MS, DEFAULT_PING_TIMEOUT_MS, startServer } from './server';
 
 function intFromEnv(name: string, fallback: number): number {
   const raw = process.env[name];
@@ -43,8 +43,8 @@ async function main(): Promise<void> {
     dataDir,
     teacherToken,
     clientDir: CLIENT_DIST,
-    pingIntervalMs: intFromEnv('PING_INTERVAL_MS', 2_000),
-    pingTimeoutMs: intFromEnv('PING_TIMEOUT_MS', 3_000),
+    pingIntervalMs: intFromEnv('PING_INTERVAL_MS', DEFAULT_PING_INTERVAL_MS),
+    pingTimeoutMs: intFromEnv('PING_TIMEOUT_MS', DEFAULT_PING_TIMEOUT_MS),
     log,
   });
 

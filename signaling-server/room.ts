@@ -9,12 +9,16 @@ import {
   DEFAULT_START_CONFIG,
   MAX_ROOM_MEMBERS,
   type Backend,
+  type DropRequest,
+  type DroppedMember,
   type EvaluationReport,
   type FinishReport,
   type Generation,
   type MemberInfo,
   type MetricPoint,
   type ProgressReport,
+  type RoomEvent,
+  type RoomEventKind,
   type RoomMetrics,
   type RoomState,
   type RoomStatus,
@@ -27,6 +31,10 @@ import { stepsPerEpoch } from '../shared/sharding';
 
 /** Enough for a whole lesson's loss curve at one point per step; older points are dropped. */
 export const MAX_HISTORY_POINTS = 5_000;
+/** The ring's event log keeps this many of the newest events. */
+export const MAX_ROOM_EVENTS = 200;
+/** The room API shows this many of them. */
+export const ROOM_EVENTS_SHOWN = 50;
 
 export interface NewMember {
   id: string;
@@ -45,9 +53,10 @@ interface Member extends NewMember {
   examplesPerSec: number;
   step: number;
   weightsHash: string | null;
+  computeMs: number;
 }
 
-type PersistedMember = Omit<Member, 'socketId'>;
+type PersistedMember = Omit<Member, 'socketId' | 'computeMs'>;
 
 export interface PersistedRoom {
   format: 1;
@@ -66,9 +75,19 @@ export interface PersistedRoom {
 export interface MembershipChange {
   /** The new generation to broadcast, when membership changed. */
   generation: Generation | null;
-  /** Set when a running training can no longer continue and its workers must stop. */
+  /** Set when a running training can no longer continue (every ring member left). */
   trainingAborted: boolean;
 }
+
+export interface Admission {
+  generation: Generation;
+  /** Ids of the members admitted into the running ring. */
+  joiners: string[];
+  /** What each joiner is told: the run in progress, to be joined with the chief's live state. */
+  start: TrainStart;
+}
+
+const NO_CHANGE: MembershipChange = { generation: null, trainingAborted: false };
 
 export class Room {
   readonly name: string;
@@ -76,7 +95,7 @@ export class Room {
   private generation = 0;
   /** Ring members, ordered by index: rank is the position, rank 0 the chief. */
   private active: Member[] = [];
-  /** Joined while training ran; admitted when the run ends. */
+  /** Joined while training ran; admitted together into the running ring (admitWaiting). */
   private waiting: Member[] = [];
   private state: RoomState = 'idle';
   private config: StartConfig | null = null;
@@ -90,6 +109,13 @@ export class Room {
   private history: MetricPoint[] = [];
   private evaluations: RoomMetrics['evaluations'] = [];
   private lastError: ErrorBody | null = null;
+  /** The chief's estimate of the run's last step, from its latest report. */
+  private reportedTotalSteps: number | null = null;
+  private dropped: DroppedMember[] = [];
+  private consistency = { checks: 0, mismatches: 0, lastMismatchStep: null as number | null };
+  private events: RoomEvent[] = [];
+  /** Clock for event times; replaceable in tests. */
+  now: () => number = Date.now;
 
   constructor(name: string) {
     this.name = name;
@@ -133,7 +159,7 @@ export class Room {
 
   /** What must outlive a server restart: membership, generation and the run. */
   toPersisted(): PersistedRoom {
-    const strip = ({ socketId: _s, ...m }: Member): PersistedMember => m;
+    const strip = ({ socketId: _s, computeMs: _c, ...m }: Member): PersistedMember => m;
     return {
       format: 1,
       name: this.name,
@@ -158,8 +184,8 @@ export class Room {
     room.config = p.config;
     room.step = p.step;
     room.epoch = p.epoch;
-    room.active = p.active.map((m) => ({ ...m, socketId: null }));
-    room.waiting = p.waiting.map((m) => ({ ...m, socketId: null }));
+    room.active = p.active.map((m) => ({ ...m, socketId: null, computeMs: 0 }));
+    room.waiting = p.waiting.map((m) => ({ ...m, socketId: null, computeMs: 0 }));
     return room;
   }
 
@@ -179,36 +205,97 @@ export class Room {
     return this.find(id)?.socketId ?? null;
   }
 
-  join(member: NewMember): { index: number; change: MembershipChange } {
+  /**
+   * Adds a member. While a run trains, it waits to be admitted (admitWaiting) together with
+   * everyone else who arrives meanwhile; otherwise it is in the ring at once.
+   */
+  join(member: NewMember): { index: number; change: MembershipChange; awaitingAdmission: boolean } {
     if (this.size >= MAX_ROOM_MEMBERS) {
       throw new WebringError('ERR_ROOM_FULL', `room ${this.name} already has ${MAX_ROOM_MEMBERS} members`);
     }
-    const joined: Member = { ...member, index: this.nextIndex++, examplesPerSec: 0, step: 0, weightsHash: null };
+    const joined: Member = { ...member, index: this.nextIndex++, examplesPerSec: 0, step: 0, weightsHash: null, computeMs: 0 };
     if (this.state === 'training') {
-      // Mid-run admission at a step boundary is the elastic ring's job; until then, wait.
       this.waiting.push(joined);
-      return { index: joined.index, change: { generation: null, trainingAborted: false } };
+      return { index: joined.index, change: NO_CHANGE, awaitingAdmission: true };
     }
     this.active.push(joined);
-    return { index: joined.index, change: { generation: this.bumpGeneration(), trainingAborted: false } };
+    const change = { generation: this.bumpGeneration(), trainingAborted: false };
+    this.log('joined', [joined.name], '');
+    return { index: joined.index, change, awaitingAdmission: false };
   }
 
+  /**
+   * Admits every waiting member into the running ring in one generation. They come after
+   * the current members (their indexes are higher), so the ring only grows at its end
+   * and the survivors keep their ranks and chief.
+   */
+  admitWaiting(): Admission | null {
+    if (this.state !== 'training' || this.waiting.length === 0 || !this.config) return null;
+    const joiners = this.waiting;
+    this.waiting = [];
+    for (const m of joiners) m.step = this.step;
+    this.active.push(...joiners);
+    this.active.sort((a, b) => a.index - b.index);
+    const generation = this.bumpGeneration();
+    this.log('admitted', joiners.map((m) => m.name), `${joiners.length} joiner(s) take the chief's live state`);
+    const start: TrainStart = { run: this.run, generation: this.generation, config: this.config, startStep: this.step, resume: null, admitted: true };
+    return { generation, joiners: joiners.map((m) => m.id), start };
+  }
+
+  /**
+   * A member is gone. During a run the survivors re-form at once and go on from the new
+   * chief's state; only when nobody is left does the run end.
+   */
   leave(id: string): MembershipChange {
     const waitingAt = this.waiting.findIndex((m) => m.id === id);
     if (waitingAt >= 0) {
       this.waiting.splice(waitingAt, 1);
-      return { generation: null, trainingAborted: false };
+      return NO_CHANGE;
     }
     const at = this.active.findIndex((m) => m.id === id);
-    if (at < 0) return { generation: null, trainingAborted: false };
-    this.active.splice(at, 1);
-    let trainingAborted = false;
-    if (this.state === 'training') {
-      // A synchronous ring cannot lose a member mid-run yet (the elastic issue adds that).
-      trainingAborted = true;
-      this.endRun('idle', { code: 'ERR_MEMBER_LEFT', message: 'a worker left during training; press Start to train again' });
+    if (at < 0) return NO_CHANGE;
+    const [gone] = this.active.splice(at, 1);
+    this.log('left', [gone!.name], at === 0 && this.active.length > 0 ? `chief now ${this.active[0]!.name}` : '');
+    return this.afterRemoval();
+  }
+
+  /** The chief drops a straggler; it may join again. Refused from anyone but the chief. */
+  drop(reporterId: string, request: DropRequest): MembershipChange {
+    const reporter = this.requireMemberOfRun(reporterId, request.run);
+    if (this.active[0] !== reporter) throw new WebringError('ERR_NOT_CHIEF', 'only the chief drops stragglers');
+    if (request.generation !== this.generation) {
+      throw new WebringError('ERR_STALE_GENERATION', `drop for generation ${request.generation}; the room is at ${this.generation}`);
     }
-    return { generation: this.bumpGeneration(), trainingAborted };
+    const at = this.active.findIndex((m) => m.id === request.member);
+    if (at < 0) throw new WebringError('ERR_NOT_IN_ROOM', `member ${request.member} is not in the ring`);
+    const [gone] = this.active.splice(at, 1);
+    const m = gone!;
+    this.dropped.push({ id: m.id, name: m.name, index: m.index, step: request.step, computeMs: request.computeMs, deadlineMs: request.deadlineMs, at: this.now() });
+    this.log('dropped', [m.name], `straggler: ${Math.round(request.computeMs)} ms per step against a ${Math.round(request.deadlineMs)} ms deadline`);
+    return this.afterRemoval();
+  }
+
+  /** A member's link broke while everyone is still here: the same members, a fresh generation. */
+  reform(memberId: string, generation: number, reason: string): MembershipChange {
+    const m = this.active.find((x) => x.id === memberId);
+    if (!m) throw new WebringError('ERR_NOT_IN_ROOM', 'only ring members ask for a re-form');
+    // Every member of a broken ring may ask; the first request for a generation is enough.
+    if (generation !== this.generation) return NO_CHANGE;
+    const change = { generation: this.bumpGeneration(), trainingAborted: false };
+    this.log('reformed', [m.name], reason);
+    return change;
+  }
+
+  private afterRemoval(): MembershipChange {
+    if (this.state === 'training' && this.active.length === 0) {
+      // Nobody holds the live state any more: the run ends, and whoever waits resumes from
+      // the latest checkpoint (BackupAndRestore).
+      this.endRun('idle', { code: 'ERR_MEMBER_LEFT', message: 'every ring member left; the run goes on from the latest checkpoint' });
+      this.active = this.waiting.sort((a, b) => a.index - b.index);
+      this.waiting = [];
+      return { generation: this.bumpGeneration(), trainingAborted: true };
+    }
+    return { generation: this.bumpGeneration(), trainingAborted: false };
   }
 
   /** Throws unless a run could start now. */
@@ -230,12 +317,15 @@ export class Room {
     this.history = [];
     this.evaluations = [];
     this.lastError = null;
+    this.reportedTotalSteps = null;
+    this.dropped = [];
+    this.consistency = { checks: 0, mismatches: 0, lastMismatchStep: null };
     for (const m of this.active) {
       m.step = this.step;
       m.weightsHash = resume?.weightsHash ?? null;
       m.examplesPerSec = 0;
     }
-    return { run: this.run, generation: this.generation, config, startStep: this.step, resume };
+    return { run: this.run, generation: this.generation, config, startStep: this.step, resume, admitted: false };
   }
 
   /** Checks that a stop makes sense; the replicas agree on the step to stop after. */
@@ -248,8 +338,16 @@ export class Room {
     m.step = report.step;
     m.examplesPerSec = report.examplesPerSec;
     m.weightsHash = report.weightsHash;
+    m.computeMs = report.computeMs;
     // Every replica computes the same global loss; the chief's report is the room's.
     if (this.active[0] === m && report.step > this.step) {
+      if (report.hashChecked) this.consistency.checks++;
+      if (report.hashMismatch) {
+        this.consistency.mismatches++;
+        this.consistency.lastMismatchStep = report.step;
+        this.log('resynced', [], `weights differed at step ${report.step}; every replica reloaded the chief's state`);
+      }
+      this.reportedTotalSteps = report.totalSteps;
       this.step = report.step;
       this.epoch = report.epoch;
       this.loss = report.loss;
@@ -272,20 +370,21 @@ export class Room {
    */
   recordFinished(memberId: string, report: FinishReport): MembershipChange {
     const m = this.requireMemberOfRun(memberId, report.run);
-    const noChange = { generation: null, trainingAborted: false };
-    if (this.state !== 'training') return noChange;
-    if (report.reason !== 'failed' && this.active[0] !== m) return noChange;
-    if (report.reason === 'failed') {
-      this.endRun('idle', { code: 'ERR_PEER_FAILED', message: report.message ?? report.code ?? 'a worker failed' });
-    } else {
-      this.step = Math.max(this.step, report.step);
-      this.endRun('done', null);
-    }
-    if (this.waiting.length === 0) return { generation: null, trainingAborted: false };
+    if (this.state !== 'training') return NO_CHANGE;
+    if (report.reason !== 'failed' && this.active[0] !== m) return NO_CHANGE;
     this.active.push(...this.waiting);
     this.active.sort((a, b) => a.index - b.index);
+    const admitted = this.waiting.length > 0;
     this.waiting = [];
-    return { generation: this.bumpGeneration(), trainingAborted: false };
+    if (report.reason === 'failed') {
+      // The ring could not heal itself: everyone stops, and the room goes back to the
+      // latest checkpoint in a fresh generation (a fresh ring).
+      this.endRun('idle', { code: 'ERR_PEER_FAILED', message: report.message ?? report.code ?? 'a worker failed' });
+      return { generation: this.bumpGeneration(), trainingAborted: true };
+    }
+    this.step = Math.max(this.step, report.step);
+    this.endRun('done', null);
+    return admitted ? { generation: this.bumpGeneration(), trainingAborted: false } : NO_CHANGE;
   }
 
   snapshot(): Generation {
@@ -294,13 +393,14 @@ export class Room {
 
   status(): RoomStatus {
     const n = this.active.length;
-    const totalSteps =
+    const estimate =
       this.config && n > 0
         ? Math.min(
             this.config.epochs * stepsPerEpoch(MNIST_TRAIN_DIGITS, this.config.batchSizePerWorker * n),
             this.config.maxSteps ?? Number.POSITIVE_INFINITY,
           )
         : null;
+    const totalSteps = this.reportedTotalSteps ?? estimate;
     return {
       room: this.name,
       state: this.state,
@@ -315,6 +415,9 @@ export class Room {
       totalSteps,
       metrics: { loss: this.loss, accuracy: this.accuracy, trainAccuracy: this.trainAccuracy },
       lastError: this.lastError,
+      dropped: [...this.dropped],
+      consistency: { ...this.consistency },
+      events: this.events.slice(-ROOM_EVENTS_SHOWN),
     };
   }
 
@@ -338,6 +441,11 @@ export class Room {
     return m;
   }
 
+  private log(kind: RoomEventKind, members: string[], detail: string): void {
+    this.events.push({ at: this.now(), kind, generation: this.generation, step: this.step, members, detail });
+    if (this.events.length > MAX_ROOM_EVENTS) this.events.splice(0, this.events.length - MAX_ROOM_EVENTS);
+  }
+
   private bumpGeneration(): Generation {
     this.generation++;
     return this.snapshot();
@@ -359,6 +467,7 @@ export class Room {
       examplesPerSec: m.examplesPerSec,
       step: m.step,
       weightsHash: m.weightsHash,
+      computeMs: m.computeMs,
     };
   }
 }

@@ -10,6 +10,38 @@ import { channelOf, type ServerContext } from './context';
 
 /** Lets the new generation reach every worker before the resumed run's start does. */
 export const AUTO_RESUME_DELAY_MS = 500;
+/**
+ * Students who arrive within this window of the first are admitted in one generation
+ * change: a class walking in at once costs the ring one pause, not thirty.
+ */
+export const ADMISSION_WINDOW_MS = 750;
+
+const admissionTimers = new WeakMap<Room, ReturnType<typeof setTimeout>>();
+
+/**
+ * Admits everyone waiting into the running ring after the admission window: one new
+ * generation, then each joiner is told the run it joins. The ring switches to the new
+ * generation at a step boundary, once every member's links to the joiners are open.
+ */
+export function scheduleAdmission(ctx: ServerContext, room: Room): void {
+  if (admissionTimers.has(room)) return;
+  admissionTimers.set(
+    room,
+    setTimeout(() => {
+      admissionTimers.delete(room);
+      const admission = room.admitWaiting();
+      if (!admission) return;
+      const { generation, joiners, start } = admission;
+      ctx.log.info(`room ${room.name}: admitting ${joiners.length} joiner(s) in generation ${generation.generation}`);
+      ctx.io.to(channelOf(room.name)).emit('ring:generation', generation);
+      for (const id of joiners) {
+        const socketId = room.socketIdOf(id);
+        if (socketId) ctx.io.to(socketId).emit('train:start', start);
+      }
+      void ctx.persistence.save(room);
+    }, ADMISSION_WINDOW_MS),
+  );
+}
 
 /** The newest checkpoint of the same model for 'latest', or the named one. */
 async function resumePoint(ctx: ServerContext, room: string, config: StartConfig): Promise<ResumePoint | null> {

@@ -3,7 +3,7 @@ import { randomBytes } from 'node:crypto';
 import { WebringError } from '../../shared/errors';
 import { joinRequestSchema, parseOrThrow, type JoinAccepted } from '../../shared/protocol';
 import type { MembershipChange, Room } from '../room';
-import { scheduleAutoResume } from '../runs';
+import { scheduleAdmission, scheduleAutoResume } from '../runs';
 import { channelOf, type IoSocket, type ServerContext } from '../context';
 import { guarded } from './errors';
 import { tokenHash } from '../tokens';
@@ -53,6 +53,7 @@ function join(ctx: ServerContext, socket: IoSocket, raw: unknown, ack: unknown):
     ctx.log.info(`member ${memberId} "${request.name}" joined ${request.room} as index ${joined.index} (${request.kind}, ${request.backend})`);
     // The ack goes first, so the worker knows its id before it reads the generation.
     queueMicrotask(() => broadcastChange(ctx, room, joined.change));
+    if (joined.awaitingAdmission) scheduleAdmission(ctx, room);
     return { memberId, index: joined.index, room: request.room, memberToken };
   });
 }
@@ -73,12 +74,18 @@ function rejoin(ctx: ServerContext, socket: IoSocket, name: string, claim: { mem
   return { memberId: claim.memberId, index: back.index, room: name, memberToken: claim.memberToken };
 }
 
+/** This connection no longer speaks for a member (it left, or was dropped); it may join again. */
+export function forgetMembership(socket: IoSocket): void {
+  const name = socket.data.room;
+  socket.data.room = null;
+  socket.data.memberId = null;
+  if (name) void socket.leave(channelOf(name));
+}
+
 function leave(ctx: ServerContext, socket: IoSocket): boolean {
   const { room: name, memberId } = socket.data;
   if (!name || !memberId) return false;
-  socket.data.room = null;
-  socket.data.memberId = null;
-  void socket.leave(channelOf(name));
+  forgetMembership(socket);
   const room = ctx.rooms.get(name);
   // A member that already came back on a newer connection is not removed by the old one closing.
   if (!room || room.socketIdOf(memberId) !== socket.id) return false;
@@ -92,8 +99,8 @@ function leave(ctx: ServerContext, socket: IoSocket): boolean {
 export function broadcastChange(ctx: ServerContext, room: Room, change: MembershipChange): void {
   const name = room.name;
   if (change.trainingAborted) {
-    ctx.log.warn(`room ${name}: a member left during training; run aborted`);
-    ctx.io.to(channelOf(name)).emit('train:stop', { reason: 'membership' });
+    ctx.log.warn(`room ${name}: the run could not go on with its ring; back to the latest checkpoint`);
+    ctx.io.to(channelOf(name)).emit('train:stop', { reason: 'failure' });
   }
   if (change.generation) {
     const g = change.generation;

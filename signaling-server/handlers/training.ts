@@ -1,15 +1,17 @@
 /** worker:progress, worker:evaluated, worker:finished: what the dashboard and API show. */
 import { WebringError } from '../../shared/errors';
 import {
+  dropRequestSchema,
   evaluationReportSchema,
   finishReportSchema,
   parseOrThrow,
   progressReportSchema,
+  reformRequestSchema,
 } from '../../shared/protocol';
 import type { Room } from '../room';
 import type { IoSocket, ServerContext } from '../context';
 import { guarded } from './errors';
-import { broadcastChange } from './rooms';
+import { broadcastChange, forgetMembership } from './rooms';
 
 function memberRoom(ctx: ServerContext, socket: IoSocket): { room: Room; memberId: string } {
   const { room: name, memberId } = socket.data;
@@ -44,6 +46,33 @@ export function registerTrainingHandlers(ctx: ServerContext, socket: IoSocket): 
       ctx.log.info(`room ${room.name}: run ${report.reason} at step ${report.step}`);
       broadcastChange(ctx, room, change);
       void ctx.persistence.save(room);
+    });
+  });
+
+  socket.on('ring:drop', (raw: unknown) => {
+    guarded(ctx, socket, 'ring:drop', undefined, () => {
+      const { room, memberId } = memberRoom(ctx, socket);
+      const request = parseOrThrow(dropRequestSchema, raw);
+      const socketId = room.socketIdOf(request.member);
+      const change = room.drop(memberId, request);
+      ctx.log.warn(`room ${room.name}: dropped straggler ${request.member} at step ${request.step} (${Math.round(request.computeMs)} ms vs deadline ${Math.round(request.deadlineMs)} ms)`);
+      // The dropped tab is told why, and its connection is free to join again.
+      const dropped = socketId ? ctx.io.sockets.sockets.get(socketId) : undefined;
+      if (dropped) {
+        forgetMembership(dropped);
+        dropped.emit('member:dropped', { reason: 'straggler', step: request.step, computeMs: request.computeMs, deadlineMs: request.deadlineMs });
+      }
+      broadcastChange(ctx, room, change);
+    });
+  });
+
+  socket.on('ring:reform', (raw: unknown) => {
+    guarded(ctx, socket, 'ring:reform', undefined, () => {
+      const { room, memberId } = memberRoom(ctx, socket);
+      const request = parseOrThrow(reformRequestSchema, raw);
+      const change = room.reform(memberId, request.generation, request.reason);
+      if (change.generation) ctx.log.warn(`room ${room.name}: ring re-formed at ${memberId}'s request (${request.reason})`);
+      broadcastChange(ctx, room, change);
     });
   });
 }

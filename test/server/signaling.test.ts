@@ -178,6 +178,9 @@ test('start and stop need the teacher token, and a nonsense config gets a 400 na
   assert.equal((await stopped).reason, 'teacher');
 });
 
+/** The progress fields these tests do not look at. */
+const EXTRA = { totalSteps: 5, computeMs: 12, hashChecked: false, hashMismatch: false };
+
 test('progress reports feed the room status; a report of another run is refused', async () => {
   const [a, b] = [await client(), await client()];
   const ja = await join(a, 'progress', 'a');
@@ -185,9 +188,9 @@ test('progress reports feed the room status; a report of another run is refused'
   const start = nextEvent(a, 'train:start');
   await post('/api/rooms/progress/start', { maxSteps: 5 });
   const { generation, run } = await start;
-  a.emit('worker:progress', { run, generation, step: 3, epoch: 0, loss: 1.5, trainAccuracy: 0.5, examplesPerSec: 100, weightsHash: '0123456789abcdef' });
+  a.emit('worker:progress', { run, generation, step: 3, epoch: 0, loss: 1.5, trainAccuracy: 0.5, examplesPerSec: 100, weightsHash: '0123456789abcdef', ...EXTRA });
   const stale = nextEvent(a, 'server:error');
-  a.emit('worker:progress', { run: run + 7, generation, step: 4, epoch: 0, loss: 1, trainAccuracy: 0.5, examplesPerSec: 1, weightsHash: '0123456789abcdef' });
+  a.emit('worker:progress', { run: run + 7, generation, step: 4, epoch: 0, loss: 1, trainAccuracy: 0.5, examplesPerSec: 1, weightsHash: '0123456789abcdef', ...EXTRA });
   assert.equal((await stale).code, 'ERR_STALE_RUN');
   const s = await status('progress');
   assert.equal(s.step, 3);
@@ -196,45 +199,127 @@ test('progress reports feed the room status; a report of another run is refused'
   assert.ok(ja.ok);
   assert.equal(s.members[0]!.id, ja.memberId);
 
-  // A student arriving mid-run waits, and enters the ring when the run finishes.
-  const late = await client();
-  const jl = await join(late, 'progress', 'late');
-  assert.ok(jl.ok);
-  assert.equal((await status('progress')).waiting.length, 1);
-  const admitted = nextEvent(late, 'ring:generation', (g) => g.members.length === 3);
-  a.emit('worker:finished', { run, generation, step: 5, reason: 'completed' });
-  await admitted;
+  // The chief's checks of the replicas' weights are counted; a mismatch is logged as a resync.
+  a.emit('worker:progress', { run, generation, step: 4, epoch: 0, loss: 1.4, trainAccuracy: 0.5, examplesPerSec: 100, weightsHash: '0123456789abcdef', ...EXTRA, hashChecked: true, hashMismatch: true });
+  await new Promise((r) => setTimeout(r, 100));
+  const checked = await status('progress');
+  assert.deepEqual(checked.consistency, { checks: 1, mismatches: 1, lastMismatchStep: 4 });
+  assert.equal(checked.events.at(-1)?.kind, 'resynced');
+
   // The replicas' last reports arrive a moment after the run ended: they still count.
+  a.emit('worker:finished', { run, generation, step: 5, reason: 'completed' });
+  await new Promise((r) => setTimeout(r, 100));
   let complained = false;
   a.on('server:error', () => (complained = true));
   b.on('server:error', () => (complained = true));
-  b.emit('worker:progress', { run, generation, step: 5, epoch: 0, loss: 1, trainAccuracy: 0.5, examplesPerSec: 1, weightsHash: '0123456789abcdef' });
+  b.emit('worker:progress', { run, generation, step: 5, epoch: 0, loss: 1, trainAccuracy: 0.5, examplesPerSec: 1, weightsHash: '0123456789abcdef', ...EXTRA });
   b.emit('worker:finished', { run, generation, step: 5, reason: 'completed' });
   a.emit('worker:evaluated', { run, generation, step: 5, epoch: 0, accuracy: 0.75 });
   await new Promise((r) => setTimeout(r, 200));
   assert.equal(complained, false);
   assert.equal((await status('progress')).metrics.accuracy, 0.75);
-  const done = await status('progress');
-  assert.equal(done.state, 'done');
-  assert.equal(done.members.length, 3);
+  assert.equal((await status('progress')).state, 'done');
 
   const metrics = (await (await fetch(`${server.url}/api/rooms/progress/metrics`)).json()) as { history: unknown[] };
-  assert.equal(metrics.history.length, 1);
+  assert.equal(metrics.history.length, 2);
 });
 
-test('a member leaving mid-run stops the run for everyone with a coded reason', async () => {
+test('students arriving mid-run are admitted together in one generation and told the run they join', async () => {
   const [a, b] = [await client(), await client()];
-  await join(a, 'abort', 'a');
-  await join(b, 'abort', 'b');
+  await join(a, 'late', 'a');
+  await join(b, 'late', 'b');
   const start = nextEvent(a, 'train:start');
-  await post('/api/rooms/abort/start', {});
-  await start;
-  const stop = nextEvent(a, 'train:stop');
+  await post('/api/rooms/late/start', { maxSteps: 50 });
+  const { run, generation } = await start;
+  a.emit('worker:progress', { run, generation, step: 7, epoch: 0, loss: 1, trainAccuracy: 0.5, examplesPerSec: 1, weightsHash: '0123456789abcdef', ...EXTRA });
+
+  const late = [await client(), await client(), await client()];
+  const starts = late.map((s) => nextEvent(s, 'train:start'));
+  const grown = nextEvent(a, 'ring:generation', (g) => g.members.length === 5);
+  for (const [i, s] of late.entries()) assert.ok((await join(s, 'late', `late${i}`)).ok);
+  assert.equal((await status('late')).waiting.length, 3);
+  const g = await grown;
+  assert.equal(g.generation, generation + 1, 'one generation change for all three');
+  assert.deepEqual(g.members.map((m) => m.name), ['a', 'b', 'late0', 'late1', 'late2']);
+  for (const s of await Promise.all(starts)) {
+    assert.deepEqual([s.run, s.generation, s.admitted, s.resume, s.startStep], [run, generation + 1, true, null, 7]);
+  }
+  const s = await status('late');
+  assert.deepEqual([s.state, s.waiting.length, s.members.length], ['training', 0, 5]);
+  assert.equal(s.events.at(-1)?.kind, 'admitted');
+});
+
+test('a member leaving mid-run re-forms the ring and the run goes on; the chief passes to the next index', async () => {
+  const [a, b, c] = [await client(), await client(), await client()];
+  const ja = await join(a, 'elastic', 'a');
+  const jb = await join(b, 'elastic', 'b');
+  await join(c, 'elastic', 'c');
+  assert.ok(ja.ok && jb.ok);
+  const start = nextEvent(b, 'train:start');
+  await post('/api/rooms/elastic/start', {});
+  const { generation } = await start;
+  let stopped = false;
+  b.on('train:stop', () => (stopped = true));
+  const reformed = nextEvent(b, 'ring:generation', (g) => g.members.length === 2);
+  const t0 = Date.now();
+  a.disconnect();
+  const g = await reformed;
+  assert.ok(Date.now() - t0 < 3_000, 'a new generation within 3 s');
+  assert.equal(g.generation, generation + 1);
+  assert.deepEqual(g.members.map((m) => [m.name, m.rank]), [['b', 0], ['c', 1]]);
+  const s = await status('elastic');
+  assert.deepEqual([s.state, s.chief], ['training', jb.memberId]);
+  assert.equal(s.events.at(-1)?.kind, 'left');
+  assert.equal(stopped, false, 'nobody was told to stop');
+
+  // A broken link with everyone present: a member asks for a re-form; repeated asks for the same generation count once.
+  const again = nextEvent(c, 'ring:generation');
+  b.emit('ring:reform', { generation: g.generation, reason: 'link closed' });
+  c.emit('ring:reform', { generation: g.generation, reason: 'link closed' });
+  assert.equal((await again).generation, g.generation + 1);
+  await new Promise((r) => setTimeout(r, 100));
+  assert.equal((await status('elastic')).generation, g.generation + 1);
+
+  // When the last ring member is gone, the run ends; a student still waiting for admission
+  // is told why and becomes the ring (which resumes from a checkpoint, if there is one).
+  const waiting = await client();
+  await join(waiting, 'elastic', 'w');
   b.disconnect();
-  assert.equal((await stop).reason, 'membership');
-  const s = await status('abort');
-  assert.equal(s.state, 'idle');
-  assert.equal(s.lastError?.code, 'ERR_MEMBER_LEFT');
+  c.disconnect();
+  await new Promise((r) => setTimeout(r, 200));
+  const end = await status('elastic');
+  assert.deepEqual([end.state, end.lastError?.code, end.members.map((m) => m.name)], ['idle', 'ERR_MEMBER_LEFT', ['w']]);
+});
+
+test('only the chief drops a straggler; the straggler is told why and may join again', async () => {
+  const [a, b, c] = [await client(), await client(), await client()];
+  await join(a, 'slow', 'a');
+  await join(b, 'slow', 'b');
+  const jc = await join(c, 'slow', 'c');
+  assert.ok(jc.ok);
+  const start = nextEvent(a, 'train:start');
+  await post('/api/rooms/slow/start', {});
+  const { run, generation } = await start;
+  const drop = { run, generation, member: jc.memberId, step: 12, computeMs: 3100, deadlineMs: 1000 };
+  const refused = nextEvent(b, 'server:error');
+  b.emit('ring:drop', drop);
+  assert.equal((await refused).code, 'ERR_NOT_CHIEF');
+  const bad = nextEvent(a, 'server:error');
+  a.emit('ring:drop', { ...drop, member: '../../etc' });
+  assert.equal((await bad).code, 'ERR_BAD_REQUEST');
+
+  const told = nextEvent(c, 'member:dropped');
+  const shrunk = nextEvent(a, 'ring:generation', (g) => g.members.length === 2);
+  a.emit('ring:drop', drop);
+  assert.deepEqual(await told, { reason: 'straggler', step: 12, computeMs: 3100, deadlineMs: 1000 });
+  await shrunk;
+  const s = await status('slow');
+  assert.deepEqual(s.dropped.map((d) => [d.name, d.step, d.computeMs, d.deadlineMs]), [['c', 12, 3100, 1000]]);
+  assert.equal(s.events.at(-1)?.kind, 'dropped');
+  // The same connection joins again, as a late joiner.
+  const back = await join(c, 'slow', 'c');
+  assert.ok(back.ok);
+  assert.equal((await status('slow')).waiting.length, 1);
 });
 
 test('the API rejects bad room names and serves the real MNIST file', async () => {

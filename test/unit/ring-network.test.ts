@@ -73,7 +73,7 @@ function createWorld() {
 
 function generation(n: number, ids: string[]): Generation {
   const members = ids.map(
-    (id, rank): MemberInfo => ({ id, name: id, index: Number(id.slice(1)), rank, backend: 'cpu', kind: 'node', adapter: null, examplesPerSec: 0, step: 0, weightsHash: null }),
+    (id, rank): MemberInfo => ({ id, name: id, index: Number(id.slice(1)), rank, backend: 'cpu', kind: 'node', adapter: null, examplesPerSec: 0, step: 0, weightsHash: null, computeMs: 0 }),
   );
   return { room: 'r', generation: n, members };
 }
