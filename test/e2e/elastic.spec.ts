@@ -1,0 +1,144 @@
+/**
+ * The elastic ring with real tabs: the chief's laptop goes away mid-run, a latecomer
+ * arrives, and a slow laptop is dropped, and the class keeps training through all of it.
+ * These tabs use the CPU backend: the behaviour under test is the ring's, and five
+ * SwiftShader WebGPU tabs on two cores would make every step slow enough to look like a
+ * straggler. The WebGPU path has its own test (ring-training.spec.ts).
+ */
+import { test, expect, type APIRequestContext } from '@playwright/test';
+import { E2E_TOKEN } from '../../playwright.config';
+import type { CheckpointInfo } from '../../shared/checkpoint';
+import type { RoomStatus } from '../../shared/protocol';
+import { openStudent, readStatus, status, type Student } from './helpers';
+
+const teacher = { authorization: `Bearer ${E2E_TOKEN}` };
+const CPU = '&backend=cpu';
+
+const step = async (s: Student) => Number((await readStatus(s.page)).step);
+
+/** The weights hashes of `students` read at one and the same step (steps advance while we read). */
+async function hashesAtOneStep(students: Student[]): Promise<{ step: number; hashes: string[] }> {
+  for (let attempt = 0; attempt < 200; attempt++) {
+    const all = await Promise.all(students.map((s) => readStatus(s.page)));
+    if (all.every((a) => a.step === all[0]!.step)) return { step: Number(all[0]!.step), hashes: all.map((a) => a.weightsHash!) };
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  throw new Error('the tabs never showed the same step at once');
+}
+
+async function roomStatus(request: APIRequestContext, room: string): Promise<RoomStatus> {
+  return (await (await request.get(`/api/rooms/${room}`)).json()) as RoomStatus;
+}
+
+test('the chief leaves at step 10 and a latecomer joins at step 30: training never stops and every tab ends identical', async ({ browser, request }) => {
+  const room = 'e2e-elastic';
+  const tabs: Student[] = [];
+  for (const name of ['ann', 'ben', 'cat', 'dan']) tabs.push(await openStudent(browser, room, name, CPU));
+  const [chief, heir, ...rest] = tabs as [Student, Student, Student, Student];
+  await expect(status(chief.page)).toHaveAttribute('data-chief', 'true');
+  const heirId = (await readStatus(heir.page)).memberId!;
+
+  const started = await request.post(`/api/rooms/${room}/start`, {
+    headers: teacher,
+    data: { model: 'mlp', optimizer: 'adam', maxSteps: 400, saveEverySteps: 5, resumeFrom: 'none' },
+  });
+  expect(started.status()).toBe(200);
+  await expect.poll(() => step(chief), { timeout: 120_000 }).toBeGreaterThanOrEqual(10);
+
+  // The chief's laptop goes away mid-step.
+  const survivors = [heir, ...rest];
+  const closedAt = Math.max(...(await Promise.all(survivors.map(step))));
+  const t0 = Date.now();
+  await chief.context.close();
+  await expect
+    .poll(async () => (await Promise.all(survivors.map((s) => readStatus(s.page)))).every((s) => s.worldSize === '3' && Number(s.step) > closedAt + 1), {
+      timeout: 5_000,
+      intervals: [50],
+    })
+    .toBe(true);
+  const recoveryMs = Date.now() - t0;
+  console.log(`[elastic] recovery after closing the chief: ${recoveryMs} ms until 3 workers stepped again`);
+  await expect(status(heir.page)).toHaveAttribute('data-chief', 'true');
+  await expect(status(heir.page)).toHaveAttribute('data-rank', '0');
+  for (const s of rest) await expect(status(s.page)).toHaveAttribute('data-chief', 'false');
+  const afterLeave = await hashesAtOneStep(survivors);
+  expect(new Set(afterLeave.hashes).size, `hashes at step ${afterLeave.step}: ${afterLeave.hashes}`).toBe(1);
+  // The next checkpoint is the new chief's.
+  await expect
+    .poll(async () => {
+      const list = (await (await request.get(`/api/rooms/${room}/checkpoints`)).json()) as CheckpointInfo[];
+      return list[0] && list[0].step > closedAt ? list[0].writer : null;
+    }, { timeout: 30_000 })
+    .toBe(heirId);
+  await expect(status(heir.page)).toHaveAttribute('data-last-server-checkpoint', /^\d+$/);
+
+  // A latecomer at about step 30 gets the live state from the chief, not a checkpoint.
+  await expect.poll(() => step(heir), { timeout: 120_000 }).toBeGreaterThanOrEqual(30);
+  const late = await openStudent(browser, room, 'eve', CPU);
+  const everyone = [...survivors, late];
+  await expect.poll(async () => (await Promise.all(everyone.map((s) => readStatus(s.page)))).every((s) => s.worldSize === '4'), { timeout: 30_000 }).toBe(true);
+  await expect(status(late.page)).toHaveAttribute('data-state', 'training');
+  const admittedAt = await step(heir);
+  const joined = await hashesAtOneStep(everyone);
+  expect(joined.step).toBeLessThanOrEqual(admittedAt + 3);
+  expect(new Set(joined.hashes).size, `hashes at step ${joined.step}: ${joined.hashes}`).toBe(1);
+  const lateStatus = await readStatus(late.page);
+  expect(lateStatus.resumedFrom).toBe('');
+  console.log(`[elastic] join: ${lateStatus.joinMs} ms from admission to live state; the others paused ${(await readStatus(heir.page)).lastSyncMs} ms for the hand-over`);
+
+  // Training goes on with four, in lock-step, and the room saw it all.
+  await expect.poll(() => step(late), { timeout: 60_000 }).toBeGreaterThanOrEqual(joined.step + 5);
+  const later = await hashesAtOneStep(everyone);
+  expect(new Set(later.hashes).size).toBe(1);
+  const api = await roomStatus(request, room);
+  expect(api.state).toBe('training');
+  expect(api.members.map((m) => m.name)).toEqual(['ben', 'cat', 'dan', 'eve']);
+  expect(api.events.map((e) => e.kind)).toEqual(expect.arrayContaining(['left', 'admitted']));
+  expect(api.dropped).toEqual([]);
+  for (const s of everyone) expect(Number((await readStatus(s.page)).numTensors)).toBeLessThan(100);
+  expect.soft(everyone.flatMap((s) => s.errors)).toEqual([]);
+  expect((await request.post(`/api/rooms/${room}/stop`, { headers: teacher })).status()).toBe(200);
+  for (const s of everyone) await expect(status(s.page)).toHaveAttribute('data-state', 'done', { timeout: 60_000 });
+  for (const s of everyone) await s.context.close();
+});
+
+test('a tab slowed on purpose is dropped as a straggler, shown to the teacher, and the step rate recovers', async ({ browser, request }) => {
+  const room = 'e2e-straggler';
+  const SLOW_MS = 2_500;
+  const tabs: Student[] = [];
+  for (const name of ['fay', 'gus', 'hal']) tabs.push(await openStudent(browser, room, name, CPU));
+  const slow = await openStudent(browser, room, 'ivy', `${CPU}&debugSlowMs=${SLOW_MS}`);
+  const started = await request.post(`/api/rooms/${room}/start`, {
+    headers: teacher,
+    data: { model: 'mlp', maxSteps: 1000, saveEverySteps: 1000, resumeFrom: 'none' },
+  });
+  expect(started.status()).toBe(200);
+
+  await expect(status(slow.page)).toHaveAttribute('data-state', 'dropped', { timeout: 90_000 });
+  const droppedAt = await step(tabs[0]!);
+  const api = await roomStatus(request, room);
+  expect(api.dropped.map((d) => d.name)).toEqual(['ivy']);
+  expect(api.dropped[0]!.computeMs).toBeGreaterThanOrEqual(SLOW_MS);
+  expect(api.members.map((m) => m.name)).toEqual(['fay', 'gus', 'hal']);
+  await expect(slow.page.getByRole('button', { name: 'Join again' })).toBeEnabled();
+
+  // The teacher page names the dropped student.
+  const teacherContext = await browser.newContext();
+  const page = await teacherContext.newPage();
+  await page.goto(`/teacher?room=${room}&token=${E2E_TOKEN}`);
+  await expect(page.getByTestId('dropped')).toContainText('ivy');
+
+  // While ivy was in the ring no step could be faster than her sleep; without her the
+  // ring takes several steps in that time.
+  await expect.poll(() => step(tabs[0]!), { timeout: 30_000 }).toBeGreaterThan(droppedAt + 1);
+  const from = await step(tabs[0]!);
+  await new Promise((r) => setTimeout(r, SLOW_MS));
+  const steps = (await step(tabs[0]!)) - from;
+  console.log(`[elastic] after dropping the straggler: ${steps} steps in ${SLOW_MS} ms (at most 1 with it)`);
+  expect(steps).toBeGreaterThanOrEqual(3);
+  const same = await hashesAtOneStep(tabs);
+  expect(new Set(same.hashes).size).toBe(1);
+  expect((await request.post(`/api/rooms/${room}/stop`, { headers: teacher })).status()).toBe(200);
+  for (const s of tabs) await expect(status(s.page)).toHaveAttribute('data-state', 'done', { timeout: 60_000 });
+  for (const c of [...tabs.map((t) => t.context), slow.context, teacherContext]) await c.close();
+});
