@@ -19,7 +19,7 @@ interface FakePeer extends PeerHandle {
 /** A tiny in-process "WebRTC": an offer/answer exchange over the relay, then async delivery. */
 function createWorld() {
   const networks = new Map<string, RingNetwork>();
-  const created: Array<{ owner: string; initiator: boolean }> = [];
+  const created: Array<{ owner: string; initiator: boolean; peer?: FakePeer }> = [];
   const pendingByLink = new Map<string, FakePeer>();
   const factoryFor =
     (owner: string): PeerFactory =>
@@ -56,6 +56,7 @@ function createWorld() {
         pendingByLink.set(tag, peer);
         setImmediate(() => events.onSignal({ type: 'offer', linkTag: tag }));
       }
+      created[created.length - 1]!.peer = peer;
       return peer;
     };
   const add = (id: string) => {
@@ -68,7 +69,13 @@ function createWorld() {
     networks.set(id, net);
     return net;
   };
-  return { networks, created, add };
+  /** The live fake peers of the connection between two members (one on each side). */
+  const peersBetween = (a: string, b: string): FakePeer[] =>
+    created
+      .map((c) => ({ owner: c.owner, peer: c.peer! }))
+      .filter(({ owner, peer }) => !peer.destroyed && peer.remote && ((owner === a && created.find((c) => c.peer === peer.remote)?.owner === b) || (owner === b && created.find((c) => c.peer === peer.remote)?.owner === a)))
+      .map(({ peer }) => peer);
+  return { networks, created, add, peersBetween };
 }
 
 function generation(n: number, ids: string[]): Generation {
@@ -133,4 +140,52 @@ test('a worker that is not in the generation has no collective and drops its lin
   await allReduceEverywhere(nets, 1);
   assert.equal(nets[1]!.applyGeneration(generation(2, ['m1'])), null);
   assert.equal(nets[1]!.collective, null);
+});
+
+test('joiners are connected before the switch, and a neighbour one generation ahead loses no message', async () => {
+  const world = createWorld();
+  const ids = ['m1', 'm2'];
+  const nets = ids.map((id) => world.add(id));
+  const g1 = generation(1, ids);
+  for (const net of nets) net.applyGeneration(g1);
+  await allReduceEverywhere(nets, 1);
+
+  // m3 joins: the survivors prepare generation 2 while generation 1 keeps working.
+  const joiner = world.add('m3');
+  const g2 = generation(2, ['m1', 'm2', 'm3']);
+  joiner.applyGeneration(g2);
+  assert.equal(nets[0]!.isReadyFor(g2), false);
+  for (const net of nets) net.prepare(g2);
+  await new Promise((r) => setTimeout(r, 20));
+  assert.ok([...nets, joiner].every((n) => n.isReadyFor(g2)), 'every link of generation 2 is open');
+  await allReduceEverywhere(nets, 2); // generation 1 still trains over its own links
+  assert.equal(nets[0]!.collective!.generation, 1);
+
+  // m1 and the joiner switch first and start the hand-over; m2 switches a moment later.
+  nets[0]!.applyGeneration(g2);
+  const early = [nets[0]!, joiner].map((n, i) => n.collective!.allReduce(Float32Array.of(i === 0 ? 5 : 0, 1), 0));
+  await new Promise((r) => setTimeout(r, 20));
+  nets[1]!.applyGeneration(g2);
+  const late = nets[1]!.collective!.allReduce(Float32Array.of(0, 1), 0);
+  await Promise.all([...early, late]);
+  const bufs = [Float32Array.of(5, 1), Float32Array.of(0, 1), Float32Array.of(0, 1)];
+  await Promise.all([nets[0]!, nets[1]!, joiner].map((n, r) => n.collective!.allReduce(bufs[r]!, 1)));
+  for (const b of bufs) assert.deepEqual(Array.from(b), [5, 3]);
+});
+
+test('a failed link is dialled again when the ring re-forms with the same members', async () => {
+  const world = createWorld();
+  const ids = ['m1', 'm2', 'm3'];
+  const nets = ids.map((id) => world.add(id));
+  for (const net of nets) net.applyGeneration(generation(1, ids));
+  await allReduceEverywhere(nets, 1);
+  const dialled = world.created.length;
+  // The m1-m2 connection dies on both ends.
+  const peers = world.peersBetween('m1', 'm2');
+  for (const p of peers) p.events.onClose();
+  await assert.rejects(nets[0]!.collective!.allReduce(new Float32Array(8), 2));
+  for (const net of nets) net.applyGeneration(generation(2, ids));
+  assert.equal(world.created.length, dialled + 1, 'm1 dials m2 again; the other links stay');
+  const sums = await allReduceEverywhere(nets, 3);
+  for (const b of sums) assert.equal(b[0], 300);
 });
