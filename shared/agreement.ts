@@ -31,13 +31,13 @@ export function disagreement(buf: Float32Array, at: number, worldSize: number): 
   return worldSize * buf[at + 1]! - buf[at]! * buf[at]! !== 0;
 }
 
-/** A generation's vote: equal for equal generations, never 0. */
-export function generationVote(generation: number): number {
-  return (generation % MAX_VOTE) + 1;
+/** A counter's vote (a generation, a step): equal for equal values, never 0. */
+export function counterVote(value: number): number {
+  return (value % MAX_VOTE) + 1;
 }
 
-/** Bytes of the weights hash compared around the ring: one undetected mismatch in 2^24. */
-export const HASH_VOTE_BYTES = 3;
+/** Bytes of the weights hash compared around the ring: all 8 of the 64-bit hash. */
+export const HASH_VOTE_BYTES = 8;
 export const HASH_VOTE_FLOATS = HASH_VOTE_BYTES * VOTE_FLOATS;
 
 /** Writes the first bytes of a 16-hex-digit weights hash as votes. */

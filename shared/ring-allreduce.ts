@@ -47,10 +47,11 @@ export const systemClock: Clock = {
 
 /**
  * Which collective of a step a message belongs to. Collectives run in (step, tag) order, so
- * the values follow the order within one step number: the chief's state broadcast, then
- * the evaluation that closes the previous step's epoch, then the step's gradients.
+ * the values follow the order within one step number: the check whether the replicas
+ * already agree, the chief's state hand-over, the evaluation that closes the previous
+ * step's epoch, then the step's gradients.
  */
-export const COLLECTIVE_TAG = { sync: 0, evaluation: 1, gradients: 2 } as const;
+export const COLLECTIVE_TAG = { agree: 0, sync: 1, evaluation: 2, gradients: 3 } as const;
 export type CollectiveTag = (typeof COLLECTIVE_TAG)[keyof typeof COLLECTIVE_TAG];
 /**
  * Collectives are ordered by (run, step, tag); the key packs the three into one safe

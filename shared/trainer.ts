@@ -15,7 +15,7 @@ import { buildModel, buildOptimizer } from './models';
 import { WeightsHasher } from './weights-hash';
 import { MAX_ROOM_MEMBERS, type StartConfig } from './protocol';
 import { WebringError } from './errors';
-import { HASH_VOTE_FLOATS, VOTE_FLOATS, generationVote, hashesDiffer, unanimous, writeHashVotes, writeVote } from './agreement';
+import { HASH_VOTE_FLOATS, VOTE_FLOATS, counterVote, disagreement, hashesDiffer, unanimous, writeHashVotes, writeVote } from './agreement';
 import {
   createOptimizerSlots,
   loadOptimizerWeights,
@@ -55,6 +55,13 @@ const STATE_PENDING_EVAL = 3;
 const STATE_STOPPED = 4;
 const STATE_ITERATIONS = 5;
 const STATE_HEADER = 6;
+
+/** The agreement check before a hand-over: votes on step, weights hash, owed evaluation, stop. */
+const AGREE_STEP = 0;
+const AGREE_HASH = AGREE_STEP + VOTE_FLOATS;
+const AGREE_PENDING_EVAL = AGREE_HASH + HASH_VOTE_FLOATS;
+const AGREE_STOPPED = AGREE_PENDING_EVAL + VOTE_FLOATS;
+const AGREE_LENGTH = AGREE_STOPPED + VOTE_FLOATS;
 
 const EVAL_BATCH = 250;
 const PIXEL_SCALE = 1 / 255;
@@ -121,6 +128,7 @@ export class Trainer {
   private readonly labels: Int32Array;
   private readonly indices: Uint32Array;
   private readonly evalBuffer = new Float32Array(2);
+  private readonly agreeBuffer = new Float32Array(AGREE_LENGTH);
   /** Allocated on the first state hand-over: joins and resyncs are rare. */
   private stateBuffer: Float32Array | null = null;
 
@@ -221,14 +229,33 @@ export class Trainer {
 
   /**
    * Makes every replica's whole state (weights, optimizer state, step, data cursor, owed
-   * evaluation) equal to rank 0's, exactly: rank 0 contributes its state and everyone else
-   * zeros, so the all-reduced sum is rank 0's values. Rank 0 loads the result too, so every
-   * replica goes through the same assignments and ends bit-identical.
+   * evaluation) equal to rank 0's.
    *
-   * The first collective of every generation is this hand-over, keyed at step 0: a joiner
-   * does not know the step yet; it learns it from the state.
+   * First a tiny all-reduce checks whether they already agree (survivors of a leave
+   * usually do); if so, nothing more is sent. Otherwise rank 0 contributes its state and
+   * everyone else zeros, so the all-reduced sum is exactly rank 0's values, and every
+   * replica, rank 0 included, loads it through the same assignments and ends bit-identical.
+   *
+   * The first collectives of every generation are this hand-over, keyed at step 0: a
+   * joiner does not know the step yet; it learns it from the state. Returns whether state
+   * was transferred.
    */
-  async syncState(keyStep = 0): Promise<void> {
+  async syncState(keyStep = 0): Promise<boolean> {
+    const check = this.agreeBuffer;
+    check.fill(0);
+    writeVote(check, AGREE_STEP, counterVote(this.stepCounter));
+    writeHashVotes(check, AGREE_HASH, await this.weightsHash());
+    writeVote(check, AGREE_PENDING_EVAL, this.pendingEvaluation === null ? 0 : counterVote(this.pendingEvaluation));
+    writeVote(check, AGREE_STOPPED, this.stopped ? 1 : 0);
+    await this.collective.allReduce(check, keyStep, COLLECTIVE_TAG.agree);
+    const n = this.collective.worldSize;
+    const agreed =
+      !disagreement(check, AGREE_STEP, n) &&
+      !hashesDiffer(check, AGREE_HASH, n) &&
+      !disagreement(check, AGREE_PENDING_EVAL, n) &&
+      !disagreement(check, AGREE_STOPPED, n);
+    if (agreed) return false;
+
     const state = (this.stateBuffer ??= new Float32Array(this.stateLength));
     state.fill(0);
     const optimizerVars = optimizerStateVariables(this.config.optimizer, this.optimizer);
@@ -264,6 +291,7 @@ export class Trainer {
       }
     });
     this.weightsVersion++;
+    return true;
   }
 
   /** One synchronous step on the next global batch. */
@@ -284,7 +312,7 @@ export class Trainer {
     else flat.fill(0, 0, P); // more ranks than examples left in the epoch: contribute nothing
     if (options.extraComputeMs) await new Promise((resolve) => setTimeout(resolve, options.extraComputeMs));
     flat[P + TAIL_STOP] = options.requestStop ? 1 : 0;
-    writeVote(flat, P + TAIL_ADMIT, options.readyFor == null ? 0 : generationVote(options.readyFor));
+    writeVote(flat, P + TAIL_ADMIT, options.readyFor == null ? 0 : counterVote(options.readyFor));
     if (hash) writeHashVotes(flat, P + TAIL_HASH, hash);
     flat[P + TAIL_COMPUTE_MS + rank] = performance.now() - t0;
 

@@ -468,11 +468,11 @@ export class TrainingWorker {
           }
           if (syncKey !== null) {
             const t0 = performance.now();
-            await trainer.syncState(syncKey);
+            const transferred = await trainer.syncState(syncKey);
             syncKey = null;
             const syncMs = performance.now() - t0;
             const hash = await trainer.weightsHash();
-            log(`state from the chief: step ${trainer.step}, ${trainer.stateLength * 4} bytes in ${syncMs.toFixed(0)} ms`);
+            log(transferred ? `state from the chief: step ${trainer.step}, ${trainer.stateLength * 4} bytes in ${syncMs.toFixed(0)} ms` : `replicas already agree at step ${trainer.step} (checked in ${syncMs.toFixed(0)} ms)`);
             this.update({ weightsHash: hash, step: trainer.step, epoch: trainer.epoch, lastSyncMs: syncMs, totalSteps: trainer.totalSteps });
             if (joinedAt !== null) {
               this.update({ joinMs: performance.now() - joinedAt });

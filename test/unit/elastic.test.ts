@@ -88,7 +88,8 @@ test('a new generation adopts the chief state: survivors and joiners end bit-ide
   const config = startConfigSchema.parse({ model: 'mlp', optimizer: 'adam', learningRate: 0.001, batchSizePerWorker: 8, seed: 3 });
   const first = createMemoryRing(3, { generation: 1 });
   const trainers = first.rings.map((ring) => new Trainer(config, dataset, ring));
-  await Promise.all(trainers.map((t) => t.syncState()));
+  // Same seed, same weights: the agreement check finds nothing to send.
+  assert.deepEqual(await Promise.all(trainers.map((t) => t.syncState())), [false, false, false]);
   for (let s = 0; s < 2; s++) await Promise.all(trainers.map((t) => t.trainStep()));
 
   // Rank 2 leaves; rank 1 has drifted (as a WebGL replica might against WebGPU). Two joiners
@@ -105,7 +106,7 @@ test('a new generation adopts the chief state: survivors and joiners end bit-ide
   const fresh = await optimizerState(joiners[0]!);
   assert.ok(chiefOptimizer.slice(2).some((x) => x !== 0) && fresh.slice(2).every((x) => x === 0), 'the joiner starts with empty moments');
   const tensorsBefore = tf.memory().numTensors;
-  await Promise.all(ring.map((t) => t.syncState()));
+  assert.deepEqual(await Promise.all(ring.map((t) => t.syncState())), [true, true, true, true]);
   assert.equal(tf.memory().numTensors, tensorsBefore, 'the hand-over leaks no tensors');
   assert.deepEqual(await Promise.all(ring.map((t) => t.weightsHash())), ring.map(() => chiefHash));
   assert.deepEqual(ring.map((t) => t.step), [2, 2, 2, 2]);
