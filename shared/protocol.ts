@@ -251,8 +251,11 @@ export interface DroppedMember {
 }
 
 export interface TrainStop {
-  /** 'failure': the ring could not heal itself; the room goes back to the latest checkpoint. */
-  reason: 'teacher' | 'failure';
+  /**
+   * 'failure': the ring could not heal itself; the room goes back to the latest checkpoint.
+   * 'ended': to joiners still waiting for the state when the run finished.
+   */
+  reason: 'teacher' | 'failure' | 'ended';
 }
 
 export interface RoomStatus {

@@ -270,6 +270,11 @@ export class RingAllReduce {
     this.fail(this.abortedWith);
   }
 
+  /** Fails the collective in flight, if any; later collectives of this generation still run. */
+  cancel(error: WebringError): void {
+    this.fail(error);
+  }
+
   get isAborted(): boolean {
     return this.abortedWith !== null;
   }

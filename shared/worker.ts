@@ -19,6 +19,7 @@ import type {
   MemberDropped,
   ServerToClientEvents,
   TrainStart,
+  TrainStop,
   WorkerKind,
 } from './protocol';
 import { RingNetwork } from './ring-network';
@@ -128,6 +129,7 @@ export class TrainingWorker {
   /** A generation that admits joiners, while its links open; the ring switches at a step boundary. */
   private pendingGeneration: Generation | null = null;
   private generationWaiters: Array<() => void> = [];
+  private stopReason: TrainStop['reason'] | null = null;
   private readonly status: WorkerStatus;
 
   constructor(options: WorkerOptions) {
@@ -169,10 +171,13 @@ export class TrainingWorker {
     socket.on('train:start', (start) => void this.run(start));
     socket.on('train:stop', ({ reason }) => {
       this.options.log(`stop requested (${reason})`);
+      this.stopReason = reason;
       this.stopRequested = true;
       // A failure ends the run at once (the room goes back to a checkpoint); a teacher's
       // stop is agreed through the ring so that every replica stops after the same step.
       if (reason === 'failure') this.network?.collective?.abort(new WebringError('ERR_RUN_ENDED', 'the run ended after a failure'));
+      // A joiner admitted as the run finished waits for a hand-over that will not come.
+      if (reason === 'ended') this.network?.collective?.cancel(new WebringError('ERR_RUN_ENDED', 'the run ended before this worker took part'));
     });
     socket.on('member:dropped', (d) => this.onDropped(d));
     socket.on('server:error', (e) => this.options.log(`server error ${e.code}: ${e.message}`));
@@ -422,6 +427,7 @@ export class TrainingWorker {
     }
     this.running = true;
     this.stopRequested = false;
+    this.stopReason = null;
     ring.setRun(start.run);
     this.trainer?.dispose();
     const trainer = new Trainer(start.config, this.options.dataset, ring);
@@ -517,27 +523,30 @@ export class TrainingWorker {
             hashChecked: r.hashChecked,
             hashMismatch: r.hashMismatch,
           });
-          const members = network.generation?.generation === ring.generation ? network.generation.members : [];
-          if (r.admit && voted && voted.generation > (network.generation?.generation ?? -1)) {
-            log(`switching to generation ${voted.generation} after step ${r.step}`);
-            network.applyGeneration(voted);
-            if (this.pendingGeneration === voted) this.pendingGeneration = null;
-            continue; // the next turn adopts the new ring and hands the state over
-          }
           if (r.hashMismatch) {
             log(`weights differed between replicas at step ${r.step}; reloading the chief's state`);
             this.update({ resyncs: this.status.resyncs + 1 });
             syncKey = trainer.step;
           }
-          if (this.status.chief && members.length === ring.worldSize) {
+          // Every replica keeps the statistics (a new chief starts warm); the chief acts.
+          const members = network.generation?.generation === ring.generation ? network.generation.members : [];
+          if (members.length === ring.worldSize) {
             for (const s of detector.observe(members.map((m) => m.id), r.computeMs)) {
-              log(`member ${s.id} missed the ${Math.round(s.deadlineMs)} ms deadline ${s.strikes} steps running; dropping it`);
               detector.forget(s.id);
+              if (!this.status.chief) continue;
+              log(`member ${s.id} missed the ${Math.round(s.deadlineMs)} ms deadline ${s.strikes} steps running; dropping it`);
               this.options.socket.emit('ring:drop', { run, generation: ring.generation, member: s.id, step: trainer.step, computeMs: s.computeMs, deadlineMs: s.deadlineMs });
             }
           }
           if (this.status.chief && !trainer.finished && (trainer.step % saveEvery === 0 || r.epochEnd)) {
             await this.writer!.save(trainer, this.saveContext(start), start.config.maxToKeep);
+          }
+          if (r.admit && voted && voted.generation > (network.generation?.generation ?? -1)) {
+            // Every replica saw the same vote: all switch after this same step, and the next
+            // turn adopts the new ring and hands the state over to the joiners.
+            log(`switching to generation ${voted.generation} after step ${r.step}`);
+            network.applyGeneration(voted);
+            if (this.pendingGeneration === voted) this.pendingGeneration = null;
           }
         } catch (err) {
           const e = toWebringError(err);
@@ -558,6 +567,10 @@ export class TrainingWorker {
       const e = toWebringError(err);
       log(`training stopped: ${e.code} ${e.message}`);
       if (e.code === 'ERR_DROPPED' || this.status.state === 'dropped') return;
+      if (e.code === 'ERR_RUN_ENDED' && this.stopReason === 'ended') {
+        this.update({ state: 'ready' });
+        return;
+      }
       this.update({ state: 'error', error: e.toBody() });
       if (e.code !== 'ERR_RUN_ENDED') {
         this.report('worker:finished', { run, generation: ring.generation, step: trainer.step, reason: 'failed', code: e.code, message: e.message.slice(0, 500) });

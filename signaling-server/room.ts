@@ -54,9 +54,11 @@ interface Member extends NewMember {
   step: number;
   weightsHash: string | null;
   computeMs: number;
+  /** Admitted into a running ring and not yet trained a step there (no state yet). */
+  awaitingState: boolean;
 }
 
-type PersistedMember = Omit<Member, 'socketId' | 'computeMs'>;
+type PersistedMember = Omit<Member, 'socketId' | 'computeMs' | 'awaitingState'>;
 
 export interface PersistedRoom {
   format: 1;
@@ -159,7 +161,7 @@ export class Room {
 
   /** What must outlive a server restart: membership, generation and the run. */
   toPersisted(): PersistedRoom {
-    const strip = ({ socketId: _s, computeMs: _c, ...m }: Member): PersistedMember => m;
+    const strip = ({ socketId: _s, computeMs: _c, awaitingState: _a, ...m }: Member): PersistedMember => m;
     return {
       format: 1,
       name: this.name,
@@ -184,8 +186,8 @@ export class Room {
     room.config = p.config;
     room.step = p.step;
     room.epoch = p.epoch;
-    room.active = p.active.map((m) => ({ ...m, socketId: null, computeMs: 0 }));
-    room.waiting = p.waiting.map((m) => ({ ...m, socketId: null, computeMs: 0 }));
+    room.active = p.active.map((m) => ({ ...m, socketId: null, computeMs: 0, awaitingState: false }));
+    room.waiting = p.waiting.map((m) => ({ ...m, socketId: null, computeMs: 0, awaitingState: false }));
     return room;
   }
 
@@ -213,7 +215,7 @@ export class Room {
     if (this.size >= MAX_ROOM_MEMBERS) {
       throw new WebringError('ERR_ROOM_FULL', `room ${this.name} already has ${MAX_ROOM_MEMBERS} members`);
     }
-    const joined: Member = { ...member, index: this.nextIndex++, examplesPerSec: 0, step: 0, weightsHash: null, computeMs: 0 };
+    const joined: Member = { ...member, index: this.nextIndex++, examplesPerSec: 0, step: 0, weightsHash: null, computeMs: 0, awaitingState: false };
     if (this.state === 'training') {
       this.waiting.push(joined);
       return { index: joined.index, change: NO_CHANGE, awaitingAdmission: true };
@@ -233,7 +235,10 @@ export class Room {
     if (this.state !== 'training' || this.waiting.length === 0 || !this.config) return null;
     const joiners = this.waiting;
     this.waiting = [];
-    for (const m of joiners) m.step = this.step;
+    for (const m of joiners) {
+      m.step = this.step;
+      m.awaitingState = true;
+    }
     this.active.push(...joiners);
     this.active.sort((a, b) => a.index - b.index);
     const generation = this.bumpGeneration();
@@ -339,6 +344,7 @@ export class Room {
     m.examplesPerSec = report.examplesPerSec;
     m.weightsHash = report.weightsHash;
     m.computeMs = report.computeMs;
+    m.awaitingState = false;
     // Every replica computes the same global loss; the chief's report is the room's.
     if (this.active[0] === m && report.step > this.step) {
       if (report.hashChecked) this.consistency.checks++;
@@ -385,6 +391,13 @@ export class Room {
     this.step = Math.max(this.step, report.step);
     this.endRun('done', null);
     return admitted ? { generation: this.bumpGeneration(), trainingAborted: false } : NO_CHANGE;
+  }
+
+  /** Joiners admitted too late to take part: the run ended before the ring handed them the state. */
+  takeAdmittedWithoutState(): string[] {
+    const ids = this.active.filter((m) => m.awaitingState).map((m) => m.id);
+    for (const m of this.active) m.awaitingState = false;
+    return ids;
   }
 
   snapshot(): Generation {

@@ -18,6 +18,7 @@ import { broadcastChange } from './handlers/rooms';
 import { registerRoomHandlers } from './handlers/rooms';
 import { registerSignalHandlers } from './handlers/signals';
 import { registerTrainingHandlers } from './handlers/training';
+import { scheduleAdmission } from './runs';
 
 /**
  * socket.io's defaults (25 s interval, 20 s timeout) notice a vanished tab only after ~45 s.
@@ -70,6 +71,8 @@ async function restoreRooms(ctx: ServerContext, graceMs: number): Promise<void> 
         ctx.log.info(`room ${room.name}: member ${id} did not reconnect`);
         broadcastChange(ctx, room, room.leave(id));
       }
+      // Students who were waiting for admission when the server went down are let in now.
+      if (room.isTraining) scheduleAdmission(ctx, room);
       ctx.rooms.releaseIfIdle(room.name);
     }, graceMs).unref();
   }

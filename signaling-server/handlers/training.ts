@@ -44,6 +44,10 @@ export function registerTrainingHandlers(ctx: ServerContext, socket: IoSocket): 
       const change = room.recordFinished(memberId, report);
       if (!wasTraining) return;
       ctx.log.info(`room ${room.name}: run ${report.reason} at step ${report.step}`);
+      for (const id of room.takeAdmittedWithoutState()) {
+        const socketId = room.socketIdOf(id);
+        if (socketId) ctx.io.to(socketId).emit('train:stop', { reason: 'ended' });
+      }
       broadcastChange(ctx, room, change);
       void ctx.persistence.save(room);
     });

@@ -61,6 +61,8 @@ test('the chief leaves at step 10 and a latecomer joins at step 30: training nev
   console.log(`[elastic] recovery after closing the chief: ${recoveryMs} ms until 3 workers stepped again`);
   await expect(status(heir.page)).toHaveAttribute('data-chief', 'true');
   await expect(status(heir.page)).toHaveAttribute('data-rank', '0');
+  const indexes = await Promise.all(survivors.map(async (s) => Number((await readStatus(s.page)).index)));
+  expect(indexes[0]).toBe(Math.min(...indexes));
   for (const s of rest) await expect(status(s.page)).toHaveAttribute('data-chief', 'false');
   const afterLeave = await hashesAtOneStep(survivors);
   expect(new Set(afterLeave.hashes).size, `hashes at step ${afterLeave.step}: ${afterLeave.hashes}`).toBe(1);

@@ -247,6 +247,14 @@ test('students arriving mid-run are admitted together in one generation and told
   const s = await status('late');
   assert.deepEqual([s.state, s.waiting.length, s.members.length], ['training', 0, 5]);
   assert.equal(s.events.at(-1)?.kind, 'admitted');
+
+  // The run ends before the ring switched to them: the joiners are told not to wait; the others are not.
+  const ended = late.map((x) => nextEvent(x, 'train:stop'));
+  let bStopped = false;
+  b.on('train:stop', () => (bStopped = true));
+  a.emit('worker:finished', { run, generation: g.generation, step: 8, reason: 'completed' });
+  for (const stop of await Promise.all(ended)) assert.equal(stop.reason, 'ended');
+  assert.equal(bStopped, false);
 });
 
 test('a member leaving mid-run re-forms the ring and the run goes on; the chief passes to the next index', async () => {
