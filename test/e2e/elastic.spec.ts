@@ -13,6 +13,8 @@ import { openStudent, readStatus, status, type Student } from './helpers';
 
 const teacher = { authorization: `Bearer ${E2E_TOKEN}` };
 const CPU = '&backend=cpu';
+/** A hash-check step (a multiple of 10) well after the latecomer has joined. */
+const DRIFT_STEP = 60;
 
 const step = async (s: Student) => Number((await readStatus(s.page)).step);
 
@@ -33,8 +35,8 @@ async function roomStatus(request: APIRequestContext, room: string): Promise<Roo
 test('the chief leaves at step 10 and a latecomer joins at step 30: training never stops and every tab ends identical', async ({ browser, request }) => {
   const room = 'e2e-elastic';
   const tabs: Student[] = [];
-  // cat's weights drift at step 40 (as a WebGL replica's might against WebGPU): the ring must notice.
-  for (const name of ['ann', 'ben', 'cat', 'dan']) tabs.push(await openStudent(browser, room, name, name === 'cat' ? `${CPU}&debugDriftAtStep=40` : CPU));
+  // cat's weights drift at step 60 (as a WebGL replica's might against WebGPU): the ring must notice.
+  for (const name of ['ann', 'ben', 'cat', 'dan']) tabs.push(await openStudent(browser, room, name, name === 'cat' ? `${CPU}&debugDriftAtStep=${DRIFT_STEP}` : CPU));
   const [chief, heir, ...rest] = tabs as [Student, Student, Student, Student];
   await expect(status(chief.page)).toHaveAttribute('data-chief', 'true');
   const heirId = (await readStatus(heir.page)).memberId!;
@@ -89,10 +91,10 @@ test('the chief leaves at step 10 and a latecomer joins at step 30: training nev
   expect(lateStatus.resumedFrom).toBe('');
   console.log(`[elastic] join: ${lateStatus.joinMs} ms from admission to live state; the others paused ${(await readStatus(heir.page)).lastSyncMs} ms for the hand-over`);
 
-  // Training goes on with four, in lock-step; cat's drift at step 40 is caught and healed.
-  await expect.poll(() => step(late), { timeout: 60_000 }).toBeGreaterThanOrEqual(Math.max(joined.step + 3, 42));
+  // Training goes on with four, in lock-step; cat's drift is caught at the next check and healed.
+  await expect.poll(() => step(late), { timeout: 60_000 }).toBeGreaterThanOrEqual(joined.step + 3);
   const tensors = await Promise.all(everyone.map(async (s) => (await readStatus(s.page)).numTensors));
-  await expect.poll(() => step(late), { timeout: 60_000 }).toBeGreaterThanOrEqual(Math.max(joined.step + 3, 42) + 5);
+  await expect.poll(() => step(late), { timeout: 120_000 }).toBeGreaterThanOrEqual(DRIFT_STEP + 3);
   const later = await hashesAtOneStep(everyone);
   expect(new Set(later.hashes).size).toBe(1);
   expect(await Promise.all(everyone.map(async (s) => (await readStatus(s.page)).numTensors)), 'no tensors leak').toEqual(tensors);
@@ -101,8 +103,9 @@ test('the chief leaves at step 10 and a latecomer joins at step 30: training nev
   expect(api.members.map((m) => m.name)).toEqual(['ben', 'cat', 'dan', 'eve']);
   expect(api.events.map((e) => e.kind)).toEqual(expect.arrayContaining(['left', 'admitted', 'resynced']));
   expect(api.consistency.mismatches).toBe(1);
-  expect(api.consistency.lastMismatchStep).toBe(41);
-  expect(api.consistency.checks).toBeGreaterThanOrEqual(4);
+  expect(api.consistency.lastMismatchStep).toBe(DRIFT_STEP + 1);
+  expect(api.consistency.checks).toBeGreaterThanOrEqual(6);
+  await expect(status(rest[0]!.page)).toHaveAttribute('data-resyncs', '1');
   expect(api.dropped).toEqual([]);
   expect.soft(everyone.flatMap((s) => s.errors)).toEqual([]);
   expect((await request.post(`/api/rooms/${room}/stop`, { headers: teacher })).status()).toBe(200);
