@@ -132,6 +132,10 @@ export const progressReportSchema = z.strictObject({
   /** The step compared the replicas' weight hashes around the ring, and found them different. */
   hashChecked: z.boolean(),
   hashMismatch: z.boolean(),
+  /** This worker's share of the step's global batch (0..1). */
+  batchShare: finite.min(0).max(1),
+  /** Throughput of this worker's link to its right neighbour during the step's all-reduce (MB/s). */
+  linkMBps: finite.min(0),
 });
 export type ProgressReport = z.output<typeof progressReportSchema>;
 
@@ -193,6 +197,12 @@ export interface MemberInfo {
   weightsHash: string | null;
   /** Last reported compute time of one step, in ms. */
   computeMs: number;
+  /** Share of the last global batch this member trained on (0..1). */
+  batchShare: number;
+  /** Measured throughput of the link from this member to the next rank (MB/s), 0 before any step. */
+  linkMBps: number;
+  /** False while the member's signaling connection is down (it may be reconnecting). */
+  connected: boolean;
 }
 
 /** One numbered membership: the ring is `members` in this order, rank 0 is the chief. */
@@ -284,6 +294,8 @@ export interface RoomStatus {
 }
 
 export interface MetricPoint {
+  /** Server time of the report, ms since the epoch (for rates and the ETA). */
+  at: number;
   step: number;
   loss: number;
   trainAccuracy: number;
@@ -338,6 +350,9 @@ export interface ServerToClientEvents {
   'train:start': (start: TrainStart) => void;
   'train:stop': (stop: TrainStop) => void;
   'member:dropped': (dropped: MemberDropped) => void;
+  /** The teacher paused: every replica stops after the same step and waits for train:resume. */
+  'train:pause': () => void;
+  'train:resume': () => void;
   /** Errors for events that have no ack. */
   'server:error': (error: ErrorBody) => void;
 }

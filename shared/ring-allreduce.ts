@@ -91,6 +91,8 @@ export interface RingStats {
 }
 
 interface ActiveCollective {
+  startedAt: number;
+  bytesAtStart: number;
   buf: Float32Array;
   step: number;
   tag: CollectiveTag;
@@ -126,6 +128,8 @@ export class RingAllReduce {
   private readonly clock: Clock;
 
   private active: ActiveCollective | null = null;
+  /** Bytes this rank sent to its right neighbour in the last finished collective, and how long it took. */
+  lastTransfer: { bytes: number; ms: number } = { bytes: 0, ms: 0 };
   private lastDoneKey = -1;
   private run = 0;
   private abortedWith: WebringError | null = null;
@@ -198,6 +202,8 @@ export class RingAllReduce {
     }
     return new Promise<void>((resolve, reject) => {
       const a: ActiveCollective = {
+        startedAt: performance.now(),
+        bytesAtStart: this.stats.bytesSent,
         buf,
         step,
         tag,
@@ -442,6 +448,7 @@ export class RingAllReduce {
   }
 
   private finish(a: ActiveCollective): void {
+    this.lastTransfer = { bytes: this.stats.bytesSent - a.bytesAtStart, ms: performance.now() - a.startedAt };
     this.clock.clearTimeout(a.timer);
     this.active = null;
     this.lastDoneKey = a.key;

@@ -39,7 +39,8 @@ export interface Collective {
 const TAIL_LOSS = 0;
 const TAIL_CORRECT = 1;
 const TAIL_STOP = 2;
-const TAIL_ADMIT = 3;
+const TAIL_PAUSE = 3;
+const TAIL_ADMIT = 4;
 const TAIL_HASH = TAIL_ADMIT + VOTE_FLOATS;
 const TAIL_COMPUTE_MS = TAIL_HASH + HASH_VOTE_FLOATS;
 const TAIL_LENGTH = TAIL_COMPUTE_MS + MAX_ROOM_MEMBERS;
@@ -69,6 +70,8 @@ const PIXEL_SCALE = 1 / 255;
 export interface StepOptions {
   /** This replica asks the ring to stop after this step. */
   requestStop?: boolean;
+  /** This replica asks the ring to pause after this step (the teacher's Pause). */
+  requestPause?: boolean;
   /** The pending generation this replica is ready to switch to (links open), or null. */
   readyFor?: number | null;
   /** Debug only (tests): extra milliseconds of "compute", to play a slow laptop. */
@@ -87,6 +90,8 @@ export interface StepResult {
   gradNorm: number;
   /** True when any replica asked to stop; every replica sees the same value. */
   stop: boolean;
+  /** True when any replica asked to pause after this step. */
+  pause: boolean;
   /** True when this step was the last of its epoch. */
   epochEnd: boolean;
   /** Examples this replica trained on in this step. */
@@ -312,6 +317,7 @@ export class Trainer {
     else flat.fill(0, 0, P); // more ranks than examples left in the epoch: contribute nothing
     if (options.extraComputeMs) await new Promise((resolve) => setTimeout(resolve, options.extraComputeMs));
     flat[P + TAIL_STOP] = options.requestStop ? 1 : 0;
+    flat[P + TAIL_PAUSE] = options.requestPause ? 1 : 0;
     writeVote(flat, P + TAIL_ADMIT, options.readyFor == null ? 0 : counterVote(options.readyFor));
     if (hash) writeHashVotes(flat, P + TAIL_HASH, hash);
     flat[P + TAIL_COMPUTE_MS + rank] = performance.now() - t0;
@@ -354,6 +360,7 @@ export class Trainer {
       trainAccuracy: flat[P + TAIL_CORRECT]! * inv,
       gradNorm: Math.sqrt(sq),
       stop,
+      pause: flat[P + TAIL_PAUSE]! > 0,
       epochEnd,
       examples: n,
       globalBatchSize: batch.size,

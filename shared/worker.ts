@@ -29,7 +29,7 @@ import { StragglerDetector } from './straggler';
 import { CheckpointWriter, type LocalCheckpointStore } from './checkpoint-writer';
 import { checkpointsUrl, restoreFromServer, type CaptureContext } from './checkpoint-io';
 
-export type WorkerState = 'idle' | 'joining' | 'ready' | 'waiting' | 'training' | 'done' | 'dropped' | 'error';
+export type WorkerState = 'idle' | 'joining' | 'ready' | 'waiting' | 'training' | 'paused' | 'done' | 'dropped' | 'error';
 
 export interface WorkerStatus {
   state: WorkerState;
@@ -67,6 +67,14 @@ export interface WorkerStatus {
   joinMs: number | null;
   /** Times this replica reloaded the chief's state because the weight hashes differed. */
   resyncs: number;
+  /** This worker's share of the last global batch (0..1). */
+  batchShare: number;
+  /** Steps per second, over the last few steps. */
+  stepsPerSec: number;
+  /** Measured throughput to the right neighbour in the last all-reduce (MB/s). */
+  linkMBps: number;
+  /** Ring neighbours' names (left, right) in the current generation. */
+  neighbours: { left: string; right: string } | null;
   error: ErrorBody | null;
 }
 
@@ -95,6 +103,8 @@ export interface WorkerOptions {
 }
 
 const JOIN_TIMEOUT_MS = 10_000;
+/** Steps/s is measured over this many recent steps. */
+const STEP_RATE_WINDOW = 10;
 /** A ring that has not re-formed this long after an interrupted step gives up (the run fails). */
 export const RECOVERY_TIMEOUT_MS = 60_000;
 /** A broken link with nobody gone: ask the server to re-form the ring after this long. */
@@ -130,6 +140,8 @@ export class TrainingWorker {
   private pendingGeneration: Generation | null = null;
   private generationWaiters: Array<() => void> = [];
   private stopReason: TrainStop['reason'] | null = null;
+  /** The teacher's Pause is in force (until train:resume). */
+  private pauseRequested = false;
   private readonly status: WorkerStatus;
 
   constructor(options: WorkerOptions) {
@@ -163,6 +175,10 @@ export class TrainingWorker {
       lastSyncMs: null,
       joinMs: null,
       resyncs: 0,
+      batchShare: 0,
+      stepsPerSec: 0,
+      linkMBps: 0,
+      neighbours: null,
       error: null,
     };
     const { socket } = options;
@@ -172,6 +188,8 @@ export class TrainingWorker {
     socket.on('train:stop', ({ reason }) => {
       this.options.log(`stop requested (${reason})`);
       this.stopReason = reason;
+      this.pauseRequested = false;
+      this.notifyGeneration();
       this.stopRequested = true;
       // A failure ends the run at once (the room goes back to a checkpoint); a teacher's
       // stop is agreed through the ring so that every replica stops after the same step.
@@ -180,6 +198,13 @@ export class TrainingWorker {
       if (reason === 'ended') this.network?.collective?.cancel(new WebringError('ERR_RUN_ENDED', 'the run ended before this worker took part'));
     });
     socket.on('member:dropped', (d) => this.onDropped(d));
+    socket.on('train:pause', () => {
+      this.pauseRequested = true;
+    });
+    socket.on('train:resume', () => {
+      this.pauseRequested = false;
+      this.notifyGeneration();
+    });
     socket.on('server:error', (e) => this.options.log(`server error ${e.code}: ${e.message}`));
     // Training between tabs goes on without the server; only reports and new generations wait.
     socket.on('disconnect', (reason) => {
@@ -324,7 +349,9 @@ export class TrainingWorker {
     const g = this.network?.generation;
     if (!g) return;
     const rank = g.members.findIndex((m) => m.id === this.status.memberId);
+    const n = g.members.length;
     this.update({
+      neighbours: rank >= 0 && n > 1 ? { left: g.members[(rank - 1 + n) % n]!.name, right: g.members[(rank + 1) % n]!.name } : null,
       generation: g.generation,
       rank: rank >= 0 ? rank : null,
       worldSize: g.members.length,
@@ -450,6 +477,9 @@ export class TrainingWorker {
     // survivors redo an interrupted step from it, joiners start from it.
     let syncKey: number | null = 0;
     let joinedAt: number | null = start.admitted ? performance.now() : null;
+    /** Set after a step the ring agreed to pause after; cleared on resume. */
+    let holding = false;
+    const recentStepEnds: number[] = [];
     try {
       if (start.resume) {
         // BackupAndRestore: every replica loads the same checkpoint (weights, optimizer, cursor).
@@ -487,12 +517,35 @@ export class TrainingWorker {
           }
           if (trainer.pendingEvaluation !== null) await this.evaluate(trainer, start);
           if (trainer.finished) break;
+          if (holding && this.pauseRequested && !this.stopRequested) {
+            // Paused after the same step as everyone; wake on resume, stop or a new generation.
+            this.update({ state: 'paused' });
+            await new Promise<void>((resolve) => this.generationWaiters.push(resolve));
+            continue;
+          }
+          if (holding) {
+            holding = false;
+            this.update({ state: 'training' });
+          }
 
           const voted = this.pendingGeneration;
           const ready = voted !== null && network.isReadyFor(voted);
           if (debug.driftAtStep === trainer.step) trainer.perturbForTest();
           const t0 = performance.now();
-          const r = await trainer.trainStep({ requestStop: this.stopRequested, readyFor: ready ? voted.generation : null, extraComputeMs: debug.slowStepMs });
+          const r = await trainer.trainStep({
+            requestStop: this.stopRequested,
+            requestPause: this.pauseRequested,
+            readyFor: ready ? voted.generation : null,
+            extraComputeMs: debug.slowStepMs,
+          });
+          if (r.pause) holding = true;
+          const stepTimes = recentStepEnds;
+          stepTimes.push(performance.now());
+          if (stepTimes.length > STEP_RATE_WINDOW) stepTimes.shift();
+          const stepsPerSec = stepTimes.length > 1 ? ((stepTimes.length - 1) * 1000) / (stepTimes.at(-1)! - stepTimes[0]!) : 0;
+          const transfer = ring.lastTransfer;
+          const linkMBps = transfer.ms > 0 ? transfer.bytes / 1e6 / (transfer.ms / 1000) : 0;
+          const batchShare = r.globalBatchSize > 0 ? r.examples / r.globalBatchSize : 0;
           const weightsHash = await trainer.weightsHash();
           const examplesPerSec = r.examples / Math.max((performance.now() - t0) / 1000, 1e-6);
           const computeMs = r.computeMs[ring.rank] ?? 0;
@@ -508,6 +561,9 @@ export class TrainingWorker {
             examplesProcessed: this.status.examplesProcessed + r.examples,
             numTensors: tf.memory().numTensors,
             computeMs,
+            stepsPerSec,
+            linkMBps,
+            batchShare,
           });
           this.report('worker:progress', {
             run,
@@ -522,6 +578,8 @@ export class TrainingWorker {
             computeMs,
             hashChecked: r.hashChecked,
             hashMismatch: r.hashMismatch,
+            batchShare,
+            linkMBps,
           });
           if (r.hashMismatch) {
             log(`weights differed between replicas at step ${r.step}; reloading the chief's state`);

@@ -150,6 +150,19 @@ export function createHttpApp(ctx: ServerContext, options: HttpOptions): express
     res.json({ ok: true, status: room.status() });
   });
 
+  /** Pause and Resume: every replica pauses after the same step and waits for the resume. */
+  for (const action of ['pause', 'resume'] as const) {
+    app.post(`/api/rooms/:room/${action}`, requireTeacher, (req, res) => {
+      const name = roomName(req);
+      const room = ctx.rooms.get(name);
+      if (!room) throw new WebringError('ERR_UNKNOWN_ROOM', `room ${name} does not exist`);
+      room[action]();
+      ctx.io.to(channelOf(name)).emit(action === 'pause' ? 'train:pause' : 'train:resume');
+      void ctx.persistence.save(room);
+      res.json({ ok: true, status: room.status() });
+    });
+  }
+
   app.get('/data/mnist.bin', async (_req, res, next) => {
     try {
       const bytes = await options.mnist();

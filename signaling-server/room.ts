@@ -54,11 +54,13 @@ interface Member extends NewMember {
   step: number;
   weightsHash: string | null;
   computeMs: number;
+  batchShare: number;
+  linkMBps: number;
   /** Admitted into a running ring and not yet trained a step there (no state yet). */
   awaitingState: boolean;
 }
 
-type PersistedMember = Omit<Member, 'socketId' | 'computeMs' | 'awaitingState'>;
+type PersistedMember = Omit<Member, 'socketId' | 'computeMs' | 'batchShare' | 'linkMBps' | 'awaitingState'>;
 
 export interface PersistedRoom {
   format: 1;
@@ -135,8 +137,9 @@ export class Room {
     return this.generation;
   }
 
+  /** A run is in progress (training, or paused by the teacher). */
   get isTraining(): boolean {
-    return this.state === 'training';
+    return this.state === 'training' || this.state === 'paused';
   }
 
   /**
@@ -161,7 +164,7 @@ export class Room {
 
   /** What must outlive a server restart: membership, generation and the run. */
   toPersisted(): PersistedRoom {
-    const strip = ({ socketId: _s, computeMs: _c, awaitingState: _a, ...m }: Member): PersistedMember => m;
+    const strip = ({ socketId: _s, computeMs: _c, batchShare: _b, linkMBps: _l, awaitingState: _a, ...m }: Member): PersistedMember => m;
     return {
       format: 1,
       name: this.name,
@@ -186,8 +189,9 @@ export class Room {
     room.config = p.config;
     room.step = p.step;
     room.epoch = p.epoch;
-    room.active = p.active.map((m) => ({ ...m, socketId: null, computeMs: 0, awaitingState: false }));
-    room.waiting = p.waiting.map((m) => ({ ...m, socketId: null, computeMs: 0, awaitingState: false }));
+    const revive = (m: PersistedMember): Member => ({ ...m, socketId: null, computeMs: 0, batchShare: 0, linkMBps: 0, awaitingState: false });
+    room.active = p.active.map(revive);
+    room.waiting = p.waiting.map(revive);
     return room;
   }
 
@@ -215,8 +219,8 @@ export class Room {
     if (this.size >= MAX_ROOM_MEMBERS) {
       throw new WebringError('ERR_ROOM_FULL', `room ${this.name} already has ${MAX_ROOM_MEMBERS} members`);
     }
-    const joined: Member = { ...member, index: this.nextIndex++, examplesPerSec: 0, step: 0, weightsHash: null, computeMs: 0, awaitingState: false };
-    if (this.state === 'training') {
+    const joined: Member = { ...member, index: this.nextIndex++, examplesPerSec: 0, step: 0, weightsHash: null, computeMs: 0, batchShare: 0, linkMBps: 0, awaitingState: false };
+    if (this.isTraining) {
       this.waiting.push(joined);
       return { index: joined.index, change: NO_CHANGE, awaitingAdmission: true };
     }
@@ -232,7 +236,7 @@ export class Room {
    * and the survivors keep their ranks and chief.
    */
   admitWaiting(): Admission | null {
-    if (this.state !== 'training' || this.waiting.length === 0 || !this.config) return null;
+    if (!this.isTraining || this.waiting.length === 0 || !this.config) return null;
     const joiners = this.waiting;
     this.waiting = [];
     for (const m of joiners) {
@@ -292,7 +296,7 @@ export class Room {
   }
 
   private afterRemoval(): MembershipChange {
-    if (this.state === 'training' && this.active.length === 0) {
+    if (this.isTraining && this.active.length === 0) {
       // Nobody holds the live state any more: the run ends, and whoever waits resumes from
       // the latest checkpoint (BackupAndRestore).
       this.endRun('idle', { code: 'ERR_MEMBER_LEFT', message: 'every ring member left; the run goes on from the latest checkpoint' });
@@ -305,7 +309,7 @@ export class Room {
 
   /** Throws unless a run could start now. */
   assertCanStart(): void {
-    if (this.state === 'training') throw new WebringError('ERR_BAD_STATE', `room ${this.name} is already training`);
+    if (this.isTraining) throw new WebringError('ERR_BAD_STATE', `room ${this.name} is already training`);
     if (this.active.length === 0) throw new WebringError('ERR_NO_WORKERS', `no workers have joined room ${this.name}`);
   }
 
@@ -335,7 +339,18 @@ export class Room {
 
   /** Checks that a stop makes sense; the replicas agree on the step to stop after. */
   requestStop(): void {
+    if (!this.isTraining) throw new WebringError('ERR_BAD_STATE', `room ${this.name} is not training`);
+  }
+
+  /** The teacher pauses; the replicas agree on the step to pause after. */
+  pause(): void {
     if (this.state !== 'training') throw new WebringError('ERR_BAD_STATE', `room ${this.name} is not training`);
+    this.state = 'paused';
+  }
+
+  resume(): void {
+    if (this.state !== 'paused') throw new WebringError('ERR_BAD_STATE', `room ${this.name} is not paused`);
+    this.state = 'training';
   }
 
   recordProgress(memberId: string, report: ProgressReport): void {
@@ -344,6 +359,8 @@ export class Room {
     m.examplesPerSec = report.examplesPerSec;
     m.weightsHash = report.weightsHash;
     m.computeMs = report.computeMs;
+    m.batchShare = report.batchShare;
+    m.linkMBps = report.linkMBps;
     m.awaitingState = false;
     // Every replica computes the same global loss; the chief's report is the room's.
     if (this.active[0] === m && report.step > this.step) {
@@ -358,7 +375,7 @@ export class Room {
       this.epoch = report.epoch;
       this.loss = report.loss;
       this.trainAccuracy = report.trainAccuracy;
-      this.history.push({ step: report.step, loss: report.loss, trainAccuracy: report.trainAccuracy });
+      this.history.push({ at: this.now(), step: report.step, loss: report.loss, trainAccuracy: report.trainAccuracy });
       if (this.history.length > MAX_HISTORY_POINTS) this.history.splice(0, this.history.length - MAX_HISTORY_POINTS);
     }
   }
@@ -376,7 +393,7 @@ export class Room {
    */
   recordFinished(memberId: string, report: FinishReport): MembershipChange {
     const m = this.requireMemberOfRun(memberId, report.run);
-    if (this.state !== 'training') return NO_CHANGE;
+    if (!this.isTraining) return NO_CHANGE;
     if (report.reason !== 'failed' && this.active[0] !== m) return NO_CHANGE;
     this.active.push(...this.waiting);
     this.active.sort((a, b) => a.index - b.index);
@@ -481,6 +498,9 @@ export class Room {
       step: m.step,
       weightsHash: m.weightsHash,
       computeMs: m.computeMs,
+      batchShare: m.batchShare,
+      linkMBps: m.linkMBps,
+      connected: m.socketId !== null,
     };
   }
 }

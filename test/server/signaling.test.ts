@@ -179,7 +179,7 @@ test('start and stop need the teacher token, and a nonsense config gets a 400 na
 });
 
 /** The progress fields these tests do not look at. */
-const EXTRA = { totalSteps: 5, computeMs: 12, hashChecked: false, hashMismatch: false };
+const EXTRA = { totalSteps: 5, computeMs: 12, hashChecked: false, hashMismatch: false, batchShare: 0.5, linkMBps: 3 };
 
 test('progress reports feed the room status; a report of another run is refused', async () => {
   const [a, b] = [await client(), await client()];
@@ -222,6 +222,28 @@ test('progress reports feed the room status; a report of another run is refused'
 
   const metrics = (await (await fetch(`${server.url}/api/rooms/progress/metrics`)).json()) as { history: unknown[] };
   assert.equal(metrics.history.length, 2);
+});
+
+test('Pause and Resume need the teacher token, reach every worker and show in the room state', async () => {
+  const [a, b] = [await client(), await client()];
+  await join(a, 'pausing', 'a');
+  await join(b, 'pausing', 'b');
+  assert.equal((await post('/api/rooms/pausing/pause', {})).status, 409, 'nothing to pause before Start');
+  const start = nextEvent(a, 'train:start');
+  await post('/api/rooms/pausing/start', {});
+  await start;
+  assert.equal((await post('/api/rooms/pausing/pause', {}, null)).status, 401);
+  const paused = [nextEvent(a, 'train:pause'), nextEvent(b, 'train:pause')];
+  assert.equal((await post('/api/rooms/pausing/pause', {})).status, 200);
+  await Promise.all(paused);
+  assert.equal((await status('pausing')).state, 'paused');
+  assert.equal((await post('/api/rooms/pausing/pause', {})).status, 409);
+  assert.equal((await post('/api/rooms/pausing/start', {})).status, 409, 'a paused run is still a run');
+  const resumed = nextEvent(b, 'train:resume');
+  assert.equal((await post('/api/rooms/pausing/resume', {})).status, 200);
+  await resumed;
+  assert.equal((await status('pausing')).state, 'training');
+  assert.equal((await post('/api/rooms/pausing/resume', {})).status, 409);
 });
 
 test('students arriving mid-run are admitted together in one generation and told the run they join', async () => {
