@@ -1,12 +1,12 @@
-/** The student page: join a room, become a ring worker, show what this tab contributes. */
-import { io, type Socket } from 'socket.io-client';
-import { BACKENDS, type Backend, type ClientToServerEvents, type ServerToClientEvents } from '../shared/protocol';
-import { TrainingWorker, type WorkerStatus } from '../shared/worker';
+/**
+ * The student page. What the first paint needs (the form and the status panel) is in this
+ * module; TensorFlow.js, the MNIST file and the training worker load in the background after
+ * it (student-session.ts), the chart and the drawing pad once the student has joined.
+ */
+import type { WorkerStatus } from '../shared/worker';
+import type { RoomMetrics } from '../shared/protocol';
 import { toWebringError } from '../shared/errors';
-import { selectBackend } from './backend';
-import { browserPeerFactory } from './browser-peer';
-import { fetchMnist } from './dataset';
-import { indexedDbCheckpoints } from './indexeddb-checkpoints';
+import { showSecureContextNotice } from './secure-context';
 
 const $ = <T extends HTMLElement>(id: string) => document.getElementById(id) as T;
 const params = new URLSearchParams(location.search);
@@ -14,6 +14,7 @@ const roomInput = $<HTMLInputElement>('room');
 const nameInput = $<HTMLInputElement>('name');
 const joinButton = $<HTMLButtonElement>('join');
 const statusEl = $('worker-status');
+const banner = $('state-banner');
 roomInput.value = params.get('room') ?? 'class';
 nameInput.value = params.get('name') ?? '';
 
@@ -24,15 +25,47 @@ const intParam = (name: string): number | undefined => {
 };
 const debug = { slowStepMs: intParam('debugSlowMs'), driftAtStep: intParam('debugDriftAtStep') };
 
-const requested = params.get('backend');
-const preferredBackend: Backend | null = (BACKENDS as readonly string[]).includes(requested ?? '') ? (requested as Backend) : null;
+/** The shared loss curve is refreshed from the room's metrics this often. */
+const METRICS_POLL_MS = 2_000;
+
+void showSecureContextNotice($('secure-notice'));
+// Start fetching the heavy half at once; the page is already painted.
+const session = import('./student-session');
 
 const fmt = (v: number | null, digits: number) => (v === null ? '–' : v.toFixed(digits));
+const percent = (v: number) => `${(v * 100).toFixed(v < 0.1 ? 1 : 0)} %`;
 
 function showError(message: string): void {
   const el = $('error');
   el.textContent = message;
   el.classList.remove('hidden');
+}
+
+/** One sentence a student understands, for each state the tab can be in. */
+function bannerText(s: WorkerStatus): { key: string; text: string } {
+  if (s.memberId && !s.connected && s.state !== 'dropped') {
+    return { key: 'reconnecting', text: 'Reconnecting to the classroom server… the ring keeps training meanwhile.' };
+  }
+  switch (s.state) {
+    case 'idle':
+      return { key: 'idle', text: 'Type your name and press Join.' };
+    case 'joining':
+      return { key: 'joining', text: 'Joining the class…' };
+    case 'waiting':
+      return { key: 'waiting', text: 'Joined. Waiting to enter the ring: the class is mid-step and lets you in at the next step.' };
+    case 'ready':
+      return { key: 'waiting', text: `In the ring as rank ${s.rank} of ${s.worldSize}. Waiting for the teacher to press Start.` };
+    case 'training':
+      return { key: 'training', text: `Training: step ${s.step}${s.totalSteps ? ` of ${s.totalSteps}` : ''}, together with ${Math.max(0, s.worldSize - 1)} other tab(s).` };
+    case 'paused':
+      return { key: 'paused', text: `Paused by the teacher after step ${s.step}. Training goes on when the teacher resumes.` };
+    case 'done':
+      return { key: 'done', text: `Done at step ${s.step}. Draw a digit below and see what the class's network thinks.` };
+    case 'dropped':
+      return { key: 'dropped', text: 'This device was too slow for the ring, so the class went on without it. Press "Join again" to rejoin.' };
+    case 'error':
+      return { key: 'error', text: `Something went wrong: ${s.error?.message ?? 'unknown error'} (${s.error?.code ?? 'ERR_INTERNAL'}).` };
+  }
 }
 
 function render(s: WorkerStatus): void {
@@ -60,66 +93,85 @@ function render(s: WorkerStatus): void {
     joinMs: s.joinMs === null ? '' : s.joinMs.toFixed(0),
     resyncs: String(s.resyncs),
   });
+  const b = bannerText(s);
+  banner.dataset.state = b.key;
+  banner.textContent = b.text;
   if (s.state === 'dropped') {
     // The ring let this tab go for being too slow; it may try again.
     joinButton.disabled = false;
     joinButton.textContent = 'Join again';
   }
-  $('s-state').textContent =
-    s.state + (s.error ? ` (${s.error.code}: ${s.error.message})` : '') + (s.connected ? '' : ' (server connection lost)');
-  $('s-backend').textContent = s.backend;
-  $('s-rank').textContent = s.rank === null ? '–' : `${s.rank} of ${s.worldSize}${s.chief ? ' (chief)' : ''}`;
+  $('s-state').textContent = s.state + (s.error ? ` (${s.error.code}: ${s.error.message})` : '') + (s.connected ? '' : ' (server connection lost)');
+  $('s-backend').textContent = s.backend.toUpperCase();
+  $('s-rank').textContent = s.rank === null ? '–' : `${s.rank} of ${s.worldSize}${s.chief ? ' (chief: saves the checkpoints)' : ''}`;
+  $('s-neighbours').textContent = s.neighbours ? `receives from ${s.neighbours.left}, sends to ${s.neighbours.right}` : '–';
   $('s-step').textContent = s.totalSteps ? `${s.step} / ${s.totalSteps} (epoch ${s.epoch + 1})` : String(s.step);
-  $('s-loss').textContent = fmt(s.loss, 4);
-  $('s-accuracy').textContent = s.testAccuracy === null ? '–' : `${(s.testAccuracy * 100).toFixed(1)} %`;
+  $('s-examples').textContent = s.examplesProcessed.toLocaleString();
+  $('s-share').textContent = s.batchShare > 0 ? percent(s.batchShare) : '–';
+  $('s-sps').textContent = s.stepsPerSec > 0 ? s.stepsPerSec.toFixed(2) : '–';
   $('s-eps').textContent = fmt(s.examplesPerSec, 0);
+  $('s-loss').textContent = fmt(s.loss, 4);
+  $('s-accuracy').textContent = s.testAccuracy === null ? '–' : percent(s.testAccuracy);
   $('s-hash').textContent = s.weightsHash ?? '–';
   $('s-sync').textContent = s.lastSyncMs === null ? '–' : `${s.lastSyncMs.toFixed(0)} ms (resynced ${s.resyncs}×)`;
 }
 
-let worker: TrainingWorker | null = null;
+/** The class's loss curve, from the room's metrics (every replica computes the same loss). */
+async function followLoss(room: string): Promise<void> {
+  const { createLiveChart } = await import('./charts');
+  $('loss-section').classList.remove('hidden');
+  const chart = createLiveChart($('loss-chart'), 'Loss (whole class)', [{ label: 'loss', stroke: '#2f6fed' }]);
+  let busy = false;
+  const poll = async () => {
+    if (busy) return;
+    busy = true;
+    try {
+      const res = await fetch(`/api/rooms/${encodeURIComponent(room)}/metrics`);
+      if (!res.ok) return;
+      const m = (await res.json()) as RoomMetrics;
+      chart.setData(m.history.map((p) => p.step), [m.history.map((p) => p.loss)]);
+    } catch (err) {
+      console.warn(`[webring] loss chart not refreshed: ${toWebringError(err).message}`);
+    } finally {
+      busy = false;
+    }
+  };
+  void poll();
+  setInterval(() => void poll(), METRICS_POLL_MS);
+}
+
+type Worker = Awaited<ReturnType<Awaited<typeof session>['startSession']>>;
+let worker: Worker | null = null;
 
 async function join(event: Event): Promise<void> {
   event.preventDefault();
   joinButton.disabled = true;
-  if (worker) {
-    // Joining again after being dropped: same connection, a new membership.
-    try {
-      await worker.join(roomInput.value.trim(), nameInput.value.trim());
-      $('error').classList.add('hidden');
-    } catch (err) {
-      const e = toWebringError(err);
-      showError(`Could not join: ${e.message} (${e.code})`);
-      joinButton.disabled = false;
-    }
-    return;
-  }
+  const room = roomInput.value.trim();
+  const name = nameInput.value.trim();
   try {
-    const [choice, dataset] = await Promise.all([selectBackend(preferredBackend), fetchMnist()]);
-    if (choice.webgpuUnavailable) {
-      const notice = $('webgpu-notice');
-      notice.textContent = `WebGPU is unavailable (${choice.webgpuUnavailable}). This tab trains with ${choice.backend.toUpperCase()} instead.`;
-      notice.classList.remove('hidden');
+    if (!worker) {
+      banner.textContent = 'Loading TensorFlow.js and the MNIST digits…';
+      const { startSession } = await session;
+      worker = await startSession({
+        preferredBackend: params.get('backend'),
+        debug,
+        onStatus: render,
+        onFallback: (reason, backend) => {
+          const notice = $('webgpu-notice');
+          notice.textContent = `WebGPU is unavailable (${reason}). This tab trains with ${backend.toUpperCase()} instead.`;
+          notice.classList.remove('hidden');
+        },
+      });
+      const self = worker;
+      // Closing or navigating away says goodbye, so the ring re-forms at once instead of
+      // waiting for the server to miss this tab's heartbeats.
+      addEventListener('pagehide', () => self.leave());
+      void followLoss(room);
+      void mountTryTheModel(self);
     }
-    const socket: Socket<ServerToClientEvents, ClientToServerEvents> = io({ transports: ['websocket'] });
-    worker = new TrainingWorker({
-      socket,
-      peerFactory: browserPeerFactory,
-      dataset,
-      backend: choice.backend,
-      kind: 'browser',
-      adapter: choice.adapter,
-      serverUrl: location.origin,
-      localCheckpoints: indexedDbCheckpoints,
-      onStatus: render,
-      log: (m) => console.info(`[webring] ${m}`),
-      debug,
-    });
-    const self = worker;
-    // Closing or navigating away says goodbye, so the ring re-forms at once instead of
-    // waiting for the server to miss this tab's heartbeats.
-    addEventListener('pagehide', () => self.leave());
-    await worker.join(roomInput.value.trim(), nameInput.value.trim());
+    // A first join, or joining again after being dropped (same connection, new membership).
+    await worker.join(room, name);
+    $('error').classList.add('hidden');
     roomInput.disabled = true;
     nameInput.disabled = true;
   } catch (err) {
@@ -127,6 +179,11 @@ async function join(event: Event): Promise<void> {
     showError(`Could not join: ${e.message} (${e.code})`);
     joinButton.disabled = false;
   }
+}
+
+/** The draw-a-digit pad, predicting with this tab's live weights. */
+async function mountTryTheModel(w: Worker): Promise<void> {
+  void w;
 }
 
 $('join-form').addEventListener('submit', (e) => void join(e));

@@ -265,6 +265,21 @@ export class TrainingWorker {
     return result;
   }
 
+  /**
+   * Class probabilities for one 28×28 image (values 0..1) from this replica's live weights,
+   * or null before the first run. Runs between training steps on the same backend.
+   */
+  async predict(image: Float32Array): Promise<Float32Array | null> {
+    const model = this.trainer?.model;
+    if (!model) return null;
+    const probabilities = tf.tidy(() => tf.softmax(model.predict(tf.tensor4d(image, [1, 28, 28, 1])) as tf.Tensor2D));
+    try {
+      return (await probabilities.data()) as Float32Array;
+    } finally {
+      probabilities.dispose();
+    }
+  }
+
   close(): void {
     this.network?.close();
     this.options.socket.disconnect();

@@ -1,0 +1,42 @@
+/**
+ * The heavy half of the student page, loaded after the first paint: TensorFlow.js and its
+ * backends, the MNIST file, and the training worker. The page itself (form, status, chart)
+ * paints without any of it.
+ */
+import { io, type Socket } from 'socket.io-client';
+import { BACKENDS, type Backend, type ClientToServerEvents, type ServerToClientEvents } from '../shared/protocol';
+import { TrainingWorker, type WorkerDebug, type WorkerStatus } from '../shared/worker';
+import { selectBackend } from './backend';
+import { browserPeerFactory } from './browser-peer';
+import { fetchMnist } from './dataset';
+import { indexedDbCheckpoints } from './indexeddb-checkpoints';
+
+export interface SessionOptions {
+  /** The page's `?backend=` value, if any: that backend is tried first. */
+  preferredBackend: string | null;
+  debug: WorkerDebug;
+  onStatus(status: WorkerStatus): void;
+  /** Why WebGPU is not in use, when it is not. */
+  onFallback(reason: string, backend: Backend): void;
+}
+
+export async function startSession(options: SessionOptions): Promise<TrainingWorker> {
+  const requested = options.preferredBackend;
+  const preferred = requested !== null && (BACKENDS as readonly string[]).includes(requested) ? (requested as Backend) : null;
+  const [choice, dataset] = await Promise.all([selectBackend(preferred), fetchMnist()]);
+  if (choice.webgpuUnavailable) options.onFallback(choice.webgpuUnavailable, choice.backend);
+  const socket: Socket<ServerToClientEvents, ClientToServerEvents> = io({ transports: ['websocket'] });
+  return new TrainingWorker({
+    socket,
+    peerFactory: browserPeerFactory,
+    dataset,
+    backend: choice.backend,
+    kind: 'browser',
+    adapter: choice.adapter,
+    serverUrl: location.origin,
+    localCheckpoints: indexedDbCheckpoints,
+    onStatus: options.onStatus,
+    log: (m) => console.info(`[webring] ${m}`),
+    debug: options.debug,
+  });
+}
