@@ -181,9 +181,22 @@ async function join(event: Event): Promise<void> {
   }
 }
 
+/** The pad re-asks the live weights at most this often while the class trains. */
+const PAD_REFRESH_MS = 1_000;
+
 /** The draw-a-digit pad, predicting with this tab's live weights. */
 async function mountTryTheModel(w: Worker): Promise<void> {
-  void w;
+  const { mountDigitPad } = await import('./digit-pad');
+  $('try-model').classList.remove('hidden');
+  const pad = mountDigitPad($('digit-pad'), {
+    title: 'Draw a digit',
+    emptyHint: 'Draw a digit from 0 to 9; the prediction updates as the class trains.',
+    predict: (input) => w.predict(input),
+  });
+  // As the weights change, the same drawing gets a fresher answer.
+  setInterval(() => {
+    if (statusEl.dataset.state === 'training') pad.refresh();
+  }, PAD_REFRESH_MS);
 }
 
 $('join-form').addEventListener('submit', (e) => void join(e));

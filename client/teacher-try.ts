@@ -1,0 +1,68 @@
+/**
+ * "Try the latest checkpoint" on the teacher page: the newest checkpoint the chief stored on
+ * the server, loaded with tf.loadLayersModel exactly as anyone adopting the model would, and
+ * a drawing pad that asks it. Reloaded whenever a newer checkpoint appears.
+ */
+import * as tf from '@tensorflow/tfjs';
+import type { CheckpointInfo } from '../shared/checkpoint';
+import { toWebringError } from '../shared/errors';
+import { mountDigitPad } from './digit-pad';
+
+export interface TeacherTry {
+  /** Call with the room's checkpoint list (newest first); loads the newest if it changed. */
+  update(list: CheckpointInfo[]): void;
+}
+
+export function mountTeacherTry(container: HTMLElement, room: string): TeacherTry {
+  let model: tf.LayersModel | null = null;
+  let loadedId: string | null = null;
+  let loading = false;
+  const status = document.createElement('p');
+  status.className = 'hint';
+  status.dataset.testid = 'teacher-try-status';
+  status.textContent = 'No checkpoint yet: the chief saves one every few steps while the class trains.';
+  const padHost = document.createElement('div');
+  container.append(status, padHost);
+  const pad = mountDigitPad(padHost, {
+    title: 'Draw a digit',
+    emptyHint: 'Draw a digit from 0 to 9 to ask the latest checkpoint.',
+    predict: async (input) => {
+      if (!model) return null;
+      const m = model;
+      const p = tf.tidy(() => tf.softmax(m.predict(tf.tensor4d(input, [1, 28, 28, 1])) as tf.Tensor2D));
+      try {
+        return (await p.data()) as Float32Array;
+      } finally {
+        p.dispose();
+      }
+    },
+  });
+  pad.setEnabled(false, 'waiting for the first checkpoint');
+
+  const load = async (c: CheckpointInfo) => {
+    loading = true;
+    try {
+      const next = await tf.loadLayersModel(`/api/rooms/${encodeURIComponent(room)}/checkpoints/${c.id}/model.json`);
+      model?.dispose();
+      model = next;
+      loadedId = c.id;
+      status.textContent = `Using the checkpoint of step ${c.step} (epoch ${c.epoch + 1}), loaded with tf.loadLayersModel.`;
+      status.dataset.checkpoint = c.id;
+      pad.setEnabled(true);
+      pad.refresh();
+    } catch (err) {
+      const e = toWebringError(err);
+      status.textContent = `Could not load checkpoint ${c.id}: ${e.message}`;
+    } finally {
+      loading = false;
+    }
+  };
+
+  return {
+    update(list) {
+      const newest = list[0];
+      if (!newest || newest.id === loadedId || loading) return;
+      void load(newest);
+    },
+  };
+}
