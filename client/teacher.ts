@@ -1,127 +1,287 @@
-/** The teacher page (plain for now): start and stop a run, watch the members and the loss. */
-import type { RoomStatus } from '../shared/protocol';
-import type { ErrorBody } from '../shared/errors';
+/**
+ * The teacher dashboard, /teacher?room=NAME&token=TOKEN: how students join (room code and
+ * QR code), the run's controls and progress, the ring, the live curves, the members, the
+ * config form, the checkpoints and the ring's history. It polls the HTTP API once a second,
+ * one request at a time; the panels live in ./teacher/.
+ */
+import type { MetricPoint, RoomMetrics, RoomState, RoomStatus } from '../shared/protocol';
 import type { CheckpointInfo } from '../shared/checkpoint';
+import type { ErrorBody } from '../shared/errors';
+import { createLiveChart } from './charts';
+import { advertisedStudentUrl, RoomApi, type RoomAction } from './teacher/api';
+import { ConfigForm, type StartConfigInput } from './teacher/config-form';
+import { renderCheckpoints } from './teacher/checkpoints';
+import { byId } from './teacher/dom';
+import { renderMembers } from './teacher/members-table';
+import { renderProgress } from './teacher/progress';
+import { renderJoinCard } from './teacher/qr';
+import { renderRing } from './teacher/ring-view';
+import { renderRoomLog } from './teacher/room-log';
 
 const POLL_INTERVAL_MS = 1_000;
-const $ = <T extends HTMLElement>(id: string) => document.getElementById(id) as T;
+/** While a run is on, new checkpoints may appear at any step; otherwise the list rarely changes. */
+const CHECKPOINTS_POLL_TRAINING_MS = 3_000;
+const CHECKPOINTS_POLL_IDLE_MS = 10_000;
+const BIG_SCREEN_KEY = 'webring:teacher:big';
+
 const params = new URLSearchParams(location.search);
 const room = params.get('room') ?? 'class';
-const token = params.get('token') ?? '';
-$('room-name').textContent = room;
+const api = new RoomApi(room, params.get('token') ?? '');
+const configForm = new ConfigForm(byId<HTMLFormElement>('config'));
+const buttons: Record<RoomAction, HTMLButtonElement> = {
+  start: byId<HTMLButtonElement>('start'),
+  pause: byId<HTMLButtonElement>('pause'),
+  resume: byId<HTMLButtonElement>('resume'),
+  stop: byId<HTMLButtonElement>('stop'),
+};
 
-function showError(error: ErrorBody | null): void {
-  const el = $('error');
+let status: RoomStatus | null = null;
+let clockOffsetMs = 0;
+let history: MetricPoint[] = [];
+let checkpoints: CheckpointInfo[] = [];
+let checkpointsFetchedAt = 0;
+let checkpointsKey = '';
+let metricsKey = '';
+/** An action request is in flight: every control waits for its answer. */
+let busy = false;
+/** On the first status, a run in progress fills the form with its config; after that the form is the teacher's. */
+let formFilled = false;
+
+// ---------------------------------------------------------------------------
+// Joining card and page chrome
+// ---------------------------------------------------------------------------
+byId('room-name').textContent = room;
+// The pad and TensorFlow.js load after the dashboard has painted.
+const tryTheModel = import('./teacher-try').then(({ mountTeacherTry }) => mountTeacherTry(byId('teacher-try'), room));
+document.title = `webring teacher: ${room}`;
+void (async () => {
+  const url = (await advertisedStudentUrl(room)) ?? `${location.origin}/?room=${encodeURIComponent(room)}`;
+  await renderJoinCard(byId('join-body'), room, url);
+})();
+
+const bigToggle = byId<HTMLButtonElement>('big-toggle');
+function setBig(big: boolean): void {
+  document.documentElement.classList.toggle('big', big);
+  bigToggle.setAttribute('aria-pressed', String(big));
+  try {
+    localStorage.setItem(BIG_SCREEN_KEY, big ? '1' : '0');
+  } catch {
+    // Storage may be off (private mode); the toggle still works for this visit.
+  }
+  lossChart.resize();
+  accuracyChart.resize();
+}
+bigToggle.addEventListener('click', () => setBig(bigToggle.getAttribute('aria-pressed') !== 'true'));
+
+// ---------------------------------------------------------------------------
+// Charts
+// ---------------------------------------------------------------------------
+const chartHeight = () => (document.documentElement.classList.contains('big') ? 320 : 220);
+const pct = (v: number) => `${v.toFixed(1)} %`;
+const lossChart = createLiveChart(byId('loss-chart'), 'Loss (whole class)', [{ label: 'loss', stroke: '#2f6fed', format: (v) => v.toFixed(4) }], 'step', { height: chartHeight });
+const accuracyChart = createLiveChart(
+  byId('accuracy-chart'),
+  'Accuracy',
+  [
+    { label: 'train (batch)', stroke: '#2f9e6f', format: pct },
+    { label: 'test (per epoch)', stroke: '#c2410c', format: pct, points: true },
+  ],
+  'step',
+  { height: chartHeight },
+);
+let storedBig = false;
+try {
+  storedBig = localStorage.getItem(BIG_SCREEN_KEY) === '1';
+} catch {
+  // As above: no storage, no remembered mode.
+}
+setBig(storedBig);
+
+function renderCharts(m: RoomMetrics): void {
+  const steps = m.history.map((p) => p.step);
+  lossChart.setData(steps, [m.history.map((p) => p.loss)]);
+  // One x axis for both series: every reported step, plus evaluation steps not reported (after a resume).
+  const test = new Map(m.evaluations.map((e) => [e.step, e.accuracy * 100]));
+  const train = new Map(m.history.map((p) => [p.step, p.trainAccuracy * 100]));
+  const xs = [...new Set([...train.keys(), ...test.keys()])].sort((a, b) => a - b);
+  accuracyChart.setData(xs, [xs.map((x) => train.get(x) ?? null), xs.map((x) => test.get(x) ?? null)]);
+  byId('charts-empty').hidden = m.history.length > 0;
+}
+
+// ---------------------------------------------------------------------------
+// Controls
+// ---------------------------------------------------------------------------
+const ENABLED_IN: Record<RoomAction, readonly RoomState[]> = {
+  start: ['idle', 'done'],
+  pause: ['training'],
+  resume: ['paused'],
+  stop: ['training', 'paused'],
+};
+
+function renderControls(): void {
+  const state = status?.state;
+  const empty = (status?.members.length ?? 0) === 0;
+  for (const [action, button] of Object.entries(buttons) as Array<[RoomAction, HTMLButtonElement]>) {
+    button.disabled = busy || !state || !ENABLED_IN[action].includes(state) || (action === 'start' && empty);
+  }
+  byId('start-hint').hidden = !(status && empty && ENABLED_IN.start.includes(status.state));
+  const badge = byId('t-state');
+  badge.textContent = state ?? '–';
+  badge.className = `state-badge state-${state ?? 'unknown'}`;
+  renderCheckpointList();
+}
+
+function showActionError(error: ErrorBody | null): void {
+  const el = byId('action-error');
   el.textContent = error ? `${error.message} (${error.code})` : '';
-  el.classList.toggle('hidden', !error);
+  el.hidden = !error;
 }
 
-async function call(action: 'start' | 'stop', body: unknown): Promise<void> {
-  const res = await fetch(`/api/rooms/${encodeURIComponent(room)}/${action}`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
-    body: JSON.stringify(body),
-  });
-  const json = (await res.json()) as { ok: boolean; error?: ErrorBody };
-  showError(json.ok ? null : (json.error ?? { code: 'ERR_INTERNAL', message: `HTTP ${res.status}` }));
-  await refresh();
-}
-
-function readConfig(form: HTMLFormElement): Record<string, unknown> {
-  const data = new FormData(form);
-  const config: Record<string, unknown> = {};
-  for (const [key, value] of data.entries()) {
-    if (value === '' || key === 'startFresh') continue;
-    config[key] = key === 'model' || key === 'optimizer' ? value : Number(value);
+async function act(action: RoomAction, body: unknown = {}): Promise<boolean> {
+  busy = true;
+  showActionError(null);
+  renderControls();
+  const result = await api.act(action, body);
+  busy = false;
+  if (result.ok) {
+    applyStatus(result.value);
+    checkpointsFetchedAt = 0;
+  } else if (result.error.code !== 'ERR_BAD_REQUEST' || !configForm.showServerError(result.error)) {
+    showActionError(result.error);
   }
-  if (data.get('startFresh')) config.resumeFrom = 'none';
-  return config;
+  renderControls();
+  void poll();
+  return result.ok;
 }
 
-async function refreshCheckpoints(): Promise<void> {
-  const base = `/api/rooms/${encodeURIComponent(room)}/checkpoints`;
-  const res = await fetch(base);
-  if (!res.ok) return;
-  const list = (await res.json()) as CheckpointInfo[];
-  $('no-checkpoints').classList.toggle('hidden', list.length > 0);
-  $('download').classList.toggle('hidden', list.length === 0);
-  if (list[0]) {
-    $<HTMLAnchorElement>('download-model').href = `${base}/${list[0].id}/model.json`;
-    $<HTMLAnchorElement>('download-weights').href = `${base}/${list[0].id}/model.weights.bin`;
-  }
-  $('checkpoints').replaceChildren(
-    ...list.map((c) => {
-      const tr = document.createElement('tr');
-      tr.append(cell(String(c.step)), cell(String(c.epoch + 1)), cell(new Date(c.createdAt).toLocaleTimeString()), cell(`${(c.bytes / 1024).toFixed(0)} KiB`), cell(c.id));
-      return tr;
-    }),
-  );
+async function start(config: StartConfigInput): Promise<void> {
+  configForm.clear();
+  await act('start', config);
 }
 
-function cell(text: string): HTMLTableCellElement {
-  const td = document.createElement('td');
-  td.textContent = text;
-  return td;
-}
-
-function render(s: RoomStatus): void {
-  $('t-state').textContent = s.state;
-  $('t-generation').textContent = String(s.generation);
-  $('t-step').textContent = s.totalSteps ? `${s.step} / ${s.totalSteps} (epoch ${s.epoch + 1})` : String(s.step);
-  $('t-loss').textContent = s.metrics.loss === null ? '–' : s.metrics.loss.toFixed(4);
-  $('t-accuracy').textContent = s.metrics.accuracy === null ? '–' : `${(s.metrics.accuracy * 100).toFixed(1)} %`;
-  const rows = [...s.members, ...s.waiting].map((m) => {
-    const tr = document.createElement('tr');
-    tr.dataset.memberId = m.id;
-    tr.append(
-      cell(m.rank === null ? 'waiting' : m.rank === 0 ? '0 (chief)' : String(m.rank)),
-      cell(String(m.index)),
-      cell(m.name),
-      cell(m.kind),
-      cell(m.backend + (m.adapter ? ` (${m.adapter})` : '')),
-      cell(String(m.step)),
-      cell(m.examplesPerSec.toFixed(0)),
-      cell(m.computeMs.toFixed(0)),
-      cell(m.weightsHash ?? '–'),
-    );
-    return tr;
-  });
-  $('members').replaceChildren(...rows);
-  const c = s.consistency;
-  $('t-consistency').textContent = `${c.checks} hash comparisons, ${c.mismatches} mismatch(es)` + (c.lastMismatchStep === null ? '' : `, last at step ${c.lastMismatchStep} (resynced from the chief)`);
-  $('no-dropped').classList.toggle('hidden', s.dropped.length > 0);
-  $('dropped').replaceChildren(
-    ...s.dropped.map((d) => {
-      const tr = document.createElement('tr');
-      tr.append(cell(d.name), cell(String(d.step)), cell(`${d.computeMs.toFixed(0)} ms`), cell(`${d.deadlineMs.toFixed(0)} ms`));
-      return tr;
-    }),
-  );
-  $('events').replaceChildren(
-    ...s.events
-      .slice()
-      .reverse()
-      .map((e) => {
-        const li = document.createElement('li');
-        const who = e.members.length > 0 ? ` ${e.members.join(', ')}` : '';
-        li.textContent = `${new Date(e.at).toLocaleTimeString()} · step ${e.step} · ${e.kind}${who}${e.detail ? ` (${e.detail})` : ''}`;
-        return li;
-      }),
-  );
-  if (s.lastError) showError(s.lastError);
-}
-
-async function refresh(): Promise<void> {
-  const res = await fetch(`/api/rooms/${encodeURIComponent(room)}`);
-  if (res.ok) render((await res.json()) as RoomStatus);
-  await refreshCheckpoints();
-}
-
-const form = $<HTMLFormElement>('config');
-form.addEventListener('submit', (e) => {
+configForm.form.addEventListener('submit', (e) => {
   e.preventDefault();
-  void call('start', readConfig(form));
+  const config = configForm.read();
+  if (config) void start(config);
 });
-$('stop').addEventListener('click', () => void call('stop', {}));
-setInterval(() => void refresh(), POLL_INTERVAL_MS);
-void refresh();
+buttons.pause.addEventListener('click', () => void act('pause'));
+buttons.resume.addEventListener('click', () => void act('resume'));
+buttons.stop.addEventListener('click', () => void act('stop'));
+
+// ---------------------------------------------------------------------------
+// Checkpoints
+// ---------------------------------------------------------------------------
+let renderedCheckpoints = '';
+
+function renderCheckpointList(): void {
+  const canRestore = !!status && ENABLED_IN.start.includes(status.state) && status.members.length > 0;
+  // Rebuilt only on change, so a Restore button keeps keyboard focus across polls.
+  const key = JSON.stringify([checkpoints.map((c) => c.id), canRestore, busy, status?.members.map((m) => m.id)]);
+  if (key === renderedCheckpoints) return;
+  renderedCheckpoints = key;
+  renderCheckpoints(byId('checkpoints'), byId('no-checkpoints'), {
+    list: checkpoints,
+    members: status?.members ?? [],
+    fileUrl: (id, file) => api.fileUrl(id, file),
+    canRestore,
+    busy,
+  });
+}
+
+byId('checkpoints').addEventListener('click', (e) => {
+  const id = (e.target as HTMLElement).closest<HTMLButtonElement>('button[data-restore]')?.dataset.restore;
+  if (id) void restore(id);
+});
+
+/** Starts a run from checkpoint `id` with the form's config, in the checkpoint's own model and optimizer. */
+async function restore(id: string): Promise<void> {
+  const meta = await api.checkpointMetadata(id);
+  if (meta.ok) configForm.useArchitecture(meta.value.config.model, meta.value.config.optimizer);
+  const config = configForm.read();
+  if (!config) {
+    showActionError({ code: 'ERR_BAD_REQUEST', message: 'Fix the training config first: the restored run uses it' });
+    return;
+  }
+  configForm.clear();
+  await act('start', { ...config, resumeFrom: id });
+}
+
+// ---------------------------------------------------------------------------
+// Polling
+// ---------------------------------------------------------------------------
+function applyStatus(s: RoomStatus): void {
+  status = s;
+  if (!formFilled) {
+    formFilled = true;
+    if (s.config && (s.state === 'training' || s.state === 'paused')) configForm.fill(s.config);
+  }
+  renderControls();
+  renderProgress(s, history);
+  renderMembers(byId('members'), byId('members-gone'), byId('members-summary'), s, Date.now() + clockOffsetMs);
+  renderRing(byId('ring-view'), s);
+  renderRoomLog(s);
+  const roomError = byId('room-error');
+  roomError.hidden = !s.lastError;
+  roomError.textContent = s.lastError ? `The last run stopped: ${s.lastError.message} (${s.lastError.code})` : '';
+}
+
+function showConnection(error: ErrorBody | null): void {
+  const el = byId('conn');
+  el.textContent = error ? `Server not answering; retrying… (${error.code})` : '';
+  el.hidden = !error;
+}
+
+let polling = false;
+let pollAgain = false;
+let timer: ReturnType<typeof setTimeout> | undefined;
+
+/** One poll at a time; a poll asked for meanwhile runs right after the current one. */
+async function poll(): Promise<void> {
+  if (polling) {
+    pollAgain = true;
+    return;
+  }
+  polling = true;
+  clearTimeout(timer);
+  try {
+    await pollOnce();
+  } finally {
+    polling = false;
+    timer = setTimeout(() => void poll(), pollAgain ? 0 : POLL_INTERVAL_MS);
+    pollAgain = false;
+  }
+}
+
+async function pollOnce(): Promise<void> {
+  const snap = await api.status();
+  showConnection(snap.ok ? null : snap.error);
+  if (!snap.ok) return;
+  clockOffsetMs = snap.value.clockOffsetMs;
+  const s = snap.value.status;
+
+  const mKey = `${s.run}|${s.step}|${s.metrics.accuracy}|${s.state}`;
+  if (mKey !== metricsKey) {
+    const m = await api.metrics();
+    if (m.ok) {
+      metricsKey = mKey;
+      history = m.value.history;
+      renderCharts(m.value);
+    }
+  }
+  applyStatus(s);
+
+  const cKey = `${s.run}|${s.state}`;
+  const every = s.state === 'training' ? CHECKPOINTS_POLL_TRAINING_MS : CHECKPOINTS_POLL_IDLE_MS;
+  if (cKey !== checkpointsKey || Date.now() - checkpointsFetchedAt >= every) {
+    const list = await api.checkpoints();
+    if (list.ok) {
+      checkpoints = list.value;
+      void tryTheModel.then((t) => t.update(list.value));
+      checkpointsKey = cKey;
+      checkpointsFetchedAt = Date.now();
+      renderCheckpointList();
+    }
+  }
+}
+
+void poll();

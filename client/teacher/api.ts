@@ -1,0 +1,130 @@
+/**
+ * The dashboard's view of the HTTP API (README "HTTP API"). Reads are public; the four
+ * actions carry the teacher token. Failures come back as coded ErrorBody values, never as
+ * thrown exceptions, so each panel decides where to show them.
+ */
+import type { RoomMetrics, RoomStatus } from '../../shared/protocol';
+import type { CheckpointInfo, CheckpointMetadata } from '../../shared/checkpoint';
+import { ERROR_CODES, type ErrorBody } from '../../shared/errors';
+
+export type RoomAction = 'start' | 'stop' | 'pause' | 'resume';
+
+export type Result<T> = { ok: true; value: T } | { ok: false; error: ErrorBody };
+
+export interface StatusSnapshot {
+  status: RoomStatus;
+  /** Server clock minus this tab's clock (ms), from the response's Date header; 0 if absent. */
+  clockOffsetMs: number;
+}
+
+/** What GET /api/info may offer; only `studentUrls` is used here. */
+interface ServerInfo {
+  studentUrls?: unknown;
+}
+
+export class RoomApi {
+  readonly base: string;
+
+  constructor(
+    readonly room: string,
+    private readonly token: string,
+  ) {
+    this.base = `/api/rooms/${encodeURIComponent(room)}`;
+  }
+
+  async status(): Promise<Result<StatusSnapshot>> {
+    const res = await get(this.base);
+    if (!res.ok) return res;
+    const date = Date.parse(res.value.headers.get('date') ?? '');
+    const clockOffsetMs = Number.isFinite(date) ? date - Date.now() : 0;
+    const json = await readJson(res.value);
+    return json.ok ? { ok: true, value: { status: json.value as RoomStatus, clockOffsetMs } } : json;
+  }
+
+  async metrics(): Promise<Result<RoomMetrics>> {
+    const res = await get(`${this.base}/metrics`);
+    return res.ok ? ((await readJson(res.value)) as Result<RoomMetrics>) : res;
+  }
+
+  async checkpoints(): Promise<Result<CheckpointInfo[]>> {
+    const res = await get(`${this.base}/checkpoints`);
+    return res.ok ? ((await readJson(res.value)) as Result<CheckpointInfo[]>) : res;
+  }
+
+  async checkpointMetadata(id: string): Promise<Result<CheckpointMetadata>> {
+    const res = await get(this.fileUrl(id, 'metadata.json'));
+    return res.ok ? ((await readJson(res.value)) as Result<CheckpointMetadata>) : res;
+  }
+
+  fileUrl(id: string, file: string): string {
+    return `${this.base}/checkpoints/${encodeURIComponent(id)}/${file}`;
+  }
+
+  async act(action: RoomAction, body: unknown = {}): Promise<Result<RoomStatus>> {
+    let res: Response;
+    try {
+      res = await fetch(`${this.base}/${action}`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${this.token}` },
+        body: JSON.stringify(body),
+      });
+    } catch (err) {
+      return unreachable(err);
+    }
+    const json = await readJson(res, true);
+    return json.ok ? { ok: true, value: (json.value as { status: RoomStatus }).status } : json;
+  }
+}
+
+/**
+ * The student URLs the server advertises (GET /api/info, LAN addresses first), or null when
+ * this server has no such endpoint. The room is set on the URL here, whatever it carried.
+ */
+export async function advertisedStudentUrl(room: string): Promise<string | null> {
+  const res = await get('/api/info');
+  if (!res.ok || !res.value.ok) return null;
+  try {
+    const info = (await res.value.json()) as ServerInfo;
+    const first = Array.isArray(info.studentUrls) ? info.studentUrls.find((u): u is string => typeof u === 'string') : undefined;
+    if (!first) return null;
+    const url = new URL(first, location.origin);
+    url.searchParams.set('room', room);
+    return url.toString();
+  } catch {
+    return null; // Not JSON or not a URL: fall back to this page's own origin.
+  }
+}
+
+async function get(url: string): Promise<Result<Response>> {
+  try {
+    return { ok: true, value: await fetch(url, { cache: 'no-store' }) };
+  } catch (err) {
+    return unreachable(err);
+  }
+}
+
+function unreachable(err: unknown): { ok: false; error: ErrorBody } {
+  return { ok: false, error: { code: 'ERR_UNREACHABLE', message: `the server did not answer (${err instanceof Error ? err.message : String(err)})` } };
+}
+
+/**
+ * Parses a JSON answer. Error answers carry `{ok: false, error: {code, message, field?}}`;
+ * with `wrapped`, success answers carry `{ok: true, ...}` too.
+ */
+async function readJson(res: Response, wrapped = false): Promise<Result<unknown>> {
+  let json: unknown;
+  try {
+    json = await res.json();
+  } catch {
+    return { ok: false, error: { code: 'ERR_INTERNAL', message: `HTTP ${res.status}: the answer is not JSON` } };
+  }
+  if (!res.ok || (wrapped && (json as { ok?: unknown }).ok !== true)) return { ok: false, error: errorOf(json, res.status) };
+  return { ok: true, value: json };
+}
+
+function errorOf(json: unknown, status: number): ErrorBody {
+  const e = (json as { error?: Partial<ErrorBody> } | null)?.error;
+  const code = ERROR_CODES.find((c) => c === e?.code) ?? 'ERR_INTERNAL';
+  const message = typeof e?.message === 'string' ? e.message : `HTTP ${status}`;
+  return typeof e?.field === 'string' ? { code, message, field: e.field } : { code, message };
+}

@@ -1,0 +1,131 @@
+/**
+ * The training config form. It is validated here with the server's own schema
+ * (startConfigSchema), so a typo is caught before the request; a 400 from the server names
+ * its field too, and both kinds of message appear next to that field (aria-invalid and
+ * aria-describedby, so a screen reader reads the message with the field).
+ */
+import type { z } from 'zod';
+import { startConfigSchema, type StartConfig } from '../../shared/protocol';
+import type { ErrorBody } from '../../shared/errors';
+
+export type StartConfigInput = z.input<typeof startConfigSchema>;
+
+const NUMBER_FIELDS = ['learningRate', 'batchSizePerWorker', 'epochs', 'maxSteps', 'saveEverySteps', 'maxToKeep'] as const;
+/** Left empty, these mean "no cap" rather than "missing". */
+const OPTIONAL_FIELDS = new Set<string>(['maxSteps']);
+
+type Issue = z.core.$ZodIssue;
+
+/** A message a teacher understands, for one schema issue. */
+export function issueText(issue: Issue): string {
+  switch (issue.code) {
+    case 'invalid_type':
+      return issue.expected === 'int' ? 'Enter a whole number.' : 'Enter a number.';
+    case 'too_small':
+      return issue.inclusive ? `At least ${String(issue.minimum)}.` : `More than ${String(issue.minimum)}.`;
+    case 'too_big':
+      return issue.inclusive ? `At most ${String(issue.maximum)}.` : `Less than ${String(issue.maximum)}.`;
+    default:
+      return issue.message;
+  }
+}
+
+export class ConfigForm {
+  private readonly shown = new Set<string>();
+
+  constructor(readonly form: HTMLFormElement) {
+    // Re-check as the teacher corrects a field; only fields already flagged, or just edited, speak.
+    form.addEventListener('change', (e) => {
+      const name = (e.target as HTMLInputElement | null)?.name;
+      if (!name) return;
+      const issues = this.issues();
+      for (const field of [...this.shown, name]) this.showAt(field, issues.get(field) ?? null);
+    });
+  }
+
+  /** The config to send, or null after marking the invalid fields and focusing the first. */
+  read(): StartConfigInput | null {
+    this.clear();
+    const issues = this.issues();
+    if (issues.size === 0) return this.raw() as StartConfigInput;
+    for (const [field, message] of issues) this.showAt(field, message);
+    this.control([...issues.keys()][0]!)?.focus();
+    return null;
+  }
+
+  /** Shows a server error at its field; false when the error names no field of this form. */
+  showServerError(error: ErrorBody): boolean {
+    const field = error.field === 'resumeFrom' ? 'startFresh' : error.field;
+    if (!field || !this.control(field)) return false;
+    this.showAt(field, error.message);
+    this.control(field)?.focus();
+    return true;
+  }
+
+  clear(): void {
+    for (const field of [...this.shown]) this.showAt(field, null);
+  }
+
+  /** Shows the config of the run in progress (after a reload of this page). */
+  fill(config: StartConfig): void {
+    for (const name of ['model', 'optimizer', ...NUMBER_FIELDS] as const) {
+      const control = this.control(name);
+      const value = config[name];
+      if (control) control.value = value === undefined ? '' : String(value);
+    }
+    (this.control('startFresh') as HTMLInputElement).checked = config.resumeFrom === 'none';
+  }
+
+  /** A checkpoint restores only into the model and optimizer it was trained with. */
+  useArchitecture(model: StartConfig['model'], optimizer: StartConfig['optimizer']): void {
+    this.control('model')!.value = model;
+    this.control('optimizer')!.value = optimizer;
+  }
+
+  private raw(): Record<string, unknown> {
+    const els = this.form.elements;
+    const raw: Record<string, unknown> = {
+      model: (els.namedItem('model') as HTMLSelectElement).value,
+      optimizer: (els.namedItem('optimizer') as HTMLSelectElement).value,
+    };
+    for (const name of NUMBER_FIELDS) {
+      const value = (els.namedItem(name) as HTMLInputElement).value.trim();
+      if (value === '' && OPTIONAL_FIELDS.has(name)) continue;
+      raw[name] = value === '' ? Number.NaN : Number(value);
+    }
+    if ((els.namedItem('startFresh') as HTMLInputElement).checked) raw.resumeFrom = 'none';
+    return raw;
+  }
+
+  /** The first problem of each field, in form order. */
+  private issues(): Map<string, string> {
+    const result = startConfigSchema.safeParse(this.raw());
+    const byField = new Map<string, string>();
+    if (result.success) return byField;
+    for (const issue of result.error.issues) {
+      const field = String(issue.path[0] ?? 'model');
+      if (!byField.has(field)) byField.set(field, issueText(issue));
+    }
+    return byField;
+  }
+
+  private control(name: string): HTMLInputElement | HTMLSelectElement | null {
+    const el = this.form.elements.namedItem(name);
+    return el instanceof HTMLInputElement || el instanceof HTMLSelectElement ? el : null;
+  }
+
+  private showAt(field: string, message: string | null): void {
+    const control = this.control(field);
+    const slot = document.getElementById(`cfg-${field}-error`);
+    if (!control || !slot) return;
+    slot.textContent = message ?? '';
+    slot.hidden = message === null;
+    if (message === null) {
+      control.removeAttribute('aria-invalid');
+      this.shown.delete(field);
+    } else {
+      control.setAttribute('aria-invalid', 'true');
+      this.shown.add(field);
+    }
+  }
+}

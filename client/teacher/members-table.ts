@@ -1,0 +1,128 @@
+/**
+ * The members table: one row per ring member in rank order, then the students waiting to be
+ * admitted (the tbody `data-testid="members"`), and in a second tbody, greyed, whoever left
+ * or was dropped in the last half minute, so a teacher glancing up still sees who went.
+ */
+import type { DroppedMember, MemberInfo, RoomEvent, RoomStatus } from '../../shared/protocol';
+import { h } from './dom';
+import { BACKEND_LABELS, dash, duration, fixed, percent } from './format';
+
+/** A member whose step compute time is this many times the others' median is flagged. */
+export const STRAGGLER_FACTOR = 3;
+/** Members that left stay on the table, greyed, this long. */
+export const GONE_SHOWN_MS = 30_000;
+
+export type Marker = 'chief' | 'waiting' | 'straggler' | 'reconnecting' | 'dropped-before';
+
+const MARKER_TEXT: Record<Marker, string> = {
+  chief: 'chief',
+  waiting: 'waiting',
+  straggler: 'straggler',
+  reconnecting: 'reconnecting',
+  'dropped-before': 'dropped before',
+};
+
+const MARKER_TITLE: Record<Marker, string> = {
+  chief: 'Rank 0: coordinates the ring and writes the checkpoints',
+  waiting: 'Joined during the run; enters the ring at the next generation',
+  straggler: `Its compute time per step is over ${STRAGGLER_FACTOR}× the others' median: the ring waits for it`,
+  reconnecting: 'Its connection to the server is down; it may be reconnecting',
+  'dropped-before': 'Was dropped as too slow earlier in this run, then joined again',
+};
+
+function median(xs: number[]): number | null {
+  if (xs.length === 0) return null;
+  const sorted = [...xs].sort((a, b) => a - b);
+  const mid = sorted.length >> 1;
+  return sorted.length % 2 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
+}
+
+/** True when `m`'s compute time is far above the median of the other members' (0 means not measured yet). */
+export function isStraggler(m: MemberInfo, members: readonly MemberInfo[]): boolean {
+  if (m.computeMs <= 0) return false;
+  const others = median(members.filter((o) => o.id !== m.id && o.computeMs > 0).map((o) => o.computeMs));
+  return others !== null && m.computeMs > STRAGGLER_FACTOR * others;
+}
+
+export function markersOf(m: MemberInfo, s: RoomStatus): Marker[] {
+  const markers: Marker[] = [];
+  if (m.rank === 0) markers.push('chief');
+  if (m.rank === null) markers.push('waiting');
+  if (m.rank !== null && isStraggler(m, s.members)) markers.push('straggler');
+  if (!m.connected) markers.push('reconnecting');
+  if (s.dropped.some((d: DroppedMember) => d.name === m.name)) markers.push('dropped-before');
+  return markers;
+}
+
+export interface GoneMember {
+  name: string;
+  kind: 'left' | 'dropped';
+  at: number;
+  detail: string;
+}
+
+/** Members who left or were dropped within `GONE_SHOWN_MS` of `serverNow` and are not back. */
+export function recentlyGone(events: readonly RoomEvent[], present: readonly MemberInfo[], serverNow: number): GoneMember[] {
+  const here = new Set(present.map((m) => m.name));
+  const gone = new Map<string, GoneMember>();
+  for (const e of events) {
+    if ((e.kind !== 'left' && e.kind !== 'dropped') || serverNow - e.at > GONE_SHOWN_MS) continue;
+    for (const name of e.members) if (!here.has(name)) gone.set(name, { name, kind: e.kind, at: e.at, detail: e.detail });
+  }
+  return [...gone.values()].sort((a, b) => b.at - a.at);
+}
+
+function badge(marker: Marker): HTMLElement {
+  return h('span', { class: `badge badge-${marker}`, title: MARKER_TITLE[marker] }, MARKER_TEXT[marker]);
+}
+
+function memberRow(m: MemberInfo, s: RoomStatus, chief: MemberInfo | undefined): HTMLTableRowElement {
+  const markers = markersOf(m, s);
+  const hashDiffers = !!(chief && chief !== m && m.weightsHash && chief.weightsHash && m.step === chief.step && m.weightsHash !== chief.weightsHash);
+  const backend = h('td', { 'data-label': 'Backend' }, BACKEND_LABELS[m.backend], m.kind === 'node' ? ' · Node' : null);
+  if (m.adapter) backend.append(h('span', { class: 'adapter' }, m.adapter));
+  return h(
+    'tr',
+    { 'data-member-id': m.id, 'data-markers': markers.join(' '), class: markers.map((k) => `is-${k}`).join(' ') },
+    h('th', { scope: 'row', title: `join index ${m.index}` }, m.name),
+    h('td', { class: 'num', 'data-label': 'Rank' }, m.rank === null ? dash : String(m.rank)),
+    backend,
+    h('td', { class: 'num', 'data-label': 'Examples/s' }, m.rank === null || m.examplesPerSec <= 0 ? dash : fixed(m.examplesPerSec, 0)),
+    h('td', { class: 'num', 'data-label': 'Batch share' }, m.rank === null || m.batchShare <= 0 ? dash : percent(m.batchShare)),
+    h('td', { class: 'num', 'data-label': 'ms/step' }, m.computeMs > 0 ? fixed(m.computeMs, 0) : dash),
+    h('td', { class: 'num', 'data-label': 'Step' }, String(m.step)),
+    h(
+      'td',
+      { class: hashDiffers ? 'hash hash-differs' : 'hash', 'data-label': 'Weights', title: m.weightsHash ? `${m.weightsHash}${hashDiffers ? ' (differs from the chief at the same step)' : ''}` : null },
+      m.weightsHash ? m.weightsHash.slice(0, 8) : dash,
+    ),
+    h('td', { class: 'markers', 'data-label': 'Status' }, ...markers.map(badge)),
+  );
+}
+
+function goneRow(g: GoneMember, serverNow: number): HTMLTableRowElement {
+  const ago = `${duration(serverNow - g.at)} ago`;
+  return h(
+    'tr',
+    { class: 'is-gone', 'data-gone': g.kind },
+    h('th', { scope: 'row' }, g.name),
+    h(
+      'td',
+      { colspan: 8 },
+      h('span', { class: `badge badge-${g.kind}` }, g.kind === 'left' ? 'left' : 'dropped (too slow)'),
+      ` ${ago}${g.detail ? ` · ${g.detail}` : ''}`,
+    ),
+  );
+}
+
+/** Fills the table's two bodies, and the caption's one-line summary. */
+export function renderMembers(body: HTMLElement, goneBody: HTMLElement, summary: HTMLElement, s: RoomStatus, serverNow: number): void {
+  const chief = s.members.find((m) => m.rank === 0);
+  body.replaceChildren(...[...s.members, ...s.waiting].map((m) => memberRow(m, s, chief)));
+  goneBody.replaceChildren(...recentlyGone(s.events, [...s.members, ...s.waiting], serverNow).map((g) => goneRow(g, serverNow)));
+  const total = s.members.reduce((sum, m) => sum + m.examplesPerSec, 0);
+  const parts = [`${s.members.length} in the ring`];
+  if (s.waiting.length > 0) parts.push(`${s.waiting.length} waiting`);
+  if (total > 0) parts.push(`${total.toFixed(0)} examples/s together`);
+  summary.textContent = parts.join(' · ');
+}

@@ -1,0 +1,67 @@
+/** Step and epoch progress, a bar, and the time left from the recent step rate. */
+import type { MetricPoint, RoomStatus } from '../../shared/protocol';
+import { byId } from './dom';
+import { dash, duration, fixed, percent } from './format';
+
+/** The step rate is measured over the reports of this last stretch of time. */
+export const RATE_WINDOW_MS = 20_000;
+
+export interface Rate {
+  stepsPerSec: number;
+  /** Time to `totalSteps` at that rate, or null when there is no rate or no end. */
+  etaMs: number | null;
+}
+
+/** Steps per second over the last `RATE_WINDOW_MS` of reports (server `at` times), and the ETA. */
+export function stepRate(history: readonly MetricPoint[], step: number, totalSteps: number | null): Rate | null {
+  const last = history[history.length - 1];
+  if (!last) return null;
+  let first = last;
+  for (let i = history.length - 2; i >= 0; i--) {
+    const p = history[i]!;
+    if (last.at - p.at > RATE_WINDOW_MS) break;
+    first = p;
+  }
+  const dt = last.at - first.at;
+  if (dt <= 0 || last.step <= first.step) return null;
+  const stepsPerSec = ((last.step - first.step) * 1000) / dt;
+  const etaMs = totalSteps === null ? null : (Math.max(0, totalSteps - step) / stepsPerSec) * 1000;
+  return { stepsPerSec, etaMs };
+}
+
+export function renderProgress(s: RoomStatus, history: readonly MetricPoint[]): void {
+  const total = s.totalSteps;
+  const epochs = s.config?.epochs ?? null;
+  byId('p-step').textContent = total ? `${s.step} / ${total}` : String(s.step);
+  byId('p-epoch').textContent = epochs ? `${Math.min(s.epoch + 1, epochs)} / ${epochs}` : s.run > 0 ? String(s.epoch + 1) : dash;
+  const bar = byId<HTMLProgressElement>('p-bar');
+  if (total) {
+    bar.max = total;
+    bar.value = Math.min(s.step, total);
+    bar.textContent = percent(s.step / total, 0);
+  } else if (s.state === 'training') {
+    bar.removeAttribute('value'); // indeterminate until the room knows its step count
+  } else {
+    bar.max = 1;
+    bar.value = 0;
+  }
+  const rate = s.state === 'training' ? stepRate(history, s.step, total) : null;
+  byId('p-rate').textContent = rate ? `${fixed(rate.stepsPerSec, rate.stepsPerSec < 10 ? 2 : 1)} steps/s` : dash;
+  byId('p-eta').textContent = etaText(s, rate);
+  byId('p-loss').textContent = fixed(s.metrics.loss, 4);
+  byId('p-train-acc').textContent = percent(s.metrics.trainAccuracy);
+  byId('p-test-acc').textContent = percent(s.metrics.accuracy);
+}
+
+function etaText(s: RoomStatus, rate: Rate | null): string {
+  switch (s.state) {
+    case 'idle':
+      return dash;
+    case 'paused':
+      return 'paused';
+    case 'done':
+      return 'run ended';
+    case 'training':
+      return rate && rate.etaMs !== null ? duration(rate.etaMs) : 'measuring…';
+  }
+}

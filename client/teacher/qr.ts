@@ -1,0 +1,29 @@
+/**
+ * The joining card: the room code in letters big enough to read from the back row, and a
+ * QR code of the student URL big enough to scan from a projector.
+ */
+import QRCode from 'qrcode';
+import { h } from './dom';
+
+/**
+ * Renders the card into `container`. The QR code is SVG, so it stays sharp at any projector
+ * size; black on white with the standard 4-module quiet zone, because phone scanners read
+ * inverted or low-contrast codes badly.
+ */
+export async function renderJoinCard(container: HTMLElement, room: string, studentUrl: string): Promise<void> {
+  const code = h('p', { class: 'room-code', style: `--room-chars: ${Math.max(room.length, 4)}` }, room);
+  const link = h('a', { class: 'student-url', href: studentUrl, target: '_blank', rel: 'noopener' }, studentUrl);
+  const figure = h('figure', { class: 'qr' });
+  container.replaceChildren(
+    h('p', { class: 'join-hint' }, 'Open the student page, or scan:'),
+    code,
+    figure,
+    h('p', { class: 'join-url' }, link),
+  );
+  const svg = await QRCode.toString(studentUrl, { type: 'svg', errorCorrectionLevel: 'M', margin: 4, color: { dark: '#000000', light: '#ffffff' } });
+  // The markup comes from the qrcode library, built from our URL only; it holds no user HTML.
+  figure.innerHTML = svg;
+  const el = figure.querySelector('svg');
+  el?.setAttribute('role', 'img');
+  el?.setAttribute('aria-label', `QR code for ${studentUrl}`);
+}

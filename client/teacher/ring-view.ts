@@ -1,0 +1,85 @@
+/**
+ * The ring as a picture: members in rank order clockwise from the top, the chief filled, and
+ * an arrow from each rank to the next labelled with the throughput the sender measured on
+ * that link during the last all-reduce (MemberInfo.linkMBps).
+ */
+import type { MemberInfo, RoomStatus } from '../../shared/protocol';
+import { s } from './dom';
+import { isStraggler } from './members-table';
+
+const VIEW_W = 480;
+const VIEW_H = 440;
+const CX = VIEW_W / 2;
+const CY = VIEW_H / 2;
+const RADIUS = 140;
+const NAME_MAX_CHARS = 10;
+
+const short = (name: string) => (name.length > NAME_MAX_CHARS ? `${name.slice(0, NAME_MAX_CHARS - 1)}…` : name);
+const mbps = (v: number) => (v > 0 ? `${v.toFixed(1)} MB/s` : '… MB/s');
+
+/** Angle of rank `i` of `n`, clockwise from 12 o'clock. */
+const angleOf = (i: number, n: number) => -Math.PI / 2 + (2 * Math.PI * i) / n;
+const at = (angle: number, r: number) => ({ x: CX + r * Math.cos(angle), y: CY + r * Math.sin(angle) });
+const n1 = (v: number) => v.toFixed(1);
+
+export function renderRing(container: HTMLElement, status: RoomStatus): void {
+  const members = status.members;
+  const n = members.length;
+  const nodeR = Math.max(12, Math.min(34, RADIUS * Math.sin(Math.PI / Math.max(n, 2)) * 0.55));
+  const labelFont = n <= 8 ? 20 : n <= 16 ? 14 : 11;
+  const nameFont = n <= 8 ? 18 : n <= 16 ? 13 : 10;
+
+  const desc =
+    n === 0
+      ? 'Nobody has joined yet.'
+      : members.map((m, i) => `${m.name} (rank ${i}${i === 0 ? ', chief' : ''}) sends to ${members[(i + 1) % n]!.name} at ${mbps(m.linkMBps)}`).join('; ');
+  const svg = s(
+    'svg',
+    { viewBox: `0 0 ${VIEW_W} ${VIEW_H}`, role: 'img', 'aria-labelledby': 'ring-svg-title ring-svg-desc', class: 'ring-svg' },
+    s('title', { id: 'ring-svg-title' }, `Ring of ${n} member${n === 1 ? '' : 's'}`),
+    s('desc', { id: 'ring-svg-desc' }, n === 1 ? `${members[0]!.name} alone: nothing to all-reduce yet.` : desc),
+    s('defs', {}, s('marker', { id: 'ring-arrow', viewBox: '0 0 10 10', refX: 9, refY: 5, markerWidth: 7, markerHeight: 7, orient: 'auto-start-reverse' }, s('path', { d: 'M0,0 L10,5 L0,10 z', class: 'ring-arrowhead' }))),
+  );
+
+  if (n === 0) {
+    svg.append(s('text', { x: CX, y: CY, class: 'ring-empty', 'text-anchor': 'middle', 'dominant-baseline': 'middle' }, 'Waiting for students to join'));
+    container.replaceChildren(svg);
+    return;
+  }
+
+  svg.append(s('circle', { cx: CX, cy: CY, r: RADIUS, class: 'ring-track' }));
+  if (n > 1) {
+    // The arc leaves and enters each node at its rim: offset the end angles by the node's angular radius.
+    const gap = (nodeR + 4) / RADIUS;
+    members.forEach((m, i) => {
+      const a0 = angleOf(i, n) + gap;
+      const a1 = angleOf(i + 1, n) - gap;
+      const p0 = at(a0, RADIUS);
+      const p1 = at(a1, RADIUS);
+      const large = a1 - a0 > Math.PI ? 1 : 0;
+      const mid = (a0 + a1) / 2;
+      const label = at(mid, RADIUS + nodeR * 0.3 + labelFont * 1.4);
+      svg.append(
+        s('path', { d: `M${n1(p0.x)},${n1(p0.y)} A${RADIUS},${RADIUS} 0 ${large} 1 ${n1(p1.x)},${n1(p1.y)}`, class: 'ring-link', 'marker-end': 'url(#ring-arrow)' }),
+        s('text', { x: n1(label.x), y: n1(label.y), class: 'ring-link-label', 'font-size': labelFont, 'text-anchor': 'middle', 'dominant-baseline': 'middle' }, mbps(m.linkMBps)),
+      );
+    });
+  }
+  members.forEach((m: MemberInfo, i) => {
+    const p = at(angleOf(i, n), RADIUS);
+    const name = at(angleOf(i, n), RADIUS - nodeR - nameFont * 0.9);
+    const classes = ['ring-node', i === 0 ? 'is-chief' : '', m.connected ? '' : 'is-reconnecting', isStraggler(m, members) ? 'is-straggler' : ''].filter(Boolean).join(' ');
+    svg.append(
+      s(
+        'g',
+        { class: classes },
+        s('circle', { cx: n1(p.x), cy: n1(p.y), r: n1(nodeR) }),
+        s('text', { x: n1(p.x), y: n1(p.y), class: 'ring-rank', 'font-size': n1(nodeR * 0.9), 'text-anchor': 'middle', 'dominant-baseline': 'central' }, String(i)),
+        s('text', { x: n1(name.x), y: n1(name.y), class: 'ring-name', 'font-size': nameFont, 'text-anchor': 'middle', 'dominant-baseline': 'middle' }, short(m.name)),
+      ),
+    );
+  });
+  const chief = members[0]!;
+  svg.append(s('text', { x: CX, y: CY, class: 'ring-center', 'text-anchor': 'middle', 'dominant-baseline': 'middle' }, `chief: ${short(chief.name)}`));
+  container.replaceChildren(svg);
+}

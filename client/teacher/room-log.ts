@@ -1,0 +1,50 @@
+/** The ring's history: its event log, the students dropped as too slow, and the weight checks. */
+import type { RoomEvent, RoomStatus } from '../../shared/protocol';
+import { byId, h } from './dom';
+import { clockTime, fixed } from './format';
+
+const EVENT_TEXT: Record<RoomEvent['kind'], string> = {
+  joined: 'joined',
+  left: 'left',
+  admitted: 'admitted to the ring',
+  dropped: 'dropped as too slow',
+  resynced: 'weights resynced',
+  reformed: 'ring re-formed',
+};
+
+export function renderRoomLog(s: RoomStatus): void {
+  const c = s.consistency;
+  byId('t-consistency').textContent =
+    `${c.checks} hash comparison${c.checks === 1 ? '' : 's'}, ${c.mismatches} mismatch${c.mismatches === 1 ? '' : 'es'}` +
+    (c.lastMismatchStep === null ? '' : `, last at step ${c.lastMismatchStep} (resynced from the chief)`);
+  byId('t-consistency').classList.toggle('has-mismatch', c.mismatches > 0);
+  byId('t-generation').textContent = String(s.generation);
+  byId('t-run').textContent = s.run === 0 ? '–' : String(s.run);
+
+  byId('no-dropped').hidden = s.dropped.length > 0;
+  byId('dropped-table').hidden = s.dropped.length === 0;
+  byId('dropped').replaceChildren(
+    ...s.dropped.map((d) =>
+      h('tr', {}, h('th', { scope: 'row' }, d.name), h('td', { class: 'num' }, String(d.step)), h('td', { class: 'num' }, `${fixed(d.computeMs, 0)} ms`), h('td', { class: 'num' }, `${fixed(d.deadlineMs, 0)} ms`)),
+    ),
+  );
+
+  byId('no-events').hidden = s.events.length > 0;
+  byId('events').replaceChildren(
+    ...s.events
+      .slice()
+      .reverse()
+      .map((e) =>
+        h(
+          'li',
+          { class: `event event-${e.kind}` },
+          h('time', { datetime: new Date(e.at).toISOString() }, clockTime(e.at)),
+          ` · step ${e.step} · `,
+          e.members.length > 0 ? h('strong', {}, e.members.join(', ')) : null,
+          e.members.length > 0 ? ' ' : null,
+          EVENT_TEXT[e.kind],
+          e.detail ? ` (${e.detail})` : '',
+        ),
+      ),
+  );
+}
