@@ -1,6 +1,8 @@
 import { defineConfig } from '@playwright/test';
 
 export const E2E_PORT = Number(process.env.E2E_PORT ?? 18_080);
+/** The same server over HTTPS (self-signed), for pages opened from the machine's LAN address. */
+export const E2E_HTTPS_PORT = E2E_PORT + 1;
 export const E2E_TOKEN = 'e2e-teacher-token';
 
 /**
@@ -43,7 +45,9 @@ export default defineConfig({
     stderr: 'pipe',
     env: {
       PORT: String(E2E_PORT),
-      HOST: '127.0.0.1',
+      HTTPS_PORT: String(E2E_HTTPS_PORT),
+      // All interfaces: https.spec.ts opens the pages from the LAN address too.
+      HOST: '0.0.0.0',
       TEACHER_TOKEN: E2E_TOKEN,
       DATA_DIR: 'test-results/e2e-data',
       LOG_LEVEL: 'warn',

@@ -4,7 +4,7 @@
  * it (student-session.ts), the chart and the drawing pad once the student has joined.
  */
 import type { WorkerStatus } from '../shared/worker';
-import type { RoomMetrics } from '../shared/protocol';
+import type { RoomMetrics, ServerInfo } from '../shared/protocol';
 import { toWebringError } from '../shared/errors';
 import { showSecureContextNotice } from './secure-context';
 
@@ -15,7 +15,8 @@ const nameInput = $<HTMLInputElement>('name');
 const joinButton = $<HTMLButtonElement>('join');
 const statusEl = $('worker-status');
 const banner = $('state-banner');
-roomInput.value = params.get('room') ?? 'class';
+roomInput.value = params.get('room') ?? '';
+if (!params.has('room')) void fillDefaultRoom();
 nameInput.value = params.get('name') ?? '';
 
 /** Test-only query flags: play a slow laptop, or backend drift. Never set by the UI. */
@@ -29,6 +30,18 @@ const debug = { slowStepMs: intParam('debugSlowMs'), driftAtStep: intParam('debu
 const METRICS_POLL_MS = 2_000;
 
 void showSecureContextNotice($('secure-notice'));
+
+/** A student who typed only the address gets the room the teacher's laptop printed. */
+async function fillDefaultRoom(): Promise<void> {
+  try {
+    const res = await fetch('/api/info');
+    if (!res.ok) return;
+    const info = (await res.json()) as ServerInfo;
+    if (!roomInput.value) roomInput.value = info.defaultRoom;
+  } catch (err) {
+    console.warn(`[webring] no default room: ${toWebringError(err).message}`);
+  }
+}
 // Start fetching the heavy half at once; the page is already painted.
 const session = import('./student-session');
 

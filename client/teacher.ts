@@ -65,8 +65,9 @@ function setBig(big: boolean): void {
   bigToggle.setAttribute('aria-pressed', String(big));
   try {
     localStorage.setItem(BIG_SCREEN_KEY, big ? '1' : '0');
-  } catch {
+  } catch (err) {
     // Storage may be off (private mode); the toggle still works for this visit.
+    console.warn(`[webring] big-screen mode not remembered: ${(err as Error).message}`);
   }
   lossChart.resize();
   accuracyChart.resize();
@@ -92,8 +93,8 @@ const accuracyChart = createLiveChart(
 let storedBig = false;
 try {
   storedBig = localStorage.getItem(BIG_SCREEN_KEY) === '1';
-} catch {
-  // As above: no storage, no remembered mode.
+} catch (err) {
+  console.warn(`[webring] no remembered big-screen mode: ${(err as Error).message}`);
 }
 setBig(storedBig);
 

@@ -307,6 +307,22 @@ export interface RoomMetrics {
   evaluations: Array<{ epoch: number; step: number; accuracy: number }>;
 }
 
+/**
+ * GET /api/info: how students reach this server, so a page loaded over plain http from a
+ * LAN address (not a secure context: no WebGPU) can offer its https twin.
+ */
+export interface ServerInfo {
+  /** The room printed at start-up: ROOM, or the generated join code ("K7M-Q2P"). */
+  defaultRoom: string;
+  httpPort: number;
+  /** null when the server runs without HTTPS. */
+  httpsPort: number | null;
+  /** Student URLs of the default room: https on each LAN address first, then plain http. */
+  studentUrls: string[];
+  /** The student URL on this machine itself (http://localhost is a secure context). */
+  localUrl: string;
+}
+
 export type AckResult<T> = ({ ok: true } & T) | { ok: false; error: ErrorBody };
 export type Ack<T> = (result: AckResult<T>) => void;
 
@@ -369,3 +385,4 @@ export function parseOrThrow<S extends z.ZodType>(schema: S, input: unknown): z.
   const message = issue ? `${field ?? 'body'}: ${issue.message}` : 'invalid input';
   throw new WebringError('ERR_BAD_REQUEST', message, field);
 }
+

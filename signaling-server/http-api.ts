@@ -7,7 +7,7 @@ import path from 'node:path';
 import express, { type NextFunction, type Request, type Response } from 'express';
 import multer from 'multer';
 import { WebringError, toWebringError, type ErrorCode } from '../shared/errors';
-import { MAX_HTTP_JSON_BYTES, parseOrThrow, roomNameSchema, startConfigSchema } from '../shared/protocol';
+import { MAX_HTTP_JSON_BYTES, parseOrThrow, roomNameSchema, startConfigSchema, type ServerInfo } from '../shared/protocol';
 import { CHECKPOINT_FILES, CHECKPOINT_FILE_NAMES, LATEST_CHECKPOINT, type CheckpointFile } from '../shared/checkpoint';
 import { startRun } from './runs';
 import { Room } from './room';
@@ -33,6 +33,8 @@ export interface HttpOptions {
   clientDir: string;
   mnist: () => Promise<Uint8Array>;
   startedAt: number;
+  /** Ports and URLs, known once the servers listen. */
+  info: () => ServerInfo;
 }
 
 export function createHttpApp(ctx: ServerContext, options: HttpOptions): express.Express {
@@ -53,6 +55,10 @@ export function createHttpApp(ctx: ServerContext, options: HttpOptions): express
 
   app.get('/healthz', (_req, res) => {
     res.json({ ok: true, uptimeS: Math.round((Date.now() - options.startedAt) / 1000), rooms: ctx.rooms.count });
+  });
+
+  app.get('/api/info', (_req, res) => {
+    res.json(options.info());
   });
 
   // A room nobody joined yet reads as empty and idle, without being created.

@@ -1,14 +1,21 @@
 /**
- * `npm start`: the classroom server. Environment: PORT (8080), HOST (all interfaces),
- * DATA_DIR (./data), TEACHER_TOKEN (generated and printed when unset), LOG_LEVEL (info),
- * PING_INTERVAL_MS and PING_TIMEOUT_MS (liveness).
+ * `npm start`: the classroom server. Environment: PORT (8080), HTTPS_PORT (8443; 0 picks a
+ * free port), HOST (all interfaces), ROOM (a generated join code, kept in DATA_DIR),
+ * TLS_CERT and TLS_KEY (PEM files; a self-signed certificate is made and kept in
+ * DATA_DIR/tls/ when unset), DATA_DIR (./data), TEACHER_TOKEN (generated and printed when
+ * unset), LOG_LEVEL (info), PING_INTERVAL_MS and PING_TIMEOUT_MS (liveness).
  */
 import { randomBytes } from 'node:crypto';
-import os from 'node:os';
 import path from 'node:path';
+import QRCode from 'qrcode';
+import { roomNameSchema } from '../shared/protocol';
 import { buildClientIfNeeded, CLIENT_DIST, PROJECT_ROOT } from './build-client';
 import { createLogger } from './logger';
+import { loadOrCreateRoomCode, ROOM_CODE_FILE } from './room-code';
 import { DEFAULT_PING_INTERVAL_MS, DEFAULT_PING_TIMEOUT_MS, startServer } from './server';
+import { loadTlsCredentials, TlsError, type TlsCredentials } from './tls';
+
+const DEFAULT_HTTPS_PORT = 8443;
 
 function intFromEnv(name: string, fallback: number): number {
   const raw = process.env[name];
@@ -21,20 +28,39 @@ function intFromEnv(name: string, fallback: number): number {
   return value;
 }
 
-function lanAddresses(): string[] {
-  return Object.values(os.networkInterfaces())
-    .flat()
-    .filter((a): a is os.NetworkInterfaceInfo => !!a && a.family === 'IPv4' && !a.internal)
-    .map((a) => a.address);
+const isLoopback = (url: string) => /^https?:\/\/(localhost|127\.0\.0\.1|\[::1\])[:/]/.test(url);
+
+function describeCertificate(tls: TlsCredentials): string {
+  const until = tls.validTo.toISOString().slice(0, 10);
+  if (tls.source === 'files') return `HTTPS certificate: ${tls.certPath} (TLS_CERT), valid until ${until}`;
+  const made = tls.source === 'generated' ? `made now (${tls.reason})` : 'kept from an earlier start';
+  return `HTTPS certificate: self-signed, ${made}, valid until ${until}\n  ${tls.certPath}\n  SHA-256 ${tls.fingerprint256}`;
 }
 
 async function main(): Promise<void> {
   const log = createLogger();
   const port = intFromEnv('PORT', 8080);
+  const httpsPortFromEnv = process.env.HTTPS_PORT !== undefined && process.env.HTTPS_PORT !== '';
+  const httpsPort = intFromEnv('HTTPS_PORT', DEFAULT_HTTPS_PORT);
   const host = process.env.HOST || undefined;
   const dataDir = path.resolve(process.env.DATA_DIR || path.join(PROJECT_ROOT, 'data'));
   const tokenFromEnv = process.env.TEACHER_TOKEN;
   const teacherToken = tokenFromEnv || randomBytes(12).toString('hex');
+  const roomFromEnv = process.env.ROOM;
+  if (roomFromEnv && !roomNameSchema.safeParse(roomFromEnv).success) {
+    console.error(`[webring] ROOM must be letters, digits, "-" and "_" (up to 64, starting with a letter or digit), got ${JSON.stringify(roomFromEnv)}`);
+    process.exit(2);
+  }
+  const room = roomFromEnv || (await loadOrCreateRoomCode(dataDir));
+
+  let tls: TlsCredentials;
+  try {
+    tls = await loadTlsCredentials({ dataDir, certPath: process.env.TLS_CERT || undefined, keyPath: process.env.TLS_KEY || undefined });
+  } catch (err) {
+    if (!(err instanceof TlsError)) throw err;
+    console.error(`[webring] ${err.code}: ${err.message}`);
+    process.exit(2);
+  }
 
   await buildClientIfNeeded((m) => log.info(m));
   const server = await startServer({
@@ -46,24 +72,44 @@ async function main(): Promise<void> {
     pingIntervalMs: intFromEnv('PING_INTERVAL_MS', DEFAULT_PING_INTERVAL_MS),
     pingTimeoutMs: intFromEnv('PING_TIMEOUT_MS', DEFAULT_PING_TIMEOUT_MS),
     log,
+    defaultRoom: room,
+    https: { port: httpsPort, cert: tls.cert, key: tls.key, anyPortIfTaken: !httpsPortFromEnv },
   });
 
-  const room = 'class';
-  const hosts = host && host !== '0.0.0.0' && host !== '::' ? [host] : ['localhost', ...lanAddresses()];
+  const info = server.info();
+  const httpsUrls = info.studentUrls.filter((u) => u.startsWith('https:'));
+  const lanHttps = httpsUrls.filter((u) => !isLoopback(u));
+  const lanHttp = info.studentUrls.filter((u) => u.startsWith('http:') && !isLoopback(u));
+  const qr = lanHttps[0]
+    ? await QRCode.toString(lanHttps[0], process.stdout.isTTY ? { type: 'terminal', small: true } : { type: 'utf8' })
+    : '';
   const lines = [
     '',
     'webring classroom server is running',
     '',
-    'Students open:',
-    ...hosts.map((h) => `  http://${h}:${server.port}/?room=${room}`),
+    `Room: ${room}${roomFromEnv ? ' (from ROOM)' : ` (join code, kept in ${path.join(dataDir, ROOM_CODE_FILE)}; set ROOM to choose a name)`}`,
     '',
+    'Students open:',
+    ...(httpsUrls.length > 0 ? httpsUrls : [`https://localhost:${server.httpsPort}/?room=${room}`]).map((u) => `  ${u}`),
+    ...(lanHttps.length > 0 ? [] : ['  (no LAN address: only this computer can reach the server; check HOST and the network)']),
+    `  ${info.localUrl}   (on this computer)`,
+    ...(lanHttp.length > 0 ? ['', `  Plain http also works, but without WebGPU on other computers: ${lanHttp[0]}`] : []),
+    '',
+    ...(qr ? ['Scan to join:', qr.trimEnd(), ''] : []),
+    ...(tls.source === 'files'
+      ? []
+      : [
+          'The first time, students see "Your connection is not private": this computer made its',
+          'own certificate, so no authority vouches for it. They click Advanced, then Proceed.',
+          'That is safe on the class network; the connection is still encrypted.',
+          '',
+        ]),
     'Teacher opens:',
     `  http://localhost:${server.port}/teacher?room=${room}&token=${teacherToken}`,
     '',
     tokenFromEnv ? 'Teacher token: from TEACHER_TOKEN' : `Teacher token (generated; set TEACHER_TOKEN to fix it): ${teacherToken}`,
+    describeCertificate(tls),
     `Data directory: ${dataDir}`,
-    'Note: over plain http only localhost is a secure context, so WebGPU is available to',
-    'students on other machines only once HTTPS arrives; they fall back to WebGL.',
     '',
   ];
   console.log(lines.join('\n'));

@@ -1,12 +1,13 @@
 /**
- * Wires the http server, express and socket.io together; handlers register per concern
- * (rooms, signals, training), as socket.io's application-structure guide suggests.
+ * Wires the http and https servers, express and socket.io together; handlers register per
+ * concern (rooms, signals, training), as socket.io's application-structure guide suggests.
  */
 import http from 'node:http';
+import https from 'node:https';
 import path from 'node:path';
-import type { AddressInfo } from 'node:net';
+import type { AddressInfo, Server as NetServer } from 'node:net';
 import { Server } from 'socket.io';
-import { CLIENT_EVENT_NAMES, MAX_SOCKET_PACKET_BYTES } from '../shared/protocol';
+import { CLIENT_EVENT_NAMES, MAX_SOCKET_PACKET_BYTES, type ServerInfo } from '../shared/protocol';
 import { RoomRegistry, type IoServer, type ServerContext } from './context';
 import { Room } from './room';
 import { createHttpApp } from './http-api';
@@ -19,6 +20,8 @@ import { registerRoomHandlers } from './handlers/rooms';
 import { registerSignalHandlers } from './handlers/signals';
 import { registerTrainingHandlers } from './handlers/training';
 import { scheduleAdmission } from './runs';
+import { canonicalRoomName, canonicalRoomPath, isRoomCode } from './room-code';
+import { lanAddresses } from './tls';
 
 /**
  * socket.io's defaults (25 s interval, 20 s timeout) notice a vanished tab only after ~45 s.
@@ -47,13 +50,40 @@ export interface ServerOptions {
   pingTimeoutMs?: number;
   reconnectGraceMs?: number;
   log?: Logger;
+  /** The room the printed URLs and GET /api/info name (default 'class'). */
+  defaultRoom?: string;
+  /** Also serve HTTPS (same app, same socket.io) with this PEM certificate and key. */
+  https?: {
+    port: number;
+    cert: string;
+    key: string;
+    /** When `port` is taken, listen on a free one instead of failing (the port was a default, not asked for). */
+    anyPortIfTaken?: boolean;
+  };
 }
 
 export interface RunningServer {
   url: string;
   port: number;
+  /** Bound HTTPS port, or null without HTTPS. */
+  httpsPort: number | null;
   io: IoServer;
+  /** Ports and student URLs (LAN addresses are read afresh each call). */
+  info(): ServerInfo;
   close(): Promise<void>;
+}
+
+const WILDCARD_HOSTS = new Set([undefined, '', '0.0.0.0', '::']);
+const urlHost = (host: string) => (host.includes(':') ? `[${host}]` : host);
+
+function listen(server: NetServer, port: number, host: string | undefined): Promise<number> {
+  return new Promise((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, () => {
+      server.off('error', reject);
+      resolve((server.address() as AddressInfo).port);
+    });
+  });
 }
 
 /**
@@ -80,6 +110,8 @@ async function restoreRooms(ctx: ServerContext, graceMs: number): Promise<void> 
 
 export async function startServer(options: ServerOptions): Promise<RunningServer> {
   const log = options.log ?? createLogger();
+  const defaultRoom = options.defaultRoom ?? 'class';
+  const roomCode = isRoomCode(defaultRoom) ? defaultRoom : null;
   const httpServer = http.createServer();
   const io: IoServer = new Server(httpServer, {
     pingInterval: options.pingIntervalMs ?? DEFAULT_PING_INTERVAL_MS,
@@ -87,6 +119,9 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     maxHttpBufferSize: MAX_SOCKET_PACKET_BYTES,
     serveClient: false,
   });
+  // A second engine on the https server feeds the same namespaces, rooms and handlers.
+  const httpsServer = options.https ? https.createServer({ cert: options.https.cert, key: options.https.key }) : null;
+  if (httpsServer) io.attach(httpsServer);
   const ctx: ServerContext = {
     io,
     rooms: new RoomRegistry((name) => new Room(name)),
@@ -97,7 +132,27 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   await restoreRooms(ctx, options.reconnectGraceMs ?? DEFAULT_RECONNECT_GRACE_MS);
 
   let mnist: Promise<Uint8Array> | null = null;
+  let port = 0;
+  let httpsPort: number | null = null;
+  const info = (): ServerInfo => {
+    const hosts = WILDCARD_HOSTS.has(options.host)
+      ? lanAddresses().filter((a) => !/^fe80:/i.test(a)) // link-local IPv6 needs a zone id, which browsers refuse in URLs
+      : [options.host!];
+    const query = `/?room=${encodeURIComponent(defaultRoom)}`;
+    const local = WILDCARD_HOSTS.has(options.host) || options.host === '127.0.0.1' || options.host === '::1' ? 'localhost' : options.host!;
+    return {
+      defaultRoom,
+      httpPort: port,
+      httpsPort,
+      studentUrls: [
+        ...(httpsPort === null ? [] : hosts.map((h) => `https://${urlHost(h)}:${httpsPort}${query}`)),
+        ...hosts.map((h) => `http://${urlHost(h)}:${port}${query}`),
+      ],
+      localUrl: `http://${urlHost(local)}:${port}${query}`,
+    };
+  };
   const app = createHttpApp(ctx, {
+    info,
     teacherToken: options.teacherToken,
     clientDir: options.clientDir,
     startedAt: Date.now(),
@@ -109,10 +164,24 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
       return mnist;
     },
   });
-  httpServer.on('request', app);
+  // Students may type the generated join code in lower case; everything else is left alone.
+  const handle: http.RequestListener = (req, res) => {
+    if (roomCode && req.url) req.url = canonicalRoomPath(req.url, roomCode);
+    void app(req, res);
+  };
+  httpServer.on('request', handle);
+  httpsServer?.on('request', handle);
 
   io.on('connection', (socket) => {
     socket.data = { room: null, memberId: null, loggedErrors: new Set() };
+    if (roomCode) {
+      socket.use(([event, request], next) => {
+        if (event === 'room:join' && typeof request === 'object' && request !== null && typeof request.room === 'string') {
+          request.room = canonicalRoomName(request.room, roomCode);
+        }
+        next();
+      });
+    }
     socket.onAny((event: unknown) => {
       if (typeof event === 'string' && KNOWN_EVENTS.has(event)) return;
       const key = `unknown:${String(event).slice(0, 40)}`;
@@ -127,18 +196,30 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     registerTrainingHandlers(ctx, socket);
   });
 
-  await new Promise<void>((resolve, reject) => {
-    httpServer.once('error', reject);
-    httpServer.listen(options.port, options.host, () => resolve());
-  });
-  const port = (httpServer.address() as AddressInfo).port;
+  port = await listen(httpServer, options.port, options.host);
+  if (httpsServer && options.https) {
+    try {
+      httpsPort = await listen(httpsServer, options.https.port, options.host);
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EADDRINUSE' || !options.https.anyPortIfTaken) {
+        httpServer.close();
+        throw err;
+      }
+      httpsPort = await listen(httpsServer, 0, options.host);
+      log.warn(`https port ${options.https.port} is taken; using ${httpsPort}`);
+    }
+  }
   return {
     url: `http://127.0.0.1:${port}`,
     port,
+    httpsPort,
     io,
+    info,
     close: async () => {
       io.disconnectSockets(true);
+      // io.close() closes the server attached last; the other one (and its engine) closes here.
       await new Promise<void>((resolve) => io.close(() => resolve()));
+      if (httpsServer) await new Promise<void>((resolve) => httpServer.close(() => resolve()));
     },
   };
 }

@@ -3,6 +3,7 @@
  * actions carry the teacher token. Failures come back as coded ErrorBody values, never as
  * thrown exceptions, so each panel decides where to show them.
  */
+import type { ServerInfo } from '../../shared/protocol';
 import type { RoomMetrics, RoomStatus } from '../../shared/protocol';
 import type { CheckpointInfo, CheckpointMetadata } from '../../shared/checkpoint';
 import { ERROR_CODES, type ErrorBody } from '../../shared/errors';
@@ -17,10 +18,6 @@ export interface StatusSnapshot {
   clockOffsetMs: number;
 }
 
-/** What GET /api/info may offer; only `studentUrls` is used here. */
-interface ServerInfo {
-  studentUrls?: unknown;
-}
 
 export class RoomApi {
   readonly base: string;
@@ -90,8 +87,10 @@ export async function advertisedStudentUrl(room: string): Promise<string | null>
     const url = new URL(first, location.origin);
     url.searchParams.set('room', room);
     return url.toString();
-  } catch {
-    return null; // Not JSON or not a URL: fall back to this page's own origin.
+  } catch (err) {
+    // Not JSON or not a URL: fall back to this page's own origin.
+    console.warn(`[webring] /api/info unusable, the QR code shows this page's address: ${(err as Error).message}`);
+    return null;
   }
 }
 

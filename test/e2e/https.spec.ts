@@ -1,0 +1,91 @@
+/**
+ * Students on other laptops reach the server by its LAN address. Over plain http that page
+ * is not a secure context, so Chromium hides navigator.gpu (and crypto.subtle): the page
+ * must say so and link its https twin. Over https (self-signed; the test context accepts it
+ * as a student's "Proceed" does) the same page has WebGPU and trains on it.
+ */
+import os from 'node:os';
+import { test, expect, type Browser, type Page } from '@playwright/test';
+import { E2E_HTTPS_PORT, E2E_PORT } from '../../playwright.config';
+import type { ServerInfo } from '../../shared/protocol';
+import { status } from './helpers';
+
+const ROOM = 'e2e-https';
+
+/** 127.0.0.1 is always a secure context, so only a real LAN address can show the difference. */
+function lanIPv4(): string {
+  const found = Object.values(os.networkInterfaces())
+    .flat()
+    .find((a) => a && a.family === 'IPv4' && !a.internal);
+  if (!found) {
+    throw new Error('https.spec.ts needs a non-loopback IPv4 address, and os.networkInterfaces() lists none: connect this machine to a network');
+  }
+  return found.address;
+}
+
+async function open(browser: Browser, url: string): Promise<{ page: Page; errors: string[]; close: () => Promise<void> }> {
+  const context = await browser.newContext({ ignoreHTTPSErrors: true });
+  const page = await context.newPage();
+  const errors: string[] = [];
+  page.on('console', (msg) => {
+    if (msg.type() === 'error') errors.push(msg.text());
+  });
+  page.on('pageerror', (err) => errors.push(err.message));
+  await page.goto(url);
+  return { page, errors, close: () => context.close() };
+}
+
+const security = (page: Page) =>
+  page.evaluate(() => ({ secure: window.isSecureContext, gpu: navigator.gpu !== undefined, subtle: globalThis.crypto?.subtle !== undefined }));
+
+test('GET /api/info names the https port and lists the LAN https URL first', async ({ request }) => {
+  const lan = lanIPv4();
+  const info = (await (await request.get('/api/info')).json()) as ServerInfo;
+  expect(info.httpPort).toBe(E2E_PORT);
+  expect(info.httpsPort).toBe(E2E_HTTPS_PORT);
+  expect(info.defaultRoom).toMatch(/^[A-Z0-9]{3}-[A-Z0-9]{3}$/);
+  expect(info.studentUrls[0]).toMatch(/^https:/);
+  expect(info.studentUrls).toContain(`https://${lan}:${E2E_HTTPS_PORT}/?room=${info.defaultRoom}`);
+  expect(info.localUrl).toBe(`http://localhost:${E2E_PORT}/?room=${info.defaultRoom}`);
+});
+
+test('over https from the LAN address the page is a secure context and the student joins on WebGPU', async ({ browser }) => {
+  const lan = lanIPv4();
+  const student = await open(browser, `https://${lan}:${E2E_HTTPS_PORT}/?room=${ROOM}&name=ada`);
+  expect(await security(student.page)).toEqual({ secure: true, gpu: true, subtle: true });
+  // One line about the certificate warning the student just clicked through.
+  await expect(student.page.getByTestId('secure-notice')).toContainText('made its own certificate');
+  await student.page.getByRole('button', { name: 'Join' }).click();
+  await expect(status(student.page)).toHaveAttribute('data-rank', /^\d+$/, { timeout: 60_000 });
+  await expect(status(student.page)).toHaveAttribute('data-backend', 'webgpu');
+  expect(student.errors).toEqual([]);
+  await student.close();
+});
+
+test('over plain http from the LAN address the page says why and links its https twin', async ({ browser }) => {
+  const lan = lanIPv4();
+  const student = await open(browser, `http://${lan}:${E2E_PORT}/?room=${ROOM}&name=bob`);
+  expect(await security(student.page)).toEqual({ secure: false, gpu: false, subtle: false });
+  const notice = student.page.getByTestId('secure-notice');
+  await expect(notice).toBeVisible();
+  await expect(notice).toHaveAttribute('role', 'status');
+  await expect(notice).toContainText('not secure');
+  await expect(notice).toContainText('Advanced');
+  const link = notice.getByTestId('secure-link');
+  const httpsUrl = `https://${lan}:${E2E_HTTPS_PORT}/?room=${ROOM}&name=bob`;
+  await expect(link).toHaveAttribute('href', httpsUrl);
+
+  await link.click();
+  await expect(student.page).toHaveURL(httpsUrl);
+  expect(await security(student.page)).toEqual({ secure: true, gpu: true, subtle: true });
+  expect(student.errors).toEqual([]);
+  await student.close();
+});
+
+test('on localhost over plain http the notice stays hidden', async ({ browser }) => {
+  const student = await open(browser, `http://127.0.0.1:${E2E_PORT}/?room=${ROOM}&name=cyd`);
+  expect(await security(student.page)).toEqual({ secure: true, gpu: true, subtle: true });
+  await expect(student.page.getByTestId('secure-notice')).toBeHidden();
+  expect(student.errors).toEqual([]);
+  await student.close();
+});
