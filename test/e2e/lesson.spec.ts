@@ -33,6 +33,21 @@ async function noHorizontalScroll(page: Page): Promise<void> {
   expect(widths.scroll, `page is ${widths.scroll} px wide in a ${widths.view} px window`).toBeLessThanOrEqual(widths.view);
 }
 
+/** Every visible control has an accessible name (a label, aria-label or aria-labelledby) and is reachable by keyboard. */
+async function controlsAreLabelled(page: Page): Promise<void> {
+  const unlabelled = await page.evaluate(() =>
+    [...document.querySelectorAll<HTMLElement>('input, select, textarea, button, a[href]')]
+      .filter((el) => el.offsetParent !== null && (el as HTMLInputElement).type !== 'hidden')
+      .filter((el) => {
+        const labelled = (el as HTMLInputElement).labels?.length || el.getAttribute('aria-label') || el.getAttribute('aria-labelledby');
+        const text = el.tagName === 'BUTTON' || el.tagName === 'A' ? el.textContent?.trim() : '';
+        return !(labelled || text) || el.tabIndex < 0;
+      })
+      .map((el) => el.outerHTML.slice(0, 120)),
+  );
+  expect(unlabelled).toEqual([]);
+}
+
 async function shoot(page: Page, name: string): Promise<void> {
   mkdirSync(SHOTS, { recursive: true });
   for (const [label, size] of [['1280x800', LAPTOP], ['390x844', PHONE]] as const) {
@@ -113,6 +128,8 @@ test('a whole lesson: join, configure, start, pause, resume, draw a digit, downl
   expect(model.modelTopology).toBeTruthy();
   expect(model.weightsManifest[0]!.paths.length).toBeGreaterThan(0);
   await shoot(teacher, 'teacher-done');
+  await controlsAreLabelled(teacher);
+  await controlsAreLabelled(student);
 
   expect(teacherErrors).toEqual([]);
   expect(students.flatMap((s) => s.errors)).toEqual([]);
