@@ -1,0 +1,105 @@
+/**
+ * A headless Node worker: joins a room like a browser tab, with the same shared/ code (the
+ * TrainingWorker, the ring, the trainer), over simple-peer + @roamhq/wrtc. A lab machine
+ * with a real GPU can join a class of browsers this way.
+ *
+ *   npm run worker -- --url http://HOST:PORT --room NAME [--name X] [--backend webgpu|cpu]
+ */
+import os from 'node:os';
+import { parseArgs } from 'node:util';
+import SimplePeer from 'simple-peer';
+import wrtc from '@roamhq/wrtc';
+import { io, type Socket } from 'socket.io-client';
+import { BACKENDS, roomNameSchema, memberNameSchema, type Backend, type ClientToServerEvents, type ServerToClientEvents } from '../shared/protocol';
+import { decodeMnist } from '../shared/mnist-format';
+import { TrainingWorker, type WorkerStatus } from '../shared/worker';
+import { createSimplePeerFactory } from '../shared/simple-peer-factory';
+import { WebringError, toWebringError } from '../shared/errors';
+import { selectNodeBackend } from './node-backend';
+
+const USAGE = 'usage: npm run worker -- --url http://HOST:PORT --room NAME [--name X] [--backend webgpu|cpu]';
+/** Exit code for bad arguments, as for the server's bad configuration. */
+const EXIT_USAGE = 2;
+const EXIT_FAILURE = 1;
+
+function fail(message: string, code = EXIT_USAGE): never {
+  console.error(`webring worker: ${message}\n${USAGE}`);
+  process.exit(code);
+}
+
+function parse(): { url: URL; room: string; name: string; backend: Backend | null } {
+  let values;
+  try {
+    ({ values } = parseArgs({
+      options: { url: { type: 'string' }, room: { type: 'string' }, name: { type: 'string' }, backend: { type: 'string' } },
+      strict: true,
+    }));
+  } catch (err) {
+    fail((err as Error).message);
+  }
+  if (!values.url || !values.room) fail('--url and --room are required');
+  let url: URL;
+  try {
+    url = new URL(values.url);
+  } catch {
+    fail(`--url ${values.url} is not a URL`);
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') fail('--url must be http:// or https://');
+  const room = roomNameSchema.safeParse(values.room);
+  if (!room.success) fail(`--room ${values.room}: letters, digits, "-" and "_" only, at most 64`);
+  const name = memberNameSchema.safeParse(values.name ?? `node-${os.hostname()}`.slice(0, 40));
+  if (!name.success) fail('--name must be 1 to 40 characters');
+  const backend = values.backend ?? null;
+  if (backend !== null && !(BACKENDS as readonly string[]).includes(backend)) fail(`--backend ${backend}: one of ${BACKENDS.join(', ')}`);
+  return { url, room: room.data, name: name.data, backend: backend as Backend | null };
+}
+
+function describe(s: WorkerStatus): string {
+  const rank = s.rank === null ? '-' : `${s.rank}/${s.worldSize}${s.chief ? ' chief' : ''}`;
+  const loss = s.loss === null ? '-' : s.loss.toFixed(4);
+  return `state=${s.state} rank=${rank} step=${s.step} loss=${loss} hash=${s.weightsHash ?? '-'}`;
+}
+
+async function main(): Promise<void> {
+  const args = parse();
+  const base = args.url.origin;
+  const choice = await selectNodeBackend(args.backend);
+  console.log(`webring worker: backend ${choice.backend}${choice.adapter ? ` (${choice.adapter})` : ''}${choice.webgpuUnavailable ? `; WebGPU unavailable: ${choice.webgpuUnavailable}` : ''}`);
+  const res = await fetch(`${base}/data/mnist.bin`);
+  if (!res.ok) throw new WebringError('ERR_BAD_DATA', `could not load MNIST from ${base}: HTTP ${res.status}`);
+  const dataset = decodeMnist(new Uint8Array(await res.arrayBuffer()));
+  const socket: Socket<ServerToClientEvents, ClientToServerEvents> = io(base, { transports: ['websocket'] });
+  let last = '';
+  const worker = new TrainingWorker({
+    socket,
+    peerFactory: createSimplePeerFactory(SimplePeer, { iceServers: [], wrtc }),
+    dataset,
+    backend: choice.backend,
+    kind: 'node',
+    adapter: choice.adapter,
+    serverUrl: base,
+    localCheckpoints: null,
+    onStatus: (s) => {
+      // One line per change of state, rank or step: a readable log, not a flood.
+      const line = describe(s);
+      if (line !== last) console.log(`webring worker: ${line}`);
+      last = line;
+    },
+    log: (m) => console.log(`webring worker: ${m}`),
+  });
+  // Leaving says goodbye, so the ring re-forms at once.
+  for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+    process.on(signal, () => {
+      worker.leave();
+      setTimeout(() => process.exit(0), 200).unref();
+    });
+  }
+  const joined = await worker.join(args.room, args.name);
+  console.log(`webring worker: joined ${joined.room} as ${args.name} (index ${joined.index})`);
+}
+
+main().catch((err: unknown) => {
+  const e = toWebringError(err);
+  console.error(`webring worker: ${e.code}: ${e.message}`);
+  process.exit(EXIT_FAILURE);
+});

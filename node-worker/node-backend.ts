@@ -1,0 +1,44 @@
+/**
+ * The Node worker's TensorFlow.js backend: WebGPU through Dawn (the `webgpu` package) when
+ * a Vulkan adapter exists, as on a lab machine with a real GPU; otherwise the CPU backend.
+ */
+import * as tf from '@tensorflow/tfjs';
+import type { Backend } from '../shared/protocol';
+
+export interface NodeBackendChoice {
+  backend: Backend;
+  adapter: string | undefined;
+  /** Why WebGPU is not in use, when it is not. */
+  webgpuUnavailable: string | null;
+}
+
+async function tryWebgpu(): Promise<{ adapter: string | undefined } | string> {
+  const { create, globals } = await import('webgpu');
+  Object.assign(globalThis, globals);
+  const gpu = create([]);
+  const adapter = await gpu.requestAdapter();
+  if (!adapter) return 'no WebGPU adapter (Dawn found no Vulkan device)';
+  // tfjs-backend-webgpu looks for navigator.gpu; Node's navigator has none of its own.
+  Object.defineProperty(globalThis.navigator, 'gpu', { value: gpu, configurable: true });
+  await import('@tensorflow/tfjs-backend-webgpu');
+  if (!(await tf.setBackend('webgpu'))) return 'the tfjs WebGPU backend did not initialise';
+  const info = (adapter as unknown as { info?: Record<string, string> }).info;
+  const name = info ? [info.vendor, info.architecture, info.description].filter(Boolean).join(' ') : '';
+  return { adapter: name || undefined };
+}
+
+export async function selectNodeBackend(preferred: Backend | null): Promise<NodeBackendChoice> {
+  let reason = 'the CPU backend was requested';
+  if (preferred !== 'cpu') {
+    try {
+      const result = await tryWebgpu();
+      if (typeof result !== 'string') return { backend: 'webgpu', adapter: result.adapter, webgpuUnavailable: null };
+      reason = result;
+    } catch (err) {
+      reason = `WebGPU failed to load: ${(err as Error).message}`;
+    }
+  }
+  await tf.setBackend('cpu');
+  await tf.ready();
+  return { backend: 'cpu', adapter: undefined, webgpuUnavailable: reason };
+}
