@@ -26,6 +26,7 @@ import { RingNetwork } from './ring-network';
 import { Trainer } from './trainer';
 import type { RingAllReduce } from './ring-allreduce';
 import { StragglerDetector } from './straggler';
+import { yieldToEventLoop } from './yield';
 import { CheckpointWriter, type LocalCheckpointStore } from './checkpoint-writer';
 import { checkpointsUrl, restoreFromServer, type CaptureContext } from './checkpoint-io';
 
@@ -508,6 +509,8 @@ export class TrainingWorker {
       const saveEvery = start.config.saveEverySteps;
       for (;;) {
         try {
+          // Heartbeats, generations and reports get their turn between steps.
+          await yieldToEventLoop();
           const latest = network.collective;
           if (latest !== ring) {
             if (!latest) throw new WebringError('ERR_DROPPED', 'this worker is no longer in the ring');
