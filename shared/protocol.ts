@@ -37,6 +37,10 @@ export type RoomState = (typeof ROOM_STATES)[number];
 export const MODEL_KINDS = ['mlp', 'cnn'] as const;
 export type ModelKind = (typeof MODEL_KINDS)[number];
 
+/** Number format of the gradients on the ring's data channels (issue 6). */
+export const WIRE_FORMATS = ['fp32', 'fp16'] as const;
+export type WireFormat = (typeof WIRE_FORMATS)[number];
+
 export const OPTIMIZER_KINDS = ['sgd', 'adam'] as const;
 export type OptimizerKind = (typeof OPTIMIZER_KINDS)[number];
 
@@ -68,6 +72,7 @@ export const DEFAULT_START_CONFIG = {
   saveEverySteps: 50,
   maxToKeep: 3,
   resumeFrom: 'latest',
+  wire: 'fp32',
 } as const;
 
 export const startConfigSchema = z.strictObject({
@@ -88,6 +93,13 @@ export const startConfigSchema = z.strictObject({
   resumeFrom: z
     .union([z.literal('latest'), z.literal('none'), z.string().regex(/^ckpt-[0-9]{10}-[a-z0-9]{6}$/)])
     .default(DEFAULT_START_CONFIG.resumeFrom),
+  /**
+   * How the step's gradients travel around the ring. 'fp16' halves the bytes; every replica
+   * still ends bit-identical, but each summed gradient is off by at most
+   * N·(2^-10·Σ|g| + 2^-24) from the float32 sum (see shared/ring-allreduce.ts), and a sum
+   * beyond ±65504 fails the step. The state hand-over and evaluations always use fp32.
+   */
+  wire: z.enum(WIRE_FORMATS).default(DEFAULT_START_CONFIG.wire),
 });
 export type StartConfig = z.output<typeof startConfigSchema>;
 

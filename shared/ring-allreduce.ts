@@ -10,19 +10,48 @@
  * Each segment is summed exactly once, in ring order, and then copied, so every replica
  * ends with bit-identical results.
  *
+ * The fp16 wire format (issue 6, `{ wire: 'fp16' }`) sends every value as a binary16 half,
+ * twice as many per message, so half the bytes. A rank adds the half it receives to its own
+ * float32 value and forwards the half of that sum; the owner of a finished segment rounds
+ * its own copy to halves as well, so the value it keeps is the value every other rank
+ * decodes, and the replicas stay bit-identical. For an element whose N addends have
+ * Σ|x| = S, the result differs from the exact sum by at most
+ *
+ *     N · (2^-10 · S + 2^-24)
+ *
+ * The element meets N roundings to half (the first send, N-2 forwards, the owner's) and
+ * N-1 float32 additions. An addition errs by at most 2^-24·|v|, a rounding to half by at
+ * most 2^-11·|v| + 2^-25 (relative among normal halves, absolute among the subnormals
+ * below 2^-14), and every |v| is at most S plus the error so far; by induction the error
+ * after k of these add-and-round steps is at most k · (2^-10 · S + 2^-24) for k ≤ 1023,
+ * far above the largest ring. That is 0.8% of S for 8 ranks at worst; the measured error
+ * stays below half the bound, as rounding errors rarely all fall one way.
+ * A partial sum of 65520 or more becomes ±Infinity: counted in stats.fp16Overflows and left
+ * in the result for the caller to see (the trainer fails the step rather than apply it).
+ * With one rank nothing travels, so nothing is rounded.
+ *
  * DOM-free: the browser passes simple-peer data channels, the Node worker passes wrtc
  * channels, the unit tests pass an in-memory link.
  */
 import { WebringError } from './errors';
+import { WIRE_FORMATS, type WireFormat } from './protocol';
+import { addHalves, decodeHalves, encodeHalves, roundToHalves } from './fp16';
 import {
   FLOAT_BYTES,
   HEADER_BYTES,
   MAX_CHUNK_FLOATS,
+  MAX_CHUNK_HALVES,
   PHASE_ALL_GATHER,
   PHASE_REDUCE_SCATTER,
+  WIRE_FP16,
+  WIRE_FP32,
   readHeader,
+  wireChunkFloats,
+  wireCode,
+  wireFloatBytes,
   writeHeader,
   type ChunkHeader,
+  type WireCode,
 } from './ring-wire';
 
 /** One direction of a ring link: where this peer sends (its right neighbour). */
@@ -69,6 +98,17 @@ export const DEFAULT_COLLECTIVE_TIMEOUT_MS = 120_000;
 /** Early messages of the next collective are kept until it starts; beyond this, dropped. */
 export const DEFAULT_MAX_STASH_BYTES = 64 * 1024 * 1024;
 
+/** How one collective's floats travel. Every rank of a collective passes the same options. */
+export interface CollectiveOptions {
+  /** Number format on the wire; 'fp16' halves the bytes at the cost bounded above. Default 'fp32'. */
+  wire?: WireFormat;
+  /**
+   * The last `exactTail` floats travel as float32 whatever `wire` says: sums that must be
+   * exact, such as votes and counts. Default 0.
+   */
+  exactTail?: number;
+}
+
 export interface RingAllReduceOptions {
   rank: number;
   worldSize: number;
@@ -88,6 +128,10 @@ export interface RingStats {
   droppedStaleStep: number;
   droppedMalformed: number;
   droppedOverflow: number;
+  /** Messages in another wire format than this rank's collective uses for that chunk. */
+  droppedWireMismatch: number;
+  /** Finite values that became ±Infinity on the fp16 wire (|value| ≥ 65520). */
+  fp16Overflows: number;
 }
 
 interface ActiveCollective {
@@ -99,8 +143,18 @@ interface ActiveCollective {
   key: number;
   received: number;
   expected: number;
-  segBase: number;
-  segRem: number;
+  /**
+   * Two parts, each cut into N segments of its own: [0, split) in `wire`, then
+   * [split, length) in float32 (the exact tail; empty unless `wire` is fp16). Chunk c of
+   * segment s is chunk c of the first part's segment s while c < that segment's chunk
+   * count, else a chunk of the second part's.
+   */
+  wire: WireCode;
+  split: number;
+  headBase: number;
+  headRem: number;
+  tailBase: number;
+  tailRem: number;
   resolve: () => void;
   reject: (err: WebringError) => void;
   timer: unknown;
@@ -119,6 +173,8 @@ export class RingAllReduce {
     droppedStaleStep: 0,
     droppedMalformed: 0,
     droppedOverflow: 0,
+    droppedWireMismatch: 0,
+    fp16Overflows: 0,
   };
 
   private readonly right: RingLink | null;
@@ -146,10 +202,14 @@ export class RingAllReduce {
   private readonly msgBuffer = new ArrayBuffer(HEADER_BYTES + MAX_CHUNK_FLOATS * FLOAT_BYTES);
   private readonly msgHeaderView = new DataView(this.msgBuffer, 0, HEADER_BYTES);
   private readonly msgFloats = new Float32Array(this.msgBuffer, HEADER_BYTES, MAX_CHUNK_FLOATS);
+  private readonly msgHalves = new Uint16Array(this.msgBuffer, HEADER_BYTES, MAX_CHUNK_HALVES);
   private readonly msgViews = new Map<number, Uint8Array>();
-  private readonly header: ChunkHeader = { phase: 0, ringStep: 0, tag: 0, generation: 0, run: 0, step: 0, chunk: 0 };
-  private readonly inHeader: ChunkHeader = { phase: 0, ringStep: 0, tag: 0, generation: 0, run: 0, step: 0, chunk: 0 };
-  private alignedScratch = new Float32Array(MAX_CHUNK_FLOATS);
+  private readonly header: ChunkHeader = { phase: 0, ringStep: 0, tag: 0, wire: 0, generation: 0, run: 0, step: 0, chunk: 0 };
+  private readonly inHeader: ChunkHeader = { phase: 0, ringStep: 0, tag: 0, wire: 0, generation: 0, run: 0, step: 0, chunk: 0 };
+  private readonly alignedScratch = new Float32Array(MAX_CHUNK_FLOATS);
+  private readonly alignedScratchHalves = new Uint16Array(this.alignedScratch.buffer);
+  /** Where a chunk lies, filled by locate(). */
+  private readonly chunkAt = { start: 0, length: 0, wire: WIRE_FP32 as WireCode };
 
   constructor(options: RingAllReduceOptions) {
     const { rank, worldSize } = options;
@@ -183,10 +243,21 @@ export class RingAllReduce {
 
   /**
    * Sums `buf` elementwise across all ranks, in place. Every rank must call it with the
-   * same length, step and tag. Resolves when `buf` holds the sum and every outgoing
+   * same length, step, tag and options. Resolves when `buf` holds the sum and every outgoing
    * message has been handed to the link (so the caller may reuse `buf` at once).
    */
-  allReduce(buf: Float32Array, step: number, tag: CollectiveTag = COLLECTIVE_TAG.gradients): Promise<void> {
+  allReduce(
+    buf: Float32Array,
+    step: number,
+    tag: CollectiveTag = COLLECTIVE_TAG.gradients,
+    options: CollectiveOptions = {},
+  ): Promise<void> {
+    const wire = options.wire ?? 'fp32';
+    const exactTail = options.exactTail ?? 0;
+    if (!WIRE_FORMATS.includes(wire)) return Promise.reject(new WebringError('ERR_BAD_REQUEST', `unknown wire format ${String(wire)}`));
+    if (!Number.isInteger(exactTail) || exactTail < 0 || exactTail > buf.length) {
+      return Promise.reject(new WebringError('ERR_BAD_REQUEST', `exactTail ${exactTail} outside 0..${buf.length}`));
+    }
     if (this.abortedWith) return Promise.reject(this.abortedWith);
     if (this.active) {
       return Promise.reject(new WebringError('ERR_BAD_STATE', 'an all-reduce is already in flight'));
@@ -200,6 +271,10 @@ export class RingAllReduce {
       this.lastDoneKey = key;
       return Promise.resolve();
     }
+    const code = wireCode(wire);
+    // A float32 collective is one part, exactly as before the fp16 format existed.
+    const split = code === WIRE_FP32 ? buf.length : buf.length - exactTail;
+    const tailLength = buf.length - split;
     return new Promise<void>((resolve, reject) => {
       const a: ActiveCollective = {
         startedAt: performance.now(),
@@ -210,8 +285,12 @@ export class RingAllReduce {
         key,
         received: 0,
         expected: 0,
-        segBase: Math.floor(buf.length / n),
-        segRem: buf.length % n,
+        wire: code,
+        split,
+        headBase: Math.floor(split / n),
+        headRem: split % n,
+        tailBase: Math.floor(tailLength / n),
+        tailRem: tailLength % n,
         resolve,
         reject,
         timer: null,
@@ -244,7 +323,7 @@ export class RingAllReduce {
       this.stats.droppedStaleGeneration++;
       return;
     }
-    if (h.tag >= TAG_SPACE) {
+    if (h.tag >= TAG_SPACE || (h.wire !== WIRE_FP32 && h.wire !== WIRE_FP16)) {
       this.stats.droppedMalformed++;
       return;
     }
@@ -285,16 +364,32 @@ export class RingAllReduce {
     return this.abortedWith !== null;
   }
 
-  private segStart(a: ActiveCollective, s: number): number {
-    return s * a.segBase + Math.min(s, a.segRem);
-  }
-
-  private segLength(a: ActiveCollective, s: number): number {
-    return a.segBase + (s < a.segRem ? 1 : 0);
+  private headChunks(a: ActiveCollective, s: number): number {
+    return Math.ceil((a.headBase + (s < a.headRem ? 1 : 0)) / wireChunkFloats(a.wire));
   }
 
   private chunkCount(a: ActiveCollective, s: number): number {
-    return Math.ceil(this.segLength(a, s) / MAX_CHUNK_FLOATS);
+    return this.headChunks(a, s) + Math.ceil((a.tailBase + (s < a.tailRem ? 1 : 0)) / MAX_CHUNK_FLOATS);
+  }
+
+  /** Fills `chunkAt` with where chunk `chunk` of segment `s` lies; false when it does not exist. */
+  private locate(a: ActiveCollective, s: number, chunk: number): boolean {
+    const at = this.chunkAt;
+    const headChunks = this.headChunks(a, s);
+    let c = chunk;
+    let from = s * a.headBase + Math.min(s, a.headRem);
+    let segLength = a.headBase + (s < a.headRem ? 1 : 0);
+    at.wire = a.wire;
+    if (c >= headChunks) {
+      c -= headChunks;
+      from = a.split + s * a.tailBase + Math.min(s, a.tailRem);
+      segLength = a.tailBase + (s < a.tailRem ? 1 : 0);
+      at.wire = WIRE_FP32;
+    }
+    const perChunk = wireChunkFloats(at.wire);
+    at.start = from + c * perChunk;
+    at.length = Math.min(perChunk, segLength - c * perChunk);
+    return at.length > 0;
   }
 
   private process(a: ActiveCollective, h: ChunkHeader, bytes: Uint8Array): void {
@@ -306,25 +401,44 @@ export class RingAllReduce {
     const reduce = h.phase === PHASE_REDUCE_SCATTER;
     // Reduce-scatter step k delivers segment (r-k-1); all-gather step k delivers segment (r-k).
     const s = reduce ? mod(this.rank - h.ringStep - 1, n) : mod(this.rank - h.ringStep, n);
-    const offsetInSeg = h.chunk * MAX_CHUNK_FLOATS;
-    const segLen = this.segLength(a, s);
-    const len = Math.min(MAX_CHUNK_FLOATS, segLen - offsetInSeg);
-    if (len <= 0 || bytes.byteLength !== HEADER_BYTES + len * FLOAT_BYTES) {
+    if (h.wire !== a.wire) {
+      // A peer that runs this collective in another format: its values cannot be summed.
+      this.stats.droppedWireMismatch++;
+      return;
+    }
+    const at = this.chunkAt;
+    if (!this.locate(a, s, h.chunk)) {
       this.stats.droppedMalformed++;
       return;
     }
-    const payload = this.payloadFloats(bytes, len);
-    const start = this.segStart(a, s) + offsetInSeg;
+    const { start, length: len } = at;
+    if (bytes.byteLength !== HEADER_BYTES + len * wireFloatBytes(at.wire)) {
+      this.stats.droppedMalformed++;
+      return;
+    }
     const buf = a.buf;
+    const last = h.ringStep === n - 2;
+    if (at.wire === WIRE_FP16) {
+      const payload = this.payloadHalves(bytes, len);
+      if (reduce) {
+        addHalves(payload, buf, start, len);
+        // The owner keeps what it will send, so that it ends equal to every other rank.
+        if (last) this.stats.fp16Overflows += roundToHalves(buf, start, len);
+      } else {
+        decodeHalves(payload, buf, start, len);
+      }
+    } else {
+      const payload = this.payloadFloats(bytes, len);
+      if (reduce) for (let i = 0; i < len; i++) buf[start + i]! += payload[i]!;
+      else for (let i = 0; i < len; i++) buf[start + i] = payload[i]!;
+    }
     if (reduce) {
-      for (let i = 0; i < len; i++) buf[start + i]! += payload[i]!;
       // The partial sum moves on at once (pipelining). After the last reduce step this
       // chunk is final and becomes the first all-gather message.
-      if (h.ringStep < n - 2) this.enqueue(PHASE_REDUCE_SCATTER, h.ringStep + 1, h.chunk);
+      if (!last) this.enqueue(PHASE_REDUCE_SCATTER, h.ringStep + 1, h.chunk);
       else this.enqueue(PHASE_ALL_GATHER, 0, h.chunk);
-    } else {
-      for (let i = 0; i < len; i++) buf[start + i] = payload[i]!;
-      if (h.ringStep < n - 2) this.enqueue(PHASE_ALL_GATHER, h.ringStep + 1, h.chunk);
+    } else if (!last) {
+      this.enqueue(PHASE_ALL_GATHER, h.ringStep + 1, h.chunk);
     }
     a.received++;
     this.pump();
@@ -339,8 +453,17 @@ export class RingAllReduce {
     return this.alignedScratch;
   }
 
+  /** The same for a float16 payload (2-byte alignment). */
+  private payloadHalves(bytes: Uint8Array, len: number): Uint16Array {
+    const offset = bytes.byteOffset + HEADER_BYTES;
+    if (offset % 2 === 0) return new Uint16Array(bytes.buffer, offset, len);
+    const scratchBytes = new Uint8Array(this.alignedScratch.buffer, 0, len * 2);
+    scratchBytes.set(bytes.subarray(HEADER_BYTES, HEADER_BYTES + len * 2));
+    return this.alignedScratchHalves;
+  }
+
   private ensureQueueCapacity(a: ActiveCollective): void {
-    const maxChunksPerSegment = Math.ceil((a.segBase + 1) / MAX_CHUNK_FLOATS);
+    const maxChunksPerSegment = Math.ceil((a.headBase + 1) / wireChunkFloats(a.wire)) + Math.ceil((a.tailBase + 1) / MAX_CHUNK_FLOATS);
     const needed = 3 * 2 * this.worldSize * maxChunksPerSegment;
     if (this.queue.length < needed) this.queue = new Int32Array(needed);
     this.qHead = 0;
@@ -399,22 +522,27 @@ export class RingAllReduce {
     const n = this.worldSize;
     // Reduce-scatter step k sends segment (r-k); all-gather step k sends segment (r+1-k).
     const s = phase === PHASE_REDUCE_SCATTER ? mod(this.rank - ringStep, n) : mod(this.rank + 1 - ringStep, n);
-    const offsetInSeg = chunk * MAX_CHUNK_FLOATS;
-    const len = Math.min(MAX_CHUNK_FLOATS, this.segLength(a, s) - offsetInSeg);
-    const start = this.segStart(a, s) + offsetInSeg;
+    const at = this.chunkAt;
+    this.locate(a, s, chunk);
+    const { start, length: len, wire } = at;
     const h = this.header;
     h.phase = phase;
     h.ringStep = ringStep;
     h.tag = a.tag;
+    h.wire = a.wire;
     h.generation = this.generation;
     h.run = this.run;
     h.step = a.step;
     h.chunk = chunk;
     writeHeader(this.msgHeaderView, h);
-    const out = this.msgFloats;
     const buf = a.buf;
-    for (let i = 0; i < len; i++) out[i] = buf[start + i]!;
-    const byteLength = HEADER_BYTES + len * FLOAT_BYTES;
+    if (wire === WIRE_FP16) {
+      this.stats.fp16Overflows += encodeHalves(buf, start, this.msgHalves, len);
+    } else {
+      const out = this.msgFloats;
+      for (let i = 0; i < len; i++) out[i] = buf[start + i]!;
+    }
+    const byteLength = HEADER_BYTES + len * wireFloatBytes(wire);
     let view = this.msgViews.get(byteLength);
     if (!view) {
       view = new Uint8Array(this.msgBuffer, 0, byteLength);

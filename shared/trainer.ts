@@ -8,7 +8,7 @@
  * an in-memory ring in the unit tests.
  */
 import * as tf from '@tensorflow/tfjs';
-import { COLLECTIVE_TAG, type CollectiveTag } from './ring-allreduce';
+import { COLLECTIVE_TAG, type CollectiveOptions, type CollectiveTag } from './ring-allreduce';
 import { EpochPermutation, advance, nextBatch, shardOf, stepsRemaining, type DataCursor } from './sharding';
 import { MNIST_CLASSES, MNIST_PIXELS, type MnistDataset } from './mnist-format';
 import { buildModel, buildOptimizer } from './models';
@@ -28,7 +28,8 @@ import {
 export interface Collective {
   readonly rank: number;
   readonly worldSize: number;
-  allReduce(buf: Float32Array, step: number, tag: CollectiveTag): Promise<void>;
+  /** Without options the collective is float32 and exact: the hand-over and evaluations rely on that. */
+  allReduce(buf: Float32Array, step: number, tag: CollectiveTag, options?: CollectiveOptions): Promise<void>;
 }
 
 /**
@@ -134,6 +135,8 @@ export class Trainer {
   private readonly indices: Uint32Array;
   private readonly evalBuffer = new Float32Array(2);
   private readonly agreeBuffer = new Float32Array(AGREE_LENGTH);
+  /** The gradients travel in the configured format; the tail's votes and counts stay exact. */
+  private readonly gradientWire: CollectiveOptions;
   /** Allocated on the first state hand-over: joins and resyncs are rare. */
   private stateBuffer: Float32Array | null = null;
 
@@ -153,6 +156,7 @@ export class Trainer {
     }
     this.parameterCount = total;
     this.flat = new Float32Array(total + TAIL_LENGTH);
+    this.gradientWire = { wire: config.wire, exactTail: TAIL_LENGTH };
     const b = config.batchSizePerWorker;
     this.images = new Float32Array(b * MNIST_PIXELS);
     this.labels = new Int32Array(b);
@@ -322,7 +326,7 @@ export class Trainer {
     if (hash) writeHashVotes(flat, P + TAIL_HASH, hash);
     flat[P + TAIL_COMPUTE_MS + rank] = performance.now() - t0;
 
-    await this.collective.allReduce(flat, step, COLLECTIVE_TAG.gradients);
+    await this.collective.allReduce(flat, step, COLLECTIVE_TAG.gradients, this.gradientWire);
 
     // Each rank sent the sum of its examples' gradients: divide by the global batch for the mean.
     const inv = 1 / batch.size;
@@ -331,6 +335,13 @@ export class Trainer {
       const g = flat[i]! * inv;
       flat[i] = g;
       sq += g * g;
+    }
+    if (this.config.wire === 'fp16' && !Number.isFinite(sq)) {
+      // Every replica holds the same sum, so every replica stops here, before applying it.
+      throw new WebringError(
+        'ERR_BAD_DATA',
+        `step ${step}: the summed gradient is not finite on the fp16 wire (a partial sum beyond ±65504, or a diverged model); resume with wire 'fp32'`,
+      );
     }
     // These tensors may alias `flat` (the CPU backend does not copy); that is safe because
     // they live only inside this tidy, and `flat` is not written again until the next step.

@@ -2,8 +2,9 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createMemoryRing } from '../support/memory-ring';
 import { RingAllReduce, COLLECTIVE_TAG, type CollectiveTag } from '../../shared/ring-allreduce';
-import { MAX_CHUNK_FLOATS, HEADER_BYTES, MAX_MESSAGE_BYTES, readHeader } from '../../shared/ring-wire';
+import { MAX_CHUNK_FLOATS, MAX_CHUNK_HALVES, HEADER_BYTES, MAX_MESSAGE_BYTES, readHeader } from '../../shared/ring-wire';
 import { WebringError } from '../../shared/errors';
+import { floatToHalf, halfToFloat } from '../../shared/fp16';
 
 /** Integer-valued floats keep every partial sum exact, so any wrong chunk shows. */
 function integerBuffer(rank: number, length: number): Float32Array {
@@ -185,12 +186,193 @@ test('the header round-trips generation, run, step, chunk and tag', () => {
   const view = new DataView(bytes.buffer);
   view.setUint8(0, 2);
   view.setUint8(1, 4);
-  view.setUint16(2, 2, true);
+  view.setUint8(2, 2);
+  view.setUint8(3, 1);
   view.setUint32(4, 0xfffffffe, true);
   view.setUint32(8, 9, true);
   view.setUint32(12, 123456, true);
   view.setUint32(16, 77, true);
-  const h = { phase: 0, ringStep: 0, tag: 0, generation: 0, run: 0, step: 0, chunk: 0 };
+  const h = { phase: 0, ringStep: 0, tag: 0, wire: 0, generation: 0, run: 0, step: 0, chunk: 0 };
   assert.ok(readHeader(bytes, h));
-  assert.deepEqual(h, { phase: 2, ringStep: 4, tag: 2, generation: 0xfffffffe, run: 9, step: 123456, chunk: 77 });
+  assert.deepEqual(h, { phase: 2, ringStep: 4, tag: 2, wire: 1, generation: 0xfffffffe, run: 9, step: 123456, chunk: 77 });
+});
+
+// ---------------------------------------------------------------------------
+// The fp16 wire format (issue 6)
+// ---------------------------------------------------------------------------
+
+/**
+ * Values over a wide range of scales, from 2^-34 (deep in the half subnormals) to 2^10,
+ * each a multiple of 2^-34 below 2^12 · 2^k: float32-exact, and any 8 of them add up
+ * exactly in float64, so the reference sum carries no error of its own.
+ */
+function spreadBuffer(rank: number, length: number, seed: number): Float32Array {
+  const buf = new Float32Array(length);
+  let state = (0x9e3779b9 ^ (rank * 0x85ebca6b) ^ (seed * 0xc2b2ae35)) >>> 0 || 1;
+  const next = (): number => {
+    state ^= state << 13;
+    state ^= state >>> 17;
+    state ^= state << 5;
+    return state >>> 0;
+  };
+  for (let i = 0; i < length; i++) {
+    const r = next();
+    const mantissa = r & 0xfff;
+    const exponent = -34 + ((r >>> 12) % 33);
+    buf[i] = (r >>> 31 ? -1 : 1) * mantissa * 2 ** (exponent - 2);
+  }
+  return buf;
+}
+
+/** The bound derived in shared/ring-allreduce.ts: N · (2^-10 · Σ|x| + 2^-24). */
+const fp16Bound = (n: number, absSum: number): number => n * (2 ** -10 * absSum + 2 ** -24);
+
+/**
+ * What the ring must compute for element i of segment s: rank s sends its value as a
+ * half, each following rank adds its float32 value and rounds to half, and the last one
+ * (the owner) keeps that half. Pins the order and the owner's rounding.
+ */
+function fp16RingOrder(inputs: Float32Array[], i: number, s: number): number {
+  const n = inputs.length;
+  if (n === 1) return inputs[0]![i]!;
+  let half = floatToHalf(inputs[s]![i]!);
+  for (let k = 1; k < n; k++) half = floatToHalf(Math.fround(halfToFloat(half) + inputs[(s + k) % n]![i]!));
+  return halfToFloat(half);
+}
+
+const FP16_LENGTHS = [1, 2, 7, 13, 1001, MAX_CHUNK_HALVES + 3, 2 * MAX_CHUNK_HALVES * 3 + 17];
+
+for (let n = 1; n <= 8; n++) {
+  test(`fp16 ring all-reduce of ${n} peers: bit-identical on every rank, in ring order, within the bound`, async () => {
+    let worst = 0;
+    for (const length of FP16_LENGTHS) {
+      const { rings } = createMemoryRing(n);
+      const inputs = rings.map((_, r) => spreadBuffer(r, length, length));
+      const bufs = inputs.map((b) => b.slice());
+      await Promise.all(rings.map((ring, r) => ring.allReduce(bufs[r]!, 0, COLLECTIVE_TAG.gradients, { wire: 'fp16' })));
+      for (let r = 1; r < n; r++) assert.deepEqual(new Uint32Array(bufs[r]!.buffer), new Uint32Array(bufs[0]!.buffer), `rank ${r} of ${n}, length ${length}`);
+      const got = bufs[0]!;
+      const base = Math.floor(length / n);
+      const rem = length % n;
+      for (let s = 0, i = 0; s < n; s++) {
+        const end = i + base + (s < rem ? 1 : 0);
+        for (; i < end; i++) {
+          let exact = 0;
+          let absSum = 0;
+          for (const x of inputs) {
+            exact += x[i]!;
+            absSum += Math.abs(x[i]!);
+          }
+          const err = Math.abs(got[i]! - exact);
+          const bound = fp16Bound(n, absSum);
+          if (err > bound) assert.fail(`N ${n}, length ${length}, element ${i}: error ${err} above the bound ${bound}`);
+          worst = Math.max(worst, err / bound);
+          const want = fp16RingOrder(inputs, i, s);
+          if (!Object.is(got[i], want)) assert.fail(`N ${n}, length ${length}, element ${i}: ${got[i]} but ring order gives ${want}`);
+        }
+      }
+    }
+    if (n > 1) assert.ok(worst > 0, 'the halves must really have been rounded');
+  });
+}
+
+test('an fp16 collective keeps its exact tail in float32, and the head within the bound', async () => {
+  const n = 5;
+  const tail = 54; // the trainer's tail of votes, counts and timings
+  for (const length of [tail, tail + 1, 101_770 + tail]) {
+    const { rings } = createMemoryRing(n);
+    const inputs = rings.map((_, r) => {
+      const b = spreadBuffer(r, length, 3);
+      // Sums of squared votes, far beyond what a half holds exactly.
+      for (let i = length - tail; i < length; i++) b[i] = 261_121 + r * 1_000 + i;
+      return b;
+    });
+    const bufs = inputs.map((b) => b.slice());
+    await Promise.all(rings.map((ring, r) => ring.allReduce(bufs[r]!, 4, COLLECTIVE_TAG.gradients, { wire: 'fp16', exactTail: tail })));
+    for (let i = 0; i < length; i++) {
+      let exact = 0;
+      let absSum = 0;
+      for (const x of inputs) {
+        exact += x[i]!;
+        absSum += Math.abs(x[i]!);
+      }
+      for (const b of bufs) {
+        if (i >= length - tail) assert.equal(b[i], exact, `tail element ${i}`);
+        else assert.ok(Math.abs(b[i]! - exact) <= fp16Bound(n, absSum), `head element ${i}`);
+        assert.ok(Object.is(b[i], bufs[0]![i]), `element ${i} differs between ranks`);
+      }
+    }
+  }
+});
+
+test('fp16 sends at most 0.52 of the float32 bytes, in messages of at most 64 KiB', async () => {
+  const n = 5;
+  // Several chunks per segment; the MLP's gradients with the trainer's 54-float exact tail; a small buffer.
+  for (const [length, tail] of [
+    [10 * MAX_CHUNK_FLOATS, 0],
+    [101_770 + 54, 54],
+    [1001, 0],
+  ] as const) {
+    const sent = { fp32: [] as number[], fp16: [] as number[] };
+    let largest = 0;
+    for (const wire of ['fp32', 'fp16'] as const) {
+      const { rings, links } = createMemoryRing(n);
+      for (const link of links) {
+        const deliver = link.deliver;
+        link.deliver = (bytes) => {
+          largest = Math.max(largest, bytes.byteLength);
+          deliver(bytes);
+        };
+      }
+      await Promise.all(rings.map((ring, r) => ring.allReduce(integerBuffer(r, length), 0, COLLECTIVE_TAG.gradients, { wire, exactTail: tail })));
+      sent[wire] = rings.map((ring) => ring.stats.bytesSent);
+    }
+    assert.ok(largest <= MAX_MESSAGE_BYTES, `largest message ${largest} B`);
+    for (let r = 0; r < n; r++) {
+      const ratio = sent.fp16[r]! / sent.fp32[r]!;
+      if (r === 0) console.log(`length ${length}: fp16 sends ${sent.fp16[r]} B per rank, fp32 ${sent.fp32[r]} B, ratio ${ratio.toFixed(4)}`);
+      assert.ok(ratio <= 0.52, `length ${length}, rank ${r}: fp16 sent ${sent.fp16[r]} B, fp32 ${sent.fp32[r]} B (${ratio.toFixed(4)})`);
+    }
+  }
+  // A full fp16 message is exactly 64 KiB: twice the floats of a float32 one, in the same size.
+  assert.equal(HEADER_BYTES + 2 * MAX_CHUNK_HALVES, MAX_MESSAGE_BYTES);
+  assert.equal(MAX_CHUNK_HALVES, Math.floor((MAX_MESSAGE_BYTES - HEADER_BYTES) / 2));
+});
+
+test('a message in the other wire format is dropped and counted, never summed', async () => {
+  const n = 3;
+  const { rings } = createMemoryRing(n, { timeoutMs: 200 });
+  const bufs = rings.map((_, r) => integerBuffer(r, 300));
+  const before = bufs.map((b) => b.slice());
+  // Rank 2 was configured with the other format.
+  const results = await Promise.allSettled(
+    rings.map((ring, r) => ring.allReduce(bufs[r]!, 0, COLLECTIVE_TAG.gradients, r === 2 ? { wire: 'fp32' } : { wire: 'fp16', exactTail: 10 })),
+  );
+  for (const result of results) {
+    assert.equal(result.status, 'rejected');
+    assert.ok(result.reason instanceof WebringError && result.reason.code === 'ERR_TIMEOUT');
+  }
+  assert.ok(rings[0]!.stats.droppedWireMismatch > 0, 'rank 0 drops rank 2 float32 chunks');
+  assert.ok(rings[2]!.stats.droppedWireMismatch > 0, 'rank 2 drops rank 1 float16 chunks');
+  assert.equal(rings[0]!.stats.droppedMalformed + rings[2]!.stats.droppedMalformed, 0);
+  // Rank 2 added nothing from rank 1, not even the float32 chunks of its exact tail.
+  assert.deepEqual(bufs[2], before[2]);
+});
+
+test('fp16 overflow becomes Infinity on every rank and is counted, never silent', async () => {
+  const n = 4;
+  const { rings } = createMemoryRing(n);
+  const bufs = rings.map(() => Float32Array.from([20_000, 1, -30_000, 0.5, 16_000]));
+  await Promise.all(rings.map((ring, r) => ring.allReduce(bufs[r]!, 0, COLLECTIVE_TAG.gradients, { wire: 'fp16' })));
+  for (const b of bufs) assert.deepEqual([...b], [Infinity, 4, -Infinity, 2, 64_000]);
+  const overflows = rings.reduce((sum, ring) => sum + ring.stats.fp16Overflows, 0);
+  assert.equal(overflows, 2, 'each overflowing element counted once, where it overflowed');
+});
+
+test('bad collective options are refused with ERR_BAD_REQUEST', async () => {
+  const { rings } = createMemoryRing(2);
+  const bad = (e: unknown): boolean => e instanceof WebringError && e.code === 'ERR_BAD_REQUEST';
+  await assert.rejects(rings[0]!.allReduce(new Float32Array(4), 0, COLLECTIVE_TAG.gradients, { exactTail: 5 }), bad);
+  await assert.rejects(rings[0]!.allReduce(new Float32Array(4), 0, COLLECTIVE_TAG.gradients, { exactTail: -1 }), bad);
+  await assert.rejects(rings[0]!.allReduce(new Float32Array(4), 0, COLLECTIVE_TAG.gradients, { wire: 'bf16' as 'fp16' }), bad);
 });
