@@ -38,6 +38,7 @@ async function hashesAtOneStep(request: APIRequestContext, n: number): Promise<{
   throw new Error('the members never reported the same step at once');
 }
 
+// The gradients cross the data channels as fp16 here: the replicas must still be bit-identical.
 test('a Node worker trains with two tabs to identical weights, is chief, crashes, and another joins mid-run', async ({ browser, request, baseURL }) => {
   const workers = [startNodeWorker(baseURL!, 'lab-pc')];
   try {
@@ -49,7 +50,7 @@ test('a Node worker trains with two tabs to identical weights, is chief, crashes
     const nodeId = before.members[0]!.id;
     expect(before.chief).toBe(nodeId);
 
-    const start = await request.post(`/api/rooms/${ROOM}/start`, { headers: teacher, data: { model: 'mlp', maxSteps: 400, saveEverySteps: 5, resumeFrom: 'none' } });
+    const start = await request.post(`/api/rooms/${ROOM}/start`, { headers: teacher, data: { model: 'mlp', maxSteps: 400, saveEverySteps: 5, resumeFrom: 'none', wire: 'fp16' } });
     expect(start.status()).toBe(200);
     await expect.poll(async () => Number((await readStatus(tabs[0]!.page)).step), { timeout: 60_000 }).toBeGreaterThanOrEqual(8);
     const together = await hashesAtOneStep(request, 3);
