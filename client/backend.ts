@@ -5,6 +5,7 @@
 import * as tf from '@tensorflow/tfjs';
 import '@tensorflow/tfjs-backend-webgpu';
 import type { Backend } from '../shared/protocol';
+import { describeAdapter } from '../shared/models';
 
 export interface BackendChoice {
   backend: Backend;
@@ -19,9 +20,7 @@ async function webgpuAdapterName(): Promise<string | undefined> {
   type AdapterWithInfo = { info?: Record<string, string> } | null;
   const gpu = (navigator as unknown as { gpu?: { requestAdapter(): Promise<AdapterWithInfo> } }).gpu;
   const adapter = await gpu?.requestAdapter();
-  const info = adapter?.info;
-  if (!info) return undefined;
-  return [info.vendor, info.architecture, info.description].filter(Boolean).join(' ') || undefined;
+  return describeAdapter(adapter?.info);
 }
 
 function webglRendererName(): string | undefined {

@@ -7,6 +7,7 @@ import * as tf from '@tensorflow/tfjs';
 import type { CheckpointInfo } from '../shared/checkpoint';
 import { toWebringError } from '../shared/errors';
 import { mountDigitPad } from './digit-pad';
+import { predictDigit } from '../shared/models';
 
 export interface TeacherTry {
   /** Call with the room's checkpoint list (newest first); loads the newest if it changed. */
@@ -26,16 +27,7 @@ export function mountTeacherTry(container: HTMLElement, room: string): TeacherTr
   const pad = mountDigitPad(padHost, {
     title: 'Draw a digit',
     emptyHint: 'Draw a digit from 0 to 9 to ask the latest checkpoint.',
-    predict: async (input) => {
-      if (!model) return null;
-      const m = model;
-      const p = tf.tidy(() => tf.softmax(m.predict(tf.tensor4d(input, [1, 28, 28, 1])) as tf.Tensor2D));
-      try {
-        return (await p.data()) as Float32Array;
-      } finally {
-        p.dispose();
-      }
-    },
+    predict: async (input) => (model ? predictDigit(model, input) : null),
   });
   pad.setEnabled(false, 'waiting for the first checkpoint');
 

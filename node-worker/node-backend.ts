@@ -4,6 +4,7 @@
  */
 import * as tf from '@tensorflow/tfjs';
 import type { Backend } from '../shared/protocol';
+import { describeAdapter } from '../shared/models';
 
 export interface NodeBackendChoice {
   backend: Backend;
@@ -22,9 +23,7 @@ async function tryWebgpu(): Promise<{ adapter: string | undefined } | string> {
   Object.defineProperty(globalThis.navigator, 'gpu', { value: gpu, configurable: true });
   await import('@tensorflow/tfjs-backend-webgpu');
   if (!(await tf.setBackend('webgpu'))) return 'the tfjs WebGPU backend did not initialise';
-  const info = (adapter as unknown as { info?: Record<string, string> }).info;
-  const name = info ? [info.vendor, info.architecture, info.description].filter(Boolean).join(' ') : '';
-  return { adapter: name || undefined };
+  return { adapter: describeAdapter((adapter as unknown as { info?: Record<string, string> }).info) };
 }
 
 export async function selectNodeBackend(preferred: Backend | null): Promise<NodeBackendChoice> {

@@ -9,8 +9,10 @@
  * Pure and DOM-free, so it runs in the page, a worker or a unit test alike.
  */
 
+import { MNIST_ROWS } from './mnist-format';
+
 /** Side of the MNIST frame, in output pixels. */
-export const MNIST_SIZE_PX = 28;
+export const MNIST_SIZE_PX = MNIST_ROWS;
 /** Longer side of the digit's bounding box after scaling, in output pixels. */
 export const MNIST_BOX_PX = 20;
 /**

@@ -30,6 +30,22 @@ export function buildModel(kind: ModelKind, seed: number): tf.LayersModel {
   return model;
 }
 
+/** Class probabilities for one 28×28 image (values 0..1): one forward pass and a softmax. */
+export async function predictDigit(model: tf.LayersModel, image: Float32Array): Promise<Float32Array> {
+  const probabilities = tf.tidy(() => tf.softmax(model.predict(tf.tensor4d(image, [1, MNIST_ROWS, MNIST_COLS, 1])) as tf.Tensor2D));
+  try {
+    return (await probabilities.data()) as Float32Array;
+  } finally {
+    probabilities.dispose();
+  }
+}
+
+/** A WebGPU adapter's name for people: "vendor architecture description", as far as known. */
+export function describeAdapter(info: Record<string, string> | undefined): string | undefined {
+  if (!info) return undefined;
+  return [info.vendor, info.architecture, info.description].filter(Boolean).join(' ') || undefined;
+}
+
 export function buildOptimizer(kind: 'sgd' | 'adam', learningRate: number): tf.Optimizer {
   return kind === 'adam' ? tf.train.adam(learningRate) : tf.train.sgd(learningRate);
 }

@@ -17,9 +17,11 @@ export const MAX_FUTURE_STASH_BYTES = 16 * 1024 * 1024;
 /** Offset of the generation field in a ring message header (ring-wire.ts). */
 const GENERATION_OFFSET = 4;
 
+/** The header's little-endian u32 generation, read without allocating (this runs per message). */
 function generationOf(bytes: Uint8Array): number | null {
   if (bytes.byteLength < HEADER_BYTES) return null;
-  return new DataView(bytes.buffer, bytes.byteOffset, HEADER_BYTES).getUint32(GENERATION_OFFSET, true);
+  const g = GENERATION_OFFSET;
+  return (bytes[g]! | (bytes[g + 1]! << 8) | (bytes[g + 2]! << 16) | (bytes[g + 3]! << 24)) >>> 0;
 }
 
 interface Neighbours {

@@ -383,9 +383,10 @@ export class Trainer {
   }
 
   /**
-   * Forward and backward on this rank's `n` examples. Writes into `flat` the SUM of their
-   * gradients (mean × n), so that shards of different sizes average exactly, and the
-   * summed loss and correct count into the tail.
+   * Forward and backward on this rank's `n` examples. The loss is the SUM over the shard,
+   * so `flat` receives the sum of the examples' gradients straight from autodiff (shards
+   * of different sizes then average exactly, with no extra pass over the buffer), and the
+   * tail the summed loss and the correct count.
    */
   private async computeGradients(indices: Uint32Array, n: number): Promise<void> {
     this.fillBatch(indices);
@@ -397,7 +398,7 @@ export class Trainer {
       const result = tf.variableGrads(() => {
         const logits = this.model.apply(x, { training: true }) as tf.Tensor2D;
         correctCount = tf.keep(tf.sum(tf.cast(tf.equal(tf.argMax(logits, -1), labels), 'float32')));
-        return tf.losses.softmaxCrossEntropy(y, logits) as tf.Scalar;
+        return tf.losses.softmaxCrossEntropy(y, logits, undefined, undefined, tf.Reduction.SUM) as tf.Scalar;
       }, this.variables);
       return { value: result.value, grads: result.grads, correct: correctCount as unknown as tf.Tensor };
     });
@@ -411,9 +412,7 @@ export class Trainer {
         ...this.variables.map((v) => grads[v.name]!.data()),
       ]);
       gradData.forEach((g, i) => flat.set(g as Float32Array, this.offsets[i]));
-      // Scaling by n is exact when n is a power of two (the usual batch sizes).
-      if (n !== 1) for (let i = 0; i < P; i++) flat[i]! *= n;
-      flat[P + TAIL_LOSS] = lossData[0]! * n;
+      flat[P + TAIL_LOSS] = lossData[0]!;
       flat[P + TAIL_CORRECT] = correctData[0]!;
     } finally {
       value.dispose();

@@ -24,6 +24,7 @@ import type {
 } from './protocol';
 import { RingNetwork } from './ring-network';
 import { Trainer } from './trainer';
+import { predictDigit } from './models';
 import type { RingAllReduce } from './ring-allreduce';
 import { StragglerDetector } from './straggler';
 import { yieldToEventLoop } from './yield';
@@ -272,13 +273,7 @@ export class TrainingWorker {
    */
   async predict(image: Float32Array): Promise<Float32Array | null> {
     const model = this.trainer?.model;
-    if (!model) return null;
-    const probabilities = tf.tidy(() => tf.softmax(model.predict(tf.tensor4d(image, [1, 28, 28, 1])) as tf.Tensor2D));
-    try {
-      return (await probabilities.data()) as Float32Array;
-    } finally {
-      probabilities.dispose();
-    }
+    return model ? predictDigit(model, image) : null;
   }
 
   close(): void {
