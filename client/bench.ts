@@ -1,86 +1,93 @@
 /**
- * A benchmark worker: joins a room like a student tab and forms the same ring over the same
- * simple-peer data channels, but runs bare all-reduces and link transfers instead of
- * training. test/bench/allreduce.bench.ts drives N of these tabs.
+ * A benchmark tab: a BenchPeer (the same ring and partner links as a student's tab, running
+ * bare collectives), plus the naive alternative the ring is measured against: the same
+ * all-reduce relayed through a socket.io server, every rank sending its buffer to rank 0,
+ * which sums and sends the result back. test/bench/bench.ts drives N of these tabs.
  */
 import { io, type Socket } from 'socket.io-client';
-import type { AckResult, ClientToServerEvents, Generation, JoinAccepted, ServerToClientEvents } from '../shared/protocol';
-import { RingNetwork } from '../shared/ring-network';
-import { COLLECTIVE_TAG, DEFAULT_HIGH_WATER_BYTES } from '../shared/ring-allreduce';
-import { MAX_MESSAGE_BYTES } from '../shared/ring-wire';
+import type { Algorithm, ClientToServerEvents, ServerToClientEvents } from '../shared/protocol';
+import { BenchPeer, wallNow } from '../shared/bench-peer';
 import { browserPeerFactory } from './browser-peer';
 
 const params = new URLSearchParams(location.search);
 const room = params.get('room') ?? 'bench';
 const worldSize = Number(params.get('n') ?? 2);
+const relayUrl = params.get('relay');
 const logEl = document.getElementById('log')!;
 const log = (m: string) => (logEl.textContent += `${m}\n`);
-const now = () => performance.timeOrigin + performance.now();
 
 const socket: Socket<ServerToClientEvents, ClientToServerEvents> = io({ transports: ['websocket'] });
-let network: RingNetwork | null = null;
-let generation: Generation | null = null;
-let collectiveStep = 1;
+const peer = new BenchPeer(socket, browserPeerFactory, log);
 
-socket.on('ring:generation', (g) => {
-  generation = g;
-  network?.applyGeneration(g);
-});
-socket.on('signal:relay', ({ from, linkId, data }) => network?.handleSignal(from, linkId, data));
+/** The relay's own events: bench-only, on a server the bench starts (never the classroom server). */
+interface RelayMessage {
+  rep: number;
+  rank: number;
+  data: ArrayBuffer;
+}
+let relay: Socket | null = null;
+const inbox: RelayMessage[] = [];
+let wake: (() => void) | null = null;
 
 async function join(): Promise<number> {
-  const joined = await new Promise<AckResult<JoinAccepted>>((resolve) =>
-    socket.emit('room:join', { room, name: `bench-${Math.random().toString(36).slice(2, 6)}`, kind: 'browser', backend: 'cpu' }, resolve),
-  );
-  if (!joined.ok) throw new Error(`${joined.error.code}: ${joined.error.message}`);
-  network = new RingNetwork({ selfId: joined.memberId, factory: browserPeerFactory, sendSignal: (to, linkId, data) => socket.emit('signal:relay', { to, linkId, data }), log });
-  if (generation) network.applyGeneration(generation);
-  // Wait for the whole ring, then use a one-float all-reduce as the barrier that proves every link is open.
-  while (!generation || generation.members.length < worldSize) await new Promise((r) => setTimeout(r, 50));
-  await network.collective!.allReduce(new Float32Array(1), collectiveStep++, COLLECTIVE_TAG.gradients);
-  return generation.members.findIndex((m) => m.id === joined.memberId);
+  const rank = await peer.join(room, `bench-${Math.random().toString(36).slice(2, 6)}`, 'browser', worldSize);
+  if (relayUrl) {
+    relay = io(relayUrl, { transports: ['websocket'] });
+    const onMessage = (m: RelayMessage) => {
+      inbox.push(m);
+      wake?.();
+    };
+    relay.on('up', onMessage);
+    relay.on('down', onMessage);
+    await new Promise<void>((resolve) => relay!.emit('hello', { room, rank }, resolve));
+  }
+  return rank;
 }
 
-/** Runs `reps` all-reduces of `bytes`, each after a one-float barrier; returns milliseconds per all-reduce. */
-async function allReduce(bytes: number, reps: number): Promise<number[]> {
-  const ring = network!.collective!;
+async function nextMessages(rep: number, count: number): Promise<RelayMessage[]> {
+  for (;;) {
+    const got = inbox.filter((m) => m.rep === rep);
+    if (got.length >= count) {
+      inbox.splice(0, inbox.length, ...inbox.filter((m) => m.rep !== rep));
+      return got;
+    }
+    await new Promise<void>((resolve) => (wake = resolve));
+  }
+}
+
+/** The star all-reduce through the socket.io relay; milliseconds per repetition. */
+async function star(bytes: number, reps: number): Promise<number[]> {
+  const rank = peer.rank;
   const buf = new Float32Array(bytes / 4);
-  for (let i = 0; i < buf.length; i++) buf[i] = i % 7;
   const times: number[] = [];
-  for (let r = 0; r < reps; r++) {
-    await ring.allReduce(new Float32Array(1), collectiveStep++, COLLECTIVE_TAG.gradients); // barrier
-    const t0 = now();
-    await ring.allReduce(buf, collectiveStep++, COLLECTIVE_TAG.gradients);
-    times.push(now() - t0);
+  for (let rep = 0; rep < reps; rep++) {
+    for (let i = 0; i < buf.length; i++) buf[i] = (i + rank) % 7;
+    await peer.barrier();
+    const t0 = wallNow();
+    if (rank === 0) {
+      // Summed in rank order, so the result does not depend on arrival order.
+      const ups = (await nextMessages(rep, worldSize - 1)).sort((a, b) => a.rank - b.rank);
+      for (const m of ups) {
+        const v = new Float32Array(m.data);
+        for (let i = 0; i < buf.length; i++) buf[i]! += v[i]!;
+      }
+      relay!.emit('down', { rep, rank, data: buf.buffer });
+    } else {
+      relay!.emit('up', { rep, rank, data: buf.buffer });
+      const [down] = await nextMessages(rep, 1);
+      buf.set(new Float32Array(down!.data));
+    }
+    times.push(wallNow() - t0);
   }
   return times;
 }
 
-/** Sends `bytes` to the right neighbour in 64 KiB messages with the ring's backpressure; returns the start time. */
-async function sendToRight(bytes: number): Promise<number> {
-  const link = network!.rightLink!;
-  const msg = new Uint8Array(MAX_MESSAGE_BYTES);
-  const t0 = now();
-  for (let sent = 0; sent < bytes; sent += msg.byteLength) {
-    if (link.bufferedAmount() > DEFAULT_HIGH_WATER_BYTES) await link.whenWritable();
-    link.send(msg);
-  }
-  return t0;
-}
-
-/** Counts bytes from the left neighbour until `bytes` arrived; returns the arrival time of the last one. */
-function receiveFromLeft(bytes: number): Promise<number> {
-  return new Promise((resolve) => {
-    let got = 0;
-    network!.setTap((data) => {
-      got += data.byteLength;
-      if (got >= bytes) {
-        network!.setTap(null);
-        resolve(now());
-      }
-    });
-  });
-}
-
-Object.assign(window, { benchJoin: join, benchAllReduce: allReduce, benchSendToRight: sendToRight, benchReceiveFromLeft: receiveFromLeft });
+Object.assign(window, {
+  benchJoin: join,
+  benchAllReduce: (bytes: number, reps: number, algorithm: Algorithm) => peer.allReduce(bytes, reps, algorithm),
+  benchMeasure: () => peer.measure(),
+  benchStar: star,
+  benchSendToRight: (bytes: number) => peer.sendToRight(bytes),
+  benchReceiveFromLeft: (bytes: number) => peer.receiveFromLeft(bytes),
+});
 log(`bench worker for room ${room}, ring of ${worldSize}`);

@@ -16,6 +16,7 @@ import { renderMembers } from './teacher/members-table';
 import { renderProgress } from './teacher/progress';
 import { renderJoinCard } from './teacher/qr';
 import { renderRing } from './teacher/ring-view';
+import { renderStepSplit } from './teacher/step-split';
 import { renderRoomLog } from './teacher/room-log';
 
 const POLL_INTERVAL_MS = 1_000;
@@ -220,6 +221,7 @@ function applyStatus(s: RoomStatus): void {
   renderProgress(s, history);
   renderMembers(byId('members'), byId('members-gone'), byId('members-summary'), s, Date.now() + clockOffsetMs);
   renderRing(byId('ring-view'), s);
+  renderStepSplit(byId('step-split'), s);
   renderRoomLog(s);
   const roomError = byId('room-error');
   roomError.hidden = !s.lastError;

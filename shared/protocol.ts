@@ -40,6 +40,15 @@ export type ModelKind = (typeof MODEL_KINDS)[number];
 /** Number format of the gradients on the ring's data channels (issue 6). */
 export const WIRE_FORMATS = ['fp32', 'fp16'] as const;
 export type WireFormat = (typeof WIRE_FORMATS)[number];
+/**
+ * The all-reduce algorithms: the bandwidth-optimal pipelined ring, and recursive
+ * halving-doubling (shared/halving-doubling.ts), latency-optimal for small buffers on many
+ * peers. 'auto' picks per step from the measured link latency and bandwidth.
+ */
+export const ALGORITHMS = ['ring', 'halving-doubling'] as const;
+export type Algorithm = (typeof ALGORITHMS)[number];
+export const ALLREDUCE_CHOICES = ['auto', ...ALGORITHMS] as const;
+export type AllReduceChoice = (typeof ALLREDUCE_CHOICES)[number];
 
 export const OPTIMIZER_KINDS = ['sgd', 'adam'] as const;
 export type OptimizerKind = (typeof OPTIMIZER_KINDS)[number];
@@ -73,6 +82,7 @@ export const DEFAULT_START_CONFIG = {
   maxToKeep: 3,
   resumeFrom: 'latest',
   wire: 'fp32',
+  allreduce: 'auto',
 } as const;
 
 export const startConfigSchema = z.strictObject({
@@ -100,6 +110,12 @@ export const startConfigSchema = z.strictObject({
    * beyond ±65504 fails the step. The state hand-over and evaluations always use fp32.
    */
   wire: z.enum(WIRE_FORMATS).default(DEFAULT_START_CONFIG.wire),
+  /**
+   * The gradient all-reduce's algorithm. 'auto' takes, each step, whichever of the ring and
+   * halving-doubling the measured α (per-hop latency) and β (link bandwidth) predict faster
+   * for this buffer and N, as NCCL chooses between ring and tree (shared/collective-choice.ts).
+   */
+  allreduce: z.enum(ALLREDUCE_CHOICES).default(DEFAULT_START_CONFIG.allreduce),
 });
 export type StartConfig = z.output<typeof startConfigSchema>;
 
@@ -128,6 +144,26 @@ const finite = z.number().finite();
 /** Numbers each Start of a room, so reports of an earlier run are told apart. */
 const runSchema = z.number().int().min(1);
 
+/** Where one step's time went on one worker, in ms (shared/trainer.ts StepTiming). */
+export const stepTimingSchema = z.strictObject({
+  computeMs: finite.min(0),
+  readbackMs: finite.min(0),
+  commMs: finite.min(0),
+  applyMs: finite.min(0),
+});
+export type StepTimingReport = z.output<typeof stepTimingSchema>;
+
+/** How the step's gradients travelled, and the link model the ring agreed on. */
+export const collectiveReportSchema = z.strictObject({
+  algorithm: z.enum(ALGORITHMS),
+  /** Mean per-hop latency measured at the generation's start (ms); 0 before any. */
+  alphaMs: finite.min(0),
+  /** Mean link bandwidth measured at the generation's start (MB/s); 0 before any. */
+  betaMBps: finite.min(0),
+  timing: stepTimingSchema,
+});
+export type CollectiveReport = z.output<typeof collectiveReportSchema>;
+
 export const progressReportSchema = z.strictObject({
   run: runSchema,
   generation: z.number().int().min(0),
@@ -148,6 +184,7 @@ export const progressReportSchema = z.strictObject({
   batchShare: finite.min(0).max(1),
   /** Throughput of this worker's link to its right neighbour during the step's all-reduce (MB/s). */
   linkMBps: finite.min(0),
+  collective: collectiveReportSchema,
 });
 export type ProgressReport = z.output<typeof progressReportSchema>;
 
@@ -213,6 +250,8 @@ export interface MemberInfo {
   batchShare: number;
   /** Measured throughput of the link from this member to the next rank (MB/s), 0 before any step. */
   linkMBps: number;
+  /** The algorithm, link model and time split of the member's last step; null before any. */
+  collective: CollectiveReport | null;
   /** False while the member's signaling connection is down (it may be reconnecting). */
   connected: boolean;
 }

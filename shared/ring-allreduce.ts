@@ -34,14 +34,17 @@
  * channels, the unit tests pass an in-memory link.
  */
 import { WebringError } from './errors';
-import { WIRE_FORMATS, type WireFormat } from './protocol';
+import { ALGORITHMS, WIRE_FORMATS, type Algorithm, type WireFormat } from './protocol';
 import { addHalves, decodeHalves, encodeHalves, roundToHalves } from './fp16';
+import { halvingDoublingPlan, type HalvingDoublingPlan } from './halving-doubling';
 import {
   FLOAT_BYTES,
   HEADER_BYTES,
   MAX_CHUNK_FLOATS,
   MAX_CHUNK_HALVES,
+  MAX_MESSAGE_BYTES,
   PHASE_ALL_GATHER,
+  PHASE_EXCHANGE,
   PHASE_REDUCE_SCATTER,
   WIRE_FP16,
   WIRE_FP32,
@@ -80,15 +83,15 @@ export const systemClock: Clock = {
  * already agree, the chief's state hand-over, the evaluation that closes the previous
  * step's epoch, then the step's gradients.
  */
-export const COLLECTIVE_TAG = { agree: 0, sync: 1, evaluation: 2, gradients: 3 } as const;
+export const COLLECTIVE_TAG = { agree: 0, sync: 1, probeLatency: 2, probeBandwidth: 3, evaluation: 4, gradients: 5 } as const;
 export type CollectiveTag = (typeof COLLECTIVE_TAG)[keyof typeof COLLECTIVE_TAG];
 /**
  * Collectives are ordered by (run, step, tag); the key packs the three into one safe
- * integer: tag < 4, step < 2^32, run < 2^19.
+ * integer: tag < 8, step < 2^32, run < 2^18.
  */
-const TAG_SPACE = 4;
-const RUN_SPACE = 2 ** 34;
-export const MAX_RUN = 2 ** 19 - 1;
+const TAG_SPACE = 8;
+const RUN_SPACE = 2 ** 35;
+export const MAX_RUN = 2 ** 18 - 1;
 const collectiveKey = (run: number, step: number, tag: number): number => run * RUN_SPACE + step * TAG_SPACE + tag;
 
 /** Stop sending while this much is queued in the channel; ~0.3 s of a 30 MB/s link. */
@@ -100,6 +103,8 @@ export const DEFAULT_MAX_STASH_BYTES = 64 * 1024 * 1024;
 
 /** How one collective's floats travel. Every rank of a collective passes the same options. */
 export interface CollectiveOptions {
+  /** Default 'ring'. 'halving-doubling' needs links to its partners (RingAllReduceOptions.peer). */
+  algorithm?: Algorithm;
   /** Number format on the wire; 'fp16' halves the bytes at the cost bounded above. Default 'fp32'. */
   wire?: WireFormat;
   /**
@@ -115,6 +120,11 @@ export interface RingAllReduceOptions {
   generation: number;
   /** The right neighbour; null only when worldSize is 1. */
   right: RingLink | null;
+  /**
+   * The link to any rank, for halving-doubling's partners; null when there is none yet.
+   * Without it only the ring runs.
+   */
+  peer?: (rank: number) => RingLink | null;
   timeoutMs?: number;
   highWaterBytes?: number;
   maxStashBytes?: number;
@@ -130,6 +140,8 @@ export interface RingStats {
   droppedOverflow: number;
   /** Messages in another wire format than this rank's collective uses for that chunk. */
   droppedWireMismatch: number;
+  /** Messages from a peer that is not this message's sender in the schedule. */
+  droppedWrongSender: number;
   /** Finite values that became ±Infinity on the fp16 wire (|value| ≥ 65520). */
   fp16Overflows: number;
 }
@@ -155,6 +167,10 @@ interface ActiveCollective {
   headRem: number;
   tailBase: number;
   tailRem: number;
+  /** Halving-doubling only: the plan, the stage in progress and its messages so far. */
+  plan: HalvingDoublingPlan | null;
+  stage: number;
+  stageReceived: number;
   resolve: () => void;
   reject: (err: WebringError) => void;
   timer: unknown;
@@ -174,10 +190,13 @@ export class RingAllReduce {
     droppedMalformed: 0,
     droppedOverflow: 0,
     droppedWireMismatch: 0,
+    droppedWrongSender: 0,
     fp16Overflows: 0,
   };
 
   private readonly right: RingLink | null;
+  private readonly peer: ((rank: number) => RingLink | null) | null;
+  private readonly left: number;
   private readonly timeoutMs: number;
   private readonly highWaterBytes: number;
   private readonly maxStashBytes: number;
@@ -189,7 +208,16 @@ export class RingAllReduce {
   private lastDoneKey = -1;
   private run = 0;
   private abortedWith: WebringError | null = null;
-  private stash: Array<{ key: number; bytes: Uint8Array }> = [];
+  private stash: Array<{ key: number; from: number; bytes: Uint8Array }> = [];
+  /** Plans of recent halving-doubling buffer lengths (a run uses two or three). */
+  private readonly plans = new Map<number, HalvingDoublingPlan>();
+  /**
+   * Halving-doubling messages of a later stage than the one in progress: a partner two
+   * stages on may be faster. Their sums must wait, as addition order decides the bits.
+   * Copied into pooled 64 KiB buffers, so early messages allocate nothing after warm-up.
+   */
+  private deferred: Array<{ stage: number; length: number; bytes: Uint8Array }> = [];
+  private readonly deferPool: Uint8Array[] = [];
   private stashBytes = 0;
 
   // Send queue of (phase, ringStep, chunk) triples, reused across collectives.
@@ -226,6 +254,8 @@ export class RingAllReduce {
     this.worldSize = worldSize;
     this.generation = options.generation;
     this.right = options.right;
+    this.peer = options.peer ?? null;
+    this.left = mod(rank - 1, worldSize);
     this.timeoutMs = options.timeoutMs ?? DEFAULT_COLLECTIVE_TIMEOUT_MS;
     this.highWaterBytes = options.highWaterBytes ?? DEFAULT_HIGH_WATER_BYTES;
     this.maxStashBytes = options.maxStashBytes ?? DEFAULT_MAX_STASH_BYTES;
@@ -254,7 +284,12 @@ export class RingAllReduce {
   ): Promise<void> {
     const wire = options.wire ?? 'fp32';
     const exactTail = options.exactTail ?? 0;
+    const algorithm = options.algorithm ?? 'ring';
     if (!WIRE_FORMATS.includes(wire)) return Promise.reject(new WebringError('ERR_BAD_REQUEST', `unknown wire format ${String(wire)}`));
+    if (!ALGORITHMS.includes(algorithm)) return Promise.reject(new WebringError('ERR_BAD_REQUEST', `unknown algorithm ${String(algorithm)}`));
+    if (algorithm === 'halving-doubling' && this.peer === null && this.worldSize > 1) {
+      return Promise.reject(new WebringError('ERR_BAD_REQUEST', 'halving-doubling needs links to its partners (the peer option)'));
+    }
     if (!Number.isInteger(exactTail) || exactTail < 0 || exactTail > buf.length) {
       return Promise.reject(new WebringError('ERR_BAD_REQUEST', `exactTail ${exactTail} outside 0..${buf.length}`));
     }
@@ -291,20 +326,28 @@ export class RingAllReduce {
         headRem: split % n,
         tailBase: Math.floor(tailLength / n),
         tailRem: tailLength % n,
+        plan: algorithm === 'halving-doubling' ? this.planFor(buf.length) : null,
+        stage: 0,
+        stageReceived: 0,
         resolve,
         reject,
         timer: null,
       };
       const r = this.rank;
-      for (let k = 0; k < n - 1; k++) {
-        a.expected += this.chunkCount(a, mod(r - k - 1, n)) + this.chunkCount(a, mod(r - k, n));
-      }
       this.active = a;
       this.ensureQueueCapacity(a);
       a.timer = this.clock.setTimeout(() => {
         this.fail(new WebringError('ERR_TIMEOUT', `all-reduce of step ${step} timed out after ${this.timeoutMs} ms`));
       }, this.timeoutMs);
-
+      if (a.plan) {
+        this.enqueueStageSends(a);
+        this.replayStash(a);
+        if (this.active === a) this.advanceStages(a);
+        return;
+      }
+      for (let k = 0; k < n - 1; k++) {
+        a.expected += this.chunkCount(a, mod(r - k - 1, n)) + this.chunkCount(a, mod(r - k, n));
+      }
       const own = this.chunkCount(a, r);
       for (let c = 0; c < own; c++) this.enqueue(PHASE_REDUCE_SCATTER, 0, c);
       this.replayStash(a);
@@ -312,11 +355,29 @@ export class RingAllReduce {
     });
   }
 
-  /** Feeds one message that arrived from the left neighbour. */
-  receive(bytes: Uint8Array): void {
+  private planFor(length: number): HalvingDoublingPlan {
+    let plan = this.plans.get(length);
+    if (!plan) {
+      if (this.plans.size >= 8) this.plans.clear();
+      plan = halvingDoublingPlan(this.rank, this.worldSize, length);
+      this.plans.set(length, plan);
+    }
+    return plan;
+  }
+
+  /**
+   * Feeds one message that arrived from rank `from` (by default the left neighbour). Ring
+   * messages are taken only from the left neighbour, exchange messages only from the
+   * partner the schedule names for their stage.
+   */
+  receive(bytes: Uint8Array, from: number = this.left): void {
     const h = this.inHeader;
-    if (!readHeader(bytes, h) || (h.phase !== PHASE_REDUCE_SCATTER && h.phase !== PHASE_ALL_GATHER)) {
+    if (!readHeader(bytes, h) || (h.phase !== PHASE_REDUCE_SCATTER && h.phase !== PHASE_ALL_GATHER && h.phase !== PHASE_EXCHANGE)) {
       this.stats.droppedMalformed++;
+      return;
+    }
+    if (h.phase !== PHASE_EXCHANGE && from !== this.left) {
+      this.stats.droppedWrongSender++;
       return;
     }
     if (h.generation !== this.generation) {
@@ -330,7 +391,7 @@ export class RingAllReduce {
     const key = collectiveKey(h.run, h.step, h.tag);
     const a = this.active;
     if (a && key === a.key) {
-      this.process(a, h, bytes);
+      this.process(a, h, bytes, from);
       return;
     }
     if (key <= this.lastDoneKey || (a !== null && key < a.key) || this.abortedWith) {
@@ -342,7 +403,7 @@ export class RingAllReduce {
       this.stats.droppedOverflow++;
       return;
     }
-    this.stash.push({ key, bytes: bytes.slice() });
+    this.stash.push({ key, from, bytes: bytes.slice() });
     this.stashBytes += bytes.byteLength;
   }
 
@@ -392,7 +453,11 @@ export class RingAllReduce {
     return at.length > 0;
   }
 
-  private process(a: ActiveCollective, h: ChunkHeader, bytes: Uint8Array): void {
+  private process(a: ActiveCollective, h: ChunkHeader, bytes: Uint8Array, from: number): void {
+    if (h.phase === PHASE_EXCHANGE || a.plan) {
+      this.processExchange(a, h, bytes, from);
+      return;
+    }
     const n = this.worldSize;
     if (h.ringStep >= n - 1) {
       this.stats.droppedMalformed++;
@@ -444,6 +509,151 @@ export class RingAllReduce {
     this.pump();
   }
 
+  /** Chunks of the exchanged range [lo, hi): its part before `split` in `wire`, then its float32 part. */
+  private rangeChunks(a: ActiveCollective, lo: number, hi: number): number {
+    const headEnd = Math.min(hi, a.split);
+    const tailStart = Math.max(lo, a.split);
+    return Math.ceil(Math.max(0, headEnd - lo) / wireChunkFloats(a.wire)) + Math.ceil(Math.max(0, hi - tailStart) / MAX_CHUNK_FLOATS);
+  }
+
+  /** Fills `chunkAt` with where chunk `chunk` of the range [lo, hi) lies; false when it does not exist. */
+  private locateInRange(a: ActiveCollective, lo: number, hi: number, chunk: number): boolean {
+    const at = this.chunkAt;
+    const headEnd = Math.min(hi, a.split);
+    const headLength = Math.max(0, headEnd - lo);
+    const perHead = wireChunkFloats(a.wire);
+    const headChunks = Math.ceil(headLength / perHead);
+    if (chunk < headChunks) {
+      at.wire = a.wire;
+      at.start = lo + chunk * perHead;
+      at.length = Math.min(perHead, headLength - chunk * perHead);
+    } else {
+      const tailStart = Math.max(lo, a.split);
+      const c = chunk - headChunks;
+      at.wire = WIRE_FP32;
+      at.start = tailStart + c * MAX_CHUNK_FLOATS;
+      at.length = Math.min(MAX_CHUNK_FLOATS, hi - tailStart - c * MAX_CHUNK_FLOATS);
+    }
+    return at.length > 0;
+  }
+
+  /**
+   * One halving-doubling message. It must come from the stage's partner and fit the range
+   * the schedule says; a message of a later stage waits (addition order decides the bits),
+   * one of an earlier stage is a duplicate.
+   */
+  private processExchange(a: ActiveCollective, h: ChunkHeader, bytes: Uint8Array, from: number): void {
+    const plan = a.plan;
+    if (!plan || h.phase !== PHASE_EXCHANGE || h.ringStep >= plan.stages.length) {
+      this.stats.droppedMalformed++;
+      return;
+    }
+    const st = plan.stages[h.ringStep]!;
+    if (from !== st.recvFrom) {
+      this.stats.droppedWrongSender++;
+      return;
+    }
+    if (h.wire !== a.wire) {
+      this.stats.droppedWireMismatch++;
+      return;
+    }
+    const at = this.chunkAt;
+    if (!this.locateInRange(a, st.recvStart, st.recvEnd, h.chunk) || bytes.byteLength !== HEADER_BYTES + at.length * wireFloatBytes(at.wire)) {
+      this.stats.droppedMalformed++;
+      return;
+    }
+    if (h.ringStep < a.stage) {
+      this.stats.droppedStaleStep++;
+      return;
+    }
+    if (h.ringStep > a.stage) {
+      this.defer(h.ringStep, bytes);
+      return;
+    }
+    this.applyExchange(a, st.add, bytes);
+    a.stageReceived++;
+    this.advanceStages(a);
+  }
+
+  /** Adds or copies the message's values at `chunkAt`. */
+  private applyExchange(a: ActiveCollective, add: boolean, bytes: Uint8Array): void {
+    const { start, length: len, wire } = this.chunkAt;
+    const buf = a.buf;
+    if (wire === WIRE_FP16) {
+      const payload = this.payloadHalves(bytes, len);
+      if (add) addHalves(payload, buf, start, len);
+      else decodeHalves(payload, buf, start, len);
+    } else {
+      const payload = this.payloadFloats(bytes, len);
+      if (add) for (let i = 0; i < len; i++) buf[start + i]! += payload[i]!;
+      else for (let i = 0; i < len; i++) buf[start + i] = payload[i]!;
+    }
+  }
+
+  private defer(stage: number, bytes: Uint8Array): void {
+    if ((this.deferred.length + 1) * MAX_MESSAGE_BYTES > this.maxStashBytes) {
+      this.stats.droppedOverflow++;
+      return;
+    }
+    const copy = this.deferPool.pop() ?? new Uint8Array(MAX_MESSAGE_BYTES);
+    copy.set(bytes);
+    this.deferred.push({ stage, length: bytes.byteLength, bytes: copy });
+  }
+
+  /** Moves through every stage whose messages have all arrived, starting each next stage's sends. */
+  private advanceStages(a: ActiveCollective): void {
+    const plan = a.plan!;
+    while (this.active === a && a.stage < plan.stages.length) {
+      const st = plan.stages[a.stage]!;
+      if (a.stageReceived < this.rangeChunks(a, st.recvStart, st.recvEnd)) break;
+      if (a.stage === plan.lastReduceStage && a.wire === WIRE_FP16) {
+        // The owner keeps what it will send, so that it ends equal to every other rank.
+        const end = Math.min(plan.ownedEnd, a.split);
+        if (end > plan.ownedStart) this.stats.fp16Overflows += roundToHalves(a.buf, plan.ownedStart, end - plan.ownedStart);
+      }
+      a.stage++;
+      a.stageReceived = 0;
+      if (a.stage < plan.stages.length) {
+        this.enqueueStageSends(a);
+        this.applyDeferred(a);
+      }
+    }
+    this.pump();
+  }
+
+  private enqueueStageSends(a: ActiveCollective): void {
+    const st = a.plan!.stages[a.stage]!;
+    if (st.sendTo < 0) return;
+    const chunks = this.rangeChunks(a, st.sendStart, st.sendEnd);
+    for (let c = 0; c < chunks; c++) this.enqueue(PHASE_EXCHANGE, a.stage, c);
+  }
+
+  private applyDeferred(a: ActiveCollective): void {
+    if (this.deferred.length === 0) return;
+    const st = a.plan!.stages[a.stage]!;
+    const h = this.inHeader;
+    const waiting: typeof this.deferred = [];
+    for (const d of this.deferred) {
+      if (d.stage !== a.stage) {
+        waiting.push(d);
+        continue;
+      }
+      readHeader(d.bytes, h);
+      this.locateInRange(a, st.recvStart, st.recvEnd, h.chunk);
+      this.applyExchange(a, st.add, d.bytes);
+      a.stageReceived++;
+      this.deferPool.push(d.bytes);
+    }
+    this.deferred = waiting;
+  }
+
+  private sendExchangeChunk(a: ActiveCollective, stage: number, chunk: number, link: RingLink): void {
+    const st = a.plan!.stages[stage]!;
+    this.locateInRange(a, st.sendStart, st.sendEnd, chunk);
+    const { start, length, wire } = this.chunkAt;
+    this.sendMessage(a, PHASE_EXCHANGE, stage, chunk, start, length, wire, link);
+  }
+
   /** A zero-copy view when the payload is 4-byte aligned, else a copy into scratch. */
   private payloadFloats(bytes: Uint8Array, len: number): Float32Array {
     const offset = bytes.byteOffset + HEADER_BYTES;
@@ -464,7 +674,10 @@ export class RingAllReduce {
 
   private ensureQueueCapacity(a: ActiveCollective): void {
     const maxChunksPerSegment = Math.ceil((a.headBase + 1) / wireChunkFloats(a.wire)) + Math.ceil((a.tailBase + 1) / MAX_CHUNK_FLOATS);
-    const needed = 3 * 2 * this.worldSize * maxChunksPerSegment;
+    // The ring queues at most a few segments' chunks; halving-doubling at most one stage's
+    // range, the whole buffer in its PRE and POST stages.
+    const wholeBuffer = Math.ceil(a.buf.length / wireChunkFloats(a.wire)) + 2;
+    const needed = 3 * Math.max(2 * this.worldSize * maxChunksPerSegment, wholeBuffer);
     if (this.queue.length < needed) this.queue = new Int32Array(needed);
     this.qHead = 0;
     this.qTail = 0;
@@ -490,8 +703,15 @@ export class RingAllReduce {
   private pump(): void {
     const a = this.active;
     if (!a || this.waitingForLink) return;
-    const link = this.right!;
     while (this.qHead < this.qTail) {
+      const phase = this.queue[this.qHead]!;
+      const ringStep = this.queue[this.qHead + 1]!;
+      const chunk = this.queue[this.qHead + 2]!;
+      const link = phase === PHASE_EXCHANGE ? this.peer?.(a.plan!.stages[ringStep]!.sendTo) : this.right;
+      if (!link) {
+        this.fail(new WebringError('ERR_PEER_FAILED', `no link to rank ${a.plan!.stages[ringStep]!.sendTo}`));
+        return;
+      }
       if (!link.isOpen() || link.bufferedAmount() > this.highWaterBytes) {
         this.waitingForLink = true;
         link.whenWritable().then(
@@ -507,15 +727,14 @@ export class RingAllReduce {
         );
         return;
       }
-      const phase = this.queue[this.qHead]!;
-      const ringStep = this.queue[this.qHead + 1]!;
-      const chunk = this.queue[this.qHead + 2]!;
       this.qHead += 3;
-      this.sendChunk(a, phase, ringStep, chunk, link);
+      if (phase === PHASE_EXCHANGE) this.sendExchangeChunk(a, ringStep, chunk, link);
+      else this.sendChunk(a, phase, ringStep, chunk, link);
     }
     this.qHead = 0;
     this.qTail = 0;
-    if (a.received === a.expected) this.finish(a);
+    const done = a.plan ? a.stage === a.plan.stages.length : a.received === a.expected;
+    if (done) this.finish(a);
   }
 
   private sendChunk(a: ActiveCollective, phase: number, ringStep: number, chunk: number, link: RingLink): void {
@@ -525,6 +744,11 @@ export class RingAllReduce {
     const at = this.chunkAt;
     this.locate(a, s, chunk);
     const { start, length: len, wire } = at;
+    this.sendMessage(a, phase, ringStep, chunk, start, len, wire, link);
+  }
+
+  /** Frames floats [start, start+len) of the collective's buffer in one reused message and sends it. */
+  private sendMessage(a: ActiveCollective, phase: number, ringStep: number, chunk: number, start: number, len: number, wire: WireCode, link: RingLink): void {
     const h = this.header;
     h.phase = phase;
     h.ringStep = ringStep;
@@ -555,11 +779,11 @@ export class RingAllReduce {
 
   private replayStash(a: ActiveCollective): void {
     if (this.stash.length === 0) return;
-    const matching: Uint8Array[] = [];
-    const later: Array<{ key: number; bytes: Uint8Array }> = [];
+    const matching: Array<{ from: number; bytes: Uint8Array }> = [];
+    const later: Array<{ key: number; from: number; bytes: Uint8Array }> = [];
     let laterBytes = 0;
     for (const entry of this.stash) {
-      if (entry.key === a.key) matching.push(entry.bytes);
+      if (entry.key === a.key) matching.push(entry);
       else if (entry.key > a.key) {
         later.push(entry);
         laterBytes += entry.bytes.byteLength;
@@ -568,11 +792,16 @@ export class RingAllReduce {
     this.stash = later;
     this.stashBytes = laterBytes;
     const h = this.inHeader;
-    for (const bytes of matching) {
+    for (const { from, bytes } of matching) {
       if (this.active !== a) return;
       readHeader(bytes, h);
-      this.process(a, h, bytes);
+      this.process(a, h, bytes, from);
     }
+  }
+
+  private releaseDeferred(): void {
+    for (const d of this.deferred) this.deferPool.push(d.bytes);
+    this.deferred = [];
   }
 
   private finish(a: ActiveCollective): void {
@@ -590,6 +819,7 @@ export class RingAllReduce {
     this.active = null;
     this.qHead = 0;
     this.qTail = 0;
+    this.releaseDeferred();
     a.reject(error);
   }
 }

@@ -1,15 +1,18 @@
 /**
- * Keeps this worker's WebRTC links to its ring neighbours in step with the membership
- * generation, and gives each generation a fresh RingAllReduce over them.
+ * Keeps this worker's WebRTC links in step with the membership generation, and gives each
+ * generation a fresh RingAllReduce over them: links to its two ring neighbours, and to its
+ * halving-doubling partners (ranks r XOR 2^k, a partial mesh of log2 N links), so that
+ * small buffers can take the latency-optimal path.
  *
- * Of every pair of neighbours, the member with the lower index starts the connection, so
- * a ring of two shares one link in both directions. Links survive a generation change
- * when the neighbour stays the same.
+ * Of every pair, the member with the lower index starts the connection, so a pair shares
+ * one link in both directions. Links survive a generation change when the peer is still
+ * needed.
  */
 import { WebringError } from './errors';
 import { LOW_WATER_BYTES, type PeerFactory, type PeerHandle } from './peer';
 import type { Generation, MemberInfo } from './protocol';
 import { RingAllReduce, type RingLink } from './ring-allreduce';
+import { halvingDoublingPartners } from './halving-doubling';
 import { HEADER_BYTES } from './ring-wire';
 
 /** Messages of a generation this worker has not applied yet are kept up to this much. */
@@ -29,13 +32,20 @@ interface Neighbours {
   self: MemberInfo;
   left: MemberInfo;
   right: MemberInfo;
+  /** Halving-doubling partners that are not ring neighbours. */
+  partners: MemberInfo[];
 }
 
 function neighboursIn(g: Generation, selfId: string): Neighbours | null {
   const n = g.members.length;
   const rank = g.members.findIndex((m) => m.id === selfId);
   if (rank < 0) return null;
-  return { rank, self: g.members[rank]!, left: g.members[(rank - 1 + n) % n]!, right: g.members[(rank + 1) % n]! };
+  const left = g.members[(rank - 1 + n) % n]!;
+  const right = g.members[(rank + 1) % n]!;
+  const partners = halvingDoublingPartners(rank, n)
+    .map((r) => g.members[r]!)
+    .filter((m) => m.id !== left.id && m.id !== right.id);
+  return { rank, self: g.members[rank]!, left, right, partners };
 }
 
 export interface RingNetworkOptions {
@@ -156,6 +166,8 @@ export class RingNetwork {
   private readonly links = new Map<string, PeerLink>();
   private leftId: string | null = null;
   private rightId: string | null = null;
+  /** Rank of each member of the applied generation, to tell the collective who sent what. */
+  private rankOf = new Map<string, number>();
   private current: RingAllReduce | null = null;
   private applied: Generation | null = null;
   /** Ring messages of generations not applied yet: a neighbour may switch a moment sooner. */
@@ -191,6 +203,7 @@ export class RingNetwork {
     this.applied = g;
     const n = g.members.length;
     const at = neighboursIn(g, this.selfId);
+    this.rankOf = new Map(g.members.map((m, r) => [m.id, r]));
     if (!at) {
       this.leftId = null;
       this.rightId = null;
@@ -199,16 +212,18 @@ export class RingNetwork {
       this.futureBytes = 0;
       return null;
     }
-    const neighbourIds = new Set([at.left.id, at.right.id]);
-    for (const id of [...this.links.keys()]) if (!neighbourIds.has(id)) this.dropLink(id);
+    const neededIds = new Set([at.left.id, at.right.id, ...at.partners.map((m) => m.id)]);
+    for (const id of [...this.links.keys()]) if (!neededIds.has(id)) this.dropLink(id);
     this.dialNeighbours(at, true);
     this.leftId = n > 1 ? at.left.id : null;
     this.rightId = n > 1 ? at.right.id : null;
+    const members = g.members;
     this.current = new RingAllReduce({
       rank: at.rank,
       worldSize: n,
       generation: g.generation,
       right: n > 1 ? this.links.get(at.right.id)! : null,
+      peer: (r) => this.links.get(members[r]?.id ?? '') ?? null,
       timeoutMs: this.timeoutMs,
     });
     this.replayFuture(g.generation);
@@ -225,7 +240,7 @@ export class RingNetwork {
     if (at) this.dialNeighbours(at, false);
   }
 
-  /** True when both of this worker's links in `g` are open. */
+  /** True when both of this worker's ring links in `g` are open. */
   isReadyFor(g: Generation): boolean {
     const at = neighboursIn(g, this.selfId);
     if (!at) return false;
@@ -233,8 +248,19 @@ export class RingNetwork {
     return [at.left.id, at.right.id].every((id) => this.links.get(id)?.isOpen() === true);
   }
 
+  /**
+   * True when every link halving-doubling needs in the applied generation is open. The
+   * trainer votes on it: the ring never waits on a link only halving-doubling uses.
+   */
+  get meshReady(): boolean {
+    const g = this.applied;
+    const at = g ? neighboursIn(g, this.selfId) : null;
+    if (!g || !at) return false;
+    return this.isReadyFor(g) && at.partners.every((m) => this.links.get(m.id)?.isOpen() === true);
+  }
+
   private dialNeighbours(at: Neighbours, redialFailed: boolean): void {
-    for (const member of [at.left, at.right]) {
+    for (const member of [at.left, at.right, ...at.partners]) {
       if (member.id === this.selfId) continue;
       let link = this.links.get(member.id);
       if (!link) {
@@ -263,7 +289,7 @@ export class RingNetwork {
     link.signal(data);
   }
 
-  /** Data from a peer: ring traffic only ever comes from the left neighbour. */
+  /** Data from a peer, handed to the collective with the sender's rank; it checks who may send what. */
   route(peerId: string, bytes: Uint8Array): void {
     if (this.tap) {
       if (peerId === this.leftId) this.tap(bytes);
@@ -277,7 +303,8 @@ export class RingNetwork {
       this.futureBytes += bytes.byteLength;
       return;
     }
-    if (peerId === this.leftId) this.current?.receive(bytes);
+    const from = this.rankOf.get(peerId);
+    if (from !== undefined) this.current?.receive(bytes, from);
   }
 
   private replayFuture(generation: number): void {
@@ -285,7 +312,10 @@ export class RingNetwork {
     const now = this.future.filter((m) => m.generation === generation);
     this.future = keep;
     this.futureBytes = keep.reduce((n, m) => n + m.bytes.byteLength, 0);
-    for (const m of now) if (m.from === this.leftId) this.current?.receive(m.bytes);
+    for (const m of now) {
+      const from = this.rankOf.get(m.from);
+      if (from !== undefined) this.current?.receive(m.bytes, from);
+    }
   }
 
   /** The link to the right neighbour, for link measurements between collectives. */

@@ -2,16 +2,19 @@
  * Binary framing of ring all-reduce messages on a data channel.
  *
  * Layout (little endian), 20 bytes of header then a float32 or float16 payload:
- *   0  u8   phase        1 = reduce-scatter, 2 = all-gather
- *   1  u8   ringStep     0 .. N-2 within the phase
+ *   0  u8   phase        1 = ring reduce-scatter, 2 = ring all-gather,
+ *                        3 = a halving-doubling exchange (issue 6)
+ *   1  u8   ringStep     0 .. N-2 within the ring's phase; the stage of a halving-doubling
+ *                        exchange (0 .. 2·log2 N + 1)
  *   2  u8   tag          which collective of the step (sync, eval, gradients)
  *   3  u8   wire         the collective's format: 0 = float32, 1 = float16 (issue 6); the
  *                        exact tail of a float16 collective still travels as float32
  *   4  u32  generation   membership generation the sender belongs to
  *   8  u32  run          the room's run (each Start is a new run)
  *   12 u32  step         global training step
- *   16 u32  chunk        message index within the segment (of a float16 collective: the
- *                        float16 chunks first, then those of its float32 tail)
+ *   16 u32  chunk        message index within the segment or the exchanged range (of a
+ *                        float16 collective: the float16 chunks first, then those of its
+ *                        float32 tail)
  */
 import type { WireFormat } from './protocol';
 
@@ -41,7 +44,8 @@ export const wireChunkFloats = (code: WireCode): number => (code === WIRE_FP16 ?
 
 export const PHASE_REDUCE_SCATTER = 1;
 export const PHASE_ALL_GATHER = 2;
-export type Phase = typeof PHASE_REDUCE_SCATTER | typeof PHASE_ALL_GATHER;
+export const PHASE_EXCHANGE = 3;
+export type Phase = typeof PHASE_REDUCE_SCATTER | typeof PHASE_ALL_GATHER | typeof PHASE_EXCHANGE;
 
 export interface ChunkHeader {
   phase: number;

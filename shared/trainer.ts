@@ -13,7 +13,8 @@ import { EpochPermutation, advance, nextBatch, shardOf, stepsRemaining, type Dat
 import { MNIST_CLASSES, MNIST_PIXELS, type MnistDataset } from './mnist-format';
 import { buildModel, buildOptimizer } from './models';
 import { WeightsHasher } from './weights-hash';
-import { MAX_ROOM_MEMBERS, type StartConfig } from './protocol';
+import { MAX_ROOM_MEMBERS, type Algorithm, type StartConfig } from './protocol';
+import { chooseAlgorithm, createProbeBuffers, measureLinkModel, type LinkModel, type ProbeBuffers } from './collective-choice';
 import { WebringError } from './errors';
 import { HASH_VOTE_FLOATS, VOTE_FLOATS, counterVote, disagreement, hashesDiffer, unanimous, writeHashVotes, writeVote } from './agreement';
 import {
@@ -35,7 +36,9 @@ export interface Collective {
 /**
  * Appended to the gradients so that one all-reduce also agrees on the metrics, on stopping,
  * on admitting the next generation, on whether the replicas still hold the same weights,
- * and tells every replica how long each rank took to compute (straggler detection).
+ * tells every replica how long each rank took to compute (straggler detection), and
+ * averages the link measurements from which every replica picks the same algorithm for
+ * the next step.
  */
 const TAIL_LOSS = 0;
 const TAIL_CORRECT = 1;
@@ -44,7 +47,11 @@ const TAIL_PAUSE = 3;
 const TAIL_ADMIT = 4;
 const TAIL_HASH = TAIL_ADMIT + VOTE_FLOATS;
 const TAIL_COMPUTE_MS = TAIL_HASH + HASH_VOTE_FLOATS;
-const TAIL_LENGTH = TAIL_COMPUTE_MS + MAX_ROOM_MEMBERS;
+const TAIL_ALPHA = TAIL_COMPUTE_MS + MAX_ROOM_MEMBERS;
+const TAIL_BETA = TAIL_ALPHA + 1;
+const TAIL_MESH_READY = TAIL_BETA + 1;
+const TAIL_LENGTH = TAIL_MESH_READY + 1;
+
 
 /** Replicas compare weight hashes at least this often (every step whose number is a multiple). */
 export const HASH_CHECK_EVERY_STEPS = 10;
@@ -77,6 +84,20 @@ export interface StepOptions {
   readyFor?: number | null;
   /** Debug only (tests): extra milliseconds of "compute", to play a slow laptop. */
   extraComputeMs?: number;
+  /** Every link halving-doubling needs is open on this replica (RingNetwork.meshReady). */
+  meshReady?: boolean;
+}
+
+/** Where one step's time went on this replica, in ms. */
+export interface StepTiming {
+  /** Forward and backward until the device finished them (the loss read back). */
+  computeMs: number;
+  /** Reading the gradients back from the device into the all-reduce buffer. */
+  readbackMs: number;
+  /** The gradient all-reduce, including waiting for the slowest rank. */
+  commMs: number;
+  /** Averaging and handing the update to the optimizer. */
+  applyMs: number;
 }
 
 export interface StepResult {
@@ -105,6 +126,11 @@ export interface StepResult {
   hashMismatch: boolean;
   /** Each rank's compute time for this step in ms, indexed by rank (identical on every replica). */
   computeMs: number[];
+  /** The algorithm this step's gradients took. */
+  algorithm: Algorithm;
+  /** The ring's mean link measurements as agreed in this step (null before any). */
+  link: LinkModel | null;
+  timing: StepTiming;
 }
 
 export class Trainer {
@@ -135,6 +161,14 @@ export class Trainer {
   private readonly indices: Uint32Array;
   private readonly evalBuffer = new Float32Array(2);
   private readonly agreeBuffer = new Float32Array(AGREE_LENGTH);
+  /** Allocated on the first measurement: a ring of one never measures. */
+  private probes: ProbeBuffers | null = null;
+  /** This replica's latest link measurements (0 until measured). */
+  private measuredAlphaMs = 0;
+  private measuredBetaBytesPerMs = 0;
+  /** What the next gradient all-reduce uses; every replica derives the same from the tail. */
+  private nextAlgorithm: Algorithm = 'ring';
+  private readonly timing: StepTiming = { computeMs: 0, readbackMs: 0, commMs: 0, applyMs: 0 };
   /** The gradients travel in the configured format; the tail's votes and counts stay exact. */
   private readonly gradientWire: CollectiveOptions;
   /** Allocated on the first state hand-over: joins and resyncs are rare. */
@@ -203,6 +237,23 @@ export class Trainer {
 
   setCollective(collective: Collective): void {
     this.collective = collective;
+    // A new generation starts on the ring until its own measurements are agreed.
+    this.nextAlgorithm = 'ring';
+  }
+
+  /**
+   * Measures this replica's links at the start of a generation (collective-choice.ts);
+   * every replica of the generation calls it at the same key step. The next step's tail
+   * averages the measurements over the ring.
+   */
+  async measureLinks(keyStep: number): Promise<LinkModel | null> {
+    if (this.collective.worldSize <= 1) return null;
+    const link = await measureLinkModel(this.collective, keyStep, (this.probes ??= createProbeBuffers()));
+    if (link) {
+      this.measuredAlphaMs = link.alphaMs;
+      this.measuredBetaBytesPerMs = link.betaBytesPerMs;
+    }
+    return link;
   }
 
   /** Replaces the weights, given in variable order (checkpoint restore). */
@@ -316,7 +367,10 @@ export class Trainer {
 
     const flat = this.flat;
     const P = this.parameterCount;
+    const timing = this.timing;
     flat.fill(0, P);
+    timing.computeMs = 0;
+    timing.readbackMs = 0;
     if (n > 0) await this.computeGradients(this.permutation.sliceInto(this.indices, batch, rank), n);
     else flat.fill(0, 0, P); // more ranks than examples left in the epoch: contribute nothing
     if (options.extraComputeMs) await new Promise((resolve) => setTimeout(resolve, options.extraComputeMs));
@@ -325,8 +379,15 @@ export class Trainer {
     writeVote(flat, P + TAIL_ADMIT, options.readyFor == null ? 0 : counterVote(options.readyFor));
     if (hash) writeHashVotes(flat, P + TAIL_HASH, hash);
     flat[P + TAIL_COMPUTE_MS + rank] = performance.now() - t0;
+    flat[P + TAIL_ALPHA] = this.measuredAlphaMs;
+    flat[P + TAIL_BETA] = this.measuredBetaBytesPerMs;
+    flat[P + TAIL_MESH_READY] = options.meshReady ? 1 : 0;
 
-    await this.collective.allReduce(flat, step, COLLECTIVE_TAG.gradients, this.gradientWire);
+    const algorithm = this.nextAlgorithm;
+    const tComm = performance.now();
+    await this.collective.allReduce(flat, step, COLLECTIVE_TAG.gradients, { ...this.gradientWire, algorithm });
+    const tApply = performance.now();
+    timing.commMs = tApply - tComm;
 
     // Each rank sent the sum of its examples' gradients: divide by the global batch for the mean.
     const inv = 1 / batch.size;
@@ -354,6 +415,13 @@ export class Trainer {
       this.optimizer.applyGradients(named);
     });
     this.weightsVersion++;
+    timing.applyMs = performance.now() - tApply;
+
+    // Every replica holds the same sums, so every replica picks the same next algorithm.
+    const link: LinkModel | null =
+      flat[P + TAIL_ALPHA]! > 0 ? { alphaMs: flat[P + TAIL_ALPHA]! / worldSize, betaBytesPerMs: flat[P + TAIL_BETA]! / worldSize } : null;
+    const wireBytes = P * (this.config.wire === 'fp16' ? 2 : 4) + TAIL_LENGTH * 4;
+    this.nextAlgorithm = chooseAlgorithm(this.config.allreduce, worldSize, wireBytes, link, flat[P + TAIL_MESH_READY] === worldSize);
 
     this.cursor = advance(batch, this.dataset.trainCount);
     this.stepCounter = step + 1;
@@ -379,6 +447,9 @@ export class Trainer {
       hashChecked,
       hashMismatch: hashChecked && hashesDiffer(flat, P + TAIL_HASH, worldSize),
       computeMs,
+      algorithm,
+      link,
+      timing: { ...timing },
     };
   }
 
@@ -389,6 +460,7 @@ export class Trainer {
    * tail the summed loss and the correct count.
    */
   private async computeGradients(indices: Uint32Array, n: number): Promise<void> {
+    const tCompute = performance.now();
     this.fillBatch(indices);
     const { value, grads, correct } = tf.tidy(() => {
       const x = tf.tensor4d(this.images.subarray(0, n * MNIST_PIXELS), [n, 28, 28, 1]);
@@ -405,15 +477,17 @@ export class Trainer {
     const flat = this.flat;
     const P = this.parameterCount;
     try {
+      // All the step's kernels were queued together, so the loss arrives once the device
+      // has finished the forward and backward passes: the split between compute and read-back.
+      const [lossData, correctData] = await Promise.all([value.data(), correct.data()]);
+      const tReadback = performance.now();
       // Read every gradient back at once; the GPU queue overlaps the copies.
-      const [lossData, correctData, ...gradData] = await Promise.all([
-        value.data(),
-        correct.data(),
-        ...this.variables.map((v) => grads[v.name]!.data()),
-      ]);
+      const gradData = await Promise.all(this.variables.map((v) => grads[v.name]!.data()));
       gradData.forEach((g, i) => flat.set(g as Float32Array, this.offsets[i]));
       flat[P + TAIL_LOSS] = lossData[0]!;
       flat[P + TAIL_CORRECT] = correctData[0]!;
+      this.timing.computeMs = tReadback - tCompute;
+      this.timing.readbackMs = performance.now() - tReadback;
     } finally {
       value.dispose();
       correct.dispose();

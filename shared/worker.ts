@@ -487,6 +487,8 @@ export class TrainingWorker {
     // The first collective of every generation hands the chief's whole state to everyone:
     // survivors redo an interrupted step from it, joiners start from it.
     let syncKey: number | null = 0;
+    /** A new generation measures its links once its state is agreed (α and β for the algorithm choice). */
+    let measureKey: number | null = 0;
     let joinedAt: number | null = start.admitted ? performance.now() : null;
     /** Set after a step the ring agreed to pause after; cleared on resume. */
     let holding = false;
@@ -513,6 +515,7 @@ export class TrainingWorker {
             ring.setRun(run);
             trainer.setCollective(ring);
             syncKey = 0;
+            measureKey = 0;
             this.showRing();
           }
           if (syncKey !== null) {
@@ -527,6 +530,11 @@ export class TrainingWorker {
               this.update({ joinMs: performance.now() - joinedAt });
               joinedAt = null;
             }
+          }
+          if (measureKey !== null) {
+            const link = await trainer.measureLinks(measureKey);
+            measureKey = null;
+            if (link) log(`links: α ${link.alphaMs.toFixed(2)} ms per hop, β ${(link.betaBytesPerMs / 1e3).toFixed(1)} MB/s`);
           }
           if (trainer.pendingEvaluation !== null) await this.evaluate(trainer, start);
           if (trainer.finished) break;
@@ -550,6 +558,7 @@ export class TrainingWorker {
             requestPause: this.pauseRequested,
             readyFor: ready ? voted.generation : null,
             extraComputeMs: debug.slowStepMs,
+            meshReady: network.meshReady,
           });
           if (r.pause) holding = true;
           const stepTimes = recentStepEnds;
@@ -593,6 +602,12 @@ export class TrainingWorker {
             hashMismatch: r.hashMismatch,
             batchShare,
             linkMBps,
+            collective: {
+              algorithm: r.algorithm,
+              alphaMs: r.link?.alphaMs ?? 0,
+              betaMBps: r.link ? r.link.betaBytesPerMs / 1e3 : 0,
+              timing: r.timing,
+            },
           });
           if (r.hashMismatch) {
             log(`weights differed between replicas at step ${r.step}; reloading the chief's state`);

@@ -25,6 +25,7 @@ import {
   type StartConfig,
   type TrainStart,
   type WorkerKind,
+  type CollectiveReport,
 } from '../shared/protocol';
 import { MNIST_TRAIN_DIGITS } from '../shared/mnist-format';
 import { stepsPerEpoch } from '../shared/sharding';
@@ -56,11 +57,12 @@ interface Member extends NewMember {
   computeMs: number;
   batchShare: number;
   linkMBps: number;
+  collective: CollectiveReport | null;
   /** Admitted into a running ring and not yet trained a step there (no state yet). */
   awaitingState: boolean;
 }
 
-type PersistedMember = Omit<Member, 'socketId' | 'computeMs' | 'batchShare' | 'linkMBps' | 'awaitingState'>;
+type PersistedMember = Omit<Member, 'socketId' | 'computeMs' | 'batchShare' | 'linkMBps' | 'collective' | 'awaitingState'>;
 
 export interface PersistedRoom {
   format: 1;
@@ -164,7 +166,7 @@ export class Room {
 
   /** What must outlive a server restart: membership, generation and the run. */
   toPersisted(): PersistedRoom {
-    const strip = ({ socketId: _s, computeMs: _c, batchShare: _b, linkMBps: _l, awaitingState: _a, ...m }: Member): PersistedMember => m;
+    const strip = ({ socketId: _s, computeMs: _c, batchShare: _b, linkMBps: _l, collective: _k, awaitingState: _a, ...m }: Member): PersistedMember => m;
     return {
       format: 1,
       name: this.name,
@@ -189,7 +191,7 @@ export class Room {
     room.config = p.config;
     room.step = p.step;
     room.epoch = p.epoch;
-    const revive = (m: PersistedMember): Member => ({ ...m, socketId: null, computeMs: 0, batchShare: 0, linkMBps: 0, awaitingState: false });
+    const revive = (m: PersistedMember): Member => ({ ...m, socketId: null, computeMs: 0, batchShare: 0, linkMBps: 0, collective: null, awaitingState: false });
     room.active = p.active.map(revive);
     room.waiting = p.waiting.map(revive);
     return room;
@@ -219,7 +221,7 @@ export class Room {
     if (this.size >= MAX_ROOM_MEMBERS) {
       throw new WebringError('ERR_ROOM_FULL', `room ${this.name} already has ${MAX_ROOM_MEMBERS} members`);
     }
-    const joined: Member = { ...member, index: this.nextIndex++, examplesPerSec: 0, step: 0, weightsHash: null, computeMs: 0, batchShare: 0, linkMBps: 0, awaitingState: false };
+    const joined: Member = { ...member, index: this.nextIndex++, examplesPerSec: 0, step: 0, weightsHash: null, computeMs: 0, batchShare: 0, linkMBps: 0, collective: null, awaitingState: false };
     if (this.isTraining) {
       this.waiting.push(joined);
       return { index: joined.index, change: NO_CHANGE, awaitingAdmission: true };
@@ -361,6 +363,7 @@ export class Room {
     m.computeMs = report.computeMs;
     m.batchShare = report.batchShare;
     m.linkMBps = report.linkMBps;
+    m.collective = report.collective;
     m.awaitingState = false;
     // Every replica computes the same global loss; the chief's report is the room's.
     if (this.active[0] === m && report.step > this.step) {
@@ -500,6 +503,7 @@ export class Room {
       computeMs: m.computeMs,
       batchShare: m.batchShare,
       linkMBps: m.linkMBps,
+      collective: m.collective,
       connected: m.socketId !== null,
     };
   }

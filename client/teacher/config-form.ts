@@ -68,7 +68,7 @@ export class ConfigForm {
 
   /** Shows the config of the run in progress (after a reload of this page). */
   fill(config: StartConfig): void {
-    for (const name of ['model', 'optimizer', 'wire', ...NUMBER_FIELDS] as const) {
+    for (const name of ['model', 'optimizer', 'wire', 'allreduce', ...NUMBER_FIELDS] as const) {
       const control = this.control(name);
       const value = config[name];
       if (control) control.value = value === undefined ? '' : String(value);
@@ -88,6 +88,7 @@ export class ConfigForm {
       model: (els.namedItem('model') as HTMLSelectElement).value,
       optimizer: (els.namedItem('optimizer') as HTMLSelectElement).value,
       wire: (els.namedItem('wire') as HTMLSelectElement).value,
+      allreduce: (els.namedItem('allreduce') as HTMLSelectElement).value,
     };
     for (const name of NUMBER_FIELDS) {
       const value = (els.namedItem(name) as HTMLInputElement).value.trim();

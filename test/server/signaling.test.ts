@@ -179,7 +179,15 @@ test('start and stop need the teacher token, and a nonsense config gets a 400 na
 });
 
 /** The progress fields these tests do not look at. */
-const EXTRA = { totalSteps: 5, computeMs: 12, hashChecked: false, hashMismatch: false, batchShare: 0.5, linkMBps: 3 };
+const EXTRA = {
+  totalSteps: 5,
+  computeMs: 12,
+  hashChecked: false,
+  hashMismatch: false,
+  batchShare: 0.5,
+  linkMBps: 3,
+  collective: { algorithm: 'ring' as const, alphaMs: 0.4, betaMBps: 9, timing: { computeMs: 10, readbackMs: 2, commMs: 5, applyMs: 1 } },
+};
 
 test('progress reports feed the room status; a report of another run is refused', async () => {
   const [a, b] = [await client(), await client()];

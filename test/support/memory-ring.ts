@@ -89,3 +89,40 @@ export function createMemoryRing(
   });
   return { rings, links };
 }
+
+export interface MemoryMesh {
+  rings: RingAllReduce[];
+  /** links[from][to]; the diagonal is unused. */
+  links: MemoryLink[][];
+}
+
+/**
+ * N RingAllReduce instances with a link between every pair, so both the ring (over
+ * links[r][r+1]) and halving-doubling (over its partners' links) can run. A delivery
+ * says who sent it, as RingNetwork does.
+ */
+export function createMemoryMesh(
+  worldSize: number,
+  options: MemoryLinkOptions & { generation?: number; timeoutMs?: number; linkOptions?: (from: number, to: number) => MemoryLinkOptions } = {},
+): MemoryMesh {
+  const links = Array.from({ length: worldSize }, (_, from) =>
+    Array.from({ length: worldSize }, (_, to) => new MemoryLink(options.linkOptions?.(from, to) ?? options)),
+  );
+  const rings = links.map(
+    (row, rank) =>
+      new RingAllReduce({
+        rank,
+        worldSize,
+        generation: options.generation ?? 1,
+        right: worldSize > 1 ? row[(rank + 1) % worldSize]! : null,
+        peer: (to) => (to === rank ? null : row[to]!),
+        timeoutMs: options.timeoutMs,
+      }),
+  );
+  links.forEach((row, from) =>
+    row.forEach((link, to) => {
+      link.deliver = (bytes) => rings[to]!.receive(bytes, from);
+    }),
+  );
+  return { rings, links };
+}

@@ -5,22 +5,7 @@ import { RingAllReduce, COLLECTIVE_TAG, type CollectiveTag } from '../../shared/
 import { MAX_CHUNK_FLOATS, MAX_CHUNK_HALVES, HEADER_BYTES, MAX_MESSAGE_BYTES, readHeader } from '../../shared/ring-wire';
 import { WebringError } from '../../shared/errors';
 import { floatToHalf, halfToFloat } from '../../shared/fp16';
-
-/** Integer-valued floats keep every partial sum exact, so any wrong chunk shows. */
-function integerBuffer(rank: number, length: number): Float32Array {
-  const buf = new Float32Array(length);
-  for (let i = 0; i < length; i++) buf[i] = ((i * 7 + rank * 13) % 101) - 50 + rank * 1000;
-  return buf;
-}
-
-function expectedSum(worldSize: number, length: number): Float32Array {
-  const sum = new Float32Array(length);
-  for (let r = 0; r < worldSize; r++) {
-    const b = integerBuffer(r, length);
-    for (let i = 0; i < length; i++) sum[i]! += b[i]!;
-  }
-  return sum;
-}
+import { expectedSum, fp16Bound, integerBuffer, spreadBuffer } from '../support/test-buffers';
 
 // Odd lengths, lengths smaller than N, and lengths spanning several 64 KiB chunks per segment.
 const LENGTHS = [1, 2, 7, 13, 1001, MAX_CHUNK_FLOATS + 3, 3 * MAX_CHUNK_FLOATS * 2 + 17];
@@ -200,32 +185,6 @@ test('the header round-trips generation, run, step, chunk and tag', () => {
 // ---------------------------------------------------------------------------
 // The fp16 wire format (issue 6)
 // ---------------------------------------------------------------------------
-
-/**
- * Values over a wide range of scales, from 2^-34 (deep in the half subnormals) to 2^10,
- * each a multiple of 2^-34 below 2^12 · 2^k: float32-exact, and any 8 of them add up
- * exactly in float64, so the reference sum carries no error of its own.
- */
-function spreadBuffer(rank: number, length: number, seed: number): Float32Array {
-  const buf = new Float32Array(length);
-  let state = (0x9e3779b9 ^ (rank * 0x85ebca6b) ^ (seed * 0xc2b2ae35)) >>> 0 || 1;
-  const next = (): number => {
-    state ^= state << 13;
-    state ^= state >>> 17;
-    state ^= state << 5;
-    return state >>> 0;
-  };
-  for (let i = 0; i < length; i++) {
-    const r = next();
-    const mantissa = r & 0xfff;
-    const exponent = -34 + ((r >>> 12) % 33);
-    buf[i] = (r >>> 31 ? -1 : 1) * mantissa * 2 ** (exponent - 2);
-  }
-  return buf;
-}
-
-/** The bound derived in shared/ring-allreduce.ts: N · (2^-10 · Σ|x| + 2^-24). */
-const fp16Bound = (n: number, absSum: number): number => n * (2 ** -10 * absSum + 2 ** -24);
 
 /**
  * What the ring must compute for element i of segment s: rank s sends its value as a
