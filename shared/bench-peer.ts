@@ -9,7 +9,7 @@ import type { AckResult, Algorithm, ClientToServerEvents, Generation, JoinAccept
 import { RingNetwork } from './ring-network';
 import { COLLECTIVE_TAG, DEFAULT_HIGH_WATER_BYTES } from './ring-allreduce';
 import { MAX_MESSAGE_BYTES } from './ring-wire';
-import { createProbeBuffers, measureLinkModel, type LinkModel } from './collective-choice';
+import { createProbeBuffers, measureLinkModels, type LinkModels } from './collective-choice';
 import type { PeerFactory } from './peer';
 
 /** Wall-clock milliseconds, comparable between tabs and processes on one machine. */
@@ -85,10 +85,10 @@ export class BenchPeer {
     return times;
   }
 
-  /** α and β as the trainer measures them at the start of a generation. */
-  async measure(): Promise<LinkModel | null> {
+  /** Both algorithms' α and β, as the trainer measures them once a generation's links are open. */
+  async measure(): Promise<LinkModels> {
     await this.barrier();
-    return measureLinkModel(this.network!.collective!, this.step++, this.probes);
+    return measureLinkModels(this.network!.collective!, this.step++, this.probes, true);
   }
 
   /** Sends `bytes` to the right neighbour in 64 KiB messages with the ring's backpressure; returns the start time. */

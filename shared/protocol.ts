@@ -156,9 +156,9 @@ export type StepTimingReport = z.output<typeof stepTimingSchema>;
 /** How the step's gradients travelled, and the link model the ring agreed on. */
 export const collectiveReportSchema = z.strictObject({
   algorithm: z.enum(ALGORITHMS),
-  /** Mean per-hop latency measured at the generation's start (ms); 0 before any. */
+  /** The ring's mean per-hop latency, measured once the generation's links are open (ms); 0 before. */
   alphaMs: finite.min(0),
-  /** Mean link bandwidth measured at the generation's start (MB/s); 0 before any. */
+  /** The ring's mean link bandwidth, measured with it (MB/s); 0 before. */
   betaMBps: finite.min(0),
   timing: stepTimingSchema,
 });

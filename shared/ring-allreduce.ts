@@ -81,17 +81,30 @@ export const systemClock: Clock = {
  * Which collective of a step a message belongs to. Collectives run in (step, tag) order, so
  * the values follow the order within one step number: the check whether the replicas
  * already agree, the chief's state hand-over, the evaluation that closes the previous
- * step's epoch, then the step's gradients.
+ * step's epoch, the link probes, then the step's gradients.
  */
-export const COLLECTIVE_TAG = { agree: 0, sync: 1, probeLatency: 2, probeBandwidth: 3, evaluation: 4, gradients: 5 } as const;
+export const COLLECTIVE_TAG = {
+  agree: 0,
+  sync: 1,
+  evaluation: 2,
+  // Link measurements (collective-choice.ts), just before the step's gradients.
+  probeBarrier: 3,
+  probeRingLatency: 4,
+  probeHdLatency: 5,
+  probeRingBandwidth: 6,
+  probeHdBandwidth: 7,
+  probeRingBandwidthAgain: 8,
+  probeHdBandwidthAgain: 9,
+  gradients: 10,
+} as const;
 export type CollectiveTag = (typeof COLLECTIVE_TAG)[keyof typeof COLLECTIVE_TAG];
 /**
  * Collectives are ordered by (run, step, tag); the key packs the three into one safe
- * integer: tag < 8, step < 2^32, run < 2^18.
+ * integer: tag < 16, step < 2^32, run < 2^17.
  */
-const TAG_SPACE = 8;
-const RUN_SPACE = 2 ** 35;
-export const MAX_RUN = 2 ** 18 - 1;
+const TAG_SPACE = 16;
+const RUN_SPACE = 2 ** 36;
+export const MAX_RUN = 2 ** 17 - 1;
 const collectiveKey = (run: number, step: number, tag: number): number => run * RUN_SPACE + step * TAG_SPACE + tag;
 
 /** Stop sending while this much is queued in the channel; ~0.3 s of a 30 MB/s link. */

@@ -17,6 +17,20 @@ import { HEADER_BYTES } from './ring-wire';
 
 /** Messages of a generation this worker has not applied yet are kept up to this much. */
 export const MAX_FUTURE_STASH_BYTES = 16 * 1024 * 1024;
+/**
+ * A link that fails while the generation still needs it is dialled again after this long,
+ * doubling each time, at most MAX_AUTO_REDIALS times per link and generation. While
+ * generations change quickly (a class arriving), two members can apply them in different
+ * orders and one can close a connection the other just opened, and ICE can fail on a
+ * loaded machine; without the redial such a link stayed down until the ring re-formed.
+ */
+export const AUTO_REDIAL_DELAY_MS = 250;
+export const MAX_AUTO_REDIALS = 5;
+/** A signal asking the peer to dial this link; its linkId is the connection the asker holds. */
+const DIAL_REQUEST = 'dial-request';
+const NO_LINK = 'none';
+/** How long a connection we are dialling may stay unanswered after the peer asked for one. */
+export const DIAL_REQUEST_GRACE_MS = 5_000;
 /** Offset of the generation field in a ring message header (ring-wire.ts). */
 const GENERATION_OFFSET = 4;
 
@@ -65,6 +79,8 @@ function newLinkId(selfId: string): string {
 /** The link to one neighbour; its WebRTC connection may be replaced underneath. */
 class PeerLink implements RingLink {
   linkId: string | null = null;
+  /** Automatic redials of this link in the current generation. */
+  autoRedials = 0;
   private handle: PeerHandle | null = null;
   private open = false;
   private failure: WebringError | null = null;
@@ -148,6 +164,7 @@ class PeerLink implements RingLink {
     this.failure = error;
     this.network.log(error.message);
     this.rejectAll(error);
+    this.network.linkFailed(this);
   }
 
   private rejectAll(error: WebringError): void {
@@ -204,6 +221,7 @@ export class RingNetwork {
     const n = g.members.length;
     const at = neighboursIn(g, this.selfId);
     this.rankOf = new Map(g.members.map((m, r) => [m.id, r]));
+    for (const link of this.links.values()) link.autoRedials = 0;
     if (!at) {
       this.leftId = null;
       this.rightId = null;
@@ -268,12 +286,58 @@ export class RingNetwork {
         this.links.set(member.id, link);
       }
       // The lower index dials; the other side answers the offer in handleSignal.
-      const dial = at.self.index < member.index && (link.linkId === null || (redialFailed && link.failed));
-      if (dial) link.connect(true, newLinkId(this.selfId));
+      const missing = link.linkId === null || (redialFailed && link.failed);
+      if (!missing) continue;
+      if (at.self.index < member.index) link.connect(true, newLinkId(this.selfId));
+      else this.requestDial(member.id, link);
     }
   }
 
+  /**
+   * Asks the member that dials this link (the lower index) to dial it, saying which
+   * connection this side holds. Members apply generations at slightly different moments;
+   * one may have closed a connection the other still believes open, and only this side
+   * knows.
+   */
+  private requestDial(peerId: string, link: PeerLink): void {
+    this.sendSignal(peerId, link.linkId ?? NO_LINK, { type: DIAL_REQUEST });
+  }
+
+  /** The member `peerId` if the applied generation needs a link to it, with whether this worker dials it. */
+  private neededPeer(peerId: string): { member: MemberInfo; dials: boolean } | null {
+    const at = this.applied ? neighboursIn(this.applied, this.selfId) : null;
+    const member = at ? [at.left, at.right, ...at.partners].find((m) => m.id === peerId && m.id !== this.selfId) : undefined;
+    return at && member ? { member, dials: at.self.index < member.index } : null;
+  }
+
+  /**
+   * A link failed: shortly, if the generation still needs it, dial it again (the lower
+   * index) or ask the other side to (the higher index).
+   */
+  linkFailed(link: PeerLink): void {
+    if (link.autoRedials >= MAX_AUTO_REDIALS) return;
+    const generation = this.applied;
+    const stillNeeded = (): boolean =>
+      this.applied === generation && this.neededPeer(link.peerId) !== null && this.links.get(link.peerId) === link && link.failed;
+    if (!stillNeeded()) return;
+    const delay = AUTO_REDIAL_DELAY_MS * 2 ** link.autoRedials;
+    link.autoRedials++;
+    setTimeout(() => {
+      if (!stillNeeded()) return;
+      if (this.neededPeer(link.peerId)!.dials) {
+        this.log(`dialling ${link.peerId} again`);
+        link.connect(true, newLinkId(this.selfId));
+      } else {
+        this.requestDial(link.peerId, link);
+      }
+    }, delay);
+  }
+
   handleSignal(from: string, linkId: string, data: Record<string, unknown>): void {
+    if (data.type === DIAL_REQUEST) {
+      this.handleDialRequest(from, linkId);
+      return;
+    }
     let link = this.links.get(from);
     if (data.type === 'offer' && link?.linkId !== linkId) {
       if (!link) {
@@ -287,6 +351,35 @@ export class RingNetwork {
       return;
     }
     link.signal(data);
+  }
+
+  /**
+   * The other side asks for a connection. Dial unless this side already dials the very
+   * connection it holds; a peer this worker's generation does not need yet is dialled when
+   * that generation is applied.
+   */
+  private handleDialRequest(from: string, theirLinkId: string): void {
+    const needed = this.neededPeer(from);
+    if (!needed?.dials) return;
+    let link = this.links.get(from);
+    if (!link) {
+      link = new PeerLink(from, this);
+      this.links.set(from, link);
+    }
+    if (link.linkId !== null && link.linkId === theirLinkId && !link.failed) return;
+    if (link.linkId !== null && !link.failed && !link.isOpen()) {
+      // Our offer may still be on its way to them: give it time before replacing it.
+      const pending = link.linkId;
+      setTimeout(() => {
+        if (link.linkId === pending && !link.isOpen() && this.links.get(from) === link && this.neededPeer(from)?.dials) {
+          this.log(`${from} never answered link ${pending}; dialling again`);
+          link.connect(true, newLinkId(this.selfId));
+        }
+      }, DIAL_REQUEST_GRACE_MS);
+      return;
+    }
+    this.log(`${from} asks for a connection; dialling`);
+    link.connect(true, newLinkId(this.selfId));
   }
 
   /** Data from a peer, handed to the collective with the sender's rank; it checks who may send what. */

@@ -14,7 +14,7 @@ import { MNIST_CLASSES, MNIST_PIXELS, type MnistDataset } from './mnist-format';
 import { buildModel, buildOptimizer } from './models';
 import { WeightsHasher } from './weights-hash';
 import { MAX_ROOM_MEMBERS, type Algorithm, type StartConfig } from './protocol';
-import { chooseAlgorithm, createProbeBuffers, measureLinkModel, type LinkModel, type ProbeBuffers } from './collective-choice';
+import { chooseAlgorithm, createProbeBuffers, measureLinkModels, type LinkModel, type LinkModels, type ProbeBuffers } from './collective-choice';
 import { WebringError } from './errors';
 import { HASH_VOTE_FLOATS, VOTE_FLOATS, counterVote, disagreement, hashesDiffer, unanimous, writeHashVotes, writeVote } from './agreement';
 import {
@@ -47,9 +47,10 @@ const TAIL_PAUSE = 3;
 const TAIL_ADMIT = 4;
 const TAIL_HASH = TAIL_ADMIT + VOTE_FLOATS;
 const TAIL_COMPUTE_MS = TAIL_HASH + HASH_VOTE_FLOATS;
-const TAIL_ALPHA = TAIL_COMPUTE_MS + MAX_ROOM_MEMBERS;
-const TAIL_BETA = TAIL_ALPHA + 1;
-const TAIL_MESH_READY = TAIL_BETA + 1;
+/** α and β of the ring, then of halving-doubling: each rank's measurement, summed. */
+const TAIL_MODELS = TAIL_COMPUTE_MS + MAX_ROOM_MEMBERS;
+const MODEL_FLOATS = 4;
+const TAIL_MESH_READY = TAIL_MODELS + MODEL_FLOATS;
 const TAIL_LENGTH = TAIL_MESH_READY + 1;
 
 
@@ -128,8 +129,8 @@ export interface StepResult {
   computeMs: number[];
   /** The algorithm this step's gradients took. */
   algorithm: Algorithm;
-  /** The ring's mean link measurements as agreed in this step (null before any). */
-  link: LinkModel | null;
+  /** Each algorithm's mean link measurements as agreed in this step (null before any). */
+  models: LinkModels | null;
   timing: StepTiming;
 }
 
@@ -163,9 +164,14 @@ export class Trainer {
   private readonly agreeBuffer = new Float32Array(AGREE_LENGTH);
   /** Allocated on the first measurement: a ring of one never measures. */
   private probes: ProbeBuffers | null = null;
-  /** This replica's latest link measurements (0 until measured). */
-  private measuredAlphaMs = 0;
-  private measuredBetaBytesPerMs = 0;
+  /** This replica's link measurements in this generation; null until measured. */
+  private measured: LinkModels | null = null;
+  /**
+   * Set when every replica's partner links were open in the last step and the links of
+   * this generation are not measured yet: the worker then calls measureLinks before the
+   * next step. Derived from the agreed tail, so it is the same on every replica.
+   */
+  measureDue = false;
   /** What the next gradient all-reduce uses; every replica derives the same from the tail. */
   private nextAlgorithm: Algorithm = 'ring';
   private readonly timing: StepTiming = { computeMs: 0, readbackMs: 0, commMs: 0, applyMs: 0 };
@@ -239,21 +245,18 @@ export class Trainer {
     this.collective = collective;
     // A new generation starts on the ring until its own measurements are agreed.
     this.nextAlgorithm = 'ring';
+    this.measured = null;
+    this.measureDue = false;
   }
 
   /**
-   * Measures this replica's links at the start of a generation (collective-choice.ts);
-   * every replica of the generation calls it at the same key step. The next step's tail
-   * averages the measurements over the ring.
+   * Measures both algorithms' links (collective-choice.ts) when measureDue says so; every
+   * replica calls it before the same step. The next step's tail averages the measurements.
    */
-  async measureLinks(keyStep: number): Promise<LinkModel | null> {
-    if (this.collective.worldSize <= 1) return null;
-    const link = await measureLinkModel(this.collective, keyStep, (this.probes ??= createProbeBuffers()));
-    if (link) {
-      this.measuredAlphaMs = link.alphaMs;
-      this.measuredBetaBytesPerMs = link.betaBytesPerMs;
-    }
-    return link;
+  async measureLinks(): Promise<LinkModels> {
+    this.measureDue = false;
+    this.measured = await measureLinkModels(this.collective, this.stepCounter, (this.probes ??= createProbeBuffers()), true);
+    return this.measured;
   }
 
   /** Replaces the weights, given in variable order (checkpoint restore). */
@@ -379,8 +382,7 @@ export class Trainer {
     writeVote(flat, P + TAIL_ADMIT, options.readyFor == null ? 0 : counterVote(options.readyFor));
     if (hash) writeHashVotes(flat, P + TAIL_HASH, hash);
     flat[P + TAIL_COMPUTE_MS + rank] = performance.now() - t0;
-    flat[P + TAIL_ALPHA] = this.measuredAlphaMs;
-    flat[P + TAIL_BETA] = this.measuredBetaBytesPerMs;
+    writeModels(flat, P + TAIL_MODELS, this.measured);
     flat[P + TAIL_MESH_READY] = options.meshReady ? 1 : 0;
 
     const algorithm = this.nextAlgorithm;
@@ -418,10 +420,11 @@ export class Trainer {
     timing.applyMs = performance.now() - tApply;
 
     // Every replica holds the same sums, so every replica picks the same next algorithm.
-    const link: LinkModel | null =
-      flat[P + TAIL_ALPHA]! > 0 ? { alphaMs: flat[P + TAIL_ALPHA]! / worldSize, betaBytesPerMs: flat[P + TAIL_BETA]! / worldSize } : null;
+    const models = readModels(flat, P + TAIL_MODELS, worldSize);
+    const meshReady = flat[P + TAIL_MESH_READY] === worldSize;
     const wireBytes = P * (this.config.wire === 'fp16' ? 2 : 4) + TAIL_LENGTH * 4;
-    this.nextAlgorithm = chooseAlgorithm(this.config.allreduce, worldSize, wireBytes, link, flat[P + TAIL_MESH_READY] === worldSize);
+    this.nextAlgorithm = chooseAlgorithm(this.config.allreduce, worldSize, wireBytes, models, meshReady);
+    this.measureDue = worldSize > 1 && meshReady && this.measured === null;
 
     this.cursor = advance(batch, this.dataset.trainCount);
     this.stepCounter = step + 1;
@@ -448,7 +451,7 @@ export class Trainer {
       hashMismatch: hashChecked && hashesDiffer(flat, P + TAIL_HASH, worldSize),
       computeMs,
       algorithm,
-      link,
+      models,
       timing: { ...timing },
     };
   }
@@ -564,4 +567,21 @@ export class Trainer {
       this.labels[i] = this.dataset.labels[idx]!;
     }
   }
+}
+
+/** This replica's measurements into the tail (zeros when not measured: they then sum to zero). */
+function writeModels(flat: Float32Array, at: number, models: LinkModels | null): void {
+  const values = [models?.ring, models?.halvingDoubling];
+  values.forEach((m, i) => {
+    flat[at + 2 * i] = m?.alphaMs ?? 0;
+    flat[at + 2 * i + 1] = m?.betaBytesPerMs ?? 0;
+  });
+}
+
+/** The ring's mean measurements; null when nobody has measured in this generation. */
+function readModels(flat: Float32Array, at: number, n: number): LinkModels | null {
+  const model = (i: number): LinkModel | null => (flat[at + 2 * i]! > 0 ? { alphaMs: flat[at + 2 * i]! / n, betaBytesPerMs: flat[at + 2 * i + 1]! / n } : null);
+  const ring = model(0);
+  const halvingDoubling = model(1);
+  return ring || halvingDoubling ? { ring, halvingDoubling } : null;
 }

@@ -24,6 +24,7 @@ import type {
 } from './protocol';
 import { RingNetwork } from './ring-network';
 import { Trainer } from './trainer';
+import type { LinkModel } from './collective-choice';
 import { predictDigit } from './models';
 import type { RingAllReduce } from './ring-allreduce';
 import { StragglerDetector } from './straggler';
@@ -487,8 +488,6 @@ export class TrainingWorker {
     // The first collective of every generation hands the chief's whole state to everyone:
     // survivors redo an interrupted step from it, joiners start from it.
     let syncKey: number | null = 0;
-    /** A new generation measures its links once its state is agreed (α and β for the algorithm choice). */
-    let measureKey: number | null = 0;
     let joinedAt: number | null = start.admitted ? performance.now() : null;
     /** Set after a step the ring agreed to pause after; cleared on resume. */
     let holding = false;
@@ -515,7 +514,6 @@ export class TrainingWorker {
             ring.setRun(run);
             trainer.setCollective(ring);
             syncKey = 0;
-            measureKey = 0;
             this.showRing();
           }
           if (syncKey !== null) {
@@ -531,11 +529,6 @@ export class TrainingWorker {
               joinedAt = null;
             }
           }
-          if (measureKey !== null) {
-            const link = await trainer.measureLinks(measureKey);
-            measureKey = null;
-            if (link) log(`links: α ${link.alphaMs.toFixed(2)} ms per hop, β ${(link.betaBytesPerMs / 1e3).toFixed(1)} MB/s`);
-          }
           if (trainer.pendingEvaluation !== null) await this.evaluate(trainer, start);
           if (trainer.finished) break;
           if (holding && this.pauseRequested && !this.stopRequested) {
@@ -549,6 +542,12 @@ export class TrainingWorker {
             this.update({ state: 'training' });
           }
 
+          if (trainer.measureDue) {
+            // Every replica saw the same tail: all measure before this same step.
+            const { ring: r, halvingDoubling: h } = await trainer.measureLinks();
+            const show = (m: LinkModel | null) => (m ? `α ${m.alphaMs.toFixed(2)} ms per hop, β ${(m.betaBytesPerMs / 1e3).toFixed(1)} MB/s` : 'not measured');
+            log(`links measured: ring ${show(r)}; halving-doubling ${show(h)}`);
+          }
           const voted = this.pendingGeneration;
           const ready = voted !== null && network.isReadyFor(voted);
           if (debug.driftAtStep === trainer.step) trainer.perturbForTest();
@@ -604,8 +603,8 @@ export class TrainingWorker {
             linkMBps,
             collective: {
               algorithm: r.algorithm,
-              alphaMs: r.link?.alphaMs ?? 0,
-              betaMBps: r.link ? r.link.betaBytesPerMs / 1e3 : 0,
+              alphaMs: r.models?.ring?.alphaMs ?? 0,
+              betaMBps: r.models?.ring ? r.models.ring.betaBytesPerMs / 1e3 : 0,
               timing: r.timing,
             },
           });

@@ -12,14 +12,14 @@
  * - split: one training step of the MLP and the CNN on 1 to 4 tabs, split into compute,
  *   read-back, all-reduce and apply, as the chief reports it to the room API.
  *
- * BENCH_PARTS (default allreduce,small,split), BENCH_REPS (5) and BENCH_BACKEND (the tabs'
+ * BENCH_PARTS (default allreduce,small,split; small-tabs and small-node run half of small), BENCH_REPS (5) and BENCH_BACKEND (the tabs'
  * backend for the split, default webgpu) narrow or change a run.
  */
 import os from 'node:os';
 import path from 'node:path';
 import http from 'node:http';
 import { fork, type ChildProcess } from 'node:child_process';
-import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import { Server } from 'socket.io';
 import { chromium, type Browser, type Page } from '@playwright/test';
@@ -27,7 +27,7 @@ import { CHROMIUM_ARGS } from '../../playwright.config';
 import { buildClientIfNeeded, CLIENT_DIST } from '../../signaling-server/build-client';
 import { createLogger } from '../../signaling-server/logger';
 import { startServer, type RunningServer } from '../../signaling-server/server';
-import { chooseAlgorithm, type LinkModel } from '../../shared/collective-choice';
+import { chooseAlgorithm, type LinkModel, type LinkModels } from '../../shared/collective-choice';
 import type { Algorithm, RoomStatus, StepTimingReport } from '../../shared/protocol';
 import { chartSvg, markdown, type AllReduceRow, type BenchResults, type SmallBufferRow, type StepSplitRow } from './report';
 import type { NodePeerCommand, NodePeerReply } from './node-peers';
@@ -49,11 +49,18 @@ const SPLIT_STEPS = { mlp: 40, cnn: 16 } as const;
 /** Steps before these are left out of the split: the first steps compile kernels and measure links. */
 const SPLIT_WARMUP_STEPS = 4;
 const RELAY_MAX_BYTES = 64 * MB;
+const BENCH_PING_INTERVAL_MS = 5_000;
+const BENCH_PING_TIMEOUT_MS = 20_000;
+/** Child processes of the Node peers; killed on the way out, whatever happened. */
+const children: ChildProcess[] = [];
+process.on('exit', () => {
+  for (const c of children) c.kill('SIGKILL');
+});
 
 type BenchWindow = Window & {
   benchJoin(): Promise<number>;
   benchAllReduce(bytes: number, reps: number, algorithm: Algorithm): Promise<number[]>;
-  benchMeasure(): Promise<LinkModel | null>;
+  benchMeasure(): Promise<LinkModels>;
   benchStar(bytes: number, reps: number): Promise<number[]>;
   benchSendToRight(bytes: number): Promise<number>;
   benchReceiveFromLeft(bytes: number): Promise<number>;
@@ -62,9 +69,14 @@ type BenchWindow = Window & {
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 /** A collective ends when its slowest rank ends: the max over ranks of each repetition, then the median. */
 const collectiveMs = (perRank: number[][]) => median(perRank[0]!.map((_, i) => Math.max(...perRank.map((t) => t[i]!))));
-const meanLink = (links: Array<LinkModel | null>): LinkModel => {
-  const ok = links.filter((l): l is LinkModel => l !== null);
-  return { alphaMs: ok.reduce((s, l) => s + l.alphaMs, 0) / ok.length, betaBytesPerMs: ok.reduce((s, l) => s + l.betaBytesPerMs, 0) / ok.length };
+/** The mean over ranks, as the gradient tail agrees it. */
+const meanModels = (all: LinkModels[]): LinkModels => {
+  const mean = (pick: (m: LinkModels) => LinkModel | null): LinkModel | null => {
+    const ok = all.map(pick).filter((l): l is LinkModel => l !== null);
+    if (ok.length === 0) return null;
+    return { alphaMs: ok.reduce((s, l) => s + l.alphaMs, 0) / ok.length, betaBytesPerMs: ok.reduce((s, l) => s + l.betaBytesPerMs, 0) / ok.length };
+  };
+  return { ring: mean((m) => m.ring), halvingDoubling: mean((m) => m.halvingDoubling) };
 };
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 let roomCounter = 0;
@@ -144,11 +156,28 @@ async function allReduceRows(browser: Browser, server: RunningServer, relayUrl: 
   return rows;
 }
 
-function smallRow(n: number, peers: SmallBufferRow['peers'], bytes: number, link: LinkModel, ringMs: number, halvingDoublingMs: number): SmallBufferRow {
-  const auto = chooseAlgorithm('auto', n, bytes, link, true);
+function smallRow(n: number, peers: SmallBufferRow['peers'], bytes: number, models: LinkModels, ringMs: number, halvingDoublingMs: number): SmallBufferRow {
+  const auto = chooseAlgorithm('auto', n, bytes, models, true);
   const autoMs = auto === 'ring' ? ringMs : halvingDoublingMs;
-  const row = { n, peers, bytes, alphaMs: link.alphaMs, betaMBps: link.betaBytesPerMs / 1e3, ringMs, halvingDoublingMs, auto, autoMs, speedupAutoVsRing: ringMs / autoMs };
-  console.log(`N=${n} ${peers} ${bytes / KB} KB: ring ${ringMs.toFixed(1)} ms, halving-doubling ${halvingDoublingMs.toFixed(1)} ms; α ${link.alphaMs.toFixed(2)} ms, β ${row.betaMBps.toFixed(1)} MB/s -> auto ${auto} (${row.speedupAutoVsRing.toFixed(2)}x the ring)`);
+  const ring = models.ring!;
+  const hd = models.halvingDoubling!;
+  const row: SmallBufferRow = {
+    n,
+    peers,
+    bytes,
+    alphaMs: ring.alphaMs,
+    betaMBps: ring.betaBytesPerMs / 1e3,
+    hdAlphaMs: hd.alphaMs,
+    hdBetaMBps: hd.betaBytesPerMs / 1e3,
+    ringMs,
+    halvingDoublingMs,
+    auto,
+    autoMs,
+    speedupAutoVsRing: ringMs / autoMs,
+  };
+  console.log(
+    `N=${n} ${peers} ${bytes / KB} KB: ring ${ringMs.toFixed(1)} ms, halving-doubling ${halvingDoublingMs.toFixed(1)} ms; ring α ${ring.alphaMs.toFixed(2)} ms β ${row.betaMBps.toFixed(1)} MB/s, halving-doubling α ${hd.alphaMs.toFixed(2)} ms β ${row.hdBetaMBps.toFixed(1)} MB/s -> auto ${auto} (${row.speedupAutoVsRing.toFixed(2)}x the ring)`,
+  );
   return row;
 }
 
@@ -156,11 +185,11 @@ async function smallRowsTabs(browser: Browser, server: RunningServer, relayUrl: 
   const rows: SmallBufferRow[] = [];
   for (const n of [2, 4, 8]) {
     const pages = await openTabs(browser, server.url, n, relayUrl);
-    const link = meanLink(await onTabs(pages, () => (window as unknown as BenchWindow).benchMeasure(), null));
+    const models = meanModels(await onTabs(pages, () => (window as unknown as BenchWindow).benchMeasure(), null));
     for (const bytes of [128 * KB, 512 * KB]) {
       const ringMs = collectiveMs(await onTabs(pages, ([b, r]) => (window as unknown as BenchWindow).benchAllReduce(b, r, 'ring'), [bytes, REPS] as const));
       const hdMs = collectiveMs(await onTabs(pages, ([b, r]) => (window as unknown as BenchWindow).benchAllReduce(b, r, 'halving-doubling'), [bytes, REPS] as const));
-      rows.push(smallRow(n, 'tabs', bytes, link, ringMs, hdMs));
+      rows.push(smallRow(n, 'tabs', bytes, models, ringMs, hdMs));
     }
     await Promise.all(pages.map((p) => p.context().close()));
   }
@@ -206,16 +235,17 @@ async function smallRowsNode(server: RunningServer): Promise<SmallBufferRow[]> {
         execArgv: ['--import', 'tsx'],
         stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
       });
+      children.push(child);
       hosts.push(new NodePeerHost(child));
     }
     const all = async (command: NodePeerRequest) => (await Promise.all(hosts.map((h) => h.run(command)))).flat();
     await all({ cmd: 'join' });
-    const link = meanLink((await all({ cmd: 'measure' })).map((r) => r.value as LinkModel | null));
+    const models = meanModels((await all({ cmd: 'measure' })).map((r) => r.value as LinkModels));
     for (const bytes of [128 * KB, 512 * KB]) {
       const time = async (algorithm: Algorithm) => collectiveMs((await all({ cmd: 'allReduce', bytes, reps: REPS, algorithm })).map((r) => r.value as number[]));
       const ringMs = await time('ring');
       const hdMs = await time('halving-doubling');
-      rows.push(smallRow(n, 'node', bytes, link, ringMs, hdMs));
+      rows.push(smallRow(n, 'node', bytes, models, ringMs, hdMs));
     }
     await all({ cmd: 'close' });
     await sleep(500);
@@ -239,7 +269,7 @@ async function splitRows(browser: Browser, server: RunningServer): Promise<StepS
         page.on('pageerror', (e) => console.error(`student ${i}: ${e.message}`));
         await page.goto(`${server.url}/?room=${room}&name=s${i}&backend=${SPLIT_BACKEND}`);
         await page.getByRole('button', { name: 'Join' }).click();
-        await page.getByTestId('worker-status').and(page.locator('[data-rank]')).waitFor({ timeout: 120_000 });
+        await page.waitForFunction(() => /^\d+$/.test(document.querySelector<HTMLElement>('[data-testid="worker-status"]')?.dataset.rank ?? ''), null, { timeout: 120_000 });
         pages.push(page);
       }
       await post(server, `/api/rooms/${room}/start`, { model, maxSteps: SPLIT_STEPS[model], resumeFrom: 'none', saveEverySteps: 1_000_000 });
@@ -273,28 +303,53 @@ async function main(): Promise<void> {
     teacherToken: TOKEN,
     clientDir: CLIENT_DIST,
     log: createLogger('warn'),
+    // 32 peers' connection set-up starves 2 cores for seconds; the bench measures
+    // collectives, so the server must not drop members for missing a heartbeat meanwhile.
+    pingIntervalMs: BENCH_PING_INTERVAL_MS,
+    pingTimeoutMs: BENCH_PING_TIMEOUT_MS,
   });
   const relay = await startRelay();
   const browser = await chromium.launch({ executablePath: process.env.CHROMIUM_PATH ?? '/usr/bin/chromium', args: CHROMIUM_ARGS });
+  // A run of some parts keeps the other parts' rows from the last run.
+  const resultsPath = path.join(OUT_DIR, 'results.json');
+  const previous: Partial<BenchResults> = existsSync(resultsPath) ? (JSON.parse(readFileSync(resultsPath, 'utf8')) as BenchResults) : {};
   const results: BenchResults = {
     machine: { cpus: os.cpus().length, cpuModel: os.cpus()[0]?.model ?? 'unknown', node: process.version, date: new Date().toISOString().slice(0, 10), reps: REPS },
-    allreduce: [],
-    small: [],
-    split: [],
+    allreduce: previous.allreduce ?? [],
+    small: previous.small ?? [],
+    split: previous.split ?? [],
   };
+  /** Written after every part, so a failure later keeps what was measured. */
+  const save = () => {
+    mkdirSync(OUT_DIR, { recursive: true });
+    writeFileSync(resultsPath, `${JSON.stringify(results, null, 2)}\n`);
+    writeFileSync(path.join(OUT_DIR, 'results.md'), markdown(results));
+    writeFileSync(path.join(OUT_DIR, 'chart.svg'), chartSvg(results));
+  };
+  const smallTabs = PARTS.has('small') || PARTS.has('small-tabs');
+  const smallNode = PARTS.has('small') || PARTS.has('small-node');
   try {
-    if (PARTS.has('allreduce')) results.allreduce = await allReduceRows(browser, server, relay.url);
-    if (PARTS.has('small')) results.small = [...(await smallRowsTabs(browser, server, relay.url)), ...(await smallRowsNode(server))];
-    if (PARTS.has('split')) results.split = await splitRows(browser, server);
+    if (PARTS.has('allreduce')) {
+      results.allreduce = await allReduceRows(browser, server, relay.url);
+      save();
+    }
+    if (smallTabs || smallNode) {
+      const tabs = smallTabs ? await smallRowsTabs(browser, server, relay.url) : results.small.filter((r) => r.peers === 'tabs');
+      results.small = [...tabs, ...results.small.filter((r) => r.peers === 'node')];
+      save();
+      const node = smallNode ? await smallRowsNode(server) : results.small.filter((r) => r.peers === 'node');
+      results.small = [...tabs, ...node];
+      save();
+    }
+    if (PARTS.has('split')) {
+      results.split = await splitRows(browser, server);
+      save();
+    }
   } finally {
     await browser.close();
     await relay.close();
     await server.close();
   }
-  mkdirSync(OUT_DIR, { recursive: true });
-  writeFileSync(path.join(OUT_DIR, 'results.json'), `${JSON.stringify(results, null, 2)}\n`);
-  writeFileSync(path.join(OUT_DIR, 'results.md'), markdown(results));
-  writeFileSync(path.join(OUT_DIR, 'chart.svg'), chartSvg(results));
   console.log(`\n${markdown(results)}\nWrote bench/results.json, bench/results.md and bench/chart.svg`);
 }
 

@@ -30,7 +30,7 @@ const { values } = parseArgs({
 const count = Number(values.count);
 const worldSize = Number(values.n);
 const factory = createSimplePeerFactory(SimplePeer, { iceServers: [], wrtc });
-const peers = Array.from({ length: count }, () => new BenchPeer(io(values.url!, { transports: ['websocket'] }), factory, () => {}));
+const peers = Array.from({ length: count }, (_, i) => new BenchPeer(io(values.url!, { transports: ['websocket'] }), factory, process.env.BENCH_VERBOSE ? (m) => console.log(`[${values.name}-${i}] ${m}`) : () => {}));
 
 async function run(command: NodePeerCommand): Promise<unknown[]> {
   switch (command.cmd) {

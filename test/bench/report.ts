@@ -18,8 +18,12 @@ export interface SmallBufferRow {
   n: number;
   peers: 'tabs' | 'node';
   bytes: number;
+  /** The ring's measured α and β. */
   alphaMs: number;
   betaMBps: number;
+  /** Halving-doubling's, measured on its own links. */
+  hdAlphaMs: number;
+  hdBetaMBps: number;
   ringMs: number;
   halvingDoublingMs: number;
   auto: 'ring' | 'halving-doubling';
@@ -65,10 +69,10 @@ export function markdown(r: BenchResults): string {
   }
   if (r.small.length) {
     lines.push('', '#### Small buffers: ring against halving-doubling, and what the automatic choice picks', '');
-    lines.push('| N | peers | buffer | α ms/hop | β MB/s | ring ms | halving-doubling ms | auto picks | auto vs ring |');
+    lines.push('| N | peers | buffer | ring α ms/hop, β MB/s | halving-doubling α, β | ring ms | halving-doubling ms | auto picks | auto vs ring |');
     lines.push('|---|---|---|---|---|---|---|---|---|');
     for (const s of r.small) {
-      lines.push(`| ${s.n} | ${s.peers === 'tabs' ? 'Chromium tabs' : 'Node peers'} | ${size(s.bytes)} | ${f(s.alphaMs, 2)} | ${f(s.betaMBps)} | ${f(s.ringMs)} | ${f(s.halvingDoublingMs)} | ${s.auto} | ${f(s.speedupAutoVsRing, 2)}× |`);
+      lines.push(`| ${s.n} | ${s.peers === 'tabs' ? 'Chromium tabs' : 'Node peers'} | ${size(s.bytes)} | ${f(s.alphaMs, 2)}, ${f(s.betaMBps)} | ${f(s.hdAlphaMs, 2)}, ${f(s.hdBetaMBps)} | ${f(s.ringMs)} | ${f(s.halvingDoublingMs)} | ${s.auto} | ${f(s.speedupAutoVsRing, 2)}× |`);
     }
   }
   if (r.split.length) {

@@ -189,3 +189,24 @@ test('a failed link is dialled again when the ring re-forms with the same member
   const sums = await allReduceEverywhere(nets, 3);
   for (const b of sums) assert.equal(b[0], 300);
 });
+
+test('a link closed by the other side while still needed is dialled again without a new generation', async () => {
+  const world = createWorld();
+  const ids = ['m1', 'm2', 'm3', 'm4'];
+  const nets = ids.map((id) => world.add(id));
+  for (const net of nets) net.applyGeneration(generation(1, ids));
+  await allReduceEverywhere(nets, 1);
+  const dialled = world.created.length;
+  // m2 closes its end of the m1-m2 connection (as a member that applied the generations in
+  // another order would); m1 sees the close, as the data channel reports it.
+  const [a, b] = world.peersBetween('m1', 'm2');
+  a!.destroy();
+  b!.destroy();
+  a!.events.onClose();
+  b!.events.onClose();
+  await new Promise((resolve) => setTimeout(resolve, 400));
+  assert.equal(world.created.length, dialled + 2, 'm1 dialled m2 again (one peer on each side)');
+  // The ring all-reduces again in the same generation, over the new connection.
+  const sums = await allReduceEverywhere(nets, 2);
+  for (const s of sums) assert.equal(s[0], 600);
+});
