@@ -85,7 +85,7 @@ async function star(bytes: number, reps: number): Promise<number[]> {
 Object.assign(window, {
   benchJoin: join,
   benchAllReduce: (bytes: number, reps: number, algorithm: Algorithm) => peer.allReduce(bytes, reps, algorithm),
-  benchMeasure: () => peer.measure(),
+  benchMeasure: (bytes: number) => peer.measure(bytes),
   benchStar: star,
   benchSendToRight: (bytes: number) => peer.sendToRight(bytes),
   benchReceiveFromLeft: (bytes: number) => peer.receiveFromLeft(bytes),

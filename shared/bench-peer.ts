@@ -24,7 +24,6 @@ export class BenchPeer {
   private memberId: string | null = null;
   /** Every collective needs a fresh (step, tag) key; the bench never reuses one. */
   private step = 1;
-  private readonly probes = createProbeBuffers();
   private readonly barrierBuf = new Float32Array(1);
 
   constructor(
@@ -85,10 +84,10 @@ export class BenchPeer {
     return times;
   }
 
-  /** Both algorithms' α and β, as the trainer measures them once a generation's links are open. */
-  async measure(): Promise<LinkModels> {
+  /** Both algorithms' α and β, probed at `bytes` as the trainer probes at its gradient size. */
+  async measure(bytes: number): Promise<LinkModels> {
     await this.barrier();
-    return measureLinkModels(this.network!.collective!, this.step++, this.probes, true);
+    return measureLinkModels(this.network!.collective!, this.step++, createProbeBuffers(bytes / 4), true);
   }
 
   /** Sends `bytes` to the right neighbour in 64 KiB messages with the ring's backpressure; returns the start time. */

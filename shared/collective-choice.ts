@@ -18,7 +18,7 @@
  * in the gradient tail), so every replica picks the same algorithm without another message.
  */
 import { corePowerOfTwo, halvingDoublingHops, ringHops } from './halving-doubling';
-import type { Algorithm, AllReduceChoice } from './protocol';
+import type { Algorithm, AllReduceChoice, WireFormat } from './protocol';
 import { COLLECTIVE_TAG, type CollectiveOptions, type CollectiveTag } from './ring-allreduce';
 
 export interface LinkModel {
@@ -79,9 +79,11 @@ export interface MeasurableCollective {
 }
 
 /**
- * The bandwidth probe: big enough that transfer time dominates one hop's latency on a LAN
- * (256 KiB, four 64 KiB messages per link at N = 2), small enough to cost a class a few
- * hundred ms once per generation.
+ * The default bandwidth probe: big enough that transfer time dominates one hop's latency on
+ * a LAN (256 KiB, four 64 KiB messages per link at N = 2). The trainer probes with its own
+ * gradient buffer's size instead: on a loaded machine the algorithms' throughput depends on
+ * the size (halving-doubling's half-buffer stages suffer more from contention than the
+ * ring's pipelined chunks), so β is measured where the choice is made.
  */
 export const PROBE_BANDWIDTH_FLOATS = 64 * 1024;
 
@@ -91,16 +93,19 @@ export interface ProbeBuffers {
   bandwidth: Float32Array;
 }
 
-export const createProbeBuffers = (): ProbeBuffers => ({ latency: new Float32Array(1), bandwidth: new Float32Array(PROBE_BANDWIDTH_FLOATS) });
+export const createProbeBuffers = (bandwidthFloats = PROBE_BANDWIDTH_FLOATS): ProbeBuffers => ({
+  latency: new Float32Array(1),
+  bandwidth: new Float32Array(bandwidthFloats),
+});
 
 const PROBE_TAGS: Record<Algorithm, { latency: CollectiveTag; bandwidth: [CollectiveTag, CollectiveTag] }> = {
   ring: { latency: COLLECTIVE_TAG.probeRingLatency, bandwidth: [COLLECTIVE_TAG.probeRingBandwidth, COLLECTIVE_TAG.probeRingBandwidthAgain] },
   'halving-doubling': { latency: COLLECTIVE_TAG.probeHdLatency, bandwidth: [COLLECTIVE_TAG.probeHdBandwidth, COLLECTIVE_TAG.probeHdBandwidthAgain] },
 };
 
-async function timed(collective: MeasurableCollective, buf: Float32Array, keyStep: number, tag: CollectiveTag, algorithm: Algorithm): Promise<number> {
+async function timed(collective: MeasurableCollective, buf: Float32Array, keyStep: number, tag: CollectiveTag, options: CollectiveOptions): Promise<number> {
   const t0 = performance.now();
-  await collective.allReduce(buf, keyStep, tag, { algorithm });
+  await collective.allReduce(buf, keyStep, tag, options);
   return performance.now() - t0;
 }
 
@@ -115,21 +120,27 @@ async function timed(collective: MeasurableCollective, buf: Float32Array, keySte
  * - the bandwidth probe per algorithm, twice, alternating, keeping the faster: the first
  *   large burst on a link that sat idle pays for transport slow start (SCTP's congestion
  *   window), which a training step's regular traffic does not. The time beyond the
- *   latency is the bytes each link carried over β.
+ *   latency is the bytes each link carried over β, counted as they travel in `wire`.
  *
  * Null models for a ring of one.
  */
-export async function measureLinkModels(collective: MeasurableCollective, keyStep: number, probes: ProbeBuffers, withHalvingDoubling: boolean): Promise<LinkModels> {
+export async function measureLinkModels(
+  collective: MeasurableCollective,
+  keyStep: number,
+  probes: ProbeBuffers,
+  withHalvingDoubling: boolean,
+  wire: WireFormat = 'fp32',
+): Promise<LinkModels> {
   const n = collective.worldSize;
   if (n <= 1) return { ring: null, halvingDoubling: null };
   const algorithms: Algorithm[] = withHalvingDoubling ? ['ring', 'halving-doubling'] : ['ring'];
   await collective.allReduce(probes.latency, keyStep, COLLECTIVE_TAG.probeBarrier);
   const latencyMs = new Map<Algorithm, number>();
-  for (const a of algorithms) latencyMs.set(a, await timed(collective, probes.latency, keyStep, PROBE_TAGS[a].latency, a));
+  for (const a of algorithms) latencyMs.set(a, await timed(collective, probes.latency, keyStep, PROBE_TAGS[a].latency, { algorithm: a }));
   const bandwidthMs = new Map<Algorithm, number>();
   for (const round of [0, 1] as const) {
     for (const a of algorithms) {
-      const ms = await timed(collective, probes.bandwidth, keyStep, PROBE_TAGS[a].bandwidth[round], a);
+      const ms = await timed(collective, probes.bandwidth, keyStep, PROBE_TAGS[a].bandwidth[round], { algorithm: a, wire });
       bandwidthMs.set(a, Math.min(ms, bandwidthMs.get(a) ?? Infinity));
     }
   }
@@ -138,7 +149,8 @@ export async function measureLinkModels(collective: MeasurableCollective, keySte
     const total = bandwidthMs.get(a)!;
     // Timer resolution can leave almost nothing beyond the latency; never let β become infinite.
     const transferMs = Math.max(total - latency, 0.05 * total, 0.01);
-    return { alphaMs: latency / hopsOf(a, n), betaBytesPerMs: (linkBytesFactor(a, n) * probes.bandwidth.byteLength) / transferMs };
+    const wireBytes = probes.bandwidth.length * (wire === 'fp16' ? 2 : 4);
+    return { alphaMs: latency / hopsOf(a, n), betaBytesPerMs: (linkBytesFactor(a, n) * wireBytes) / transferMs };
   };
   return { ring: model('ring'), halvingDoubling: withHalvingDoubling ? model('halving-doubling') : null };
 }

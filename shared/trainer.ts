@@ -53,7 +53,6 @@ const MODEL_FLOATS = 4;
 const TAIL_MESH_READY = TAIL_MODELS + MODEL_FLOATS;
 const TAIL_LENGTH = TAIL_MESH_READY + 1;
 
-
 /** Replicas compare weight hashes at least this often (every step whose number is a multiple). */
 export const HASH_CHECK_EVERY_STEPS = 10;
 
@@ -162,7 +161,7 @@ export class Trainer {
   private readonly indices: Uint32Array;
   private readonly evalBuffer = new Float32Array(2);
   private readonly agreeBuffer = new Float32Array(AGREE_LENGTH);
-  /** Allocated on the first measurement: a ring of one never measures. */
+  /** Allocated on the first measurement (a ring of one never measures), then reused. */
   private probes: ProbeBuffers | null = null;
   /** This replica's link measurements in this generation; null until measured. */
   private measured: LinkModels | null = null;
@@ -175,8 +174,11 @@ export class Trainer {
   /** What the next gradient all-reduce uses; every replica derives the same from the tail. */
   private nextAlgorithm: Algorithm = 'ring';
   private readonly timing: StepTiming = { computeMs: 0, readbackMs: 0, commMs: 0, applyMs: 0 };
-  /** The gradients travel in the configured format; the tail's votes and counts stay exact. */
-  private readonly gradientWire: CollectiveOptions;
+  /**
+   * The gradients travel in the configured format (the tail's votes and counts stay exact)
+   * with the algorithm picked for the step; one object, updated, not one per step.
+   */
+  private readonly gradientOptions: CollectiveOptions;
   /** Allocated on the first state hand-over: joins and resyncs are rare. */
   private stateBuffer: Float32Array | null = null;
 
@@ -196,7 +198,7 @@ export class Trainer {
     }
     this.parameterCount = total;
     this.flat = new Float32Array(total + TAIL_LENGTH);
-    this.gradientWire = { wire: config.wire, exactTail: TAIL_LENGTH };
+    this.gradientOptions = { wire: config.wire, exactTail: TAIL_LENGTH, algorithm: 'ring' };
     const b = config.batchSizePerWorker;
     this.images = new Float32Array(b * MNIST_PIXELS);
     this.labels = new Int32Array(b);
@@ -255,7 +257,9 @@ export class Trainer {
    */
   async measureLinks(): Promise<LinkModels> {
     this.measureDue = false;
-    this.measured = await measureLinkModels(this.collective, this.stepCounter, (this.probes ??= createProbeBuffers()), true);
+    // Probed at the gradient buffer's own size and format: β where the choice is made.
+    this.probes ??= createProbeBuffers(this.flat.length);
+    this.measured = await measureLinkModels(this.collective, this.stepCounter, this.probes, true, this.config.wire);
     return this.measured;
   }
 
@@ -386,8 +390,9 @@ export class Trainer {
     flat[P + TAIL_MESH_READY] = options.meshReady ? 1 : 0;
 
     const algorithm = this.nextAlgorithm;
+    this.gradientOptions.algorithm = algorithm;
     const tComm = performance.now();
-    await this.collective.allReduce(flat, step, COLLECTIVE_TAG.gradients, { ...this.gradientWire, algorithm });
+    await this.collective.allReduce(flat, step, COLLECTIVE_TAG.gradients, this.gradientOptions);
     const tApply = performance.now();
     timing.commMs = tApply - tComm;
 

@@ -60,7 +60,7 @@ process.on('exit', () => {
 type BenchWindow = Window & {
   benchJoin(): Promise<number>;
   benchAllReduce(bytes: number, reps: number, algorithm: Algorithm): Promise<number[]>;
-  benchMeasure(): Promise<LinkModels>;
+  benchMeasure(bytes: number): Promise<LinkModels>;
   benchStar(bytes: number, reps: number): Promise<number[]>;
   benchSendToRight(bytes: number): Promise<number>;
   benchReceiveFromLeft(bytes: number): Promise<number>;
@@ -185,8 +185,8 @@ async function smallRowsTabs(browser: Browser, server: RunningServer, relayUrl: 
   const rows: SmallBufferRow[] = [];
   for (const n of [2, 4, 8]) {
     const pages = await openTabs(browser, server.url, n, relayUrl);
-    const models = meanModels(await onTabs(pages, () => (window as unknown as BenchWindow).benchMeasure(), null));
     for (const bytes of [128 * KB, 512 * KB]) {
+      const models = meanModels(await onTabs(pages, (b) => (window as unknown as BenchWindow).benchMeasure(b), bytes));
       const ringMs = collectiveMs(await onTabs(pages, ([b, r]) => (window as unknown as BenchWindow).benchAllReduce(b, r, 'ring'), [bytes, REPS] as const));
       const hdMs = collectiveMs(await onTabs(pages, ([b, r]) => (window as unknown as BenchWindow).benchAllReduce(b, r, 'halving-doubling'), [bytes, REPS] as const));
       rows.push(smallRow(n, 'tabs', bytes, models, ringMs, hdMs));
@@ -240,8 +240,8 @@ async function smallRowsNode(server: RunningServer): Promise<SmallBufferRow[]> {
     }
     const all = async (command: NodePeerRequest) => (await Promise.all(hosts.map((h) => h.run(command)))).flat();
     await all({ cmd: 'join' });
-    const models = meanModels((await all({ cmd: 'measure' })).map((r) => r.value as LinkModels));
     for (const bytes of [128 * KB, 512 * KB]) {
+      const models = meanModels((await all({ cmd: 'measure', bytes })).map((r) => r.value as LinkModels));
       const time = async (algorithm: Algorithm) => collectiveMs((await all({ cmd: 'allReduce', bytes, reps: REPS, algorithm })).map((r) => r.value as number[]));
       const ringMs = await time('ring');
       const hdMs = await time('halving-doubling');

@@ -14,7 +14,7 @@ import type { Algorithm } from '../../shared/protocol';
 export type NodePeerCommand =
   | { id: number; cmd: 'join' }
   | { id: number; cmd: 'allReduce'; bytes: number; reps: number; algorithm: Algorithm }
-  | { id: number; cmd: 'measure' }
+  | { id: number; cmd: 'measure'; bytes: number }
   | { id: number; cmd: 'close' };
 
 export interface NodePeerReply {
@@ -39,7 +39,7 @@ async function run(command: NodePeerCommand): Promise<unknown[]> {
     case 'allReduce':
       return Promise.all(peers.map((p) => p.allReduce(command.bytes, command.reps, command.algorithm)));
     case 'measure':
-      return Promise.all(peers.map((p) => p.measure()));
+      return Promise.all(peers.map((p) => p.measure(command.bytes)));
     case 'close':
       for (const p of peers) p.close();
       setTimeout(() => process.exit(0), 100);
