@@ -1,6 +1,8 @@
 /**
  * The whole path, for real: three students in separate browser contexts join, the teacher
  * presses Start, and the tabs train one MNIST model over WebRTC with WebGPU (SwiftShader).
+ * The teacher picks the halving-doubling all-reduce, so its partner links, stages and the
+ * fold of a third rank into rank 0 run over real data channels too.
  */
 import { test, expect } from '@playwright/test';
 import { E2E_TOKEN } from '../../playwright.config';
@@ -26,6 +28,7 @@ test('three tabs train in lock-step on WebGPU to identical weights, led by the l
   await expect(teacher.getByTestId('members').locator('tr')).toHaveCount(3);
   await teacher.locator('select[name=model]').selectOption('mlp');
   await teacher.locator('input[name=maxSteps]').fill(String(STEPS));
+  await teacher.locator('select[name=allreduce]').selectOption('halving-doubling');
   await teacher.getByRole('button', { name: 'Start' }).click();
   await expect(teacher.getByTestId('room-state')).toHaveText(/training|done/);
 
@@ -59,6 +62,17 @@ test('three tabs train in lock-step on WebGPU to identical weights, led by the l
 
   const final = (await (await request.get(`/api/rooms/${ROOM}`)).json()) as RoomStatus;
   expect(final.state).toBe('done');
+  // Once every partner link was open, the gradients took halving-doubling, and the link
+  // probes measured α and β; the teacher page says so under the ring.
+  expect(final.config?.allreduce).toBe('halving-doubling');
+  for (const m of final.members) {
+    expect(m.collective?.algorithm).toBe('halving-doubling');
+    expect(m.collective?.alphaMs).toBeGreaterThan(0);
+    expect(m.collective?.betaMBps).toBeGreaterThan(0);
+    expect(m.collective?.timing.computeMs).toBeGreaterThan(0);
+  }
+  await expect(teacher.getByTestId('collective-summary')).toHaveAttribute('data-algorithm', 'halving-doubling');
+  await expect(teacher.getByTestId('collective-summary')).toContainText('halving-doubling');
   expect(final.step).toBe(STEPS);
   expect(final.chief).toBe(room.members[0]!.id);
   expect(final.metrics.accuracy).not.toBeNull();
