@@ -26,6 +26,7 @@ export const ERROR_CODES = [
   'ERR_UNKNOWN_CHECKPOINT',
   'ERR_NO_WEBGPU',
   'ERR_BAD_DATA',
+  'ERR_RATE_LIMITED',
   'ERR_INTERNAL',
 ] as const;
 

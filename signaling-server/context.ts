@@ -5,12 +5,15 @@ import type { Room } from './room';
 import type { Logger } from './logger';
 import type { CheckpointStore } from './checkpoint-store';
 import type { RoomPersistence } from './room-persistence';
+import type { RateLimits } from './rate-limits';
 
 export interface SocketData {
   room: string | null;
   memberId: string | null;
   /** Error codes already logged for this socket, so a misbehaving client logs once per kind. */
   loggedErrors: Set<string>;
+  /** Until when this socket has been told it is rate-limited (told once per window, ms epoch). */
+  limitedUntil: number;
 }
 
 export type IoServer = Server<ClientToServerEvents, ServerToClientEvents, Record<string, never>, SocketData>;
@@ -54,6 +57,7 @@ export interface ServerContext {
   rooms: RoomRegistry;
   checkpoints: CheckpointStore;
   persistence: RoomPersistence;
+  limits: RateLimits;
   log: Logger;
 }
 

@@ -26,6 +26,7 @@ const HTTP_STATUS: Partial<Record<ErrorCode, number>> = {
   ERR_BAD_STATE: 409,
   ERR_NO_WORKERS: 409,
   ERR_PAYLOAD_TOO_LARGE: 413,
+  ERR_RATE_LIMITED: 429,
 };
 
 export interface HttpOptions {
@@ -52,6 +53,18 @@ export function createHttpApp(ctx: ServerContext, options: HttpOptions): express
   };
 
   const roomName = (req: Request): string => parseOrThrow(roomNameSchema, req.params.room);
+
+  // Every /api request counts against its client IP; over the budget, 429 and nothing else runs.
+  app.use('/api', (req, res, next) => {
+    ctx.limits.httpRequest(req.ip ?? req.socket.remoteAddress ?? 'unknown').then(
+      (limited) => {
+        if (!limited) return next();
+        res.set('Retry-After', String(Math.ceil(limited.retryAfterMs / 1000)));
+        next(new WebringError('ERR_RATE_LIMITED', `too many requests; try again in ${Math.ceil(limited.retryAfterMs)} ms`));
+      },
+      (err: unknown) => next(err),
+    );
+  });
 
   app.get('/healthz', (_req, res) => {
     res.json({ ok: true, uptimeS: Math.round((Date.now() - options.startedAt) / 1000), rooms: ctx.rooms.count });

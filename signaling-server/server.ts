@@ -22,6 +22,8 @@ import { registerTrainingHandlers } from './handlers/training';
 import { scheduleAdmission } from './runs';
 import { canonicalRoomName, canonicalRoomPath, isRoomCode } from './room-code';
 import { lanAddresses } from './tls';
+import { DEFAULT_RATE_LIMITS, RateLimits, type RateLimitOptions } from './rate-limits';
+import type { IoSocket } from './context';
 
 /**
  * socket.io's defaults (25 s interval, 20 s timeout) notice a vanished tab only after ~45 s.
@@ -48,6 +50,8 @@ export interface ServerOptions {
   clientDir: string;
   pingIntervalMs?: number;
   pingTimeoutMs?: number;
+  /** Socket and HTTP rate limits (signaling-server/rate-limits.ts); defaults for a class. */
+  rateLimits?: RateLimitOptions;
   reconnectGraceMs?: number;
   log?: Logger;
   /** The room the printed URLs and GET /api/info name (default 'class'). */
@@ -127,6 +131,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     rooms: new RoomRegistry((name) => new Room(name)),
     checkpoints: new CheckpointStore(options.dataDir),
     persistence: new RoomPersistence(options.dataDir, log),
+    limits: new RateLimits(options.rateLimits ?? DEFAULT_RATE_LIMITS),
     log,
   };
   await restoreRooms(ctx, options.reconnectGraceMs ?? DEFAULT_RECONNECT_GRACE_MS);
@@ -173,7 +178,17 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   httpsServer?.on('request', handle);
 
   io.on('connection', (socket) => {
-    socket.data = { room: null, memberId: null, loggedErrors: new Set() };
+    socket.data = { room: null, memberId: null, loggedErrors: new Set(), limitedUntil: 0 };
+    socket.use((packet, next) => {
+      const ip = socket.handshake.address;
+      ctx.limits.socketEvent(socket.id, ip).then(
+        (limited) => {
+          if (!limited) return next();
+          refuseRateLimited(socket, packet, limited.retryAfterMs, log);
+        },
+        (err: unknown) => log.error(`rate limiter failed for socket ${socket.id}: ${String(err)}`),
+      );
+    });
     if (roomCode) {
       socket.use(([event, request], next) => {
         if (event === 'room:join' && typeof request === 'object' && request !== null && typeof request.room === 'string') {
@@ -222,4 +237,20 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
       if (httpsServer) await new Promise<void>((resolve) => httpServer.close(() => resolve()));
     },
   };
+}
+
+/**
+ * Drops a rate-limited event: its ack, if any, gets the coded error (so a client never
+ * waits on it), and the socket hears ERR_RATE_LIMITED once per window, not once per event,
+ * so a flood is not answered with a flood.
+ */
+function refuseRateLimited(socket: IoSocket, packet: unknown[], retryAfterMs: number, log: Logger): void {
+  const body = { code: 'ERR_RATE_LIMITED' as const, message: `too many events; try again in ${Math.ceil(retryAfterMs)} ms` };
+  const ack = packet[packet.length - 1];
+  if (typeof ack === 'function') (ack as (r: unknown) => void)({ ok: false, error: body });
+  const now = Date.now();
+  if (now < socket.data.limitedUntil) return;
+  socket.data.limitedUntil = now + retryAfterMs;
+  log.warn(`socket ${socket.id} (${socket.handshake.address}) is rate-limited for ${Math.ceil(retryAfterMs)} ms`);
+  socket.emit('server:error', body);
 }

@@ -4,12 +4,15 @@ import path from 'node:path';
 import { io as connect, type Socket } from 'socket.io-client';
 import { startServer, type RunningServer } from '../../signaling-server/server';
 import { createLogger } from '../../signaling-server/logger';
+import type { RateLimitOptions } from '../../signaling-server/rate-limits';
 import type { AckResult, ClientToServerEvents, JoinAccepted, ServerToClientEvents } from '../../shared/protocol';
 
 export type TestSocket = Socket<ServerToClientEvents, ClientToServerEvents>;
 export const TEST_TOKEN = 'test-teacher-token';
 
-export async function startTestServer(overrides: { pingIntervalMs?: number; pingTimeoutMs?: number } = {}): Promise<RunningServer> {
+export async function startTestServer(
+  overrides: { pingIntervalMs?: number; pingTimeoutMs?: number; rateLimits?: RateLimitOptions } = {},
+): Promise<RunningServer> {
   return startServer({
     port: 0,
     host: '127.0.0.1',
