@@ -46,8 +46,8 @@ interface Neighbours {
   self: MemberInfo;
   left: MemberInfo;
   right: MemberInfo;
-  /** Halving-doubling partners that are not ring neighbours. */
-  partners: MemberInfo[];
+  /** Every member this worker links to: the ring neighbours, then the halving-doubling partners; never itself. */
+  peers: MemberInfo[];
 }
 
 function neighboursIn(g: Generation, selfId: string): Neighbours | null {
@@ -56,10 +56,14 @@ function neighboursIn(g: Generation, selfId: string): Neighbours | null {
   if (rank < 0) return null;
   const left = g.members[(rank - 1 + n) % n]!;
   const right = g.members[(rank + 1) % n]!;
-  const partners = halvingDoublingPartners(rank, n)
-    .map((r) => g.members[r]!)
-    .filter((m) => m.id !== left.id && m.id !== right.id);
-  return { rank, self: g.members[rank]!, left, right, partners };
+  const ids = new Set([selfId]);
+  const peers: MemberInfo[] = [];
+  for (const m of [left, right, ...halvingDoublingPartners(rank, n).map((r) => g.members[r]!)]) {
+    if (ids.has(m.id)) continue;
+    ids.add(m.id);
+    peers.push(m);
+  }
+  return { rank, self: g.members[rank]!, left, right, peers };
 }
 
 export interface RingNetworkOptions {
@@ -185,6 +189,8 @@ export class RingNetwork {
   private rightId: string | null = null;
   /** Rank of each member of the applied generation, to tell the collective who sent what. */
   private rankOf = new Map<string, number>();
+  /** This worker's place in the applied generation, worked out once per generation. */
+  private appliedAt: Neighbours | null = null;
   private current: RingAllReduce | null = null;
   private applied: Generation | null = null;
   /** Ring messages of generations not applied yet: a neighbour may switch a moment sooner. */
@@ -220,6 +226,7 @@ export class RingNetwork {
     this.applied = g;
     const n = g.members.length;
     const at = neighboursIn(g, this.selfId);
+    this.appliedAt = at;
     this.rankOf = new Map(g.members.map((m, r) => [m.id, r]));
     for (const link of this.links.values()) link.autoRedials = 0;
     if (!at) {
@@ -230,7 +237,7 @@ export class RingNetwork {
       this.futureBytes = 0;
       return null;
     }
-    const neededIds = new Set([at.left.id, at.right.id, ...at.partners.map((m) => m.id)]);
+    const neededIds = new Set(at.peers.map((m) => m.id));
     for (const id of [...this.links.keys()]) if (!neededIds.has(id)) this.dropLink(id);
     this.dialNeighbours(at, true);
     this.leftId = n > 1 ? at.left.id : null;
@@ -271,15 +278,12 @@ export class RingNetwork {
    * trainer votes on it: the ring never waits on a link only halving-doubling uses.
    */
   get meshReady(): boolean {
-    const g = this.applied;
-    const at = g ? neighboursIn(g, this.selfId) : null;
-    if (!g || !at) return false;
-    return this.isReadyFor(g) && at.partners.every((m) => this.links.get(m.id)?.isOpen() === true);
+    const at = this.appliedAt;
+    return at !== null && at.peers.every((m) => this.links.get(m.id)?.isOpen() === true);
   }
 
   private dialNeighbours(at: Neighbours, redialFailed: boolean): void {
-    for (const member of [at.left, at.right, ...at.partners]) {
-      if (member.id === this.selfId) continue;
+    for (const member of at.peers) {
       let link = this.links.get(member.id);
       if (!link) {
         link = new PeerLink(member.id, this);
@@ -305,8 +309,8 @@ export class RingNetwork {
 
   /** The member `peerId` if the applied generation needs a link to it, with whether this worker dials it. */
   private neededPeer(peerId: string): { member: MemberInfo; dials: boolean } | null {
-    const at = this.applied ? neighboursIn(this.applied, this.selfId) : null;
-    const member = at ? [at.left, at.right, ...at.partners].find((m) => m.id === peerId && m.id !== this.selfId) : undefined;
+    const at = this.appliedAt;
+    const member = at?.peers.find((m) => m.id === peerId);
     return at && member ? { member, dials: at.self.index < member.index } : null;
   }
 
@@ -428,6 +432,7 @@ export class RingNetwork {
     this.current?.abort(new WebringError('ERR_ABORTED', 'worker closed'));
     this.current = null;
     this.applied = null;
+    this.appliedAt = null;
     for (const id of [...this.links.keys()]) this.dropLink(id);
   }
 
