@@ -4,6 +4,8 @@ export const E2E_PORT = Number(process.env.E2E_PORT ?? 18_080);
 /** The same server over HTTPS (self-signed), for pages opened from the machine's LAN address. */
 export const E2E_HTTPS_PORT = E2E_PORT + 1;
 export const E2E_TOKEN = 'e2e-teacher-token';
+/** The e2e server's JOIN_SECRET: the tests derive each room's join code from it (test/e2e/helpers.ts). */
+export const E2E_JOIN_SECRET = 'e2e-join-secret-0123456789';
 
 /**
  * Debian's Chromium, never a downloaded browser. Flags:
@@ -49,6 +51,7 @@ export default defineConfig({
       // All interfaces: https.spec.ts opens the pages from the LAN address too.
       HOST: '0.0.0.0',
       TEACHER_TOKEN: E2E_TOKEN,
+      JOIN_SECRET: E2E_JOIN_SECRET,
       DATA_DIR: 'test-results/e2e-data',
       LOG_LEVEL: 'warn',
     },

@@ -16,7 +16,7 @@ const relayUrl = params.get('relay');
 const logEl = document.getElementById('log')!;
 const log = (m: string) => (logEl.textContent += `${m}\n`);
 
-const socket: Socket<ServerToClientEvents, ClientToServerEvents> = io({ transports: ['websocket'] });
+const socket: Socket<ServerToClientEvents, ClientToServerEvents> = io({ transports: ['websocket'], auth: { room, code: params.get('code') ?? '' } });
 const peer = new BenchPeer(socket, browserPeerFactory, log);
 
 /** The relay's own events: bench-only, on a server the bench starts (never the classroom server). */

@@ -7,17 +7,22 @@ import type { WorkerStatus } from '../shared/worker';
 import type { RoomMetrics, ServerInfo } from '../shared/protocol';
 import { toWebringError } from '../shared/errors';
 import { showSecureContextNotice } from './secure-context';
+import { normalizeJoinCode } from '../shared/join-code';
+import { describeRefusal } from './plain-errors';
 
 const $ = <T extends HTMLElement>(id: string) => document.getElementById(id) as T;
 const params = new URLSearchParams(location.search);
 const roomInput = $<HTMLInputElement>('room');
 const nameInput = $<HTMLInputElement>('name');
+const codeInput = $<HTMLInputElement>('code');
 const joinButton = $<HTMLButtonElement>('join');
 const statusEl = $('worker-status');
 const banner = $('state-banner');
 roomInput.value = params.get('room') ?? '';
 if (!params.has('room')) void fillDefaultRoom();
 nameInput.value = params.get('name') ?? '';
+// The class link carries the join code; a student who typed the address types it.
+codeInput.value = params.get('code') ?? '';
 
 /** Test-only query flags: play a slow laptop, or backend drift. Never set by the UI. */
 const intParam = (name: string): number | undefined => {
@@ -77,7 +82,7 @@ function bannerText(s: WorkerStatus): { key: string; text: string } {
     case 'dropped':
       return { key: 'dropped', text: 'This device was too slow for the ring, so the class went on without it. Press "Join again" to rejoin.' };
     case 'error':
-      return { key: 'error', text: `Something went wrong: ${s.error?.message ?? 'unknown error'} (${s.error?.code ?? 'ERR_INTERNAL'}).` };
+      return { key: 'error', text: describeRefusal(s.error ?? { code: 'ERR_INTERNAL', message: 'unknown error' }, roomInput.value.trim()) };
   }
 }
 
@@ -161,6 +166,12 @@ async function join(event: Event): Promise<void> {
   joinButton.disabled = true;
   const room = roomInput.value.trim();
   const name = nameInput.value.trim();
+  const code = normalizeJoinCode(codeInput.value);
+  if (code === null) {
+    showError('A join code is 6 letters and digits, like K7M-Q2P. Copy it from the teacher’s screen.');
+    joinButton.disabled = false;
+    return;
+  }
   try {
     if (!worker) {
       banner.textContent = 'Loading TensorFlow.js and the MNIST digits…';
@@ -169,6 +180,7 @@ async function join(event: Event): Promise<void> {
         preferredBackend: params.get('backend'),
         debug,
         onStatus: render,
+        onServerError: (e) => showError(describeRefusal(e, room)),
         onFallback: (reason, backend) => {
           const notice = $('webgpu-notice');
           notice.textContent = `WebGPU is unavailable (${reason}). This tab trains with ${backend.toUpperCase()} instead.`;
@@ -183,13 +195,14 @@ async function join(event: Event): Promise<void> {
       void mountTryTheModel(self);
     }
     // A first join, or joining again after being dropped (same connection, new membership).
-    await worker.join(room, name);
+    await worker.join(room, name, code);
     $('error').classList.add('hidden');
     roomInput.disabled = true;
     nameInput.disabled = true;
+    codeInput.disabled = true;
   } catch (err) {
     const e = toWebringError(err);
-    showError(`Could not join: ${e.message} (${e.code})`);
+    showError(`Could not join. ${describeRefusal(e.toBody(), room)}`);
     joinButton.disabled = false;
   }
 }

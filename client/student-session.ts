@@ -5,6 +5,7 @@
  */
 import { io, type Socket } from 'socket.io-client';
 import { BACKENDS, type Backend, type ClientToServerEvents, type ServerToClientEvents } from '../shared/protocol';
+import type { ErrorBody } from '../shared/errors';
 import { TrainingWorker, type WorkerDebug, type WorkerStatus } from '../shared/worker';
 import { selectBackend } from './backend';
 import { browserPeerFactory } from './browser-peer';
@@ -16,6 +17,7 @@ export interface SessionOptions {
   preferredBackend: string | null;
   debug: WorkerDebug;
   onStatus(status: WorkerStatus): void;
+  onServerError(error: ErrorBody): void;
   /** Why WebGPU is not in use, when it is not. */
   onFallback(reason: string, backend: Backend): void;
 }
@@ -25,7 +27,8 @@ export async function startSession(options: SessionOptions): Promise<TrainingWor
   const preferred = requested !== null && (BACKENDS as readonly string[]).includes(requested) ? (requested as Backend) : null;
   const [choice, dataset] = await Promise.all([selectBackend(preferred), fetchMnist()]);
   if (choice.webgpuUnavailable) options.onFallback(choice.webgpuUnavailable, choice.backend);
-  const socket: Socket<ServerToClientEvents, ClientToServerEvents> = io({ transports: ['websocket'] });
+  // It connects when the student joins: the handshake carries the room and its join code.
+  const socket: Socket<ServerToClientEvents, ClientToServerEvents> = io({ transports: ['websocket'], autoConnect: false });
   return new TrainingWorker({
     socket,
     peerFactory: browserPeerFactory,
@@ -36,6 +39,7 @@ export async function startSession(options: SessionOptions): Promise<TrainingWor
     serverUrl: location.origin,
     localCheckpoints: indexedDbCheckpoints,
     onStatus: options.onStatus,
+    onServerError: options.onServerError,
     log: (m) => console.info(`[webring] ${m}`),
     debug: options.debug,
   });

@@ -8,10 +8,10 @@ import type { MetricPoint, RoomMetrics, RoomState, RoomStatus } from '../shared/
 import type { CheckpointInfo } from '../shared/checkpoint';
 import type { ErrorBody } from '../shared/errors';
 import { createLiveChart } from './charts';
-import { advertisedStudentUrl, RoomApi, type RoomAction } from './teacher/api';
+import { RoomApi, type RoomAction } from './teacher/api';
 import { ConfigForm, type StartConfigInput } from './teacher/config-form';
 import { renderCheckpoints } from './teacher/checkpoints';
-import { byId } from './teacher/dom';
+import { byId, h } from './teacher/dom';
 import { renderMembers } from './teacher/members-table';
 import { renderProgress } from './teacher/progress';
 import { renderJoinCard } from './teacher/qr';
@@ -56,8 +56,13 @@ byId('room-name').textContent = room;
 const tryTheModel = import('./teacher-try').then(({ mountTeacherTry }) => mountTeacherTry(byId('teacher-try'), room));
 document.title = `webring teacher: ${room}`;
 void (async () => {
-  const url = (await advertisedStudentUrl(room)) ?? `${location.origin}/?room=${encodeURIComponent(room)}`;
-  await renderJoinCard(byId('join-body'), room, url);
+  const join = await api.joinInfo();
+  if (!join.ok) {
+    // Without the teacher token the page cannot show the code; it says so instead of a wrong card.
+    byId('join-body').replaceChildren(h('p', { class: 'error', role: 'alert' }, `No join code: ${join.error.message} (${join.error.code}). Open this page with the link the server printed, which carries the teacher token.`));
+    return;
+  }
+  await renderJoinCard(byId('join-body'), room, join.value.code, join.value.studentUrls[0] ?? join.value.localUrl);
 })();
 
 const bigToggle = byId<HTMLButtonElement>('big-toggle');

@@ -3,7 +3,9 @@
  * TrainingWorker, the ring, the trainer), over simple-peer + @roamhq/wrtc. A lab machine
  * with a real GPU can join a class of browsers this way.
  *
- *   npm run worker -- --url http://HOST:PORT --room NAME [--name X] [--backend webgpu|cpu]
+ *   npm run worker -- --url http://HOST:PORT --room NAME --code K7M-Q2P [--name X] [--backend webgpu|cpu]
+ *
+ * The join code may also come from JOIN_CODE, which keeps it out of the process list.
  */
 import os from 'node:os';
 import { parseArgs } from 'node:util';
@@ -16,8 +18,9 @@ import { TrainingWorker, type WorkerStatus } from '../shared/worker';
 import { createSimplePeerFactory } from '../shared/simple-peer-factory';
 import { WebringError, toWebringError } from '../shared/errors';
 import { selectNodeBackend } from './node-backend';
+import { normalizeJoinCode } from '../shared/join-code';
 
-const USAGE = 'usage: npm run worker -- --url http://HOST:PORT --room NAME [--name X] [--backend webgpu|cpu]';
+const USAGE = 'usage: npm run worker -- --url http://HOST:PORT --room NAME --code JOIN-CODE [--name X] [--backend webgpu|cpu]';
 /** Exit code for bad arguments, as for the server's bad configuration. */
 const EXIT_USAGE = 2;
 const EXIT_FAILURE = 1;
@@ -27,11 +30,11 @@ function fail(message: string, code = EXIT_USAGE): never {
   process.exit(code);
 }
 
-function parse(): { url: URL; room: string; name: string; backend: Backend | null } {
+function parse(): { url: URL; room: string; code: string; name: string; backend: Backend | null } {
   let values;
   try {
     ({ values } = parseArgs({
-      options: { url: { type: 'string' }, room: { type: 'string' }, name: { type: 'string' }, backend: { type: 'string' } },
+      options: { url: { type: 'string' }, room: { type: 'string' }, code: { type: 'string' }, name: { type: 'string' }, backend: { type: 'string' } },
       strict: true,
     }));
   } catch (err) {
@@ -47,11 +50,15 @@ function parse(): { url: URL; room: string; name: string; backend: Backend | nul
   if (url.protocol !== 'http:' && url.protocol !== 'https:') fail('--url must be http:// or https://');
   const room = roomNameSchema.safeParse(values.room);
   if (!room.success) fail(`--room ${values.room}: letters, digits, "-" and "_" only, at most 64`);
+  const typedCode = values.code ?? process.env.JOIN_CODE;
+  if (!typedCode) fail('--code (or JOIN_CODE) is required: the room\'s join code, from the teacher page or the server\'s start-up output');
+  const code = normalizeJoinCode(typedCode);
+  if (code === null) fail(`--code ${typedCode}: a join code is 6 letters and digits, like K7M-Q2P`);
   const name = memberNameSchema.safeParse(values.name ?? `node-${os.hostname()}`.slice(0, 40));
   if (!name.success) fail('--name must be 1 to 40 characters');
   const backend = values.backend ?? null;
   if (backend !== null && !(BACKENDS as readonly string[]).includes(backend)) fail(`--backend ${backend}: one of ${BACKENDS.join(', ')}`);
-  return { url, room: room.data, name: name.data, backend: backend as Backend | null };
+  return { url, room: room.data, code, name: name.data, backend: backend as Backend | null };
 }
 
 function describe(s: WorkerStatus): string {
@@ -68,7 +75,8 @@ async function main(): Promise<void> {
   const res = await fetch(`${base}/data/mnist.bin`);
   if (!res.ok) throw new WebringError('ERR_BAD_DATA', `could not load MNIST from ${base}: HTTP ${res.status}`);
   const dataset = decodeMnist(new Uint8Array(await res.arrayBuffer()));
-  const socket: Socket<ServerToClientEvents, ClientToServerEvents> = io(base, { transports: ['websocket'] });
+  // The worker connects when it joins: the handshake carries the room and its join code.
+  const socket: Socket<ServerToClientEvents, ClientToServerEvents> = io(base, { transports: ['websocket'], autoConnect: false });
   let last = '';
   const worker = new TrainingWorker({
     socket,
@@ -94,7 +102,7 @@ async function main(): Promise<void> {
       setTimeout(() => process.exit(0), 200).unref();
     });
   }
-  const joined = await worker.join(args.room, args.name);
+  const joined = await worker.join(args.room, args.name, args.code);
   console.log(`webring worker: joined ${joined.room} as ${args.name} (index ${joined.index})`);
 }
 

@@ -5,6 +5,7 @@
  * below validate, at every entry point, because types are not validation.
  */
 import { z } from 'zod';
+import { joinCodeSchema } from './join-code';
 import { WebringError, type ErrorBody } from './errors';
 import type { ResumePoint } from './checkpoint';
 
@@ -130,6 +131,27 @@ export const joinRequestSchema = z.strictObject({
   rejoin: z.strictObject({ memberId: z.string().regex(/^[a-z0-9]{8,32}$/), memberToken: z.string().regex(/^[0-9a-f]{48}$/) }).optional(),
 });
 export type JoinRequest = z.input<typeof joinRequestSchema>;
+
+/**
+ * socket.io's handshake `auth`: the room this connection is for and its join code. The
+ * server's auth middleware turns a connection without the right code away (ERR_BAD_JOIN_CODE
+ * in the connect_error's `data`), so nothing else a stranger sends is ever handled.
+ */
+export const socketAuthSchema = z.object({
+  room: roomNameSchema,
+  code: joinCodeSchema,
+});
+export type SocketAuth = z.input<typeof socketAuthSchema>;
+
+/** GET /api/rooms/:room/join (teacher): what to put on the projector. */
+export interface RoomJoinInfo {
+  room: string;
+  code: string;
+  /** The class link with room and code: https on each LAN address first, then plain http. */
+  studentUrls: string[];
+  /** The same on this machine itself. */
+  localUrl: string;
+}
 
 export const signalRelaySchema = z.strictObject({
   to: memberIdSchema,

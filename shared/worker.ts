@@ -6,7 +6,7 @@
  */
 import * as tf from '@tensorflow/tfjs';
 import type { Socket } from 'socket.io-client';
-import { WebringError, toWebringError, type ErrorBody, type ErrorCode } from './errors';
+import { ERROR_CODES, WebringError, toWebringError, type ErrorBody, type ErrorCode } from './errors';
 import type { MnistDataset } from './mnist-format';
 import type { PeerFactory } from './peer';
 import type {
@@ -18,6 +18,7 @@ import type {
   JoinAccepted,
   MemberDropped,
   ServerToClientEvents,
+  SocketAuth,
   TrainStart,
   TrainStop,
   WorkerKind,
@@ -101,11 +102,23 @@ export interface WorkerOptions {
   /** The chief's own checkpoint copies; null where there is nowhere to keep them. */
   localCheckpoints: LocalCheckpointStore | null;
   onStatus(status: WorkerStatus): void;
+  /** An error the server sent for an event without an ack (rate limits, refused reports). */
+  onServerError?(error: ErrorBody): void;
   log(message: string): void;
   debug?: WorkerDebug;
 }
 
 const JOIN_TIMEOUT_MS = 10_000;
+
+/** The coded error of a handshake the server's auth middleware refused, or null for a network error. */
+export function refusalOf(err: Error): ErrorBody | null {
+  const data = (err as Error & { data?: unknown }).data;
+  if (typeof data !== 'object' || data === null) return null;
+  const { code, message } = data as Record<string, unknown>;
+  return typeof code === 'string' && (ERROR_CODES as readonly string[]).includes(code) && typeof message === 'string'
+    ? { code: code as ErrorCode, message }
+    : null;
+}
 /** Steps/s is measured over this many recent steps. */
 const STEP_RATE_WINDOW = 10;
 /** A ring that has not re-formed this long after an interrupted step gives up (the run fails). */
@@ -131,7 +144,7 @@ export class TrainingWorker {
   private running = false;
   private stopRequested = false;
   private latestGeneration: Generation | null = null;
-  private identity: { room: string; name: string; memberId: string; memberToken: string } | null = null;
+  private identity: { room: string; name: string; code: string; memberId: string; memberToken: string } | null = null;
   private readonly unsent = new Map<string, unknown>();
   /** A start that arrived while the previous run was still unwinding. */
   private pendingStart: TrainStart | null = null;
@@ -208,7 +221,10 @@ export class TrainingWorker {
       this.pauseRequested = false;
       this.notifyGeneration();
     });
-    socket.on('server:error', (e) => this.options.log(`server error ${e.code}: ${e.message}`));
+    socket.on('server:error', (e) => {
+      this.options.log(`server error ${e.code}: ${e.message}`);
+      this.options.onServerError?.(e);
+    });
     // Training between tabs goes on without the server; only reports and new generations wait.
     socket.on('disconnect', (reason) => {
       this.options.log(`signaling connection lost (${reason})`);
@@ -221,13 +237,57 @@ export class TrainingWorker {
     });
   }
 
-  private requestJoin(request: JoinRequest): Promise<AckResult<JoinAccepted>> {
+  /**
+   * Sends the join once this connection is let into `request.room` with `code`: the
+   * handshake carries the room and its join code (the server's auth middleware checks
+   * them), so a connection made for another room, or none yet, connects (again) first. A
+   * refused handshake answers with its coded error (ERR_BAD_JOIN_CODE, ERR_RATE_LIMITED).
+   * The join is emitted only once connected: emitted earlier it would sit in socket.io's
+   * buffer and go out on the next successful connection, after a refusal too.
+   */
+  private async requestJoin(request: JoinRequest, code: string): Promise<AckResult<JoinAccepted>> {
+    const deadline = Date.now() + JOIN_TIMEOUT_MS;
+    const refused = await this.connectTo(request.room, code, JOIN_TIMEOUT_MS);
+    if (refused) return { ok: false, error: refused };
     return new Promise<AckResult<JoinAccepted>>((resolve, reject) => {
-      const timer = setTimeout(() => reject(new WebringError('ERR_TIMEOUT', 'the server did not answer the join')), JOIN_TIMEOUT_MS);
+      const timer = setTimeout(() => reject(new WebringError('ERR_TIMEOUT', 'the server did not answer the join')), Math.max(0, deadline - Date.now()));
       this.options.socket.emit('room:join', request, (r) => {
         clearTimeout(timer);
         resolve(r);
       });
+    });
+  }
+
+  /** Connects with `room` and `code` in the handshake; resolves null once in, or the refusal. */
+  private connectTo(room: string, code: string, timeoutMs: number): Promise<ErrorBody | null> {
+    const { socket } = this.options;
+    const auth = socket.auth as Partial<SocketAuth> | undefined;
+    if (socket.connected && auth?.room === room && auth.code === code) return Promise.resolve(null);
+    return new Promise<ErrorBody | null>((resolve, reject) => {
+      const done = () => {
+        clearTimeout(timer);
+        socket.off('connect', connected);
+        socket.off('connect_error', failed);
+      };
+      const timer = setTimeout(() => {
+        done();
+        reject(new WebringError('ERR_TIMEOUT', 'the classroom server could not be reached'));
+      }, timeoutMs);
+      const connected = () => {
+        done();
+        resolve(null);
+      };
+      const failed = (err: Error) => {
+        const body = refusalOf(err);
+        if (!body) return; // a network error: socket.io retries by itself, and the timer runs on
+        done();
+        resolve(body);
+      };
+      socket.on('connect', connected);
+      socket.on('connect_error', failed);
+      socket.disconnect();
+      socket.auth = { room, code } satisfies SocketAuth;
+      socket.connect();
     });
   }
 
@@ -236,15 +296,16 @@ export class TrainingWorker {
     return { room, name, kind, backend, ...(adapter ? { adapter } : {}) };
   }
 
-  async join(room: string, name: string): Promise<JoinAccepted> {
+  /** Joins `room` with its join code (as typed or from the class link; see shared/join-code.ts). */
+  async join(room: string, name: string, code: string): Promise<JoinAccepted> {
     this.update({ state: 'joining', error: null });
     const { socket } = this.options;
-    const result = await this.requestJoin(this.joinRequest(room, name));
+    const result = await this.requestJoin(this.joinRequest(room, name), code);
     if (!result.ok) {
       this.update({ state: 'error', error: result.error });
       throw new WebringError(result.error.code, result.error.message);
     }
-    this.identity = { room, name, memberId: result.memberId, memberToken: result.memberToken };
+    this.identity = { room, name, code, memberId: result.memberId, memberToken: result.memberToken };
     this.network?.close();
     this.network = new RingNetwork({
       selfId: result.memberId,
@@ -292,7 +353,7 @@ export class TrainingWorker {
     const log = this.options.log;
     let result: AckResult<JoinAccepted>;
     try {
-      result = await this.requestJoin({ ...this.joinRequest(id.room, id.name), rejoin: { memberId: id.memberId, memberToken: id.memberToken } });
+      result = await this.requestJoin({ ...this.joinRequest(id.room, id.name), rejoin: { memberId: id.memberId, memberToken: id.memberToken } }, id.code);
     } catch (err) {
       log(`rejoin failed: ${toWebringError(err).message}`);
       return;
@@ -313,7 +374,7 @@ export class TrainingWorker {
     this.reseededAt = -1;
     this.unsent.clear();
     try {
-      await this.join(id.room, id.name);
+      await this.join(id.room, id.name, id.code);
     } catch (err) {
       log(`join failed: ${toWebringError(err).message}`);
     }

@@ -8,6 +8,8 @@ import type { RoomPersistence } from './room-persistence';
 import type { RateLimits } from './rate-limits';
 
 export interface SocketData {
+  /** The room whose join code this connection presented (socket-auth.ts); it may join only that room. */
+  authorizedRoom: string;
   room: string | null;
   memberId: string | null;
   /** Error codes already logged for this socket, so a misbehaving client logs once per kind. */

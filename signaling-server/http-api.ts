@@ -7,7 +7,7 @@ import path from 'node:path';
 import express, { type NextFunction, type Request, type Response } from 'express';
 import multer from 'multer';
 import { WebringError, toWebringError, type ErrorCode } from '../shared/errors';
-import { MAX_HTTP_JSON_BYTES, parseOrThrow, roomNameSchema, startConfigSchema, type ServerInfo } from '../shared/protocol';
+import { MAX_HTTP_JSON_BYTES, parseOrThrow, roomNameSchema, startConfigSchema, type RoomJoinInfo, type ServerInfo } from '../shared/protocol';
 import { CHECKPOINT_FILES, CHECKPOINT_FILE_NAMES, LATEST_CHECKPOINT, type CheckpointFile } from '../shared/checkpoint';
 import { startRun } from './runs';
 import { Room } from './room';
@@ -36,6 +36,7 @@ export interface HttpOptions {
   startedAt: number;
   /** Ports and URLs, known once the servers listen. */
   info: () => ServerInfo;
+  joinInfo: (room: string) => RoomJoinInfo;
 }
 
 export function createHttpApp(ctx: ServerContext, options: HttpOptions): express.Express {
@@ -78,6 +79,11 @@ export function createHttpApp(ctx: ServerContext, options: HttpOptions): express
   app.get('/api/rooms/:room', (req, res) => {
     const name = roomName(req);
     res.json((ctx.rooms.get(name) ?? new Room(name)).status());
+  });
+
+  // The join code and class links: only the teacher may hand them out.
+  app.get('/api/rooms/:room/join', requireTeacher, (req, res) => {
+    res.json(options.joinInfo(roomName(req)));
   });
 
   app.get('/api/rooms/:room/metrics', (req, res) => {

@@ -1,6 +1,7 @@
 /**
  * `npm start`: the classroom server. Environment: PORT (8080), HTTPS_PORT (8443; 0 picks a
- * free port), HOST (all interfaces), ROOM (a generated join code, kept in DATA_DIR),
+ * free port), HOST (all interfaces), ROOM (the default room's name, 'class'), JOIN_SECRET
+ * (derives every room's join code; generated and kept in DATA_DIR when unset),
  * TLS_CERT and TLS_KEY (PEM files; a self-signed certificate is made and kept in
  * DATA_DIR/tls/ when unset), DATA_DIR (./data), TEACHER_TOKEN (generated and printed when
  * unset), LOG_LEVEL (info), PING_INTERVAL_MS and PING_TIMEOUT_MS (liveness).
@@ -11,11 +12,12 @@ import QRCode from 'qrcode';
 import { roomNameSchema } from '../shared/protocol';
 import { buildClientIfNeeded, CLIENT_DIST, PROJECT_ROOT } from './build-client';
 import { createLogger } from './logger';
-import { loadOrCreateRoomCode, ROOM_CODE_FILE } from './room-code';
+import { JOIN_SECRET_FILE, loadOrCreateJoinSecret } from './join-codes';
 import { DEFAULT_PING_INTERVAL_MS, DEFAULT_PING_TIMEOUT_MS, startServer } from './server';
 import { loadTlsCredentials, TlsError, type TlsCredentials } from './tls';
 
 const DEFAULT_HTTPS_PORT = 8443;
+const DEFAULT_ROOM = 'class';
 
 function intFromEnv(name: string, fallback: number): number {
   const raw = process.env[name];
@@ -51,7 +53,15 @@ async function main(): Promise<void> {
     console.error(`[webring] ROOM must be letters, digits, "-" and "_" (up to 64, starting with a letter or digit), got ${JSON.stringify(roomFromEnv)}`);
     process.exit(2);
   }
-  const room = roomFromEnv || (await loadOrCreateRoomCode(dataDir));
+  const room = roomFromEnv || DEFAULT_ROOM;
+  let joinSecret: Buffer;
+  try {
+    joinSecret = await loadOrCreateJoinSecret(dataDir, process.env.JOIN_SECRET);
+  } catch (err) {
+    if (!(err instanceof RangeError)) throw err;
+    console.error(`[webring] ${err.message}`);
+    process.exit(2);
+  }
 
   let tls: TlsCredentials;
   try {
@@ -68,6 +78,7 @@ async function main(): Promise<void> {
     host,
     dataDir,
     teacherToken,
+    joinSecret,
     clientDir: CLIENT_DIST,
     pingIntervalMs: intFromEnv('PING_INTERVAL_MS', DEFAULT_PING_INTERVAL_MS),
     pingTimeoutMs: intFromEnv('PING_TIMEOUT_MS', DEFAULT_PING_TIMEOUT_MS),
@@ -76,7 +87,7 @@ async function main(): Promise<void> {
     https: { port: httpsPort, cert: tls.cert, key: tls.key, anyPortIfTaken: !httpsPortFromEnv },
   });
 
-  const info = server.info();
+  const info = server.joinInfo(room);
   const httpsUrls = info.studentUrls.filter((u) => u.startsWith('https:'));
   const lanHttps = httpsUrls.filter((u) => !isLoopback(u));
   const lanHttp = info.studentUrls.filter((u) => u.startsWith('http:') && !isLoopback(u));
@@ -87,10 +98,11 @@ async function main(): Promise<void> {
     '',
     'webring classroom server is running',
     '',
-    `Room: ${room}${roomFromEnv ? ' (from ROOM)' : ` (join code, kept in ${path.join(dataDir, ROOM_CODE_FILE)}; set ROOM to choose a name)`}`,
+    `Room: ${room}${roomFromEnv ? ' (from ROOM)' : ' (set ROOM to choose another name)'}`,
+    `Join code: ${info.code}   (students need it, or a link below, which carries it)`,
     '',
     'Students open:',
-    ...(httpsUrls.length > 0 ? httpsUrls : [`https://localhost:${server.httpsPort}/?room=${room}`]).map((u) => `  ${u}`),
+    ...(httpsUrls.length > 0 ? httpsUrls : [`https://localhost:${server.httpsPort}/?room=${room}&code=${info.code}`]).map((u) => `  ${u}`),
     ...(lanHttps.length > 0 ? [] : ['  (no LAN address: only this computer can reach the server; check HOST and the network)']),
     `  ${info.localUrl}   (on this computer)`,
     ...(lanHttp.length > 0 ? ['', `  Plain http also works, but without WebGPU on other computers: ${lanHttp[0]}`] : []),
@@ -108,6 +120,7 @@ async function main(): Promise<void> {
     `  http://localhost:${server.port}/teacher?room=${room}&token=${teacherToken}`,
     '',
     tokenFromEnv ? 'Teacher token: from TEACHER_TOKEN' : `Teacher token (generated; set TEACHER_TOKEN to fix it): ${teacherToken}`,
+    `Join codes: derived from ${process.env.JOIN_SECRET ? 'JOIN_SECRET' : `the secret in ${path.join(dataDir, JOIN_SECRET_FILE)}`} (a new secret changes every room's code)`,
     describeCertificate(tls),
     `Data directory: ${dataDir}`,
     '',

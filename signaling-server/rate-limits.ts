@@ -19,6 +19,13 @@ export interface RateLimitOptions {
   /** /api requests one IP may make per window. */
   httpRequestsPerWindow: number;
   windowSeconds: number;
+  /**
+   * Connections with a wrong join code one IP may open per badJoinCodeWindowSeconds; past
+   * it, that IP is refused until the window ends, even with the right code. Generous for a
+   * class of typos behind one NAT, hopeless for guessing one of 31^6 ≈ 887 million codes.
+   */
+  badJoinCodesPerWindow: number;
+  badJoinCodeWindowSeconds: number;
 }
 
 export const DEFAULT_RATE_LIMITS: RateLimitOptions = {
@@ -26,6 +33,8 @@ export const DEFAULT_RATE_LIMITS: RateLimitOptions = {
   ipEventsPerWindow: 12_000,
   httpRequestsPerWindow: 1_200,
   windowSeconds: 5,
+  badJoinCodesPerWindow: 60,
+  badJoinCodeWindowSeconds: 60,
 };
 
 /** What a refused caller learns: when to try again. */
@@ -37,12 +46,25 @@ export class RateLimits {
   private readonly perSocket: RateLimiterMemory;
   private readonly perIpEvents: RateLimiterMemory;
   private readonly perIpHttp: RateLimiterMemory;
+  private readonly perIpBadCodes: RateLimiterMemory;
 
   constructor(options: RateLimitOptions = DEFAULT_RATE_LIMITS) {
     const duration = options.windowSeconds;
     this.perSocket = new RateLimiterMemory({ keyPrefix: 'socket', points: options.socketEventsPerWindow, duration });
     this.perIpEvents = new RateLimiterMemory({ keyPrefix: 'ip-events', points: options.ipEventsPerWindow, duration });
     this.perIpHttp = new RateLimiterMemory({ keyPrefix: 'ip-http', points: options.httpRequestsPerWindow, duration });
+    this.perIpBadCodes = new RateLimiterMemory({ keyPrefix: 'ip-bad-code', points: options.badJoinCodesPerWindow, duration: options.badJoinCodeWindowSeconds });
+  }
+
+  /** Whether this IP has spent its wrong-join-code budget (looked up, not counted); null when not. */
+  async joinCodeGuessesBlocked(ip: string): Promise<RateLimited | null> {
+    const res = await this.perIpBadCodes.get(ip);
+    return res && res.remainingPoints <= 0 ? { retryAfterMs: res.msBeforeNext } : null;
+  }
+
+  /** Counts one connection with a wrong join code from this IP. */
+  async wrongJoinCode(ip: string): Promise<void> {
+    await consume(this.perIpBadCodes, ip);
   }
 
   /** Counts one socket event; null when allowed. */

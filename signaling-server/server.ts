@@ -7,7 +7,7 @@ import https from 'node:https';
 import path from 'node:path';
 import type { AddressInfo, Server as NetServer } from 'node:net';
 import { Server } from 'socket.io';
-import { CLIENT_EVENT_NAMES, MAX_SOCKET_PACKET_BYTES, type ServerInfo } from '../shared/protocol';
+import { CLIENT_EVENT_NAMES, MAX_SOCKET_PACKET_BYTES, type RoomJoinInfo, type ServerInfo } from '../shared/protocol';
 import { RoomRegistry, type IoServer, type ServerContext } from './context';
 import { Room } from './room';
 import { createHttpApp } from './http-api';
@@ -20,7 +20,8 @@ import { registerRoomHandlers } from './handlers/rooms';
 import { registerSignalHandlers } from './handlers/signals';
 import { registerTrainingHandlers } from './handlers/training';
 import { scheduleAdmission } from './runs';
-import { canonicalRoomName, canonicalRoomPath, isRoomCode } from './room-code';
+import { joinCodeFor } from './join-codes';
+import { authenticateSocket } from './socket-auth';
 import { lanAddresses } from './tls';
 import { DEFAULT_RATE_LIMITS, RateLimits, type RateLimitOptions } from './rate-limits';
 import type { IoSocket } from './context';
@@ -47,11 +48,13 @@ export interface ServerOptions {
   host?: string;
   dataDir: string;
   teacherToken: string;
+  /** Derives every room's join code (signaling-server/join-codes.ts). */
+  joinSecret: Buffer;
   clientDir: string;
   pingIntervalMs?: number;
   pingTimeoutMs?: number;
   /** Socket and HTTP rate limits (signaling-server/rate-limits.ts); defaults for a class. */
-  rateLimits?: RateLimitOptions;
+  rateLimits?: Partial<RateLimitOptions>;
   reconnectGraceMs?: number;
   log?: Logger;
   /** The room the printed URLs and GET /api/info name (default 'class'). */
@@ -74,6 +77,8 @@ export interface RunningServer {
   io: IoServer;
   /** Ports and student URLs (LAN addresses are read afresh each call). */
   info(): ServerInfo;
+  /** A room's join code and class links (what the teacher shows). */
+  joinInfo(room: string): RoomJoinInfo;
   close(): Promise<void>;
 }
 
@@ -115,7 +120,6 @@ async function restoreRooms(ctx: ServerContext, graceMs: number): Promise<void> 
 export async function startServer(options: ServerOptions): Promise<RunningServer> {
   const log = options.log ?? createLogger();
   const defaultRoom = options.defaultRoom ?? 'class';
-  const roomCode = isRoomCode(defaultRoom) ? defaultRoom : null;
   const httpServer = http.createServer();
   const io: IoServer = new Server(httpServer, {
     pingInterval: options.pingIntervalMs ?? DEFAULT_PING_INTERVAL_MS,
@@ -131,7 +135,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     rooms: new RoomRegistry((name) => new Room(name)),
     checkpoints: new CheckpointStore(options.dataDir),
     persistence: new RoomPersistence(options.dataDir, log),
-    limits: new RateLimits(options.rateLimits ?? DEFAULT_RATE_LIMITS),
+    limits: new RateLimits({ ...DEFAULT_RATE_LIMITS, ...options.rateLimits }),
     log,
   };
   await restoreRooms(ctx, options.reconnectGraceMs ?? DEFAULT_RECONNECT_GRACE_MS);
@@ -140,15 +144,16 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   let port = 0;
   let httpsPort: number | null = null;
   const info = (): ServerInfo => {
+    const urls = studentUrls(`/?room=${encodeURIComponent(defaultRoom)}`);
+    return { defaultRoom, httpPort: port, httpsPort, ...urls };
+  };
+  /** The student page's URLs with `query`: https on each LAN address first, then http, then this machine. */
+  const studentUrls = (query: string): { studentUrls: string[]; localUrl: string } => {
     const hosts = WILDCARD_HOSTS.has(options.host)
       ? lanAddresses().filter((a) => !/^fe80:/i.test(a)) // link-local IPv6 needs a zone id, which browsers refuse in URLs
       : [options.host!];
-    const query = `/?room=${encodeURIComponent(defaultRoom)}`;
     const local = WILDCARD_HOSTS.has(options.host) || options.host === '127.0.0.1' || options.host === '::1' ? 'localhost' : options.host!;
     return {
-      defaultRoom,
-      httpPort: port,
-      httpsPort,
       studentUrls: [
         ...(httpsPort === null ? [] : hosts.map((h) => `https://${urlHost(h)}:${httpsPort}${query}`)),
         ...hosts.map((h) => `http://${urlHost(h)}:${port}${query}`),
@@ -156,8 +161,13 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
       localUrl: `http://${urlHost(local)}:${port}${query}`,
     };
   };
+  const joinInfo = (room: string): RoomJoinInfo => {
+    const code = joinCodeFor(options.joinSecret, room);
+    return { room, code, ...studentUrls(`/?room=${encodeURIComponent(room)}&code=${code}`) };
+  };
   const app = createHttpApp(ctx, {
     info,
+    joinInfo,
     teacherToken: options.teacherToken,
     clientDir: options.clientDir,
     startedAt: Date.now(),
@@ -169,16 +179,15 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
       return mnist;
     },
   });
-  // Students may type the generated join code in lower case; everything else is left alone.
-  const handle: http.RequestListener = (req, res) => {
-    if (roomCode && req.url) req.url = canonicalRoomPath(req.url, roomCode);
-    void app(req, res);
-  };
+  const handle: http.RequestListener = (req, res) => void app(req, res);
   httpServer.on('request', handle);
   httpsServer?.on('request', handle);
 
+  // Before any event: a connection without its room's join code is turned away.
+  io.use((socket, next) => authenticateSocket(socket, { joinSecret: options.joinSecret, limits: ctx.limits, log }).then(() => next(), next));
+
   io.on('connection', (socket) => {
-    socket.data = { room: null, memberId: null, loggedErrors: new Set(), limitedUntil: 0 };
+    socket.data = { ...socket.data, room: null, memberId: null, loggedErrors: new Set(), limitedUntil: 0 };
     socket.use((packet, next) => {
       const ip = socket.handshake.address;
       ctx.limits.socketEvent(socket.id, ip).then(
@@ -189,14 +198,6 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
         (err: unknown) => log.error(`rate limiter failed for socket ${socket.id}: ${String(err)}`),
       );
     });
-    if (roomCode) {
-      socket.use(([event, request], next) => {
-        if (event === 'room:join' && typeof request === 'object' && request !== null && typeof request.room === 'string') {
-          request.room = canonicalRoomName(request.room, roomCode);
-        }
-        next();
-      });
-    }
     socket.onAny((event: unknown) => {
       if (typeof event === 'string' && KNOWN_EVENTS.has(event)) return;
       const key = `unknown:${String(event).slice(0, 40)}`;
@@ -230,6 +231,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     httpsPort,
     io,
     info,
+    joinInfo,
     close: async () => {
       io.disconnectSockets(true);
       // io.close() closes the server attached last; the other one (and its engine) closes here.

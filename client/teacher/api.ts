@@ -1,10 +1,9 @@
 /**
- * The dashboard's view of the HTTP API (README "HTTP API"). Reads are public; the four
- * actions carry the teacher token. Failures come back as coded ErrorBody values, never as
+ * The dashboard's view of the HTTP API (README "HTTP API"). Reads are public; the room's
+ * join code and the four actions carry the teacher token. Failures come back as coded ErrorBody values, never as
  * thrown exceptions, so each panel decides where to show them.
  */
-import type { ServerInfo } from '../../shared/protocol';
-import type { RoomMetrics, RoomStatus } from '../../shared/protocol';
+import type { RoomJoinInfo, RoomMetrics, RoomStatus } from '../../shared/protocol';
 import type { CheckpointInfo, CheckpointMetadata } from '../../shared/checkpoint';
 import { ERROR_CODES, type ErrorBody } from '../../shared/errors';
 
@@ -36,6 +35,12 @@ export class RoomApi {
     const clockOffsetMs = Number.isFinite(date) ? date - Date.now() : 0;
     const json = await readJson(res.value);
     return json.ok ? { ok: true, value: { status: json.value as RoomStatus, clockOffsetMs } } : json;
+  }
+
+  /** The join code and class links (LAN https first), for the joining card. */
+  async joinInfo(): Promise<Result<RoomJoinInfo>> {
+    const res = await get(`${this.base}/join`, this.token);
+    return res.ok ? ((await readJson(res.value)) as Result<RoomJoinInfo>) : res;
   }
 
   async metrics(): Promise<Result<RoomMetrics>> {
@@ -73,30 +78,9 @@ export class RoomApi {
   }
 }
 
-/**
- * The student URLs the server advertises (GET /api/info, LAN addresses first), or null when
- * this server has no such endpoint. The room is set on the URL here, whatever it carried.
- */
-export async function advertisedStudentUrl(room: string): Promise<string | null> {
-  const res = await get('/api/info');
-  if (!res.ok || !res.value.ok) return null;
+async function get(url: string, token?: string): Promise<Result<Response>> {
   try {
-    const info = (await res.value.json()) as ServerInfo;
-    const first = Array.isArray(info.studentUrls) ? info.studentUrls.find((u): u is string => typeof u === 'string') : undefined;
-    if (!first) return null;
-    const url = new URL(first, location.origin);
-    url.searchParams.set('room', room);
-    return url.toString();
-  } catch (err) {
-    // Not JSON or not a URL: fall back to this page's own origin.
-    console.warn(`[webring] /api/info unusable, the QR code shows this page's address: ${(err as Error).message}`);
-    return null;
-  }
-}
-
-async function get(url: string): Promise<Result<Response>> {
-  try {
-    return { ok: true, value: await fetch(url, { cache: 'no-store' }) };
+    return { ok: true, value: await fetch(url, { cache: 'no-store', headers: token ? { authorization: `Bearer ${token}` } : {} }) };
   } catch (err) {
     return unreachable(err);
   }

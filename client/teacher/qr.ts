@@ -1,6 +1,7 @@
 /**
- * The joining card: the room code in letters big enough to read from the back row, and a
- * QR code of the student URL big enough to scan from a projector.
+ * The joining card: the room and its join code in letters big enough to read from the back
+ * row, and a QR code of the class link (which carries the code) big enough to scan from a
+ * projector.
  */
 import QRCode from 'qrcode';
 import { h } from './dom';
@@ -10,12 +11,12 @@ import { h } from './dom';
  * size; black on white with the standard 4-module quiet zone, because phone scanners read
  * inverted or low-contrast codes badly.
  */
-export async function renderJoinCard(container: HTMLElement, room: string, studentUrl: string): Promise<void> {
-  const code = h('p', { class: 'room-code', style: `--room-chars: ${Math.max(room.length, 4)}` }, room);
+export async function renderJoinCard(container: HTMLElement, room: string, joinCode: string, studentUrl: string): Promise<void> {
+  const code = h('p', { class: 'room-code', style: `--room-chars: ${Math.max(joinCode.length, 4)}`, 'data-testid': 'join-code' }, joinCode);
   const link = h('a', { class: 'student-url', href: studentUrl, target: '_blank', rel: 'noopener' }, studentUrl);
   const figure = h('figure', { class: 'qr' });
   container.replaceChildren(
-    h('p', { class: 'join-hint' }, 'Open the student page, or scan:'),
+    h('p', { class: 'join-hint' }, `Scan, or open the student page and join room “${room}” with the code:`),
     code,
     figure,
     h('p', { class: 'join-url' }, link),

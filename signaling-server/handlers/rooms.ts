@@ -28,6 +28,9 @@ function join(ctx: ServerContext, socket: IoSocket, raw: unknown, ack: unknown):
   guarded<JoinAccepted>(ctx, socket, 'room:join', ack, () => {
     if (socket.data.memberId) throw new WebringError('ERR_ALREADY_JOINED', 'this connection already joined a room');
     const request = parseOrThrow(joinRequestSchema, raw);
+    if (request.room !== socket.data.authorizedRoom) {
+      throw new WebringError('ERR_BAD_JOIN_CODE', `this connection's join code is for room ${socket.data.authorizedRoom}, not ${request.room}`, 'room');
+    }
     if (request.rejoin) return rejoin(ctx, socket, request.room, request.rejoin);
     const room = ctx.rooms.getOrCreate(request.room);
     const memberId = randomBytes(8).toString('hex');

@@ -19,6 +19,7 @@ import os from 'node:os';
 import path from 'node:path';
 import http from 'node:http';
 import { fork, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import { Server } from 'socket.io';
@@ -31,6 +32,7 @@ import { chooseAlgorithm, type LinkModel, type LinkModels } from '../../shared/c
 import type { Algorithm, RoomStatus, StepTimingReport } from '../../shared/protocol';
 import { chartSvg, markdown, type AllReduceRow, type BenchResults, type SmallBufferRow, type StepSplitRow } from './report';
 import type { NodePeerCommand, NodePeerReply } from './node-peers';
+import { joinCodeFor } from '../../signaling-server/join-codes';
 
 /** A command without its id (distributes over the union, which Omit does not). */
 type NodePeerRequest = NodePeerCommand extends infer C ? (C extends unknown ? Omit<C, 'id'> : never) : never;
@@ -42,6 +44,8 @@ const REPS = Number(process.env.BENCH_REPS ?? 5);
 const SPLIT_BACKEND = process.env.BENCH_BACKEND ?? 'webgpu';
 const OUT_DIR = path.resolve(import.meta.dirname, '../../bench');
 const TOKEN = 'bench';
+/** A fresh secret per bench run: the bench derives every room's join code from it, as the server does. */
+const JOIN_SECRET = randomBytes(32);
 /** Bytes every tab sends its right neighbour in the ring-shift measurement. */
 const SHIFT_BYTES = 16 * MB;
 const NODE_PEERS_PER_PROCESS = 8;
@@ -110,7 +114,7 @@ async function openTabs(browser: Browser, baseUrl: string, n: number, relayUrl: 
   for (let i = 0; i < n; i++) {
     const page = await (await browser.newContext()).newPage();
     page.on('pageerror', (e) => console.error(`tab ${i}: ${e.message}`));
-    await page.goto(`${baseUrl}/bench.html?room=${room}&n=${n}&relay=${encodeURIComponent(relayUrl)}`);
+    await page.goto(`${baseUrl}/bench.html?room=${room}&code=${joinCodeFor(JOIN_SECRET, room)}&n=${n}&relay=${encodeURIComponent(relayUrl)}`);
     pages.push(page);
   }
   const ranks = await Promise.all(pages.map((p) => p.evaluate(() => (window as unknown as BenchWindow).benchJoin())));
@@ -231,7 +235,7 @@ async function smallRowsNode(server: RunningServer): Promise<SmallBufferRow[]> {
     const hosts: NodePeerHost[] = [];
     for (let placed = 0, p = 0; placed < n; placed += NODE_PEERS_PER_PROCESS, p++) {
       const count = Math.min(NODE_PEERS_PER_PROCESS, n - placed);
-      const child = fork(path.join(import.meta.dirname, 'node-peers.ts'), ['--url', server.url, '--room', room, '--count', String(count), '--n', String(n), '--name', `p${p}`], {
+      const child = fork(path.join(import.meta.dirname, 'node-peers.ts'), ['--url', server.url, '--room', room, '--code', joinCodeFor(JOIN_SECRET, room), '--count', String(count), '--n', String(n), '--name', `p${p}`], {
         execArgv: ['--import', 'tsx'],
         stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
       });
@@ -267,7 +271,7 @@ async function splitRows(browser: Browser, server: RunningServer): Promise<StepS
       for (let i = 0; i < n; i++) {
         const page = await (await browser.newContext()).newPage();
         page.on('pageerror', (e) => console.error(`student ${i}: ${e.message}`));
-        await page.goto(`${server.url}/?room=${room}&name=s${i}&backend=${SPLIT_BACKEND}`);
+        await page.goto(`${server.url}/?room=${room}&code=${joinCodeFor(JOIN_SECRET, room)}&name=s${i}&backend=${SPLIT_BACKEND}`);
         await page.getByRole('button', { name: 'Join' }).click();
         await page.waitForFunction(() => /^\d+$/.test(document.querySelector<HTMLElement>('[data-testid="worker-status"]')?.dataset.rank ?? ''), null, { timeout: 120_000 });
         pages.push(page);
@@ -301,6 +305,7 @@ async function main(): Promise<void> {
     host: '127.0.0.1',
     dataDir: mkdtempSync(path.join(os.tmpdir(), 'webring-bench-')),
     teacherToken: TOKEN,
+    joinSecret: JOIN_SECRET,
     clientDir: CLIENT_DIST,
     log: createLogger('warn'),
     // 32 peers' connection set-up starves 2 cores for seconds; the bench measures

@@ -25,12 +25,12 @@ export interface NodePeerReply {
 }
 
 const { values } = parseArgs({
-  options: { url: { type: 'string' }, room: { type: 'string' }, count: { type: 'string' }, n: { type: 'string' }, name: { type: 'string', default: 'node' } },
+  options: { url: { type: 'string' }, room: { type: 'string' }, code: { type: 'string' }, count: { type: 'string' }, n: { type: 'string' }, name: { type: 'string', default: 'node' } },
 });
 const count = Number(values.count);
 const worldSize = Number(values.n);
 const factory = createSimplePeerFactory(SimplePeer, { iceServers: [], wrtc });
-const peers = Array.from({ length: count }, (_, i) => new BenchPeer(io(values.url!, { transports: ['websocket'] }), factory, process.env.BENCH_VERBOSE ? (m) => console.log(`[${values.name}-${i}] ${m}`) : () => {}));
+const peers = Array.from({ length: count }, (_, i) => new BenchPeer(io(values.url!, { transports: ['websocket'], auth: { room: values.room!, code: values.code! } }), factory, process.env.BENCH_VERBOSE ? (m) => console.log(`[${values.name}-${i}] ${m}`) : () => {}));
 
 async function run(command: NodePeerCommand): Promise<unknown[]> {
   switch (command.cmd) {

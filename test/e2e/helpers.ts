@@ -1,4 +1,9 @@
 import { expect, type Browser, type BrowserContext, type Page } from '@playwright/test';
+import { joinCodeFor } from '../../signaling-server/join-codes';
+import { E2E_JOIN_SECRET } from '../../playwright.config';
+
+/** The join code of `room` on the e2e server. */
+export const codeFor = (room: string): string => joinCodeFor(Buffer.from(E2E_JOIN_SECRET), room);
 
 export interface Student {
   context: BrowserContext;
@@ -6,7 +11,7 @@ export interface Student {
   errors: string[];
 }
 
-/** Every student gets its own browser context, as separate laptops would. */
+/** Every student gets its own browser context, as separate laptops would; each opens the class link (room and code). */
 export async function openStudent(browser: Browser, room: string, name: string, query = '', origin = ''): Promise<Student> {
   const context = await browser.newContext();
   const page = await context.newPage();
@@ -16,7 +21,7 @@ export async function openStudent(browser: Browser, room: string, name: string, 
     if (process.env.E2E_VERBOSE) console.log(`[${name}] ${msg.type()}: ${msg.text()}`);
   });
   page.on('pageerror', (err) => errors.push(`[${name}] ${err.message}`));
-  await page.goto(`${origin}/?room=${room}&name=${name}${query}`);
+  await page.goto(`${origin}/?room=${room}&code=${codeFor(room)}&name=${name}${query}`);
   await page.getByRole('button', { name: 'Join' }).click();
   await expect(status(page)).toHaveAttribute('data-rank', /^\d+$/, { timeout: 60_000 });
   return { context, page, errors };

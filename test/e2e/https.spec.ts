@@ -8,7 +8,7 @@ import os from 'node:os';
 import { test, expect, type Browser, type Page } from '@playwright/test';
 import { E2E_HTTPS_PORT, E2E_PORT } from '../../playwright.config';
 import type { ServerInfo } from '../../shared/protocol';
-import { status } from './helpers';
+import { codeFor, status } from './helpers';
 
 const ROOM = 'e2e-https';
 
@@ -43,7 +43,9 @@ test('GET /api/info names the https port and lists the LAN https URL first', asy
   const info = (await (await request.get('/api/info')).json()) as ServerInfo;
   expect(info.httpPort).toBe(E2E_PORT);
   expect(info.httpsPort).toBe(E2E_HTTPS_PORT);
-  expect(info.defaultRoom).toMatch(/^[A-Z0-9]{3}-[A-Z0-9]{3}$/);
+  expect(info.defaultRoom).toBe('class');
+  // The public info never hands out the join code.
+  expect(JSON.stringify(info)).not.toContain(codeFor('class'));
   expect(info.studentUrls[0]).toMatch(/^https:/);
   expect(info.studentUrls).toContain(`https://${lan}:${E2E_HTTPS_PORT}/?room=${info.defaultRoom}`);
   expect(info.localUrl).toBe(`http://localhost:${E2E_PORT}/?room=${info.defaultRoom}`);
@@ -51,7 +53,7 @@ test('GET /api/info names the https port and lists the LAN https URL first', asy
 
 test('over https from the LAN address the page is a secure context and the student joins on WebGPU', async ({ browser }) => {
   const lan = lanIPv4();
-  const student = await open(browser, `https://${lan}:${E2E_HTTPS_PORT}/?room=${ROOM}&name=ada`);
+  const student = await open(browser, `https://${lan}:${E2E_HTTPS_PORT}/?room=${ROOM}&code=${codeFor(ROOM)}&name=ada`);
   expect(await security(student.page)).toEqual({ secure: true, gpu: true, subtle: true });
   // One line about the certificate warning the student just clicked through.
   await expect(student.page.getByTestId('secure-notice')).toContainText('made its own certificate');
@@ -64,7 +66,7 @@ test('over https from the LAN address the page is a secure context and the stude
 
 test('over plain http from the LAN address the page says why and links its https twin', async ({ browser }) => {
   const lan = lanIPv4();
-  const student = await open(browser, `http://${lan}:${E2E_PORT}/?room=${ROOM}&name=bob`);
+  const student = await open(browser, `http://${lan}:${E2E_PORT}/?room=${ROOM}&code=${codeFor(ROOM)}&name=bob`);
   expect(await security(student.page)).toEqual({ secure: false, gpu: false, subtle: false });
   const notice = student.page.getByTestId('secure-notice');
   await expect(notice).toBeVisible();
@@ -72,7 +74,7 @@ test('over plain http from the LAN address the page says why and links its https
   await expect(notice).toContainText('not secure');
   await expect(notice).toContainText('Advanced');
   const link = notice.getByTestId('secure-link');
-  const httpsUrl = `https://${lan}:${E2E_HTTPS_PORT}/?room=${ROOM}&name=bob`;
+  const httpsUrl = `https://${lan}:${E2E_HTTPS_PORT}/?room=${ROOM}&code=${codeFor(ROOM)}&name=bob`;
   await expect(link).toHaveAttribute('href', httpsUrl);
 
   await link.click();
@@ -83,7 +85,7 @@ test('over plain http from the LAN address the page says why and links its https
 });
 
 test('on localhost over plain http the notice stays hidden', async ({ browser }) => {
-  const student = await open(browser, `http://127.0.0.1:${E2E_PORT}/?room=${ROOM}&name=cyd`);
+  const student = await open(browser, `http://127.0.0.1:${E2E_PORT}/?room=${ROOM}&code=${codeFor(ROOM)}&name=cyd`);
   expect(await security(student.page)).toEqual({ secure: true, gpu: true, subtle: true });
   await expect(student.page.getByTestId('secure-notice')).toBeHidden();
   expect(student.errors).toEqual([]);

@@ -8,14 +8,14 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { E2E_TOKEN } from '../../playwright.config';
 import type { CheckpointInfo } from '../../shared/checkpoint';
 import type { RoomStatus } from '../../shared/protocol';
-import { openStudent, readStatus, status, type Student } from './helpers';
+import { codeFor, openStudent, readStatus, status, type Student } from './helpers';
 
 const ROOM = 'e2e-node';
 const teacher = { authorization: `Bearer ${E2E_TOKEN}` };
 
 function startNodeWorker(baseURL: string, name: string): { child: ChildProcess; output: string[] } {
   const output: string[] = [];
-  const child = spawn(process.execPath, ['--import', 'tsx', 'node-worker/main.ts', '--url', baseURL, '--room', ROOM, '--name', name, '--backend', 'cpu'], {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'node-worker/main.ts', '--url', baseURL, '--room', ROOM, '--code', codeFor(ROOM), '--name', name, '--backend', 'cpu'], {
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   for (const stream of [child.stdout!, child.stderr!]) stream.on('data', (d: Buffer) => output.push(...d.toString().split('\n').filter(Boolean)));

@@ -1,7 +1,6 @@
 /**
  * HTTPS on the LAN: the certificate (made once, kept in DATA_DIR, or the teacher's own), the
- * https server sharing the app and socket.io with the http one, GET /api/info, and the
- * default room's join code.
+ * https server sharing the app and socket.io with the http one, and GET /api/info.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -15,10 +14,8 @@ import { io as connect } from 'socket.io-client';
 import { startServer } from '../../signaling-server/server';
 import { createLogger } from '../../signaling-server/logger';
 import { CERT_RENEW_BEFORE_MS, defaultCertificateNames, lanAddresses, loadTlsCredentials, TlsError } from '../../signaling-server/tls';
-import { canonicalRoomName, canonicalRoomPath, generateRoomCode, isRoomCode, loadOrCreateRoomCode, ROOM_CODE_ALPHABET } from '../../signaling-server/room-code';
 import type { AckResult, JoinAccepted, ServerInfo } from '../../shared/protocol';
-import { ROOM_NAME_PATTERN } from '../../shared/protocol';
-import { connectClient, join, TEST_TOKEN, type TestSocket } from '../support/server';
+import { codeFor, connectClient, join, TEST_JOIN_SECRET, TEST_TOKEN, type TestSocket } from '../support/server';
 
 const tmp = () => mkdtempSync(path.join(os.tmpdir(), 'webring-tls-'));
 const NAMES = defaultCertificateNames('classroom-laptop', ['192.0.2.7', 'fd00::7']);
@@ -134,25 +131,6 @@ test('a bad TLS_CERT or TLS_KEY is a clear, coded start-up error', async () => {
   await rejectsWith(loadTlsCredentials({ dataDir, certPath, keyPath: wrongKey }), 'ERR_TLS_INVALID', 'is not the key of');
 });
 
-test('join codes: short, unambiguous, valid room names, kept in DATA_DIR', async () => {
-  for (let i = 0; i < 200; i++) {
-    const code = generateRoomCode();
-    assert.match(code, /^[A-Z0-9]{3}-[A-Z0-9]{3}$/);
-    assert.ok(isRoomCode(code));
-    assert.match(code, ROOM_NAME_PATTERN);
-    for (const c of code.replace('-', '')) assert.ok(ROOM_CODE_ALPHABET.includes(c), `${c} is in the alphabet`);
-  }
-  assert.ok(!/[01ILO]/.test(ROOM_CODE_ALPHABET), 'no look-alikes');
-  const dataDir = tmp();
-  const code = await loadOrCreateRoomCode(dataDir);
-  assert.equal(await loadOrCreateRoomCode(dataDir), code, 'a restart keeps the code');
-  assert.equal(canonicalRoomName(code.toLowerCase(), code), code);
-  assert.equal(canonicalRoomName('other-room', code), 'other-room');
-  assert.equal(canonicalRoomName('abc-def', null), 'abc-def', 'only the generated code is folded');
-  assert.equal(canonicalRoomPath(`/api/rooms/${code.toLowerCase()}/checkpoints?x=1`, code), `/api/rooms/${code}/checkpoints?x=1`);
-  assert.equal(canonicalRoomPath('/api/rooms/class', code), '/api/rooms/class');
-});
-
 test('https and http serve the same app and socket.io; /api/info lists https URLs first', async () => {
   const dataDir = tmp();
   const tls = await loadTlsCredentials({ dataDir, names: NAMES });
@@ -161,9 +139,10 @@ test('https and http serve the same app and socket.io; /api/info lists https URL
     host: '127.0.0.1',
     dataDir,
     teacherToken: TEST_TOKEN,
+    joinSecret: TEST_JOIN_SECRET,
     clientDir: path.join(os.tmpdir(), 'webring-no-client'),
     log: createLogger(process.env.LOG_LEVEL ?? 'silent'),
-    defaultRoom: 'K7M-Q2P',
+    defaultRoom: 'class',
     https: { port: 0, cert: tls.cert, key: tls.key },
   });
   const sockets: TestSocket[] = [];
@@ -184,29 +163,41 @@ test('https and http serve the same app and socket.io; /api/info lists https URL
     const info = JSON.parse(viaHttps.body) as ServerInfo;
     assert.deepEqual(info, (await (await fetch(`${server.url}/api/info`)).json()) as ServerInfo);
     assert.deepEqual(info, {
-      defaultRoom: 'K7M-Q2P',
+      defaultRoom: 'class',
       httpPort: server.port,
       httpsPort: server.httpsPort,
-      studentUrls: [`${httpsOrigin}/?room=K7M-Q2P`, `http://127.0.0.1:${server.port}/?room=K7M-Q2P`],
-      localUrl: `http://localhost:${server.port}/?room=K7M-Q2P`,
+      studentUrls: [`${httpsOrigin}/?room=class`, `http://127.0.0.1:${server.port}/?room=class`],
+      localUrl: `http://localhost:${server.port}/?room=class`,
+    });
+    // The public info never carries a join code; the teacher's join info does, in every link.
+    const code = codeFor('class');
+    assert.ok(!JSON.stringify(info).includes(code));
+    assert.equal((await fetch(`${server.url}/api/rooms/class/join`)).status, 401);
+    const joinInfo = await (await fetch(`${server.url}/api/rooms/class/join`, { headers: { authorization: `Bearer ${TEST_TOKEN}` } })).json();
+    assert.deepEqual(joinInfo, {
+      room: 'class',
+      code,
+      studentUrls: [`${httpsOrigin}/?room=class&code=${code}`, `http://127.0.0.1:${server.port}/?room=class&code=${code}`],
+      localUrl: `http://localhost:${server.port}/?room=class&code=${code}`,
     });
 
-    // One tab over https, one over http, one room: the same socket.io server. The code typed
-    // in lower case is the same room.
-    const secure: TestSocket = connect(httpsOrigin, { transports: ['websocket'], forceNew: true, reconnection: false, ca: tls.cert });
+    // One tab over https, one over http, one room: the same socket.io server. The join code
+    // typed in lower case and without its dash still opens the room.
+    const typed = code.toLowerCase().replace('-', '');
+    const secure: TestSocket = connect(httpsOrigin, { transports: ['websocket'], forceNew: true, reconnection: false, ca: tls.cert, auth: { room: 'class', code: typed } });
     sockets.push(secure);
     await new Promise<void>((resolve, reject) => {
       secure.once('connect', () => resolve());
       secure.once('connect_error', reject);
     });
-    const plain = await connectClient(server);
+    const plain = await connectClient(server, 'class');
     sockets.push(plain);
-    const a = await join(secure, 'k7m-q2p', 'over-https');
-    const b: AckResult<JoinAccepted> = await join(plain, 'K7M-Q2P', 'over-http');
+    const a: AckResult<JoinAccepted> = await new Promise((resolve) => secure.emit('room:join', { room: 'class', name: 'over-https', kind: 'node', backend: 'cpu' }, resolve));
+    const b: AckResult<JoinAccepted> = await join(plain, 'class', 'over-http');
     assert.ok(a.ok && b.ok);
-    assert.equal(a.room, 'K7M-Q2P');
-    const status = (await (await fetch(`${server.url}/api/rooms/k7m-q2p`)).json()) as { room: string; members: Array<{ name: string }> };
-    assert.equal(status.room, 'K7M-Q2P');
+    assert.equal(a.room, 'class');
+    const status = (await (await fetch(`${server.url}/api/rooms/class`)).json()) as { room: string; members: Array<{ name: string }> };
+    assert.equal(status.room, 'class');
     assert.deepEqual(status.members.map((m) => m.name), ['over-https', 'over-http']);
   } finally {
     for (const s of sockets) s.disconnect();

@@ -5,35 +5,60 @@ import { io as connect, type Socket } from 'socket.io-client';
 import { startServer, type RunningServer } from '../../signaling-server/server';
 import { createLogger } from '../../signaling-server/logger';
 import type { RateLimitOptions } from '../../signaling-server/rate-limits';
-import type { AckResult, ClientToServerEvents, JoinAccepted, ServerToClientEvents } from '../../shared/protocol';
+import { joinCodeFor } from '../../signaling-server/join-codes';
+import type { AckResult, ClientToServerEvents, JoinAccepted, ServerToClientEvents, SocketAuth } from '../../shared/protocol';
 
 export type TestSocket = Socket<ServerToClientEvents, ClientToServerEvents>;
 export const TEST_TOKEN = 'test-teacher-token';
+export const TEST_JOIN_SECRET = Buffer.from('test-join-secret-0123456789');
+/** The room a test socket is let into before it names one (join() moves it to its room). */
+export const LOBBY_ROOM = 'lobby';
+
+/** The join code of `room` on every test server. */
+export const codeFor = (room: string): string => joinCodeFor(TEST_JOIN_SECRET, room);
 
 export async function startTestServer(
-  overrides: { pingIntervalMs?: number; pingTimeoutMs?: number; rateLimits?: RateLimitOptions } = {},
+  overrides: { pingIntervalMs?: number; pingTimeoutMs?: number; rateLimits?: Partial<RateLimitOptions>; dataDir?: string } = {},
 ): Promise<RunningServer> {
   return startServer({
     port: 0,
     host: '127.0.0.1',
     dataDir: mkdtempSync(path.join(os.tmpdir(), 'webring-test-')),
     teacherToken: TEST_TOKEN,
+    joinSecret: TEST_JOIN_SECRET,
     clientDir: path.join(os.tmpdir(), 'webring-no-client'),
     log: createLogger(process.env.LOG_LEVEL ?? 'silent'),
     ...overrides,
   });
 }
 
-export async function connectClient(server: RunningServer): Promise<TestSocket> {
-  const socket: TestSocket = connect(server.url, { transports: ['websocket'], forceNew: true, reconnection: false });
-  await new Promise<void>((resolve, reject) => {
-    socket.once('connect', () => resolve());
-    socket.once('connect_error', reject);
-  });
+/** A connection let in with `room`'s join code (or the `auth` given: a wrong one is refused). */
+export async function connectClient(server: { url: string }, room = LOBBY_ROOM, auth: Partial<SocketAuth> = { room, code: codeFor(room) }): Promise<TestSocket> {
+  const socket: TestSocket = connect(server.url, { transports: ['websocket'], forceNew: true, reconnection: false, auth });
+  await connected(socket);
   return socket;
 }
 
-export function join(socket: TestSocket, room: string, name: string): Promise<AckResult<JoinAccepted>> {
+function connected(socket: TestSocket): Promise<void> {
+  return new Promise<void>((resolve, reject) => {
+    socket.once('connect', () => resolve());
+    socket.once('connect_error', reject);
+  });
+}
+
+/**
+ * Joins `room` as a Node worker would. A connection let in for another room first comes
+ * back with this room's join code (the handshake is per room), as a student page does.
+ */
+export async function join(socket: TestSocket, room: string, name: string): Promise<AckResult<JoinAccepted>> {
+  const auth = socket.auth as Partial<SocketAuth>;
+  if (auth.room !== room) {
+    socket.disconnect();
+    socket.auth = { room, code: codeFor(room) };
+    const back = connected(socket);
+    socket.connect();
+    await back;
+  }
   return new Promise((resolve) => socket.emit('room:join', { room, name, kind: 'node', backend: 'cpu' }, resolve));
 }
 
