@@ -276,6 +276,8 @@ export interface MemberInfo {
   collective: CollectiveReport | null;
   /** False while the member's signaling connection is down (it may be reconnecting). */
   connected: boolean;
+  /** The signaling node holding its connection, when several share rooms over Redis; else null. */
+  node: string | null;
 }
 
 /** One numbered membership: the ring is `members` in this order, rank 0 is the chief. */

@@ -1,7 +1,7 @@
 /** What every handler receives: the typed io server, the rooms, and a logger. */
 import type { Server, Socket } from 'socket.io';
 import type { ClientToServerEvents, ServerToClientEvents } from '../shared/protocol';
-import type { Room } from './room';
+import type { RoomStore } from './room-store';
 import type { Logger } from './logger';
 import type { CheckpointStore } from './checkpoint-store';
 import type { RoomPersistence } from './room-persistence';
@@ -16,49 +16,23 @@ export interface SocketData {
   loggedErrors: Set<string>;
   /** Until when this socket has been told it is rate-limited (told once per window, ms epoch). */
   limitedUntil: number;
+  /** The socket's events run one after another, in arrival order (handlers await the room store). */
+  queue: Promise<void>;
 }
 
 export type IoServer = Server<ClientToServerEvents, ServerToClientEvents, Record<string, never>, SocketData>;
 export type IoSocket = Socket<ClientToServerEvents, ServerToClientEvents, Record<string, never>, SocketData>;
 
-export class RoomRegistry {
-  private readonly rooms = new Map<string, Room>();
-
-  constructor(private readonly create: (name: string) => Room) {}
-
-  get(name: string): Room | undefined {
-    return this.rooms.get(name);
-  }
-
-  add(room: Room): void {
-    this.rooms.set(room.name, room);
-  }
-
-  getOrCreate(name: string): Room {
-    let room = this.rooms.get(name);
-    if (!room) {
-      room = this.create(name);
-      this.rooms.set(name, room);
-    }
-    return room;
-  }
-
-  /** Forgets a room once nobody is in it and it holds no run worth showing. */
-  releaseIfIdle(name: string): void {
-    const room = this.rooms.get(name);
-    if (room && room.isEmpty && !room.isTraining) this.rooms.delete(name);
-  }
-
-  get count(): number {
-    return this.rooms.size;
-  }
-}
-
 export interface ServerContext {
   io: IoServer;
-  rooms: RoomRegistry;
+  rooms: RoomStore;
   checkpoints: CheckpointStore;
-  persistence: RoomPersistence;
+  /** room.json files in DATA_DIR for a single server; null when rooms live in Redis. */
+  persistence: RoomPersistence | null;
+  /** This signaling node's id when several share rooms over Redis; null on a single server. */
+  node: string | null;
+  /** Set while the server closes: with other nodes about, its connections' members are not leaving, they move. */
+  draining: boolean;
   limits: RateLimits;
   log: Logger;
 }

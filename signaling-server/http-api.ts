@@ -67,8 +67,8 @@ export function createHttpApp(ctx: ServerContext, options: HttpOptions): express
     );
   });
 
-  app.get('/healthz', (_req, res) => {
-    res.json({ ok: true, uptimeS: Math.round((Date.now() - options.startedAt) / 1000), rooms: ctx.rooms.count });
+  app.get('/healthz', async (_req, res) => {
+    res.json({ ok: true, uptimeS: Math.round((Date.now() - options.startedAt) / 1000), rooms: (await ctx.rooms.names()).length });
   });
 
   app.get('/api/info', (_req, res) => {
@@ -76,9 +76,9 @@ export function createHttpApp(ctx: ServerContext, options: HttpOptions): express
   });
 
   // A room nobody joined yet reads as empty and idle, without being created.
-  app.get('/api/rooms/:room', (req, res) => {
+  app.get('/api/rooms/:room', async (req, res) => {
     const name = roomName(req);
-    res.json((ctx.rooms.get(name) ?? new Room(name)).status());
+    res.json(((await ctx.rooms.read(name)) ?? new Room(name)).status());
   });
 
   // The join code and class links: only the teacher may hand them out.
@@ -86,9 +86,8 @@ export function createHttpApp(ctx: ServerContext, options: HttpOptions): express
     res.json(options.joinInfo(roomName(req)));
   });
 
-  app.get('/api/rooms/:room/metrics', (req, res) => {
-    const name = roomName(req);
-    res.json((ctx.rooms.get(name) ?? new Room(name)).metrics());
+  app.get('/api/rooms/:room/metrics', async (req, res) => {
+    res.json(await ctx.rooms.metrics(roomName(req)));
   });
 
   const json = express.json({ limit: MAX_HTTP_JSON_BYTES, strict: true });
@@ -96,9 +95,7 @@ export function createHttpApp(ctx: ServerContext, options: HttpOptions): express
   app.post('/api/rooms/:room/start', requireTeacher, json, async (req, res) => {
     const name = roomName(req);
     const config = parseOrThrow(startConfigSchema, req.body ?? {});
-    const room = ctx.rooms.get(name);
-    if (!room) throw new WebringError('ERR_NO_WORKERS', `no workers have joined room ${name}`);
-    await startRun(ctx, room, config);
+    const { room } = await startRun(ctx, name, config);
     res.json({ ok: true, status: room.status() });
   });
 
@@ -108,8 +105,8 @@ export function createHttpApp(ctx: ServerContext, options: HttpOptions): express
   }).fields(CHECKPOINT_FILE_NAMES.map((name) => ({ name, maxCount: 1 })));
 
   /** Only the room's current chief writes checkpoints; it proves who it is with its member token. */
-  const requireChief = (req: Request, res: Response, next: NextFunction) => {
-    const room = ctx.rooms.get(roomName(req));
+  const requireChief = async (req: Request, res: Response, next: NextFunction) => {
+    const room = await ctx.rooms.read(roomName(req));
     const token = bearerToken(req.get('authorization'));
     const member = room && token ? room.memberByTokenHash(tokenHash(token)) : null;
     if (!member?.chief) {
@@ -117,6 +114,7 @@ export function createHttpApp(ctx: ServerContext, options: HttpOptions): express
       return;
     }
     res.locals.writer = member.id;
+    res.locals.maxToKeep = room!.maxToKeep;
     next();
   };
   app.post('/api/rooms/:room/checkpoints', requireChief, upload, async (req, res) => {
@@ -127,7 +125,6 @@ export function createHttpApp(ctx: ServerContext, options: HttpOptions): express
       if (!found) throw new WebringError('ERR_BAD_REQUEST', `the upload has no ${file}`, file);
       return found.buffer;
     };
-    const room = ctx.rooms.get(name)!;
     const info = await store.write(
       name,
       {
@@ -138,7 +135,7 @@ export function createHttpApp(ctx: ServerContext, options: HttpOptions): express
         metadata: part(CHECKPOINT_FILES.metadata),
       },
       res.locals.writer as string,
-      room.maxToKeep,
+      res.locals.maxToKeep as number,
     );
     ctx.log.info(`room ${name}: checkpoint ${info.id} at step ${info.step} (${info.bytes} B) from ${info.writer}`);
     res.status(201).json({ ok: true, checkpoint: info });
@@ -166,9 +163,9 @@ export function createHttpApp(ctx: ServerContext, options: HttpOptions): express
     res.sendFile(path.join(found.dir, file));
   });
 
-  app.post('/api/rooms/:room/stop', requireTeacher, (req, res) => {
+  app.post('/api/rooms/:room/stop', requireTeacher, async (req, res) => {
     const name = roomName(req);
-    const room = ctx.rooms.get(name);
+    const room = await ctx.rooms.read(name);
     if (!room) throw new WebringError('ERR_UNKNOWN_ROOM', `room ${name} does not exist`);
     room.requestStop();
     ctx.io.to(channelOf(name)).emit('train:stop', { reason: 'teacher' });
@@ -177,14 +174,13 @@ export function createHttpApp(ctx: ServerContext, options: HttpOptions): express
 
   /** Pause and Resume: every replica pauses after the same step and waits for the resume. */
   for (const action of ['pause', 'resume'] as const) {
-    app.post(`/api/rooms/:room/${action}`, requireTeacher, (req, res) => {
+    app.post(`/api/rooms/:room/${action}`, requireTeacher, async (req, res) => {
       const name = roomName(req);
-      const room = ctx.rooms.get(name);
-      if (!room) throw new WebringError('ERR_UNKNOWN_ROOM', `room ${name} does not exist`);
-      room[action]();
+      const updated = await ctx.rooms.update(name, (room) => room[action]());
+      if (!updated) throw new WebringError('ERR_UNKNOWN_ROOM', `room ${name} does not exist`);
       ctx.io.to(channelOf(name)).emit(action === 'pause' ? 'train:pause' : 'train:resume');
-      void ctx.persistence.save(room);
-      res.json({ ok: true, status: room.status() });
+      void ctx.persistence?.save(updated.room);
+      res.json({ ok: true, status: updated.room.status() });
     });
   }
 

@@ -47,6 +47,8 @@ export interface NewMember {
   backend: Backend;
   kind: WorkerKind;
   adapter: string | null;
+  /** The signaling node holding the member's connection (several nodes share rooms over Redis); null on a single server. */
+  node: string | null;
 }
 
 interface Member extends NewMember {
@@ -60,9 +62,38 @@ interface Member extends NewMember {
   collective: CollectiveReport | null;
   /** Admitted into a running ring and not yet trained a step there (no state yet). */
   awaitingState: boolean;
+  /** When its connection was found gone with its node (ms epoch), or null; it has a grace period to come back. */
+  disconnectedAt: number | null;
 }
 
-type PersistedMember = Omit<Member, 'socketId' | 'computeMs' | 'batchShare' | 'linkMBps' | 'collective' | 'awaitingState'>;
+type PersistedMember = Omit<Member, 'socketId' | 'computeMs' | 'batchShare' | 'linkMBps' | 'collective' | 'awaitingState' | 'node' | 'disconnectedAt'>;
+
+/**
+ * The whole room but its loss history, as plain data: what a shared store (Redis) keeps
+ * and every signaling node rebuilds the room from (Room.fromRecord). The history is kept
+ * apart, appended point by point, so a progress report does not rewrite the lesson's curve.
+ */
+export interface RoomRecord {
+  name: string;
+  nextIndex: number;
+  generation: number;
+  active: Member[];
+  waiting: Member[];
+  state: RoomState;
+  config: StartConfig | null;
+  run: number;
+  step: number;
+  epoch: number;
+  loss: number | null;
+  trainAccuracy: number | null;
+  accuracy: number | null;
+  evaluations: RoomMetrics['evaluations'];
+  lastError: ErrorBody | null;
+  reportedTotalSteps: number | null;
+  dropped: DroppedMember[];
+  consistency: { checks: number; mismatches: number; lastMismatchStep: number | null };
+  events: RoomEvent[];
+}
 
 export interface PersistedRoom {
   format: 1;
@@ -148,11 +179,62 @@ export class Room {
    * A known member comes back on a new connection (after a server restart or a network
    * blip): same id, index and rank, and no new generation, so a live ring is not disturbed.
    */
-  rejoin(memberId: string, tokenHash: string, socketId: string): { index: number } | null {
+  rejoin(memberId: string, tokenHash: string, socketId: string, node: string | null = null): { index: number } | null {
     const m = this.find(memberId);
     if (!m || m.tokenHash !== tokenHash) return null;
     m.socketId = socketId;
+    m.node = node;
+    m.disconnectedAt = null;
     return { index: m.index };
+  }
+
+  /**
+   * Members whose signaling node is gone (it crashed or was killed, so their connections
+   * closed without a word) count as disconnected from `now`; they have a grace period to
+   * reconnect to another node (overdue). Returns whether anything changed.
+   */
+  markNodesGone(isAlive: (node: string) => boolean, now: number): boolean {
+    let changed = false;
+    for (const m of [...this.active, ...this.waiting]) {
+      if (m.socketId !== null && m.node !== null && !isAlive(m.node)) {
+        m.socketId = null;
+        m.disconnectedAt = now;
+        changed = true;
+      }
+    }
+    return changed;
+  }
+
+  /** Members disconnected for longer than `graceMs`, to be dropped like a closed tab. */
+  overdue(now: number, graceMs: number): string[] {
+    return [...this.active, ...this.waiting].filter((m) => m.disconnectedAt !== null && now - m.disconnectedAt > graceMs).map((m) => m.id);
+  }
+
+  /** The signaling nodes holding this room's connections. */
+  get nodes(): Set<string> {
+    return new Set([...this.active, ...this.waiting].flatMap((m) => (m.node === null || m.socketId === null ? [] : [m.node])));
+  }
+
+  toRecord(): RoomRecord {
+    const { name, nextIndex, generation, active, waiting, state, config, run, step, epoch, loss, trainAccuracy, accuracy, evaluations, lastError, reportedTotalSteps, dropped, consistency, events } = this;
+    return { name, nextIndex, generation, active, waiting, state, config, run, step, epoch, loss, trainAccuracy, accuracy, evaluations, lastError, reportedTotalSteps, dropped, consistency, events };
+  }
+
+  /** The room from its record and history; takes ownership of both (clone them first to keep them). */
+  static fromRecord(record: RoomRecord, history: MetricPoint[] = []): Room {
+    const room = new Room(record.name);
+    Object.assign(room, record);
+    room.history = history;
+    return room;
+  }
+
+  /** Loss points recorded since `from` (history length before a change), for a store that appends them. */
+  historySince(from: number): MetricPoint[] {
+    return this.history.slice(from);
+  }
+
+  get historyLength(): number {
+    return this.history.length;
   }
 
   /** Members still without a connection (after a restart), to be dropped after a grace period. */
@@ -166,7 +248,7 @@ export class Room {
 
   /** What must outlive a server restart: membership, generation and the run. */
   toPersisted(): PersistedRoom {
-    const strip = ({ socketId: _s, computeMs: _c, batchShare: _b, linkMBps: _l, collective: _k, awaitingState: _a, ...m }: Member): PersistedMember => m;
+    const strip = ({ socketId: _s, node: _n, computeMs: _c, batchShare: _b, linkMBps: _l, collective: _k, awaitingState: _a, disconnectedAt: _d, ...m }: Member): PersistedMember => m;
     return {
       format: 1,
       name: this.name,
@@ -191,7 +273,7 @@ export class Room {
     room.config = p.config;
     room.step = p.step;
     room.epoch = p.epoch;
-    const revive = (m: PersistedMember): Member => ({ ...m, socketId: null, computeMs: 0, batchShare: 0, linkMBps: 0, collective: null, awaitingState: false });
+    const revive = (m: PersistedMember): Member => ({ ...m, socketId: null, node: null, computeMs: 0, batchShare: 0, linkMBps: 0, collective: null, awaitingState: false, disconnectedAt: null });
     room.active = p.active.map(revive);
     room.waiting = p.waiting.map(revive);
     return room;
@@ -221,7 +303,7 @@ export class Room {
     if (this.size >= MAX_ROOM_MEMBERS) {
       throw new WebringError('ERR_ROOM_FULL', `room ${this.name} already has ${MAX_ROOM_MEMBERS} members`);
     }
-    const joined: Member = { ...member, index: this.nextIndex++, examplesPerSec: 0, step: 0, weightsHash: null, computeMs: 0, batchShare: 0, linkMBps: 0, collective: null, awaitingState: false };
+    const joined: Member = { ...member, index: this.nextIndex++, examplesPerSec: 0, step: 0, weightsHash: null, computeMs: 0, batchShare: 0, linkMBps: 0, collective: null, awaitingState: false, disconnectedAt: null };
     if (this.isTraining) {
       this.waiting.push(joined);
       return { index: joined.index, change: NO_CHANGE, awaitingAdmission: true };
@@ -505,6 +587,7 @@ export class Room {
       linkMBps: m.linkMBps,
       collective: m.collective,
       connected: m.socketId !== null,
+      node: m.node,
     };
   }
 }

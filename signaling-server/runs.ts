@@ -16,31 +16,39 @@ export const AUTO_RESUME_DELAY_MS = 500;
  */
 export const ADMISSION_WINDOW_MS = 750;
 
-const admissionTimers = new WeakMap<Room, ReturnType<typeof setTimeout>>();
+/** Rooms with an admission pending on this node (by name: rooms are re-read, never held). */
+const admissionTimers = new Map<string, ReturnType<typeof setTimeout>>();
 
 /**
  * Admits everyone waiting into the running ring after the admission window: one new
  * generation, then each joiner is told the run it joins. The ring switches to the new
- * generation at a step boundary, once every member's links to the joiners are open.
+ * generation at a step boundary, once every member's links to the joiners are open. With
+ * several signaling nodes each may schedule one; the first admits, the others find nobody
+ * waiting.
  */
-export function scheduleAdmission(ctx: ServerContext, room: Room): void {
-  if (admissionTimers.has(room)) return;
+export function scheduleAdmission(ctx: ServerContext, name: string): void {
+  if (admissionTimers.has(name)) return;
   admissionTimers.set(
-    room,
+    name,
     setTimeout(() => {
-      admissionTimers.delete(room);
-      const admission = room.admitWaiting();
-      if (!admission) return;
-      const { generation, joiners, start } = admission;
-      ctx.log.info(`room ${room.name}: admitting ${joiners.length} joiner(s) in generation ${generation.generation}`);
-      ctx.io.to(channelOf(room.name)).emit('ring:generation', generation);
-      for (const id of joiners) {
-        const socketId = room.socketIdOf(id);
-        if (socketId) ctx.io.to(socketId).emit('train:start', start);
-      }
-      void ctx.persistence.save(room);
+      admissionTimers.delete(name);
+      admit(ctx, name).catch((err: unknown) => ctx.log.error(`room ${name}: admission failed: ${String(err)}`));
     }, ADMISSION_WINDOW_MS),
   );
+}
+
+async function admit(ctx: ServerContext, name: string): Promise<void> {
+  const updated = await ctx.rooms.update(name, (r) => r.admitWaiting());
+  const admission = updated?.result;
+  if (!updated || !admission) return;
+  const { generation, joiners, start } = admission;
+  ctx.log.info(`room ${name}: admitting ${joiners.length} joiner(s) in generation ${generation.generation}`);
+  ctx.io.to(channelOf(name)).emit('ring:generation', generation);
+  for (const id of joiners) {
+    const socketId = updated.room.socketIdOf(id);
+    if (socketId) ctx.io.to(socketId).emit('train:start', start);
+  }
+  void ctx.persistence?.save(updated.room);
 }
 
 /** The newest checkpoint of the same model for 'latest', or the named one. */
@@ -60,15 +68,21 @@ async function resumePoint(ctx: ServerContext, room: string, config: StartConfig
   return { checkpointId: id, step: meta.step, dataCursor: meta.dataCursor, weightsHash: meta.weightsHash };
 }
 
-export async function startRun(ctx: ServerContext, room: Room, config: StartConfig): Promise<TrainStart> {
-  room.assertCanStart();
-  const resume = await resumePoint(ctx, room.name, config);
-  const start = room.start(config, resume);
+/** Starts a run in the room (throws a coded error when it cannot start), and tells its members. */
+export async function startRun(ctx: ServerContext, name: string, config: StartConfig): Promise<{ room: Room; start: TrainStart }> {
+  const before = await ctx.rooms.read(name);
+  if (!before) throw new WebringError('ERR_NO_WORKERS', `no workers have joined room ${name}`);
+  before.assertCanStart();
+  const resume = await resumePoint(ctx, name, config);
+  // Checked again inside the update: another node or request may have started it meanwhile.
+  const updated = await ctx.rooms.update(name, (r) => r.start(config, resume));
+  if (!updated) throw new WebringError('ERR_NO_WORKERS', `no workers have joined room ${name}`);
+  const { room, result: start } = updated;
   const from = resume ? `resuming ${resume.checkpointId} at step ${resume.step}` : 'fresh';
-  ctx.log.info(`room ${room.name}: run ${start.run} started (${from}), generation ${start.generation}`);
-  ctx.io.to(channelOf(room.name)).emit('train:start', start);
-  void ctx.persistence.save(room);
-  return start;
+  ctx.log.info(`room ${name}: run ${start.run} started (${from}), generation ${start.generation}`);
+  ctx.io.to(channelOf(name)).emit('train:start', start);
+  void ctx.persistence?.save(room);
+  return { room, start };
 }
 
 /**
@@ -76,17 +90,13 @@ export async function startRun(ctx: ServerContext, room: Room, config: StartConf
  * checkpoint by themselves, as TensorFlow's BackupAndRestore restarts a job. Without a
  * checkpoint there is nothing to go back to, and the room waits for the teacher.
  */
-export function scheduleAutoResume(ctx: ServerContext, room: Room): void {
-  const config = room.runConfig;
+export function scheduleAutoResume(ctx: ServerContext, name: string, config: StartConfig | null): void {
   if (!config) return;
   setTimeout(() => {
     void (async () => {
-      if (room.isTraining || room.isEmpty || !(await ctx.checkpoints.resolve(room.name, LATEST_CHECKPOINT))) return;
-      try {
-        await startRun(ctx, room, { ...config, resumeFrom: LATEST_CHECKPOINT });
-      } catch (err) {
-        ctx.log.warn(`room ${room.name}: automatic resume failed: ${(err as Error).message}`);
-      }
-    })();
+      const room = await ctx.rooms.read(name);
+      if (!room || room.isTraining || room.isEmpty || !(await ctx.checkpoints.resolve(name, LATEST_CHECKPOINT))) return;
+      await startRun(ctx, name, { ...config, resumeFrom: LATEST_CHECKPOINT });
+    })().catch((err: unknown) => ctx.log.warn(`room ${name}: automatic resume failed: ${(err as Error).message}`));
   }, AUTO_RESUME_DELAY_MS);
 }

@@ -8,8 +8,9 @@ import path from 'node:path';
 import type { AddressInfo, Server as NetServer } from 'node:net';
 import { Server } from 'socket.io';
 import { CLIENT_EVENT_NAMES, MAX_SOCKET_PACKET_BYTES, type RoomJoinInfo, type ServerInfo } from '../shared/protocol';
-import { RoomRegistry, type IoServer, type ServerContext } from './context';
-import { Room } from './room';
+import type { IoServer, ServerContext } from './context';
+import { MemoryRoomStore } from './room-store';
+import { connectCluster } from './cluster';
 import { createHttpApp } from './http-api';
 import { createLogger, type Logger } from './logger';
 import { loadPackedMnist } from './mnist-pack';
@@ -56,6 +57,8 @@ export interface ServerOptions {
   /** Socket and HTTP rate limits (signaling-server/rate-limits.ts); defaults for a class. */
   rateLimits?: Partial<RateLimitOptions>;
   reconnectGraceMs?: number;
+  /** Share rooms with other signaling nodes through this Redis (signaling-server/cluster.ts). */
+  redisUrl?: string;
   log?: Logger;
   /** The room the printed URLs and GET /api/info name (default 'class'). */
   defaultRoom?: string;
@@ -100,21 +103,26 @@ function listen(server: NetServer, port: number, host: string | undefined): Prom
  * ids, indexes and generation, and have `graceMs` to reconnect; whoever has not by then is
  * dropped like a closed tab. Half-written checkpoints of the crash are cleaned up.
  */
-async function restoreRooms(ctx: ServerContext, graceMs: number): Promise<void> {
-  for (const room of await ctx.persistence.loadAll()) {
-    ctx.rooms.add(room);
+async function restoreRooms(ctx: ServerContext, store: MemoryRoomStore, persistence: RoomPersistence, graceMs: number): Promise<void> {
+  for (const room of await persistence.loadAll()) {
+    store.add(room);
     const removed = await ctx.checkpoints.removeStaleTemps(room.name, Number.POSITIVE_INFINITY);
     ctx.log.info(`room ${room.name}: restored (generation ${room.currentGeneration}, ${room.size} member(s) to reconnect${removed ? `, ${removed} unfinished checkpoint(s) removed` : ''})`);
     setTimeout(() => {
-      for (const id of room.disconnectedMembers()) {
-        ctx.log.info(`room ${room.name}: member ${id} did not reconnect`);
-        broadcastChange(ctx, room, room.leave(id));
-      }
-      // Students who were waiting for admission when the server went down are let in now.
-      if (room.isTraining) scheduleAdmission(ctx, room);
-      ctx.rooms.releaseIfIdle(room.name);
+      dropUnreturned(ctx, room.name).catch((err: unknown) => ctx.log.error(`room ${room.name}: dropping unreturned members failed: ${String(err)}`));
     }, graceMs).unref();
   }
+}
+
+async function dropUnreturned(ctx: ServerContext, name: string): Promise<void> {
+  for (const id of (await ctx.rooms.read(name))?.disconnectedMembers() ?? []) {
+    ctx.log.info(`room ${name}: member ${id} did not reconnect`);
+    const left = await ctx.rooms.update(name, (r) => r.leave(id));
+    if (left) broadcastChange(ctx, left.room, left.result);
+  }
+  // Students who were waiting for admission when the server went down are let in now.
+  if ((await ctx.rooms.read(name))?.isTraining) scheduleAdmission(ctx, name);
+  await ctx.rooms.releaseIfIdle(name);
 }
 
 export async function startServer(options: ServerOptions): Promise<RunningServer> {
@@ -130,15 +138,23 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   // A second engine on the https server feeds the same namespaces, rooms and handlers.
   const httpsServer = options.https ? https.createServer({ cert: options.https.cert, key: options.https.key }) : null;
   if (httpsServer) io.attach(httpsServer);
+  // With REDIS_URL, rooms live in Redis and broadcasts cross nodes; else one process holds them.
+  const cluster = options.redisUrl ? await connectCluster(options.redisUrl, String(options.port)) : null;
+  if (cluster) io.adapter(cluster.adapter);
+  const memory = cluster ? null : new MemoryRoomStore();
+  const persistence = cluster ? null : new RoomPersistence(options.dataDir, log);
   const ctx: ServerContext = {
     io,
-    rooms: new RoomRegistry((name) => new Room(name)),
+    rooms: cluster?.store ?? memory!,
     checkpoints: new CheckpointStore(options.dataDir),
-    persistence: new RoomPersistence(options.dataDir, log),
+    persistence,
+    node: cluster?.node ?? null,
+    draining: false,
     limits: new RateLimits({ ...DEFAULT_RATE_LIMITS, ...options.rateLimits }),
     log,
   };
-  await restoreRooms(ctx, options.reconnectGraceMs ?? DEFAULT_RECONNECT_GRACE_MS);
+  const graceMs = options.reconnectGraceMs ?? DEFAULT_RECONNECT_GRACE_MS;
+  if (memory && persistence) await restoreRooms(ctx, memory, persistence, graceMs);
 
   let mnist: Promise<Uint8Array> | null = null;
   let port = 0;
@@ -187,7 +203,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   io.use((socket, next) => authenticateSocket(socket, { joinSecret: options.joinSecret, limits: ctx.limits, log }).then(() => next(), next));
 
   io.on('connection', (socket) => {
-    socket.data = { ...socket.data, room: null, memberId: null, loggedErrors: new Set(), limitedUntil: 0 };
+    socket.data = { ...socket.data, room: null, memberId: null, loggedErrors: new Set(), limitedUntil: 0, queue: Promise.resolve() };
     socket.use((packet, next) => {
       const ip = socket.handshake.address;
       ctx.limits.socketEvent(socket.id, ip).then(
@@ -225,6 +241,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
       log.warn(`https port ${options.https.port} is taken; using ${httpsPort}`);
     }
   }
+  cluster?.start(ctx, graceMs);
   return {
     url: `http://127.0.0.1:${port}`,
     port,
@@ -233,10 +250,13 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     info,
     joinInfo,
     close: async () => {
-      io.disconnectSockets(true);
+      ctx.draining = true;
+      // Only this node's connections: through the Redis adapter a plain disconnectSockets reaches every node's.
+      io.local.disconnectSockets(true);
       // io.close() closes the server attached last; the other one (and its engine) closes here.
       await new Promise<void>((resolve) => io.close(() => resolve()));
       if (httpsServer) await new Promise<void>((resolve) => httpServer.close(() => resolve()));
+      await cluster?.close();
     },
   };
 }

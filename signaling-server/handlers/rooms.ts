@@ -5,75 +5,89 @@ import { joinRequestSchema, parseOrThrow, type JoinAccepted } from '../../shared
 import type { MembershipChange, Room } from '../room';
 import { scheduleAdmission, scheduleAutoResume } from '../runs';
 import { channelOf, type IoSocket, type ServerContext } from '../context';
-import { guarded } from './errors';
+import { guarded, type AfterReply } from './errors';
 import { tokenHash } from '../tokens';
 
 export function registerRoomHandlers(ctx: ServerContext, socket: IoSocket): void {
-  socket.on('room:join', (raw: unknown, ack: unknown) => join(ctx, socket, raw, ack));
+  socket.on('room:join', (raw: unknown, ack: unknown) => {
+    guarded<JoinAccepted>(ctx, socket, 'room:join', ack, (afterReply) => join(ctx, socket, raw, afterReply));
+  });
 
   socket.on('room:leave', (ack: unknown) => {
-    guarded(ctx, socket, 'room:leave', ack, () => {
-      if (!leave(ctx, socket)) throw new WebringError('ERR_NOT_IN_ROOM', 'not in a room');
+    guarded(ctx, socket, 'room:leave', ack, async () => {
+      if (!(await leave(ctx, socket))) throw new WebringError('ERR_NOT_IN_ROOM', 'not in a room');
       return {};
     });
   });
 
   socket.on('disconnect', (reason) => {
     if (socket.data.memberId) ctx.log.info(`member ${socket.data.memberId} disconnected (${reason})`);
-    leave(ctx, socket);
-  });
-}
-
-function join(ctx: ServerContext, socket: IoSocket, raw: unknown, ack: unknown): void {
-  guarded<JoinAccepted>(ctx, socket, 'room:join', ack, () => {
-    if (socket.data.memberId) throw new WebringError('ERR_ALREADY_JOINED', 'this connection already joined a room');
-    const request = parseOrThrow(joinRequestSchema, raw);
-    if (request.room !== socket.data.authorizedRoom) {
-      throw new WebringError('ERR_BAD_JOIN_CODE', `this connection's join code is for room ${socket.data.authorizedRoom}, not ${request.room}`, 'room');
-    }
-    if (request.rejoin) return rejoin(ctx, socket, request.room, request.rejoin);
-    const room = ctx.rooms.getOrCreate(request.room);
-    const memberId = randomBytes(8).toString('hex');
-    const memberToken = randomBytes(24).toString('hex');
-    let joined;
-    try {
-      joined = room.join({
-        id: memberId,
-        socketId: socket.id,
-        tokenHash: tokenHash(memberToken),
-        name: request.name,
-        backend: request.backend,
-        kind: request.kind,
-        adapter: request.adapter ?? null,
-      });
-    } catch (err) {
-      ctx.rooms.releaseIfIdle(request.room);
-      throw err;
-    }
-    socket.data.room = request.room;
-    socket.data.memberId = memberId;
-    void socket.join(channelOf(request.room));
-    ctx.log.info(`member ${memberId} "${request.name}" joined ${request.room} as index ${joined.index} (${request.kind}, ${request.backend})`);
-    // The ack goes first, so the worker knows its id before it reads the generation.
-    queueMicrotask(() => broadcastChange(ctx, room, joined.change));
-    if (joined.awaitingAdmission) scheduleAdmission(ctx, room);
-    return { memberId, index: joined.index, room: request.room, memberToken };
+    // A node shutting down beside others: its students reconnect through another node and
+    // keep their places; the other nodes drop whoever does not come back (cluster.ts).
+    if (ctx.draining && ctx.node !== null) return;
+    leave(ctx, socket).catch((err: unknown) => ctx.log.error(`socket ${socket.id}: leaving on disconnect failed: ${String(err)}`));
   });
 }
 
 /**
- * A known member on a new connection keeps its id, index and rank, and the generation
- * stays: a ring that kept training through a server restart is not disturbed.
+ * Whether this connection still speaks for a member. A member dropped through another
+ * signaling node keeps its stale socket.data here; the room is what counts.
  */
-function rejoin(ctx: ServerContext, socket: IoSocket, name: string, claim: { memberId: string; memberToken: string }): JoinAccepted {
-  const room = ctx.rooms.get(name);
-  const back = room?.rejoin(claim.memberId, tokenHash(claim.memberToken), socket.id);
-  if (!room || !back) throw new WebringError('ERR_NOT_IN_ROOM', `room ${name} does not know member ${claim.memberId}; join again`);
+async function stillMember(ctx: ServerContext, socket: IoSocket): Promise<boolean> {
+  const { room: name, memberId } = socket.data;
+  if (!name || !memberId) return false;
+  const room = await ctx.rooms.read(name);
+  if (room?.socketIdOf(memberId) === socket.id) return true;
+  forgetMembership(socket);
+  return false;
+}
+
+async function join(ctx: ServerContext, socket: IoSocket, raw: unknown, afterReply: AfterReply): Promise<JoinAccepted> {
+  if (await stillMember(ctx, socket)) throw new WebringError('ERR_ALREADY_JOINED', 'this connection already joined a room');
+  const request = parseOrThrow(joinRequestSchema, raw);
+  if (request.room !== socket.data.authorizedRoom) {
+    throw new WebringError('ERR_BAD_JOIN_CODE', `this connection's join code is for room ${socket.data.authorizedRoom}, not ${request.room}`, 'room');
+  }
+  if (request.rejoin) return rejoin(ctx, socket, request.room, request.rejoin, afterReply);
+  const memberId = randomBytes(8).toString('hex');
+  const memberToken = randomBytes(24).toString('hex');
+  const member = {
+    id: memberId,
+    socketId: socket.id,
+    tokenHash: tokenHash(memberToken),
+    name: request.name,
+    backend: request.backend,
+    kind: request.kind,
+    adapter: request.adapter ?? null,
+    node: ctx.node,
+  };
+  const { room, result: joined } = (await ctx.rooms.update(request.room, (r) => r.join(member), { create: true }))!;
+  socket.data.room = request.room;
+  socket.data.memberId = memberId;
+  void socket.join(channelOf(request.room));
+  ctx.log.info(`member ${memberId} "${request.name}" joined ${request.room} as index ${joined.index} (${request.kind}, ${request.backend})`);
+  // The ack goes first, so the worker knows its id before it reads the generation.
+  afterReply(() => {
+    broadcastChange(ctx, room, joined.change);
+    if (joined.awaitingAdmission) scheduleAdmission(ctx, room.name);
+  });
+  return { memberId, index: joined.index, room: request.room, memberToken };
+}
+
+/**
+ * A known member on a new connection keeps its id, index and rank, and the generation
+ * stays: a ring that kept training through a server restart, or through the loss of the
+ * signaling node it was connected to, is not disturbed.
+ */
+async function rejoin(ctx: ServerContext, socket: IoSocket, name: string, claim: { memberId: string; memberToken: string }, afterReply: AfterReply): Promise<JoinAccepted> {
+  const updated = await ctx.rooms.update(name, (r) => r.rejoin(claim.memberId, tokenHash(claim.memberToken), socket.id, ctx.node));
+  const back = updated?.result;
+  if (!updated || !back) throw new WebringError('ERR_NOT_IN_ROOM', `room ${name} does not know member ${claim.memberId}; join again`);
   socket.data.room = name;
   socket.data.memberId = claim.memberId;
   void socket.join(channelOf(name));
   ctx.log.info(`member ${claim.memberId} rejoined ${name} as index ${back.index}`);
-  queueMicrotask(() => socket.emit('ring:generation', room.snapshot()));
+  afterReply(() => socket.emit('ring:generation', updated.room.snapshot()));
   return { memberId: claim.memberId, index: back.index, room: name, memberToken: claim.memberToken };
 }
 
@@ -85,16 +99,15 @@ export function forgetMembership(socket: IoSocket): void {
   if (name) void socket.leave(channelOf(name));
 }
 
-function leave(ctx: ServerContext, socket: IoSocket): boolean {
+async function leave(ctx: ServerContext, socket: IoSocket): Promise<boolean> {
   const { room: name, memberId } = socket.data;
   if (!name || !memberId) return false;
   forgetMembership(socket);
-  const room = ctx.rooms.get(name);
   // A member that already came back on a newer connection is not removed by the old one closing.
-  if (!room || room.socketIdOf(memberId) !== socket.id) return false;
-  const change = room.leave(memberId);
-  broadcastChange(ctx, room, change);
-  ctx.rooms.releaseIfIdle(name);
+  const updated = await ctx.rooms.update(name, (room) => (room.socketIdOf(memberId) === socket.id ? room.leave(memberId) : null));
+  if (!updated?.result) return false;
+  broadcastChange(ctx, updated.room, updated.result);
+  await ctx.rooms.releaseIfIdle(name);
   return true;
 }
 
@@ -110,6 +123,6 @@ export function broadcastChange(ctx: ServerContext, room: Room, change: Membersh
     ctx.log.info(`room ${name}: generation ${g.generation} with ${g.members.length} member(s)`);
     ctx.io.to(channelOf(name)).emit('ring:generation', g);
   }
-  if (change.generation || change.trainingAborted) void ctx.persistence.save(room);
-  if (change.trainingAborted) scheduleAutoResume(ctx, room);
+  if (change.generation || change.trainingAborted) void ctx.persistence?.save(room);
+  if (change.trainingAborted) scheduleAutoResume(ctx, name, room.runConfig);
 }

@@ -9,73 +9,87 @@ import {
   reformRequestSchema,
 } from '../../shared/protocol';
 import type { Room } from '../room';
-import type { IoSocket, ServerContext } from '../context';
+import { channelOf, type IoSocket, type ServerContext } from '../context';
 import { guarded } from './errors';
-import { broadcastChange, forgetMembership } from './rooms';
+import { broadcastChange } from './rooms';
 
-function memberRoom(ctx: ServerContext, socket: IoSocket): { room: Room; memberId: string } {
+/** This connection's room and member; refused, before anything else is read, for a connection that joined none. */
+function requireMember(socket: IoSocket): { name: string; memberId: string } {
   const { room: name, memberId } = socket.data;
-  const room = name ? ctx.rooms.get(name) : undefined;
-  if (!room || !memberId) throw new WebringError('ERR_NOT_IN_ROOM', 'join a room first');
-  return { room, memberId };
+  if (!name || !memberId) throw new WebringError('ERR_NOT_IN_ROOM', 'join a room first');
+  return { name, memberId };
+}
+
+/** Applies `change` to the room of this connection's member. */
+async function updateMemberRoom<T>(ctx: ServerContext, member: { name: string; memberId: string }, change: (room: Room, memberId: string) => T): Promise<{ room: Room; result: T }> {
+  const updated = await ctx.rooms.update(member.name, (room) => change(room, member.memberId));
+  if (!updated) throw new WebringError('ERR_NOT_IN_ROOM', `room ${member.name} no longer exists`);
+  return updated;
 }
 
 export function registerTrainingHandlers(ctx: ServerContext, socket: IoSocket): void {
   socket.on('worker:progress', (raw: unknown) => {
-    guarded(ctx, socket, 'worker:progress', undefined, () => {
-      const { room, memberId } = memberRoom(ctx, socket);
-      room.recordProgress(memberId, parseOrThrow(progressReportSchema, raw));
+    guarded(ctx, socket, 'worker:progress', undefined, async () => {
+      const member = requireMember(socket);
+      const report = parseOrThrow(progressReportSchema, raw);
+      await updateMemberRoom(ctx, member, (room, memberId) => room.recordProgress(memberId, report));
     });
   });
 
   socket.on('worker:evaluated', (raw: unknown) => {
-    guarded(ctx, socket, 'worker:evaluated', undefined, () => {
-      const { room, memberId } = memberRoom(ctx, socket);
-      room.recordEvaluation(memberId, parseOrThrow(evaluationReportSchema, raw));
+    guarded(ctx, socket, 'worker:evaluated', undefined, async () => {
+      const member = requireMember(socket);
+      const report = parseOrThrow(evaluationReportSchema, raw);
+      await updateMemberRoom(ctx, member, (room, memberId) => room.recordEvaluation(memberId, report));
     });
   });
 
   socket.on('worker:finished', (raw: unknown) => {
-    guarded(ctx, socket, 'worker:finished', undefined, () => {
-      const { room, memberId } = memberRoom(ctx, socket);
+    guarded(ctx, socket, 'worker:finished', undefined, async () => {
+      const member = requireMember(socket);
       const report = parseOrThrow(finishReportSchema, raw);
       // Replicas all end at the same step; only the first report changes the room.
-      const wasTraining = room.isTraining;
-      const change = room.recordFinished(memberId, report);
-      if (!wasTraining) return;
+      const { room, result } = await updateMemberRoom(ctx, member, (r, memberId) => {
+        const wasTraining = r.isTraining;
+        const change = r.recordFinished(memberId, report);
+        return { wasTraining, change, withoutState: wasTraining ? r.takeAdmittedWithoutState() : [] };
+      });
+      if (!result.wasTraining) return;
       ctx.log.info(`room ${room.name}: run ${report.reason} at step ${report.step}`);
-      for (const id of room.takeAdmittedWithoutState()) {
+      for (const id of result.withoutState) {
         const socketId = room.socketIdOf(id);
         if (socketId) ctx.io.to(socketId).emit('train:stop', { reason: 'ended' });
       }
-      broadcastChange(ctx, room, change);
-      void ctx.persistence.save(room);
+      broadcastChange(ctx, room, result.change);
+      void ctx.persistence?.save(room);
     });
   });
 
   socket.on('ring:drop', (raw: unknown) => {
-    guarded(ctx, socket, 'ring:drop', undefined, () => {
-      const { room, memberId } = memberRoom(ctx, socket);
+    guarded(ctx, socket, 'ring:drop', undefined, async () => {
+      const member = requireMember(socket);
       const request = parseOrThrow(dropRequestSchema, raw);
-      const socketId = room.socketIdOf(request.member);
-      const change = room.drop(memberId, request);
+      const { room, result } = await updateMemberRoom(ctx, member, (r, memberId) => {
+        const socketId = r.socketIdOf(request.member);
+        return { socketId, change: r.drop(memberId, request) };
+      });
       ctx.log.warn(`room ${room.name}: dropped straggler ${request.member} at step ${request.step} (${Math.round(request.computeMs)} ms vs deadline ${Math.round(request.deadlineMs)} ms)`);
-      // The dropped tab is told why, and its connection is free to join again.
-      const dropped = socketId ? ctx.io.sockets.sockets.get(socketId) : undefined;
-      if (dropped) {
-        forgetMembership(dropped);
-        dropped.emit('member:dropped', { reason: 'straggler', step: request.step, computeMs: request.computeMs, deadlineMs: request.deadlineMs });
+      // The dropped tab is told why, and leaves the room's channel; its connection, on
+      // whichever signaling node, is free to join again (see stillMember in rooms.ts).
+      if (result.socketId) {
+        ctx.io.in(result.socketId).socketsLeave(channelOf(room.name));
+        ctx.io.to(result.socketId).emit('member:dropped', { reason: 'straggler', step: request.step, computeMs: request.computeMs, deadlineMs: request.deadlineMs });
       }
-      broadcastChange(ctx, room, change);
+      broadcastChange(ctx, room, result.change);
     });
   });
 
   socket.on('ring:reform', (raw: unknown) => {
-    guarded(ctx, socket, 'ring:reform', undefined, () => {
-      const { room, memberId } = memberRoom(ctx, socket);
+    guarded(ctx, socket, 'ring:reform', undefined, async () => {
+      const member = requireMember(socket);
       const request = parseOrThrow(reformRequestSchema, raw);
-      const change = room.reform(memberId, request.generation, request.reason);
-      if (change.generation) ctx.log.warn(`room ${room.name}: ring re-formed at ${memberId}'s request (${request.reason})`);
+      const { room, result: change } = await updateMemberRoom(ctx, member, (r, memberId) => r.reform(memberId, request.generation, request.reason));
+      if (change.generation) ctx.log.warn(`room ${room.name}: ring re-formed at ${member.memberId}'s request (${request.reason})`);
       broadcastChange(ctx, room, change);
     });
   });

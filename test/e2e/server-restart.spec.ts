@@ -10,6 +10,7 @@ import os from 'node:os';
 import path from 'node:path';
 import type { CheckpointInfo } from '../../shared/checkpoint';
 import type { RoomStatus } from '../../shared/protocol';
+import { E2E_JOIN_SECRET } from '../../playwright.config';
 import { openStudent, readStatus, status } from './helpers';
 
 const PORT = 18_090;
@@ -20,7 +21,7 @@ const STEPS = 70;
 
 async function startServer(dataDir: string): Promise<ChildProcess> {
   const child = spawn(process.execPath, ['--import', 'tsx', 'signaling-server/main.ts'], {
-    env: { ...process.env, PORT: String(PORT), HOST: '127.0.0.1', DATA_DIR: dataDir, TEACHER_TOKEN: TOKEN, LOG_LEVEL: 'warn' },
+    env: { ...process.env, PORT: String(PORT), HOST: '127.0.0.1', DATA_DIR: dataDir, TEACHER_TOKEN: TOKEN, JOIN_SECRET: E2E_JOIN_SECRET, LOG_LEVEL: 'warn' },
     stdio: ['ignore', 'ignore', 'inherit'],
   });
   for (let i = 0; i < 200; i++) {

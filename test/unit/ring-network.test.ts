@@ -80,7 +80,7 @@ function createWorld() {
 
 function generation(n: number, ids: string[]): Generation {
   const members = ids.map(
-    (id, rank): MemberInfo => ({ id, name: id, index: Number(id.slice(1)), rank, backend: 'cpu', kind: 'node', adapter: null, examplesPerSec: 0, step: 0, weightsHash: null, computeMs: 0, batchShare: 0, linkMBps: 0, collective: null, connected: true }),
+    (id, rank): MemberInfo => ({ id, name: id, index: Number(id.slice(1)), rank, backend: 'cpu', kind: 'node', adapter: null, examplesPerSec: 0, step: 0, weightsHash: null, computeMs: 0, batchShare: 0, linkMBps: 0, collective: null, connected: true, node: null }),
   );
   return { room: 'r', generation: n, members };
 }

@@ -1,0 +1,115 @@
+/**
+ * Several signaling nodes over a real redis-server (issue 7 §5): a room's membership,
+ * indexes and generations change atomically however many nodes change it at once;
+ * students connected to different nodes are one room (broadcasts and signals cross
+ * nodes); when a node goes, its students come back through another with their places, and
+ * whoever does not is dropped after the grace period.
+ */
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { Redis } from 'ioredis';
+import type { RunningServer } from '../../signaling-server/server';
+import { RedisRoomStore } from '../../signaling-server/redis-room-store';
+import type { Generation, RoomStatus } from '../../shared/protocol';
+import { codeFor, connectClient, join, nextEvent, startTestServer, type TestSocket } from '../support/server';
+import { startRedis, type TestRedis } from '../support/redis';
+
+const GRACE_MS = 2_500;
+let redis: TestRedis;
+let nodeA: RunningServer;
+let nodeB: RunningServer;
+const sockets: TestSocket[] = [];
+
+before(async () => {
+  redis = await startRedis();
+  const node = () => startTestServer({ redisUrl: redis.url, reconnectGraceMs: GRACE_MS, pingIntervalMs: 300, pingTimeoutMs: 500 });
+  [nodeA, nodeB] = await Promise.all([node(), node()]);
+});
+after(async () => {
+  for (const s of sockets) s.disconnect();
+  await Promise.all([nodeA, nodeB].map((n) => n.close()));
+  await redis.stop();
+});
+
+async function client(node: RunningServer, room: string): Promise<TestSocket> {
+  const s = await connectClient(node, room);
+  sockets.push(s);
+  return s;
+}
+
+const status = async (node: RunningServer, room: string) => (await (await fetch(`${node.url}/api/rooms/${room}`)).json()) as RoomStatus;
+
+test('concurrent joins through two stores get unique indexes and one generation each (compare-and-set)', async () => {
+  const connections = [new Redis(redis.url), new Redis(redis.url)];
+  try {
+    const stores = connections.map((c) => new RedisRoomStore(c));
+    const JOINS = 30;
+    const results = await Promise.all(
+      Array.from({ length: JOINS }, (_, i) =>
+        stores[i % 2]!.update('race', (r) => r.join({ id: `m${String(i).padStart(8, '0')}`, socketId: `s${i}`, tokenHash: '0'.repeat(64), name: `n${i}`, backend: 'cpu', kind: 'node', adapter: null, node: null }), { create: true }),
+      ),
+    );
+    const indexes = results.map((r) => r!.result.index).sort((a, b) => a - b);
+    assert.deepEqual(indexes, Array.from({ length: JOINS }, (_, i) => i), 'every index exactly once');
+    const generations = results.map((r) => r!.result.change.generation!.generation).sort((a, b) => a - b);
+    assert.deepEqual(generations, Array.from({ length: JOINS }, (_, i) => i + 1), 'every join its own generation');
+    const room = await new RedisRoomStore(connections[0]!).read('race');
+    assert.equal(room!.size, JOINS);
+    assert.equal(room!.currentGeneration, JOINS);
+  } finally {
+    for (const c of connections) c.disconnect();
+  }
+});
+
+test('students on two nodes are one room: one ring, signals and broadcasts cross nodes', async () => {
+  const a = await client(nodeA, 'shared');
+  const b = await client(nodeB, 'shared');
+  const ja = await join(a, 'shared', 'on-a');
+  const both = nextEvent(a, 'ring:generation', (g) => g.members.length === 2);
+  const jb = await join(b, 'shared', 'on-b');
+  assert.ok(ja.ok && jb.ok);
+  assert.deepEqual([ja.index, jb.index], [0, 1]);
+  const g: Generation = await both;
+  assert.deepEqual(g.members.map((m) => m.name), ['on-a', 'on-b']);
+  assert.equal(new Set(g.members.map((m) => m.node)).size, 2, 'each member on its own node');
+  // A signal from a member on A reaches the member on B.
+  const relayed = nextEvent(b, 'signal:relay');
+  const ack = await new Promise<{ ok: boolean }>((resolve) => a.emit('signal:relay', { to: jb.memberId, linkId: 'l1', data: { type: 'offer', sdp: 'x' } }, resolve));
+  assert.ok(ack.ok, JSON.stringify(ack));
+  assert.equal((await relayed).from, ja.memberId);
+  // Either node's API shows the same room.
+  const [sa, sb] = await Promise.all([status(nodeA, 'shared'), status(nodeB, 'shared')]);
+  assert.deepEqual(sa, sb);
+  assert.equal(sa.generation, g.generation);
+});
+
+test('a node goes: its student rejoins through the other with the same index; one who does not is dropped after the grace', async () => {
+  const spare = await startTestServer({ redisUrl: redis.url, reconnectGraceMs: GRACE_MS, pingIntervalMs: 300, pingTimeoutMs: 500 });
+  const stay = await client(nodeA, 'failover');
+  const moving = await client(spare, 'failover');
+  const lost = await client(spare, 'failover');
+  const js = await join(stay, 'failover', 'stays');
+  const jm = await join(moving, 'failover', 'moves');
+  const jl = await join(lost, 'failover', 'lost');
+  assert.ok(js.ok && jm.ok && jl.ok);
+  const before = await status(nodeA, 'failover');
+  assert.deepEqual(before.members.map((m) => m.name), ['stays', 'moves', 'lost']);
+
+  await spare.close();
+  // The moved student comes back through node A and claims its membership.
+  const back = await connectClient(nodeA, 'failover', { room: 'failover', code: codeFor('failover') });
+  sockets.push(back);
+  const rejoined = await new Promise<{ ok: boolean; index?: number }>((resolve) =>
+    back.emit('room:join', { room: 'failover', name: 'moves', kind: 'node', backend: 'cpu', rejoin: { memberId: jm.memberId, memberToken: jm.memberToken } }, resolve),
+  );
+  assert.ok(rejoined.ok, JSON.stringify(rejoined));
+  assert.equal(rejoined.index, jm.index);
+  // Until the grace ends nobody leaves the ring: the generation is the same.
+  const during = await status(nodeA, 'failover');
+  assert.equal(during.generation, before.generation);
+  const dropped = nextEvent(stay, 'ring:generation', (g) => g.members.length === 2, GRACE_MS + 5_000);
+  const g = await dropped;
+  assert.deepEqual(g.members.map((m) => m.name), ['stays', 'moves']);
+  assert.deepEqual(g.members.map((m) => m.index), [js.index, jm.index]);
+  assert.ok(g.members.every((m) => m.connected));
+});
