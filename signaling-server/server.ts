@@ -19,6 +19,8 @@ import { broadcastChange } from './handlers/rooms';
 import { registerRoomHandlers } from './handlers/rooms';
 import { registerSignalHandlers } from './handlers/signals';
 import { registerTrainingHandlers } from './handlers/training';
+import { registerIceHandlers } from './handlers/ice';
+import { NO_TURN, type IceOptions } from './turn';
 import { scheduleAdmission } from './runs';
 import { joinCodeFor } from './join-codes';
 import { authenticateSocket } from './socket-auth';
@@ -56,6 +58,8 @@ export interface ServerOptions {
   /** Socket and HTTP rate limits (signaling-server/rate-limits.ts); defaults for a class. */
   rateLimits?: Partial<RateLimitOptions>;
   reconnectGraceMs?: number;
+  /** TURN server and ICE policy for the workers (signaling-server/turn.ts); none by default. */
+  ice?: IceOptions;
   log?: Logger;
   /** The room the printed URLs and GET /api/info name (default 'class'). */
   defaultRoom?: string;
@@ -136,6 +140,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     checkpoints: new CheckpointStore(options.dataDir),
     persistence: new RoomPersistence(options.dataDir, log),
     limits: new RateLimits({ ...DEFAULT_RATE_LIMITS, ...options.rateLimits }),
+    ice: options.ice ?? NO_TURN,
     log,
   };
   await restoreRooms(ctx, options.reconnectGraceMs ?? DEFAULT_RECONNECT_GRACE_MS);
@@ -210,6 +215,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     registerRoomHandlers(ctx, socket);
     registerSignalHandlers(ctx, socket);
     registerTrainingHandlers(ctx, socket);
+    registerIceHandlers(ctx, socket);
   });
 
   port = await listen(httpServer, options.port, options.host);

@@ -7,6 +7,7 @@ import { scheduleAdmission, scheduleAutoResume } from '../runs';
 import { channelOf, type IoSocket, type ServerContext } from '../context';
 import { guarded } from './errors';
 import { tokenHash } from '../tokens';
+import { iceConfigFor } from '../turn';
 
 export function registerRoomHandlers(ctx: ServerContext, socket: IoSocket): void {
   socket.on('room:join', (raw: unknown, ack: unknown) => join(ctx, socket, raw, ack));
@@ -57,7 +58,7 @@ function join(ctx: ServerContext, socket: IoSocket, raw: unknown, ack: unknown):
     // The ack goes first, so the worker knows its id before it reads the generation.
     queueMicrotask(() => broadcastChange(ctx, room, joined.change));
     if (joined.awaitingAdmission) scheduleAdmission(ctx, room);
-    return { memberId, index: joined.index, room: request.room, memberToken };
+    return { memberId, index: joined.index, room: request.room, memberToken, ice: iceConfigFor(ctx.ice, memberId) };
   });
 }
 
@@ -74,7 +75,8 @@ function rejoin(ctx: ServerContext, socket: IoSocket, name: string, claim: { mem
   void socket.join(channelOf(name));
   ctx.log.info(`member ${claim.memberId} rejoined ${name} as index ${back.index}`);
   queueMicrotask(() => socket.emit('ring:generation', room.snapshot()));
-  return { memberId: claim.memberId, index: back.index, room: name, memberToken: claim.memberToken };
+  // A rejoin is also when a long-lived worker's TURN credentials get renewed.
+  return { memberId: claim.memberId, index: back.index, room: name, memberToken: claim.memberToken, ice: iceConfigFor(ctx.ice, claim.memberId) };
 }
 
 /** This connection no longer speaks for a member (it left, or was dropped); it may join again. */
