@@ -22,13 +22,15 @@ import os from 'node:os';
 import path from 'node:path';
 import { test, expect, type Browser, type Page } from '@playwright/test';
 import { E2E_PORT, E2E_TOKEN } from '../../playwright.config';
+import { joinCodeFor } from '../../signaling-server/join-codes';
 import type { RoomMetrics, RoomStatus } from '../../shared/protocol';
-import { readStatus, status, type Student } from './helpers';
+import { codeFor, readStatus, status, type Student } from './helpers';
 
 const TURN_SECRET = 'e2e-turn-secret-0123456789abcdef';
 const TURN_REALM = 'webring.test';
 const TURN_TTL_S = 3_600;
 const TOKEN = 'e2e-turn-teacher-token';
+const JOIN_SECRET = 'e2e-turn-join-secret-0123456789';
 const STEPS = 8;
 /**
  * One step's fp32 gradient of the MLP (101,770 parameters × 4 bytes): by step 3 every link
@@ -137,7 +139,7 @@ function capture(proc: ChildProcess): () => string {
   return () => text;
 }
 
-async function openTrackedStudent(browser: Browser, origin: string, room: string, name: string): Promise<Student> {
+async function openTrackedStudent(browser: Browser, origin: string, room: string, code: string, name: string): Promise<Student> {
   const context = await browser.newContext();
   await context.addInitScript(trackPeerConnections);
   const page = await context.newPage();
@@ -147,7 +149,7 @@ async function openTrackedStudent(browser: Browser, origin: string, room: string
     if (process.env.E2E_VERBOSE) console.log(`[${name}] ${msg.type()}: ${msg.text()}`);
   });
   page.on('pageerror', (err) => errors.push(`[${name}] ${err.message}`));
-  await page.goto(`${origin}/?room=${room}&name=${name}`);
+  await page.goto(`${origin}/?room=${room}&code=${code}&name=${name}`);
   await page.getByRole('button', { name: 'Join' }).click();
   await expect(status(page)).toHaveAttribute('data-rank', /^\d+$/, { timeout: 60_000 });
   return { context, page, errors };
@@ -162,9 +164,9 @@ interface RunResult {
 }
 
 /** Three tabs join, the teacher API starts a short MLP run, and the links are inspected mid-run. */
-async function trainThreeTabs(browser: Browser, origin: string, token: string, room: string): Promise<RunResult> {
+async function trainThreeTabs(browser: Browser, origin: string, token: string, room: string, code: string): Promise<RunResult> {
   const students: Student[] = [];
-  for (const name of ['ada', 'bao', 'cyd']) students.push(await openTrackedStudent(browser, origin, room, name));
+  for (const name of ['ada', 'bao', 'cyd']) students.push(await openTrackedStudent(browser, origin, room, code, name));
   const ctx = students[0]!.context.request;
   const t0 = Date.now();
   const started = await ctx.post(`${origin}/api/rooms/${room}/start`, {
@@ -243,6 +245,7 @@ test.describe('TURN relay', () => {
         HTTPS_PORT: '0',
         HOST: '127.0.0.1',
         TEACHER_TOKEN: TOKEN,
+        JOIN_SECRET,
         DATA_DIR: path.join(workDir, 'data'),
         LOG_LEVEL: 'warn',
         TURN_URL: `turn:127.0.0.1:${turnPort}?transport=udp`,
@@ -302,7 +305,8 @@ test.describe('TURN relay', () => {
   });
 
   test('three tabs train through coturn with ICE_TRANSPORT_POLICY=relay', async ({ browser }) => {
-    const run = await trainThreeTabs(browser, origin, TOKEN, 'e2e-turn');
+    const room = 'e2e-turn';
+    const run = await trainThreeTabs(browser, origin, TOKEN, room, joinCodeFor(Buffer.from(JOIN_SECRET), room));
     console.log(
       `TURN relay: first step ${run.firstStepMs} ms after start, ${run.stepsPerSec.toFixed(2)} steps/s; ` +
         `links (local/remote, bytes) ${run.links.flat().map((l) => `${l.local}/${l.remote} ${l.bytesSent + l.bytesReceived}`).join(', ')}`,
@@ -341,7 +345,8 @@ test.describe('TURN relay', () => {
   });
 
   test('control: the same run on the server without TURN connects host to host', async ({ browser }) => {
-    const run = await trainThreeTabs(browser, `http://127.0.0.1:${E2E_PORT}`, E2E_TOKEN, 'e2e-turn-direct');
+    const room = 'e2e-turn-direct';
+    const run = await trainThreeTabs(browser, `http://127.0.0.1:${E2E_PORT}`, E2E_TOKEN, room, codeFor(room));
     expectOneModel(run, await Promise.all(run.students.map((s) => readStatus(s.page))));
     for (const link of run.links.flat()) {
       expect(link.policy).toBe('all');

@@ -13,7 +13,7 @@ import { startServer, type RunningServer } from '../../signaling-server/server';
 import { createLogger } from '../../signaling-server/logger';
 import { iceOptionsFromEnv, turnCredential, type IceOptions } from '../../signaling-server/turn';
 import { iceConfigSchema, type AckResult, type IceConfig } from '../../shared/protocol';
-import { connectClient, join, TEST_TOKEN } from '../support/server';
+import { connectClient, join, TEST_JOIN_SECRET, TEST_TOKEN } from '../support/server';
 
 const SECRET = 'server-test-turn-secret';
 const TURN_URL = 'turn:127.0.0.1:3478?transport=udp,turns:turn.school.example:443?transport=tcp';
@@ -24,6 +24,7 @@ function start(ice?: IceOptions): Promise<RunningServer> {
     host: '127.0.0.1',
     dataDir: mkdtempSync(path.join(os.tmpdir(), 'webring-ice-')),
     teacherToken: TEST_TOKEN,
+    joinSecret: TEST_JOIN_SECRET,
     clientDir: path.join(os.tmpdir(), 'webring-no-client'),
     log: createLogger(process.env.LOG_LEVEL ?? 'silent'),
     ...(ice ? { ice } : {}),
@@ -67,7 +68,7 @@ test('join and ice:config hand each member its own TURN credentials', async () =
     assert.ok(renewed.ice.expiresAt! >= ja.ice.expiresAt!);
 
     // A rejoin on a new connection (server restart, network blip) renews them too.
-    const a2 = await connectClient(server);
+    const a2 = await connectClient(server, 'ice-room');
     try {
       const back = await new Promise<AckResult<{ memberId: string; ice: IceConfig }>>((resolve) =>
         a2.emit('room:join', { room: 'ice-room', name: 'ada', kind: 'node', backend: 'cpu', rejoin: { memberId: ja.memberId, memberToken: ja.memberToken } }, resolve),
