@@ -7,7 +7,7 @@
 import { io, type Socket } from 'socket.io-client';
 import type { Algorithm, ClientToServerEvents, ServerToClientEvents } from '../shared/protocol';
 import { BenchPeer, wallNow } from '../shared/bench-peer';
-import { browserPeerFactory } from './browser-peer';
+import { directPeerFactory } from './browser-peer';
 
 const params = new URLSearchParams(location.search);
 const room = params.get('room') ?? 'bench';
@@ -17,7 +17,7 @@ const logEl = document.getElementById('log')!;
 const log = (m: string) => (logEl.textContent += `${m}\n`);
 
 const socket: Socket<ServerToClientEvents, ClientToServerEvents> = io({ transports: ['websocket'], auth: { room, code: params.get('code') ?? '' } });
-const peer = new BenchPeer(socket, browserPeerFactory, log);
+const peer = new BenchPeer(socket, directPeerFactory, log);
 
 /** The relay's own events: bench-only, on a server the bench starts (never the classroom server). */
 interface RelayMessage {

@@ -8,7 +8,8 @@ import { BACKENDS, type Backend, type ClientToServerEvents, type ServerToClientE
 import type { ErrorBody } from '../shared/errors';
 import { TrainingWorker, type WorkerDebug, type WorkerStatus } from '../shared/worker';
 import { selectBackend } from './backend';
-import { browserPeerFactory } from './browser-peer';
+import { createBrowserPeerFactory } from './browser-peer';
+import { IceConfigHolder, ICE_REQUEST_TIMEOUT_MS } from '../shared/ice-config';
 import { fetchMnist } from './dataset';
 import { indexedDbCheckpoints } from './indexeddb-checkpoints';
 
@@ -29,9 +30,12 @@ export async function startSession(options: SessionOptions): Promise<TrainingWor
   if (choice.webgpuUnavailable) options.onFallback(choice.webgpuUnavailable, choice.backend);
   // It connects when the student joins: the handshake carries the room and its join code.
   const socket: Socket<ServerToClientEvents, ClientToServerEvents> = io({ transports: ['websocket'], autoConnect: false });
+  const log = (m: string) => console.info(`[webring] ${m}`);
+  const ice = new IceConfigHolder({ request: () => socket.timeout(ICE_REQUEST_TIMEOUT_MS).emitWithAck('ice:config'), log });
   return new TrainingWorker({
     socket,
-    peerFactory: browserPeerFactory,
+    peerFactory: createBrowserPeerFactory(() => ice.rtcConfiguration()),
+    onIceConfig: (raw) => ice.update(raw),
     dataset,
     backend: choice.backend,
     kind: 'browser',
@@ -40,7 +44,7 @@ export async function startSession(options: SessionOptions): Promise<TrainingWor
     localCheckpoints: indexedDbCheckpoints,
     onStatus: options.onStatus,
     onServerError: options.onServerError,
-    log: (m) => console.info(`[webring] ${m}`),
+    log,
     debug: options.debug,
   });
 }

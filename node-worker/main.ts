@@ -16,6 +16,7 @@ import { BACKENDS, roomNameSchema, memberNameSchema, type Backend, type ClientTo
 import { decodeMnist } from '../shared/mnist-format';
 import { TrainingWorker, type WorkerStatus } from '../shared/worker';
 import { createSimplePeerFactory } from '../shared/simple-peer-factory';
+import { IceConfigHolder, ICE_REQUEST_TIMEOUT_MS } from '../shared/ice-config';
 import { WebringError, toWebringError } from '../shared/errors';
 import { selectNodeBackend } from './node-backend';
 import { normalizeJoinCode } from '../shared/join-code';
@@ -78,9 +79,14 @@ async function main(): Promise<void> {
   // The worker connects when it joins: the handshake carries the room and its join code.
   const socket: Socket<ServerToClientEvents, ClientToServerEvents> = io(base, { transports: ['websocket'], autoConnect: false });
   let last = '';
+  const log = (m: string) => console.log(`webring worker: ${m}`);
+  const ice = new IceConfigHolder({ request: () => socket.timeout(ICE_REQUEST_TIMEOUT_MS).emitWithAck('ice:config'), log });
   const worker = new TrainingWorker({
     socket,
-    peerFactory: createSimplePeerFactory(SimplePeer, { iceServers: [], wrtc }),
+    // The same TURN servers and policy as the tabs: a lab machine behind the school's NAT
+    // reaches students at home through the relay too.
+    peerFactory: createSimplePeerFactory(SimplePeer, { rtcConfig: () => ice.rtcConfiguration(), wrtc }),
+    onIceConfig: (raw) => ice.update(raw),
     dataset,
     backend: choice.backend,
     kind: 'node',
@@ -93,7 +99,7 @@ async function main(): Promise<void> {
       if (line !== last) console.log(`webring worker: ${line}`);
       last = line;
     },
-    log: (m) => console.log(`webring worker: ${m}`),
+    log,
   });
   // Leaving says goodbye, so the ring re-forms at once.
   for (const signal of ['SIGINT', 'SIGTERM'] as const) {

@@ -14,8 +14,11 @@ interface Channel {
 }
 
 export interface SimplePeerFactoryOptions {
-  /** ICE servers; empty on one LAN, where host candidates connect the tabs. */
-  iceServers: RTCIceServer[];
+  /**
+   * ICE servers and policy, read at every dial so that each new link gets the freshest TURN
+   * credentials (shared/ice-config.ts); no servers on one LAN, where host candidates do.
+   */
+  rtcConfig: () => RTCConfiguration;
   /** Node only: the WebRTC implementation (@roamhq/wrtc). */
   wrtc?: SimplePeer.Options['wrtc'];
 }
@@ -25,7 +28,9 @@ export function createSimplePeerFactory(Peer: typeof SimplePeer, options: Simple
     const peer = new Peer({
       initiator,
       trickle: true,
-      config: { iceServers: options.iceServers },
+      // Replaces simple-peer's default config (Google's public STUN), which a school
+      // network without internet could not reach anyway.
+      config: options.rtcConfig(),
       channelConfig: { ordered: true },
       ...(options.wrtc ? { wrtc: options.wrtc } : {}),
     });

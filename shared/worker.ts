@@ -106,6 +106,8 @@ export interface WorkerOptions {
   onServerError?(error: ErrorBody): void;
   log(message: string): void;
   debug?: WorkerDebug;
+  /** Hears the ICE config (TURN credentials) of every join and rejoin, before any link is dialled. */
+  onIceConfig?(ice: unknown): void;
 }
 
 const JOIN_TIMEOUT_MS = 10_000;
@@ -253,6 +255,13 @@ export class TrainingWorker {
       const timer = setTimeout(() => reject(new WebringError('ERR_TIMEOUT', 'the server did not answer the join')), Math.max(0, deadline - Date.now()));
       this.options.socket.emit('room:join', request, (r) => {
         clearTimeout(timer);
+        try {
+          if (r.ok) this.options.onIceConfig?.(r.ice);
+        } catch (err) {
+          // A config this worker cannot use (another server version?) fails the join with its code.
+          reject(toWebringError(err));
+          return;
+        }
         resolve(r);
       });
     });

@@ -6,6 +6,7 @@ import type { Logger } from './logger';
 import type { CheckpointStore } from './checkpoint-store';
 import type { RoomPersistence } from './room-persistence';
 import type { RateLimits } from './rate-limits';
+import type { IceOptions } from './turn';
 
 export interface SocketData {
   /** The room whose join code this connection presented (socket-auth.ts); it may join only that room. */
@@ -34,6 +35,8 @@ export interface ServerContext {
   /** Set while the server closes: with other nodes about, its connections' members are not leaving, they move. */
   draining: boolean;
   limits: RateLimits;
+  /** TURN and the ICE policy every worker gets (signaling-server/turn.ts). */
+  ice: IceOptions;
   log: Logger;
 }
 

@@ -4,7 +4,8 @@
  * (derives every room's join code; generated and kept in DATA_DIR when unset),
  * TLS_CERT and TLS_KEY (PEM files; a self-signed certificate is made and kept in
  * DATA_DIR/tls/ when unset), DATA_DIR (./data), TEACHER_TOKEN (generated and printed when
- * unset), LOG_LEVEL (info), PING_INTERVAL_MS and PING_TIMEOUT_MS (liveness).
+ * unset), LOG_LEVEL (info), PING_INTERVAL_MS and PING_TIMEOUT_MS (liveness), TURN_URL,
+ * TURN_SECRET, TURN_TTL_S and ICE_TRANSPORT_POLICY (TURN; see signaling-server/turn.ts).
  */
 import { randomBytes } from 'node:crypto';
 import path from 'node:path';
@@ -15,6 +16,7 @@ import { createLogger } from './logger';
 import { JOIN_SECRET_FILE, loadOrCreateJoinSecret } from './join-codes';
 import { DEFAULT_PING_INTERVAL_MS, DEFAULT_PING_TIMEOUT_MS, startServer } from './server';
 import { loadTlsCredentials, TlsError, type TlsCredentials } from './tls';
+import { describeIce, iceOptionsFromEnv, TurnConfigError, type IceOptions } from './turn';
 
 const DEFAULT_HTTPS_PORT = 8443;
 const DEFAULT_ROOM = 'class';
@@ -53,6 +55,16 @@ async function main(): Promise<void> {
     console.error(`[webring] ROOM must be letters, digits, "-" and "_" (up to 64, starting with a letter or digit), got ${JSON.stringify(roomFromEnv)}`);
     process.exit(2);
   }
+  // Checked before anything is built or bound: a typo in TURN_URL must not surface as
+  // "students cannot connect" halfway through a lesson.
+  let ice: IceOptions;
+  try {
+    ice = iceOptionsFromEnv(process.env);
+  } catch (err) {
+    if (!(err instanceof TurnConfigError)) throw err;
+    console.error(`[webring] ${err.code}: ${err.message}`);
+    process.exit(2);
+  }
   const room = roomFromEnv || DEFAULT_ROOM;
   let joinSecret: Buffer;
   try {
@@ -83,6 +95,7 @@ async function main(): Promise<void> {
     pingIntervalMs: intFromEnv('PING_INTERVAL_MS', DEFAULT_PING_INTERVAL_MS),
     pingTimeoutMs: intFromEnv('PING_TIMEOUT_MS', DEFAULT_PING_TIMEOUT_MS),
     log,
+    ice,
     defaultRoom: room,
     https: { port: httpsPort, cert: tls.cert, key: tls.key, anyPortIfTaken: !httpsPortFromEnv },
   });
@@ -122,6 +135,7 @@ async function main(): Promise<void> {
     tokenFromEnv ? 'Teacher token: from TEACHER_TOKEN' : `Teacher token (generated; set TEACHER_TOKEN to fix it): ${teacherToken}`,
     `Join codes: derived from ${process.env.JOIN_SECRET ? 'JOIN_SECRET' : `the secret in ${path.join(dataDir, JOIN_SECRET_FILE)}`} (a new secret changes every room's code)`,
     describeCertificate(tls),
+    describeIce(ice),
     `Data directory: ${dataDir}`,
     '',
   ];

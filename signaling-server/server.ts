@@ -20,6 +20,8 @@ import { broadcastChange } from './handlers/rooms';
 import { registerRoomHandlers } from './handlers/rooms';
 import { registerSignalHandlers } from './handlers/signals';
 import { registerTrainingHandlers } from './handlers/training';
+import { registerIceHandlers } from './handlers/ice';
+import { NO_TURN, type IceOptions } from './turn';
 import { scheduleAdmission } from './runs';
 import { joinCodeFor } from './join-codes';
 import { authenticateSocket } from './socket-auth';
@@ -59,6 +61,8 @@ export interface ServerOptions {
   reconnectGraceMs?: number;
   /** Share rooms with other signaling nodes through this Redis (signaling-server/cluster.ts). */
   redisUrl?: string;
+  /** TURN server and ICE policy for the workers (signaling-server/turn.ts); none by default. */
+  ice?: IceOptions;
   log?: Logger;
   /** The room the printed URLs and GET /api/info name (default 'class'). */
   defaultRoom?: string;
@@ -151,6 +155,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     node: cluster?.node ?? null,
     draining: false,
     limits: new RateLimits({ ...DEFAULT_RATE_LIMITS, ...options.rateLimits }),
+    ice: options.ice ?? NO_TURN,
     log,
   };
   const graceMs = options.reconnectGraceMs ?? DEFAULT_RECONNECT_GRACE_MS;
@@ -226,6 +231,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     registerRoomHandlers(ctx, socket);
     registerSignalHandlers(ctx, socket);
     registerTrainingHandlers(ctx, socket);
+    registerIceHandlers(ctx, socket);
   });
 
   port = await listen(httpServer, options.port, options.host);

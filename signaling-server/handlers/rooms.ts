@@ -7,6 +7,7 @@ import { scheduleAdmission, scheduleAutoResume } from '../runs';
 import { channelOf, type IoSocket, type ServerContext } from '../context';
 import { guarded, type AfterReply } from './errors';
 import { tokenHash } from '../tokens';
+import { iceConfigFor } from '../turn';
 
 export function registerRoomHandlers(ctx: ServerContext, socket: IoSocket): void {
   socket.on('room:join', (raw: unknown, ack: unknown) => {
@@ -71,7 +72,7 @@ async function join(ctx: ServerContext, socket: IoSocket, raw: unknown, afterRep
     broadcastChange(ctx, room, joined.change);
     if (joined.awaitingAdmission) scheduleAdmission(ctx, room.name);
   });
-  return { memberId, index: joined.index, room: request.room, memberToken };
+  return { memberId, index: joined.index, room: request.room, memberToken, ice: iceConfigFor(ctx.ice, memberId) };
 }
 
 /**
@@ -88,7 +89,7 @@ async function rejoin(ctx: ServerContext, socket: IoSocket, name: string, claim:
   void socket.join(channelOf(name));
   ctx.log.info(`member ${claim.memberId} rejoined ${name} as index ${back.index}`);
   afterReply(() => socket.emit('ring:generation', updated.room.snapshot()));
-  return { memberId: claim.memberId, index: back.index, room: name, memberToken: claim.memberToken };
+  return { memberId: claim.memberId, index: back.index, room: name, memberToken: claim.memberToken, ice: iceConfigFor(ctx.ice, claim.memberId) };
 }
 
 /** This connection no longer speaks for a member (it left, or was dropped); it may join again. */

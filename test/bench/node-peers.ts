@@ -29,7 +29,7 @@ const { values } = parseArgs({
 });
 const count = Number(values.count);
 const worldSize = Number(values.n);
-const factory = createSimplePeerFactory(SimplePeer, { iceServers: [], wrtc });
+const factory = createSimplePeerFactory(SimplePeer, { rtcConfig: () => ({ iceServers: [] }), wrtc });
 const peers = Array.from({ length: count }, (_, i) => new BenchPeer(io(values.url!, { transports: ['websocket'], auth: { room: values.room!, code: values.code! } }), factory, process.env.BENCH_VERBOSE ? (m) => console.log(`[${values.name}-${i}] ${m}`) : () => {}));
 
 async function run(command: NodePeerCommand): Promise<unknown[]> {

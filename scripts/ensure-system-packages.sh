@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Tests and benchmarks run programs that npm cannot provide, from Debian's packages:
+#   chromium      Playwright drives it; a Playwright browser download cannot work offline
+#   coturn        test/e2e/turn.spec.ts relays three tabs through a real TURN server
+#   redis-server  for the Redis-backed tests
+# Each one missing is installed with apt-get (needs root, or sudo, as in CI). This list is
+# the one place that names them: "<binary the tests run> <Debian package that ships it>".
+# Installing coturn or redis-server may start their system services on the default ports;
+# the tests never use those: they start their own processes, on free ports, without the
+# system config files.
+set -euo pipefail
+REQUIRED=(
+  "${CHROMIUM_PATH:-/usr/bin/chromium} chromium"
+  "/usr/bin/turnserver coturn"
+  "/usr/bin/redis-server redis-server"
+)
+
+missing=()
+for entry in "${REQUIRED[@]}"; do
+  read -r binary package <<<"$entry"
+  if [ ! -x "$binary" ]; then
+    echo "webring: $binary is missing; it comes with Debian's $package package" >&2
+    missing+=("$package")
+  fi
+done
+if [ "${#missing[@]}" -eq 0 ]; then
+  exit 0
+fi
+
+if [ "$(id -u)" -ne 0 ]; then
+  SUDO=sudo
+else
+  SUDO=
+fi
+export DEBIAN_FRONTEND=noninteractive
+echo "webring: installing ${missing[*]}" >&2
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+
+status=0
+for entry in "${REQUIRED[@]}"; do
+  read -r binary package <<<"$entry"
+  if [ ! -x "$binary" ]; then
+    echo "webring: $package installed, but $binary is still missing" >&2
+    status=1
+  fi
+done
+if [ "$status" -ne 0 ]; then
+  echo "webring: for Chromium elsewhere, set CHROMIUM_PATH" >&2
+  exit 1
+fi
