@@ -8,6 +8,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import * as nodeFs from 'node:fs/promises';
 import path from 'node:path';
+import { z } from 'zod';
 import { WebringError } from '../shared/errors';
 import {
   CHECKPOINT_FILES,
@@ -39,6 +40,27 @@ interface StoredCheckpoint {
   info: CheckpointInfo;
   dir: string;
 }
+
+/** One tensor of a weights file: float32 and int32 only, never quantized (what our models write). */
+const tensorSpecSchema = z.object({
+  name: z.string().max(200),
+  shape: z.array(z.number().int().min(0)).max(8),
+  dtype: z.enum(['float32', 'int32']),
+  quantization: z.undefined().optional(),
+});
+/** model.json's weights manifest: every group is the weights file beside it, nothing elsewhere. */
+const weightsManifestSchema = z
+  .array(
+    z.object({
+      paths: z.array(z.enum([CHECKPOINT_FILES.weights, `./${CHECKPOINT_FILES.weights}`])).length(1),
+      weights: z.array(tensorSpecSchema).max(1000),
+    }),
+  )
+  .min(1)
+  .max(16);
+
+/** Bytes the tensors take in their file (4 per element for float32 and int32). */
+const specBytes = (specs: Array<{ shape: number[] }>): number => specs.reduce((sum, s) => sum + 4 * s.shape.reduce((n, d) => n * d, 1), 0);
 
 const sha256 = (b: Buffer) => createHash('sha256').update(b).digest('hex');
 
@@ -90,8 +112,21 @@ export class CheckpointStore {
     if (typeof model !== 'object' || model === null || !model.modelTopology || !Array.isArray(model.weightsManifest)) {
       throw new WebringError('ERR_BAD_REQUEST', 'model.json is not a TensorFlow.js layers model', 'model.json');
     }
-    if (!optimizerSpecsSchema.safeParse(parseJson(upload.optimizerSpecs, CHECKPOINT_FILES.optimizerSpecs)).success) {
+    // A manifest that does not describe the weights file exactly would store a checkpoint
+    // that no replica and no tf.loadLayersModel can load (found by test/server/abuse.test.ts).
+    const manifest = weightsManifestSchema.safeParse(model.weightsManifest);
+    if (!manifest.success) {
+      throw new WebringError('ERR_BAD_REQUEST', 'model.json: the weights manifest must list float32/int32 tensors in model.weights.bin', 'model.json');
+    }
+    if (specBytes(manifest.data.flatMap((g) => g.weights)) !== upload.weights.byteLength) {
+      throw new WebringError('ERR_BAD_REQUEST', 'model.weights.bin is not the size its manifest in model.json describes', 'model.weights.bin');
+    }
+    const optimizerSpecs = optimizerSpecsSchema.safeParse(parseJson(upload.optimizerSpecs, CHECKPOINT_FILES.optimizerSpecs));
+    if (!optimizerSpecs.success) {
       throw new WebringError('ERR_BAD_REQUEST', 'optimizer.json is not a valid optimizer state description', 'optimizer.json');
+    }
+    if (specBytes(optimizerSpecs.data.weightSpecs) !== upload.optimizerData.byteLength) {
+      throw new WebringError('ERR_BAD_REQUEST', 'optimizer.bin is not the size optimizer.json describes', 'optimizer.bin');
     }
 
     const id = `ckpt-${String(meta.step).padStart(10, '0')}-${randomBytes(3).toString('hex')}`;

@@ -29,6 +29,16 @@ const HTTP_STATUS: Partial<Record<ErrorCode, number>> = {
   ERR_RATE_LIMITED: 429,
 };
 
+/**
+ * Express and its parsers mark the client's own mistakes with a 4xx `status` (a URL
+ * parameter that is not valid percent-encoding, a multipart body busboy cannot read), so
+ * they are a coded 400, not a 500.
+ */
+function clientErrorStatus(err: unknown): boolean {
+  const status = (err as { status?: unknown; statusCode?: unknown } | null)?.status ?? (err as { statusCode?: unknown } | null)?.statusCode;
+  return typeof status === 'number' && status >= 400 && status < 500;
+}
+
 export interface HttpOptions {
   teacherToken: string;
   clientDir: string;
@@ -99,10 +109,17 @@ export function createHttpApp(ctx: ServerContext, options: HttpOptions): express
     res.json({ ok: true, status: room.status() });
   });
 
-  const upload = multer({
+  const parseUpload = multer({
     storage: multer.memoryStorage(),
     limits: { fileSize: MAX_CHECKPOINT_FILE_BYTES, files: CHECKPOINT_FILE_NAMES.length, fields: 0, parts: CHECKPOINT_FILE_NAMES.length },
   }).fields(CHECKPOINT_FILE_NAMES.map((name) => ({ name, maxCount: 1 })));
+  // busboy's own errors (a truncated body, a missing boundary) are not MulterErrors, and
+  // would otherwise be a 500 for what is the client's malformed request.
+  const upload = (req: Request, res: Response, next: NextFunction) =>
+    parseUpload(req, res, (err?: unknown) => {
+      if (err && !(err instanceof multer.MulterError)) next(new WebringError('ERR_BAD_REQUEST', `bad checkpoint upload: ${(err as Error).message}`));
+      else next(err);
+    });
 
   /** Only the room's current chief writes checkpoints; it proves who it is with its member token. */
   const requireChief = async (req: Request, res: Response, next: NextFunction) => {
@@ -211,6 +228,7 @@ export function createHttpApp(ctx: ServerContext, options: HttpOptions): express
           : new WebringError('ERR_BAD_REQUEST', `bad checkpoint upload: ${err.message}`, err.field);
     } else if (bodyParserType === 'entity.too.large') coded = new WebringError('ERR_PAYLOAD_TOO_LARGE', `JSON bodies are limited to ${MAX_HTTP_JSON_BYTES} bytes`);
     else if (bodyParserType === 'entity.parse.failed') coded = new WebringError('ERR_BAD_REQUEST', 'body is not valid JSON');
+    else if (clientErrorStatus(err)) coded = new WebringError('ERR_BAD_REQUEST', (err as Error).message);
     else coded = toWebringError(err);
     const status = HTTP_STATUS[coded.code] ?? 500;
     if (status === 500) ctx.log.error(`http: ${coded.message}`);

@@ -4,12 +4,27 @@ import { MAX_SIGNAL_BYTES, parseOrThrow, signalRelaySchema } from '../../shared/
 import type { IoSocket, ServerContext } from '../context';
 import { guarded } from './errors';
 
+/** simple-peer's signals are objects of strings and small objects; anything deeper is abuse. */
+const MAX_SIGNAL_DEPTH = 8;
+
+/** Whether `value` has objects or arrays nested more than `max` levels; stops looking at max. */
+function nestedDeeperThan(value: unknown, max: number): boolean {
+  if (typeof value !== 'object' || value === null) return false;
+  if (max === 0) return true;
+  return Object.values(value).some((v) => nestedDeeperThan(v, max - 1));
+}
+
 export function registerSignalHandlers(ctx: ServerContext, socket: IoSocket): void {
   socket.on('signal:relay', (raw: unknown, ack: unknown) => {
     guarded(ctx, socket, 'signal:relay', ack, async () => {
       const { room: name, memberId } = socket.data;
       if (!name || !memberId) throw new WebringError('ERR_NOT_IN_ROOM', 'join a room before signaling');
       const relay = parseOrThrow(signalRelaySchema, raw);
+      // SDP and ICE are a level or two deep; JSON.stringify (and socket.io's encoder on the
+      // relay) would overflow the stack on a deeply nested one (test/server/abuse.test.ts).
+      if (nestedDeeperThan(relay.data, MAX_SIGNAL_DEPTH)) {
+        throw new WebringError('ERR_BAD_REQUEST', `signal data nested deeper than ${MAX_SIGNAL_DEPTH} levels`, 'data');
+      }
       if (JSON.stringify(relay.data).length > MAX_SIGNAL_BYTES) {
         throw new WebringError('ERR_PAYLOAD_TOO_LARGE', `signal larger than ${MAX_SIGNAL_BYTES} bytes`);
       }

@@ -3,7 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { io as connect, type Socket } from 'socket.io-client';
 import { startServer, type RunningServer } from '../../signaling-server/server';
-import { createLogger } from '../../signaling-server/logger';
+import { createLogger, type Logger } from '../../signaling-server/logger';
 import type { RateLimitOptions } from '../../signaling-server/rate-limits';
 import { joinCodeFor } from '../../signaling-server/join-codes';
 import type { AckResult, ClientToServerEvents, JoinAccepted, ServerToClientEvents, SocketAuth } from '../../shared/protocol';
@@ -18,7 +18,7 @@ export const LOBBY_ROOM = 'lobby';
 export const codeFor = (room: string): string => joinCodeFor(TEST_JOIN_SECRET, room);
 
 export async function startTestServer(
-  overrides: { pingIntervalMs?: number; pingTimeoutMs?: number; rateLimits?: Partial<RateLimitOptions>; dataDir?: string; redisUrl?: string; reconnectGraceMs?: number } = {},
+  overrides: { pingIntervalMs?: number; pingTimeoutMs?: number; rateLimits?: Partial<RateLimitOptions>; dataDir?: string; redisUrl?: string; reconnectGraceMs?: number; log?: Logger } = {},
 ): Promise<RunningServer> {
   return startServer({
     port: 0,
