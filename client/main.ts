@@ -24,7 +24,7 @@ const intParam = (name: string): number | undefined => {
   const v = params.get(name);
   return v !== null && /^\d+$/.test(v) ? Number(v) : undefined;
 };
-const debug = { slowStepMs: intParam('debugSlowMs'), driftAtStep: intParam('debugDriftAtStep') };
+const debug = { slowStepMs: intParam('debugSlowMs'), driftAtStep: intParam('debugDriftAtStep'), poisonAtStep: intParam('debugPoisonAtStep') };
 
 /** The shared loss curve is refreshed from the room's metrics this often. */
 const METRICS_POLL_MS = 2_000;

@@ -3,6 +3,7 @@ import { WebringError } from '../../shared/errors';
 import {
   dropRequestSchema,
   evaluationReportSchema,
+  evictRequestSchema,
   finishReportSchema,
   parseOrThrow,
   progressReportSchema,
@@ -67,6 +68,25 @@ export function registerTrainingHandlers(ctx: ServerContext, socket: IoSocket): 
         dropped.emit('member:dropped', { reason: 'straggler', step: request.step, computeMs: request.computeMs, deadlineMs: request.deadlineMs });
       }
       broadcastChange(ctx, room, change);
+    });
+  });
+
+  socket.on('ring:evict', (raw: unknown, ack?: unknown) => {
+    guarded(ctx, socket, 'ring:evict', ack, () => {
+      const { room, memberId } = memberRoom(ctx, socket);
+      const request = parseOrThrow(evictRequestSchema, raw);
+      const { change, evicted } = room.evict(memberId, request);
+      for (const { id, socketId, notice } of evicted) {
+        ctx.log.warn(`room ${room.name}: evicted ${id} at ${memberId}'s report (${notice.misbehaviour}: ${notice.detail})`);
+        // Told why; its connection no longer speaks for a member and may join afresh.
+        const gone = socketId ? ctx.io.sockets.sockets.get(socketId) : undefined;
+        if (gone) {
+          forgetMembership(gone);
+          gone.emit('member:dropped', notice);
+        }
+      }
+      broadcastChange(ctx, room, change);
+      return { evicted: evicted.map((e) => e.id) };
     });
   });
 
