@@ -105,6 +105,7 @@ function render(s: WorkerStatus): void {
     lastSyncMs: s.lastSyncMs === null ? '' : s.lastSyncMs.toFixed(0),
     joinMs: s.joinMs === null ? '' : s.joinMs.toFixed(0),
     resyncs: String(s.resyncs),
+    errorCode: s.error?.code ?? '',
   });
   const b = bannerText(s);
   banner.dataset.state = b.key;
