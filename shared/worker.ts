@@ -423,7 +423,7 @@ export class TrainingWorker {
     const message =
       d.reason === 'straggler'
         ? `this device took ${Math.round(d.computeMs)} ms per step; the ring's deadline is ${Math.round(d.deadlineMs)} ms. Join again to rejoin.`
-        : `evicted from the ring at step ${d.step}: ${d.detail}. Reload the page to join again.`;
+        : `evicted from the ring at step ${d.step}: ${d.detail}. Join again to rejoin.`;
     this.options.log(d.reason === 'straggler' ? `dropped from the ring as a straggler at step ${d.step}: ${message}` : message);
     this.identity = null;
     this.network?.close();
