@@ -29,7 +29,7 @@ const intParam = (name: string): number | undefined => {
   const v = params.get(name);
   return v !== null && /^\d+$/.test(v) ? Number(v) : undefined;
 };
-const debug = { slowStepMs: intParam('debugSlowMs'), driftAtStep: intParam('debugDriftAtStep') };
+const debug = { slowStepMs: intParam('debugSlowMs'), driftAtStep: intParam('debugDriftAtStep'), poisonAtStep: intParam('debugPoisonAtStep') };
 
 /** The shared loss curve is refreshed from the room's metrics this often. */
 const METRICS_POLL_MS = 2_000;
@@ -110,6 +110,7 @@ function render(s: WorkerStatus): void {
     lastSyncMs: s.lastSyncMs === null ? '' : s.lastSyncMs.toFixed(0),
     joinMs: s.joinMs === null ? '' : s.joinMs.toFixed(0),
     resyncs: String(s.resyncs),
+    errorCode: s.error?.code ?? '',
   });
   const b = bannerText(s);
   banner.dataset.state = b.key;

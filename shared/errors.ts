@@ -28,6 +28,10 @@ export const ERROR_CODES = [
   'ERR_NO_WEBGPU',
   'ERR_BAD_DATA',
   'ERR_RATE_LIMITED',
+  /** A ring peer sent data no honest peer sends: wrong length, non-finite values, a wrong generation (issue 7). */
+  'ERR_PEER_MISBEHAVED',
+  /** An eviction request the server refused: not the reporter's sender, or over its allowance. */
+  'ERR_BAD_ACCUSATION',
   'ERR_INTERNAL',
 ] as const;
 

@@ -278,6 +278,37 @@ export const dropRequestSchema = z.strictObject({
 });
 export type DropRequest = z.output<typeof dropRequestSchema>;
 
+/**
+ * What a ring peer did that no honest peer does (issue 7); the receiver rejects the message
+ * before adding any of it, fails the collective at once and names the sender.
+ * - length: the payload is not the size the schedule gives that chunk;
+ * - malformed: too short for a header, an unknown phase, tag or ring step, a chunk index
+ *   outside the segment, or another wire format than the collective's;
+ * - non-finite: a NaN or ±Infinity value (an honest sender saturates and flags instead);
+ * - generation: a generation newer than the receiver's ring (never honest: the network holds
+ *   those back until that generation is applied);
+ * - duplicate: the same chunk twice in one collective (a replay);
+ * - out-of-order: a later collective's message while the sender still owed this one's.
+ */
+export const MISBEHAVIOURS = ['length', 'malformed', 'non-finite', 'generation', 'duplicate', 'out-of-order'] as const;
+export type Misbehaviour = (typeof MISBEHAVIOURS)[number];
+
+/**
+ * A ring member names the sender whose message it rejected. The server evicts the accused
+ * only when the topology of `generation` makes it one of the reporter's senders (its left
+ * neighbour or a halving-doubling partner), and only once per reporter and run (see
+ * Room.evict for the whole rule).
+ */
+export const evictRequestSchema = z.strictObject({
+  run: runSchema,
+  generation: z.number().int().min(0),
+  member: memberIdSchema,
+  step: z.number().int().min(0),
+  reason: z.enum(MISBEHAVIOURS),
+  detail: z.string().max(200),
+});
+export type EvictRequest = z.output<typeof evictRequestSchema>;
+
 /** A member's link broke but nobody left: re-form the ring (links are dialled again). */
 export const reformRequestSchema = z.strictObject({
   generation: z.number().int().min(0),
@@ -337,15 +368,16 @@ export interface TrainStart {
   admitted: boolean;
 }
 
-/** Sent to a member the chief dropped for missing the step deadline. */
-export interface MemberDropped {
-  reason: 'straggler';
-  step: number;
-  computeMs: number;
-  deadlineMs: number;
-}
+/**
+ * Sent to a member taken out of the ring: 'straggler', dropped by the chief for missing the
+ * step deadline; 'evicted', for sending data no honest peer sends (or, as a reporter, for a
+ * second accusation in one run: Room.evict).
+ */
+export type MemberDropped =
+  | { reason: 'straggler'; step: number; computeMs: number; deadlineMs: number }
+  | { reason: 'evicted'; step: number; misbehaviour: Misbehaviour | 'accusations'; detail: string };
 
-export const ROOM_EVENT_KINDS = ['joined', 'left', 'admitted', 'dropped', 'resynced', 'reformed'] as const;
+export const ROOM_EVENT_KINDS = ['joined', 'left', 'admitted', 'dropped', 'evicted', 'resynced', 'reformed'] as const;
 export type RoomEventKind = (typeof ROOM_EVENT_KINDS)[number];
 
 /** What happened to a room's ring, newest last: the teacher page's log and the recovery timings. */
@@ -364,9 +396,17 @@ export interface DroppedMember {
   id: string;
   name: string;
   index: number;
+  /** 'straggler': too slow (computeMs, deadlineMs); 'evicted': sent bad ring data (misbehaviour, reportedBy). */
+  reason: 'straggler' | 'evicted';
   step: number;
+  /** Stragglers: the member's compute time and the ring's deadline, ms; 0 for evictions. */
   computeMs: number;
   deadlineMs: number;
+  /** Evictions: what the member sent, or 'accusations' for a reporter over its allowance; null for stragglers. */
+  misbehaviour: Misbehaviour | 'accusations' | null;
+  /** Evictions: the name of the member whose ring rejected the data; null otherwise. */
+  reportedBy: string | null;
+  detail: string;
   at: number;
 }
 
@@ -392,7 +432,7 @@ export interface RoomStatus {
   waiting: MemberInfo[];
   config: StartConfig | null;
   totalSteps: number | null;
-  /** Members dropped as stragglers during this run; they may join again. */
+  /** Members dropped as stragglers or evicted for bad ring data during this run; they may join again. */
   dropped: DroppedMember[];
   /** Weight-hash comparisons around the ring, and how many found drift (then resynced from the chief). */
   consistency: { checks: number; mismatches: number; lastMismatchStep: number | null };
@@ -460,6 +500,7 @@ export interface ClientToServerEvents {
   'ring:reform': (request: ReformRequest) => void;
   /** Fresh TURN credentials for a member whose current ones are about to expire. */
   'ice:config': (ack: Ack<{ ice: IceConfig }>) => void;
+  'ring:evict': (request: EvictRequest, ack?: Ack<{ evicted: string[] }>) => void;
 }
 
 /** Every client event name, checked against the map so the list cannot fall out of date. */
@@ -473,6 +514,7 @@ export const CLIENT_EVENT_NAMES = Object.keys({
   'ring:drop': true,
   'ring:reform': true,
   'ice:config': true,
+  'ring:evict': true,
 } satisfies Record<keyof ClientToServerEvents, true>) as Array<keyof ClientToServerEvents>;
 
 export interface ServerToClientEvents {

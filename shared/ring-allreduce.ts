@@ -30,14 +30,28 @@
  * in the result for the caller to see (the trainer fails the step rather than apply it).
  * With one rank nothing travels, so nothing is rounded.
  *
+ * Hostile or broken peers (issue 7). A message is checked whole before any of its values is
+ * added: header (phase, ring step, tag, wire format, generation), chunk index, exact length,
+ * that its chunk has not already arrived in this collective, and every value finite. A
+ * sender checks its own message as it frames it: a non-finite value (an fp16 partial sum
+ * beyond ±65504, an fp32 sum that overflowed, a NaN) is clamped to the format's largest
+ * finite value and the collective is flagged (FLAG_SATURATED); the flag travels on every
+ * later message, reaches every rank, and every rank fails the collective alike with
+ * ERR_BAD_DATA. So no honest sender ever puts a non-finite value on the wire, and a receiver
+ * that finds one, or any other message of its own generation that no honest sender frames,
+ * fails the collective at once with a PeerMisbehavedError naming the sender's rank (the
+ * worker asks the server to evict it). Messages of an older generation or an earlier
+ * collective are dropped and counted: honest peers send those around a generation change.
+ *
  * DOM-free: the browser passes simple-peer data channels, the Node worker passes wrtc
  * channels, the unit tests pass an in-memory link.
  */
 import { WebringError } from './errors';
-import { ALGORITHMS, WIRE_FORMATS, type Algorithm, type WireFormat } from './protocol';
+import { ALGORITHMS, WIRE_FORMATS, type Algorithm, type Misbehaviour, type WireFormat } from './protocol';
 import { addHalves, decodeHalves, encodeHalves, roundToHalves } from './fp16';
-import { halvingDoublingPlan, type HalvingDoublingPlan } from './halving-doubling';
+import { halvingDoublingPartners, halvingDoublingPlan, type HalvingDoublingPlan } from './halving-doubling';
 import {
+  FLAG_SATURATED,
   FLOAT_BYTES,
   HEADER_BYTES,
   MAX_CHUNK_FLOATS,
@@ -114,6 +128,30 @@ export const DEFAULT_COLLECTIVE_TIMEOUT_MS = 120_000;
 /** Early messages of the next collective are kept until it starts; beyond this, dropped. */
 export const DEFAULT_MAX_STASH_BYTES = 64 * 1024 * 1024;
 
+/** The largest finite float32: where the sender clamps an fp32 value that is not finite. */
+const FLOAT32_MAX = 3.4028234663852886e38;
+/** The largest finite half's bits (65504), and a half's exponent bits (all ones: ±Inf or NaN). */
+const HALF_MAX_BITS = 0x7bff;
+const HALF_EXPONENT = 0x7c00;
+
+/**
+ * A collective failed because a peer sent what no honest peer sends (see the file comment).
+ * `rank` is that peer's rank in the collective's generation.
+ */
+export class PeerMisbehavedError extends WebringError {
+  readonly rank: number;
+  readonly misbehaviour: Misbehaviour;
+
+  constructor(rank: number, misbehaviour: Misbehaviour, message: string) {
+    super('ERR_PEER_MISBEHAVED', message);
+    this.rank = rank;
+    this.misbehaviour = misbehaviour;
+  }
+}
+
+/** Debug only (tests): what a poisoned rank's sender writes into its messages. */
+export type PoisonKind = 'nan' | 'length';
+
 /** How one collective's floats travel. Every rank of a collective passes the same options. */
 export interface CollectiveOptions {
   /** Default 'ring'. 'halving-doubling' needs links to its partners (RingAllReduceOptions.peer). */
@@ -157,6 +195,10 @@ export interface RingStats {
   droppedWrongSender: number;
   /** Finite values that became ±Infinity on the fp16 wire (|value| ≥ 65520). */
   fp16Overflows: number;
+  /** Messages this rank framed with a non-finite value clamped (the collective then fails alike everywhere). */
+  saturatedSends: number;
+  /** Messages rejected as misbehaviour: each failed its collective and named the sender. */
+  rejectedMisbehaviour: number;
 }
 
 interface ActiveCollective {
@@ -184,6 +226,10 @@ interface ActiveCollective {
   plan: HalvingDoublingPlan | null;
   stage: number;
   stageReceived: number;
+  /** Chunks per (phase, ring step) or per exchange stage in `seen`: the most any can hold. */
+  seenStride: number;
+  /** Some rank clamped a non-finite value (its own, or FLAG_SATURATED arrived): fail alike at the end. */
+  saturated: boolean;
   resolve: () => void;
   reject: (err: WebringError) => void;
   timer: unknown;
@@ -205,11 +251,18 @@ export class RingAllReduce {
     droppedWireMismatch: 0,
     droppedWrongSender: 0,
     fp16Overflows: 0,
+    saturatedSends: 0,
+    rejectedMisbehaviour: 0,
   };
 
   private readonly right: RingLink | null;
   private readonly peer: ((rank: number) => RingLink | null) | null;
   private readonly left: number;
+  /** Ranks that send to this one in some schedule: the left neighbour and the halving-doubling partners. */
+  private readonly senders: ReadonlySet<number>;
+  /** Which chunks of the collective in flight have arrived (a second copy is a replay), reused. */
+  private seen = new Uint8Array(0);
+  private poison: PoisonKind | null = null;
   private readonly timeoutMs: number;
   private readonly highWaterBytes: number;
   private readonly maxStashBytes: number;
@@ -245,8 +298,8 @@ export class RingAllReduce {
   private readonly msgFloats = new Float32Array(this.msgBuffer, HEADER_BYTES, MAX_CHUNK_FLOATS);
   private readonly msgHalves = new Uint16Array(this.msgBuffer, HEADER_BYTES, MAX_CHUNK_HALVES);
   private readonly msgViews = new Map<number, Uint8Array>();
-  private readonly header: ChunkHeader = { phase: 0, ringStep: 0, tag: 0, wire: 0, generation: 0, run: 0, step: 0, chunk: 0 };
-  private readonly inHeader: ChunkHeader = { phase: 0, ringStep: 0, tag: 0, wire: 0, generation: 0, run: 0, step: 0, chunk: 0 };
+  private readonly header: ChunkHeader = { phase: 0, ringStep: 0, tag: 0, wire: 0, flags: 0, generation: 0, run: 0, step: 0, chunk: 0 };
+  private readonly inHeader: ChunkHeader = { phase: 0, ringStep: 0, tag: 0, wire: 0, flags: 0, generation: 0, run: 0, step: 0, chunk: 0 };
   private readonly alignedScratch = new Float32Array(MAX_CHUNK_FLOATS);
   private readonly alignedScratchHalves = new Uint16Array(this.alignedScratch.buffer);
   /** Where a chunk lies, filled by locate(). */
@@ -269,6 +322,7 @@ export class RingAllReduce {
     this.right = options.right;
     this.peer = options.peer ?? null;
     this.left = mod(rank - 1, worldSize);
+    this.senders = new Set(worldSize > 1 ? [this.left, ...halvingDoublingPartners(rank, worldSize)] : []);
     this.timeoutMs = options.timeoutMs ?? DEFAULT_COLLECTIVE_TIMEOUT_MS;
     this.highWaterBytes = options.highWaterBytes ?? DEFAULT_HIGH_WATER_BYTES;
     this.maxStashBytes = options.maxStashBytes ?? DEFAULT_MAX_STASH_BYTES;
@@ -342,6 +396,8 @@ export class RingAllReduce {
         plan: algorithm === 'halving-doubling' ? this.planFor(buf.length) : null,
         stage: 0,
         stageReceived: 0,
+        seenStride: 0,
+        saturated: false,
         resolve,
         reject,
         timer: null,
@@ -349,6 +405,7 @@ export class RingAllReduce {
       const r = this.rank;
       this.active = a;
       this.ensureQueueCapacity(a);
+      this.resetSeen(a);
       a.timer = this.clock.setTimeout(() => {
         this.fail(new WebringError('ERR_TIMEOUT', `all-reduce of step ${step} timed out after ${this.timeoutMs} ms`));
       }, this.timeoutMs);
@@ -387,18 +444,30 @@ export class RingAllReduce {
     const h = this.inHeader;
     if (!readHeader(bytes, h) || (h.phase !== PHASE_REDUCE_SCATTER && h.phase !== PHASE_ALL_GATHER && h.phase !== PHASE_EXCHANGE)) {
       this.stats.droppedMalformed++;
+      this.reject(from, 'malformed', `a ${bytes.byteLength}-byte message with no valid header`);
       return;
     }
-    if (h.phase !== PHASE_EXCHANGE && from !== this.left) {
+    if (h.generation < this.generation) {
+      // Sent before the sender applied this generation: honest around every change.
+      this.stats.droppedStaleGeneration++;
+      return;
+    }
+    if (!this.senders.has(from)) {
       this.stats.droppedWrongSender++;
       return;
     }
-    if (h.generation !== this.generation) {
-      this.stats.droppedStaleGeneration++;
+    if (h.generation > this.generation) {
+      // The network holds a newer generation's messages back until it is applied here.
+      this.reject(from, 'generation', `a message of generation ${h.generation} into generation ${this.generation}`);
+      return;
+    }
+    if (h.phase !== PHASE_EXCHANGE && from !== this.left) {
+      this.reject(from, 'malformed', `a ring message, but it is not this rank's left neighbour`);
       return;
     }
     if (h.tag >= TAG_SPACE || (h.wire !== WIRE_FP32 && h.wire !== WIRE_FP16)) {
       this.stats.droppedMalformed++;
+      this.reject(from, 'malformed', `tag ${h.tag}, wire ${h.wire}`);
       return;
     }
     const key = collectiveKey(h.run, h.step, h.tag);
@@ -411,6 +480,12 @@ export class RingAllReduce {
       this.stats.droppedStaleStep++;
       return;
     }
+    if (a && !a.plan && from === this.left && a.received < a.expected) {
+      // Over one ordered channel the left neighbour finishes sending a collective before it
+      // starts the next: a later one's message now means it skipped some of this one's.
+      this.reject(from, 'out-of-order', `run ${h.run} step ${h.step} tag ${h.tag} while it still owed ${a.expected - a.received} message(s) of step ${a.step} tag ${a.tag}`);
+      return;
+    }
     // A faster neighbour may already be one collective ahead: keep its messages until we start it.
     if (this.stashBytes + bytes.byteLength > this.maxStashBytes) {
       this.stats.droppedOverflow++;
@@ -418,6 +493,22 @@ export class RingAllReduce {
     }
     this.stash.push({ key, from, bytes: bytes.slice() });
     this.stashBytes += bytes.byteLength;
+  }
+
+  /**
+   * `from` sent what no honest peer sends: fail this generation's collectives at once,
+   * naming it. Only a rank that sends to this one can be named (the server checks the same
+   * topology); anything else is dropped and counted.
+   */
+  private reject(from: number, misbehaviour: Misbehaviour, detail: string): void {
+    if (!this.senders.has(from)) return;
+    this.stats.rejectedMisbehaviour++;
+    this.abort(new PeerMisbehavedError(from, misbehaviour, `rank ${from} sent ${detail} (${misbehaviour}); rejected before any of it was summed`));
+  }
+
+  /** Debug only (tests): every message this rank sends from now on carries bad data, past its own check. */
+  poisonForTest(kind: PoisonKind | null): void {
+    this.poison = kind;
   }
 
   /** Fails the collective in flight and every later one: the generation is over. */
@@ -474,26 +565,27 @@ export class RingAllReduce {
     const n = this.worldSize;
     if (h.ringStep >= n - 1) {
       this.stats.droppedMalformed++;
+      this.reject(from, 'malformed', `ring step ${h.ringStep} of ${n - 1}`);
       return;
     }
     const reduce = h.phase === PHASE_REDUCE_SCATTER;
     // Reduce-scatter step k delivers segment (r-k-1); all-gather step k delivers segment (r-k).
     const s = reduce ? mod(this.rank - h.ringStep - 1, n) : mod(this.rank - h.ringStep, n);
     if (h.wire !== a.wire) {
-      // A peer that runs this collective in another format: its values cannot be summed.
+      // Every rank runs a collective in the same format: its values cannot be summed.
       this.stats.droppedWireMismatch++;
+      this.reject(from, 'malformed', `wire format ${h.wire} into a collective of format ${a.wire}`);
       return;
     }
     const at = this.chunkAt;
-    if (!this.locate(a, s, h.chunk)) {
+    if (h.chunk >= a.seenStride || !this.locate(a, s, h.chunk)) {
       this.stats.droppedMalformed++;
+      this.reject(from, 'malformed', `chunk ${h.chunk}, beyond segment ${s}`);
       return;
     }
+    const seenAt = ((h.phase - 1) * (n - 1) + h.ringStep) * a.seenStride + h.chunk;
+    if (!this.admit(a, h, bytes, from, seenAt)) return;
     const { start, length: len } = at;
-    if (bytes.byteLength !== HEADER_BYTES + len * wireFloatBytes(at.wire)) {
-      this.stats.droppedMalformed++;
-      return;
-    }
     const buf = a.buf;
     const last = h.ringStep === n - 2;
     if (at.wire === WIRE_FP16) {
@@ -501,7 +593,7 @@ export class RingAllReduce {
       if (reduce) {
         addHalves(payload, buf, start, len);
         // The owner keeps what it will send, so that it ends equal to every other rank.
-        if (last) this.stats.fp16Overflows += roundToHalves(buf, start, len);
+        if (last) this.noteOverflows(a, roundToHalves(buf, start, len));
       } else {
         decodeHalves(payload, buf, start, len);
       }
@@ -520,6 +612,53 @@ export class RingAllReduce {
     }
     a.received++;
     this.pump();
+  }
+
+  /**
+   * The checks that need the chunk's place (`chunkAt`): exact length, first arrival, every
+   * value finite. All of them pass before a single value is added; false when rejected.
+   */
+  private admit(a: ActiveCollective, h: ChunkHeader, bytes: Uint8Array, from: number, seenAt: number): boolean {
+    const { length: len, wire } = this.chunkAt;
+    if (bytes.byteLength !== HEADER_BYTES + len * wireFloatBytes(wire)) {
+      this.stats.droppedMalformed++;
+      this.reject(from, 'length', `${bytes.byteLength} bytes where chunk ${h.chunk} takes ${HEADER_BYTES + len * wireFloatBytes(wire)}`);
+      return false;
+    }
+    if (this.seen[seenAt] === 1) {
+      this.reject(from, 'duplicate', `chunk ${h.chunk} of phase ${h.phase} step ${h.ringStep} a second time`);
+      return false;
+    }
+    const bad = wire === WIRE_FP16 ? firstNonFiniteHalf(this.payloadHalves(bytes, len), len) : firstNonFiniteFloat(this.payloadFloats(bytes, len), len);
+    if (bad >= 0) {
+      this.reject(from, 'non-finite', `a non-finite value at element ${bad} of chunk ${h.chunk}`);
+      return false;
+    }
+    this.seen[seenAt] = 1;
+    if (h.flags & FLAG_SATURATED) a.saturated = true;
+    return true;
+  }
+
+  /** Sizes and clears the arrival marks for a new collective (grown only when a larger one needs it). */
+  private resetSeen(a: ActiveCollective): void {
+    const n = this.worldSize;
+    let slots: number;
+    if (a.plan) {
+      a.seenStride = this.rangeChunks(a, 0, a.buf.length);
+      slots = a.plan.stages.length * a.seenStride;
+    } else {
+      a.seenStride = this.chunkCount(a, 0); // segment 0 is never shorter than another
+      slots = 2 * (n - 1) * a.seenStride;
+    }
+    if (this.seen.length < slots) this.seen = new Uint8Array(slots);
+    else this.seen.fill(0, 0, slots);
+  }
+
+  /** fp16 values that overflowed where this rank rounded its own copy: the collective fails alike everywhere. */
+  private noteOverflows(a: ActiveCollective, overflows: number): void {
+    if (overflows === 0) return;
+    this.stats.fp16Overflows += overflows;
+    a.saturated = true;
   }
 
   /** Chunks of the exchanged range [lo, hi): its part before `split` in `wire`, then its float32 part. */
@@ -564,21 +703,21 @@ export class RingAllReduce {
     const st = plan.stages[h.ringStep]!;
     if (from !== st.recvFrom) {
       this.stats.droppedWrongSender++;
+      this.reject(from, 'malformed', `an exchange of stage ${h.ringStep}, whose partner is rank ${st.recvFrom}`);
       return;
     }
     if (h.wire !== a.wire) {
       this.stats.droppedWireMismatch++;
+      this.reject(from, 'malformed', `wire format ${h.wire} into a collective of format ${a.wire}`);
       return;
     }
-    const at = this.chunkAt;
-    if (!this.locateInRange(a, st.recvStart, st.recvEnd, h.chunk) || bytes.byteLength !== HEADER_BYTES + at.length * wireFloatBytes(at.wire)) {
+    if (h.chunk >= a.seenStride || !this.locateInRange(a, st.recvStart, st.recvEnd, h.chunk)) {
       this.stats.droppedMalformed++;
+      this.reject(from, 'malformed', `chunk ${h.chunk}, beyond the range of stage ${h.ringStep}`);
       return;
     }
-    if (h.ringStep < a.stage) {
-      this.stats.droppedStaleStep++;
-      return;
-    }
+    // A stage before the one in progress is complete: every message of it has been seen.
+    if (!this.admit(a, h, bytes, from, h.ringStep * a.seenStride + h.chunk)) return;
     if (h.ringStep > a.stage) {
       this.defer(h.ringStep, bytes);
       return;
@@ -622,7 +761,7 @@ export class RingAllReduce {
       if (a.stage === plan.lastReduceStage && a.wire === WIRE_FP16) {
         // The owner keeps what it will send, so that it ends equal to every other rank.
         const end = Math.min(plan.ownedEnd, a.split);
-        if (end > plan.ownedStart) this.stats.fp16Overflows += roundToHalves(a.buf, plan.ownedStart, end - plan.ownedStart);
+        if (end > plan.ownedStart) this.noteOverflows(a, roundToHalves(a.buf, plan.ownedStart, end - plan.ownedStart));
       }
       a.stage++;
       a.stageReceived = 0;
@@ -762,24 +901,44 @@ export class RingAllReduce {
 
   /** Frames floats [start, start+len) of the collective's buffer in one reused message and sends it. */
   private sendMessage(a: ActiveCollective, phase: number, ringStep: number, chunk: number, start: number, len: number, wire: WireCode, link: RingLink): void {
+    const buf = a.buf;
+    // The sender's own check: nothing non-finite leaves this rank (see the file comment).
+    let clamped = false;
+    if (wire === WIRE_FP16) {
+      this.stats.fp16Overflows += encodeHalves(buf, start, this.msgHalves, len);
+      clamped = saturateHalves(this.msgHalves, len);
+    } else {
+      const out = this.msgFloats;
+      let check = 0;
+      for (let i = 0; i < len; i++) {
+        const v = buf[start + i]!;
+        out[i] = v;
+        check += v - v; // NaN once any value is ±Infinity or NaN, else 0
+      }
+      if (check !== 0) clamped = saturateFloats(out, len);
+    }
+    if (clamped) {
+      this.stats.saturatedSends++;
+      a.saturated = true;
+    }
     const h = this.header;
     h.phase = phase;
     h.ringStep = ringStep;
     h.tag = a.tag;
     h.wire = a.wire;
+    h.flags = a.saturated ? FLAG_SATURATED : 0;
     h.generation = this.generation;
     h.run = this.run;
     h.step = a.step;
     h.chunk = chunk;
     writeHeader(this.msgHeaderView, h);
-    const buf = a.buf;
-    if (wire === WIRE_FP16) {
-      this.stats.fp16Overflows += encodeHalves(buf, start, this.msgHalves, len);
-    } else {
-      const out = this.msgFloats;
-      for (let i = 0; i < len; i++) out[i] = buf[start + i]!;
+    let byteLength = HEADER_BYTES + len * wireFloatBytes(wire);
+    if (this.poison === 'nan') {
+      if (wire === WIRE_FP16) this.msgHalves[0] = 0x7e00;
+      else this.msgFloats[0] = Number.NaN;
+    } else if (this.poison === 'length') {
+      byteLength -= 2;
     }
-    const byteLength = HEADER_BYTES + len * wireFloatBytes(wire);
     let view = this.msgViews.get(byteLength);
     if (!view) {
       view = new Uint8Array(this.msgBuffer, 0, byteLength);
@@ -822,6 +981,16 @@ export class RingAllReduce {
     this.clock.clearTimeout(a.timer);
     this.active = null;
     this.lastDoneKey = a.key;
+    if (a.saturated) {
+      // The flag reached every rank on a message of the clamped chunk: all fail here alike.
+      a.reject(
+        new WebringError(
+          'ERR_BAD_DATA',
+          `step ${a.step}: a value of the ${a.wire === WIRE_FP16 ? 'fp16' : 'fp32'} all-reduce was beyond the format's range or not finite on some rank (an fp16 sum beyond ±65504, or a diverged model); resume with wire 'fp32' or a lower learning rate`,
+        ),
+      );
+      return;
+    }
     a.resolve();
   }
 
@@ -835,4 +1004,43 @@ export class RingAllReduce {
     this.releaseDeferred();
     a.reject(error);
   }
+}
+
+/** Index of the first value that is ±Infinity or NaN, or -1. */
+function firstNonFiniteFloat(values: Float32Array, length: number): number {
+  for (let i = 0; i < length; i++) {
+    const v = values[i]!;
+    if (v - v !== 0) return i;
+  }
+  return -1;
+}
+
+/** The same for halves: all exponent bits set. */
+function firstNonFiniteHalf(halves: Uint16Array, length: number): number {
+  for (let i = 0; i < length; i++) if ((halves[i]! & HALF_EXPONENT) === HALF_EXPONENT) return i;
+  return -1;
+}
+
+/** Clamps ±Infinity to ±FLOAT32_MAX and NaN to 0, in place; true when anything changed. */
+function saturateFloats(values: Float32Array, length: number): boolean {
+  let changed = false;
+  for (let i = 0; i < length; i++) {
+    const v = values[i]!;
+    if (v - v === 0) continue;
+    values[i] = v > 0 ? FLOAT32_MAX : v < 0 ? -FLOAT32_MAX : 0;
+    changed = true;
+  }
+  return changed;
+}
+
+/** Clamps ±Infinity halves to ±65504 and NaN halves to 0, in place; true when anything changed. */
+function saturateHalves(halves: Uint16Array, length: number): boolean {
+  let changed = false;
+  for (let i = 0; i < length; i++) {
+    const bits = halves[i]!;
+    if ((bits & HALF_EXPONENT) !== HALF_EXPONENT) continue;
+    halves[i] = (bits & 0x03ff) !== 0 ? 0 : (bits & 0x8000) | HALF_MAX_BITS;
+    changed = true;
+  }
+  return changed;
 }

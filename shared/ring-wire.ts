@@ -8,7 +8,11 @@
  *                        exchange (0 .. 2·log2 N + 1)
  *   2  u8   tag          which collective of the step (sync, eval, gradients)
  *   3  u8   wire         the collective's format: 0 = float32, 1 = float16 (issue 6); the
- *                        exact tail of a float16 collective still travels as float32
+ *                        exact tail of a float16 collective still travels as float32. Bit 7
+ *                        (FLAG_SATURATED, issue 7): the sender clamped a non-finite value of
+ *                        this collective to the format's largest finite one (an fp16 partial
+ *                        sum beyond ±65504, say); every rank then fails the collective alike.
+ *                        An honest sender never puts a non-finite value on the wire.
  *   4  u32  generation   membership generation the sender belongs to
  *   8  u32  run          the room's run (each Start is a new run)
  *   12 u32  step         global training step
@@ -36,6 +40,9 @@ export const WIRE_FP32 = 0;
 export const WIRE_FP16 = 1;
 export type WireCode = typeof WIRE_FP32 | typeof WIRE_FP16;
 
+/** Bit 7 of the wire byte: this collective saturated somewhere (see the layout above). */
+export const FLAG_SATURATED = 0x80;
+
 export const wireCode = (format: WireFormat): WireCode => (format === 'fp16' ? WIRE_FP16 : WIRE_FP32);
 /** Payload bytes per float of a wire code. */
 export const wireFloatBytes = (code: WireCode): number => (code === WIRE_FP16 ? HALF_BYTES : FLOAT_BYTES);
@@ -52,6 +59,8 @@ export interface ChunkHeader {
   ringStep: number;
   tag: number;
   wire: number;
+  /** The flag bits of the wire byte (FLAG_SATURATED). */
+  flags: number;
   generation: number;
   run: number;
   step: number;
@@ -62,7 +71,7 @@ export function writeHeader(view: DataView, h: ChunkHeader): void {
   view.setUint8(0, h.phase);
   view.setUint8(1, h.ringStep);
   view.setUint8(2, h.tag);
-  view.setUint8(3, h.wire);
+  view.setUint8(3, h.wire | h.flags);
   view.setUint32(4, h.generation, true);
   view.setUint32(8, h.run, true);
   view.setUint32(12, h.step, true);
@@ -78,7 +87,8 @@ export function readHeader(bytes: Uint8Array, out: ChunkHeader): boolean {
   out.phase = bytes[0]!;
   out.ringStep = bytes[1]!;
   out.tag = bytes[2]!;
-  out.wire = bytes[3]!;
+  out.wire = bytes[3]! & 0x7f;
+  out.flags = bytes[3]! & FLAG_SATURATED;
   out.generation = readU32(bytes, 4);
   out.run = readU32(bytes, 8);
   out.step = readU32(bytes, 12);

@@ -51,7 +51,17 @@ const TAIL_COMPUTE_MS = TAIL_HASH + HASH_VOTE_FLOATS;
 const TAIL_MODELS = TAIL_COMPUTE_MS + MAX_ROOM_MEMBERS;
 const MODEL_FLOATS = 4;
 const TAIL_MESH_READY = TAIL_MODELS + MODEL_FLOATS;
-const TAIL_LENGTH = TAIL_MESH_READY + 1;
+/** How many replicas' own gradient or loss was not finite (or absurdly large); they sent zeros instead. */
+const TAIL_NON_FINITE = TAIL_MESH_READY + 1;
+const TAIL_LENGTH = TAIL_NON_FINITE + 1;
+
+/**
+ * A replica's own gradient values must stay below this magnitude to travel (issue 7): then no
+ * honest float32 partial sum can overflow (a received finite value plus one below 2^100
+ * rounds back below 2^128), so a non-finite value on the wire can only come from a broken or
+ * hostile sender. Anything larger is a diverged model.
+ */
+export const MAX_LOCAL_GRADIENT = 2 ** 100;
 
 /** Replicas compare weight hashes at least this often (every step whose number is a multiple). */
 export const HASH_CHECK_EVERY_STEPS = 10;
@@ -388,6 +398,14 @@ export class Trainer {
     flat[P + TAIL_COMPUTE_MS + rank] = performance.now() - t0;
     writeModels(flat, P + TAIL_MODELS, this.measured);
     flat[P + TAIL_MESH_READY] = options.meshReady ? 1 : 0;
+    // The sender's own check: a diverged replica sends zeros and says so, rather than NaN.
+    const ownNonFinite = !finiteBelow(flat, 0, P, MAX_LOCAL_GRADIENT) || !Number.isFinite(flat[P + TAIL_LOSS]!);
+    if (ownNonFinite) {
+      flat.fill(0, 0, P);
+      flat[P + TAIL_LOSS] = 0;
+      flat[P + TAIL_CORRECT] = 0;
+    }
+    flat[P + TAIL_NON_FINITE] = ownNonFinite ? 1 : 0;
 
     const algorithm = this.nextAlgorithm;
     this.gradientOptions.algorithm = algorithm;
@@ -397,6 +415,14 @@ export class Trainer {
     timing.commMs = tApply - tComm;
 
     // Each rank sent the sum of its examples' gradients: divide by the global batch for the mean.
+    const diverged = flat[P + TAIL_NON_FINITE]!;
+    if (diverged > 0) {
+      // Every replica holds the same sum, so every replica stops here, before applying anything.
+      throw new WebringError(
+        'ERR_BAD_DATA',
+        `step ${step}: ${diverged} replica(s) computed a gradient or loss that is not finite (the model diverged); resume from a checkpoint with a lower learning rate`,
+      );
+    }
     const inv = 1 / batch.size;
     let sq = 0;
     for (let i = 0; i < P; i++) {
@@ -589,4 +615,14 @@ function readModels(flat: Float32Array, at: number, n: number): LinkModels | nul
   const ring = model(0);
   const halvingDoubling = model(1);
   return ring || halvingDoubling ? { ring, halvingDoubling } : null;
+}
+
+/** True when every value of `values[from, from + length)` is finite and below `bound` in magnitude. */
+function finiteBelow(values: Float32Array, from: number, length: number, bound: number): boolean {
+  for (let i = from; i < from + length; i++) {
+    const v = values[i]!;
+    // NaN fails both comparisons.
+    if (!(v < bound && v > -bound)) return false;
+  }
+  return true;
 }

@@ -27,7 +27,7 @@ import { RingNetwork } from './ring-network';
 import { Trainer } from './trainer';
 import type { LinkModel } from './collective-choice';
 import { predictDigit } from './models';
-import type { RingAllReduce } from './ring-allreduce';
+import { PeerMisbehavedError, type RingAllReduce } from './ring-allreduce';
 import { StragglerDetector } from './straggler';
 import { yieldToEventLoop } from './yield';
 import { CheckpointWriter, type LocalCheckpointStore } from './checkpoint-writer';
@@ -88,6 +88,8 @@ export interface WorkerDebug {
   slowStepMs?: number;
   /** Nudge this replica's weights before this step: plays backend drift (resync tests). */
   driftAtStep?: number;
+  /** From this step on, write NaN into every ring message, past the sender's own check: plays a hostile tab (issue 7). */
+  poisonAtStep?: number;
 }
 
 export interface WorkerOptions {
@@ -128,7 +130,7 @@ export const RECOVERY_TIMEOUT_MS = 60_000;
 /** A broken link with nobody gone: ask the server to re-form the ring after this long. */
 export const REFORM_AFTER_MS = 3_000;
 /** Errors of a collective that a new generation heals: the step is redone from the chief's state. */
-const RECOVERABLE: ReadonlySet<ErrorCode> = new Set<ErrorCode>(['ERR_STALE_GENERATION', 'ERR_PEER_FAILED', 'ERR_TIMEOUT', 'ERR_ABORTED']);
+const RECOVERABLE: ReadonlySet<ErrorCode> = new Set<ErrorCode>(['ERR_STALE_GENERATION', 'ERR_PEER_FAILED', 'ERR_TIMEOUT', 'ERR_ABORTED', 'ERR_PEER_MISBEHAVED']);
 
 /** True when `next` is `current` with members added at the end: a pure admission of joiners. */
 function extendsRing(current: Generation, next: Generation): boolean {
@@ -488,16 +490,33 @@ export class TrainingWorker {
   }
 
   private onDropped(d: MemberDropped): void {
-    this.options.log(`dropped from the ring as a straggler at step ${d.step}: ${Math.round(d.computeMs)} ms per step, deadline ${Math.round(d.deadlineMs)} ms`);
+    const message =
+      d.reason === 'straggler'
+        ? `this device took ${Math.round(d.computeMs)} ms per step; the ring's deadline is ${Math.round(d.deadlineMs)} ms. Join again to rejoin.`
+        : `evicted from the ring at step ${d.step}: ${d.detail}. Join again to rejoin.`;
+    this.options.log(d.reason === 'straggler' ? `dropped from the ring as a straggler at step ${d.step}: ${message}` : message);
     this.identity = null;
     this.network?.close();
     this.network = null;
-    this.update({
-      state: 'dropped',
-      rank: null,
-      chief: false,
-      error: { code: 'ERR_DROPPED', message: `this device took ${Math.round(d.computeMs)} ms per step; the ring's deadline is ${Math.round(d.deadlineMs)} ms. Join again to rejoin.` },
-    });
+    this.update({ state: 'dropped', rank: null, chief: false, error: { code: d.reason === 'straggler' ? 'ERR_DROPPED' : 'ERR_PEER_MISBEHAVED', message } });
+  }
+
+  /**
+   * This worker's ring rejected a message: name its sender to the server, which checks that
+   * the sender is one of ours in that generation before it evicts anyone (Room.evict).
+   */
+  private accuse(ring: RingAllReduce, e: PeerMisbehavedError, run: number, step: number): void {
+    const g = this.network?.generation;
+    const member = g?.generation === ring.generation ? g.members[e.rank] : undefined;
+    if (!member) return; // a newer generation already replaced the ring: nothing to name
+    this.options.log(`rank ${e.rank} (${member.name}) sent bad ring data (${e.misbehaviour}); asking the server to evict it`);
+    this.options.socket.emit(
+      'ring:evict',
+      { run, generation: ring.generation, member: member.id, step, reason: e.misbehaviour, detail: e.message.slice(0, 200) },
+      (r) => {
+        if (!r.ok) this.options.log(`eviction of ${member.name} refused: ${r.error.code} ${r.error.message}`);
+      },
+    );
   }
 
   private async reseedServer(): Promise<void> {
@@ -621,6 +640,7 @@ export class TrainingWorker {
           const voted = this.pendingGeneration;
           const ready = voted !== null && network.isReadyFor(voted);
           if (debug.driftAtStep === trainer.step) trainer.perturbForTest();
+          if (debug.poisonAtStep !== undefined && trainer.step >= debug.poisonAtStep) ring.poisonForTest('nan');
           const t0 = performance.now();
           const r = await trainer.trainStep({
             requestStop: this.stopRequested,
@@ -706,6 +726,7 @@ export class TrainingWorker {
         } catch (err) {
           const e = toWebringError(err);
           if (!RECOVERABLE.has(e.code)) throw e;
+          if (e instanceof PeerMisbehavedError) this.accuse(ring, e, run, trainer.step);
           log(`step interrupted (${e.code}: ${e.message}); waiting for the ring to re-form`);
           await this.awaitRingChange(ring, e);
         }

@@ -11,6 +11,8 @@ import {
   type Backend,
   type DropRequest,
   type DroppedMember,
+  type EvictRequest,
+  type MemberDropped,
   type EvaluationReport,
   type FinishReport,
   type Generation,
@@ -29,6 +31,7 @@ import {
 } from '../shared/protocol';
 import { MNIST_TRAIN_DIGITS } from '../shared/mnist-format';
 import { stepsPerEpoch } from '../shared/sharding';
+import { halvingDoublingPartners } from '../shared/halving-doubling';
 
 /** Enough for a whole lesson's loss curve at one point per step; older points are dropped. */
 export const MAX_HISTORY_POINTS = 5_000;
@@ -93,6 +96,8 @@ export interface RoomRecord {
   dropped: DroppedMember[];
   consistency: { checks: number; mismatches: number; lastMismatchStep: number | null };
   events: RoomEvent[];
+  accusations: Record<string, number>;
+  mutedReporters: string[];
 }
 
 export interface PersistedRoom {
@@ -126,6 +131,26 @@ export interface Admission {
 
 const NO_CHANGE: MembershipChange = { generation: null, trainingAborted: false };
 
+/** An accepted ring:evict: who goes, and what each is told. */
+export interface Eviction {
+  change: MembershipChange;
+  evicted: Array<{ id: string; socketId: string | null; notice: Extract<MemberDropped, { reason: 'evicted' }> }>;
+  /**
+   * A refused accusation: the reporter is muted for the run (a change to keep), and the
+   * caller answers with this error once the change is stored.
+   */
+  refused: WebringError | null;
+}
+
+/**
+ * The ranks that send ring data to `rank` in a ring of `n`: its left neighbour and its
+ * halving-doubling partners. The same topology the receiving RingAllReduce accepts senders from.
+ */
+export function sendersOf(rank: number, n: number): Set<number> {
+  if (n < 2) return new Set();
+  return new Set([(rank - 1 + n) % n, ...halvingDoublingPartners(rank, n)]);
+}
+
 export class Room {
   readonly name: string;
   private nextIndex = 0;
@@ -149,6 +174,9 @@ export class Room {
   /** The chief's estimate of the run's last step, from its latest report. */
   private reportedTotalSteps: number | null = null;
   private dropped: DroppedMember[] = [];
+  /** Accepted accusations per reporter in this run; reporters refuted once are in `mutedReporters`. */
+  private accusations: Record<string, number> = {};
+  private mutedReporters: string[] = [];
   private consistency = { checks: 0, mismatches: 0, lastMismatchStep: null as number | null };
   private events: RoomEvent[] = [];
   /** Clock for event times; replaceable in tests. */
@@ -216,8 +244,8 @@ export class Room {
   }
 
   toRecord(): RoomRecord {
-    const { name, nextIndex, generation, active, waiting, state, config, run, step, epoch, loss, trainAccuracy, accuracy, evaluations, lastError, reportedTotalSteps, dropped, consistency, events } = this;
-    return { name, nextIndex, generation, active, waiting, state, config, run, step, epoch, loss, trainAccuracy, accuracy, evaluations, lastError, reportedTotalSteps, dropped, consistency, events };
+    const { name, nextIndex, generation, active, waiting, state, config, run, step, epoch, loss, trainAccuracy, accuracy, evaluations, lastError, reportedTotalSteps, dropped, consistency, events, accusations, mutedReporters } = this;
+    return { name, nextIndex, generation, active, waiting, state, config, run, step, epoch, loss, trainAccuracy, accuracy, evaluations, lastError, reportedTotalSteps, dropped, consistency, events, accusations, mutedReporters };
   }
 
   /** The room from its record and history; takes ownership of both (clone them first to keep them). */
@@ -363,9 +391,82 @@ export class Room {
     if (at < 0) throw new WebringError('ERR_NOT_IN_ROOM', `member ${request.member} is not in the ring`);
     const [gone] = this.active.splice(at, 1);
     const m = gone!;
-    this.dropped.push({ id: m.id, name: m.name, index: m.index, step: request.step, computeMs: request.computeMs, deadlineMs: request.deadlineMs, at: this.now() });
+    this.dropped.push({
+      id: m.id,
+      name: m.name,
+      index: m.index,
+      reason: 'straggler',
+      step: request.step,
+      computeMs: request.computeMs,
+      deadlineMs: request.deadlineMs,
+      misbehaviour: null,
+      reportedBy: null,
+      detail: '',
+      at: this.now(),
+    });
     this.log('dropped', [m.name], `straggler: ${Math.round(request.computeMs)} ms per step against a ${Math.round(request.deadlineMs)} ms deadline`);
     return this.afterRemoval();
+  }
+
+  /**
+   * A ring member names a sender whose message its ring rejected (issue 7). Only the two of
+   * them saw the message, so the server cannot tell which one tells the truth; it checks what
+   * the topology lets it check and bounds the damage a liar can do:
+   *  1. the reporter is a ring member of this run and speaks of the current generation; an
+   *     older one is refused with ERR_STALE_GENERATION and not held against anyone (the ring
+   *     has already moved on, maybe by evicting the same sender on another's word);
+   *  2. the accused is one of the reporter's senders in that generation (sendersOf: its left
+   *     neighbour or a halving-doubling partner). Anyone else is refused with
+   *     ERR_BAD_ACCUSATION and nothing changes, and the reporter's later accusations in this
+   *     run are refused too: honest code never names a member that does not send to it;
+   *  3. a reporter's first accepted accusation in a run evicts the accused; a second one
+   *     evicts the reporter instead. A lying member thus removes at most one honest member per
+   *     run, and then itself; an honest member unlucky enough to face two broken senders in
+   *     one run leaves, and the second one's next receiver names it.
+   * Evicted members may join again as fresh members (a new id and token), like stragglers.
+   */
+  evict(reporterId: string, request: EvictRequest): Eviction {
+    const reporter = this.requireMemberOfRun(reporterId, request.run);
+    if (request.generation !== this.generation) {
+      throw new WebringError('ERR_STALE_GENERATION', `eviction for generation ${request.generation}; the room is at ${this.generation}`);
+    }
+    if (this.mutedReporters.includes(reporterId)) {
+      throw new WebringError('ERR_BAD_ACCUSATION', `${reporter.name} named a member that does not send to it earlier in this run; its accusations are refused`);
+    }
+    const n = this.active.length;
+    const accusedAt = this.active.findIndex((m) => m.id === request.member);
+    const reporterAt = this.active.indexOf(reporter);
+    if (accusedAt < 0 || !sendersOf(reporterAt, n).has(accusedAt)) {
+      this.mutedReporters.push(reporterId);
+      const refused = new WebringError('ERR_BAD_ACCUSATION', `member ${request.member} does not send ring data to ${reporter.name} in generation ${this.generation}`);
+      return { change: NO_CHANGE, evicted: [], refused };
+    }
+    const accused = this.active[accusedAt]!;
+    const count = (this.accusations[reporterId] ?? 0) + 1;
+    this.accusations[reporterId] = count;
+    const second = count > 1;
+    const gone = second ? reporter : accused;
+    const misbehaviour = second ? 'accusations' : request.reason;
+    const detail = second
+      ? `its second accusation in this run (of ${accused.name}: ${request.reason}); the server cannot tell which of the two lies`
+      : `${accused.name} sent ${request.reason} ring data to ${reporter.name} at step ${request.step}`;
+    this.active.splice(this.active.indexOf(gone), 1);
+    this.dropped.push({
+      id: gone.id,
+      name: gone.name,
+      index: gone.index,
+      reason: 'evicted',
+      step: request.step,
+      computeMs: 0,
+      deadlineMs: 0,
+      misbehaviour,
+      reportedBy: second ? null : reporter.name,
+      detail,
+      at: this.now(),
+    });
+    this.log('evicted', [gone.name], detail);
+    const notice: Extract<MemberDropped, { reason: 'evicted' }> = { reason: 'evicted', step: request.step, misbehaviour, detail };
+    return { change: this.afterRemoval(), evicted: [{ id: gone.id, socketId: gone.socketId, notice }], refused: null };
   }
 
   /** A member's link broke while everyone is still here: the same members, a fresh generation. */
@@ -412,6 +513,8 @@ export class Room {
     this.lastError = null;
     this.reportedTotalSteps = null;
     this.dropped = [];
+    this.accusations = {};
+    this.mutedReporters = [];
     this.consistency = { checks: 0, mismatches: 0, lastMismatchStep: null };
     for (const m of this.active) {
       m.step = this.step;

@@ -1,7 +1,7 @@
 /**
  * The members table: one row per ring member in rank order, then the students waiting to be
  * admitted (the tbody `data-testid="members"`), and in a second tbody, greyed, whoever left
- * or was dropped in the last half minute, so a teacher glancing up still sees who went.
+ * or was dropped or evicted in the last half minute, so a teacher glancing up still sees who went.
  */
 import type { DroppedMember, MemberInfo, RoomEvent, RoomStatus } from '../../shared/protocol';
 import { h } from './dom';
@@ -12,7 +12,7 @@ export const STRAGGLER_FACTOR = 3;
 /** Members that left stay on the table, greyed, this long. */
 export const GONE_SHOWN_MS = 30_000;
 
-export type Marker = 'chief' | 'waiting' | 'straggler' | 'reconnecting' | 'dropped-before';
+export type Marker = 'chief' | 'waiting' | 'straggler' | 'reconnecting' | 'dropped-before' | 'evicted-before';
 
 const MARKER_TEXT: Record<Marker, string> = {
   chief: 'chief',
@@ -20,6 +20,7 @@ const MARKER_TEXT: Record<Marker, string> = {
   straggler: 'straggler',
   reconnecting: 'reconnecting',
   'dropped-before': 'dropped before',
+  'evicted-before': 'evicted before',
 };
 
 const MARKER_TITLE: Record<Marker, string> = {
@@ -28,6 +29,7 @@ const MARKER_TITLE: Record<Marker, string> = {
   straggler: `Its compute time per step is over ${STRAGGLER_FACTOR}× the others' median: the ring waits for it`,
   reconnecting: 'Its connection to the server is down; it may be reconnecting',
   'dropped-before': 'Was dropped as too slow earlier in this run, then joined again',
+  'evicted-before': 'Was evicted for sending bad ring data earlier in this run, then joined again',
 };
 
 function median(xs: number[]): number | null {
@@ -50,13 +52,14 @@ export function markersOf(m: MemberInfo, s: RoomStatus): Marker[] {
   if (m.rank === null) markers.push('waiting');
   if (m.rank !== null && isStraggler(m, s.members)) markers.push('straggler');
   if (!m.connected) markers.push('reconnecting');
-  if (s.dropped.some((d: DroppedMember) => d.name === m.name)) markers.push('dropped-before');
+  if (s.dropped.some((d: DroppedMember) => d.name === m.name && d.reason === 'straggler')) markers.push('dropped-before');
+  if (s.dropped.some((d: DroppedMember) => d.name === m.name && d.reason === 'evicted')) markers.push('evicted-before');
   return markers;
 }
 
 export interface GoneMember {
   name: string;
-  kind: 'left' | 'dropped';
+  kind: 'left' | 'dropped' | 'evicted';
   at: number;
   detail: string;
 }
@@ -66,7 +69,7 @@ export function recentlyGone(events: readonly RoomEvent[], present: readonly Mem
   const here = new Set(present.map((m) => m.name));
   const gone = new Map<string, GoneMember>();
   for (const e of events) {
-    if ((e.kind !== 'left' && e.kind !== 'dropped') || serverNow - e.at > GONE_SHOWN_MS) continue;
+    if ((e.kind !== 'left' && e.kind !== 'dropped' && e.kind !== 'evicted') || serverNow - e.at > GONE_SHOWN_MS) continue;
     for (const name of e.members) if (!here.has(name)) gone.set(name, { name, kind: e.kind, at: e.at, detail: e.detail });
   }
   return [...gone.values()].sort((a, b) => b.at - a.at);
@@ -100,6 +103,8 @@ function memberRow(m: MemberInfo, s: RoomStatus, chief: MemberInfo | undefined):
   );
 }
 
+const GONE_TEXT: Record<GoneMember['kind'], string> = { left: 'left', dropped: 'dropped (too slow)', evicted: 'evicted (bad ring data)' };
+
 function goneRow(g: GoneMember, serverNow: number): HTMLTableRowElement {
   const ago = `${duration(serverNow - g.at)} ago`;
   return h(
@@ -109,7 +114,7 @@ function goneRow(g: GoneMember, serverNow: number): HTMLTableRowElement {
     h(
       'td',
       { colspan: 8 },
-      h('span', { class: `badge badge-${g.kind}` }, g.kind === 'left' ? 'left' : 'dropped (too slow)'),
+      h('span', { class: `badge badge-${g.kind}` }, GONE_TEXT[g.kind]),
       ` ${ago}${g.detail ? ` · ${g.detail}` : ''}`,
     ),
   );

@@ -1,4 +1,4 @@
-/** The ring's history: its event log, the students dropped as too slow, and the weight checks. */
+/** The ring's history: its event log, the students dropped as too slow or evicted for bad ring data, and the weight checks. */
 import type { RoomEvent, RoomStatus } from '../../shared/protocol';
 import { byId, h } from './dom';
 import { clockTime, fixed } from './format';
@@ -8,6 +8,7 @@ const EVENT_TEXT: Record<RoomEvent['kind'], string> = {
   left: 'left',
   admitted: 'admitted to the ring',
   dropped: 'dropped as too slow',
+  evicted: 'evicted for bad ring data',
   resynced: 'weights resynced',
   reformed: 'ring re-formed',
 };
@@ -25,7 +26,15 @@ export function renderRoomLog(s: RoomStatus): void {
   byId('dropped-table').hidden = s.dropped.length === 0;
   byId('dropped').replaceChildren(
     ...s.dropped.map((d) =>
-      h('tr', {}, h('th', { scope: 'row' }, d.name), h('td', { class: 'num' }, String(d.step)), h('td', { class: 'num' }, `${fixed(d.computeMs, 0)} ms`), h('td', { class: 'num' }, `${fixed(d.deadlineMs, 0)} ms`)),
+      d.reason === 'straggler'
+        ? h('tr', { 'data-reason': d.reason }, h('th', { scope: 'row' }, d.name), h('td', { class: 'num' }, String(d.step)), h('td', { class: 'num' }, `${fixed(d.computeMs, 0)} ms`), h('td', { class: 'num' }, `${fixed(d.deadlineMs, 0)} ms`))
+        : h(
+            'tr',
+            { 'data-reason': d.reason, class: 'is-evicted', title: d.detail },
+            h('th', { scope: 'row' }, d.name),
+            h('td', { class: 'num' }, String(d.step)),
+            h('td', { colspan: 2 }, h('span', { class: 'badge badge-evicted' }, 'evicted'), ` ${d.misbehaviour ?? ''}${d.reportedBy ? `, seen by ${d.reportedBy}` : ''}`),
+          ),
     ),
   );
 

@@ -3,6 +3,7 @@ import { WebringError } from '../../shared/errors';
 import {
   dropRequestSchema,
   evaluationReportSchema,
+  evictRequestSchema,
   finishReportSchema,
   parseOrThrow,
   progressReportSchema,
@@ -81,6 +82,25 @@ export function registerTrainingHandlers(ctx: ServerContext, socket: IoSocket): 
         ctx.io.to(result.socketId).emit('member:dropped', { reason: 'straggler', step: request.step, computeMs: request.computeMs, deadlineMs: request.deadlineMs });
       }
       broadcastChange(ctx, room, result.change);
+    });
+  });
+
+  socket.on('ring:evict', (raw: unknown, ack?: unknown) => {
+    guarded(ctx, socket, 'ring:evict', ack, async () => {
+      const member = requireMember(socket);
+      const request = parseOrThrow(evictRequestSchema, raw);
+      const { room, result } = await updateMemberRoom(ctx, member, (r, memberId) => r.evict(memberId, request));
+      if (result.refused) throw result.refused;
+      for (const { id, socketId, notice } of result.evicted) {
+        ctx.log.warn(`room ${room.name}: evicted ${id} at ${member.memberId}'s report (${notice.misbehaviour}: ${notice.detail})`);
+        // Told why, on whichever node it is connected; that connection may join afresh (see stillMember in rooms.ts).
+        if (socketId) {
+          ctx.io.in(socketId).socketsLeave(channelOf(room.name));
+          ctx.io.to(socketId).emit('member:dropped', notice);
+        }
+      }
+      broadcastChange(ctx, room, result.change);
+      return { evicted: result.evicted.map((e) => e.id) };
     });
   });
 

@@ -2,7 +2,8 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createMemoryMesh } from '../support/memory-ring';
 import { expectedSum, fp16Bound, integerBuffer, spreadBuffer } from '../support/test-buffers';
-import { COLLECTIVE_TAG, type CollectiveOptions } from '../../shared/ring-allreduce';
+import { COLLECTIVE_TAG, PeerMisbehavedError, type CollectiveOptions } from '../../shared/ring-allreduce';
+import { WebringError } from '../../shared/errors';
 import { halvingDoublingHops, halvingDoublingPartners, halvingDoublingPlan, ringHops } from '../../shared/halving-doubling';
 import { floatToHalf, halfToFloat } from '../../shared/fp16';
 import { HEADER_BYTES, MAX_CHUNK_FLOATS, MAX_CHUNK_HALVES, PHASE_EXCHANGE, writeHeader } from '../../shared/ring-wire';
@@ -166,21 +167,34 @@ test('each core rank of a power-of-two halving-doubling sends 2(N-1)/N of the bu
   }
 });
 
-test('an exchange message from a rank that is not the stage partner is dropped and never summed', async () => {
+test('an exchange message from a rank that is not the stage partner is never summed', async () => {
   const n = 4;
   const length = 64;
   const { rings } = createMemoryMesh(n);
   // Rank 3 is not rank 0's partner in stage 1 (that is rank 2): a forged message from it.
+  // Rank 3 is rank 0's left neighbour, so it does send to rank 0: named and rejected at once.
   const forged = new Uint8Array(HEADER_BYTES + 32 * 4);
-  writeHeader(new DataView(forged.buffer), { phase: PHASE_EXCHANGE, ringStep: 1, tag: COLLECTIVE_TAG.gradients, wire: 0, generation: 1, run: 0, step: 0, chunk: 0 });
+  writeHeader(new DataView(forged.buffer), { phase: PHASE_EXCHANGE, ringStep: 1, tag: COLLECTIVE_TAG.gradients, wire: 0, flags: 0, generation: 1, run: 0, step: 0, chunk: 0 });
   new Float32Array(forged.buffer, HEADER_BYTES).fill(1e6);
   const bufs = rings.map((_, r) => integerBuffer(r, length));
-  const done = Promise.all(rings.map((ring, r) => ring.allReduce(bufs[r]!, 0, COLLECTIVE_TAG.gradients, HD)));
+  const pending = rings.map((ring, r) => ring.allReduce(bufs[r]!, 0, COLLECTIVE_TAG.gradients, HD));
   rings[0]!.receive(forged, 3);
-  await done;
+  await assert.rejects(pending[0]!, (e: unknown) => e instanceof PeerMisbehavedError && e.rank === 3);
   assert.equal(rings[0]!.stats.droppedWrongSender, 1);
-  const want = expectedSum(n, length);
-  for (const b of bufs) assert.deepEqual(b, want);
+  assert.ok(bufs[0]!.every((x) => x < 1e6), 'the forged values were never added');
+  for (const ring of rings) ring.abort(new WebringError('ERR_STALE_GENERATION', 'test over'));
+  await Promise.allSettled(pending);
+
+  // From a rank that sends nothing to rank 0 in any schedule (rank 3 of 5 is neither its
+  // left neighbour nor a partner), the message is only dropped: the server could not check
+  // an accusation of it.
+  const five = createMemoryMesh(5);
+  const bufs5 = five.rings.map((_, r) => integerBuffer(r, length));
+  const done = Promise.all(five.rings.map((ring, r) => ring.allReduce(bufs5[r]!, 0, COLLECTIVE_TAG.gradients, HD)));
+  five.rings[0]!.receive(forged, 3);
+  await done;
+  assert.equal(five.rings[0]!.stats.droppedWrongSender, 1);
+  for (const b of bufs5) assert.deepEqual(b, expectedSum(5, length));
 });
 
 test('ring and halving-doubling collectives alternate on the same peers, step after step', async () => {

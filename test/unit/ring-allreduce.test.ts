@@ -1,7 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createMemoryRing } from '../support/memory-ring';
-import { RingAllReduce, COLLECTIVE_TAG, type CollectiveTag } from '../../shared/ring-allreduce';
+import { RingAllReduce, COLLECTIVE_TAG, PeerMisbehavedError, type CollectiveTag } from '../../shared/ring-allreduce';
 import { MAX_CHUNK_FLOATS, MAX_CHUNK_HALVES, HEADER_BYTES, MAX_MESSAGE_BYTES, readHeader } from '../../shared/ring-wire';
 import { WebringError } from '../../shared/errors';
 import { floatToHalf, halfToFloat } from '../../shared/fp16';
@@ -151,17 +151,27 @@ test('a collective whose peers never answer times out with ERR_TIMEOUT', async (
   await assert.rejects(rings[0]!.allReduce(new Float32Array(10), 0), (e: unknown) => e instanceof WebringError && e.code === 'ERR_TIMEOUT');
 });
 
-test('a truncated or wrongly sized message is dropped as malformed', async () => {
-  const { rings } = createMemoryRing(2);
-  const pending = Promise.all(rings.map((ring, r) => ring.allReduce(integerBuffer(r, 8), 0)));
-  rings[1]!.receive(new Uint8Array(5));
-  const wrongSize = new Uint8Array(HEADER_BYTES + 4 * 100);
-  wrongSize[0] = 1; // reduce-scatter
-  wrongSize[2] = COLLECTIVE_TAG.gradients;
-  wrongSize[4] = 1; // generation 1
-  rings[1]!.receive(wrongSize);
-  await pending;
-  assert.equal(rings[1]!.stats.droppedMalformed, 2);
+test('a truncated or wrongly sized message from the left neighbour fails the collective at once, naming it', async () => {
+  for (const [bytes, misbehaviour] of [
+    [new Uint8Array(5), 'malformed'],
+    [(() => {
+      const wrongSize = new Uint8Array(HEADER_BYTES + 4 * 100);
+      wrongSize[0] = 1; // reduce-scatter
+      wrongSize[2] = COLLECTIVE_TAG.gradients;
+      wrongSize[4] = 1; // generation 1
+      return wrongSize;
+    })(), 'length'],
+  ] as const) {
+    const { rings } = createMemoryRing(2, { timeoutMs: 60_000 });
+    const bufs = rings.map((_, r) => integerBuffer(r, 8));
+    const before = bufs[1]!.slice();
+    const pending = rings[1]!.allReduce(bufs[1]!, 0);
+    rings[1]!.receive(bytes);
+    await assert.rejects(pending, (e: unknown) => e instanceof PeerMisbehavedError && e.code === 'ERR_PEER_MISBEHAVED' && e.rank === 0 && e.misbehaviour === misbehaviour);
+    assert.deepEqual(bufs[1], before, 'nothing was added');
+    assert.equal(rings[1]!.stats.droppedMalformed, 1);
+    rings[0]!.abort(new WebringError('ERR_ABORTED', 'test over'));
+  }
 });
 
 test('the header round-trips generation, run, step, chunk and tag', () => {
@@ -177,9 +187,9 @@ test('the header round-trips generation, run, step, chunk and tag', () => {
   view.setUint32(8, 9, true);
   view.setUint32(12, 123456, true);
   view.setUint32(16, 77, true);
-  const h = { phase: 0, ringStep: 0, tag: 0, wire: 0, generation: 0, run: 0, step: 0, chunk: 0 };
+  const h = { phase: 0, ringStep: 0, tag: 0, wire: 0, flags: 0, generation: 0, run: 0, step: 0, chunk: 0 };
   assert.ok(readHeader(bytes, h));
-  assert.deepEqual(h, { phase: 2, ringStep: 4, tag: 2, wire: 1, generation: 0xfffffffe, run: 9, step: 123456, chunk: 77 });
+  assert.deepEqual(h, { phase: 2, ringStep: 4, tag: 2, wire: 1, flags: 0, generation: 0xfffffffe, run: 9, step: 123456, chunk: 77 });
 });
 
 // ---------------------------------------------------------------------------
@@ -298,34 +308,53 @@ test('fp16 sends at most 0.52 of the float32 bytes, in messages of at most 64 Ki
   assert.equal(MAX_CHUNK_HALVES, Math.floor((MAX_MESSAGE_BYTES - HEADER_BYTES) / 2));
 });
 
-test('a message in the other wire format is dropped and counted, never summed', async () => {
+test('a message in the other wire format fails the collective at once and is never summed', async () => {
   const n = 3;
-  const { rings } = createMemoryRing(n, { timeoutMs: 200 });
+  const { rings } = createMemoryRing(n, { timeoutMs: 60_000 });
   const bufs = rings.map((_, r) => integerBuffer(r, 300));
   const before = bufs.map((b) => b.slice());
   // Rank 2 was configured with the other format.
-  const results = await Promise.allSettled(
-    rings.map((ring, r) => ring.allReduce(bufs[r]!, 0, COLLECTIVE_TAG.gradients, r === 2 ? { wire: 'fp32' } : { wire: 'fp16', exactTail: 10 })),
-  );
-  for (const result of results) {
-    assert.equal(result.status, 'rejected');
-    assert.ok(result.reason instanceof WebringError && result.reason.code === 'ERR_TIMEOUT');
-  }
-  assert.ok(rings[0]!.stats.droppedWireMismatch > 0, 'rank 0 drops rank 2 float32 chunks');
-  assert.ok(rings[2]!.stats.droppedWireMismatch > 0, 'rank 2 drops rank 1 float16 chunks');
-  assert.equal(rings[0]!.stats.droppedMalformed + rings[2]!.stats.droppedMalformed, 0);
+  const pending = rings.map((ring, r) => ring.allReduce(bufs[r]!, 0, COLLECTIVE_TAG.gradients, r === 2 ? { wire: 'fp32' } : { wire: 'fp16', exactTail: 10 }));
+  const errors = pending.map((p) => p.then(() => null, (e: unknown) => e));
+  // Rank 0 names rank 2 (float32 into its fp16 collective), rank 2 names rank 1.
+  const e0 = await errors[0]!;
+  const e2 = await errors[2]!;
+  assert.ok(e0 instanceof PeerMisbehavedError && e0.rank === 2 && e0.misbehaviour === 'malformed', String(e0));
+  assert.ok(e2 instanceof PeerMisbehavedError && e2.rank === 1 && e2.misbehaviour === 'malformed', String(e2));
+  // Rank 1 waits on rank 0, which stopped forwarding; a new generation would abort it.
+  rings[1]!.abort(new WebringError('ERR_STALE_GENERATION', 'test over'));
+  assert.equal(((await errors[1]!) as WebringError).code, 'ERR_STALE_GENERATION');
+  assert.ok(rings[0]!.stats.droppedWireMismatch > 0, 'rank 0 rejects rank 2 float32 chunks');
+  assert.ok(rings[2]!.stats.droppedWireMismatch > 0, 'rank 2 rejects rank 1 float16 chunks');
   // Rank 2 added nothing from rank 1, not even the float32 chunks of its exact tail.
   assert.deepEqual(bufs[2], before[2]);
 });
 
-test('fp16 overflow becomes Infinity on every rank and is counted, never silent', async () => {
+test('fp16 overflow: the sender clamps and flags instead of sending Infinity, and every rank fails the step alike', async () => {
   const n = 4;
-  const { rings } = createMemoryRing(n);
+  const { rings, links } = createMemoryRing(n);
+  // Nothing non-finite may cross a link: that is what lets receivers treat it as hostile.
+  let nonFiniteOnWire = 0;
+  links.forEach((link, r) => {
+    const deliver = link.deliver;
+    link.deliver = (bytes) => {
+      const halves = new Uint16Array(bytes.buffer, bytes.byteOffset + HEADER_BYTES, (bytes.byteLength - HEADER_BYTES) / 2);
+      for (const h of halves) if ((h & 0x7c00) === 0x7c00) nonFiniteOnWire++;
+      deliver(bytes);
+    };
+    void r;
+  });
   const bufs = rings.map(() => Float32Array.from([20_000, 1, -30_000, 0.5, 16_000]));
-  await Promise.all(rings.map((ring, r) => ring.allReduce(bufs[r]!, 0, COLLECTIVE_TAG.gradients, { wire: 'fp16' })));
-  for (const b of bufs) assert.deepEqual([...b], [Infinity, 4, -Infinity, 2, 64_000]);
-  const overflows = rings.reduce((sum, ring) => sum + ring.stats.fp16Overflows, 0);
-  assert.equal(overflows, 2, 'each overflowing element counted once, where it overflowed');
+  const results = await Promise.allSettled(rings.map((ring, r) => ring.allReduce(bufs[r]!, 0, COLLECTIVE_TAG.gradients, { wire: 'fp16' })));
+  for (const result of results) assert.ok(result.status === 'rejected' && result.reason instanceof WebringError && result.reason.code === 'ERR_BAD_DATA', 'every rank fails alike');
+  assert.equal(nonFiniteOnWire, 0);
+  assert.ok(rings.reduce((sum, ring) => sum + ring.stats.fp16Overflows, 0) >= 2, 'overflows are counted, never silent');
+  assert.ok(rings.some((ring) => ring.stats.saturatedSends > 0));
+  assert.ok(rings.every((ring) => ring.stats.rejectedMisbehaviour === 0), 'nobody is accused of an honest overflow');
+  // The ring goes on: the next collective is clean.
+  const next = rings.map(() => Float32Array.from([1, 2, 3, 4, 5]));
+  await Promise.all(rings.map((ring, r) => ring.allReduce(next[r]!, 1, COLLECTIVE_TAG.gradients, { wire: 'fp16' })));
+  for (const b of next) assert.deepEqual([...b], [4, 8, 12, 16, 20]);
 });
 
 test('bad collective options are refused with ERR_BAD_REQUEST', async () => {
