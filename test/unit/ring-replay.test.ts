@@ -7,7 +7,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createMemoryRing } from '../support/memory-ring';
-import { expectedSum, integerBuffer } from '../support/test-buffers';
+import { integerBuffer } from '../support/test-buffers';
 import { PeerMisbehavedError } from '../../shared/ring-allreduce';
 
 // Over an ordered, reliable data channel duplicates do not happen by accident; a hostile
