@@ -2,7 +2,8 @@
 # Tests and benchmarks run programs that npm cannot provide, from Debian's packages:
 #   chromium      Playwright drives it; a Playwright browser download cannot work offline
 #   coturn        test/e2e/turn.spec.ts relays three tabs through a real TURN server
-#   redis-server  for the Redis-backed tests
+#   redis-server  test/server/redis-cluster.test.ts and test/e2e/cluster.spec.ts share rooms through it
+#   haproxy       test/e2e/cluster.spec.ts puts it in front of two signaling nodes
 # Each one missing is installed with apt-get (needs root, or sudo, as in CI). This list is
 # the one place that names them: "<binary the tests run> <Debian package that ships it>".
 # Installing coturn or redis-server may start their system services on the default ports;
@@ -13,6 +14,7 @@ REQUIRED=(
   "${CHROMIUM_PATH:-/usr/bin/chromium} chromium"
   "/usr/bin/turnserver coturn"
   "/usr/bin/redis-server redis-server"
+  "/usr/sbin/haproxy haproxy"
 )
 
 missing=()

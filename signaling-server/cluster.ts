@@ -37,6 +37,17 @@ export interface Cluster {
   close(): Promise<void>;
 }
 
+/** The URL as it may be logged: a password in it is replaced by ***. */
+function withoutPassword(url: string): string {
+  try {
+    const parsed = new URL(url);
+    if (parsed.password) parsed.password = '***';
+    return parsed.toString();
+  } catch {
+    return '(unparsable URL)';
+  }
+}
+
 export async function connectCluster(url: string, label: string): Promise<Cluster> {
   const options = { lazyConnect: true, connectTimeout: REDIS_CONNECT_TIMEOUT_MS, maxRetriesPerRequest: 3 };
   const redis = new Redis(url, options);
@@ -47,7 +58,7 @@ export async function connectCluster(url: string, label: string): Promise<Cluste
   } catch (err) {
     redis.disconnect();
     subscriber.disconnect();
-    throw new ClusterError(`cannot reach Redis at REDIS_URL=${url}: ${(err as Error).message}`);
+    throw new ClusterError(`cannot reach Redis at REDIS_URL=${withoutPassword(url)}: ${(err as Error).message}`);
   }
   const node = `${os.hostname()}:${label}/${randomBytes(3).toString('hex')}`;
   const nodeKey = (id: string) => `${REDIS_KEY_PREFIX}node:${id}`;

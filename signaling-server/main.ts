@@ -5,7 +5,8 @@
  * TLS_CERT and TLS_KEY (PEM files; a self-signed certificate is made and kept in
  * DATA_DIR/tls/ when unset), DATA_DIR (./data), TEACHER_TOKEN (generated and printed when
  * unset), LOG_LEVEL (info), PING_INTERVAL_MS and PING_TIMEOUT_MS (liveness), TURN_URL,
- * TURN_SECRET, TURN_TTL_S and ICE_TRANSPORT_POLICY (TURN; see signaling-server/turn.ts).
+ * TURN_SECRET, TURN_TTL_S and ICE_TRANSPORT_POLICY (TURN; see signaling-server/turn.ts),
+ * REDIS_URL (share rooms with other signaling nodes; see signaling-server/cluster.ts).
  */
 import { randomBytes } from 'node:crypto';
 import path from 'node:path';
@@ -16,6 +17,7 @@ import { createLogger } from './logger';
 import { JOIN_SECRET_FILE, loadOrCreateJoinSecret } from './join-codes';
 import { DEFAULT_PING_INTERVAL_MS, DEFAULT_PING_TIMEOUT_MS, startServer } from './server';
 import { loadTlsCredentials, TlsError, type TlsCredentials } from './tls';
+import { ClusterError } from './cluster';
 import { describeIce, iceOptionsFromEnv, TurnConfigError, type IceOptions } from './turn';
 
 const DEFAULT_HTTPS_PORT = 8443;
@@ -85,20 +87,29 @@ async function main(): Promise<void> {
   }
 
   await buildClientIfNeeded((m) => log.info(m));
-  const server = await startServer({
-    port,
-    host,
-    dataDir,
-    teacherToken,
-    joinSecret,
-    clientDir: CLIENT_DIST,
-    pingIntervalMs: intFromEnv('PING_INTERVAL_MS', DEFAULT_PING_INTERVAL_MS),
-    pingTimeoutMs: intFromEnv('PING_TIMEOUT_MS', DEFAULT_PING_TIMEOUT_MS),
-    log,
-    ice,
-    defaultRoom: room,
-    https: { port: httpsPort, cert: tls.cert, key: tls.key, anyPortIfTaken: !httpsPortFromEnv },
-  });
+  const redisUrl = process.env.REDIS_URL || undefined;
+  let server;
+  try {
+    server = await startServer({
+      port,
+      host,
+      dataDir,
+      teacherToken,
+      joinSecret,
+      clientDir: CLIENT_DIST,
+      pingIntervalMs: intFromEnv('PING_INTERVAL_MS', DEFAULT_PING_INTERVAL_MS),
+      pingTimeoutMs: intFromEnv('PING_TIMEOUT_MS', DEFAULT_PING_TIMEOUT_MS),
+      log,
+      ice,
+      redisUrl,
+      defaultRoom: room,
+      https: { port: httpsPort, cert: tls.cert, key: tls.key, anyPortIfTaken: !httpsPortFromEnv },
+    });
+  } catch (err) {
+    if (!(err instanceof ClusterError)) throw err;
+    console.error(`[webring] ${err.code}: ${err.message}`);
+    process.exit(2);
+  }
 
   const info = server.joinInfo(room);
   const httpsUrls = info.studentUrls.filter((u) => u.startsWith('https:'));
@@ -136,6 +147,7 @@ async function main(): Promise<void> {
     `Join codes: derived from ${process.env.JOIN_SECRET ? 'JOIN_SECRET' : `the secret in ${path.join(dataDir, JOIN_SECRET_FILE)}`} (a new secret changes every room's code)`,
     describeCertificate(tls),
     describeIce(ice),
+    redisUrl ? `Rooms: shared with other signaling nodes through Redis (REDIS_URL); checkpoints in DATA_DIR, which they must share` : 'Rooms: in this process (set REDIS_URL to run several signaling nodes)',
     `Data directory: ${dataDir}`,
     '',
   ];

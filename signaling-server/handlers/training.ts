@@ -56,7 +56,12 @@ export function registerTrainingHandlers(ctx: ServerContext, socket: IoSocket): 
         return { wasTraining, change, withoutState: wasTraining ? r.takeAdmittedWithoutState() : [] };
       });
       if (!result.wasTraining) return;
-      ctx.log.info(`room ${room.name}: run ${report.reason} at step ${report.step}`);
+      if (report.reason === 'failed') {
+        // Why a ring could not heal belongs in the log, not only on the teacher page.
+        ctx.log.warn(`room ${room.name}: run failed at step ${report.step}, reported by ${member.memberId}: ${report.code ?? 'no code'} ${report.message ?? ''}`);
+      } else {
+        ctx.log.info(`room ${room.name}: run ${report.reason} at step ${report.step}`);
+      }
       for (const id of result.withoutState) {
         const socketId = room.socketIdOf(id);
         if (socketId) ctx.io.to(socketId).emit('train:stop', { reason: 'ended' });
