@@ -11,6 +11,8 @@ import type { IceOptions } from './turn';
 export interface SocketData {
   /** The room whose join code this connection presented (socket-auth.ts); it may join only that room. */
   authorizedRoom: string;
+  /** The client's address: the peer's, or X-Forwarded-For's from a trusted load balancer (client-address.ts). */
+  address: string;
   room: string | null;
   memberId: string | null;
   /** Error codes already logged for this socket, so a misbehaving client logs once per kind. */

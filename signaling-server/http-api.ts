@@ -4,6 +4,7 @@
  */
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
+import type { TrustProxy } from './client-address';
 import express, { type NextFunction, type Request, type Response } from 'express';
 import multer from 'multer';
 import { WebringError, toWebringError, type ErrorCode } from '../shared/errors';
@@ -47,11 +48,14 @@ export interface HttpOptions {
   /** Ports and URLs, known once the servers listen. */
   info: () => ServerInfo;
   joinInfo: (room: string) => RoomJoinInfo;
+  /** Which load balancers' X-Forwarded-For req.ip believes. */
+  trustProxy: TrustProxy;
 }
 
 export function createHttpApp(ctx: ServerContext, options: HttpOptions): express.Express {
   const app = express();
   app.disable('x-powered-by');
+  app.set('trust proxy', options.trustProxy);
   const store = ctx.checkpoints;
 
   const requireTeacher = (req: Request, _res: Response, next: NextFunction) => {

@@ -6,7 +6,8 @@
  * DATA_DIR/tls/ when unset), DATA_DIR (./data), TEACHER_TOKEN (generated and printed when
  * unset), LOG_LEVEL (info), PING_INTERVAL_MS and PING_TIMEOUT_MS (liveness), TURN_URL,
  * TURN_SECRET, TURN_TTL_S and ICE_TRANSPORT_POLICY (TURN; see signaling-server/turn.ts),
- * REDIS_URL (share rooms with other signaling nodes; see signaling-server/cluster.ts).
+ * REDIS_URL (share rooms with other signaling nodes; see signaling-server/cluster.ts),
+ * TRUST_PROXY (load balancers whose X-Forwarded-For is believed; see client-address.ts).
  */
 import { randomBytes } from 'node:crypto';
 import path from 'node:path';
@@ -18,6 +19,7 @@ import { JOIN_SECRET_FILE, loadOrCreateJoinSecret } from './join-codes';
 import { DEFAULT_PING_INTERVAL_MS, DEFAULT_PING_TIMEOUT_MS, startServer } from './server';
 import { loadTlsCredentials, TlsError, type TlsCredentials } from './tls';
 import { ClusterError } from './cluster';
+import { compileTrustProxy } from './client-address';
 import { describeIce, iceOptionsFromEnv, TurnConfigError, type IceOptions } from './turn';
 
 const DEFAULT_HTTPS_PORT = 8443;
@@ -88,6 +90,13 @@ async function main(): Promise<void> {
 
   await buildClientIfNeeded((m) => log.info(m));
   const redisUrl = process.env.REDIS_URL || undefined;
+  const trustProxy = process.env.TRUST_PROXY || undefined;
+  try {
+    compileTrustProxy(trustProxy);
+  } catch (err) {
+    console.error(`[webring] TRUST_PROXY: ${(err as Error).message} (addresses, subnets like 10.0.0.0/8, or loopback/linklocal/uniquelocal, comma-separated)`);
+    process.exit(2);
+  }
   let server;
   try {
     server = await startServer({
@@ -102,6 +111,7 @@ async function main(): Promise<void> {
       log,
       ice,
       redisUrl,
+      trustProxy,
       defaultRoom: room,
       https: { port: httpsPort, cert: tls.cert, key: tls.key, anyPortIfTaken: !httpsPortFromEnv },
     });

@@ -25,6 +25,7 @@ import { NO_TURN, type IceOptions } from './turn';
 import { scheduleAdmission } from './runs';
 import { joinCodeFor } from './join-codes';
 import { authenticateSocket } from './socket-auth';
+import { clientAddress, compileTrustProxy } from './client-address';
 import { lanAddresses } from './tls';
 import { DEFAULT_RATE_LIMITS, RateLimits, type RateLimitOptions } from './rate-limits';
 import type { IoSocket } from './context';
@@ -61,6 +62,8 @@ export interface ServerOptions {
   reconnectGraceMs?: number;
   /** Share rooms with other signaling nodes through this Redis (signaling-server/cluster.ts). */
   redisUrl?: string;
+  /** Load balancers whose X-Forwarded-For is believed (TRUST_PROXY; signaling-server/client-address.ts). */
+  trustProxy?: string;
   /** TURN server and ICE policy for the workers (signaling-server/turn.ts); none by default. */
   ice?: IceOptions;
   log?: Logger;
@@ -132,6 +135,7 @@ async function dropUnreturned(ctx: ServerContext, name: string): Promise<void> {
 export async function startServer(options: ServerOptions): Promise<RunningServer> {
   const log = options.log ?? createLogger();
   const defaultRoom = options.defaultRoom ?? 'class';
+  const trustProxy = compileTrustProxy(options.trustProxy);
   const httpServer = http.createServer();
   const io: IoServer = new Server(httpServer, {
     pingInterval: options.pingIntervalMs ?? DEFAULT_PING_INTERVAL_MS,
@@ -189,6 +193,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   const app = createHttpApp(ctx, {
     info,
     joinInfo,
+    trustProxy,
     teacherToken: options.teacherToken,
     clientDir: options.clientDir,
     startedAt: Date.now(),
@@ -205,7 +210,10 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   httpsServer?.on('request', handle);
 
   // Before any event: a connection without its room's join code is turned away.
-  io.use((socket, next) => authenticateSocket(socket, { joinSecret: options.joinSecret, limits: ctx.limits, log }).then(() => next(), next));
+  io.use((socket, next) => {
+    socket.data.address = clientAddress(socket.request, trustProxy);
+    authenticateSocket(socket, { joinSecret: options.joinSecret, limits: ctx.limits, log }).then(() => next(), next);
+  });
 
   io.on('connection', (socket) => {
     socket.data = { ...socket.data, room: null, memberId: null, loggedErrors: new Set(), limitedUntil: 0, queue: Promise.resolve() };
@@ -213,8 +221,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     // socket.io calls those before any middleware, so a flood of unknown events was answered
     // one for one, past the budget (found by test/server/abuse.test.ts).
     socket.use((packet, next) => {
-      const ip = socket.handshake.address;
-      ctx.limits.socketEvent(socket.id, ip).then(
+      ctx.limits.socketEvent(socket.id, socket.data.address).then(
         (limited) => {
           if (limited) return refuseRateLimited(socket, packet, limited.retryAfterMs, log);
           if (typeof packet[0] !== 'string' || !KNOWN_EVENTS.has(packet[0])) return refuseUnknown(socket, packet, log);
@@ -288,6 +295,6 @@ function refuseRateLimited(socket: IoSocket, packet: unknown[], retryAfterMs: nu
   const now = Date.now();
   if (now < socket.data.limitedUntil) return;
   socket.data.limitedUntil = now + retryAfterMs;
-  log.warn(`socket ${socket.id} (${socket.handshake.address}) is rate-limited for ${Math.ceil(retryAfterMs)} ms`);
+  log.warn(`socket ${socket.id} (${socket.data.address}) is rate-limited for ${Math.ceil(retryAfterMs)} ms`);
   socket.emit('server:error', body);
 }

@@ -20,7 +20,7 @@ export interface SocketAuthOptions {
 
 /** Resolves when the connection may go on (socket.data.authorizedRoom is set); rejects with a coded error. */
 export async function authenticateSocket(socket: IoSocket, options: SocketAuthOptions): Promise<void> {
-  const ip = socket.handshake.address;
+  const ip = socket.data.address;
   try {
     const blocked = await options.limits.joinCodeGuessesBlocked(ip);
     if (blocked) throw new WebringError('ERR_RATE_LIMITED', `too many wrong join codes from this address; try again in ${Math.ceil(blocked.retryAfterMs / 1000)} s`);

@@ -23,7 +23,7 @@ const NODE_START_TIMEOUT_MS = 30_000;
 
 async function startNode(port: number, redisUrl: string, dataDir: string): Promise<ChildProcess> {
   const child = spawn(process.execPath, ['--import', 'tsx', 'signaling-server/main.ts'], {
-    env: { ...process.env, PORT: String(port), HTTPS_PORT: '0', HOST: '127.0.0.1', DATA_DIR: dataDir, TEACHER_TOKEN: TOKEN, JOIN_SECRET: E2E_JOIN_SECRET, REDIS_URL: redisUrl, LOG_LEVEL: 'warn' },
+    env: { ...process.env, PORT: String(port), HTTPS_PORT: '0', HOST: '127.0.0.1', DATA_DIR: dataDir, TEACHER_TOKEN: TOKEN, JOIN_SECRET: E2E_JOIN_SECRET, REDIS_URL: redisUrl, TRUST_PROXY: 'loopback', LOG_LEVEL: 'warn' },
     stdio: ['ignore', 'ignore', 'inherit'],
   });
   const deadline = Date.now() + NODE_START_TIMEOUT_MS;

@@ -30,8 +30,9 @@ after(async () => {
 });
 
 /** The coded error a refused handshake carries, or a failure if the connection was let in. */
-async function refusal(auth: unknown, at: { url: string } = server): Promise<ErrorBody> {
-  const socket: TestSocket = connect(at.url, { transports: ['websocket'], forceNew: true, reconnection: false, auth: auth as Record<string, unknown> });
+async function refusal(auth: unknown, at: { url: string } = server, forwardedFor?: string): Promise<ErrorBody> {
+  const extraHeaders = forwardedFor ? { 'x-forwarded-for': forwardedFor } : undefined;
+  const socket: TestSocket = connect(at.url, { transports: ['websocket'], forceNew: true, reconnection: false, auth: auth as Record<string, unknown>, extraHeaders });
   sockets.push(socket);
   return new Promise((resolve, reject) => {
     socket.once('connect', () => reject(new Error(`let in with ${JSON.stringify(auth)}`)));
@@ -130,5 +131,33 @@ test('guessing is rate-limited per IP: past the budget even the right code waits
     assert.deepEqual(room.members.map((m) => m.name), ['already-in']);
   } finally {
     await guarded.close();
+  }
+});
+
+test('behind a trusted load balancer the wrong-code budget is per student; an untrusted X-Forwarded-For is ignored', async () => {
+  const wrong = (i: number) => ({ room: 'proxied', code: `AAA-AA${JOIN_CODE_ALPHABET[i]}` });
+  const right = { room: 'proxied', code: codeFor('proxied') };
+  const letIn = async (at: RunningServer, forwardedFor: string) => {
+    const socket: TestSocket = connect(at.url, { transports: ['websocket'], forceNew: true, reconnection: false, auth: right, extraHeaders: { 'x-forwarded-for': forwardedFor } });
+    sockets.push(socket);
+    await new Promise<void>((resolve, reject) => {
+      socket.once('connect', () => resolve());
+      socket.once('connect_error', reject);
+    });
+  };
+  const limits = { badJoinCodesPerWindow: 2, badJoinCodeWindowSeconds: 60 };
+  const behindBalancer = await startTestServer({ rateLimits: limits, trustProxy: 'loopback' });
+  const direct = await startTestServer({ rateLimits: limits });
+  try {
+    // Trusted: one student spends their own budget, the next student is not blocked.
+    for (let i = 0; i < 2; i++) assert.equal((await refusal(wrong(i), behindBalancer, '203.0.113.9')).code, 'ERR_BAD_JOIN_CODE');
+    assert.equal((await refusal(right, behindBalancer, '203.0.113.9')).code, 'ERR_RATE_LIMITED');
+    await letIn(behindBalancer, '203.0.113.10');
+    // Not trusted: a guesser cannot escape its budget by claiming another address.
+    for (let i = 0; i < 2; i++) assert.equal((await refusal(wrong(i), direct, `198.51.100.${i}`)).code, 'ERR_BAD_JOIN_CODE');
+    assert.equal((await refusal(right, direct, '198.51.100.77')).code, 'ERR_RATE_LIMITED');
+  } finally {
+    await behindBalancer.close();
+    await direct.close();
   }
 });

@@ -38,6 +38,8 @@ defaults
   retries 3
   retry-on all-retryable-errors
   option httpchk GET /healthz
+  # The nodes count rate limits per student, not per balancer (TRUST_PROXY on the nodes).
+  option forwardfor
 frontend students
   bind 127.0.0.1:${port}
   acl signaling path_beg /socket.io/

@@ -18,7 +18,7 @@ export const LOBBY_ROOM = 'lobby';
 export const codeFor = (room: string): string => joinCodeFor(TEST_JOIN_SECRET, room);
 
 export async function startTestServer(
-  overrides: { pingIntervalMs?: number; pingTimeoutMs?: number; rateLimits?: Partial<RateLimitOptions>; dataDir?: string; redisUrl?: string; reconnectGraceMs?: number; log?: Logger } = {},
+  overrides: { pingIntervalMs?: number; pingTimeoutMs?: number; rateLimits?: Partial<RateLimitOptions>; dataDir?: string; redisUrl?: string; reconnectGraceMs?: number; trustProxy?: string; log?: Logger } = {},
 ): Promise<RunningServer> {
   return startServer({
     port: 0,
