@@ -13,6 +13,7 @@ import { createAdapter } from '@socket.io/redis-adapter';
 import type { ServerContext } from './context';
 import { RedisRoomStore, REDIS_KEY_PREFIX } from './redis-room-store';
 import { broadcastChange } from './handlers/rooms';
+import type { Logger } from './logger';
 
 /** A node's key lives this long (ms) without renewal: how long a dead node's members look connected. */
 export const NODE_TTL_MS = 3_000;
@@ -48,10 +49,24 @@ function withoutPassword(url: string): string {
   }
 }
 
-export async function connectCluster(url: string, label: string): Promise<Cluster> {
+export async function connectCluster(url: string, label: string, log: Logger): Promise<Cluster> {
   const options = { lazyConnect: true, connectTimeout: REDIS_CONNECT_TIMEOUT_MS, maxRetriesPerRequest: 3 };
   const redis = new Redis(url, options);
   const subscriber = new Redis(url, options);
+  // ioredis reconnects by itself; while Redis is away, say so once per outage, not per retry.
+  let down = false;
+  for (const connection of [redis, subscriber]) {
+    connection.on('error', (err: Error) => {
+      if (down) return;
+      down = true;
+      log.error(`Redis at ${withoutPassword(url)} is unreachable (${err.message}); rooms cannot change until it is back`);
+    });
+    connection.on('ready', () => {
+      if (!down) return;
+      down = false;
+      log.warn(`Redis at ${withoutPassword(url)} is back`);
+    });
+  }
   try {
     await Promise.all([redis.connect(), subscriber.connect()]);
     await redis.ping();

@@ -64,11 +64,25 @@ type RedisWithScripts = Redis & {
   webringRead(key: string, version: string): Promise<string[]>;
 };
 
+/** One waiting change: applied with whatever else waits for the same room, in one write. */
+interface PendingChange {
+  change: (room: Room) => unknown;
+  create: boolean;
+  resolve(value: { room: Room; result: unknown } | null): void;
+  reject(err: unknown): void;
+}
+
 export class RedisRoomStore implements RoomStore {
   private readonly redis: RedisWithScripts;
   private readonly cache = new Map<string, Cached>();
-  /** Changes to one room from this node run one at a time; only other nodes can conflict. */
-  private readonly queues = new Map<string, Promise<unknown>>();
+  /**
+   * Changes to one room from this node wait here while a write of that room is in flight,
+   * and then go together in one read-modify-write: the 32 progress reports of a step cost
+   * one compare-and-set, not 32 (a room change throws before it changes anything, so one
+   * failing change leaves the others' effects intact).
+   */
+  private readonly pending = new Map<string, PendingChange[]>();
+  private readonly writing = new Set<string>();
 
   constructor(
     redis: Redis,
@@ -104,25 +118,55 @@ export class RedisRoomStore implements RoomStore {
     return (await this.fetch(name))?.room ?? null;
   }
 
+  /** As RoomStore.update; the room given back is the one stored, with any changes written together with this one. */
   update<T>(name: string, change: (room: Room) => T, options: { create?: boolean } = {}): Promise<{ room: Room; result: T } | null> {
-    const previous = this.queues.get(name) ?? Promise.resolve();
-    const next = previous.catch(() => undefined).then(() => this.applyWithRetries(name, change, options.create ?? false));
-    this.queues.set(name, next);
-    void next.finally(() => {
-      if (this.queues.get(name) === next) this.queues.delete(name);
-    }).catch(() => undefined);
-    return next;
+    return new Promise((resolve, reject) => {
+      const waiting = this.pending.get(name) ?? [];
+      waiting.push({ change, create: options.create ?? false, resolve: resolve as PendingChange['resolve'], reject });
+      this.pending.set(name, waiting);
+      if (!this.writing.has(name)) void this.drain(name);
+    });
   }
 
-  private async applyWithRetries<T>(name: string, change: (room: Room) => T, create: boolean): Promise<{ room: Room; result: T } | null> {
+  private async drain(name: string): Promise<void> {
+    this.writing.add(name);
+    try {
+      for (let batch = this.pending.get(name); batch; batch = this.pending.get(name)) {
+        this.pending.delete(name);
+        try {
+          await this.applyWithRetries(name, batch);
+        } catch (err) {
+          for (const p of batch) p.reject(err);
+        }
+      }
+    } finally {
+      this.writing.delete(name);
+    }
+  }
+
+  private async applyWithRetries(name: string, batch: PendingChange[]): Promise<void> {
     for (let attempt = 0; attempt < MAX_CAS_ATTEMPTS; attempt++) {
       const current = await this.fetch(name);
-      if (!current && !create) return null;
       // A private copy: a failed compare-and-set must leave the cache as Redis has it.
-      const room = current ? Room.fromRecord(structuredClone(current.record)) : new Room(name);
-      const result = change(room);
-      const record = room.toRecord();
-      const keep = !(room.isEmpty && !room.isTraining);
+      let room = current ? Room.fromRecord(structuredClone(current.record)) : null;
+      const outcomes: Array<{ ok: true; result: unknown } | { ok: false; error: unknown } | null> = batch.map((p) => {
+        if (!room) {
+          if (!p.create) return null;
+          room = new Room(name);
+        }
+        try {
+          return { ok: true, result: p.change(room) };
+        } catch (error) {
+          return { ok: false, error };
+        }
+      });
+      if (!room) {
+        for (const p of batch) p.resolve(null);
+        return;
+      }
+      const stored: Room = room;
+      const record = stored.toRecord();
+      const keep = !(stored.isEmpty && !stored.isTraining);
       const version = String(Number(current?.version ?? '0') + 1);
       const written = await this.redis.webringCas(
         this.roomKey(name),
@@ -134,12 +178,18 @@ export class RedisRoomStore implements RoomStore {
         version,
         name,
         MAX_HISTORY_POINTS,
-        ...room.historySince(0).map((p) => JSON.stringify(p)),
+        ...stored.historySince(0).map((p) => JSON.stringify(p)),
       );
       if (written === 1) {
-        if (keep) this.cache.set(name, { version, record: structuredClone(record), room });
+        if (keep) this.cache.set(name, { version, record: structuredClone(record), room: stored });
         else this.cache.delete(name);
-        return { room, result };
+        batch.forEach((p, i) => {
+          const outcome = outcomes[i];
+          if (!outcome) p.resolve(null);
+          else if (outcome.ok) p.resolve({ room: stored, result: outcome.result });
+          else p.reject(outcome.error);
+        });
+        return;
       }
       await new Promise((resolve) => setTimeout(resolve, Math.random() * CAS_RETRY_JITTER_MS));
     }

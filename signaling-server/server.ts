@@ -147,7 +147,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   const httpsServer = options.https ? https.createServer({ cert: options.https.cert, key: options.https.key }) : null;
   if (httpsServer) io.attach(httpsServer);
   // With REDIS_URL, rooms live in Redis and broadcasts cross nodes; else one process holds them.
-  const cluster = options.redisUrl ? await connectCluster(options.redisUrl, String(options.port)) : null;
+  const cluster = options.redisUrl ? await connectCluster(options.redisUrl, String(options.port), log) : null;
   if (cluster) io.adapter(cluster.adapter);
   const memory = cluster ? null : new MemoryRoomStore();
   const persistence = cluster ? null : new RoomPersistence(options.dataDir, log);

@@ -61,6 +61,40 @@ test('concurrent joins through two stores get unique indexes and one generation 
   }
 });
 
+test('changes waiting for one room are written together; one that is refused leaves the others in place', async () => {
+  const connection = new Redis(redis.url);
+  try {
+    const store = new RedisRoomStore(connection);
+    const member = (i: number) => ({ id: `b${String(i).padStart(8, '0')}`, socketId: `s${i}`, tokenHash: '0'.repeat(64), name: `n${i}`, backend: 'cpu' as const, kind: 'node' as const, adapter: null, node: null });
+    await store.update('batch', (r) => r.join(member(0)), { create: true });
+    // Sent together: the second is refused (the room is not paused), the rest go through.
+    const results = await Promise.allSettled([
+      store.update('batch', (r) => r.join(member(1))),
+      store.update('batch', (r) => r.resume()),
+      store.update('batch', (r) => r.join(member(2))),
+    ]);
+    assert.equal(results[0]!.status, 'fulfilled');
+    assert.equal(results[1]!.status, 'rejected');
+    assert.equal(results[2]!.status, 'fulfilled');
+    const reader = new Redis(redis.url);
+    const room = await new RedisRoomStore(reader).read('batch');
+    reader.disconnect();
+    assert.deepEqual(room!.snapshot().members.map((m) => m.name), ['n0', 'n1', 'n2']);
+    // A change that throws is refused with its own error, and nothing of it is stored.
+    const refused = await Promise.allSettled([
+      store.update('batch', (r) => r.start({ model: 'mlp', optimizer: 'sgd', learningRate: 0.1, batchSizePerWorker: 8, epochs: 1, seed: 1, saveEverySteps: 5, maxToKeep: 1, resumeFrom: 'none', wire: 'fp32', allreduce: 'ring' }, null)),
+      store.update('batch', (r) => r.pause()),
+      store.update('batch', (r) => r.requestStop()),
+    ]);
+    assert.deepEqual(refused.map((x) => x.status), ['fulfilled', 'fulfilled', 'fulfilled']);
+    const again = await store.update('batch', (r) => r.resume());
+    assert.equal(again!.room.status().state, 'training');
+    await assert.rejects(store.update('batch', (r) => r.resume()), (err: unknown) => (err as { code?: string }).code === 'ERR_BAD_STATE');
+  } finally {
+    connection.disconnect();
+  }
+});
+
 test('students on two nodes are one room: one ring, signals and broadcasts cross nodes', async () => {
   const a = await client(nodeA, 'shared');
   const b = await client(nodeB, 'shared');
