@@ -85,6 +85,7 @@ export async function startHaproxy(port: number, nodes: number[]): Promise<TestH
     }
   })();
   await Promise.race([ready, spawned]);
+  // Past start-up the exit is expected (stop() kills it); the race above already reported an early one.
   spawned.catch(() => undefined);
   return {
     url: `http://127.0.0.1:${port}`,
