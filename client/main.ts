@@ -136,7 +136,7 @@ function render(s: WorkerStatus): void {
 }
 
 /** The class's loss curve, from the room's metrics (every replica computes the same loss). */
-async function followLoss(room: string): Promise<void> {
+async function followLoss(room: string, code: string): Promise<void> {
   const { createLiveChart } = await import('./charts');
   $('loss-section').classList.remove('hidden');
   const chart = createLiveChart($('loss-chart'), 'Loss (whole class)', [{ label: 'loss', stroke: '#2f6fed' }]);
@@ -145,7 +145,7 @@ async function followLoss(room: string): Promise<void> {
     if (busy) return;
     busy = true;
     try {
-      const res = await fetch(`/api/rooms/${encodeURIComponent(room)}/metrics`);
+      const res = await fetch(`/api/rooms/${encodeURIComponent(room)}/metrics`, { headers: { 'x-join-code': code } });
       if (!res.ok) return;
       const m = (await res.json()) as RoomMetrics;
       chart.setData(m.history.map((p) => p.step), [m.history.map((p) => p.loss)]);
@@ -192,7 +192,7 @@ async function join(event: Event): Promise<void> {
       // Closing or navigating away says goodbye, so the ring re-forms at once instead of
       // waiting for the server to miss this tab's heartbeats.
       addEventListener('pagehide', () => self.leave());
-      void followLoss(room);
+      void followLoss(room, code);
       void mountTryTheModel(self);
     }
     // A first join, or joining again after being dropped (same connection, new membership).

@@ -14,7 +14,7 @@ export interface TeacherTry {
   update(list: CheckpointInfo[]): void;
 }
 
-export function mountTeacherTry(container: HTMLElement, room: string): TeacherTry {
+export function mountTeacherTry(container: HTMLElement, room: string, readHeaders: Record<string, string>): TeacherTry {
   let model: tf.LayersModel | null = null;
   let loadedId: string | null = null;
   let loading = false;
@@ -34,7 +34,8 @@ export function mountTeacherTry(container: HTMLElement, room: string): TeacherTr
   const load = async (c: CheckpointInfo) => {
     loading = true;
     try {
-      const next = await tf.loadLayersModel(`/api/rooms/${encodeURIComponent(room)}/checkpoints/${c.id}/model.json`);
+      // The same headers go with model.json and the weights beside it.
+      const next = await tf.loadLayersModel(`/api/rooms/${encodeURIComponent(room)}/checkpoints/${c.id}/model.json`, { requestInit: { headers: readHeaders } });
       model?.dispose();
       model = next;
       loadedId = c.id;

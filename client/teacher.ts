@@ -53,9 +53,10 @@ let formFilled = false;
 // ---------------------------------------------------------------------------
 byId('room-name').textContent = room;
 // The pad and TensorFlow.js load after the dashboard has painted.
-const tryTheModel = import('./teacher-try').then(({ mountTeacherTry }) => mountTeacherTry(byId('teacher-try'), room));
+const tryTheModel = import('./teacher-try').then(({ mountTeacherTry }) => mountTeacherTry(byId('teacher-try'), room, api.readHeaders));
 document.title = `webring teacher: ${room}`;
-void (async () => {
+/** The joining card; resolved once the join code is known (download links carry it). */
+const joinCard = (async () => {
   const join = await api.joinInfo();
   if (!join.ok) {
     // Without the teacher token the page cannot show the code; it says so instead of a wrong card.
@@ -292,4 +293,5 @@ async function pollOnce(): Promise<void> {
   }
 }
 
-void poll();
+// The first poll waits for the join code, so the checkpoint download links carry it.
+void joinCard.catch((err: unknown) => console.error(`[webring] the joining card failed: ${String(err)}`)).then(() => poll());

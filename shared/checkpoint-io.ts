@@ -153,17 +153,20 @@ export async function restoreFromServer(
   room: string,
   id: string,
   trainer: Trainer,
+  memberToken: string,
   fetchImpl: FetchLike = fetch,
 ): Promise<CheckpointMetadata> {
   const base = `${checkpointsUrl(baseUrl, room)}/${encodeURIComponent(id)}`;
+  // Reading a room's checkpoints takes a member's token (or the join code, or the teacher's).
+  const authorization = `Bearer ${memberToken}`;
   const get = async (file: string): Promise<Response> => {
-    const res = await fetchImpl(`${base}/${file}`);
+    const res = await fetchImpl(`${base}/${file}`, { headers: { authorization } });
     if (!res.ok) throw new WebringError('ERR_BAD_DATA', `checkpoint ${id}: ${file} answered HTTP ${res.status}`);
     return res;
   };
   // tfjs calls fetchFunc as a method of its handler; a browser's fetch throws "Illegal
   // invocation" unless it is called unbound, so wrap it.
-  const fetchFunc = ((input: RequestInfo | URL, init?: RequestInit) => fetchImpl(input, init)) as typeof fetch;
+  const fetchFunc = ((input: RequestInfo | URL, init?: RequestInit) => fetchImpl(input, { ...init, headers: { ...(init?.headers as Record<string, string> | undefined), authorization } })) as typeof fetch;
   const artifacts = await tf.io.http(`${base}/${CHECKPOINT_FILES.model}`, { fetchFunc }).load!();
   const metadata = (await (await get(CHECKPOINT_FILES.metadata)).json()) as CheckpointMetadata;
   const optimizerSpecs = optimizerSpecsSchema.parse(await (await get(CHECKPOINT_FILES.optimizerSpecs)).json());

@@ -584,7 +584,7 @@ export class TrainingWorker {
     try {
       if (start.resume) {
         // BackupAndRestore: every replica loads the same checkpoint (weights, optimizer, cursor).
-        await restoreFromServer(this.options.serverUrl, this.room!, start.resume.checkpointId, trainer);
+        await restoreFromServer(this.options.serverUrl, this.room!, start.resume.checkpointId, trainer, this.identity?.memberToken ?? '');
         const restored = await trainer.weightsHash();
         log(`resumed from ${start.resume.checkpointId} at step ${trainer.step}`);
         this.update({ resumedFrom: start.resume.checkpointId, resumedHash: restored, step: trainer.step, epoch: trainer.epoch });

@@ -5,6 +5,8 @@
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import type { TrustProxy } from './client-address';
+import { joinCodeMatches } from './join-codes';
+import { normalizeJoinCode } from '../shared/join-code';
 import express, { type NextFunction, type Request, type Response } from 'express';
 import multer from 'multer';
 import { WebringError, toWebringError, type ErrorCode } from '../shared/errors';
@@ -21,6 +23,7 @@ export const MAX_CHECKPOINT_FILE_BYTES = 32 * 1024 * 1024;
 const HTTP_STATUS: Partial<Record<ErrorCode, number>> = {
   ERR_BAD_REQUEST: 400,
   ERR_UNAUTHORIZED: 401,
+  ERR_BAD_JOIN_CODE: 403,
   ERR_NOT_CHIEF: 403,
   ERR_UNKNOWN_ROOM: 404,
   ERR_UNKNOWN_CHECKPOINT: 404,
@@ -50,6 +53,8 @@ export interface HttpOptions {
   joinInfo: (room: string) => RoomJoinInfo;
   /** Which load balancers' X-Forwarded-For req.ip believes. */
   trustProxy: TrustProxy;
+  /** Derives the join codes that also let a reader see a room. */
+  joinSecret: Buffer;
 }
 
 export function createHttpApp(ctx: ServerContext, options: HttpOptions): express.Express {
@@ -68,6 +73,33 @@ export function createHttpApp(ctx: ServerContext, options: HttpOptions): express
   };
 
   const roomName = (req: Request): string => parseOrThrow(roomNameSchema, req.params.room);
+
+  /**
+   * Reading a room (its roster, curves and checkpoints) needs what joining needs: the
+   * room's join code (`X-Join-Code`, or `?code=` for download links), a member's token, or
+   * the teacher token. A wrong code counts against the address's wrong-code budget, as a
+   * handshake's does, so the API is no side door for guessing.
+   */
+  const requireRoomReader = async (req: Request, res: Response, next: NextFunction) => {
+    const name = roomName(req);
+    const ip = req.ip ?? req.socket.remoteAddress ?? 'unknown';
+    const token = bearerToken(req.get('authorization'));
+    if (token && tokensEqual(token, options.teacherToken)) return next();
+    if (token && (await ctx.rooms.read(name))?.memberByTokenHash(tokenHash(token))) return next();
+    const typed = req.get('x-join-code') ?? (typeof req.query.code === 'string' ? req.query.code : undefined);
+    if (typed !== undefined) {
+      const blocked = await ctx.limits.joinCodeGuessesBlocked(ip);
+      if (blocked) {
+        res.set('Retry-After', String(Math.ceil(blocked.retryAfterMs / 1000)));
+        return next(new WebringError('ERR_RATE_LIMITED', `too many wrong join codes from this address; try again in ${Math.ceil(blocked.retryAfterMs / 1000)} s`));
+      }
+      const code = normalizeJoinCode(typed);
+      if (code !== null && joinCodeMatches(options.joinSecret, name, code)) return next();
+      await ctx.limits.wrongJoinCode(ip);
+      return next(new WebringError('ERR_BAD_JOIN_CODE', `that join code does not open room ${name}`, 'code'));
+    }
+    next(new WebringError('ERR_UNAUTHORIZED', `reading room ${name} needs its join code (X-Join-Code), a member token or the teacher token (Authorization: Bearer)`));
+  };
 
   // Every /api request counts against its client IP; over the budget, 429 and nothing else runs.
   app.use('/api', (req, res, next) => {
@@ -90,7 +122,7 @@ export function createHttpApp(ctx: ServerContext, options: HttpOptions): express
   });
 
   // A room nobody joined yet reads as empty and idle, without being created.
-  app.get('/api/rooms/:room', async (req, res) => {
+  app.get('/api/rooms/:room', requireRoomReader, async (req, res) => {
     const name = roomName(req);
     res.json(((await ctx.rooms.read(name)) ?? new Room(name)).status());
   });
@@ -100,7 +132,7 @@ export function createHttpApp(ctx: ServerContext, options: HttpOptions): express
     res.json(options.joinInfo(roomName(req)));
   });
 
-  app.get('/api/rooms/:room/metrics', async (req, res) => {
+  app.get('/api/rooms/:room/metrics', requireRoomReader, async (req, res) => {
     res.json(await ctx.rooms.metrics(roomName(req)));
   });
 
@@ -162,11 +194,11 @@ export function createHttpApp(ctx: ServerContext, options: HttpOptions): express
     res.status(201).json({ ok: true, checkpoint: info });
   });
 
-  app.get('/api/rooms/:room/checkpoints', async (req, res) => {
+  app.get('/api/rooms/:room/checkpoints', requireRoomReader, async (req, res) => {
     res.json(await store.list(roomName(req)));
   });
 
-  app.get('/api/rooms/:room/checkpoints/:id/:file', async (req, res) => {
+  app.get('/api/rooms/:room/checkpoints/:id/:file', requireRoomReader, async (req, res) => {
     const name = roomName(req);
     const file = req.params.file as CheckpointFile;
     if (!CHECKPOINT_FILE_NAMES.includes(file)) throw new WebringError('ERR_UNKNOWN_CHECKPOINT', `no checkpoint file ${file}`);

@@ -194,6 +194,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     info,
     joinInfo,
     trustProxy,
+    joinSecret: options.joinSecret,
     teacherToken: options.teacherToken,
     clientDir: options.clientDir,
     startedAt: Date.now(),

@@ -1,6 +1,6 @@
 /**
- * The dashboard's view of the HTTP API (README "HTTP API"). Reads are public; the room's
- * join code and the four actions carry the teacher token. Failures come back as coded ErrorBody values, never as
+ * The dashboard's view of the HTTP API (README "HTTP API"). Every request carries the
+ * teacher token; download links, which cannot carry a header, carry the join code. Failures come back as coded ErrorBody values, never as
  * thrown exceptions, so each panel decides where to show them.
  */
 import type { RoomJoinInfo, RoomMetrics, RoomStatus } from '../../shared/protocol';
@@ -28,8 +28,11 @@ export class RoomApi {
     this.base = `/api/rooms/${encodeURIComponent(room)}`;
   }
 
+  /** The join code, once joinInfo has read it: download links carry it (a link cannot carry a header). */
+  private joinCode: string | null = null;
+
   async status(): Promise<Result<StatusSnapshot>> {
-    const res = await get(this.base);
+    const res = await get(this.base, this.token);
     if (!res.ok) return res;
     const date = Date.parse(res.value.headers.get('date') ?? '');
     const clockOffsetMs = Number.isFinite(date) ? date - Date.now() : 0;
@@ -40,26 +43,34 @@ export class RoomApi {
   /** The join code and class links (LAN https first), for the joining card. */
   async joinInfo(): Promise<Result<RoomJoinInfo>> {
     const res = await get(`${this.base}/join`, this.token);
-    return res.ok ? ((await readJson(res.value)) as Result<RoomJoinInfo>) : res;
+    const info = res.ok ? ((await readJson(res.value)) as Result<RoomJoinInfo>) : res;
+    if (info.ok) this.joinCode = info.value.code;
+    return info;
   }
 
   async metrics(): Promise<Result<RoomMetrics>> {
-    const res = await get(`${this.base}/metrics`);
+    const res = await get(`${this.base}/metrics`, this.token);
     return res.ok ? ((await readJson(res.value)) as Result<RoomMetrics>) : res;
   }
 
   async checkpoints(): Promise<Result<CheckpointInfo[]>> {
-    const res = await get(`${this.base}/checkpoints`);
+    const res = await get(`${this.base}/checkpoints`, this.token);
     return res.ok ? ((await readJson(res.value)) as Result<CheckpointInfo[]>) : res;
   }
 
   async checkpointMetadata(id: string): Promise<Result<CheckpointMetadata>> {
-    const res = await get(this.fileUrl(id, 'metadata.json'));
+    const res = await get(this.fileUrl(id, 'metadata.json'), this.token);
     return res.ok ? ((await readJson(res.value)) as Result<CheckpointMetadata>) : res;
   }
 
   fileUrl(id: string, file: string): string {
-    return `${this.base}/checkpoints/${encodeURIComponent(id)}/${file}`;
+    const url = `${this.base}/checkpoints/${encodeURIComponent(id)}/${file}`;
+    return this.joinCode ? `${url}?code=${this.joinCode}` : url;
+  }
+
+  /** What reading the room's files needs, for tf.loadLayersModel's requests. */
+  get readHeaders(): Record<string, string> {
+    return { authorization: `Bearer ${this.token}` };
   }
 
   async act(action: RoomAction, body: unknown = {}): Promise<Result<RoomStatus>> {

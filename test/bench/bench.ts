@@ -280,7 +280,7 @@ async function splitRows(browser: Browser, server: RunningServer): Promise<StepS
       const samples = new Map<number, StepTimingReport>();
       let backend = SPLIT_BACKEND;
       for (;;) {
-        const status = (await (await fetch(`${server.url}/api/rooms/${room}`)).json()) as RoomStatus;
+        const status = (await (await fetch(`${server.url}/api/rooms/${room}`, { headers: { authorization: `Bearer ${TOKEN}` } })).json()) as RoomStatus;
         const chief = status.members[0];
         if (chief?.collective && chief.step > SPLIT_WARMUP_STEPS) samples.set(chief.step, chief.collective.timing);
         if (chief) backend = chief.backend;

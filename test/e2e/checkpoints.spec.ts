@@ -9,7 +9,7 @@ import type { CheckpointInfo } from '../../shared/checkpoint';
 import type { RoomMetrics } from '../../shared/protocol';
 import { packMnistFromPackage } from '../../signaling-server/mnist-pack';
 import { MNIST_PIXELS } from '../../shared/mnist-format';
-import { openStudent, readStatus, status } from './helpers';
+import { asTeacher, openStudent, readStatus, status } from './helpers';
 
 const ROOM = 'e2e-ckpt';
 const teacher = { authorization: `Bearer ${E2E_TOKEN}` };
@@ -34,7 +34,7 @@ function indexedDbModels(page: Page): Promise<string[]> {
 
 async function testAccuracy(modelUrl: string): Promise<number> {
   await tf.setBackend('cpu');
-  const model = await tf.loadLayersModel(modelUrl);
+  const model = await tf.loadLayersModel(modelUrl, { requestInit: asTeacher });
   const ds = packMnistFromPackage();
   const n = ds.testCount;
   const images = new Float32Array(n * MNIST_PIXELS);
@@ -62,7 +62,7 @@ test('the chief checkpoints to the server and its IndexedDB, and Start resumes f
   for (const s of [chief, other]) await expect(status(s.page)).toHaveAttribute('data-state', 'done', { timeout: 240_000 });
   expect((await readStatus(chief.page)).step).toBe('125');
 
-  const list = (await (await request.get(`/api/rooms/${ROOM}/checkpoints`)).json()) as CheckpointInfo[];
+  const list = (await (await request.get(`/api/rooms/${ROOM}/checkpoints`, asTeacher)).json()) as CheckpointInfo[];
   const chiefId = (await readStatus(chief.page)).memberId;
   expect(list.map((c) => c.step)).toEqual([125, 120, 110]);
   expect(list.every((c) => c.writer === chiefId)).toBe(true);
@@ -88,9 +88,9 @@ test('the chief checkpoints to the server and its IndexedDB, and Start resumes f
     await expect(status(s.page)).toHaveAttribute('data-step', '130', { timeout: 60_000 });
     await expect(status(s.page)).toHaveAttribute('data-state', 'done');
   }
-  const metrics = (await (await request.get(`/api/rooms/${ROOM}/metrics`)).json()) as RoomMetrics;
+  const metrics = (await (await request.get(`/api/rooms/${ROOM}/metrics`, asTeacher)).json()) as RoomMetrics;
   expect(metrics.history.map((p) => p.step)).toEqual([126, 127, 128, 129, 130]);
-  const after = (await (await request.get(`/api/rooms/${ROOM}/checkpoints`)).json()) as CheckpointInfo[];
+  const after = (await (await request.get(`/api/rooms/${ROOM}/checkpoints`, asTeacher)).json()) as CheckpointInfo[];
   expect(after[0]!.step).toBe(130);
 
   // Run 3 is stopped by the teacher: the stop step is saved, and run 4 resumes exactly there.
@@ -100,7 +100,7 @@ test('the chief checkpoints to the server and its IndexedDB, and Start resumes f
   expect((await request.post(`/api/rooms/${ROOM}/stop`, { headers: teacher })).status()).toBe(200);
   for (const s of [chief, other]) await expect(status(s.page)).toHaveAttribute('data-state', 'done', { timeout: 60_000 });
   const stoppedAt = await readStatus(chief.page);
-  const saved = ((await (await request.get(`/api/rooms/${ROOM}/checkpoints`)).json()) as CheckpointInfo[])[0]!;
+  const saved = ((await (await request.get(`/api/rooms/${ROOM}/checkpoints`, asTeacher)).json()) as CheckpointInfo[])[0]!;
   expect(saved.step).toBe(Number(stoppedAt.step));
   expect(saved.weightsHash).toBe(stoppedAt.weightsHash);
   const fourth = await request.post(`/api/rooms/${ROOM}/start`, { headers: teacher, data: { model: 'mlp', epochs: 2, maxSteps: saved.step + 2 } });
@@ -127,7 +127,7 @@ test('when the chief leaves, the next-lowest index becomes chief, the run goes o
   const steps = 40;
   const start = await request.post(`/api/rooms/${room}/start`, { headers: teacher, data: { model: 'mlp', saveEverySteps: 5, maxSteps: steps, resumeFrom: 'none' } });
   expect(start.status()).toBe(200);
-  await expect.poll(async () => ((await (await request.get(`/api/rooms/${room}/checkpoints`)).json()) as CheckpointInfo[]).length, { timeout: 120_000 }).toBeGreaterThan(0);
+  await expect.poll(async () => ((await (await request.get(`/api/rooms/${room}/checkpoints`, asTeacher)).json()) as CheckpointInfo[]).length, { timeout: 120_000 }).toBeGreaterThan(0);
   await oldChief.context.close();
 
   await expect(status(heir.page)).toHaveAttribute('data-chief', 'true', { timeout: 15_000 });
@@ -139,7 +139,7 @@ test('when the chief leaves, the next-lowest index becomes chief, the run goes o
   }
   const finals = await Promise.all([heir, third].map((s) => readStatus(s.page)));
   expect(finals[0]!.weightsHash).toBe(finals[1]!.weightsHash);
-  const list = (await (await request.get(`/api/rooms/${room}/checkpoints`)).json()) as CheckpointInfo[];
+  const list = (await (await request.get(`/api/rooms/${room}/checkpoints`, asTeacher)).json()) as CheckpointInfo[];
   expect(list[0]!.step).toBe(steps);
   expect(list[0]!.writer).toBe(heirId);
   expect([...heir.errors, ...third.errors]).toEqual([]);

@@ -51,7 +51,7 @@ test('two nodes over Redis behind HAProxy train one ring; a killed node\'s stude
     redis = await startRedis();
     nodes.push(await startNode(portA, redis.url, dataDir), await startNode(portB, redis.url, dataDir));
     lb = await startHaproxy(lbPort, [portA, portB]);
-    const api = async <T>(p: string, init?: RequestInit): Promise<T> => (await (await fetch(`${lb!.url}${p}`, init)).json()) as T;
+    const api = async <T>(p: string): Promise<T> => (await (await fetch(`${lb!.url}${p}`, { headers: { authorization: `Bearer ${TOKEN}` } })).json()) as T;
     const room = () => api<RoomStatus>(`/api/rooms/${ROOM}`);
     const onNode = (port: number) => (m: { node: string | null }) => m.node?.includes(`:${port}/`) ?? false;
 

@@ -9,7 +9,7 @@ import { test, expect, type APIRequestContext } from '@playwright/test';
 import { E2E_TOKEN } from '../../playwright.config';
 import type { CheckpointInfo } from '../../shared/checkpoint';
 import type { RoomStatus } from '../../shared/protocol';
-import { openStudent, readStatus, status, type Student } from './helpers';
+import { asTeacher, openStudent, readStatus, status, type Student } from './helpers';
 
 const teacher = { authorization: `Bearer ${E2E_TOKEN}` };
 const CPU = '&backend=cpu';
@@ -29,7 +29,7 @@ async function hashesAtOneStep(students: Student[]): Promise<{ step: number; has
 }
 
 async function roomStatus(request: APIRequestContext, room: string): Promise<RoomStatus> {
-  return (await (await request.get(`/api/rooms/${room}`)).json()) as RoomStatus;
+  return (await (await request.get(`/api/rooms/${room}`, asTeacher)).json()) as RoomStatus;
 }
 
 test('the chief leaves at step 10 and a latecomer joins at step 30: training never stops and every tab ends identical', async ({ browser, request }) => {
@@ -71,7 +71,7 @@ test('the chief leaves at step 10 and a latecomer joins at step 30: training nev
   // The next checkpoint is the new chief's.
   await expect
     .poll(async () => {
-      const list = (await (await request.get(`/api/rooms/${room}/checkpoints`)).json()) as CheckpointInfo[];
+      const list = (await (await request.get(`/api/rooms/${room}/checkpoints`, asTeacher)).json()) as CheckpointInfo[];
       return list[0] && list[0].step > closedAt ? list[0].writer : null;
     }, { timeout: 30_000 })
     .toBe(heirId);

@@ -6,7 +6,7 @@
 import { test, expect } from '@playwright/test';
 import { E2E_TOKEN } from '../../playwright.config';
 import type { RoomStatus } from '../../shared/protocol';
-import { openStudent, readStatus, status } from './helpers';
+import { asTeacher, openStudent, readStatus, status } from './helpers';
 
 const ROOM = 'e2e-fallback';
 
@@ -25,7 +25,7 @@ test('a lone tab on the CPU fallback explains why and trains to the end', async 
   expect(final.step).toBe('40');
   expect(final.chief).toBe('true');
   expect(Number(final.gradNorm)).toBeGreaterThan(0);
-  const room = (await (await request.get(`/api/rooms/${ROOM}`)).json()) as RoomStatus;
+  const room = (await (await request.get(`/api/rooms/${ROOM}`, asTeacher)).json()) as RoomStatus;
   expect(room.state).toBe('done');
   expect(room.members[0]!.backend).toBe('cpu');
   expect(room.metrics.accuracy).toBeGreaterThan(0.6);

@@ -1,6 +1,9 @@
 import { expect, type Browser, type BrowserContext, type Page } from '@playwright/test';
 import { joinCodeFor } from '../../signaling-server/join-codes';
-import { E2E_JOIN_SECRET } from '../../playwright.config';
+import { E2E_JOIN_SECRET, E2E_TOKEN } from '../../playwright.config';
+
+/** Reading a room's API needs its join code, a member token or the teacher token: the tests read as the teacher. */
+export const asTeacher = { headers: { authorization: `Bearer ${E2E_TOKEN}` } };
 
 /** The join code of `room` on the e2e server. */
 export const codeFor = (room: string): string => joinCodeFor(Buffer.from(E2E_JOIN_SECRET), room);

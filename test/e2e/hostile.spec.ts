@@ -9,7 +9,7 @@
 import { test, expect } from '@playwright/test';
 import { E2E_TOKEN } from '../../playwright.config';
 import type { RoomStatus } from '../../shared/protocol';
-import { openStudent, readStatus, status, type Student } from './helpers';
+import { asTeacher, openStudent, readStatus, status, type Student } from './helpers';
 
 const teacher = { authorization: `Bearer ${E2E_TOKEN}` };
 const CPU = '&backend=cpu';
@@ -44,7 +44,7 @@ test('a tab that sends NaN is evicted, named to the teacher, and the survivors k
   console.log(`[hostile] poisoned step began → dot evicted in ${evictedMs} ms; survivors stepping again (past step ${POISON_STEP + 1}) after ${recoveredMs} ms`);
 
   // The room API names it, with what it sent and who saw it.
-  const api = (await (await request.get(`/api/rooms/${room}`)).json()) as RoomStatus;
+  const api = (await (await request.get(`/api/rooms/${room}`, asTeacher)).json()) as RoomStatus;
   expect(api.members.map((m) => m.name)).toEqual(['ann', 'bea', 'cal']);
   expect(api.dropped.map((d) => [d.name, d.reason, d.misbehaviour])).toEqual([['dot', 'evicted', 'non-finite']]);
   expect(['ann', 'bea', 'cal']).toContain(api.dropped[0]!.reportedBy);

@@ -8,7 +8,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { E2E_TOKEN } from '../../playwright.config';
 import type { CheckpointInfo } from '../../shared/checkpoint';
 import type { RoomStatus } from '../../shared/protocol';
-import { codeFor, openStudent, readStatus, status, type Student } from './helpers';
+import { asTeacher, codeFor, openStudent, readStatus, status, type Student } from './helpers';
 
 const ROOM = 'e2e-node';
 const teacher = { authorization: `Bearer ${E2E_TOKEN}` };
@@ -23,7 +23,7 @@ function startNodeWorker(baseURL: string, name: string): { child: ChildProcess; 
 }
 
 async function room(request: APIRequestContext): Promise<RoomStatus> {
-  return (await (await request.get(`/api/rooms/${ROOM}`)).json()) as RoomStatus;
+  return (await (await request.get(`/api/rooms/${ROOM}`, asTeacher)).json()) as RoomStatus;
 }
 
 /** The members' reported weights hashes at one and the same step. */
@@ -56,7 +56,7 @@ test('a Node worker trains with two tabs to identical weights, is chief, crashes
     const together = await hashesAtOneStep(request, 3);
     expect(new Set(together.hashes).size, `hashes at step ${together.step}: ${together.hashes}`).toBe(1);
     // The Node chief writes the checkpoints.
-    await expect.poll(async () => ((await (await request.get(`/api/rooms/${ROOM}/checkpoints`)).json()) as CheckpointInfo[])[0]?.writer, { timeout: 30_000 }).toBe(nodeId);
+    await expect.poll(async () => ((await (await request.get(`/api/rooms/${ROOM}/checkpoints`, asTeacher)).json()) as CheckpointInfo[])[0]?.writer, { timeout: 30_000 }).toBe(nodeId);
 
     // The Node worker crashes (kill -9): the tabs go on without it, kim now chief.
     const crashedAt = Number((await readStatus(tabs[0]!.page)).step);

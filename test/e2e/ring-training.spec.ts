@@ -7,7 +7,7 @@
 import { test, expect } from '@playwright/test';
 import { E2E_TOKEN } from '../../playwright.config';
 import type { RoomMetrics, RoomStatus } from '../../shared/protocol';
-import { openStudent, readStatus, status, type Student } from './helpers';
+import { asTeacher, openStudent, readStatus, status, type Student } from './helpers';
 
 const ROOM = 'e2e-ring';
 const STEPS = 20;
@@ -17,7 +17,7 @@ test('three tabs train in lock-step on WebGPU to identical weights, led by the l
   for (const name of ['ada', 'bao', 'cyd']) students.push(await openStudent(browser, ROOM, name));
 
   for (const s of students) await expect(status(s.page)).toHaveAttribute('data-backend', 'webgpu');
-  const room = (await (await request.get(`/api/rooms/${ROOM}`)).json()) as RoomStatus;
+  const room = (await (await request.get(`/api/rooms/${ROOM}`, asTeacher)).json()) as RoomStatus;
   expect(room.members.map((m) => m.name)).toEqual(['ada', 'bao', 'cyd']);
   expect(room.members.every((m) => m.backend === 'webgpu' && m.kind === 'browser')).toBe(true);
 
@@ -60,7 +60,7 @@ test('three tabs train in lock-step on WebGPU to identical weights, led by the l
   expect(chief[0]!.rank).toBe('0');
   expect(Number(chief[0]!.index)).toBe(Math.min(...finals.map((f) => Number(f.index))));
 
-  const final = (await (await request.get(`/api/rooms/${ROOM}`)).json()) as RoomStatus;
+  const final = (await (await request.get(`/api/rooms/${ROOM}`, asTeacher)).json()) as RoomStatus;
   expect(final.state).toBe('done');
   // Once every partner link was open, the gradients took halving-doubling, and the link
   // probes measured α and β; the teacher page says so under the ring.
@@ -76,7 +76,7 @@ test('three tabs train in lock-step on WebGPU to identical weights, led by the l
   expect(final.step).toBe(STEPS);
   expect(final.chief).toBe(room.members[0]!.id);
   expect(final.metrics.accuracy).not.toBeNull();
-  const metrics = (await (await request.get(`/api/rooms/${ROOM}/metrics`)).json()) as RoomMetrics;
+  const metrics = (await (await request.get(`/api/rooms/${ROOM}/metrics`, asTeacher)).json()) as RoomMetrics;
   expect(metrics.history.map((p) => p.step)).toEqual(Array.from({ length: STEPS }, (_, i) => i + 1));
   const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
   const early = mean(metrics.history.slice(0, 3).map((p) => p.loss));

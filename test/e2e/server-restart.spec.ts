@@ -36,7 +36,7 @@ async function startServer(dataDir: string): Promise<ChildProcess> {
   throw new Error('server did not start');
 }
 
-const api = async <T>(p: string): Promise<T> => (await (await fetch(`${ORIGIN}${p}`)).json()) as T;
+const api = async <T>(p: string): Promise<T> => (await (await fetch(`${ORIGIN}${p}`, { headers: { authorization: `Bearer ${TOKEN}` } })).json()) as T;
 
 test('kill -9 of the server mid-training: tabs reconnect, keep going, never fall below the last checkpoint', async ({ browser }) => {
   const dataDir = mkdtempSync(path.join(os.tmpdir(), 'webring-restart-'));

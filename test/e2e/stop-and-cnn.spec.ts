@@ -5,7 +5,7 @@
 import { test, expect } from '@playwright/test';
 import { E2E_TOKEN } from '../../playwright.config';
 import type { RoomStatus } from '../../shared/protocol';
-import { openStudent, readStatus, status, type Student } from './helpers';
+import { asTeacher, openStudent, readStatus, status, type Student } from './helpers';
 
 const teacher = { authorization: `Bearer ${E2E_TOKEN}` };
 
@@ -28,7 +28,7 @@ test('Stop ends every tab after the same step with the same weights', async ({ b
   expect(new Set(finals.map((f) => f.step)).size).toBe(1);
   expect(new Set(finals.map((f) => f.weightsHash)).size).toBe(1);
   const stopped = Number(finals[0]!.step);
-  const r = (await (await request.get(`/api/rooms/${room}`)).json()) as RoomStatus;
+  const r = (await (await request.get(`/api/rooms/${room}`, asTeacher)).json()) as RoomStatus;
   expect(r.state).toBe('done');
   expect(stopped).toBeLessThan(r.totalSteps!);
   expect(r.step).toBe(stopped);

@@ -184,10 +184,10 @@ async function trainThreeTabs(browser: Browser, origin: string, token: string, r
     await expect(status(s.page)).toHaveAttribute('data-step', String(STEPS), { timeout: 120_000 });
     await expect(status(s.page)).toHaveAttribute('data-state', 'done');
   }
-  const metrics = (await (await ctx.get(`${origin}/api/rooms/${room}/metrics`)).json()) as RoomMetrics;
+  const metrics = (await (await ctx.get(`${origin}/api/rooms/${room}/metrics`, { headers: { 'x-join-code': code } })).json()) as RoomMetrics;
   const history = metrics.history;
   const stepsPerSec = (history.length - 1) / ((history.at(-1)!.at - history[0]!.at) / 1000);
-  const roomStatus = (await (await ctx.get(`${origin}/api/rooms/${room}`)).json()) as RoomStatus;
+  const roomStatus = (await (await ctx.get(`${origin}/api/rooms/${room}`, { headers: { 'x-join-code': code } })).json()) as RoomStatus;
   return { students, links, firstStepMs, stepsPerSec, room: roomStatus };
 }
 

@@ -38,7 +38,7 @@ import {
 import { CHECKPOINT_FILE_NAMES, CHECKPOINT_FILES, sha256Hex, type CheckpointInfo, type CheckpointMetadata } from '../../shared/checkpoint';
 import { WeightsHasher } from '../../shared/weights-hash';
 import { mulberry32 } from '../../shared/random';
-import { codeFor, connectClient, join, startTestServer, TEST_TOKEN, type TestSocket } from '../support/server';
+import { AS_TEACHER, codeFor, connectClient, join, startTestServer, TEST_TOKEN, type TestSocket } from '../support/server';
 
 const TRAIN_ROOM = 'abuse-train';
 const ATTACK_ROOM = 'abuse-attackers';
@@ -138,11 +138,11 @@ function request(
 const teacher = { authorization: `Bearer ${TEST_TOKEN}` };
 
 async function roomStatus(room: string): Promise<RoomStatus> {
-  return (await (await fetch(`${server.url}/api/rooms/${room}`)).json()) as RoomStatus;
+  return (await (await fetch(`${server.url}/api/rooms/${room}`, AS_TEACHER)).json()) as RoomStatus;
 }
 
 async function checkpoints(room: string): Promise<CheckpointInfo[]> {
-  return (await (await fetch(`${server.url}/api/rooms/${room}/checkpoints`)).json()) as CheckpointInfo[];
+  return (await (await fetch(`${server.url}/api/rooms/${room}/checkpoints`, AS_TEACHER)).json()) as CheckpointInfo[];
 }
 
 /** A socket.io connection from `ip`; resolves connected, or with the refusal's coded data. */
@@ -519,7 +519,8 @@ test('floods past the budget are refused with ERR_RATE_LIMITED, told once, and /
   const statuses: number[] = [];
   const t0 = Date.now();
   while (statuses.filter((s) => s === 429).length < 300 && statuses.length < 8_000) {
-    const batch = await Promise.all(Array.from({ length: 100 }, () => request('GET', `/api/rooms/${TRAIN_ROOM}`, { ip: IP.httpFlood, agent })));
+    // A student of the room flooding it: reads need the join code.
+    const batch = await Promise.all(Array.from({ length: 100 }, () => request('GET', `/api/rooms/${TRAIN_ROOM}`, { ip: IP.httpFlood, agent, headers: { 'x-join-code': codeFor(TRAIN_ROOM) } })));
     statuses.push(...batch.map((r) => r.status));
   }
   agent.destroy();
@@ -817,7 +818,7 @@ test('what it proves: the server is up, the other rooms are unaffected, the disk
   const dir = path.join(dataDir, 'rooms', TRAIN_ROOM, 'checkpoints', pinned.id);
   for (const [file, digest] of pinned.files) assert.equal(sha(readFileSync(path.join(dir, file))), digest, `${pinned.id}/${file} changed`);
   await tf.setBackend('cpu');
-  const model = await tf.loadLayersModel(`${server.url}/api/rooms/${TRAIN_ROOM}/checkpoints/${pinned.id}/model.json`);
+  const model = await tf.loadLayersModel(`${server.url}/api/rooms/${TRAIN_ROOM}/checkpoints/${pinned.id}/model.json`, { requestInit: AS_TEACHER });
   const hasher = new WeightsHasher();
   for (const w of model.getWeights()) hasher.update((await w.data()) as Float32Array);
   assert.equal(hasher.digest(), pinned.meta.weightsHash);

@@ -15,7 +15,7 @@ import { JOIN_SECRET_FILE, joinCodeFor, joinCodeMatches, loadOrCreateJoinSecret 
 import { JOIN_CODE_ALPHABET, isCanonicalJoinCode, normalizeJoinCode } from '../../shared/join-code';
 import type { ErrorBody } from '../../shared/errors';
 import type { AckResult, JoinAccepted, RoomJoinInfo } from '../../shared/protocol';
-import { codeFor, connectClient, join, startTestServer, TEST_JOIN_SECRET, TEST_TOKEN, type TestSocket } from '../support/server';
+import { AS_TEACHER, codeFor, connectClient, join, startTestServer, TEST_JOIN_SECRET, TEST_TOKEN, type TestSocket } from '../support/server';
 
 const BAD_CODE_BUDGET = 5;
 let server: RunningServer;
@@ -82,7 +82,7 @@ test('a connection without its room\'s join code is refused with ERR_BAD_JOIN_CO
     assert.equal(e.code, 'ERR_BAD_JOIN_CODE', JSON.stringify(auth));
     assert.ok(e.message.length > 0);
   }
-  const status = async () => (await (await fetch(`${server.url}/api/rooms/locked`)).json()) as { members: unknown[] };
+  const status = async () => (await (await fetch(`${server.url}/api/rooms/locked`, AS_TEACHER)).json()) as { members: unknown[] };
   assert.equal((await status()).members.length, 0, 'nobody got in');
   const s = await connectClient(server, 'locked');
   sockets.push(s);
@@ -98,7 +98,7 @@ test('a connection let in for one room cannot join another', async () => {
   assert.ok(!refused.ok);
   assert.equal(refused.error.code, 'ERR_BAD_JOIN_CODE');
   assert.equal(refused.error.field, 'room');
-  const b = (await (await fetch(`${server.url}/api/rooms/room-b`)).json()) as { members: unknown[] };
+  const b = (await (await fetch(`${server.url}/api/rooms/room-b`, AS_TEACHER)).json()) as { members: unknown[] };
   assert.equal(b.members.length, 0);
 });
 
@@ -127,7 +127,7 @@ test('guessing is rate-limited per IP: past the budget even the right code waits
     assert.match(blocked.message, /try again in \d+ s/);
     // The member already in is not touched: still connected, still in the room.
     assert.ok(member.connected);
-    const room = (await (await fetch(`${guarded.url}/api/rooms/guessed`)).json()) as { members: Array<{ name: string }> };
+    const room = (await (await fetch(`${guarded.url}/api/rooms/guessed`, AS_TEACHER)).json()) as { members: Array<{ name: string }> };
     assert.deepEqual(room.members.map((m) => m.name), ['already-in']);
   } finally {
     await guarded.close();
@@ -160,4 +160,34 @@ test('behind a trusted load balancer the wrong-code budget is per student; an un
     await behindBalancer.close();
     await direct.close();
   }
+});
+
+test('reading a room takes its join code, a member token or the teacher token; a wrong code is a counted guess', async () => {
+  const s = await connectClient(server, 'private');
+  sockets.push(s);
+  const member = await join(s, 'private', 'quiet');
+  assert.ok(member.ok);
+  const other = await connectClient(server, 'elsewhere');
+  sockets.push(other);
+  const stranger = await join(other, 'elsewhere', 'stranger');
+  assert.ok(stranger.ok);
+  const read = (path: string, headers: Record<string, string> = {}) => fetch(`${server.url}/api/rooms/private${path}`, { headers });
+  for (const path of ['', '/metrics', '/checkpoints', '/checkpoints/latest/model.json']) {
+    const refused = await read(path);
+    assert.equal(refused.status, 401, path);
+    assert.equal(((await refused.json()) as { error: ErrorBody }).error.code, 'ERR_UNAUTHORIZED');
+  }
+  const wrong = await read('', { 'x-join-code': 'AAA-AAA' });
+  assert.equal(wrong.status, 403);
+  assert.equal(((await wrong.json()) as { error: ErrorBody }).error.code, 'ERR_BAD_JOIN_CODE');
+  assert.equal((await read('', { authorization: `Bearer ${stranger.memberToken}` })).status, 401, "another room's member token");
+  const code = codeFor('private');
+  const readers: Array<Record<string, string>> = [{ 'x-join-code': code.toLowerCase() }, { authorization: `Bearer ${member.memberToken}` }, { authorization: `Bearer ${TEST_TOKEN}` }];
+  for (const headers of readers) {
+    const res = await read('', headers);
+    assert.equal(res.status, 200, JSON.stringify(headers));
+    assert.deepEqual(((await res.json()) as { members: Array<{ name: string }> }).members.map((m) => m.name), ['quiet']);
+  }
+  // A download link carries the code in its query.
+  assert.equal((await read(`/metrics?code=${code}`)).status, 200);
 });

@@ -10,7 +10,7 @@ import type { RunningServer } from '../../signaling-server/server';
 import type { CheckpointInfo } from '../../shared/checkpoint';
 import { restoreFromServer, uploadCheckpoint, type CapturedCheckpoint } from '../../shared/checkpoint-io';
 import { WebringError } from '../../shared/errors';
-import { connectClient, join, nextEvent, startTestServer, TEST_TOKEN, type TestSocket } from '../support/server';
+import { AS_TEACHER, connectClient, join, nextEvent, startTestServer, TEST_TOKEN, type TestSocket } from '../support/server';
 import { capture, mnist, trainedReplica } from '../support/checkpoint-fixture';
 import { Trainer } from '../../shared/trainer';
 import { createMemoryRing } from '../support/memory-ring';
@@ -40,7 +40,7 @@ async function member(name: string): Promise<{ socket: TestSocket; token: string
   return { socket, token: joined.memberToken, id: joined.memberId };
 }
 
-const list = async (): Promise<CheckpointInfo[]> => (await fetch(`${server.url}/api/rooms/${ROOM}/checkpoints`)).json() as Promise<CheckpointInfo[]>;
+const list = async (): Promise<CheckpointInfo[]> => (await fetch(`${server.url}/api/rooms/${ROOM}/checkpoints`, AS_TEACHER)).json() as Promise<CheckpointInfo[]>;
 const refusedWith = (code: string) => (e: unknown) => e instanceof WebringError && e.code === code;
 
 test('only the current chief may upload; the list, the files and tf.loadLayersModel work', async () => {
@@ -59,7 +59,7 @@ test('only the current chief may upload; the list, the files and tf.loadLayersMo
 
   // tf.loadLayersModel straight from the URL, in Node, for the id and for 'latest'.
   for (const id of [info.id, 'latest']) {
-    const model = await tf.loadLayersModel(`${server.url}/api/rooms/${ROOM}/checkpoints/${id}/model.json`);
+    const model = await tf.loadLayersModel(`${server.url}/api/rooms/${ROOM}/checkpoints/${id}/model.json`, { requestInit: AS_TEACHER });
     const want = await trainer.readWeights();
     const got = new Float32Array(want.length);
     let at = 0;
@@ -70,10 +70,10 @@ test('only the current chief may upload; the list, the files and tf.loadLayersMo
     assert.deepEqual(got, want);
     model.dispose();
   }
-  const metadata = (await (await fetch(`${server.url}/api/rooms/${ROOM}/checkpoints/${info.id}/metadata.json`)).json()) as { step: number; writer: string };
+  const metadata = (await (await fetch(`${server.url}/api/rooms/${ROOM}/checkpoints/${info.id}/metadata.json`, AS_TEACHER)).json()) as { step: number; writer: string };
   assert.deepEqual([metadata.step, metadata.writer], [3, chief.id]);
-  assert.equal((await fetch(`${server.url}/api/rooms/${ROOM}/checkpoints/${info.id}/secrets.txt`)).status, 404);
-  assert.equal((await fetch(`${server.url}/api/rooms/${ROOM}/checkpoints/${encodeURIComponent('../../etc')}/model.json`)).status, 400);
+  assert.equal((await fetch(`${server.url}/api/rooms/${ROOM}/checkpoints/${info.id}/secrets.txt`, AS_TEACHER)).status, 404);
+  assert.equal((await fetch(`${server.url}/api/rooms/${ROOM}/checkpoints/${encodeURIComponent('../../etc')}/model.json`, AS_TEACHER)).status, 400);
 
   // The chief leaves: its token is worthless, and the next-lowest index writes from now on.
   const gone = nextEvent(other.socket, 'ring:generation', (g) => g.members.length === 1);
@@ -109,7 +109,7 @@ test('starting resumes from the latest checkpoint of the same model, and restore
   assert.equal(start.startStep, 4);
 
   const fresh = new Trainer(start.config, await mnist(), createMemoryRing(1).rings[0]!);
-  await restoreFromServer(server.url, ROOM, start.resume.checkpointId, fresh);
+  await restoreFromServer(server.url, ROOM, start.resume.checkpointId, fresh, currentChiefToken);
   assert.equal(await fresh.weightsHash(), checkpoint.metadata.weightsHash);
   assert.equal(fresh.step, 4);
   // The restored replica and the original take the next step identically (optimizer state included).
@@ -147,7 +147,7 @@ test('a ring that cannot heal makes the room resume from the latest checkpoint b
   assert.equal(again.resume?.checkpointId, saved.id);
   assert.equal(again.resume?.step, saved.step);
   assert.equal(again.config.resumeFrom, 'latest');
-  const status = (await (await fetch(`${server.url}/api/rooms/${room}`)).json()) as { state: string; members: unknown[] };
+  const status = (await (await fetch(`${server.url}/api/rooms/${room}`, AS_TEACHER)).json()) as { state: string; members: unknown[] };
   assert.deepEqual([status.state, status.members.length], ['training', 2]);
   assert.ok(again.generation > (await first).generation, 'a fresh ring');
 });

@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import type { RunningServer } from '../../signaling-server/server';
 import type { AckResult, EvictRequest, RoomStatus } from '../../shared/protocol';
 import { sendersOf } from '../../signaling-server/room';
-import { connectClient, join, nextEvent, startTestServer, TEST_TOKEN, type TestSocket } from '../support/server';
+import { AS_TEACHER, connectClient, join, nextEvent, startTestServer, TEST_TOKEN, type TestSocket } from '../support/server';
 
 let server: RunningServer;
 const sockets: TestSocket[] = [];
@@ -23,7 +23,7 @@ after(async () => {
 });
 
 async function status(room: string): Promise<RoomStatus> {
-  return (await (await fetch(`${server.url}/api/rooms/${room}`)).json()) as RoomStatus;
+  return (await (await fetch(`${server.url}/api/rooms/${room}`, AS_TEACHER)).json()) as RoomStatus;
 }
 
 function evict(socket: TestSocket, request: EvictRequest | Record<string, unknown>): Promise<AckResult<{ evicted: string[] }>> {

@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import type { RunningServer } from '../../signaling-server/server';
 import type { AckResult, JoinAccepted } from '../../shared/protocol';
 import type { ErrorBody } from '../../shared/errors';
-import { connectClient, join, startTestServer, type TestSocket } from '../support/server';
+import { AS_TEACHER, connectClient, join, startTestServer, type TestSocket } from '../support/server';
 
 const SOCKET_BUDGET = 40;
 const HTTP_BUDGET = 25;
@@ -58,11 +58,11 @@ test('a connection that floods events is refused past its budget, told once, and
   const other = await client();
   const joined = await join(other, 'calm-room', 'ok');
   assert.ok(joined.ok, JSON.stringify(joined));
-  const status = await fetch(`${server.url}/api/rooms/calm-room`);
+  const status = await fetch(`${server.url}/api/rooms/calm-room`, AS_TEACHER);
   assert.equal(status.status, 200);
   assert.deepEqual(((await status.json()) as { members: Array<{ name: string }> }).members.map((m) => m.name), ['ok']);
   // The flooder's one membership is all its events achieved.
-  const flood = (await (await fetch(`${server.url}/api/rooms/flood`)).json()) as { members: Array<{ name: string }> };
+  const flood = (await (await fetch(`${server.url}/api/rooms/flood`, AS_TEACHER)).json()) as { members: Array<{ name: string }> };
   assert.deepEqual(flood.members.map((m) => m.name), ['f0']);
 });
 

@@ -11,7 +11,7 @@ import { Redis } from 'ioredis';
 import type { RunningServer } from '../../signaling-server/server';
 import { RedisRoomStore } from '../../signaling-server/redis-room-store';
 import type { Generation, RoomStatus } from '../../shared/protocol';
-import { codeFor, connectClient, join, nextEvent, startTestServer, type TestSocket } from '../support/server';
+import { AS_TEACHER, codeFor, connectClient, join, nextEvent, startTestServer, type TestSocket } from '../support/server';
 import { startRedis, type TestRedis } from '../support/redis';
 
 const GRACE_MS = 2_500;
@@ -37,7 +37,7 @@ async function client(node: RunningServer, room: string): Promise<TestSocket> {
   return s;
 }
 
-const status = async (node: RunningServer, room: string) => (await (await fetch(`${node.url}/api/rooms/${room}`)).json()) as RoomStatus;
+const status = async (node: RunningServer, room: string) => (await (await fetch(`${node.url}/api/rooms/${room}`, AS_TEACHER)).json()) as RoomStatus;
 
 test('concurrent joins through two stores get unique indexes and one generation each (compare-and-set)', async () => {
   const connections = [new Redis(redis.url), new Redis(redis.url)];

@@ -2,7 +2,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import type { RunningServer } from '../../signaling-server/server';
 import type { AckResult, RoomStatus } from '../../shared/protocol';
-import { connectClient, join, nextEvent, startTestServer, TEST_TOKEN, type TestSocket } from '../support/server';
+import { AS_TEACHER, connectClient, join, nextEvent, startTestServer, TEST_TOKEN, type TestSocket } from '../support/server';
 
 let server: RunningServer;
 const sockets: TestSocket[] = [];
@@ -22,7 +22,7 @@ async function client(): Promise<TestSocket> {
 }
 
 async function status(room: string): Promise<RoomStatus> {
-  const res = await fetch(`${server.url}/api/rooms/${room}`);
+  const res = await fetch(`${server.url}/api/rooms/${room}`, AS_TEACHER);
   assert.equal(res.status, 200);
   return (await res.json()) as RoomStatus;
 }
@@ -228,7 +228,7 @@ test('progress reports feed the room status; a report of another run is refused'
   assert.equal((await status('progress')).metrics.accuracy, 0.75);
   assert.equal((await status('progress')).state, 'done');
 
-  const metrics = (await (await fetch(`${server.url}/api/rooms/progress/metrics`)).json()) as { history: unknown[] };
+  const metrics = (await (await fetch(`${server.url}/api/rooms/progress/metrics`, AS_TEACHER)).json()) as { history: unknown[] };
   assert.equal(metrics.history.length, 2);
 });
 
@@ -361,7 +361,7 @@ test('only the chief drops a straggler; the straggler is told why and may join a
 });
 
 test('the API rejects bad room names and serves the real MNIST file', async () => {
-  assert.equal((await fetch(`${server.url}/api/rooms/${encodeURIComponent('../../etc')}`)).status, 400);
+  assert.equal((await fetch(`${server.url}/api/rooms/${encodeURIComponent('../../etc')}`, AS_TEACHER)).status, 400);
   const empty = await status('nobody-here');
   assert.deepEqual([empty.state, empty.members.length, empty.chief], ['idle', 0, null]);
   const res = await fetch(`${server.url}/data/mnist.bin`);

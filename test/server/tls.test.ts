@@ -15,7 +15,7 @@ import { startServer } from '../../signaling-server/server';
 import { createLogger } from '../../signaling-server/logger';
 import { CERT_RENEW_BEFORE_MS, defaultCertificateNames, lanAddresses, loadTlsCredentials, TlsError } from '../../signaling-server/tls';
 import type { AckResult, JoinAccepted, ServerInfo } from '../../shared/protocol';
-import { codeFor, connectClient, join, TEST_JOIN_SECRET, TEST_TOKEN, type TestSocket } from '../support/server';
+import { AS_TEACHER, codeFor, connectClient, join, TEST_JOIN_SECRET, TEST_TOKEN, type TestSocket } from '../support/server';
 
 const tmp = () => mkdtempSync(path.join(os.tmpdir(), 'webring-tls-'));
 const NAMES = defaultCertificateNames('classroom-laptop', ['192.0.2.7', 'fd00::7']);
@@ -196,7 +196,7 @@ test('https and http serve the same app and socket.io; /api/info lists https URL
     const b: AckResult<JoinAccepted> = await join(plain, 'class', 'over-http');
     assert.ok(a.ok && b.ok);
     assert.equal(a.room, 'class');
-    const status = (await (await fetch(`${server.url}/api/rooms/class`)).json()) as { room: string; members: Array<{ name: string }> };
+    const status = (await (await fetch(`${server.url}/api/rooms/class`, AS_TEACHER)).json()) as { room: string; members: Array<{ name: string }> };
     assert.equal(status.room, 'class');
     assert.deepEqual(status.members.map((m) => m.name), ['over-https', 'over-http']);
   } finally {

@@ -10,6 +10,8 @@ import type { AckResult, ClientToServerEvents, JoinAccepted, ServerToClientEvent
 
 export type TestSocket = Socket<ServerToClientEvents, ClientToServerEvents>;
 export const TEST_TOKEN = 'test-teacher-token';
+/** Reading a room needs its join code, a member token or the teacher token: tests read as the teacher. */
+export const AS_TEACHER = { headers: { authorization: `Bearer ${TEST_TOKEN}` } };
 export const TEST_JOIN_SECRET = Buffer.from('test-join-secret-0123456789');
 /** The room a test socket is let into before it names one (join() moves it to its room). */
 export const LOBBY_ROOM = 'lobby';
