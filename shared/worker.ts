@@ -526,8 +526,13 @@ export class TrainingWorker {
     try {
       const local = await localCheckpoints.latest(room);
       if (!local) return;
-      const res = await fetch(checkpointsUrl(serverUrl, room));
-      if (!res.ok || ((await res.json()) as unknown[]).length > 0) return;
+      // Reading the room's checkpoints takes this member's token.
+      const res = await fetch(checkpointsUrl(serverUrl, room), { headers: { authorization: `Bearer ${this.identity?.memberToken ?? ''}` } });
+      if (!res.ok) {
+        this.options.log(`could not list the server's checkpoints: HTTP ${res.status}`);
+        return;
+      }
+      if (((await res.json()) as unknown[]).length > 0) return;
       this.options.log(`the server has no checkpoint; uploading the local one of step ${local.metadata.step}`);
       await this.writer.reseed(local);
     } catch (err) {
