@@ -52,10 +52,14 @@ if v == ARGV[1] then return {v} end
 return {v, redis.call('HGET', KEYS[1], 'record')}
 `;
 
+/**
+ * What this node last read or wrote. `room` is built over `record` itself, without a copy:
+ * readers never change a room they read, and a change always starts from a copy of
+ * `record` (applyWithRetries).
+ */
 interface Cached {
   version: string;
   record: RoomRecord;
-  /** A Room over `record`, for readers (they never change it). */
   room: Room;
 }
 
@@ -109,7 +113,7 @@ export class RedisRoomStore implements RoomStore {
     }
     if (reply.length === 1 && cached) return cached;
     const record = JSON.parse(reply[1]!) as RoomRecord;
-    const fresh: Cached = { version: reply[0]!, record, room: Room.fromRecord(structuredClone(record)) };
+    const fresh: Cached = { version: reply[0]!, record, room: Room.fromRecord(record) };
     this.cache.set(name, fresh);
     return fresh;
   }
@@ -178,10 +182,10 @@ export class RedisRoomStore implements RoomStore {
         version,
         name,
         MAX_HISTORY_POINTS,
-        ...stored.historySince(0).map((p) => JSON.stringify(p)),
+        ...stored.historyPoints().map((p) => JSON.stringify(p)),
       );
       if (written === 1) {
-        if (keep) this.cache.set(name, { version, record: structuredClone(record), room: stored });
+        if (keep) this.cache.set(name, { version, record, room: stored });
         else this.cache.delete(name);
         batch.forEach((p, i) => {
           const outcome = outcomes[i];

@@ -256,13 +256,13 @@ export class Room {
     return room;
   }
 
-  /** Loss points recorded since `from` (history length before a change), for a store that appends them. */
-  historySince(from: number): MetricPoint[] {
-    return this.history.slice(from);
-  }
-
-  get historyLength(): number {
-    return this.history.length;
+  /**
+   * The loss points this room holds. A room rebuilt from its record (fromRecord) starts
+   * without history, so after a change these are the points the change recorded, which a
+   * store appends to the history it keeps apart.
+   */
+  historyPoints(): readonly MetricPoint[] {
+    return this.history;
   }
 
   /** Members still without a connection (after a restart), to be dropped after a grace period. */

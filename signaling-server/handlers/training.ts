@@ -8,11 +8,23 @@ import {
   parseOrThrow,
   progressReportSchema,
   reformRequestSchema,
+  type MemberDropped,
 } from '../../shared/protocol';
 import type { Room } from '../room';
 import { channelOf, type IoSocket, type ServerContext } from '../context';
 import { guarded } from './errors';
 import { broadcastChange } from './rooms';
+
+/**
+ * A member the ring let go (a straggler, an evicted peer) is told why and leaves the room's
+ * channel; its connection, on whichever signaling node, is free to join again (see
+ * stillMember in rooms.ts).
+ */
+function tellRemoved(ctx: ServerContext, room: string, socketId: string | null, notice: MemberDropped): void {
+  if (!socketId) return;
+  ctx.io.in(socketId).socketsLeave(channelOf(room));
+  ctx.io.to(socketId).emit('member:dropped', notice);
+}
 
 /** This connection's room and member; refused, before anything else is read, for a connection that joined none. */
 function requireMember(socket: IoSocket): { name: string; memberId: string } {
@@ -80,12 +92,7 @@ export function registerTrainingHandlers(ctx: ServerContext, socket: IoSocket): 
         return { socketId, change: r.drop(memberId, request) };
       });
       ctx.log.warn(`room ${room.name}: dropped straggler ${request.member} at step ${request.step} (${Math.round(request.computeMs)} ms vs deadline ${Math.round(request.deadlineMs)} ms)`);
-      // The dropped tab is told why, and leaves the room's channel; its connection, on
-      // whichever signaling node, is free to join again (see stillMember in rooms.ts).
-      if (result.socketId) {
-        ctx.io.in(result.socketId).socketsLeave(channelOf(room.name));
-        ctx.io.to(result.socketId).emit('member:dropped', { reason: 'straggler', step: request.step, computeMs: request.computeMs, deadlineMs: request.deadlineMs });
-      }
+      tellRemoved(ctx, room.name, result.socketId, { reason: 'straggler', step: request.step, computeMs: request.computeMs, deadlineMs: request.deadlineMs });
       broadcastChange(ctx, room, result.change);
     });
   });
@@ -98,11 +105,7 @@ export function registerTrainingHandlers(ctx: ServerContext, socket: IoSocket): 
       if (result.refused) throw result.refused;
       for (const { id, socketId, notice } of result.evicted) {
         ctx.log.warn(`room ${room.name}: evicted ${id} at ${member.memberId}'s report (${notice.misbehaviour}: ${notice.detail})`);
-        // Told why, on whichever node it is connected; that connection may join afresh (see stillMember in rooms.ts).
-        if (socketId) {
-          ctx.io.in(socketId).socketsLeave(channelOf(room.name));
-          ctx.io.to(socketId).emit('member:dropped', notice);
-        }
+        tellRemoved(ctx, room.name, socketId, notice);
       }
       broadcastChange(ctx, room, result.change);
       return { evicted: result.evicted.map((e) => e.id) };

@@ -14,7 +14,8 @@ import { E2E_JOIN_SECRET } from '../../playwright.config';
 import type { CheckpointInfo } from '../../shared/checkpoint';
 import type { RoomStatus } from '../../shared/protocol';
 import { openStudent, readStatus, status, type Student } from './helpers';
-import { freePort, startRedis, type TestRedis } from '../support/redis';
+import { startRedis, type TestRedis } from '../support/redis';
+import { freePort, stopProcess } from '../support/processes';
 import { startHaproxy, type TestHaproxy } from '../support/haproxy';
 
 const ROOM = 'e2e-cluster';
@@ -101,7 +102,7 @@ test('two nodes over Redis behind HAProxy train one ring; a killed node\'s stude
     expect(students.flatMap((s) => s.errors)).toEqual([]);
   } finally {
     for (const s of students) await s.context.close();
-    for (const n of nodes) n.kill('SIGKILL');
+    for (const n of nodes) await stopProcess(n);
     await lb?.stop();
     await redis?.stop();
   }

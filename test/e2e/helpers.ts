@@ -14,9 +14,21 @@ export interface Student {
   errors: string[];
 }
 
-/** Every student gets its own browser context, as separate laptops would; each opens the class link (room and code). */
-export async function openStudent(browser: Browser, room: string, name: string, query = '', origin = ''): Promise<Student> {
+/**
+ * Every student gets its own browser context, as separate laptops would; each opens the
+ * class link (room and code). `code` is the room's join code on another server than the
+ * e2e one; `initScript` runs in the page before its own scripts.
+ */
+export async function openStudent(
+  browser: Browser,
+  room: string,
+  name: string,
+  query = '',
+  origin = '',
+  options: { code?: string; initScript?: () => void } = {},
+): Promise<Student> {
   const context = await browser.newContext();
+  if (options.initScript) await context.addInitScript(options.initScript);
   const page = await context.newPage();
   const errors: string[] = [];
   page.on('console', (msg) => {
@@ -24,7 +36,7 @@ export async function openStudent(browser: Browser, room: string, name: string, 
     if (process.env.E2E_VERBOSE) console.log(`[${name}] ${msg.type()}: ${msg.text()}`);
   });
   page.on('pageerror', (err) => errors.push(`[${name}] ${err.message}`));
-  await page.goto(`${origin}/?room=${room}&code=${codeFor(room)}&name=${name}${query}`);
+  await page.goto(`${origin}/?room=${room}&code=${options.code ?? codeFor(room)}&name=${name}${query}`);
   await page.getByRole('button', { name: 'Join' }).click();
   await expect(status(page)).toHaveAttribute('data-rank', /^\d+$/, { timeout: 60_000 });
   return { context, page, errors };

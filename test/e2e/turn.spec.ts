@@ -15,16 +15,15 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createHmac } from 'node:crypto';
-import dgram from 'node:dgram';
 import { mkdtempSync } from 'node:fs';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { test, expect, type Browser, type Page } from '@playwright/test';
 import { E2E_PORT, E2E_TOKEN } from '../../playwright.config';
 import { joinCodeFor } from '../../signaling-server/join-codes';
 import type { RoomMetrics, RoomStatus } from '../../shared/protocol';
-import { codeFor, readStatus, status, type Student } from './helpers';
+import { codeFor, openStudent, readStatus, status, type Student } from './helpers';
+import { capture, freePort, stopProcess, waitForOutput } from '../support/processes';
 
 const TURN_SECRET = 'e2e-turn-secret-0123456789abcdef';
 const TURN_REALM = 'webring.test';
@@ -95,65 +94,9 @@ function linkStats(page: Page): Promise<LinkStats[]> {
   });
 }
 
-/** A port free for both TCP and UDP on loopback (coturn listens on both). */
-async function freePort(): Promise<number> {
-  for (;;) {
-    const port = await new Promise<number>((resolve, reject) => {
-      const srv = net.createServer().listen(0, '127.0.0.1', () => {
-        const p = (srv.address() as net.AddressInfo).port;
-        srv.close(() => resolve(p));
-      });
-      srv.once('error', reject);
-    });
-    const udpFree = await new Promise<boolean>((resolve) => {
-      const sock = dgram.createSocket('udp4');
-      sock.once('error', () => resolve(false));
-      sock.bind(port, '127.0.0.1', () => sock.close(() => resolve(true)));
-    });
-    if (udpFree) return port;
-  }
-}
-
-/** Resolves once `proc` has printed a line matching `ready`; rejects if it exits first. */
-function waitForOutput(proc: ChildProcess, output: () => string, ready: RegExp, what: string): Promise<void> {
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`${what} not ready within ${STARTUP_TIMEOUT_MS} ms:\n${output()}`)), STARTUP_TIMEOUT_MS);
-    const check = () => {
-      if (!ready.test(output())) return;
-      clearTimeout(timer);
-      resolve();
-    };
-    proc.stdout?.on('data', check);
-    proc.stderr?.on('data', check);
-    proc.once('exit', (code) => {
-      clearTimeout(timer);
-      reject(new Error(`${what} exited with ${code}:\n${output()}`));
-    });
-  });
-}
-
-function capture(proc: ChildProcess): () => string {
-  let text = '';
-  proc.stdout?.on('data', (d: Buffer) => (text += d.toString()));
-  proc.stderr?.on('data', (d: Buffer) => (text += d.toString()));
-  return () => text;
-}
-
-async function openTrackedStudent(browser: Browser, origin: string, room: string, code: string, name: string): Promise<Student> {
-  const context = await browser.newContext();
-  await context.addInitScript(trackPeerConnections);
-  const page = await context.newPage();
-  const errors: string[] = [];
-  page.on('console', (msg) => {
-    if (msg.type() === 'error') errors.push(`[${name}] ${msg.text()}`);
-    if (process.env.E2E_VERBOSE) console.log(`[${name}] ${msg.type()}: ${msg.text()}`);
-  });
-  page.on('pageerror', (err) => errors.push(`[${name}] ${err.message}`));
-  await page.goto(`${origin}/?room=${room}&code=${code}&name=${name}`);
-  await page.getByRole('button', { name: 'Join' }).click();
-  await expect(status(page)).toHaveAttribute('data-rank', /^\d+$/, { timeout: 60_000 });
-  return { context, page, errors };
-}
+/** A student whose page records its RTCPeerConnections, for getStats() mid-run. */
+const openTrackedStudent = (browser: Browser, origin: string, room: string, code: string, name: string): Promise<Student> =>
+  openStudent(browser, room, name, '', origin, { code, initScript: trackPeerConnections });
 
 interface RunResult {
   students: Student[];
@@ -234,7 +177,7 @@ test.describe('TURN relay', () => {
       '--userdb', path.join(workDir, 'turndb'),
     ], { stdio: ['ignore', 'pipe', 'pipe'] });
     coturnLog = capture(coturn);
-    await waitForOutput(coturn, coturnLog, /Total General servers/, 'coturn');
+    await waitForOutput(coturn, coturnLog, /Total General servers/, 'coturn', STARTUP_TIMEOUT_MS);
 
     const port = await freePort();
     origin = `http://127.0.0.1:${port}`;
@@ -256,17 +199,12 @@ test.describe('TURN relay', () => {
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     serverLog = capture(server);
-    await waitForOutput(server, serverLog, /webring classroom server is running/, 'signaling server');
+    await waitForOutput(server, serverLog, /webring classroom server is running/, 'signaling server', STARTUP_TIMEOUT_MS);
     expect(serverLog()).toContain('every link relayed (ICE_TRANSPORT_POLICY=relay)');
   });
 
   test.afterAll(async () => {
-    for (const proc of [server, coturn]) {
-      if (!proc || proc.exitCode !== null) continue;
-      const exited = new Promise((resolve) => proc.once('exit', resolve));
-      proc.kill('SIGTERM');
-      await exited;
-    }
+    for (const proc of [server, coturn]) await stopProcess(proc, 'SIGTERM');
     if (process.env.E2E_VERBOSE) console.log(coturnLog());
   });
 

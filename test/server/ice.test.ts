@@ -9,27 +9,15 @@ import { execFile } from 'node:child_process';
 import { mkdtempSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { startServer, type RunningServer } from '../../signaling-server/server';
-import { createLogger } from '../../signaling-server/logger';
+import type { RunningServer } from '../../signaling-server/server';
 import { iceOptionsFromEnv, turnCredential, type IceOptions } from '../../signaling-server/turn';
 import { iceConfigSchema, type AckResult, type IceConfig } from '../../shared/protocol';
-import { connectClient, join, TEST_JOIN_SECRET, TEST_TOKEN } from '../support/server';
+import { connectClient, join, startTestServer } from '../support/server';
 
 const SECRET = 'server-test-turn-secret';
 const TURN_URL = 'turn:127.0.0.1:3478?transport=udp,turns:turn.school.example:443?transport=tcp';
 
-function start(ice?: IceOptions): Promise<RunningServer> {
-  return startServer({
-    port: 0,
-    host: '127.0.0.1',
-    dataDir: mkdtempSync(path.join(os.tmpdir(), 'webring-ice-')),
-    teacherToken: TEST_TOKEN,
-    joinSecret: TEST_JOIN_SECRET,
-    clientDir: path.join(os.tmpdir(), 'webring-no-client'),
-    log: createLogger(process.env.LOG_LEVEL ?? 'silent'),
-    ...(ice ? { ice } : {}),
-  });
-}
+const start = (ice?: IceOptions): Promise<RunningServer> => startTestServer(ice ? { ice } : {});
 
 const askIce = (socket: Awaited<ReturnType<typeof connectClient>>) =>
   new Promise<AckResult<{ ice: IceConfig }>>((resolve) => socket.emit('ice:config', resolve));

@@ -3,11 +3,12 @@
  * course would run them: one address for students, WebSocket connections spread round-robin
  * over the nodes, health-checked on /healthz, and retried on another node when one is down.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { connect } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
+import { capture, stopProcess } from './processes';
 
 export const HAPROXY = process.env.HAPROXY_PATH ?? '/usr/sbin/haproxy';
 const READY_TIMEOUT_MS = 10_000;
@@ -69,31 +70,22 @@ export async function startHaproxy(port: number, nodes: number[]): Promise<TestH
   const dir = mkdtempSync(path.join(os.tmpdir(), 'webring-haproxy-'));
   const config = path.join(dir, 'haproxy.cfg');
   writeFileSync(config, haproxyConfig(port, nodes));
-  let output = '';
-  const child: ChildProcess = spawn(HAPROXY, ['-db', '-f', config], { stdio: ['ignore', 'pipe', 'pipe'] });
-  child.stdout?.on('data', (c: Buffer) => (output += c.toString()));
-  child.stderr?.on('data', (c: Buffer) => (output += c.toString()));
-  const spawned = new Promise<never>((_, reject) => {
+  const child = spawn(HAPROXY, ['-db', '-f', config], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const output = capture(child);
+  // HAProxy prints nothing when it is ready: wait for its port, and for an early exit.
+  const failed = new Promise<never>((_, reject) => {
     child.once('error', (err) => reject(new Error(`cannot start ${HAPROXY} (npm test installs it: scripts/ensure-system-packages.sh): ${err.message}`)));
-    child.once('exit', (code) => reject(new Error(`haproxy exited (${code}):\n${output}`)));
+    child.once('exit', (code) => reject(new Error(`haproxy exited (${code}):\n${output()}`)));
   });
+  // Past start-up the exit is expected (stop() kills it); the race below reports an early one.
+  failed.catch(() => undefined);
   const deadline = Date.now() + READY_TIMEOUT_MS;
-  const ready = (async () => {
+  const listening = (async () => {
     while (!(await portOpen(port))) {
-      if (Date.now() > deadline) throw new Error(`haproxy not listening on ${port} within ${READY_TIMEOUT_MS} ms:\n${output}`);
+      if (Date.now() > deadline) throw new Error(`haproxy not listening on ${port} within ${READY_TIMEOUT_MS} ms:\n${output()}`);
       await new Promise((r) => setTimeout(r, 100));
     }
   })();
-  await Promise.race([ready, spawned]);
-  // Past start-up the exit is expected (stop() kills it); the race above already reported an early one.
-  spawned.catch(() => undefined);
-  return {
-    url: `http://127.0.0.1:${port}`,
-    stop: () =>
-      new Promise<void>((resolve) => {
-        if (child.exitCode !== null) return resolve();
-        child.once('exit', () => resolve());
-        child.kill('SIGKILL');
-      }),
-  };
+  await Promise.race([listening, failed]);
+  return { url: `http://127.0.0.1:${port}`, stop: () => stopProcess(child) };
 }
