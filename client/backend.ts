@@ -5,7 +5,7 @@
 import * as tf from '@tensorflow/tfjs';
 import '@tensorflow/tfjs-backend-webgpu';
 import type { Backend } from '../shared/protocol';
-import { describeAdapter } from '../shared/models';
+import { describeAdapter } from '../shared/training/models';
 
 export interface BackendChoice {
   backend: Backend;

@@ -6,7 +6,7 @@
  */
 import { io, type Socket } from 'socket.io-client';
 import type { Algorithm, ClientToServerEvents, ServerToClientEvents } from '../shared/protocol';
-import { BenchPeer, wallNow } from '../shared/bench-peer';
+import { BenchPeer, wallNow } from '../shared/network/bench-peer';
 import { directPeerFactory } from './browser-peer';
 
 const params = new URLSearchParams(location.search);

@@ -1,5 +1,5 @@
-import { decodeMnist, type MnistDataset } from '../shared/mnist-format';
-import { WebringError } from '../shared/errors';
+import { decodeMnist, type MnistDataset } from '../shared/data/mnist-format';
+import { WebringError } from '../shared/protocol/errors';
 
 /** Downloads the server's packed MNIST file (about 7.9 MB, cached by the browser). */
 export async function fetchMnist(): Promise<MnistDataset> {

@@ -5,8 +5,8 @@
  * whatever probabilities come back, so it leaks no tensors and works with any model.
  */
 import './digit-pad.css';
-import { MNIST_SIZE_PX, inkFromRgba, preprocessDigit } from '../shared/digit-preprocess';
-import { MNIST_CLASSES } from '../shared/mnist-format';
+import { MNIST_SIZE_PX, inkFromRgba, preprocessDigit } from '../shared/data/digit-preprocess';
+import { MNIST_CLASSES } from '../shared/data/mnist-format';
 
 export interface DigitPadOptions {
   /**
@@ -43,9 +43,6 @@ export const INK_BUFFER_PX = 280;
 export const LINE_WIDTH_FRACTION = 1 / 11;
 /** After a stroke ends, wait this long for the next one before asking the model. */
 export const PREDICT_DEBOUNCE_MS = 150;
-/** Largest CSS size of the pad; smaller screens shrink it (see digit-pad.css). */
-export const PAD_MAX_CSS_PX = 280;
-
 const DEFAULT_TITLE = 'Draw a digit';
 const DEFAULT_EMPTY_HINT = 'Draw one digit, 0 to 9, in the box.';
 const DEFAULT_DISABLED_REASON = 'The model is not available right now.';

@@ -6,10 +6,10 @@
  * userDefinedMetadata.
  */
 import * as tf from '@tensorflow/tfjs';
-import { checkpointMetadataSchema, optimizerSpecsSchema } from '../shared/checkpoint';
-import type { CapturedCheckpoint } from '../shared/checkpoint-io';
-import type { LocalCheckpointStore } from '../shared/checkpoint-writer';
-import { WebringError } from '../shared/errors';
+import { checkpointMetadataSchema, optimizerSpecsSchema } from '../shared/checkpoints/checkpoint';
+import type { CapturedCheckpoint } from '../shared/checkpoints/checkpoint-io';
+import type { LocalCheckpointStore } from '../shared/checkpoints/checkpoint-writer';
+import { WebringError } from '../shared/protocol/errors';
 
 const SCHEME = 'indexeddb://';
 const PREFIX = 'webring/';

@@ -3,11 +3,11 @@
  * module; TensorFlow.js, the MNIST file and the training worker load in the background after
  * it (student-session.ts), the chart and the drawing pad once the student has joined.
  */
-import type { WorkerStatus } from '../shared/worker';
+import type { WorkerStatus } from '../shared/training/worker';
 import type { RoomMetrics, ServerInfo } from '../shared/protocol';
-import { toWebringError } from '../shared/errors';
+import { toWebringError } from '../shared/protocol/errors';
 import { showSecureContextNotice } from './secure-context';
-import { normalizeJoinCode } from '../shared/join-code';
+import { normalizeJoinCode } from '../shared/protocol/join-code';
 import { describeRefusal } from './plain-errors';
 
 const $ = <T extends HTMLElement>(id: string) => document.getElementById(id) as T;

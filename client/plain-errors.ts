@@ -2,7 +2,7 @@
  * What a student reads when the server says no: one sentence per error code, in plain
  * words, with what to do next. The code stays visible in brackets for the teacher.
  */
-import type { ErrorBody } from '../shared/errors';
+import type { ErrorBody } from '../shared/protocol/errors';
 
 export function plainWords(error: ErrorBody, room: string): string {
   switch (error.code) {

@@ -5,11 +5,11 @@
  */
 import { io, type Socket } from 'socket.io-client';
 import { BACKENDS, type Backend, type ClientToServerEvents, type ServerToClientEvents } from '../shared/protocol';
-import type { ErrorBody } from '../shared/errors';
-import { TrainingWorker, type WorkerDebug, type WorkerStatus } from '../shared/worker';
+import type { ErrorBody } from '../shared/protocol/errors';
+import { TrainingWorker, type WorkerDebug, type WorkerStatus } from '../shared/training/worker';
 import { selectBackend } from './backend';
 import { createBrowserPeerFactory } from './browser-peer';
-import { IceConfigHolder, ICE_REQUEST_TIMEOUT_MS } from '../shared/ice-config';
+import { IceConfigHolder, ICE_REQUEST_TIMEOUT_MS } from '../shared/network/ice-config';
 import { fetchMnist } from './dataset';
 import { indexedDbCheckpoints } from './indexeddb-checkpoints';
 

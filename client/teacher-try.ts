@@ -4,10 +4,10 @@
  * a drawing pad that asks it. Reloaded whenever a newer checkpoint appears.
  */
 import * as tf from '@tensorflow/tfjs';
-import type { CheckpointInfo } from '../shared/checkpoint';
-import { toWebringError } from '../shared/errors';
+import type { CheckpointInfo } from '../shared/checkpoints/checkpoint';
+import { toWebringError } from '../shared/protocol/errors';
 import { mountDigitPad } from './digit-pad';
-import { predictDigit } from '../shared/models';
+import { predictDigit } from '../shared/training/models';
 
 export interface TeacherTry {
   /** Call with the room's checkpoint list (newest first); loads the newest if it changed. */

@@ -5,8 +5,8 @@
  * one request at a time; the panels live in ./teacher/.
  */
 import type { MetricPoint, RoomMetrics, RoomState, RoomStatus } from '../shared/protocol';
-import type { CheckpointInfo } from '../shared/checkpoint';
-import type { ErrorBody } from '../shared/errors';
+import type { CheckpointInfo } from '../shared/checkpoints/checkpoint';
+import type { ErrorBody } from '../shared/protocol/errors';
 import { createLiveChart } from './charts';
 import { RoomApi, type RoomAction } from './teacher/api';
 import { ConfigForm, type StartConfigInput } from './teacher/config-form';

@@ -13,13 +13,13 @@ import SimplePeer from 'simple-peer';
 import wrtc from '@roamhq/wrtc';
 import { io, type Socket } from 'socket.io-client';
 import { BACKENDS, roomNameSchema, memberNameSchema, type Backend, type ClientToServerEvents, type ServerToClientEvents } from '../shared/protocol';
-import { decodeMnist } from '../shared/mnist-format';
-import { TrainingWorker, type WorkerStatus } from '../shared/worker';
-import { createSimplePeerFactory } from '../shared/simple-peer-factory';
-import { IceConfigHolder, ICE_REQUEST_TIMEOUT_MS } from '../shared/ice-config';
-import { WebringError, toWebringError } from '../shared/errors';
+import { decodeMnist } from '../shared/data/mnist-format';
+import { TrainingWorker, type WorkerStatus } from '../shared/training/worker';
+import { createSimplePeerFactory } from '../shared/network/simple-peer-factory';
+import { IceConfigHolder, ICE_REQUEST_TIMEOUT_MS } from '../shared/network/ice-config';
+import { WebringError, toWebringError } from '../shared/protocol/errors';
 import { selectNodeBackend } from './node-backend';
-import { normalizeJoinCode } from '../shared/join-code';
+import { normalizeJoinCode } from '../shared/protocol/join-code';
 
 const USAGE = 'usage: npm run worker -- --url http://HOST:PORT --room NAME --code JOIN-CODE [--name X] [--backend webgpu|cpu]';
 /** Exit code for bad arguments, as for the server's bad configuration. */

@@ -9,7 +9,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import * as nodeFs from 'node:fs/promises';
 import path from 'node:path';
 import { z } from 'zod';
-import { WebringError } from '../shared/errors';
+import { WebringError } from '../shared/protocol/errors';
 import {
   CHECKPOINT_FILES,
   checkpointIdSchema,
@@ -19,7 +19,7 @@ import {
   type CheckpointFile,
   type CheckpointInfo,
   type CheckpointMetadata,
-} from '../shared/checkpoint';
+} from '../shared/checkpoints/checkpoint';
 import { roomNameSchema } from '../shared/protocol';
 
 export type StoreFs = Pick<typeof nodeFs, 'mkdir' | 'open' | 'rename' | 'rm' | 'readdir' | 'readFile' | 'stat'>;

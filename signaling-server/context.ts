@@ -1,11 +1,11 @@
 /** What every handler receives: the typed io server, the rooms, and a logger. */
 import type { Server, Socket } from 'socket.io';
 import type { ClientToServerEvents, ServerToClientEvents } from '../shared/protocol';
-import type { RoomStore } from './room-store';
+import type { RoomStore } from './rooms/room-store';
 import type { Logger } from './logger';
 import type { CheckpointStore } from './checkpoint-store';
-import type { RoomPersistence } from './room-persistence';
-import type { RateLimits } from './rate-limits';
+import type { RoomPersistence } from './rooms/room-persistence';
+import type { RateLimits } from './edge/rate-limits';
 import type { IceOptions } from './turn';
 
 export interface SocketData {

@@ -15,11 +15,11 @@ import QRCode from 'qrcode';
 import { roomNameSchema } from '../shared/protocol';
 import { buildClientIfNeeded, CLIENT_DIST, PROJECT_ROOT } from './build-client';
 import { createLogger } from './logger';
-import { JOIN_SECRET_FILE, loadOrCreateJoinSecret } from './join-codes';
+import { JOIN_SECRET_FILE, loadOrCreateJoinSecret } from './edge/join-codes';
 import { DEFAULT_PING_INTERVAL_MS, DEFAULT_PING_TIMEOUT_MS, startServer } from './server';
-import { loadTlsCredentials, TlsError, type TlsCredentials } from './tls';
-import { ClusterError } from './cluster';
-import { compileTrustProxy } from './client-address';
+import { loadTlsCredentials, TlsError, type TlsCredentials } from './edge/tls';
+import { ClusterError } from './rooms/cluster';
+import { compileTrustProxy } from './edge/client-address';
 import { describeIce, iceOptionsFromEnv, TurnConfigError, type IceOptions } from './turn';
 
 const DEFAULT_HTTPS_PORT = 8443;

@@ -4,8 +4,8 @@
  * thrown exceptions, so each panel decides where to show them.
  */
 import type { RoomJoinInfo, RoomMetrics, RoomStatus } from '../../shared/protocol';
-import type { CheckpointInfo, CheckpointMetadata } from '../../shared/checkpoint';
-import { ERROR_CODES, type ErrorBody } from '../../shared/errors';
+import type { CheckpointInfo, CheckpointMetadata } from '../../shared/checkpoints/checkpoint';
+import { ERROR_CODES, type ErrorBody } from '../../shared/protocol/errors';
 
 export type RoomAction = 'start' | 'stop' | 'pause' | 'resume';
 

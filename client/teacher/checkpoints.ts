@@ -3,7 +3,7 @@
  * (tf.loadLayersModel needs model.json and model.weights.bin side by side), and "Restore
  * this one", which starts a run from it with the form's config.
  */
-import type { CheckpointInfo } from '../../shared/checkpoint';
+import type { CheckpointInfo } from '../../shared/checkpoints/checkpoint';
 import type { MemberInfo } from '../../shared/protocol';
 import { h } from './dom';
 import { bytes, clockTime } from './format';

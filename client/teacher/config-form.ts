@@ -6,7 +6,7 @@
  */
 import type { z } from 'zod';
 import { startConfigSchema, type StartConfig } from '../../shared/protocol';
-import type { ErrorBody } from '../../shared/errors';
+import type { ErrorBody } from '../../shared/protocol/errors';
 
 export type StartConfigInput = z.input<typeof startConfigSchema>;
 

@@ -1,4 +1,4 @@
-import { toWebringError, type ErrorBody } from '../../shared/errors';
+import { toWebringError, type ErrorBody } from '../../shared/protocol/errors';
 import type { AckResult } from '../../shared/protocol';
 import type { IoSocket, ServerContext } from '../context';
 

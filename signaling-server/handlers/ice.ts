@@ -1,5 +1,5 @@
 /** ice:config: fresh TURN credentials for a member whose current ones are close to expiry. */
-import { WebringError } from '../../shared/errors';
+import { WebringError } from '../../shared/protocol/errors';
 import type { IceConfig } from '../../shared/protocol';
 import type { IoSocket, ServerContext } from '../context';
 import { iceConfigFor } from '../turn';

@@ -1,12 +1,12 @@
 /** room:join, room:leave and disconnect: membership and generations. */
 import { randomBytes } from 'node:crypto';
-import { WebringError } from '../../shared/errors';
+import { WebringError } from '../../shared/protocol/errors';
 import { joinRequestSchema, parseOrThrow, type JoinAccepted } from '../../shared/protocol';
-import type { MembershipChange, Room } from '../room';
-import { scheduleAdmission, scheduleAutoResume } from '../runs';
+import type { MembershipChange, Room } from '../rooms/room';
+import { scheduleAdmission, scheduleAutoResume } from '../rooms/runs';
 import { channelOf, type IoSocket, type ServerContext } from '../context';
 import { guarded, type AfterReply } from './errors';
-import { tokenHash } from '../tokens';
+import { tokenHash } from '../edge/tokens';
 import { iceConfigFor } from '../turn';
 
 export function registerRoomHandlers(ctx: ServerContext, socket: IoSocket): void {

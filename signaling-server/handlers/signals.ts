@@ -1,5 +1,5 @@
 /** signal:relay: SDP and ICE between members of one room; the server never reads them. */
-import { WebringError } from '../../shared/errors';
+import { WebringError } from '../../shared/protocol/errors';
 import { MAX_SIGNAL_BYTES, parseOrThrow, signalRelaySchema } from '../../shared/protocol';
 import type { IoSocket, ServerContext } from '../context';
 import { guarded } from './errors';

@@ -1,5 +1,5 @@
 /** worker:progress, worker:evaluated, worker:finished: what the dashboard and API show. */
-import { WebringError } from '../../shared/errors';
+import { WebringError } from '../../shared/protocol/errors';
 import {
   dropRequestSchema,
   evaluationReportSchema,
@@ -10,7 +10,7 @@ import {
   reformRequestSchema,
   type MemberDropped,
 } from '../../shared/protocol';
-import type { Room } from '../room';
+import type { Room } from '../rooms/room';
 import { channelOf, type IoSocket, type ServerContext } from '../context';
 import { guarded } from './errors';
 import { broadcastChange } from './rooms';

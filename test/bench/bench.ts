@@ -28,11 +28,11 @@ import { CHROMIUM_ARGS } from '../../playwright.config';
 import { buildClientIfNeeded, CLIENT_DIST } from '../../signaling-server/build-client';
 import { createLogger } from '../../signaling-server/logger';
 import { startServer, type RunningServer } from '../../signaling-server/server';
-import { chooseAlgorithm, type LinkModel, type LinkModels } from '../../shared/collective-choice';
+import { chooseAlgorithm, type LinkModel, type LinkModels } from '../../shared/collectives/choice';
 import type { Algorithm, RoomStatus, StepTimingReport } from '../../shared/protocol';
 import { chartSvg, markdown, type AllReduceRow, type BenchResults, type SmallBufferRow, type StepSplitRow } from './report';
 import type { NodePeerCommand, NodePeerReply } from './node-peers';
-import { joinCodeFor } from '../../signaling-server/join-codes';
+import { joinCodeFor } from '../../signaling-server/edge/join-codes';
 
 /** A command without its id (distributes over the union, which Omit does not). */
 type NodePeerRequest = NodePeerCommand extends infer C ? (C extends unknown ? Omit<C, 'id'> : never) : never;

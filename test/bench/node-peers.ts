@@ -7,8 +7,8 @@ import { parseArgs } from 'node:util';
 import SimplePeer from 'simple-peer';
 import wrtc from '@roamhq/wrtc';
 import { io } from 'socket.io-client';
-import { BenchPeer } from '../../shared/bench-peer';
-import { createSimplePeerFactory } from '../../shared/simple-peer-factory';
+import { BenchPeer } from '../../shared/network/bench-peer';
+import { createSimplePeerFactory } from '../../shared/network/simple-peer-factory';
 import type { Algorithm } from '../../shared/protocol';
 
 export type NodePeerCommand =

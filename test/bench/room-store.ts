@@ -6,8 +6,8 @@
  * asserts nothing.
  */
 import { Redis } from 'ioredis';
-import { MemoryRoomStore, type RoomStore } from '../../signaling-server/room-store';
-import { RedisRoomStore } from '../../signaling-server/redis-room-store';
+import { MemoryRoomStore, type RoomStore } from '../../signaling-server/rooms/room-store';
+import { RedisRoomStore } from '../../signaling-server/rooms/redis-room-store';
 import { MAX_ROOM_MEMBERS, type ProgressReport } from '../../shared/protocol';
 import { startRedis } from '../support/redis';
 

@@ -5,10 +5,10 @@
 import { test, expect, type Page } from '@playwright/test';
 import * as tf from '@tensorflow/tfjs';
 import { E2E_TOKEN } from '../../playwright.config';
-import type { CheckpointInfo } from '../../shared/checkpoint';
+import type { CheckpointInfo } from '../../shared/checkpoints/checkpoint';
 import type { RoomMetrics } from '../../shared/protocol';
 import { packMnistFromPackage } from '../../signaling-server/mnist-pack';
-import { MNIST_PIXELS } from '../../shared/mnist-format';
+import { MNIST_PIXELS } from '../../shared/data/mnist-format';
 import { asTeacher, openStudent, readStatus, status } from './helpers';
 
 const ROOM = 'e2e-ckpt';

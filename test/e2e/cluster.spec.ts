@@ -11,7 +11,7 @@ import { mkdtempSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { E2E_JOIN_SECRET } from '../../playwright.config';
-import type { CheckpointInfo } from '../../shared/checkpoint';
+import type { CheckpointInfo } from '../../shared/checkpoints/checkpoint';
 import type { RoomStatus } from '../../shared/protocol';
 import { openStudent, readStatus, status, type Student } from './helpers';
 import { startRedis, type TestRedis } from '../support/redis';

@@ -7,7 +7,7 @@
  */
 import { test, expect, type APIRequestContext } from '@playwright/test';
 import { E2E_TOKEN } from '../../playwright.config';
-import type { CheckpointInfo } from '../../shared/checkpoint';
+import type { CheckpointInfo } from '../../shared/checkpoints/checkpoint';
 import type { RoomStatus } from '../../shared/protocol';
 import { asTeacher, openStudent, readStatus, status, type Student } from './helpers';
 

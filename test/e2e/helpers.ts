@@ -1,5 +1,5 @@
 import { expect, type Browser, type BrowserContext, type Page } from '@playwright/test';
-import { joinCodeFor } from '../../signaling-server/join-codes';
+import { joinCodeFor } from '../../signaling-server/edge/join-codes';
 import { E2E_JOIN_SECRET, E2E_TOKEN } from '../../playwright.config';
 
 /** Reading a room's API needs its join code, a member token or the teacher token: the tests read as the teacher. */

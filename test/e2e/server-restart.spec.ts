@@ -8,7 +8,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import type { CheckpointInfo } from '../../shared/checkpoint';
+import type { CheckpointInfo } from '../../shared/checkpoints/checkpoint';
 import type { RoomStatus } from '../../shared/protocol';
 import { E2E_JOIN_SECRET } from '../../playwright.config';
 import { openStudent, readStatus, status } from './helpers';

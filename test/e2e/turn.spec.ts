@@ -20,7 +20,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { test, expect, type Browser, type Page } from '@playwright/test';
 import { E2E_PORT, E2E_TOKEN } from '../../playwright.config';
-import { joinCodeFor } from '../../signaling-server/join-codes';
+import { joinCodeFor } from '../../signaling-server/edge/join-codes';
 import type { RoomMetrics, RoomStatus } from '../../shared/protocol';
 import { codeFor, openStudent, readStatus, status, type Student } from './helpers';
 import { capture, freePort, stopProcess, waitForOutput } from '../support/processes';

@@ -23,8 +23,8 @@ import * as tf from '@tensorflow/tfjs';
 import { io as connect } from 'socket.io-client';
 import type { RunningServer } from '../../signaling-server/server';
 import type { Logger } from '../../signaling-server/logger';
-import { RoomPersistence } from '../../signaling-server/room-persistence';
-import { DEFAULT_RATE_LIMITS } from '../../signaling-server/rate-limits';
+import { RoomPersistence } from '../../signaling-server/rooms/room-persistence';
+import { DEFAULT_RATE_LIMITS } from '../../signaling-server/edge/rate-limits';
 import {
   CLIENT_EVENT_NAMES,
   MAX_HTTP_JSON_BYTES,
@@ -35,9 +35,9 @@ import {
   type JoinAccepted,
   type RoomStatus,
 } from '../../shared/protocol';
-import { CHECKPOINT_FILE_NAMES, CHECKPOINT_FILES, sha256Hex, type CheckpointInfo, type CheckpointMetadata } from '../../shared/checkpoint';
-import { WeightsHasher } from '../../shared/weights-hash';
-import { mulberry32 } from '../../shared/random';
+import { CHECKPOINT_FILE_NAMES, CHECKPOINT_FILES, sha256Hex, type CheckpointInfo, type CheckpointMetadata } from '../../shared/checkpoints/checkpoint';
+import { WeightsHasher } from '../../shared/training/weights-hash';
+import { mulberry32 } from '../../shared/util/random';
 import { AS_TEACHER, codeFor, connectClient, join, startTestServer, TEST_TOKEN, type TestSocket } from '../support/server';
 
 const TRAIN_ROOM = 'abuse-train';

@@ -11,9 +11,9 @@ import os from 'node:os';
 import path from 'node:path';
 import { io as connect } from 'socket.io-client';
 import type { RunningServer } from '../../signaling-server/server';
-import { JOIN_SECRET_FILE, joinCodeFor, joinCodeMatches, loadOrCreateJoinSecret } from '../../signaling-server/join-codes';
-import { JOIN_CODE_ALPHABET, isCanonicalJoinCode, normalizeJoinCode } from '../../shared/join-code';
-import type { ErrorBody } from '../../shared/errors';
+import { JOIN_SECRET_FILE, joinCodeFor, joinCodeMatches, loadOrCreateJoinSecret } from '../../signaling-server/edge/join-codes';
+import { JOIN_CODE_ALPHABET, isCanonicalJoinCode, normalizeJoinCode } from '../../shared/protocol/join-code';
+import type { ErrorBody } from '../../shared/protocol/errors';
 import type { AckResult, JoinAccepted, RoomJoinInfo } from '../../shared/protocol';
 import { AS_TEACHER, codeFor, connectClient, join, startTestServer, TEST_JOIN_SECRET, TEST_TOKEN, type TestSocket } from '../support/server';
 

@@ -7,12 +7,12 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import * as tf from '@tensorflow/tfjs';
 import type { RunningServer } from '../../signaling-server/server';
-import type { CheckpointInfo } from '../../shared/checkpoint';
-import { restoreFromServer, uploadCheckpoint, type CapturedCheckpoint } from '../../shared/checkpoint-io';
-import { WebringError } from '../../shared/errors';
+import type { CheckpointInfo } from '../../shared/checkpoints/checkpoint';
+import { restoreFromServer, uploadCheckpoint, type CapturedCheckpoint } from '../../shared/checkpoints/checkpoint-io';
+import { WebringError } from '../../shared/protocol/errors';
 import { AS_TEACHER, connectClient, join, nextEvent, startTestServer, TEST_TOKEN, type TestSocket } from '../support/server';
 import { capture, mnist, trainedReplica } from '../support/checkpoint-fixture';
-import { Trainer } from '../../shared/trainer';
+import { Trainer } from '../../shared/training/trainer';
 import { createMemoryRing } from '../support/memory-ring';
 
 const ROOM = 'ckpt-room';

@@ -8,7 +8,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import type { RunningServer } from '../../signaling-server/server';
 import type { AckResult, EvictRequest, RoomStatus } from '../../shared/protocol';
-import { sendersOf } from '../../signaling-server/room';
+import { sendersOf } from '../../shared/collectives/topology';
 import { AS_TEACHER, connectClient, join, nextEvent, startTestServer, TEST_TOKEN, type TestSocket } from '../support/server';
 
 let server: RunningServer;

@@ -8,7 +8,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import type { RunningServer } from '../../signaling-server/server';
 import type { AckResult, JoinAccepted } from '../../shared/protocol';
-import type { ErrorBody } from '../../shared/errors';
+import type { ErrorBody } from '../../shared/protocol/errors';
 import { AS_TEACHER, connectClient, join, startTestServer, type TestSocket } from '../support/server';
 
 const SOCKET_BUDGET = 40;

@@ -9,7 +9,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { Redis } from 'ioredis';
 import type { RunningServer } from '../../signaling-server/server';
-import { RedisRoomStore } from '../../signaling-server/redis-room-store';
+import { RedisRoomStore } from '../../signaling-server/rooms/redis-room-store';
 import type { Generation, RoomStatus } from '../../shared/protocol';
 import { AS_TEACHER, codeFor, connectClient, join, nextEvent, startTestServer, type TestSocket } from '../support/server';
 import { startRedis, type TestRedis } from '../support/redis';

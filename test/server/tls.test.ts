@@ -13,7 +13,7 @@ import { generate } from 'selfsigned';
 import { io as connect } from 'socket.io-client';
 import { startServer } from '../../signaling-server/server';
 import { createLogger } from '../../signaling-server/logger';
-import { CERT_RENEW_BEFORE_MS, defaultCertificateNames, lanAddresses, loadTlsCredentials, TlsError } from '../../signaling-server/tls';
+import { CERT_RENEW_BEFORE_MS, defaultCertificateNames, lanAddresses, loadTlsCredentials, TlsError } from '../../signaling-server/edge/tls';
 import type { AckResult, JoinAccepted, ServerInfo } from '../../shared/protocol';
 import { AS_TEACHER, codeFor, connectClient, join, TEST_JOIN_SECRET, TEST_TOKEN, type TestSocket } from '../support/server';
 

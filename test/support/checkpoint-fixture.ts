@@ -1,10 +1,10 @@
 import * as tf from '@tensorflow/tfjs';
 import { packMnistFromPackage } from '../../signaling-server/mnist-pack';
 import { startConfigSchema, type StartConfig } from '../../shared/protocol';
-import { Trainer } from '../../shared/trainer';
-import { captureCheckpoint, type CapturedCheckpoint } from '../../shared/checkpoint-io';
+import { Trainer } from '../../shared/training/trainer';
+import { captureCheckpoint, type CapturedCheckpoint } from '../../shared/checkpoints/checkpoint-io';
 import type { CheckpointUpload } from '../../signaling-server/checkpoint-store';
-import type { MnistDataset } from '../../shared/mnist-format';
+import type { MnistDataset } from '../../shared/data/mnist-format';
 import { createMemoryRing } from './memory-ring';
 
 let dataset: MnistDataset | null = null;

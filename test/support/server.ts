@@ -4,8 +4,8 @@ import path from 'node:path';
 import { io as connect, type Socket } from 'socket.io-client';
 import { startServer, type RunningServer } from '../../signaling-server/server';
 import { createLogger, type Logger } from '../../signaling-server/logger';
-import type { RateLimitOptions } from '../../signaling-server/rate-limits';
-import { joinCodeFor } from '../../signaling-server/join-codes';
+import type { RateLimitOptions } from '../../signaling-server/edge/rate-limits';
+import { joinCodeFor } from '../../signaling-server/edge/join-codes';
 import type { IceOptions } from '../../signaling-server/turn';
 import type { AckResult, ClientToServerEvents, JoinAccepted, ServerToClientEvents, SocketAuth } from '../../shared/protocol';
 

@@ -5,9 +5,9 @@ import { mkdtempSync, existsSync, readdirSync, mkdirSync, writeFileSync, utimesS
 import os from 'node:os';
 import path from 'node:path';
 import { CheckpointStore, type CheckpointUpload, type StoreFs } from '../../signaling-server/checkpoint-store';
-import { WebringError } from '../../shared/errors';
+import { WebringError } from '../../shared/protocol/errors';
 import { asUpload, capture, trainedReplica } from '../support/checkpoint-fixture';
-import type { CapturedCheckpoint } from '../../shared/checkpoint-io';
+import type { CapturedCheckpoint } from '../../shared/checkpoints/checkpoint-io';
 
 const ROOM = 'store-room';
 let checkpoint: CapturedCheckpoint;

@@ -4,9 +4,9 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { CheckpointWriter, type LocalCheckpointStore } from '../../shared/checkpoint-writer';
-import type { CapturedCheckpoint } from '../../shared/checkpoint-io';
-import type { ErrorBody } from '../../shared/errors';
+import { CheckpointWriter, type LocalCheckpointStore } from '../../shared/checkpoints/checkpoint-writer';
+import type { CapturedCheckpoint } from '../../shared/checkpoints/checkpoint-io';
+import type { ErrorBody } from '../../shared/protocol/errors';
 import { trainedReplica } from '../support/checkpoint-fixture';
 
 const ctx = { room: 'writer-room', run: 1, backend: 'cpu' as const, members: [] };

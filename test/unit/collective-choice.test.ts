@@ -6,12 +6,12 @@
 import { test, before } from 'node:test';
 import assert from 'node:assert/strict';
 import * as tf from '@tensorflow/tfjs';
-import { chooseAlgorithm, predictAllReduceMs, type LinkModel, type LinkModels } from '../../shared/collective-choice';
+import { chooseAlgorithm, predictAllReduceMs, type LinkModel, type LinkModels } from '../../shared/collectives/choice';
 import { packMnistFromPackage } from '../../signaling-server/mnist-pack';
 import { createMemoryMesh } from '../support/memory-ring';
-import { Trainer } from '../../shared/trainer';
+import { Trainer } from '../../shared/training/trainer';
 import { startConfigSchema } from '../../shared/protocol';
-import type { MnistDataset } from '../../shared/mnist-format';
+import type { MnistDataset } from '../../shared/data/mnist-format';
 
 const KB = 1024;
 // 1 ms per hop and 10 MB/s: a loaded classroom Wi-Fi, the same for both algorithms.

@@ -1,9 +1,9 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { packMnistFromPackage } from '../../signaling-server/mnist-pack';
-import { decodeMnist, encodeMnist, MNIST_PIXELS } from '../../shared/mnist-format';
-import { EpochPermutation, advance, nextBatch, shardOf, stepsPerEpoch } from '../../shared/sharding';
-import { WebringError } from '../../shared/errors';
+import { decodeMnist, encodeMnist, MNIST_PIXELS } from '../../shared/data/mnist-format';
+import { EpochPermutation, advance, nextBatch, shardOf, stepsPerEpoch } from '../../shared/training/sharding';
+import { WebringError } from '../../shared/protocol/errors';
 
 test('the packed MNIST file holds 10,000 real digits split 8,000/2,000 with every class in both', () => {
   const packed = encodeMnist(packMnistFromPackage());

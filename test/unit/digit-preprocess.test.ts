@@ -1,8 +1,8 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { packMnistFromPackage } from '../../signaling-server/mnist-pack';
-import { MNIST_PIXELS } from '../../shared/mnist-format';
-import { inkFromRgba, preprocessDigit, type InkImage } from '../../shared/digit-preprocess';
+import { MNIST_PIXELS } from '../../shared/data/mnist-format';
+import { inkFromRgba, preprocessDigit, type InkImage } from '../../shared/data/digit-preprocess';
 
 // MNIST's numbers, written out rather than imported, so a wrong constant fails the test.
 const MNIST_SIZE_PX = 28;

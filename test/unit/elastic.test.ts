@@ -7,13 +7,13 @@ import { test, before } from 'node:test';
 import assert from 'node:assert/strict';
 import * as tf from '@tensorflow/tfjs';
 import { packMnistFromPackage } from '../../signaling-server/mnist-pack';
-import { EpochPermutation, advance, nextBatch, type DataCursor } from '../../shared/sharding';
-import { Trainer } from '../../shared/trainer';
+import { EpochPermutation, advance, nextBatch, type DataCursor } from '../../shared/training/sharding';
+import { Trainer } from '../../shared/training/trainer';
 import { startConfigSchema } from '../../shared/protocol';
-import type { MnistDataset } from '../../shared/mnist-format';
-import { mulberry32 } from '../../shared/random';
+import type { MnistDataset } from '../../shared/data/mnist-format';
+import { mulberry32 } from '../../shared/util/random';
 import { createMemoryRing } from '../support/memory-ring';
-import { optimizerStateVariables } from '../../shared/optimizer-state';
+import { optimizerStateVariables } from '../../shared/checkpoints/optimizer-state';
 
 let dataset: MnistDataset;
 

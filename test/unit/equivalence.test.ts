@@ -7,9 +7,9 @@ import assert from 'node:assert/strict';
 import * as tf from '@tensorflow/tfjs';
 import { packMnistFromPackage } from '../../signaling-server/mnist-pack';
 import { createMemoryRing } from '../support/memory-ring';
-import { Trainer } from '../../shared/trainer';
+import { Trainer } from '../../shared/training/trainer';
 import { startConfigSchema } from '../../shared/protocol';
-import type { MnistDataset } from '../../shared/mnist-format';
+import type { MnistDataset } from '../../shared/data/mnist-format';
 
 const STEPS = 6;
 const WORKERS = 3;

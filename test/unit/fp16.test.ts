@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { FP16_MAX, addHalves, decodeHalves, encodeHalves, floatToHalf, halfToFloat, roundToHalves } from '../../shared/fp16';
+import { FP16_MAX, addHalves, decodeHalves, encodeHalves, floatToHalf, halfToFloat, roundToHalves } from '../../shared/collectives/fp16';
 
 const f32 = new Float32Array(1);
 const u32 = new Uint32Array(f32.buffer);

@@ -2,11 +2,11 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createMemoryMesh } from '../support/memory-ring';
 import { expectedSum, fp16Bound, integerBuffer, spreadBuffer } from '../support/test-buffers';
-import { COLLECTIVE_TAG, PeerMisbehavedError, type CollectiveOptions } from '../../shared/ring-allreduce';
-import { WebringError } from '../../shared/errors';
-import { halvingDoublingHops, halvingDoublingPartners, halvingDoublingPlan, ringHops } from '../../shared/halving-doubling';
-import { floatToHalf, halfToFloat } from '../../shared/fp16';
-import { HEADER_BYTES, MAX_CHUNK_FLOATS, MAX_CHUNK_HALVES, PHASE_EXCHANGE, writeHeader } from '../../shared/ring-wire';
+import { COLLECTIVE_TAG, PeerMisbehavedError, type CollectiveOptions } from '../../shared/collectives/ring-allreduce';
+import { WebringError } from '../../shared/protocol/errors';
+import { halvingDoublingHops, halvingDoublingPartners, halvingDoublingPlan, ringHops } from '../../shared/collectives/halving-doubling';
+import { floatToHalf, halfToFloat } from '../../shared/collectives/fp16';
+import { HEADER_BYTES, MAX_CHUNK_FLOATS, MAX_CHUNK_HALVES, PHASE_EXCHANGE, writeHeader } from '../../shared/collectives/wire';
 
 const HD: CollectiveOptions = { algorithm: 'halving-doubling' };
 const WORLD_SIZES = [1, 2, 3, 4, 5, 6, 7, 8, 12, 16];

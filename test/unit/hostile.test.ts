@@ -8,14 +8,14 @@ import { test, before } from 'node:test';
 import assert from 'node:assert/strict';
 import * as tf from '@tensorflow/tfjs';
 import { createMemoryRing } from '../support/memory-ring';
-import { COLLECTIVE_TAG, PeerMisbehavedError, type CollectiveOptions } from '../../shared/ring-allreduce';
-import { HEADER_BYTES } from '../../shared/ring-wire';
-import { WebringError } from '../../shared/errors';
+import { COLLECTIVE_TAG, PeerMisbehavedError, type CollectiveOptions } from '../../shared/collectives/ring-allreduce';
+import { HEADER_BYTES } from '../../shared/collectives/wire';
+import { WebringError } from '../../shared/protocol/errors';
 import { integerBuffer } from '../support/test-buffers';
 import { packMnistFromPackage } from '../../signaling-server/mnist-pack';
-import { Trainer } from '../../shared/trainer';
+import { Trainer } from '../../shared/training/trainer';
 import { startConfigSchema, type Misbehaviour } from '../../shared/protocol';
-import type { MnistDataset } from '../../shared/mnist-format';
+import type { MnistDataset } from '../../shared/data/mnist-format';
 
 let dataset: MnistDataset;
 
@@ -116,18 +116,20 @@ async function weights(t: Trainer): Promise<Float32Array> {
   return t.readWeights();
 }
 
+const POISON_STEP = 2;
+
 test('a hostile member poisons its messages: nothing reaches any weights, and the survivors go on bit-identical to a ring without it', async () => {
   // Reference: the same 2 steps with 4 replicas, then the 3 survivors re-form and train 4 steps.
   const reference = async (poison: boolean): Promise<{ weights: Float32Array[]; before: Float32Array[]; err: unknown; detectMs: number }> => {
-    const first = createMemoryRing(N, { generation: 1 });
+    // The hostile rank poisons every message from step POISON_STEP on, past its own check.
+    const first = createMemoryRing(N, { generation: 1, poison: (rank) => (poison && rank === HOSTILE ? (step) => (step >= POISON_STEP ? 'nan' : null) : undefined) });
     const trainers = first.rings.map((ring) => new Trainer(config, dataset, ring));
     await Promise.all(trainers.map((t) => t.syncState()));
-    for (let s = 0; s < 2; s++) await Promise.all(trainers.map((t) => t.trainStep()));
+    for (let s = 0; s < POISON_STEP; s++) await Promise.all(trainers.map((t) => t.trainStep()));
     const before = await Promise.all(trainers.map(weights));
     let err: unknown = null;
     let detectMs = 0;
     if (poison) {
-      first.rings[HOSTILE]!.poisonForTest('nan');
       const t0 = performance.now();
       const outcomes = trainers.map((t) => t.trainStep().then(() => null, (e: unknown) => e));
       // Whoever detects it first; then the server's new generation releases everyone else.

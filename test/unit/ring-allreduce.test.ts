@@ -1,10 +1,10 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createMemoryRing } from '../support/memory-ring';
-import { RingAllReduce, COLLECTIVE_TAG, PeerMisbehavedError, type CollectiveTag } from '../../shared/ring-allreduce';
-import { MAX_CHUNK_FLOATS, MAX_CHUNK_HALVES, HEADER_BYTES, MAX_MESSAGE_BYTES, readHeader } from '../../shared/ring-wire';
-import { WebringError } from '../../shared/errors';
-import { floatToHalf, halfToFloat } from '../../shared/fp16';
+import { RingAllReduce, COLLECTIVE_TAG, PeerMisbehavedError, type CollectiveTag } from '../../shared/collectives/ring-allreduce';
+import { MAX_CHUNK_FLOATS, MAX_CHUNK_HALVES, HEADER_BYTES, MAX_MESSAGE_BYTES, readHeader } from '../../shared/collectives/wire';
+import { WebringError } from '../../shared/protocol/errors';
+import { floatToHalf, halfToFloat } from '../../shared/collectives/fp16';
 import { expectedSum, fp16Bound, integerBuffer, spreadBuffer } from '../support/test-buffers';
 
 // Odd lengths, lengths smaller than N, and lengths spanning several 64 KiB chunks per segment.

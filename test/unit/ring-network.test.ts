@@ -5,10 +5,10 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { RingNetwork } from '../../shared/ring-network';
-import type { PeerEvents, PeerFactory, PeerHandle } from '../../shared/peer';
+import { RingNetwork } from '../../shared/network/ring-network';
+import type { PeerEvents, PeerFactory, PeerHandle } from '../../shared/network/peer';
 import type { Generation, MemberInfo } from '../../shared/protocol';
-import { WebringError } from '../../shared/errors';
+import { WebringError } from '../../shared/protocol/errors';
 
 interface FakePeer extends PeerHandle {
   events: PeerEvents;

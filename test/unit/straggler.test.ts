@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { StragglerDetector } from '../../shared/straggler';
+import { StragglerDetector } from '../../shared/training/straggler';
 
 const ids = ['a', 'b', 'c', 'd'];
 

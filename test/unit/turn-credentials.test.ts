@@ -14,9 +14,9 @@ import {
   turnCredential,
   TurnConfigError,
 } from '../../signaling-server/turn';
-import { ICE_REFRESH_MARGIN_MS, IceConfigHolder } from '../../shared/ice-config';
+import { ICE_REFRESH_MARGIN_MS, IceConfigHolder } from '../../shared/network/ice-config';
 import { iceConfigSchema, type AckResult, type IceConfig } from '../../shared/protocol';
-import { WebringError } from '../../shared/errors';
+import { WebringError } from '../../shared/protocol/errors';
 
 const SECRET = 'north-wing-secret-2024';
 const URL_UDP = 'turn:turn.school.example:3478?transport=udp';

@@ -8,12 +8,12 @@ import assert from 'node:assert/strict';
 import * as tf from '@tensorflow/tfjs';
 import { packMnistFromPackage } from '../../signaling-server/mnist-pack';
 import { createMemoryRing } from '../support/memory-ring';
-import { Trainer } from '../../shared/trainer';
+import { Trainer } from '../../shared/training/trainer';
 import { startConfigSchema, type WireFormat } from '../../shared/protocol';
-import type { MnistDataset } from '../../shared/mnist-format';
-import type { Collective } from '../../shared/trainer';
-import { COLLECTIVE_TAG } from '../../shared/ring-allreduce';
-import { WebringError } from '../../shared/errors';
+import type { MnistDataset } from '../../shared/data/mnist-format';
+import type { Collective } from '../../shared/training/trainer';
+import { COLLECTIVE_TAG } from '../../shared/collectives/ring-allreduce';
+import { WebringError } from '../../shared/protocol/errors';
 
 const WORKERS = 2;
 const MAX_ACCURACY_GAP = 0.005;

@@ -1,0 +1,201 @@
+/**
+ * Capturing a replica's full state as a checkpoint, uploading it, and restoring from one.
+ * Used by the chief (capture, upload) and by every worker (restore); fetch is a parameter
+ * so the same code runs in a tab, in a Node worker and in tests.
+ */
+import * as tf from '@tensorflow/tfjs';
+import { WebringError } from '../protocol/errors';
+import {
+  CHECKPOINT_FILES,
+  CHECKPOINT_FORMAT_VERSION,
+  optimizerSpecsSchema,
+  sha256Hex,
+  type CheckpointInfo,
+  type CheckpointMetadata,
+  type OptimizerSpecs,
+} from './checkpoint';
+import type { Backend, MemberInfo } from '../protocol';
+import type { Trainer } from '../training/trainer';
+import { WeightsHasher } from '../training/weights-hash';
+
+export type FetchLike = typeof fetch;
+
+export interface CapturedCheckpoint {
+  /** Topology and weight specs; the weight bytes are `weights`. */
+  artifacts: tf.io.ModelArtifacts;
+  weights: Uint8Array;
+  optimizerSpecs: OptimizerSpecs;
+  optimizerData: Uint8Array;
+  metadata: CheckpointMetadata;
+}
+
+export interface CaptureContext {
+  room: string;
+  run: number;
+  backend: Backend;
+  members: MemberInfo[];
+}
+
+function concatBuffers(data: tf.io.WeightData | undefined): Uint8Array {
+  if (!data) return new Uint8Array(0);
+  const parts = Array.isArray(data) ? data : [data];
+  const out = new Uint8Array(parts.reduce((n, p) => n + p.byteLength, 0));
+  let at = 0;
+  for (const p of parts) {
+    out.set(new Uint8Array(p), at);
+    at += p.byteLength;
+  }
+  return out;
+}
+
+/**
+ * Reads the replica's weights, optimizer state and position. Everything is read before
+ * this resolves, so training may go on while the result is being written.
+ */
+export async function captureCheckpoint(trainer: Trainer, ctx: CaptureContext): Promise<CapturedCheckpoint> {
+  let artifacts: tf.io.ModelArtifacts | null = null;
+  await trainer.model.save(
+    tf.io.withSaveHandler(async (a) => {
+      artifacts = a;
+      return { modelArtifactsInfo: { dateSaved: new Date(), modelTopologyType: 'JSON' } };
+    }),
+  );
+  if (!artifacts) throw new WebringError('ERR_INTERNAL', 'the model produced no artifacts');
+  const { weightData, ...captured } = artifacts as tf.io.ModelArtifacts;
+  const weights = concatBuffers(weightData);
+
+  const optimizerWeights = await trainer.optimizer.getWeights();
+  const encoded = await tf.io.encodeWeights(optimizerWeights);
+  // getWeights() makes a fresh tensor for the iteration count; the rest are live variables.
+  for (const w of optimizerWeights) if (w.name === 'iter') w.tensor.dispose();
+  const optimizerData = new Uint8Array(encoded.data);
+  const optimizerSpecs = optimizerSpecsSchema.parse({
+    optimizer: trainer.config.optimizer,
+    weightSpecs: encoded.specs.map((s) => ({ name: s.name, shape: s.shape, dtype: s.dtype })),
+  });
+
+  const cursor = trainer.dataCursor;
+  const metadata: CheckpointMetadata = {
+    format: CHECKPOINT_FORMAT_VERSION,
+    room: ctx.room,
+    run: ctx.run,
+    step: trainer.step,
+    epoch: cursor.epoch,
+    dataCursor: cursor,
+    worldSize: trainer.worldSize,
+    members: ctx.members.map((m) => ({
+      id: m.id,
+      name: m.name,
+      index: m.index,
+      backend: m.backend,
+      kind: m.kind,
+      examplesPerSec: m.examplesPerSec,
+    })),
+    config: trainer.config,
+    backend: ctx.backend,
+    createdAt: new Date().toISOString(),
+    weightsSha256: sha256Hex(weights),
+    optimizerSha256: sha256Hex(optimizerData),
+    // model.save wrote the weights in variable order as float32: the same bytes that
+    // Trainer.weightsHash reads, so hash them here instead of reading the GPU again.
+    weightsHash: new WeightsHasher().update(new Float32Array(weights.buffer, weights.byteOffset, weights.byteLength / 4)).digest(),
+  };
+  return { artifacts: captured, weights, optimizerSpecs, optimizerData, metadata };
+}
+
+export function checkpointsUrl(baseUrl: string, room: string): string {
+  return `${baseUrl.replace(/\/$/, '')}/api/rooms/${encodeURIComponent(room)}/checkpoints`;
+}
+
+/**
+ * Uploads with tf.io.http, which sends model.json and model.weights.bin as multipart form
+ * data; the optimizer state and the metadata travel as further parts of the same request,
+ * so the server can store the checkpoint all-or-nothing.
+ */
+export async function uploadCheckpoint(
+  baseUrl: string,
+  memberToken: string,
+  checkpoint: CapturedCheckpoint,
+  fetchImpl: FetchLike = fetch,
+): Promise<CheckpointInfo> {
+  let response: Response | null = null;
+  const handler = tf.io.http(checkpointsUrl(baseUrl, checkpoint.metadata.room), {
+    requestInit: { method: 'POST', headers: { Authorization: `Bearer ${memberToken}` } },
+    fetchFunc: (async (url: RequestInfo | URL, init?: RequestInit) => {
+      const form = init!.body as FormData;
+      form.append(CHECKPOINT_FILES.optimizerSpecs, new Blob([JSON.stringify(checkpoint.optimizerSpecs)], { type: 'application/json' }), CHECKPOINT_FILES.optimizerSpecs);
+      form.append(CHECKPOINT_FILES.optimizerData, new Blob([checkpoint.optimizerData as Uint8Array<ArrayBuffer>], { type: 'application/octet-stream' }), CHECKPOINT_FILES.optimizerData);
+      form.append(CHECKPOINT_FILES.metadata, new Blob([JSON.stringify(checkpoint.metadata)], { type: 'application/json' }), CHECKPOINT_FILES.metadata);
+      response = await fetchImpl(url, init);
+      return response;
+    }) as typeof fetch,
+  });
+  try {
+    // `weights` is the one copy of the weight bytes: the one the metadata's sha256 covers.
+    await handler.save!({ ...checkpoint.artifacts, weightData: checkpoint.weights.slice().buffer });
+  } catch (err) {
+    const res = response as Response | null;
+    if (res) {
+      const body = (await res.json().catch(() => null)) as { error?: { code?: string; message?: string } } | null;
+      const code = body?.error?.code;
+      throw new WebringError(code === 'ERR_NOT_CHIEF' ? 'ERR_NOT_CHIEF' : 'ERR_BAD_REQUEST', `checkpoint upload refused: HTTP ${res.status} ${body?.error?.message ?? ''}`);
+    }
+    // No response at all: the server is down or the network is gone.
+    throw new WebringError('ERR_UNREACHABLE', `checkpoint upload failed: ${err instanceof Error ? err.message : String(err)}`);
+  }
+  const body = (await (response as unknown as Response).json()) as { checkpoint: CheckpointInfo };
+  return body.checkpoint;
+}
+
+/** Downloads checkpoint `id` and makes the trainer's weights, optimizer state and position equal to it. */
+export async function restoreFromServer(
+  baseUrl: string,
+  room: string,
+  id: string,
+  trainer: Trainer,
+  memberToken: string,
+  fetchImpl: FetchLike = fetch,
+): Promise<CheckpointMetadata> {
+  const base = `${checkpointsUrl(baseUrl, room)}/${encodeURIComponent(id)}`;
+  // Reading a room's checkpoints takes a member's token (or the join code, or the teacher's).
+  const authorization = `Bearer ${memberToken}`;
+  const get = async (file: string): Promise<Response> => {
+    const res = await fetchImpl(`${base}/${file}`, { headers: { authorization } });
+    if (!res.ok) throw new WebringError('ERR_BAD_DATA', `checkpoint ${id}: ${file} answered HTTP ${res.status}`);
+    return res;
+  };
+  // tfjs calls fetchFunc as a method of its handler; a browser's fetch throws "Illegal
+  // invocation" unless it is called unbound, so wrap it.
+  const fetchFunc = ((input: RequestInfo | URL, init?: RequestInit) => fetchImpl(input, { ...init, headers: { ...(init?.headers as Record<string, string> | undefined), authorization } })) as typeof fetch;
+  const artifacts = await tf.io.http(`${base}/${CHECKPOINT_FILES.model}`, { fetchFunc }).load!();
+  const metadata = (await (await get(CHECKPOINT_FILES.metadata)).json()) as CheckpointMetadata;
+  const optimizerSpecs = optimizerSpecsSchema.parse(await (await get(CHECKPOINT_FILES.optimizerSpecs)).json());
+  const optimizerData = await (await get(CHECKPOINT_FILES.optimizerData)).arrayBuffer();
+  const { weightData, ...topology } = artifacts;
+  await applyCheckpoint(trainer, {
+    artifacts: topology,
+    weights: concatBuffers(weightData),
+    optimizerSpecs,
+    optimizerData: new Uint8Array(optimizerData),
+    metadata,
+  });
+  return metadata;
+}
+
+/** Loads a captured or downloaded checkpoint into a replica, and proves it by the weights hash. */
+export async function applyCheckpoint(trainer: Trainer, checkpoint: CapturedCheckpoint): Promise<void> {
+  const specs = checkpoint.artifacts.weightSpecs ?? [];
+  const weights = tf.io.decodeWeights(checkpoint.weights.slice().buffer, specs);
+  // By position: layer names differ between pages, the order of the weights does not.
+  trainer.setWeights(specs.map((s) => weights[s.name]!));
+  tf.dispose(Object.values(weights));
+  const opt = tf.io.decodeWeights(checkpoint.optimizerData.slice().buffer, checkpoint.optimizerSpecs.weightSpecs);
+  await trainer.loadOptimizerWeights(checkpoint.optimizerSpecs.weightSpecs.map((s) => ({ name: s.name, tensor: opt[s.name]! })));
+  // setWeights keeps copies as variables (and reads the iteration count), so the decoded tensors can go.
+  tf.dispose(Object.values(opt));
+  trainer.setPosition(checkpoint.metadata.step, checkpoint.metadata.dataCursor);
+  const hash = await trainer.weightsHash();
+  if (hash !== checkpoint.metadata.weightsHash) {
+    throw new WebringError('ERR_BAD_DATA', `restored weights hash ${hash} differs from the checkpoint's ${checkpoint.metadata.weightsHash}`);
+  }
+}

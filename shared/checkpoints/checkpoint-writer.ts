@@ -1,0 +1,87 @@
+/**
+ * The chief's checkpoint writer (only rank 0 ever calls it). A save reads the replica's
+ * state at once, then writes it to the local store (IndexedDB in a tab) and to the server
+ * in the background, one checkpoint at a time, so training goes on while bytes move.
+ */
+import { toWebringError, type ErrorBody } from '../protocol/errors';
+import type { CheckpointInfo } from './checkpoint';
+import { captureCheckpoint, uploadCheckpoint, type CaptureContext, type CapturedCheckpoint, type FetchLike } from './checkpoint-io';
+import type { Trainer } from '../training/trainer';
+
+/** Where the chief keeps its own copies: IndexedDB in a tab; tests pass a map. */
+export interface LocalCheckpointStore {
+  save(checkpoint: CapturedCheckpoint, maxToKeep: number): Promise<void>;
+  /** The newest local checkpoint of a room, or null. */
+  latest(room: string): Promise<CapturedCheckpoint | null>;
+}
+
+export interface CheckpointWriterOptions {
+  serverUrl: string;
+  memberToken: string;
+  local: LocalCheckpointStore | null;
+  fetchImpl?: FetchLike;
+  onSaved(where: 'local' | 'server', step: number, info: CheckpointInfo | null): void;
+  onError(error: ErrorBody): void;
+}
+
+export class CheckpointWriter {
+  private queue: Promise<void> = Promise.resolve();
+  /** The newest checkpoint the server did not take (it was down, say); offered again by retry(). */
+  private unsent: CapturedCheckpoint | null = null;
+
+  constructor(private readonly options: CheckpointWriterOptions) {}
+
+  /** Captures now (awaited: the next step may not start before), writes in the background. */
+  async save(trainer: Trainer, ctx: CaptureContext, maxToKeep: number): Promise<void> {
+    const checkpoint = await captureCheckpoint(trainer, ctx);
+    this.queue = this.queue.then(() => this.write(checkpoint, maxToKeep));
+  }
+
+  /** Uploads a checkpoint that exists only locally, e.g. to a new server on the same laptop. */
+  reseed(checkpoint: CapturedCheckpoint): Promise<void> {
+    this.queue = this.queue.then(() => this.upload(checkpoint));
+    return this.queue;
+  }
+
+  /** Uploads the newest checkpoint that failed to reach the server, if any (after a reconnect). */
+  retry(): Promise<void> {
+    const pending = this.unsent;
+    if (!pending) return this.queue;
+    this.queue = this.queue.then(() => (this.unsent === pending ? this.upload(pending) : undefined));
+    return this.queue;
+  }
+
+  /** Resolves once every queued write has finished (successfully or not). */
+  flush(): Promise<void> {
+    return this.queue;
+  }
+
+  private async write(checkpoint: CapturedCheckpoint, maxToKeep: number): Promise<void> {
+    const { local, onSaved, onError } = this.options;
+    if (local) {
+      try {
+        await local.save(checkpoint, maxToKeep);
+        onSaved('local', checkpoint.metadata.step, null);
+      } catch (err) {
+        onError(toWebringError(err).toBody());
+      }
+    }
+    await this.upload(checkpoint);
+  }
+
+  private async upload(checkpoint: CapturedCheckpoint): Promise<void> {
+    const { serverUrl, memberToken, fetchImpl, onSaved, onError } = this.options;
+    try {
+      const info = await uploadCheckpoint(serverUrl, memberToken, checkpoint, fetchImpl);
+      if (this.unsent === checkpoint) this.unsent = null;
+      onSaved('server', checkpoint.metadata.step, info);
+    } catch (err) {
+      const e = toWebringError(err);
+      // Refusals are final (no longer chief, bad data); a network failure is worth a retry.
+      if (e.code === 'ERR_UNREACHABLE') {
+        if (!this.unsent || this.unsent.metadata.step <= checkpoint.metadata.step) this.unsent = checkpoint;
+      }
+      onError(e.toBody());
+    }
+  }
+}

@@ -1,0 +1,39 @@
+/**
+ * Who talks to whom in a ring of n ranks: the ring neighbours and the halving-doubling
+ * partners. The server (which accusations it believes), the network (which links it
+ * dials), the engine (which senders it accepts) and the worker (which neighbours it
+ * shows) all ask here, so they can never disagree.
+ */
+import { halvingDoublingPartners } from './halving-doubling';
+
+export { halvingDoublingPartners };
+
+const mod = (a: number, n: number): number => ((a % n) + n) % n;
+
+/** The rank that sends ring messages to `rank`. */
+export const leftOf = (rank: number, n: number): number => mod(rank - 1, n);
+
+/** The rank that `rank` sends ring messages to. */
+export const rightOf = (rank: number, n: number): number => mod(rank + 1, n);
+
+/**
+ * The ranks that send collective data to `rank`: its left neighbour and its
+ * halving-doubling partners. Empty in a ring of one.
+ */
+export function sendersOf(rank: number, n: number): Set<number> {
+  if (n < 2) return new Set();
+  return new Set([leftOf(rank, n), ...halvingDoublingPartners(rank, n)]);
+}
+
+/**
+ * Every rank that `rank` keeps a link to, without duplicates and never itself: left and
+ * right neighbours first, then the halving-doubling partners.
+ */
+export function linkedRanks(rank: number, n: number): number[] {
+  if (n < 2) return [];
+  const out: number[] = [];
+  for (const r of [leftOf(rank, n), rightOf(rank, n), ...halvingDoublingPartners(rank, n)]) {
+    if (r !== rank && !out.includes(r)) out.push(r);
+  }
+  return out;
+}

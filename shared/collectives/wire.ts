@@ -1,0 +1,101 @@
+/**
+ * Binary framing of ring all-reduce messages on a data channel.
+ *
+ * Layout (little endian), 20 bytes of header then a float32 or float16 payload:
+ *   0  u8   phase        1 = ring reduce-scatter, 2 = ring all-gather,
+ *                        3 = a halving-doubling exchange (issue 6)
+ *   1  u8   ringStep     0 .. N-2 within the ring's phase; the stage of a halving-doubling
+ *                        exchange (0 .. 2·log2 N + 1)
+ *   2  u8   tag          which collective of the step (sync, eval, gradients)
+ *   3  u8   wire         the collective's format: 0 = float32, 1 = float16 (issue 6); the
+ *                        exact tail of a float16 collective still travels as float32. Bit 7
+ *                        (FLAG_SATURATED, issue 7): the sender clamped a non-finite value of
+ *                        this collective to the format's largest finite one (an fp16 partial
+ *                        sum beyond ±65504, say); every rank then fails the collective alike.
+ *                        An honest sender never puts a non-finite value on the wire.
+ *   4  u32  generation   membership generation the sender belongs to
+ *   8  u32  run          the room's run (each Start is a new run)
+ *   12 u32  step         global training step
+ *   16 u32  chunk        message index within the segment or the exchanged range (of a
+ *                        float16 collective: the float16 chunks first, then those of its
+ *                        float32 tail)
+ */
+import type { WireFormat } from '../protocol';
+
+export const HEADER_BYTES = 20;
+/** Chrome closes a data channel on messages over 256 KiB; 64 KiB is the portable size (RFC 8831 §6.6). */
+export const MAX_MESSAGE_BYTES = 64 * 1024;
+export const FLOAT_BYTES = 4;
+export const HALF_BYTES = 2;
+/** Floats per message in the float32 format. */
+export const MAX_CHUNK_FLOATS = Math.floor((MAX_MESSAGE_BYTES - HEADER_BYTES) / FLOAT_BYTES);
+/** Floats per message in the float16 format: twice as many, in the same 64 KiB. */
+export const MAX_CHUNK_HALVES = Math.floor((MAX_MESSAGE_BYTES - HEADER_BYTES) / HALF_BYTES);
+
+/**
+ * The `wire` byte. Bytes 2-3 were a u16 tag whose high byte was always 0, so float32
+ * messages are unchanged on the wire.
+ */
+export const WIRE_FP32 = 0;
+export const WIRE_FP16 = 1;
+export type WireCode = typeof WIRE_FP32 | typeof WIRE_FP16;
+
+/** Bit 7 of the wire byte: this collective saturated somewhere (see the layout above). */
+export const FLAG_SATURATED = 0x80;
+
+export const wireCode = (format: WireFormat): WireCode => (format === 'fp16' ? WIRE_FP16 : WIRE_FP32);
+/** Payload bytes per float of a wire code. */
+export const wireFloatBytes = (code: WireCode): number => (code === WIRE_FP16 ? HALF_BYTES : FLOAT_BYTES);
+/** Floats per message of a wire code. */
+export const wireChunkFloats = (code: WireCode): number => (code === WIRE_FP16 ? MAX_CHUNK_HALVES : MAX_CHUNK_FLOATS);
+
+export const PHASE_REDUCE_SCATTER = 1;
+export const PHASE_ALL_GATHER = 2;
+export const PHASE_EXCHANGE = 3;
+export type Phase = typeof PHASE_REDUCE_SCATTER | typeof PHASE_ALL_GATHER | typeof PHASE_EXCHANGE;
+
+export interface ChunkHeader {
+  phase: number;
+  ringStep: number;
+  tag: number;
+  wire: number;
+  /** The flag bits of the wire byte (FLAG_SATURATED). */
+  flags: number;
+  generation: number;
+  run: number;
+  step: number;
+  chunk: number;
+}
+
+export function writeHeader(view: DataView, h: ChunkHeader): void {
+  view.setUint8(0, h.phase);
+  view.setUint8(1, h.ringStep);
+  view.setUint8(2, h.tag);
+  view.setUint8(3, h.wire | h.flags);
+  view.setUint32(4, h.generation, true);
+  view.setUint32(8, h.run, true);
+  view.setUint32(12, h.step, true);
+  view.setUint32(16, h.chunk, true);
+}
+
+/**
+ * Reads a header into `out` (reused by the caller); false when the message is too short.
+ * Byte arithmetic instead of a DataView so that the per-message path allocates nothing.
+ */
+export function readHeader(bytes: Uint8Array, out: ChunkHeader): boolean {
+  if (bytes.byteLength < HEADER_BYTES) return false;
+  out.phase = bytes[0]!;
+  out.ringStep = bytes[1]!;
+  out.tag = bytes[2]!;
+  out.wire = bytes[3]! & 0x7f;
+  out.flags = bytes[3]! & FLAG_SATURATED;
+  out.generation = readU32(bytes, 4);
+  out.run = readU32(bytes, 8);
+  out.step = readU32(bytes, 12);
+  out.chunk = readU32(bytes, 16);
+  return true;
+}
+
+function readU32(bytes: Uint8Array, at: number): number {
+  return (bytes[at]! | (bytes[at + 1]! << 8) | (bytes[at + 2]! << 16) | (bytes[at + 3]! << 24)) >>> 0;
+}

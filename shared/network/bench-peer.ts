@@ -1,0 +1,123 @@
+/**
+ * A benchmark peer: joins a room like a student and forms the same ring and partner links
+ * over the same data channels (RingNetwork), but runs bare collectives and link transfers
+ * instead of training. The browser bench page (client/bench.ts) and the headless Node
+ * peers (test/bench/node-peers.ts) both drive this; test/bench/bench.ts drives them.
+ */
+import type { Socket } from 'socket.io-client';
+import type { AckResult, Algorithm, ClientToServerEvents, Generation, JoinAccepted, ServerToClientEvents, WorkerKind } from '../protocol';
+import { RingNetwork } from './ring-network';
+import { COLLECTIVE_TAG, DEFAULT_HIGH_WATER_BYTES } from '../collectives/ring-allreduce';
+import { MAX_MESSAGE_BYTES } from '../collectives/wire';
+import { createProbeBuffers, measureLinkModels, type LinkModels } from '../collectives/choice';
+import type { PeerFactory } from './peer';
+
+/** Wall-clock milliseconds, comparable between tabs and processes on one machine. */
+export const wallNow = (): number => performance.timeOrigin + performance.now();
+
+const POLL_MS = 20;
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+export class BenchPeer {
+  private network: RingNetwork | null = null;
+  private generation: Generation | null = null;
+  private memberId: string | null = null;
+  /** Every collective needs a fresh (step, tag) key; the bench never reuses one. */
+  private step = 1;
+  private readonly barrierBuf = new Float32Array(1);
+
+  constructor(
+    private readonly socket: Socket<ServerToClientEvents, ClientToServerEvents>,
+    private readonly factory: PeerFactory,
+    private readonly log: (m: string) => void,
+  ) {
+    socket.on('ring:generation', (g) => {
+      this.generation = g;
+      this.network?.applyGeneration(g);
+    });
+    socket.on('signal:relay', ({ from, linkId, data }) => this.network?.handleSignal(from, linkId, data));
+  }
+
+  /**
+   * Joins `room` and waits until the ring of `worldSize` is whole and every link, the
+   * halving-doubling partners' included, is open. Returns this peer's rank.
+   */
+  async join(room: string, name: string, kind: WorkerKind, worldSize: number): Promise<number> {
+    const joined = await new Promise<AckResult<JoinAccepted>>((resolve) =>
+      this.socket.emit('room:join', { room, name, kind, backend: 'cpu' }, resolve),
+    );
+    if (!joined.ok) throw new Error(`${joined.error.code}: ${joined.error.message}`);
+    this.memberId = joined.memberId;
+    this.network = new RingNetwork({
+      selfId: joined.memberId,
+      factory: this.factory,
+      sendSignal: (to, linkId, data) => this.socket.emit('signal:relay', { to, linkId, data }),
+      log: this.log,
+    });
+    if (this.generation) this.network.applyGeneration(this.generation);
+    while (!this.generation || this.generation.members.length < worldSize || !this.network.meshReady) await sleep(POLL_MS);
+    await this.barrier();
+    return this.rank;
+  }
+
+  get rank(): number {
+    return this.generation!.members.findIndex((m) => m.id === this.memberId);
+  }
+
+  /** A one-float ring all-reduce: returns once every rank has reached it. */
+  async barrier(): Promise<void> {
+    await this.network!.collective!.allReduce(this.barrierBuf, this.step++, COLLECTIVE_TAG.gradients);
+  }
+
+  /** `reps` all-reduces of `bytes` with `algorithm`, each after a barrier; milliseconds of each. */
+  async allReduce(bytes: number, reps: number, algorithm: Algorithm): Promise<number[]> {
+    const collective = this.network!.collective!;
+    const buf = new Float32Array(bytes / 4);
+    for (let i = 0; i < buf.length; i++) buf[i] = i % 7;
+    const times: number[] = [];
+    for (let r = 0; r < reps; r++) {
+      await this.barrier();
+      const t0 = wallNow();
+      await collective.allReduce(buf, this.step++, COLLECTIVE_TAG.gradients, { algorithm });
+      times.push(wallNow() - t0);
+    }
+    return times;
+  }
+
+  /** Both algorithms' α and β, probed at `bytes` as the trainer probes at its gradient size. */
+  async measure(bytes: number): Promise<LinkModels> {
+    await this.barrier();
+    return measureLinkModels(this.network!.collective!, this.step++, createProbeBuffers(bytes / 4), true);
+  }
+
+  /** Sends `bytes` to the right neighbour in 64 KiB messages with the ring's backpressure; returns the start time. */
+  async sendToRight(bytes: number): Promise<number> {
+    const link = this.network!.rightLink!;
+    const msg = new Uint8Array(MAX_MESSAGE_BYTES);
+    const t0 = wallNow();
+    for (let sent = 0; sent < bytes; sent += msg.byteLength) {
+      if (link.bufferedAmount() > DEFAULT_HIGH_WATER_BYTES) await link.whenWritable();
+      link.send(msg);
+    }
+    return t0;
+  }
+
+  /** Counts bytes from the left neighbour until `bytes` arrived; resolves with the arrival time of the last. */
+  receiveFromLeft(bytes: number): Promise<number> {
+    return new Promise((resolve) => {
+      let got = 0;
+      this.network!.setTap((data) => {
+        got += data.byteLength;
+        if (got >= bytes) {
+          this.network!.setTap(null);
+          resolve(wallNow());
+        }
+      });
+    });
+  }
+
+  close(): void {
+    this.network?.close();
+    this.socket.close();
+  }
+}

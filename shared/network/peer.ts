@@ -1,0 +1,30 @@
+/**
+ * The one seam between the ring and a WebRTC library. The browser passes simple-peer's
+ * self-contained bundle, the Node worker simple-peer over @roamhq/wrtc; keeping the library
+ * behind this small interface means it can be swapped without touching the ring.
+ */
+import type { ErrorCode } from '../protocol/errors';
+
+export interface PeerEvents {
+  onSignal(data: Record<string, unknown>): void;
+  onConnect(): void;
+  /** One whole data-channel message. */
+  onData(bytes: Uint8Array): void;
+  /** The channel's send buffer fell below the low-water mark. */
+  onDrain(): void;
+  onClose(): void;
+  onError(code: ErrorCode, message: string): void;
+}
+
+export interface PeerHandle {
+  signal(data: Record<string, unknown>): void;
+  /** Sends one message; copies `bytes` before returning. */
+  send(bytes: Uint8Array): void;
+  bufferedAmount(): number;
+  destroy(): void;
+}
+
+export type PeerFactory = (options: { initiator: boolean }, events: PeerEvents) => PeerHandle;
+
+/** Resume sending once the data channel has drained below this (bufferedamountlow). */
+export const LOW_WATER_BYTES = 1024 * 1024;

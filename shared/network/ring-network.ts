@@ -1,0 +1,442 @@
+/**
+ * Keeps this worker's WebRTC links in step with the membership generation, and gives each
+ * generation a fresh RingAllReduce over them: links to its two ring neighbours, and to its
+ * halving-doubling partners (ranks r XOR 2^k, a partial mesh of log2 N links), so that
+ * small buffers can take the latency-optimal path.
+ *
+ * Of every pair, the member with the lower index starts the connection, so a pair shares
+ * one link in both directions. Links survive a generation change when the peer is still
+ * needed.
+ */
+import { WebringError } from '../protocol/errors';
+import { LOW_WATER_BYTES, type PeerFactory, type PeerHandle } from './peer';
+import type { Generation, MemberInfo } from '../protocol';
+import { RingAllReduce, type RingAllReduceOptions, type RingLink } from '../collectives/ring-allreduce';
+import { leftOf, linkedRanks, rightOf } from '../collectives/topology';
+import { HEADER_BYTES } from '../collectives/wire';
+
+/** Messages of a generation this worker has not applied yet are kept up to this much. */
+export const MAX_FUTURE_STASH_BYTES = 16 * 1024 * 1024;
+/**
+ * A link that fails while the generation still needs it is dialled again after this long,
+ * doubling each time, at most MAX_AUTO_REDIALS times per link and generation. While
+ * generations change quickly (a class arriving), two members can apply them in different
+ * orders and one can close a connection the other just opened, and ICE can fail on a
+ * loaded machine; without the redial such a link stayed down until the ring re-formed.
+ */
+export const AUTO_REDIAL_DELAY_MS = 250;
+export const MAX_AUTO_REDIALS = 5;
+/** A signal asking the peer to dial this link; its linkId is the connection the asker holds. */
+const DIAL_REQUEST = 'dial-request';
+const NO_LINK = 'none';
+/** How long a connection we are dialling may stay unanswered after the peer asked for one. */
+export const DIAL_REQUEST_GRACE_MS = 5_000;
+/** Offset of the generation field in a ring message header (ring-wire.ts). */
+const GENERATION_OFFSET = 4;
+
+/** The header's little-endian u32 generation, read without allocating (this runs per message). */
+function generationOf(bytes: Uint8Array): number | null {
+  if (bytes.byteLength < HEADER_BYTES) return null;
+  const g = GENERATION_OFFSET;
+  return (bytes[g]! | (bytes[g + 1]! << 8) | (bytes[g + 2]! << 16) | (bytes[g + 3]! << 24)) >>> 0;
+}
+
+interface Neighbours {
+  rank: number;
+  self: MemberInfo;
+  left: MemberInfo;
+  right: MemberInfo;
+  /** Every member this worker links to: the ring neighbours, then the halving-doubling partners; never itself. */
+  peers: MemberInfo[];
+}
+
+function neighboursIn(g: Generation, selfId: string): Neighbours | null {
+  const n = g.members.length;
+  const rank = g.members.findIndex((m) => m.id === selfId);
+  if (rank < 0) return null;
+  const left = g.members[leftOf(rank, n)]!;
+  const right = g.members[rightOf(rank, n)]!;
+  const peers = linkedRanks(rank, n).map((r) => g.members[r]!);
+  return { rank, self: g.members[rank]!, left, right, peers };
+}
+
+export interface RingNetworkOptions {
+  selfId: string;
+  factory: PeerFactory;
+  sendSignal(to: string, linkId: string, data: Record<string, unknown>): void;
+  log(message: string): void;
+  collectiveTimeoutMs?: number;
+  /** Fault injection for tests only: passed to every generation's RingAllReduce. */
+  poison?: RingAllReduceOptions['poison'];
+}
+
+let linkCounter = 0;
+function newLinkId(selfId: string): string {
+  linkCounter++;
+  return `${selfId.slice(0, 8)}-${Date.now().toString(36)}-${linkCounter}`;
+}
+
+/** The link to one neighbour; its WebRTC connection may be replaced underneath. */
+class PeerLink implements RingLink {
+  linkId: string | null = null;
+  /** Automatic redials of this link in the current generation. */
+  autoRedials = 0;
+  private handle: PeerHandle | null = null;
+  private open = false;
+  private failure: WebringError | null = null;
+  private waiters: Array<{ resolve: () => void; reject: (e: WebringError) => void }> = [];
+
+  constructor(
+    readonly peerId: string,
+    private readonly network: RingNetwork,
+  ) {}
+
+  connect(initiator: boolean, linkId: string): PeerHandle {
+    this.handle?.destroy();
+    this.linkId = linkId;
+    this.open = false;
+    this.failure = null;
+    const handle = this.network.factory({ initiator }, {
+      onSignal: (data) => this.network.sendSignal(this.peerId, linkId, data),
+      onConnect: () => {
+        if (this.handle !== handle) return;
+        this.open = true;
+        this.network.log(`link to ${this.peerId} open`);
+        this.wake();
+      },
+      onData: (bytes) => {
+        if (this.handle === handle) this.network.route(this.peerId, bytes);
+      },
+      onDrain: () => this.wake(),
+      onClose: () => this.fail(handle, new WebringError('ERR_PEER_FAILED', `link to ${this.peerId} closed`)),
+      onError: (code, message) => this.fail(handle, new WebringError(code, `link to ${this.peerId}: ${message}`)),
+    });
+    this.handle = handle;
+    return handle;
+  }
+
+  signal(data: Record<string, unknown>): void {
+    this.handle?.signal(data);
+  }
+
+  send(bytes: Uint8Array): void {
+    if (!this.handle || !this.open) throw new WebringError('ERR_PEER_FAILED', `link to ${this.peerId} is not open`);
+    this.handle.send(bytes);
+  }
+
+  isOpen(): boolean {
+    return this.open;
+  }
+
+  /** Closed or errored: it must be dialled again before it can carry a ring. */
+  get failed(): boolean {
+    return this.failure !== null;
+  }
+
+  bufferedAmount(): number {
+    return this.handle?.bufferedAmount() ?? 0;
+  }
+
+  whenWritable(): Promise<void> {
+    if (this.failure) return Promise.reject(this.failure);
+    if (this.open && this.bufferedAmount() <= LOW_WATER_BYTES) return Promise.resolve();
+    return new Promise((resolve, reject) => this.waiters.push({ resolve, reject }));
+  }
+
+  destroy(): void {
+    const h = this.handle;
+    this.handle = null;
+    this.open = false;
+    h?.destroy();
+    this.rejectAll(new WebringError('ERR_ABORTED', `link to ${this.peerId} no longer needed`));
+  }
+
+  private wake(): void {
+    if (!this.open || this.bufferedAmount() > LOW_WATER_BYTES) return;
+    const waiters = this.waiters;
+    this.waiters = [];
+    for (const w of waiters) w.resolve();
+  }
+
+  private fail(handle: PeerHandle, error: WebringError): void {
+    if (this.handle !== handle) return;
+    this.open = false;
+    this.failure = error;
+    this.network.log(error.message);
+    this.rejectAll(error);
+    this.network.linkFailed(this);
+  }
+
+  private rejectAll(error: WebringError): void {
+    const waiters = this.waiters;
+    this.waiters = [];
+    for (const w of waiters) w.reject(error);
+  }
+}
+
+export class RingNetwork {
+  readonly factory: PeerFactory;
+  readonly sendSignal: RingNetworkOptions['sendSignal'];
+  readonly log: RingNetworkOptions['log'];
+  private readonly selfId: string;
+  private readonly timeoutMs: number | undefined;
+  private readonly poison: RingNetworkOptions['poison'];
+  private readonly links = new Map<string, PeerLink>();
+  private leftId: string | null = null;
+  private rightId: string | null = null;
+  /** Rank of each member of the applied generation, to tell the collective who sent what. */
+  private rankOf = new Map<string, number>();
+  /** This worker's place in the applied generation, worked out once per generation. */
+  private appliedAt: Neighbours | null = null;
+  private current: RingAllReduce | null = null;
+  private applied: Generation | null = null;
+  /** Ring messages of generations not applied yet: a neighbour may switch a moment sooner. */
+  private future: Array<{ from: string; generation: number; bytes: Uint8Array }> = [];
+  private futureBytes = 0;
+  private tap: ((bytes: Uint8Array) => void) | null = null;
+
+  constructor(options: RingNetworkOptions) {
+    this.selfId = options.selfId;
+    this.factory = options.factory;
+    this.sendSignal = options.sendSignal;
+    this.log = options.log;
+    this.timeoutMs = options.collectiveTimeoutMs;
+    this.poison = options.poison;
+  }
+
+  /** The collective of the latest generation this worker belongs to. */
+  get collective(): RingAllReduce | null {
+    return this.current;
+  }
+
+  /** The generation the current collective belongs to (or the last one applied). */
+  get generation(): Generation | null {
+    return this.applied;
+  }
+
+  /**
+   * Re-forms the ring for a new generation; the previous generation's collective is aborted.
+   * Links to unchanged neighbours stay; failed ones are dialled again.
+   */
+  applyGeneration(g: Generation): RingAllReduce | null {
+    this.current?.abort(new WebringError('ERR_STALE_GENERATION', `generation ${g.generation} replaced ${this.current.generation}`));
+    this.current = null;
+    this.applied = g;
+    const n = g.members.length;
+    const at = neighboursIn(g, this.selfId);
+    this.appliedAt = at;
+    this.rankOf = new Map(g.members.map((m, r) => [m.id, r]));
+    for (const link of this.links.values()) link.autoRedials = 0;
+    if (!at) {
+      this.leftId = null;
+      this.rightId = null;
+      for (const id of [...this.links.keys()]) this.dropLink(id);
+      this.future = [];
+      this.futureBytes = 0;
+      return null;
+    }
+    const neededIds = new Set(at.peers.map((m) => m.id));
+    for (const id of [...this.links.keys()]) if (!neededIds.has(id)) this.dropLink(id);
+    this.dialNeighbours(at, true);
+    this.leftId = n > 1 ? at.left.id : null;
+    this.rightId = n > 1 ? at.right.id : null;
+    const members = g.members;
+    this.current = new RingAllReduce({
+      rank: at.rank,
+      worldSize: n,
+      generation: g.generation,
+      right: n > 1 ? this.links.get(at.right.id)! : null,
+      peer: (r) => this.links.get(members[r]?.id ?? '') ?? null,
+      timeoutMs: this.timeoutMs,
+      poison: this.poison,
+    });
+    this.replayFuture(g.generation);
+    return this.current;
+  }
+
+  /**
+   * Opens the links a coming generation needs while the current ring keeps training on
+   * its own links: joiners are connected before the switch, so the switch costs the others
+   * only the state hand-over.
+   */
+  prepare(g: Generation): void {
+    const at = neighboursIn(g, this.selfId);
+    if (at) this.dialNeighbours(at, false);
+  }
+
+  /** True when both of this worker's ring links in `g` are open. */
+  isReadyFor(g: Generation): boolean {
+    const at = neighboursIn(g, this.selfId);
+    if (!at) return false;
+    if (g.members.length === 1) return true;
+    return [at.left.id, at.right.id].every((id) => this.links.get(id)?.isOpen() === true);
+  }
+
+  /**
+   * True when every link halving-doubling needs in the applied generation is open. The
+   * trainer votes on it: the ring never waits on a link only halving-doubling uses.
+   */
+  get meshReady(): boolean {
+    const at = this.appliedAt;
+    return at !== null && at.peers.every((m) => this.links.get(m.id)?.isOpen() === true);
+  }
+
+  private dialNeighbours(at: Neighbours, redialFailed: boolean): void {
+    for (const member of at.peers) {
+      let link = this.links.get(member.id);
+      if (!link) {
+        link = new PeerLink(member.id, this);
+        this.links.set(member.id, link);
+      }
+      // The lower index dials; the other side answers the offer in handleSignal.
+      const missing = link.linkId === null || (redialFailed && link.failed);
+      if (!missing) continue;
+      if (at.self.index < member.index) link.connect(true, newLinkId(this.selfId));
+      else this.requestDial(member.id, link);
+    }
+  }
+
+  /**
+   * Asks the member that dials this link (the lower index) to dial it, saying which
+   * connection this side holds. Members apply generations at slightly different moments;
+   * one may have closed a connection the other still believes open, and only this side
+   * knows.
+   */
+  private requestDial(peerId: string, link: PeerLink): void {
+    this.sendSignal(peerId, link.linkId ?? NO_LINK, { type: DIAL_REQUEST });
+  }
+
+  /** The member `peerId` if the applied generation needs a link to it, with whether this worker dials it. */
+  private neededPeer(peerId: string): { member: MemberInfo; dials: boolean } | null {
+    const at = this.appliedAt;
+    const member = at?.peers.find((m) => m.id === peerId);
+    return at && member ? { member, dials: at.self.index < member.index } : null;
+  }
+
+  /**
+   * A link failed: shortly, if the generation still needs it, dial it again (the lower
+   * index) or ask the other side to (the higher index).
+   */
+  linkFailed(link: PeerLink): void {
+    if (link.autoRedials >= MAX_AUTO_REDIALS) return;
+    const generation = this.applied;
+    const stillNeeded = (): boolean =>
+      this.applied === generation && this.neededPeer(link.peerId) !== null && this.links.get(link.peerId) === link && link.failed;
+    if (!stillNeeded()) return;
+    const delay = AUTO_REDIAL_DELAY_MS * 2 ** link.autoRedials;
+    link.autoRedials++;
+    setTimeout(() => {
+      if (!stillNeeded()) return;
+      if (this.neededPeer(link.peerId)!.dials) {
+        this.log(`dialling ${link.peerId} again`);
+        link.connect(true, newLinkId(this.selfId));
+      } else {
+        this.requestDial(link.peerId, link);
+      }
+    }, delay);
+  }
+
+  handleSignal(from: string, linkId: string, data: Record<string, unknown>): void {
+    if (data.type === DIAL_REQUEST) {
+      this.handleDialRequest(from, linkId);
+      return;
+    }
+    let link = this.links.get(from);
+    if (data.type === 'offer' && link?.linkId !== linkId) {
+      if (!link) {
+        link = new PeerLink(from, this);
+        this.links.set(from, link);
+      }
+      link.connect(false, linkId);
+    }
+    if (!link || link.linkId !== linkId) {
+      this.log(`ignoring a signal of replaced link ${linkId} from ${from}`);
+      return;
+    }
+    link.signal(data);
+  }
+
+  /**
+   * The other side asks for a connection. Dial unless this side already dials the very
+   * connection it holds; a peer this worker's generation does not need yet is dialled when
+   * that generation is applied.
+   */
+  private handleDialRequest(from: string, theirLinkId: string): void {
+    const needed = this.neededPeer(from);
+    if (!needed?.dials) return;
+    let link = this.links.get(from);
+    if (!link) {
+      link = new PeerLink(from, this);
+      this.links.set(from, link);
+    }
+    if (link.linkId !== null && link.linkId === theirLinkId && !link.failed) return;
+    if (link.linkId !== null && !link.failed && !link.isOpen()) {
+      // Our offer may still be on its way to them: give it time before replacing it.
+      const pending = link.linkId;
+      setTimeout(() => {
+        if (link.linkId === pending && !link.isOpen() && this.links.get(from) === link && this.neededPeer(from)?.dials) {
+          this.log(`${from} never answered link ${pending}; dialling again`);
+          link.connect(true, newLinkId(this.selfId));
+        }
+      }, DIAL_REQUEST_GRACE_MS);
+      return;
+    }
+    this.log(`${from} asks for a connection; dialling`);
+    link.connect(true, newLinkId(this.selfId));
+  }
+
+  /** Data from a peer, handed to the collective with the sender's rank; it checks who may send what. */
+  route(peerId: string, bytes: Uint8Array): void {
+    if (this.tap) {
+      if (peerId === this.leftId) this.tap(bytes);
+      return;
+    }
+    const generation = generationOf(bytes);
+    const known = this.applied?.generation ?? -1;
+    if (generation !== null && generation > known) {
+      if (this.futureBytes + bytes.byteLength > MAX_FUTURE_STASH_BYTES) return;
+      this.future.push({ from: peerId, generation, bytes: bytes.slice() });
+      this.futureBytes += bytes.byteLength;
+      return;
+    }
+    const from = this.rankOf.get(peerId);
+    if (from !== undefined) this.current?.receive(bytes, from);
+  }
+
+  private replayFuture(generation: number): void {
+    const keep = this.future.filter((m) => m.generation > generation);
+    const now = this.future.filter((m) => m.generation === generation);
+    this.future = keep;
+    this.futureBytes = keep.reduce((n, m) => n + m.bytes.byteLength, 0);
+    for (const m of now) {
+      const from = this.rankOf.get(m.from);
+      if (from !== undefined) this.current?.receive(m.bytes, from);
+    }
+  }
+
+  /** The link to the right neighbour, for link measurements between collectives. */
+  get rightLink(): RingLink | null {
+    return this.rightId ? (this.links.get(this.rightId) ?? null) : null;
+  }
+
+  /**
+   * Diverts the left neighbour's messages to `handler` instead of the ring, for measuring a
+   * link's raw throughput; null restores the ring. Never set while a collective runs.
+   */
+  setTap(handler: ((bytes: Uint8Array) => void) | null): void {
+    this.tap = handler;
+  }
+
+  close(): void {
+    this.current?.abort(new WebringError('ERR_ABORTED', 'worker closed'));
+    this.current = null;
+    this.applied = null;
+    this.appliedAt = null;
+    for (const id of [...this.links.keys()]) this.dropLink(id);
+  }
+
+  private dropLink(id: string): void {
+    this.links.get(id)?.destroy();
+    this.links.delete(id);
+  }
+}

@@ -1,0 +1,70 @@
+/**
+ * Stable error codes shared by the server, the browser worker and the Node worker.
+ * Callers branch on `code`, never on message text (the simple-peer convention).
+ */
+export const ERROR_CODES = [
+  'ERR_BAD_REQUEST',
+  'ERR_UNAUTHORIZED',
+  'ERR_BAD_JOIN_CODE',
+  'ERR_UNKNOWN_ROOM',
+  'ERR_NOT_IN_ROOM',
+  'ERR_ALREADY_JOINED',
+  'ERR_ROOM_FULL',
+  'ERR_BAD_STATE',
+  'ERR_NO_WORKERS',
+  'ERR_PAYLOAD_TOO_LARGE',
+  'ERR_STALE_GENERATION',
+  'ERR_STALE_RUN',
+  'ERR_STALE_STEP',
+  'ERR_ABORTED',
+  'ERR_TIMEOUT',
+  'ERR_PEER_FAILED',
+  'ERR_UNREACHABLE',
+  'ERR_MEMBER_LEFT',
+  'ERR_DROPPED',
+  'ERR_RUN_ENDED',
+  'ERR_NOT_CHIEF',
+  'ERR_UNKNOWN_CHECKPOINT',
+  'ERR_BAD_DATA',
+  'ERR_RATE_LIMITED',
+  /** A ring peer sent data no honest peer sends: wrong length, non-finite values, a wrong generation. */
+  'ERR_PEER_MISBEHAVED',
+  /** An eviction request the server refused: not the reporter's sender, or over its allowance. */
+  'ERR_BAD_ACCUSATION',
+  'ERR_INTERNAL',
+] as const;
+
+export type ErrorCode = (typeof ERROR_CODES)[number];
+
+/** The JSON shape of every error that crosses the wire (socket acks, HTTP bodies). */
+export interface ErrorBody {
+  code: ErrorCode;
+  message: string;
+  /** For validation errors: the dotted path of the offending field. */
+  field?: string;
+}
+
+export class WebringError extends Error {
+  readonly code: ErrorCode;
+  readonly field: string | undefined;
+
+  constructor(code: ErrorCode, message: string, field?: string) {
+    super(message);
+    this.name = 'WebringError';
+    this.code = code;
+    this.field = field;
+  }
+
+  toBody(): ErrorBody {
+    return this.field === undefined
+      ? { code: this.code, message: this.message }
+      : { code: this.code, message: this.message, field: this.field };
+  }
+}
+
+/** Turns anything thrown into a coded error, keeping the code of a WebringError. */
+export function toWebringError(err: unknown, fallback: ErrorCode = 'ERR_INTERNAL'): WebringError {
+  if (err instanceof WebringError) return err;
+  const message = err instanceof Error ? err.message : String(err);
+  return new WebringError(fallback, message);
+}

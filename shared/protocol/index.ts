@@ -1,0 +1,556 @@
+/**
+ * The one wire protocol of webring: socket.io event maps, HTTP bodies and their schemas.
+ * Both the server (`new Server<...>()`) and every worker (`io()`) import this file, so
+ * there is never a second copy of a message shape. Types describe; the zod schemas
+ * below validate, at every entry point, because types are not validation.
+ *
+ * The folder shared/protocol/ owns what crosses between server and workers: these
+ * events and schemas, the error codes (errors.ts) and the join-code format
+ * (join-code.ts). It imports nothing from the rest of the project, so every other
+ * part may import it.
+ */
+import { z } from 'zod';
+import { joinCodeSchema } from './join-code';
+import { WebringError, type ErrorBody } from './errors';
+
+// ---------------------------------------------------------------------------
+// Limits (units in the names)
+// ---------------------------------------------------------------------------
+export const ROOM_NAME_MAX_CHARS = 64;
+export const MEMBER_NAME_MAX_CHARS = 40;
+export const MAX_ROOM_MEMBERS = 32;
+/** SDP offers with many candidates stay well under this; anything larger is abuse. */
+export const MAX_SIGNAL_BYTES = 32 * 1024;
+/** socket.io closes a connection whose single packet exceeds this. */
+export const MAX_SOCKET_PACKET_BYTES = 128 * 1024;
+export const MAX_HTTP_JSON_BYTES = 16 * 1024;
+
+export const ROOM_NAME_PATTERN = /^[A-Za-z0-9][A-Za-z0-9_-]*$/;
+
+// ---------------------------------------------------------------------------
+// Vocabulary
+// ---------------------------------------------------------------------------
+export const BACKENDS = ['webgpu', 'webgl', 'cpu'] as const;
+export type Backend = (typeof BACKENDS)[number];
+
+export const WORKER_KINDS = ['browser', 'node'] as const;
+export type WorkerKind = (typeof WORKER_KINDS)[number];
+
+export const ROOM_STATES = ['idle', 'training', 'paused', 'done'] as const;
+export type RoomState = (typeof ROOM_STATES)[number];
+
+export const MODEL_KINDS = ['mlp', 'cnn'] as const;
+export type ModelKind = (typeof MODEL_KINDS)[number];
+
+/** Number format of the gradients on the ring's data channels: fp16 halves the bytes. */
+export const WIRE_FORMATS = ['fp32', 'fp16'] as const;
+export type WireFormat = (typeof WIRE_FORMATS)[number];
+/**
+ * The all-reduce algorithms: the bandwidth-optimal pipelined ring, and recursive
+ * halving-doubling (shared/halving-doubling.ts), latency-optimal for small buffers on many
+ * peers. 'auto' picks per step from the measured link latency and bandwidth.
+ */
+export const ALGORITHMS = ['ring', 'halving-doubling'] as const;
+export type Algorithm = (typeof ALGORITHMS)[number];
+export const ALLREDUCE_CHOICES = ['auto', ...ALGORITHMS] as const;
+export type AllReduceChoice = (typeof ALLREDUCE_CHOICES)[number];
+
+export const OPTIMIZER_KINDS = ['sgd', 'adam'] as const;
+export type OptimizerKind = (typeof OPTIMIZER_KINDS)[number];
+
+// ---------------------------------------------------------------------------
+// Schemas
+// ---------------------------------------------------------------------------
+export const roomNameSchema = z
+  .string()
+  .min(1)
+  .max(ROOM_NAME_MAX_CHARS)
+  .regex(ROOM_NAME_PATTERN, 'letters, digits, "-" and "_" only');
+
+export const memberNameSchema = z
+  .string()
+  .trim()
+  .min(1)
+  .max(MEMBER_NAME_MAX_CHARS);
+
+export const memberIdSchema = z.string().regex(/^[a-z0-9]{8,32}$/);
+
+/** Defaults chosen so that an MNIST MLP visibly learns within a few dozen steps. */
+export const DEFAULT_START_CONFIG = {
+  model: 'mlp',
+  optimizer: 'adam',
+  learningRate: 0.001,
+  batchSizePerWorker: 32,
+  epochs: 2,
+  seed: 1234,
+  saveEverySteps: 50,
+  maxToKeep: 3,
+  resumeFrom: 'latest',
+  wire: 'fp32',
+  allreduce: 'auto',
+} as const;
+
+export const startConfigSchema = z.strictObject({
+  model: z.enum(MODEL_KINDS).default(DEFAULT_START_CONFIG.model),
+  optimizer: z.enum(OPTIMIZER_KINDS).default(DEFAULT_START_CONFIG.optimizer),
+  learningRate: z.number().positive().max(10).default(DEFAULT_START_CONFIG.learningRate),
+  batchSizePerWorker: z.number().int().min(1).max(1024).default(DEFAULT_START_CONFIG.batchSizePerWorker),
+  epochs: z.number().int().min(1).max(1000).default(DEFAULT_START_CONFIG.epochs),
+  /** Optional cap on global steps, for short lessons, demos and tests. */
+  maxSteps: z.number().int().min(1).max(10_000_000).optional(),
+  /** Seeds weight initialisation and every epoch's data permutation. */
+  seed: z.number().int().min(0).max(2 ** 31 - 1).default(DEFAULT_START_CONFIG.seed),
+  /** The chief checkpoints every this many steps, at every epoch end and when the run ends. */
+  saveEverySteps: z.number().int().min(1).max(1_000_000).default(DEFAULT_START_CONFIG.saveEverySteps),
+  /** Checkpoints kept on the server and in the chief's IndexedDB; older ones are deleted. */
+  maxToKeep: z.number().int().min(1).max(100).default(DEFAULT_START_CONFIG.maxToKeep),
+  /** 'latest' resumes from the newest checkpoint of the same model, 'none' starts fresh, or a checkpoint id. */
+  resumeFrom: z
+    .union([z.literal('latest'), z.literal('none'), z.string().regex(/^ckpt-[0-9]{10}-[a-z0-9]{6}$/)])
+    .default(DEFAULT_START_CONFIG.resumeFrom),
+  /**
+   * How the step's gradients travel around the ring. 'fp16' halves the bytes; every replica
+   * still ends bit-identical, but each summed gradient is off by at most
+   * N·(2^-10·Σ|g| + 2^-24) from the float32 sum (see shared/ring-allreduce.ts), and a sum
+   * beyond ±65504 fails the step. The state hand-over and evaluations always use fp32.
+   */
+  wire: z.enum(WIRE_FORMATS).default(DEFAULT_START_CONFIG.wire),
+  /**
+   * The gradient all-reduce's algorithm. 'auto' takes, each step, whichever of the ring and
+   * halving-doubling the measured α (per-hop latency) and β (link bandwidth) predict faster
+   * for this buffer and N, as NCCL chooses between ring and tree (shared/collective-choice.ts).
+   */
+  allreduce: z.enum(ALLREDUCE_CHOICES).default(DEFAULT_START_CONFIG.allreduce),
+});
+export type StartConfig = z.output<typeof startConfigSchema>;
+
+export const joinRequestSchema = z.strictObject({
+  room: roomNameSchema,
+  name: memberNameSchema,
+  kind: z.enum(WORKER_KINDS),
+  backend: z.enum(BACKENDS),
+  /** GPU adapter description, when the backend exposes one. */
+  adapter: z.string().max(200).optional(),
+  /** Coming back on a new connection (server restart, network blip): keep the membership. */
+  rejoin: z.strictObject({ memberId: z.string().regex(/^[a-z0-9]{8,32}$/), memberToken: z.string().regex(/^[0-9a-f]{48}$/) }).optional(),
+});
+export type JoinRequest = z.input<typeof joinRequestSchema>;
+
+/**
+ * socket.io's handshake `auth`: the room this connection is for and its join code. The
+ * server's auth middleware turns a connection without the right code away (ERR_BAD_JOIN_CODE
+ * in the connect_error's `data`), so nothing else a stranger sends is ever handled.
+ */
+export const socketAuthSchema = z.object({
+  room: roomNameSchema,
+  code: joinCodeSchema,
+});
+export type SocketAuth = z.input<typeof socketAuthSchema>;
+
+/** GET /api/rooms/:room/join (teacher): what to put on the projector. */
+export interface RoomJoinInfo {
+  room: string;
+  code: string;
+  /** The class link with room and code: https on each LAN address first, then plain http. */
+  studentUrls: string[];
+  /** The same on this machine itself. */
+  localUrl: string;
+}
+
+export const signalRelaySchema = z.strictObject({
+  to: memberIdSchema,
+  /** Identifies one peer connection, so that signals of a replaced connection are ignored. */
+  linkId: z.string().regex(/^[a-z0-9-]{1,64}$/),
+  data: z.record(z.string(), z.unknown()),
+});
+export type SignalRelay = z.output<typeof signalRelaySchema>;
+
+// ---------------------------------------------------------------------------
+// ICE configuration: STUN and TURN servers, with short-lived TURN credentials
+// ---------------------------------------------------------------------------
+/** 'relay' makes every link go through TURN (RTCConfiguration.iceTransportPolicy). */
+export const ICE_TRANSPORT_POLICIES = ['all', 'relay'] as const;
+export type IceTransportPolicy = (typeof ICE_TRANSPORT_POLICIES)[number];
+/** stun:, turn: and turns: URIs (RFC 7064, RFC 7065), one per entry, as RTCIceServer.urls takes them. */
+export const ICE_URL_PATTERN = /^(stun|turns?):[^\s,]+$/;
+export const MAX_ICE_SERVERS = 4;
+export const MAX_ICE_URLS_PER_SERVER = 8;
+const ICE_FIELD_MAX_CHARS = 256;
+
+export const iceServerSchema = z.strictObject({
+  urls: z.array(z.string().max(ICE_FIELD_MAX_CHARS).regex(ICE_URL_PATTERN)).min(1).max(MAX_ICE_URLS_PER_SERVER),
+  /** TURN REST scheme (coturn use-auth-secret): "<unix expiry s>:<member id>". */
+  username: z.string().max(ICE_FIELD_MAX_CHARS).optional(),
+  /** base64(HMAC-SHA1(secret, username)). */
+  credential: z.string().max(ICE_FIELD_MAX_CHARS).optional(),
+});
+
+/**
+ * What every worker's peer connections use: the server hands it out with each join and on
+ * `ice:config`, with TURN credentials made for that member alone.
+ */
+export const iceConfigSchema = z.strictObject({
+  iceServers: z.array(iceServerSchema).max(MAX_ICE_SERVERS),
+  iceTransportPolicy: z.enum(ICE_TRANSPORT_POLICIES),
+  /** When the TURN credentials stop working (ms since the epoch); null when there are none. */
+  expiresAt: z.number().int().min(0).nullable(),
+});
+export type IceConfig = z.output<typeof iceConfigSchema>;
+
+/** No ICE servers: tabs on one LAN reach each other through host candidates. */
+export const DIRECT_ICE_CONFIG: IceConfig = { iceServers: [], iceTransportPolicy: 'all', expiresAt: null };
+
+const finite = z.number().finite();
+
+/** Numbers each Start of a room, so reports of an earlier run are told apart. */
+const runSchema = z.number().int().min(1);
+
+/** Where one step's time went on one worker, in ms (shared/trainer.ts StepTiming). */
+export const stepTimingSchema = z.strictObject({
+  computeMs: finite.min(0),
+  readbackMs: finite.min(0),
+  commMs: finite.min(0),
+  applyMs: finite.min(0),
+});
+export type StepTimingReport = z.output<typeof stepTimingSchema>;
+
+/** How the step's gradients travelled, and the link model the ring agreed on. */
+export const collectiveReportSchema = z.strictObject({
+  algorithm: z.enum(ALGORITHMS),
+  /** The ring's mean per-hop latency, measured once the generation's links are open (ms); 0 before. */
+  alphaMs: finite.min(0),
+  /** The ring's mean link bandwidth, measured with it (MB/s); 0 before. */
+  betaMBps: finite.min(0),
+  timing: stepTimingSchema,
+});
+export type CollectiveReport = z.output<typeof collectiveReportSchema>;
+
+export const progressReportSchema = z.strictObject({
+  run: runSchema,
+  generation: z.number().int().min(0),
+  step: z.number().int().min(0),
+  epoch: z.number().int().min(0),
+  loss: finite,
+  trainAccuracy: finite.min(0).max(1),
+  examplesPerSec: finite.min(0),
+  weightsHash: z.string().regex(/^[0-9a-f]{16}$/),
+  /** The step the run will end at if the membership stays as it is. */
+  totalSteps: z.number().int().min(0),
+  /** This worker's compute time for the step (forward, backward, read-back). */
+  computeMs: finite.min(0),
+  /** The step compared the replicas' weight hashes around the ring, and found them different. */
+  hashChecked: z.boolean(),
+  hashMismatch: z.boolean(),
+  /** This worker's share of the step's global batch (0..1). */
+  batchShare: finite.min(0).max(1),
+  /** Throughput of this worker's link to its right neighbour during the step's all-reduce (MB/s). */
+  linkMBps: finite.min(0),
+  collective: collectiveReportSchema,
+});
+export type ProgressReport = z.output<typeof progressReportSchema>;
+
+export const evaluationReportSchema = z.strictObject({
+  run: runSchema,
+  generation: z.number().int().min(0),
+  step: z.number().int().min(0),
+  epoch: z.number().int().min(0),
+  accuracy: finite.min(0).max(1),
+});
+export type EvaluationReport = z.output<typeof evaluationReportSchema>;
+
+export const FINISH_REASONS = ['completed', 'stopped', 'failed'] as const;
+
+export const finishReportSchema = z.strictObject({
+  run: runSchema,
+  generation: z.number().int().min(0),
+  step: z.number().int().min(0),
+  reason: z.enum(FINISH_REASONS),
+  code: z.string().max(64).optional(),
+  message: z.string().max(500).optional(),
+});
+export type FinishReport = z.output<typeof finishReportSchema>;
+
+/** The chief asks the server to drop a member that keeps missing the step deadline. */
+export const dropRequestSchema = z.strictObject({
+  run: runSchema,
+  generation: z.number().int().min(0),
+  member: memberIdSchema,
+  step: z.number().int().min(0),
+  computeMs: finite.min(0),
+  deadlineMs: finite.min(0),
+});
+export type DropRequest = z.output<typeof dropRequestSchema>;
+
+/**
+ * What a ring peer did that no honest peer does; the receiver rejects the message
+ * before adding any of it, fails the collective at once and names the sender.
+ * - length: the payload is not the size the schedule gives that chunk;
+ * - malformed: too short for a header, an unknown phase, tag or ring step, a chunk index
+ *   outside the segment, or another wire format than the collective's;
+ * - non-finite: a NaN or ±Infinity value (an honest sender saturates and flags instead);
+ * - generation: a generation newer than the receiver's ring (never honest: the network holds
+ *   those back until that generation is applied);
+ * - duplicate: the same chunk twice in one collective (a replay);
+ * - out-of-order: a later collective's message while the sender still owed this one's.
+ */
+export const MISBEHAVIOURS = ['length', 'malformed', 'non-finite', 'generation', 'duplicate', 'out-of-order'] as const;
+export type Misbehaviour = (typeof MISBEHAVIOURS)[number];
+
+/**
+ * A ring member names the sender whose message it rejected. The server evicts the accused
+ * only when the topology of `generation` makes it one of the reporter's senders (its left
+ * neighbour or a halving-doubling partner), and only once per reporter and run (see
+ * Room.evict for the whole rule).
+ */
+export const evictRequestSchema = z.strictObject({
+  run: runSchema,
+  generation: z.number().int().min(0),
+  member: memberIdSchema,
+  step: z.number().int().min(0),
+  reason: z.enum(MISBEHAVIOURS),
+  detail: z.string().max(200),
+});
+export type EvictRequest = z.output<typeof evictRequestSchema>;
+
+/** A member's link broke but nobody left: re-form the ring (links are dialled again). */
+export const reformRequestSchema = z.strictObject({
+  generation: z.number().int().min(0),
+  reason: z.string().max(200),
+});
+export type ReformRequest = z.output<typeof reformRequestSchema>;
+
+// ---------------------------------------------------------------------------
+// Shapes the server sends
+// ---------------------------------------------------------------------------
+export interface MemberInfo {
+  id: string;
+  name: string;
+  /** Monotonically increasing within a room; never reused. */
+  index: number;
+  /** Position in the generation's ring, or null while waiting to be admitted. */
+  rank: number | null;
+  backend: Backend;
+  kind: WorkerKind;
+  adapter: string | null;
+  examplesPerSec: number;
+  step: number;
+  weightsHash: string | null;
+  /** Last reported compute time of one step, in ms. */
+  computeMs: number;
+  /** Share of the last global batch this member trained on (0..1). */
+  batchShare: number;
+  /** Measured throughput of the link from this member to the next rank (MB/s), 0 before any step. */
+  linkMBps: number;
+  /** The algorithm, link model and time split of the member's last step; null before any. */
+  collective: CollectiveReport | null;
+  /** False while the member's signaling connection is down (it may be reconnecting). */
+  connected: boolean;
+  /** The signaling node holding its connection, when several share rooms over Redis; else null. */
+  node: string | null;
+}
+
+/** One numbered membership: the ring is `members` in this order, rank 0 is the chief. */
+export interface Generation {
+  room: string;
+  generation: number;
+  members: MemberInfo[];
+}
+
+/** What a resumed run starts from; sent with train:start. */
+export interface ResumePoint {
+  checkpointId: string;
+  step: number;
+  dataCursor: { epoch: number; offset: number };
+  weightsHash: string;
+}
+
+export interface TrainStart {
+  /** Counts the room's runs; reports carry it back. */
+  run: number;
+  generation: number;
+  config: StartConfig;
+  startStep: number;
+  /** The checkpoint every worker restores before the first step, or null for a fresh start. */
+  resume: ResumePoint | null;
+  /**
+   * True for late joiners of a run in progress: they take the whole state (weights,
+   * optimizer, cursor) from the live chief when the ring admits them, not from a checkpoint.
+   */
+  admitted: boolean;
+}
+
+/**
+ * Sent to a member taken out of the ring: 'straggler', dropped by the chief for missing the
+ * step deadline; 'evicted', for sending data no honest peer sends (or, as a reporter, for a
+ * second accusation in one run: Room.evict).
+ */
+export type MemberDropped =
+  | { reason: 'straggler'; step: number; computeMs: number; deadlineMs: number }
+  | { reason: 'evicted'; step: number; misbehaviour: Misbehaviour | 'accusations'; detail: string };
+
+export const ROOM_EVENT_KINDS = ['joined', 'left', 'admitted', 'dropped', 'evicted', 'resynced', 'reformed'] as const;
+export type RoomEventKind = (typeof ROOM_EVENT_KINDS)[number];
+
+/** What happened to a room's ring, newest last: the teacher page's log and the recovery timings. */
+export interface RoomEvent {
+  /** Server time, ms since the epoch. */
+  at: number;
+  kind: RoomEventKind;
+  generation: number;
+  step: number;
+  /** Member names concerned, if any. */
+  members: string[];
+  detail: string;
+}
+
+export interface DroppedMember {
+  id: string;
+  name: string;
+  index: number;
+  /** 'straggler': too slow (computeMs, deadlineMs); 'evicted': sent bad ring data (misbehaviour, reportedBy). */
+  reason: 'straggler' | 'evicted';
+  step: number;
+  /** Stragglers: the member's compute time and the ring's deadline, ms; 0 for evictions. */
+  computeMs: number;
+  deadlineMs: number;
+  /** Evictions: what the member sent, or 'accusations' for a reporter over its allowance; null for stragglers. */
+  misbehaviour: Misbehaviour | 'accusations' | null;
+  /** Evictions: the name of the member whose ring rejected the data; null otherwise. */
+  reportedBy: string | null;
+  detail: string;
+  at: number;
+}
+
+export interface TrainStop {
+  /**
+   * 'failure': the ring could not heal itself; the room goes back to the latest checkpoint.
+   * 'ended': to joiners still waiting for the state when the run finished.
+   */
+  reason: 'teacher' | 'failure' | 'ended';
+}
+
+export interface RoomStatus {
+  room: string;
+  state: RoomState;
+  /** The current or last run, 0 before the first Start. */
+  run: number;
+  generation: number;
+  step: number;
+  epoch: number;
+  chief: string | null;
+  members: MemberInfo[];
+  /** Students who joined while training ran; they enter at the next generation. */
+  waiting: MemberInfo[];
+  config: StartConfig | null;
+  totalSteps: number | null;
+  /** Members dropped as stragglers or evicted for bad ring data during this run; they may join again. */
+  dropped: DroppedMember[];
+  /** Weight-hash comparisons around the ring, and how many found drift (then resynced from the chief). */
+  consistency: { checks: number; mismatches: number; lastMismatchStep: number | null };
+  /** The ring's recent history: joins, leaves, admissions, drops, resyncs. */
+  events: RoomEvent[];
+  /** loss and trainAccuracy: global, from the last step; accuracy: test set, after the last epoch. */
+  metrics: { loss: number | null; accuracy: number | null; trainAccuracy: number | null };
+  lastError: ErrorBody | null;
+}
+
+export interface MetricPoint {
+  /** Server time of the report, ms since the epoch (for rates and the ETA). */
+  at: number;
+  step: number;
+  loss: number;
+  trainAccuracy: number;
+}
+
+export interface RoomMetrics {
+  room: string;
+  history: MetricPoint[];
+  evaluations: Array<{ epoch: number; step: number; accuracy: number }>;
+}
+
+/**
+ * GET /api/info: how students reach this server, so a page loaded over plain http from a
+ * LAN address (not a secure context: no WebGPU) can offer its https twin.
+ */
+export interface ServerInfo {
+  /** The room printed at start-up: ROOM, or the generated join code ("K7M-Q2P"). */
+  defaultRoom: string;
+  httpPort: number;
+  /** null when the server runs without HTTPS. */
+  httpsPort: number | null;
+  /** Student URLs of the default room: https on each LAN address first, then plain http. */
+  studentUrls: string[];
+  /** The student URL on this machine itself (http://localhost is a secure context). */
+  localUrl: string;
+}
+
+export type AckResult<T> = ({ ok: true } & T) | { ok: false; error: ErrorBody };
+export type Ack<T> = (result: AckResult<T>) => void;
+
+export interface JoinAccepted {
+  memberId: string;
+  index: number;
+  room: string;
+  /** Secret of this membership: the chief's checkpoint uploads carry it (Authorization: Bearer). */
+  memberToken: string;
+  /** ICE servers and fresh TURN credentials for this member's peer connections. */
+  ice: IceConfig;
+}
+
+// ---------------------------------------------------------------------------
+// socket.io event maps
+// ---------------------------------------------------------------------------
+export interface ClientToServerEvents {
+  'room:join': (request: JoinRequest, ack: Ack<JoinAccepted>) => void;
+  'room:leave': (ack?: Ack<Record<string, never>>) => void;
+  'signal:relay': (relay: SignalRelay, ack?: Ack<Record<string, never>>) => void;
+  'worker:progress': (report: ProgressReport) => void;
+  'worker:evaluated': (report: EvaluationReport) => void;
+  'worker:finished': (report: FinishReport) => void;
+  'ring:drop': (request: DropRequest) => void;
+  'ring:reform': (request: ReformRequest) => void;
+  /** Fresh TURN credentials for a member whose current ones are about to expire. */
+  'ice:config': (ack: Ack<{ ice: IceConfig }>) => void;
+  'ring:evict': (request: EvictRequest, ack?: Ack<{ evicted: string[] }>) => void;
+}
+
+/** Every client event name, checked against the map so the list cannot fall out of date. */
+export const CLIENT_EVENT_NAMES = Object.keys({
+  'room:join': true,
+  'room:leave': true,
+  'signal:relay': true,
+  'worker:progress': true,
+  'worker:evaluated': true,
+  'worker:finished': true,
+  'ring:drop': true,
+  'ring:reform': true,
+  'ice:config': true,
+  'ring:evict': true,
+} satisfies Record<keyof ClientToServerEvents, true>) as Array<keyof ClientToServerEvents>;
+
+export interface ServerToClientEvents {
+  'ring:generation': (generation: Generation) => void;
+  'signal:relay': (relay: { from: string; linkId: string; data: Record<string, unknown> }) => void;
+  'train:start': (start: TrainStart) => void;
+  'train:stop': (stop: TrainStop) => void;
+  'member:dropped': (dropped: MemberDropped) => void;
+  /** The teacher paused: every replica stops after the same step and waits for train:resume. */
+  'train:pause': () => void;
+  'train:resume': () => void;
+  /** Errors for events that have no ack. */
+  'server:error': (error: ErrorBody) => void;
+}
+
+// ---------------------------------------------------------------------------
+// Validation helper
+// ---------------------------------------------------------------------------
+/** Parses untrusted input, throwing ERR_BAD_REQUEST that names the first bad field. */
+export function parseOrThrow<S extends z.ZodType>(schema: S, input: unknown): z.output<S> {
+  const result = schema.safeParse(input);
+  if (result.success) return result.data;
+  const issue = result.error.issues[0];
+  const field = issue && issue.path.length > 0 ? issue.path.map(String).join('.') : undefined;
+  const message = issue ? `${field ?? 'body'}: ${issue.message}` : 'invalid input';
+  throw new WebringError('ERR_BAD_REQUEST', message, field);
+}
+

@@ -1,0 +1,96 @@
+/**
+ * Data sharding as tf.data does it for MultiWorkerMirroredStrategy: one global permutation
+ * per epoch (seeded by the epoch), global batches taken in order from it, and each rank
+ * taking a contiguous slice of every global batch. The union of the slices is exactly the
+ * global batch.
+ *
+ * The cursor counts examples consumed within the epoch rather than steps, so it stays exact
+ * when the world size (and so the global batch) changes between steps. The last global
+ * batch of an epoch is whatever remains, split as evenly as the ranks allow, so every
+ * example of an epoch is trained exactly once whatever the membership did.
+ */
+import { mixSeed, permutationInto } from '../util/random';
+
+export interface DataCursor {
+  epoch: number;
+  /** Examples of this epoch's permutation already consumed by completed steps. */
+  offset: number;
+}
+
+export interface GlobalBatch {
+  epoch: number;
+  /** Start of the global batch within the epoch's permutation. */
+  offset: number;
+  /** Examples in this global batch: perWorker × N, or fewer at the end of an epoch. */
+  size: number;
+  worldSize: number;
+}
+
+/** The global batch the next step trains on. A cursor at the end of an epoch reads the next epoch. */
+export function nextBatch(cursor: DataCursor, perWorker: number, worldSize: number, trainCount: number): GlobalBatch {
+  const atEnd = cursor.offset >= trainCount;
+  const epoch = atEnd ? cursor.epoch + 1 : cursor.epoch;
+  const offset = atEnd ? 0 : cursor.offset;
+  return { epoch, offset, size: Math.min(perWorker * worldSize, trainCount - offset), worldSize };
+}
+
+/** The cursor after `batch` was trained; at the end of an epoch it rolls over to the next. */
+export function advance(batch: GlobalBatch, trainCount: number): DataCursor {
+  const offset = batch.offset + batch.size;
+  return offset >= trainCount ? { epoch: batch.epoch + 1, offset: 0 } : { epoch: batch.epoch, offset };
+}
+
+/** Rank `rank`'s part of a global batch: [start, start + count) within the epoch's permutation. */
+export function shardOf(batch: GlobalBatch, rank: number): { start: number; count: number } {
+  const from = Math.floor((rank * batch.size) / batch.worldSize);
+  const to = Math.floor(((rank + 1) * batch.size) / batch.worldSize);
+  return { start: batch.offset + from, count: to - from };
+}
+
+/** Steps an epoch takes at a fixed world size, counting the short last batch. */
+export function stepsPerEpoch(trainCount: number, globalBatchSize: number): number {
+  return Math.ceil(trainCount / globalBatchSize);
+}
+
+/**
+ * Steps left until `epochs` epochs are done, from `cursor`, if the world size stayed as it
+ * is now. An estimate for progress bars: the membership may change.
+ */
+export function stepsRemaining(cursor: DataCursor, epochs: number, trainCount: number, globalBatchSize: number): number {
+  if (cursor.epoch >= epochs) return 0;
+  const thisEpoch = Math.ceil((trainCount - cursor.offset) / globalBatchSize);
+  return thisEpoch + (epochs - cursor.epoch - 1) * stepsPerEpoch(trainCount, globalBatchSize);
+}
+
+/** Caches the current epoch's permutation in one reused array. */
+export class EpochPermutation {
+  private readonly order: Uint32Array;
+  private epoch = -1;
+
+  constructor(
+    private readonly trainCount: number,
+    private readonly seed: number,
+  ) {
+    this.order = new Uint32Array(trainCount);
+  }
+
+  forEpoch(epoch: number): Uint32Array {
+    if (epoch !== this.epoch) {
+      permutationInto(this.order, mixSeed(this.seed, epoch));
+      this.epoch = epoch;
+    }
+    return this.order;
+  }
+
+  /** Dataset indices of rank `rank`'s shard of a global batch, written to the front of `out`; returns that view. */
+  sliceInto(out: Uint32Array, batch: GlobalBatch, rank: number): Uint32Array {
+    const order = this.forEpoch(batch.epoch);
+    const { start, count } = shardOf(batch, rank);
+    for (let i = 0; i < count; i++) out[i] = order[start + i]!;
+    return out.subarray(0, count);
+  }
+
+  get size(): number {
+    return this.trainCount;
+  }
+}

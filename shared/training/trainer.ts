@@ -1,0 +1,628 @@
+/**
+ * The DOM-free training core: one synchronous data-parallel step, as MultiWorkerMirroredStrategy
+ * does it. Each replica computes gradients on its slice of the global batch, flattens them
+ * into one reused buffer in a fixed variable order, all-reduces, divides by N, and applies
+ * the result with its own optimizer. Identical inputs in, identical weights out.
+ *
+ * The collective is injected: a RingAllReduce over data channels in a tab or a Node worker,
+ * an in-memory ring in the unit tests.
+ */
+import * as tf from '@tensorflow/tfjs';
+import { COLLECTIVE_TAG, type CollectiveOptions, type CollectiveTag } from '../collectives/ring-allreduce';
+import { EpochPermutation, advance, nextBatch, shardOf, stepsRemaining, type DataCursor } from './sharding';
+import { MNIST_CLASSES, MNIST_PIXELS, type MnistDataset } from '../data/mnist-format';
+import { buildModel, buildOptimizer } from './models';
+import { WeightsHasher } from './weights-hash';
+import { MAX_ROOM_MEMBERS, type Algorithm, type StartConfig } from '../protocol';
+import { chooseAlgorithm, createProbeBuffers, measureLinkModels, type LinkModel, type LinkModels, type ProbeBuffers } from '../collectives/choice';
+import { WebringError } from '../protocol/errors';
+import { HASH_VOTE_FLOATS, VOTE_FLOATS, counterVote, disagreement, hashesDiffer, unanimous, writeHashVotes, writeVote } from './agreement';
+import {
+  createOptimizerSlots,
+  loadOptimizerWeights,
+  optimizerIterations,
+  optimizerStateLength,
+  optimizerStateVariables,
+  setOptimizerIterations,
+} from '../checkpoints/optimizer-state';
+
+export interface Collective {
+  readonly rank: number;
+  readonly worldSize: number;
+  /** Without options the collective is float32 and exact: the hand-over and evaluations rely on that. */
+  allReduce(buf: Float32Array, step: number, tag: CollectiveTag, options?: CollectiveOptions): Promise<void>;
+}
+
+/**
+ * Appended to the gradients so that one all-reduce also agrees on the metrics, on stopping,
+ * on admitting the next generation, on whether the replicas still hold the same weights,
+ * tells every replica how long each rank took to compute (straggler detection), and
+ * averages the link measurements from which every replica picks the same algorithm for
+ * the next step.
+ */
+const TAIL_LOSS = 0;
+const TAIL_CORRECT = 1;
+const TAIL_STOP = 2;
+const TAIL_PAUSE = 3;
+const TAIL_ADMIT = 4;
+const TAIL_HASH = TAIL_ADMIT + VOTE_FLOATS;
+const TAIL_COMPUTE_MS = TAIL_HASH + HASH_VOTE_FLOATS;
+/** α and β of the ring, then of halving-doubling: each rank's measurement, summed. */
+const TAIL_MODELS = TAIL_COMPUTE_MS + MAX_ROOM_MEMBERS;
+const MODEL_FLOATS = 4;
+const TAIL_MESH_READY = TAIL_MODELS + MODEL_FLOATS;
+/** How many replicas' own gradient or loss was not finite (or absurdly large); they sent zeros instead. */
+const TAIL_NON_FINITE = TAIL_MESH_READY + 1;
+const TAIL_LENGTH = TAIL_NON_FINITE + 1;
+
+/**
+ * A replica's own gradient values must stay below this magnitude to travel (issue 7): then no
+ * honest float32 partial sum can overflow (a received finite value plus one below 2^100
+ * rounds back below 2^128), so a non-finite value on the wire can only come from a broken or
+ * hostile sender. Anything larger is a diverged model.
+ */
+export const MAX_LOCAL_GRADIENT = 2 ** 100;
+
+/** Replicas compare weight hashes at least this often (every step whose number is a multiple). */
+export const HASH_CHECK_EVERY_STEPS = 10;
+
+/** Layout of the state a live replica hands over: position first, then weights, then optimizer. */
+const STATE_STEP = 0;
+const STATE_EPOCH = 1;
+const STATE_OFFSET = 2;
+const STATE_PENDING_EVAL = 3;
+const STATE_STOPPED = 4;
+const STATE_ITERATIONS = 5;
+const STATE_HEADER = 6;
+
+/** The agreement check before a hand-over: votes on step, weights hash, owed evaluation, stop. */
+const AGREE_STEP = 0;
+const AGREE_HASH = AGREE_STEP + VOTE_FLOATS;
+const AGREE_PENDING_EVAL = AGREE_HASH + HASH_VOTE_FLOATS;
+const AGREE_STOPPED = AGREE_PENDING_EVAL + VOTE_FLOATS;
+const AGREE_LENGTH = AGREE_STOPPED + VOTE_FLOATS;
+
+const EVAL_BATCH = 250;
+const PIXEL_SCALE = 1 / 255;
+
+export interface StepOptions {
+  /** This replica asks the ring to stop after this step. */
+  requestStop?: boolean;
+  /** This replica asks the ring to pause after this step (the teacher's Pause). */
+  requestPause?: boolean;
+  /** The pending generation this replica is ready to switch to (links open), or null. */
+  readyFor?: number | null;
+  /** Debug only (tests): extra milliseconds of "compute", to play a slow laptop. */
+  extraComputeMs?: number;
+  /** Every link halving-doubling needs is open on this replica (RingNetwork.meshReady). */
+  meshReady?: boolean;
+}
+
+/** Where one step's time went on this replica, in ms. */
+export interface StepTiming {
+  /** Forward and backward until the device finished them (the loss read back). */
+  computeMs: number;
+  /** Reading the gradients back from the device into the all-reduce buffer. */
+  readbackMs: number;
+  /** The gradient all-reduce, including waiting for the slowest rank. */
+  commMs: number;
+  /** Averaging and handing the update to the optimizer. */
+  applyMs: number;
+}
+
+export interface StepResult {
+  /** The step just completed (0-based); the replica's step counter is now step + 1. */
+  step: number;
+  epoch: number;
+  /** Mean loss over the whole global batch. */
+  loss: number;
+  /** Accuracy over the whole global batch. */
+  trainAccuracy: number;
+  /** L2 norm of the averaged gradient: zero would mean a broken backend readback. */
+  gradNorm: number;
+  /** True when any replica asked to stop; every replica sees the same value. */
+  stop: boolean;
+  /** True when any replica asked to pause after this step. */
+  pause: boolean;
+  /** True when this step was the last of its epoch. */
+  epochEnd: boolean;
+  /** Examples this replica trained on in this step. */
+  examples: number;
+  globalBatchSize: number;
+  /** True when every replica was ready for the same pending generation: switch to it now. */
+  admit: boolean;
+  /** Whether this step compared the replicas' weights hashes, and whether they differed. */
+  hashChecked: boolean;
+  hashMismatch: boolean;
+  /** Each rank's compute time for this step in ms, indexed by rank (identical on every replica). */
+  computeMs: number[];
+  /** The algorithm this step's gradients took. */
+  algorithm: Algorithm;
+  /** Each algorithm's mean link measurements as agreed in this step (null before any). */
+  models: LinkModels | null;
+  timing: StepTiming;
+}
+
+export class Trainer {
+  readonly model: tf.LayersModel;
+  readonly optimizer: tf.Optimizer;
+  readonly config: StartConfig;
+  private readonly variables: tf.Variable[];
+  private readonly offsets: number[];
+  readonly parameterCount: number;
+
+  private collective: Collective;
+  private readonly dataset: MnistDataset;
+  private readonly permutation: EpochPermutation;
+  private cursor: DataCursor = { epoch: 0, offset: 0 };
+  private stepCounter = 0;
+  /** The epoch whose closing evaluation is still owed (after an epoch's last step), or null. */
+  pendingEvaluation: number | null = null;
+  /** Set once the ring agreed to stop; part of the shared state, like the step. */
+  stopped = false;
+  /** Bumped whenever the weights change, so the hash is read back only when needed. */
+  private weightsVersion = 0;
+  private hashCache: { version: number; hash: string } | null = null;
+
+  // Reused across steps: the per-step path allocates no JS buffers of its own.
+  private readonly flat: Float32Array;
+  private readonly images: Float32Array;
+  private readonly labels: Int32Array;
+  private readonly indices: Uint32Array;
+  private readonly evalBuffer = new Float32Array(2);
+  private readonly agreeBuffer = new Float32Array(AGREE_LENGTH);
+  /** Allocated on the first measurement (a ring of one never measures), then reused. */
+  private probes: ProbeBuffers | null = null;
+  /** This replica's link measurements in this generation; null until measured. */
+  private measured: LinkModels | null = null;
+  /**
+   * Set when every replica's partner links were open in the last step and the links of
+   * this generation are not measured yet: the worker then calls measureLinks before the
+   * next step. Derived from the agreed tail, so it is the same on every replica.
+   */
+  measureDue = false;
+  /** What the next gradient all-reduce uses; every replica derives the same from the tail. */
+  private nextAlgorithm: Algorithm = 'ring';
+  private readonly timing: StepTiming = { computeMs: 0, readbackMs: 0, commMs: 0, applyMs: 0 };
+  /**
+   * The gradients travel in the configured format (the tail's votes and counts stay exact)
+   * with the algorithm picked for the step; one object, updated, not one per step.
+   */
+  private readonly gradientOptions: CollectiveOptions;
+  /** Allocated on the first state hand-over: joins and resyncs are rare. */
+  private stateBuffer: Float32Array | null = null;
+
+  constructor(config: StartConfig, dataset: MnistDataset, collective: Collective) {
+    this.config = config;
+    this.dataset = dataset;
+    this.collective = collective;
+    this.model = buildModel(config.model, config.seed);
+    this.optimizer = buildOptimizer(config.optimizer, config.learningRate);
+    this.variables = this.model.trainableWeights.map((w) => (w as unknown as { val: tf.Variable }).val);
+    createOptimizerSlots(config.optimizer, this.optimizer, this.variables);
+    this.offsets = [];
+    let total = 0;
+    for (const v of this.variables) {
+      this.offsets.push(total);
+      total += v.size;
+    }
+    this.parameterCount = total;
+    this.flat = new Float32Array(total + TAIL_LENGTH);
+    this.gradientOptions = { wire: config.wire, exactTail: TAIL_LENGTH, algorithm: 'ring' };
+    const b = config.batchSizePerWorker;
+    this.images = new Float32Array(b * MNIST_PIXELS);
+    this.labels = new Int32Array(b);
+    this.indices = new Uint32Array(b);
+    this.permutation = new EpochPermutation(dataset.trainCount, config.seed);
+  }
+
+  get step(): number {
+    return this.stepCounter;
+  }
+
+  get epoch(): number {
+    return this.cursor.epoch;
+  }
+
+  get dataCursor(): DataCursor {
+    return { ...this.cursor };
+  }
+
+  get worldSize(): number {
+    return this.collective.worldSize;
+  }
+
+  get rank(): number {
+    return this.collective.rank;
+  }
+
+  get globalBatchSize(): number {
+    return this.config.batchSizePerWorker * this.collective.worldSize;
+  }
+
+  /** True once the run has nothing left to train: all epochs done, maxSteps reached, or stopped. */
+  get finished(): boolean {
+    const { epochs, maxSteps } = this.config;
+    return this.stopped || this.cursor.epoch >= epochs || (maxSteps !== undefined && this.stepCounter >= maxSteps);
+  }
+
+  /** The step the run will end at if the world size stays as it is now. */
+  get totalSteps(): number {
+    const left = stepsRemaining(this.cursor, this.config.epochs, this.dataset.trainCount, this.globalBatchSize);
+    const end = this.stepCounter + left;
+    return this.config.maxSteps === undefined ? end : Math.min(end, this.config.maxSteps);
+  }
+
+  setCollective(collective: Collective): void {
+    this.collective = collective;
+    // A new generation starts on the ring until its own measurements are agreed.
+    this.nextAlgorithm = 'ring';
+    this.measured = null;
+    this.measureDue = false;
+  }
+
+  /**
+   * Measures both algorithms' links (collective-choice.ts) when measureDue says so; every
+   * replica calls it before the same step. The next step's tail averages the measurements.
+   */
+  async measureLinks(): Promise<LinkModels> {
+    this.measureDue = false;
+    // Probed at the gradient buffer's own size and format: β where the choice is made.
+    this.probes ??= createProbeBuffers(this.flat.length);
+    this.measured = await measureLinkModels(this.collective, this.stepCounter, this.probes, true, this.config.wire);
+    return this.measured;
+  }
+
+  /** Replaces the weights, given in variable order (checkpoint restore). */
+  setWeights(values: tf.Tensor[]): void {
+    if (values.length !== this.variables.length) {
+      throw new WebringError('ERR_BAD_DATA', `checkpoint has ${values.length} weights, the ${this.config.model} has ${this.variables.length}`);
+    }
+    this.variables.forEach((v, i) => {
+      const value = values[i]!;
+      if (value.shape.join('x') !== v.shape.join('x')) {
+        throw new WebringError('ERR_BAD_DATA', `checkpoint weight ${i} has shape ${value.shape}, the model needs ${v.shape}`);
+      }
+    });
+    this.variables.forEach((v, i) => v.assign(values[i]!));
+    this.weightsVersion++;
+  }
+
+  /** Replaces the optimizer state with saved weights (checkpoint restore). */
+  loadOptimizerWeights(weights: Parameters<tf.Optimizer['setWeights']>[0]): Promise<void> {
+    return loadOptimizerWeights(this.config.optimizer, this.optimizer, weights, this.variables);
+  }
+
+  /** Positions the replica, e.g. at a resumed step; the cursor must come from the same run. */
+  setPosition(step: number, cursor: DataCursor): void {
+    this.stepCounter = step;
+    this.cursor = { ...cursor };
+  }
+
+  /** Floats of the state a replica hands over: position, weights, optimizer state. */
+  get stateLength(): number {
+    return STATE_HEADER + this.parameterCount + optimizerStateLength(this.config.optimizer, this.parameterCount);
+  }
+
+  /**
+   * Makes every replica's whole state (weights, optimizer state, step, data cursor, owed
+   * evaluation) equal to rank 0's.
+   *
+   * First a tiny all-reduce checks whether they already agree (survivors of a leave
+   * usually do); if so, nothing more is sent. Otherwise rank 0 contributes its state and
+   * everyone else zeros, so the all-reduced sum is exactly rank 0's values, and every
+   * replica, rank 0 included, loads it through the same assignments and ends bit-identical.
+   *
+   * The first collectives of every generation are this hand-over, keyed at step 0: a
+   * joiner does not know the step yet; it learns it from the state. Returns whether state
+   * was transferred.
+   */
+  async syncState(keyStep = 0): Promise<boolean> {
+    const check = this.agreeBuffer;
+    check.fill(0);
+    writeVote(check, AGREE_STEP, counterVote(this.stepCounter));
+    writeHashVotes(check, AGREE_HASH, await this.weightsHash());
+    writeVote(check, AGREE_PENDING_EVAL, this.pendingEvaluation === null ? 0 : counterVote(this.pendingEvaluation));
+    writeVote(check, AGREE_STOPPED, this.stopped ? 1 : 0);
+    await this.collective.allReduce(check, keyStep, COLLECTIVE_TAG.agree);
+    const n = this.collective.worldSize;
+    const agreed =
+      !disagreement(check, AGREE_STEP, n) &&
+      !hashesDiffer(check, AGREE_HASH, n) &&
+      !disagreement(check, AGREE_PENDING_EVAL, n) &&
+      !disagreement(check, AGREE_STOPPED, n);
+    if (agreed) return false;
+
+    const state = (this.stateBuffer ??= new Float32Array(this.stateLength));
+    state.fill(0);
+    const optimizerVars = optimizerStateVariables(this.config.optimizer, this.optimizer);
+    if (this.collective.rank === 0) {
+      state[STATE_STEP] = this.stepCounter;
+      state[STATE_EPOCH] = this.cursor.epoch;
+      state[STATE_OFFSET] = this.cursor.offset;
+      state[STATE_PENDING_EVAL] = this.pendingEvaluation === null ? 0 : this.pendingEvaluation + 1;
+      state[STATE_STOPPED] = this.stopped ? 1 : 0;
+      state[STATE_ITERATIONS] = optimizerIterations(this.optimizer);
+      const all = [...this.variables, ...optimizerVars];
+      const values = await Promise.all(all.map((v) => v.data() as Promise<Float32Array>));
+      let at = STATE_HEADER;
+      for (const vals of values) {
+        state.set(vals, at);
+        at += vals.length;
+      }
+    }
+    await this.collective.allReduce(state, keyStep, COLLECTIVE_TAG.sync);
+    this.stepCounter = state[STATE_STEP]!;
+    this.cursor = { epoch: state[STATE_EPOCH]!, offset: state[STATE_OFFSET]! };
+    const pending = state[STATE_PENDING_EVAL]!;
+    this.pendingEvaluation = pending === 0 ? null : pending - 1;
+    this.stopped = state[STATE_STOPPED]! > 0;
+    setOptimizerIterations(this.optimizer, state[STATE_ITERATIONS]!);
+    tf.tidy(() => {
+      let at = STATE_HEADER;
+      for (const v of [...this.variables, ...optimizerVars]) {
+        // slice, not subarray: the CPU backend keeps the array it is given as the tensor's
+        // storage, and the variable would then change whenever the buffer is reused.
+        v.assign(tf.tensor(state.slice(at, at + v.size), v.shape, 'float32'));
+        at += v.size;
+      }
+    });
+    this.weightsVersion++;
+    return true;
+  }
+
+  /** One synchronous step on the next global batch. */
+  async trainStep(options: StepOptions = {}): Promise<StepResult> {
+    const t0 = performance.now();
+    const { rank, worldSize } = this.collective;
+    const step = this.stepCounter;
+    const batch = nextBatch(this.cursor, this.config.batchSizePerWorker, worldSize, this.dataset.trainCount);
+    const n = shardOf(batch, rank).count;
+    // Compare hashes of the weights this step starts from, every HASH_CHECK_EVERY_STEPS.
+    const hashChecked = step % HASH_CHECK_EVERY_STEPS === 0;
+    const hash = hashChecked ? await this.weightsHash() : null;
+
+    const flat = this.flat;
+    const P = this.parameterCount;
+    const timing = this.timing;
+    flat.fill(0, P);
+    timing.computeMs = 0;
+    timing.readbackMs = 0;
+    if (n > 0) await this.computeGradients(this.permutation.sliceInto(this.indices, batch, rank), n);
+    else flat.fill(0, 0, P); // more ranks than examples left in the epoch: contribute nothing
+    if (options.extraComputeMs) await new Promise((resolve) => setTimeout(resolve, options.extraComputeMs));
+    flat[P + TAIL_STOP] = options.requestStop ? 1 : 0;
+    flat[P + TAIL_PAUSE] = options.requestPause ? 1 : 0;
+    writeVote(flat, P + TAIL_ADMIT, options.readyFor == null ? 0 : counterVote(options.readyFor));
+    if (hash) writeHashVotes(flat, P + TAIL_HASH, hash);
+    flat[P + TAIL_COMPUTE_MS + rank] = performance.now() - t0;
+    writeModels(flat, P + TAIL_MODELS, this.measured);
+    flat[P + TAIL_MESH_READY] = options.meshReady ? 1 : 0;
+    // The sender's own check: a diverged replica sends zeros and says so, rather than NaN.
+    const ownNonFinite = !finiteBelow(flat, 0, P, MAX_LOCAL_GRADIENT) || !Number.isFinite(flat[P + TAIL_LOSS]!);
+    if (ownNonFinite) {
+      flat.fill(0, 0, P);
+      flat[P + TAIL_LOSS] = 0;
+      flat[P + TAIL_CORRECT] = 0;
+    }
+    flat[P + TAIL_NON_FINITE] = ownNonFinite ? 1 : 0;
+
+    const algorithm = this.nextAlgorithm;
+    this.gradientOptions.algorithm = algorithm;
+    const tComm = performance.now();
+    await this.collective.allReduce(flat, step, COLLECTIVE_TAG.gradients, this.gradientOptions);
+    const tApply = performance.now();
+    timing.commMs = tApply - tComm;
+
+    // Each rank sent the sum of its examples' gradients: divide by the global batch for the mean.
+    const diverged = flat[P + TAIL_NON_FINITE]!;
+    if (diverged > 0) {
+      // Every replica holds the same sum, so every replica stops here, before applying anything.
+      throw new WebringError(
+        'ERR_BAD_DATA',
+        `step ${step}: ${diverged} replica(s) computed a gradient or loss that is not finite (the model diverged); resume from a checkpoint with a lower learning rate`,
+      );
+    }
+    const inv = 1 / batch.size;
+    let sq = 0;
+    for (let i = 0; i < P; i++) {
+      const g = flat[i]! * inv;
+      flat[i] = g;
+      sq += g * g;
+    }
+    if (this.config.wire === 'fp16' && !Number.isFinite(sq)) {
+      // Every replica holds the same sum, so every replica stops here, before applying it.
+      throw new WebringError(
+        'ERR_BAD_DATA',
+        `step ${step}: the summed gradient is not finite on the fp16 wire (a partial sum beyond ±65504, or a diverged model); resume with wire 'fp32'`,
+      );
+    }
+    // These tensors may alias `flat` (the CPU backend does not copy); that is safe because
+    // they live only inside this tidy, and `flat` is not written again until the next step.
+    tf.tidy(() => {
+      const named: tf.NamedTensorMap = {};
+      this.variables.forEach((v, i) => {
+        const off = this.offsets[i]!;
+        named[v.name] = tf.tensor(flat.subarray(off, off + v.size), v.shape, 'float32');
+      });
+      this.optimizer.applyGradients(named);
+    });
+    this.weightsVersion++;
+    timing.applyMs = performance.now() - tApply;
+
+    // Every replica holds the same sums, so every replica picks the same next algorithm.
+    const models = readModels(flat, P + TAIL_MODELS, worldSize);
+    const meshReady = flat[P + TAIL_MESH_READY] === worldSize;
+    const wireBytes = P * (this.config.wire === 'fp16' ? 2 : 4) + TAIL_LENGTH * 4;
+    this.nextAlgorithm = chooseAlgorithm(this.config.allreduce, worldSize, wireBytes, models, meshReady);
+    this.measureDue = worldSize > 1 && meshReady && this.measured === null;
+
+    this.cursor = advance(batch, this.dataset.trainCount);
+    this.stepCounter = step + 1;
+    const stop = flat[P + TAIL_STOP]! > 0;
+    const epochEnd = this.cursor.epoch !== batch.epoch;
+    if (stop) this.stopped = true;
+    // The evaluation that closes an epoch, or the run, is owed until it has run.
+    if (epochEnd || this.finished) this.pendingEvaluation = batch.epoch;
+    const computeMs: number[] = [];
+    for (let r = 0; r < worldSize; r++) computeMs.push(flat[P + TAIL_COMPUTE_MS + r]!);
+    return {
+      step,
+      epoch: batch.epoch,
+      loss: flat[P + TAIL_LOSS]! * inv,
+      trainAccuracy: flat[P + TAIL_CORRECT]! * inv,
+      gradNorm: Math.sqrt(sq),
+      stop,
+      pause: flat[P + TAIL_PAUSE]! > 0,
+      epochEnd,
+      examples: n,
+      globalBatchSize: batch.size,
+      admit: unanimous(flat, P + TAIL_ADMIT, worldSize),
+      hashChecked,
+      hashMismatch: hashChecked && hashesDiffer(flat, P + TAIL_HASH, worldSize),
+      computeMs,
+      algorithm,
+      models,
+      timing: { ...timing },
+    };
+  }
+
+  /**
+   * Forward and backward on this rank's `n` examples. The loss is the SUM over the shard,
+   * so `flat` receives the sum of the examples' gradients straight from autodiff (shards
+   * of different sizes then average exactly, with no extra pass over the buffer), and the
+   * tail the summed loss and the correct count.
+   */
+  private async computeGradients(indices: Uint32Array, n: number): Promise<void> {
+    const tCompute = performance.now();
+    this.fillBatch(indices);
+    const { value, grads, correct } = tf.tidy(() => {
+      const x = tf.tensor4d(this.images.subarray(0, n * MNIST_PIXELS), [n, 28, 28, 1]);
+      const labels = tf.tensor1d(this.labels.subarray(0, n), 'int32');
+      const y = tf.oneHot(labels, MNIST_CLASSES);
+      let correctCount: tf.Tensor | null = null;
+      const result = tf.variableGrads(() => {
+        const logits = this.model.apply(x, { training: true }) as tf.Tensor2D;
+        correctCount = tf.keep(tf.sum(tf.cast(tf.equal(tf.argMax(logits, -1), labels), 'float32')));
+        return tf.losses.softmaxCrossEntropy(y, logits, undefined, undefined, tf.Reduction.SUM) as tf.Scalar;
+      }, this.variables);
+      return { value: result.value, grads: result.grads, correct: correctCount as unknown as tf.Tensor };
+    });
+    const flat = this.flat;
+    const P = this.parameterCount;
+    try {
+      // All the step's kernels were queued together, so the loss arrives once the device
+      // has finished the forward and backward passes: the split between compute and read-back.
+      const [lossData, correctData] = await Promise.all([value.data(), correct.data()]);
+      const tReadback = performance.now();
+      // Read every gradient back at once; the GPU queue overlaps the copies.
+      const gradData = await Promise.all(this.variables.map((v) => grads[v.name]!.data()));
+      gradData.forEach((g, i) => flat.set(g as Float32Array, this.offsets[i]));
+      flat[P + TAIL_LOSS] = lossData[0]!;
+      flat[P + TAIL_CORRECT] = correctData[0]!;
+      this.timing.computeMs = tReadback - tCompute;
+      this.timing.readbackMs = performance.now() - tReadback;
+    } finally {
+      value.dispose();
+      correct.dispose();
+      tf.dispose(grads);
+    }
+  }
+
+  /** Test-set accuracy, evaluated data-parallel: each rank scores its shard, one tiny all-reduce sums. */
+  async evaluate(): Promise<number> {
+    const { rank, worldSize } = this.collective;
+    const { trainCount, testCount } = this.dataset;
+    const from = trainCount + Math.floor((rank * testCount) / worldSize);
+    const to = trainCount + Math.floor(((rank + 1) * testCount) / worldSize);
+    let correct = 0;
+    for (let start = from; start < to; start += EVAL_BATCH) {
+      const n = Math.min(EVAL_BATCH, to - start);
+      const images = new Float32Array(n * MNIST_PIXELS);
+      const px = this.dataset.pixels;
+      for (let i = 0; i < n * MNIST_PIXELS; i++) images[i] = px[start * MNIST_PIXELS + i]! * PIXEL_SCALE;
+      const labels = Int32Array.from(this.dataset.labels.subarray(start, start + n));
+      const hits = tf.tidy(() => {
+        const logits = this.model.apply(tf.tensor4d(images, [n, 28, 28, 1]), { training: false }) as tf.Tensor2D;
+        return tf.sum(tf.cast(tf.equal(tf.argMax(logits, -1), tf.tensor1d(labels, 'int32')), 'float32'));
+      });
+      correct += (await hits.data())[0]!;
+      hits.dispose();
+    }
+    this.evalBuffer[0] = correct;
+    this.evalBuffer[1] = to - from;
+    await this.collective.allReduce(this.evalBuffer, this.stepCounter, COLLECTIVE_TAG.evaluation);
+    return this.evalBuffer[0]! / this.evalBuffer[1]!;
+  }
+
+  /** Fingerprint of all weights, in variable order; equal hashes mean bit-identical replicas. */
+  async weightsHash(): Promise<string> {
+    const version = this.weightsVersion;
+    if (this.hashCache?.version === version) return this.hashCache.hash;
+    const values = await Promise.all(this.variables.map((v) => v.data() as Promise<Float32Array>));
+    const hasher = new WeightsHasher();
+    for (const vals of values) hasher.update(vals);
+    const hash = hasher.digest();
+    this.hashCache = { version, hash };
+    return hash;
+  }
+
+  /** Debug only (tests): nudges one weight on this replica, as numeric drift between backends would. */
+  perturbForTest(): void {
+    const v = this.variables[0]!;
+    tf.tidy(() => v.assign(v.add(tf.scalar(1e-3))));
+    this.weightsVersion++;
+  }
+
+  /** All weights concatenated in variable order (for tests and state transfer). */
+  async readWeights(): Promise<Float32Array> {
+    const values = await Promise.all(this.variables.map((v) => v.data() as Promise<Float32Array>));
+    const out = new Float32Array(this.parameterCount);
+    values.forEach((vals, i) => out.set(vals, this.offsets[i]));
+    return out;
+  }
+
+  dispose(): void {
+    this.optimizer.dispose();
+    this.model.dispose();
+  }
+
+  private fillBatch(indices: Uint32Array): void {
+    const px = this.dataset.pixels;
+    const images = this.images;
+    for (let i = 0; i < indices.length; i++) {
+      const idx = indices[i]!;
+      const src = idx * MNIST_PIXELS;
+      const dst = i * MNIST_PIXELS;
+      for (let p = 0; p < MNIST_PIXELS; p++) images[dst + p] = px[src + p]! * PIXEL_SCALE;
+      this.labels[i] = this.dataset.labels[idx]!;
+    }
+  }
+}
+
+/** This replica's measurements into the tail (zeros when not measured: they then sum to zero). */
+function writeModels(flat: Float32Array, at: number, models: LinkModels | null): void {
+  const values = [models?.ring, models?.halvingDoubling];
+  values.forEach((m, i) => {
+    flat[at + 2 * i] = m?.alphaMs ?? 0;
+    flat[at + 2 * i + 1] = m?.betaBytesPerMs ?? 0;
+  });
+}
+
+/** The ring's mean measurements; null when nobody has measured in this generation. */
+function readModels(flat: Float32Array, at: number, n: number): LinkModels | null {
+  const model = (i: number): LinkModel | null => (flat[at + 2 * i]! > 0 ? { alphaMs: flat[at + 2 * i]! / n, betaBytesPerMs: flat[at + 2 * i + 1]! / n } : null);
+  const ring = model(0);
+  const halvingDoubling = model(1);
+  return ring || halvingDoubling ? { ring, halvingDoubling } : null;
+}
+
+/** True when every value of `values[from, from + length)` is finite and below `bound` in magnitude. */
+function finiteBelow(values: Float32Array, from: number, length: number, bound: number): boolean {
+  for (let i = from; i < from + length; i++) {
+    const v = values[i]!;
+    // NaN fails both comparisons.
+    if (!(v < bound && v > -bound)) return false;
+  }
+  return true;
+}

@@ -1,0 +1,275 @@
+/**
+ * HTTP: the room API (the contract the dashboard, Node workers and tests use), the MNIST
+ * file, health, and the built client.
+ */
+import { promises as fs } from 'node:fs';
+import path from 'node:path';
+import type { TrustProxy } from './client-address';
+import { joinCodeMatches } from './join-codes';
+import { normalizeJoinCode } from '../../shared/protocol/join-code';
+import express, { type NextFunction, type Request, type Response } from 'express';
+import multer from 'multer';
+import { WebringError, toWebringError, type ErrorCode } from '../../shared/protocol/errors';
+import { MAX_HTTP_JSON_BYTES, parseOrThrow, roomNameSchema, startConfigSchema, type RoomJoinInfo, type ServerInfo } from '../../shared/protocol';
+import { CHECKPOINT_FILES, CHECKPOINT_FILE_NAMES, LATEST_CHECKPOINT, type CheckpointFile } from '../../shared/checkpoints/checkpoint';
+import { startRun } from '../rooms/runs';
+import { Room } from '../rooms/room';
+import { channelOf, type ServerContext } from '../context';
+import { bearerToken, tokenHash, tokensEqual } from './tokens';
+
+/** Per file of a checkpoint upload; the MLP's weights and Adam state are ~1.2 MB, the CNN's far less. */
+export const MAX_CHECKPOINT_FILE_BYTES = 32 * 1024 * 1024;
+
+const HTTP_STATUS: Partial<Record<ErrorCode, number>> = {
+  ERR_BAD_REQUEST: 400,
+  ERR_UNAUTHORIZED: 401,
+  ERR_BAD_JOIN_CODE: 403,
+  ERR_NOT_CHIEF: 403,
+  ERR_UNKNOWN_ROOM: 404,
+  ERR_UNKNOWN_CHECKPOINT: 404,
+  ERR_BAD_STATE: 409,
+  ERR_NO_WORKERS: 409,
+  ERR_PAYLOAD_TOO_LARGE: 413,
+  ERR_RATE_LIMITED: 429,
+};
+
+/**
+ * Express and its parsers mark the client's own mistakes with a 4xx `status` (a URL
+ * parameter that is not valid percent-encoding, a multipart body busboy cannot read), so
+ * they are a coded 400, not a 500.
+ */
+function clientErrorStatus(err: unknown): boolean {
+  const status = (err as { status?: unknown; statusCode?: unknown } | null)?.status ?? (err as { statusCode?: unknown } | null)?.statusCode;
+  return typeof status === 'number' && status >= 400 && status < 500;
+}
+
+export interface HttpOptions {
+  teacherToken: string;
+  clientDir: string;
+  mnist: () => Promise<Uint8Array>;
+  startedAt: number;
+  /** Ports and URLs, known once the servers listen. */
+  info: () => ServerInfo;
+  joinInfo: (room: string) => RoomJoinInfo;
+  /** Which load balancers' X-Forwarded-For req.ip believes. */
+  trustProxy: TrustProxy;
+  /** Derives the join codes that also let a reader see a room. */
+  joinSecret: Buffer;
+}
+
+export function createHttpApp(ctx: ServerContext, options: HttpOptions): express.Express {
+  const app = express();
+  app.disable('x-powered-by');
+  app.set('trust proxy', options.trustProxy);
+  const store = ctx.checkpoints;
+
+  const requireTeacher = (req: Request, _res: Response, next: NextFunction) => {
+    const token = bearerToken(req.get('authorization'));
+    if (!token || !tokensEqual(token, options.teacherToken)) {
+      next(new WebringError('ERR_UNAUTHORIZED', 'teacher token required: Authorization: Bearer <token>'));
+      return;
+    }
+    next();
+  };
+
+  const roomName = (req: Request): string => parseOrThrow(roomNameSchema, req.params.room);
+
+  /**
+   * Reading a room (its roster, curves and checkpoints) needs what joining needs: the
+   * room's join code (`X-Join-Code`, or `?code=` for download links), a member's token, or
+   * the teacher token. A wrong code counts against the address's wrong-code budget, as a
+   * handshake's does, so the API is no side door for guessing.
+   */
+  const requireRoomReader = async (req: Request, res: Response, next: NextFunction) => {
+    const name = roomName(req);
+    const ip = req.ip ?? req.socket.remoteAddress ?? 'unknown';
+    const token = bearerToken(req.get('authorization'));
+    if (token && tokensEqual(token, options.teacherToken)) return next();
+    if (token && (await ctx.rooms.read(name))?.memberByTokenHash(tokenHash(token))) return next();
+    const typed = req.get('x-join-code') ?? (typeof req.query.code === 'string' ? req.query.code : undefined);
+    if (typed !== undefined) {
+      const blocked = await ctx.limits.joinCodeGuessesBlocked(ip);
+      if (blocked) {
+        res.set('Retry-After', String(Math.ceil(blocked.retryAfterMs / 1000)));
+        return next(new WebringError('ERR_RATE_LIMITED', `too many wrong join codes from this address; try again in ${Math.ceil(blocked.retryAfterMs / 1000)} s`));
+      }
+      const code = normalizeJoinCode(typed);
+      if (code !== null && joinCodeMatches(options.joinSecret, name, code)) return next();
+      await ctx.limits.wrongJoinCode(ip);
+      return next(new WebringError('ERR_BAD_JOIN_CODE', `that join code does not open room ${name}`, 'code'));
+    }
+    next(new WebringError('ERR_UNAUTHORIZED', `reading room ${name} needs its join code (X-Join-Code), a member token or the teacher token (Authorization: Bearer)`));
+  };
+
+  // Every /api request counts against its client IP; over the budget, 429 and nothing else runs.
+  app.use('/api', (req, res, next) => {
+    ctx.limits.httpRequest(req.ip ?? req.socket.remoteAddress ?? 'unknown').then(
+      (limited) => {
+        if (!limited) return next();
+        res.set('Retry-After', String(Math.ceil(limited.retryAfterMs / 1000)));
+        next(new WebringError('ERR_RATE_LIMITED', `too many requests; try again in ${Math.ceil(limited.retryAfterMs)} ms`));
+      },
+      (err: unknown) => next(err),
+    );
+  });
+
+  app.get('/healthz', async (_req, res) => {
+    res.json({ ok: true, uptimeS: Math.round((Date.now() - options.startedAt) / 1000), rooms: (await ctx.rooms.names()).length });
+  });
+
+  app.get('/api/info', (_req, res) => {
+    res.json(options.info());
+  });
+
+  // A room nobody joined yet reads as empty and idle, without being created.
+  app.get('/api/rooms/:room', requireRoomReader, async (req, res) => {
+    const name = roomName(req);
+    res.json(((await ctx.rooms.read(name)) ?? new Room(name)).status());
+  });
+
+  // The join code and class links: only the teacher may hand them out.
+  app.get('/api/rooms/:room/join', requireTeacher, (req, res) => {
+    res.json(options.joinInfo(roomName(req)));
+  });
+
+  app.get('/api/rooms/:room/metrics', requireRoomReader, async (req, res) => {
+    res.json(await ctx.rooms.metrics(roomName(req)));
+  });
+
+  const json = express.json({ limit: MAX_HTTP_JSON_BYTES, strict: true });
+
+  app.post('/api/rooms/:room/start', requireTeacher, json, async (req, res) => {
+    const name = roomName(req);
+    const config = parseOrThrow(startConfigSchema, req.body ?? {});
+    const { room } = await startRun(ctx, name, config);
+    res.json({ ok: true, status: room.status() });
+  });
+
+  const parseUpload = multer({
+    storage: multer.memoryStorage(),
+    limits: { fileSize: MAX_CHECKPOINT_FILE_BYTES, files: CHECKPOINT_FILE_NAMES.length, fields: 0, parts: CHECKPOINT_FILE_NAMES.length },
+  }).fields(CHECKPOINT_FILE_NAMES.map((name) => ({ name, maxCount: 1 })));
+  // busboy's own errors (a truncated body, a missing boundary) are not MulterErrors, and
+  // would otherwise be a 500 for what is the client's malformed request.
+  const upload = (req: Request, res: Response, next: NextFunction) =>
+    parseUpload(req, res, (err?: unknown) => {
+      if (err && !(err instanceof multer.MulterError)) next(new WebringError('ERR_BAD_REQUEST', `bad checkpoint upload: ${(err as Error).message}`));
+      else next(err);
+    });
+
+  /** Only the room's current chief writes checkpoints; it proves who it is with its member token. */
+  const requireChief = async (req: Request, res: Response, next: NextFunction) => {
+    const room = await ctx.rooms.read(roomName(req));
+    const token = bearerToken(req.get('authorization'));
+    const member = room && token ? room.memberByTokenHash(tokenHash(token)) : null;
+    if (!member?.chief) {
+      next(new WebringError('ERR_NOT_CHIEF', member ? 'only the current chief writes checkpoints' : 'not a member of this room'));
+      return;
+    }
+    res.locals.writer = member.id;
+    res.locals.maxToKeep = room!.maxToKeep;
+    next();
+  };
+  app.post('/api/rooms/:room/checkpoints', requireChief, upload, async (req, res) => {
+    const name = roomName(req);
+    const files = (req.files ?? {}) as Record<string, Express.Multer.File[]>;
+    const part = (file: CheckpointFile): Buffer => {
+      const found = files[file]?.[0];
+      if (!found) throw new WebringError('ERR_BAD_REQUEST', `the upload has no ${file}`, file);
+      return found.buffer;
+    };
+    const info = await store.write(
+      name,
+      {
+        modelJson: part(CHECKPOINT_FILES.model),
+        weights: part(CHECKPOINT_FILES.weights),
+        optimizerSpecs: part(CHECKPOINT_FILES.optimizerSpecs),
+        optimizerData: part(CHECKPOINT_FILES.optimizerData),
+        metadata: part(CHECKPOINT_FILES.metadata),
+      },
+      res.locals.writer as string,
+      res.locals.maxToKeep as number,
+    );
+    ctx.log.info(`room ${name}: checkpoint ${info.id} at step ${info.step} (${info.bytes} B) from ${info.writer}`);
+    res.status(201).json({ ok: true, checkpoint: info });
+  });
+
+  app.get('/api/rooms/:room/checkpoints', requireRoomReader, async (req, res) => {
+    res.json(await store.list(roomName(req)));
+  });
+
+  app.get('/api/rooms/:room/checkpoints/:id/:file', requireRoomReader, async (req, res) => {
+    const name = roomName(req);
+    const file = req.params.file as CheckpointFile;
+    if (!CHECKPOINT_FILE_NAMES.includes(file)) throw new WebringError('ERR_UNKNOWN_CHECKPOINT', `no checkpoint file ${file}`);
+    const found = await store.resolve(name, String(req.params.id));
+    if (!found) throw new WebringError('ERR_UNKNOWN_CHECKPOINT', `room ${name} has no checkpoint ${req.params.id}`);
+    if (file === CHECKPOINT_FILES.model && req.params.id === LATEST_CHECKPOINT) {
+      // Point 'latest' at the concrete folder, so a checkpoint landing between the model.json
+      // and the weights request cannot pair one checkpoint's topology with another's weights.
+      const model = JSON.parse(await fs.readFile(path.join(found.dir, file), 'utf8')) as { weightsManifest: Array<{ paths: string[] }> };
+      for (const group of model.weightsManifest) group.paths = group.paths.map((p) => `../${found.id}/${path.basename(p)}`);
+      res.json(model);
+      return;
+    }
+    res.set('Cache-Control', req.params.id === LATEST_CHECKPOINT ? 'no-store' : 'public, max-age=31536000, immutable');
+    res.sendFile(path.join(found.dir, file));
+  });
+
+  app.post('/api/rooms/:room/stop', requireTeacher, async (req, res) => {
+    const name = roomName(req);
+    const room = await ctx.rooms.read(name);
+    if (!room) throw new WebringError('ERR_UNKNOWN_ROOM', `room ${name} does not exist`);
+    room.requestStop();
+    ctx.io.to(channelOf(name)).emit('train:stop', { reason: 'teacher' });
+    res.json({ ok: true, status: room.status() });
+  });
+
+  /** Pause and Resume: every replica pauses after the same step and waits for the resume. */
+  for (const action of ['pause', 'resume'] as const) {
+    app.post(`/api/rooms/:room/${action}`, requireTeacher, async (req, res) => {
+      const name = roomName(req);
+      const updated = await ctx.rooms.update(name, (room) => room[action]());
+      if (!updated) throw new WebringError('ERR_UNKNOWN_ROOM', `room ${name} does not exist`);
+      ctx.io.to(channelOf(name)).emit(action === 'pause' ? 'train:pause' : 'train:resume');
+      void ctx.persistence?.save(updated.room);
+      res.json({ ok: true, status: updated.room.status() });
+    });
+  }
+
+  app.get('/data/mnist.bin', async (_req, res, next) => {
+    try {
+      const bytes = await options.mnist();
+      res.set('Content-Type', 'application/octet-stream');
+      res.set('Cache-Control', 'public, max-age=3600');
+      res.send(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength));
+    } catch (err) {
+      next(err);
+    }
+  });
+
+  app.use('/api', (_req, _res, next) => next(new WebringError('ERR_BAD_REQUEST', 'no such API endpoint')));
+
+  // `/teacher` serves teacher.html; the built client is hashed, so it may be cached.
+  app.use(express.static(options.clientDir, { extensions: ['html'], index: 'index.html' }));
+  app.get('/', (_req, res) => res.sendFile(path.join(options.clientDir, 'index.html')));
+
+  app.use((err: unknown, _req: Request, res: Response, _next: NextFunction) => {
+    const bodyParserType = (err as { type?: string }).type;
+    let coded: WebringError;
+    if (err instanceof multer.MulterError) {
+      coded =
+        err.code === 'LIMIT_FILE_SIZE'
+          ? new WebringError('ERR_PAYLOAD_TOO_LARGE', `checkpoint files are limited to ${MAX_CHECKPOINT_FILE_BYTES} bytes each`)
+          : new WebringError('ERR_BAD_REQUEST', `bad checkpoint upload: ${err.message}`, err.field);
+    } else if (bodyParserType === 'entity.too.large') coded = new WebringError('ERR_PAYLOAD_TOO_LARGE', `JSON bodies are limited to ${MAX_HTTP_JSON_BYTES} bytes`);
+    else if (bodyParserType === 'entity.parse.failed') coded = new WebringError('ERR_BAD_REQUEST', 'body is not valid JSON');
+    else if (clientErrorStatus(err)) coded = new WebringError('ERR_BAD_REQUEST', (err as Error).message);
+    else coded = toWebringError(err);
+    const status = HTTP_STATUS[coded.code] ?? 500;
+    if (status === 500) ctx.log.error(`http: ${coded.message}`);
+    res.status(status).json({ ok: false, error: coded.toBody() });
+  });
+
+  return app;
+}

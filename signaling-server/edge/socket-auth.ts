@@ -1,0 +1,45 @@
+/**
+ * socket.io auth middleware (io.use): every connection names its room and that room's join
+ * code in the handshake's `auth`. Without the right code the connection is refused before
+ * any event is handled; the client's connect_error carries `data: { code, message }`, which
+ * the student page puts in plain words.
+ */
+import type { ExtendedError } from 'socket.io';
+import { WebringError } from '../../shared/protocol/errors';
+import { parseOrThrow, socketAuthSchema } from '../../shared/protocol';
+import type { IoSocket } from '../context';
+import { joinCodeMatches } from './join-codes';
+import type { Logger } from '../logger';
+import type { RateLimits } from './rate-limits';
+
+export interface SocketAuthOptions {
+  joinSecret: Buffer;
+  limits: RateLimits;
+  log: Logger;
+}
+
+/** Resolves when the connection may go on (socket.data.authorizedRoom is set); rejects with a coded error. */
+export async function authenticateSocket(socket: IoSocket, options: SocketAuthOptions): Promise<void> {
+  const ip = socket.data.address;
+  try {
+    const blocked = await options.limits.joinCodeGuessesBlocked(ip);
+    if (blocked) throw new WebringError('ERR_RATE_LIMITED', `too many wrong join codes from this address; try again in ${Math.ceil(blocked.retryAfterMs / 1000)} s`);
+    let auth;
+    try {
+      auth = parseOrThrow(socketAuthSchema, socket.handshake.auth);
+    } catch (err) {
+      throw new WebringError('ERR_BAD_JOIN_CODE', `a room and its join code are needed to connect (${(err as WebringError).message})`, (err as WebringError).field);
+    }
+    if (!joinCodeMatches(options.joinSecret, auth.room, auth.code)) {
+      await options.limits.wrongJoinCode(ip);
+      options.log.warn(`connection from ${ip} refused: wrong join code for room ${auth.room}`);
+      throw new WebringError('ERR_BAD_JOIN_CODE', `that join code does not open room ${auth.room}`, 'code');
+    }
+    socket.data.authorizedRoom = auth.room;
+  } catch (err) {
+    if (!(err instanceof WebringError)) throw err;
+    const refused: ExtendedError = new Error(err.message);
+    refused.data = err.toBody();
+    throw refused;
+  }
+}

@@ -1,0 +1,109 @@
+/**
+ * Room state that must outlive a server restart (membership with indexes and token
+ * digests, generation, run, config), kept in DATA_DIR/rooms/<room>/room.json. Written
+ * atomically (temp file, fsync, rename) on every membership or run change; validated on
+ * load like any other input.
+ */
+import { promises as fs } from 'node:fs';
+import path from 'node:path';
+import { z } from 'zod';
+import { BACKENDS, ROOM_STATES, WORKER_KINDS, roomNameSchema, startConfigSchema } from '../../shared/protocol';
+import { Room, type PersistedRoom } from './room';
+import type { Logger } from '../logger';
+
+const ROOM_FILE = 'room.json';
+
+const memberSchema = z.strictObject({
+  id: z.string().regex(/^[a-z0-9]{8,32}$/),
+  tokenHash: z.string().regex(/^[0-9a-f]{64}$/),
+  name: z.string().max(64),
+  backend: z.enum(BACKENDS),
+  kind: z.enum(WORKER_KINDS),
+  adapter: z.string().max(200).nullable(),
+  index: z.number().int().min(0),
+  examplesPerSec: z.number().finite().min(0),
+  step: z.number().int().min(0),
+  weightsHash: z.string().regex(/^[0-9a-f]{16}$/).nullable(),
+});
+
+const persistedRoomSchema = z.strictObject({
+  format: z.literal(1),
+  name: roomNameSchema,
+  nextIndex: z.number().int().min(0),
+  generation: z.number().int().min(0),
+  run: z.number().int().min(0),
+  state: z.enum(ROOM_STATES),
+  config: startConfigSchema.nullable(),
+  step: z.number().int().min(0),
+  epoch: z.number().int().min(0),
+  active: z.array(memberSchema).max(64),
+  waiting: z.array(memberSchema).max(64),
+});
+
+export class RoomPersistence {
+  private readonly root: string;
+  private writes = new Map<string, Promise<void>>();
+
+  constructor(
+    dataDir: string,
+    private readonly log: Logger,
+  ) {
+    this.root = path.resolve(dataDir, 'rooms');
+  }
+
+  /** Queues a durable write of the room's current state; writes of one room never interleave. */
+  save(room: Room): Promise<void> {
+    const state = room.toPersisted();
+    const previous = this.writes.get(state.name) ?? Promise.resolve();
+    const next = previous.then(() => this.write(state)).catch((err: unknown) => {
+      this.log.error(`room ${state.name}: could not persist state: ${(err as Error).message}`);
+    });
+    this.writes.set(state.name, next);
+    return next;
+  }
+
+  async loadAll(): Promise<Room[]> {
+    let names: string[];
+    try {
+      names = await fs.readdir(this.root);
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return [];
+      throw err;
+    }
+    const rooms: Room[] = [];
+    for (const name of names) {
+      if (!roomNameSchema.safeParse(name).success) continue;
+      const file = path.join(this.root, name, ROOM_FILE);
+      let raw: string;
+      try {
+        raw = await fs.readFile(file, 'utf8');
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code !== 'ENOENT') this.log.warn(`room ${name}: cannot read ${file}: ${(err as Error).message}`);
+        continue;
+      }
+      try {
+        const parsed = persistedRoomSchema.parse(JSON.parse(raw));
+        if (parsed.name !== name) throw new Error(`file names room ${parsed.name}`);
+        rooms.push(Room.fromPersisted(parsed as PersistedRoom));
+      } catch (err) {
+        this.log.warn(`room ${name}: ignoring invalid ${file}: ${(err as Error).message}`);
+      }
+    }
+    return rooms;
+  }
+
+  private async write(state: PersistedRoom): Promise<void> {
+    const dir = path.join(this.root, state.name);
+    await fs.mkdir(dir, { recursive: true });
+    const file = path.join(dir, ROOM_FILE);
+    const tmp = `${file}.tmp`;
+    const handle = await fs.open(tmp, 'w');
+    try {
+      await handle.writeFile(JSON.stringify(state));
+      await handle.sync();
+    } finally {
+      await handle.close();
+    }
+    await fs.rename(tmp, file);
+  }
+}

@@ -1,0 +1,102 @@
+/**
+ * Starting a run, from the teacher's Start or automatically after a failure: pick the
+ * checkpoint to resume from (BackupAndRestore), tell the room, remember it on disk.
+ */
+import { WebringError } from '../../shared/protocol/errors';
+import { LATEST_CHECKPOINT } from '../../shared/checkpoints/checkpoint';
+import type { ResumePoint, StartConfig, TrainStart } from '../../shared/protocol';
+import type { Room } from './room';
+import { channelOf, type ServerContext } from '../context';
+
+/** Lets the new generation reach every worker before the resumed run's start does. */
+export const AUTO_RESUME_DELAY_MS = 500;
+/**
+ * Students who arrive within this window of the first are admitted in one generation
+ * change: a class walking in at once costs the ring one pause, not thirty.
+ */
+export const ADMISSION_WINDOW_MS = 750;
+
+/** Rooms with an admission pending on this node (by name: rooms are re-read, never held). */
+const admissionTimers = new Map<string, ReturnType<typeof setTimeout>>();
+
+/**
+ * Admits everyone waiting into the running ring after the admission window: one new
+ * generation, then each joiner is told the run it joins. The ring switches to the new
+ * generation at a step boundary, once every member's links to the joiners are open. With
+ * several signaling nodes each may schedule one; the first admits, the others find nobody
+ * waiting.
+ */
+export function scheduleAdmission(ctx: ServerContext, name: string): void {
+  if (admissionTimers.has(name)) return;
+  admissionTimers.set(
+    name,
+    setTimeout(() => {
+      admissionTimers.delete(name);
+      admit(ctx, name).catch((err: unknown) => ctx.log.error(`room ${name}: admission failed: ${String(err)}`));
+    }, ADMISSION_WINDOW_MS),
+  );
+}
+
+async function admit(ctx: ServerContext, name: string): Promise<void> {
+  const updated = await ctx.rooms.update(name, (r) => r.admitWaiting());
+  const admission = updated?.result;
+  if (!updated || !admission) return;
+  const { generation, joiners, start } = admission;
+  ctx.log.info(`room ${name}: admitting ${joiners.length} joiner(s) in generation ${generation.generation}`);
+  ctx.io.to(channelOf(name)).emit('ring:generation', generation);
+  for (const id of joiners) {
+    const socketId = updated.room.socketIdOf(id);
+    if (socketId) ctx.io.to(socketId).emit('train:start', start);
+  }
+  void ctx.persistence?.save(updated.room);
+}
+
+/** The newest checkpoint of the same model for 'latest', or the named one. */
+async function resumePoint(ctx: ServerContext, room: string, config: StartConfig): Promise<ResumePoint | null> {
+  if (config.resumeFrom === 'none') return null;
+  const found = await ctx.checkpoints.metadata(room, config.resumeFrom);
+  if (!found) {
+    if (config.resumeFrom === LATEST_CHECKPOINT) return null;
+    throw new WebringError('ERR_UNKNOWN_CHECKPOINT', `room ${room} has no checkpoint ${config.resumeFrom}`, 'resumeFrom');
+  }
+  const { meta } = found;
+  if (meta.config.model !== config.model) {
+    if (config.resumeFrom === LATEST_CHECKPOINT) return null; // a different model starts fresh
+    throw new WebringError('ERR_BAD_STATE', `checkpoint ${config.resumeFrom} holds a ${meta.config.model}, not a ${config.model}`, 'resumeFrom');
+  }
+  const id = (await ctx.checkpoints.resolve(room, config.resumeFrom))!.id;
+  return { checkpointId: id, step: meta.step, dataCursor: meta.dataCursor, weightsHash: meta.weightsHash };
+}
+
+/** Starts a run in the room (throws a coded error when it cannot start), and tells its members. */
+export async function startRun(ctx: ServerContext, name: string, config: StartConfig): Promise<{ room: Room; start: TrainStart }> {
+  const before = await ctx.rooms.read(name);
+  if (!before) throw new WebringError('ERR_NO_WORKERS', `no workers have joined room ${name}`);
+  before.assertCanStart();
+  const resume = await resumePoint(ctx, name, config);
+  // Checked again inside the update: another node or request may have started it meanwhile.
+  const updated = await ctx.rooms.update(name, (r) => r.start(config, resume));
+  if (!updated) throw new WebringError('ERR_NO_WORKERS', `no workers have joined room ${name}`);
+  const { room, result: start } = updated;
+  const from = resume ? `resuming ${resume.checkpointId} at step ${resume.step}` : 'fresh';
+  ctx.log.info(`room ${name}: run ${start.run} started (${from}), generation ${start.generation}`);
+  ctx.io.to(channelOf(name)).emit('train:start', start);
+  void ctx.persistence?.save(room);
+  return { room, start };
+}
+
+/**
+ * After a run broke because a member vanished, the survivors go on from the latest
+ * checkpoint by themselves, as TensorFlow's BackupAndRestore restarts a job. Without a
+ * checkpoint there is nothing to go back to, and the room waits for the teacher.
+ */
+export function scheduleAutoResume(ctx: ServerContext, name: string, config: StartConfig | null): void {
+  if (!config) return;
+  setTimeout(() => {
+    void (async () => {
+      const room = await ctx.rooms.read(name);
+      if (!room || room.isTraining || room.isEmpty || !(await ctx.checkpoints.resolve(name, LATEST_CHECKPOINT))) return;
+      await startRun(ctx, name, { ...config, resumeFrom: LATEST_CHECKPOINT });
+    })().catch((err: unknown) => ctx.log.warn(`room ${name}: automatic resume failed: ${(err as Error).message}`));
+  }, AUTO_RESUME_DELAY_MS);
+}
