@@ -1,5 +1,5 @@
 /**
- * The dashboard's view of the HTTP API (README "HTTP API"). Every request carries the
+ * The dashboard's view of the HTTP API (docs/http-api.md). Every request carries the
  * teacher token; download links, which cannot carry a header, carry the join code. Failures come back as coded ErrorBody values, never as
  * thrown exceptions, so each panel decides where to show them.
  */

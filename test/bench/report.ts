@@ -1,5 +1,5 @@
 /**
- * Turns the benchmark's results into the markdown tables and the SVG chart the README shows.
+ * Turns the benchmark's results into the markdown tables and the SVG chart docs/benchmarks.md shows.
  * Pure: results in, text out.
  */
 

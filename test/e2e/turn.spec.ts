@@ -154,7 +154,7 @@ test.describe('TURN relay', () => {
   test.beforeAll(async () => {
     workDir = mkdtempSync(path.join(os.tmpdir(), 'webring-turn-'));
     turnPort = await freePort();
-    // Loopback only, no TLS (the README shows turns: on 443 for a school); loopback peers
+    // Loopback only, no TLS (docs/deployment.md shows turns: on 443 for a school); loopback peers
     // must be allowed explicitly, because every relayed address here is 127.0.0.1.
     coturn = spawn('/usr/bin/turnserver', [
       '-n', // no config file: nothing from /etc/turnserver.conf or a system service leaks in
