@@ -29,6 +29,7 @@ import type { LinkModel } from '../collectives/choice';
 import { predictDigit } from './models';
 import { PeerMisbehavedError, type RingAllReduce } from '../collectives/ring-allreduce';
 import { StragglerDetector } from './straggler';
+import type { FaultInjector } from './faults';
 import { yieldToEventLoop } from '../util/yield';
 import { leftOf, rightOf } from '../collectives/topology';
 import { CheckpointWriter, type LocalCheckpointStore } from '../checkpoints/checkpoint-writer';
@@ -83,16 +84,6 @@ export interface WorkerStatus {
   error: ErrorBody | null;
 }
 
-/** Test-only knobs, set from the page's debug query flags. */
-export interface WorkerDebug {
-  /** Sleep this long in every step's compute: plays a slow laptop (straggler tests). */
-  slowStepMs?: number;
-  /** Nudge this replica's weights before this step: plays backend drift (resync tests). */
-  driftAtStep?: number;
-  /** From this step on, write NaN into every ring message, past the sender's own check: plays a hostile tab (issue 7). */
-  poisonAtStep?: number;
-}
-
 export interface WorkerOptions {
   socket: Socket<ServerToClientEvents, ClientToServerEvents>;
   peerFactory: PeerFactory;
@@ -108,7 +99,8 @@ export interface WorkerOptions {
   /** An error the server sent for an event without an ack (rate limits, refused reports). */
   onServerError?(error: ErrorBody): void;
   log(message: string): void;
-  debug?: WorkerDebug;
+  /** Faults a test plays on purpose; production passes none. */
+  faults?: FaultInjector;
   /** Hears the ICE config (TURN credentials) of every join and rejoin, before any link is dialled. */
   onIceConfig?(ice: unknown): void;
 }
@@ -319,13 +311,13 @@ export class TrainingWorker {
     }
     this.identity = { room, name, code, memberId: result.memberId, memberToken: result.memberToken };
     this.network?.close();
-    const poisonAtStep = this.options.debug?.poisonAtStep;
+    const poison = this.options.faults?.poison;
     this.network = new RingNetwork({
       selfId: result.memberId,
       factory: this.options.peerFactory,
       sendSignal: (to, linkId, data) => socket.emit('signal:relay', { to, linkId, data }),
       log: this.options.log,
-      poison: poisonAtStep === undefined ? undefined : (step) => (step >= poisonAtStep ? 'nan' : null),
+      poison: poison ? (step) => poison(step) : undefined,
     });
     this.room = result.room;
     this.writer = new CheckpointWriter({
@@ -566,11 +558,10 @@ export class TrainingWorker {
     this.stopReason = null;
     ring.setRun(start.run);
     this.trainer?.dispose();
-    const trainer = new Trainer(start.config, this.options.dataset, ring);
+    const trainer = new Trainer(start.config, this.options.dataset, ring, { faults: this.options.faults });
     this.trainer = trainer;
     const detector = new StragglerDetector();
     const { run } = start;
-    const debug = this.options.debug ?? {};
     this.update({
       state: 'training',
       step: trainer.step,
@@ -647,13 +638,11 @@ export class TrainingWorker {
           }
           const voted = this.pendingGeneration;
           const ready = voted !== null && network.isReadyFor(voted);
-          if (debug.driftAtStep === trainer.step) trainer.perturbForTest();
           const t0 = performance.now();
           const r = await trainer.trainStep({
             requestStop: this.stopRequested,
             requestPause: this.pauseRequested,
             readyFor: ready ? voted.generation : null,
-            extraComputeMs: debug.slowStepMs,
             meshReady: network.meshReady,
           });
           if (r.pause) holding = true;
