@@ -3,7 +3,7 @@
  * module; TensorFlow.js, the MNIST file and the training worker load in the background after
  * it (student-session.ts), the chart and the drawing pad once the student has joined.
  */
-import type { WorkerStatus } from '../shared/training/worker';
+import type { WorkerStatus } from '../shared/training/worker-status';
 import type { RoomMetrics, ServerInfo } from '../shared/protocol';
 import { toWebringError } from '../shared/protocol/errors';
 import { showSecureContextNotice } from './secure-context';

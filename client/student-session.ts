@@ -6,7 +6,8 @@
 import { io, type Socket } from 'socket.io-client';
 import { BACKENDS, type Backend, type ClientToServerEvents, type ServerToClientEvents } from '../shared/protocol';
 import type { ErrorBody } from '../shared/protocol/errors';
-import { TrainingWorker, type WorkerStatus } from '../shared/training/worker';
+import { TrainingWorker } from '../shared/training/worker';
+import type { WorkerStatus } from '../shared/training/worker-status';
 import type { FaultInjector } from '../shared/training/faults';
 import { selectBackend } from './backend';
 import { createBrowserPeerFactory } from './browser-peer';
