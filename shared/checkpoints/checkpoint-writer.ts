@@ -96,8 +96,9 @@ export class CheckpointWriter {
       onSaved('server', checkpoint.metadata.step, info);
     } catch (err) {
       const e = toWebringError(err);
-      // Refusals are final (no longer chief, bad data); a network failure is worth a retry.
-      if (e.code === 'ERR_UNREACHABLE') {
+      // Refusals are final (no longer chief, bad data); a network failure or a server that
+      // never answered is worth a retry.
+      if (e.code === 'ERR_UNREACHABLE' || e.code === 'ERR_TIMEOUT') {
         if (!this.unsent || this.unsent.metadata.step <= checkpoint.metadata.step) this.unsent = checkpoint;
       }
       onError(e.toBody());
