@@ -155,6 +155,8 @@ export class TrainingWorker {
 
   close(): void {
     this.network?.close();
+    // A run waiting for its ring to re-form finds it gone now, not at its next timer.
+    this.generations.notify();
     this.session.disconnect();
   }
 
@@ -164,6 +166,7 @@ export class TrainingWorker {
     this.session.leave();
     this.control.stopRequested = true;
     this.network?.close();
+    this.generations.notify();
   }
 
   private joinRequest(room: string, name: string): JoinRequest {
