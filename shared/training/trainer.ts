@@ -5,7 +5,8 @@
  * the result with its own optimizer. Identical inputs in, identical weights out.
  *
  * The collective is injected: a RingAllReduce over data channels in a tab or a Node worker,
- * an in-memory ring in the unit tests.
+ * an in-memory ring in the unit tests. So are where the examples come from (a DataSource),
+ * the clock that times the step, and the faults a test plays.
  */
 import * as tf from '@tensorflow/tfjs';
 import { COLLECTIVE_TAG, type CollectiveOptions, type CollectiveTag } from '../collectives/ring-allreduce';

@@ -119,13 +119,13 @@ export class TrainingWorker {
     }
     this.session.identity = { room, name, code, memberId: result.memberId, memberToken: result.memberToken };
     this.network?.close();
-    const poison = this.options.faults?.poison;
+    const faults = this.options.faults;
     this.network = new RingNetwork({
       selfId: result.memberId,
       factory: this.options.peerFactory,
       sendSignal: (to, linkId, data) => this.session.relaySignal(to, linkId, data),
       log: this.options.log,
-      poison: poison ? (step) => poison(step) : undefined,
+      poison: faults?.poison ? (step) => faults.poison!(step) : undefined,
     });
     this.room = result.room;
     this.writer = new CheckpointWriter({
