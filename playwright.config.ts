@@ -54,6 +54,8 @@ export default defineConfig({
       JOIN_SECRET: E2E_JOIN_SECRET,
       DATA_DIR: 'test-results/e2e-data',
       LOG_LEVEL: 'warn',
+      // The pages under test read fault flags: only the test build does (vite.config.ts).
+      CLIENT_BUILD_MODE: 'test',
     },
   },
 });

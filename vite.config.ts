@@ -1,9 +1,29 @@
 import { resolve } from 'node:path';
-import { defineConfig } from 'vite';
+import { defineConfig, type Plugin } from 'vite';
+
+/** The mode whose build reads the pages' fault flags: `vite build --mode test`, for the e2e tests. */
+export const TEST_MODE = 'test';
+/** Written next to the pages: which mode built them, so the server can tell a test build from its own. */
+export const BUILD_MODE_FILE = 'build-mode.json';
+
+/** Emits BUILD_MODE_FILE with the build's mode. */
+function recordMode(mode: string): Plugin {
+  return {
+    name: 'webring-build-mode',
+    generateBundle() {
+      this.emitFile({ type: 'asset', fileName: BUILD_MODE_FILE, source: JSON.stringify({ mode }) });
+    },
+  };
+}
 
 // Multi-page build: the student page, the teacher page and the all-reduce benchmark page.
-export default defineConfig({
+export default defineConfig(({ mode }) => ({
   root: resolve(import.meta.dirname, 'client'),
+  define: {
+    // Only the test build keeps the fault-flag parsing; everywhere else it is dead code.
+    __WEBRING_FAULT_FLAGS__: JSON.stringify(mode === TEST_MODE),
+  },
+  plugins: [recordMode(mode)],
   build: {
     outDir: resolve(import.meta.dirname, 'dist/client'),
     emptyOutDir: true,
@@ -16,4 +36,4 @@ export default defineConfig({
       },
     },
   },
-});
+}));

@@ -3,12 +3,13 @@
  * module; TensorFlow.js, the MNIST file and the training worker load in the background after
  * it (student-session.ts), the chart and the drawing pad once the student has joined.
  */
-import type { WorkerStatus } from '../shared/training/worker';
+import type { WorkerStatus } from '../shared/training/worker-status';
 import type { RoomMetrics, ServerInfo } from '../shared/protocol';
 import { toWebringError } from '../shared/protocol/errors';
 import { showSecureContextNotice } from './secure-context';
 import { normalizeJoinCode } from '../shared/protocol/join-code';
 import { describeRefusal } from './plain-errors';
+import { faultsFromFlags, type FaultInjector } from '../shared/training/faults';
 
 const $ = <T extends HTMLElement>(id: string) => document.getElementById(id) as T;
 const params = new URLSearchParams(location.search);
@@ -24,12 +25,19 @@ nameInput.value = params.get('name') ?? '';
 // The class link carries the join code; a student who typed the address types it.
 codeInput.value = params.get('code') ?? '';
 
-/** Test-only query flags: play a slow laptop, or backend drift. Never set by the UI. */
-const intParam = (name: string): number | undefined => {
-  const v = params.get(name);
-  return v !== null && /^\d+$/.test(v) ? Number(v) : undefined;
-};
-const debug = { slowStepMs: intParam('debugSlowMs'), driftAtStep: intParam('debugDriftAtStep'), poisonAtStep: intParam('debugPoisonAtStep') };
+/**
+ * The fault flags (a slow laptop, backend drift, a hostile tab) exist only in the test build
+ * (`vite build --mode test`): in any other build the constant is false and the bundler drops
+ * this code, so no page a student opens can be told to misbehave.
+ */
+function faultsFromQuery(): FaultInjector | undefined {
+  if (!__WEBRING_FAULT_FLAGS__) return undefined;
+  const intParam = (name: string): number | undefined => {
+    const v = params.get(name);
+    return v !== null && /^\d+$/.test(v) ? Number(v) : undefined;
+  };
+  return faultsFromFlags({ slowMs: intParam('debugSlowMs'), driftAtStep: intParam('debugDriftAtStep'), poisonAtStep: intParam('debugPoisonAtStep') });
+}
 
 /** The shared loss curve is refreshed from the room's metrics this often. */
 const METRICS_POLL_MS = 2_000;
@@ -179,7 +187,7 @@ async function join(event: Event): Promise<void> {
       const { startSession } = await session;
       worker = await startSession({
         preferredBackend: params.get('backend'),
-        debug,
+        faults: faultsFromQuery(),
         onStatus: render,
         onServerError: (e) => showError(describeRefusal(e, room)),
         onFallback: (reason, backend) => {

@@ -6,7 +6,9 @@
 import { io, type Socket } from 'socket.io-client';
 import { BACKENDS, type Backend, type ClientToServerEvents, type ServerToClientEvents } from '../shared/protocol';
 import type { ErrorBody } from '../shared/protocol/errors';
-import { TrainingWorker, type WorkerDebug, type WorkerStatus } from '../shared/training/worker';
+import { TrainingWorker } from '../shared/training/worker';
+import type { WorkerStatus } from '../shared/training/worker-status';
+import type { FaultInjector } from '../shared/training/faults';
 import { selectBackend } from './backend';
 import { createBrowserPeerFactory } from './browser-peer';
 import { IceConfigHolder, ICE_REQUEST_TIMEOUT_MS } from '../shared/network/ice-config';
@@ -16,7 +18,8 @@ import { indexedDbCheckpoints } from './indexeddb-checkpoints';
 export interface SessionOptions {
   /** The page's `?backend=` value, if any: that backend is tried first. */
   preferredBackend: string | null;
-  debug: WorkerDebug;
+  /** Faults to play (test builds only). */
+  faults?: FaultInjector;
   onStatus(status: WorkerStatus): void;
   onServerError(error: ErrorBody): void;
   /** Why WebGPU is not in use, when it is not. */
@@ -45,6 +48,6 @@ export async function startSession(options: SessionOptions): Promise<TrainingWor
     onStatus: options.onStatus,
     onServerError: options.onServerError,
     log,
-    debug: options.debug,
+    faults: options.faults,
   });
 }

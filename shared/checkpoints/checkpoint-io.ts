@@ -1,7 +1,13 @@
 /**
- * Capturing a replica's full state as a checkpoint, uploading it, and restoring from one.
- * Used by the chief (capture, upload) and by every worker (restore); fetch is a parameter
- * so the same code runs in a tab, in a Node worker and in tests.
+ * The folder shared/checkpoints/ owns checkpoints: what one is (checkpoint.ts), capturing a
+ * replica's state and moving it to and from the server (this file), the chief's background
+ * writer, and the optimizer state's layout. It may import protocol/, training/ (the Trainer
+ * and the weights hash), data/ and util/; the server's store and the workers import it.
+ *
+ * Capturing a replica's full state as a checkpoint, uploading it, listing the server's, and
+ * restoring from one. Used by the chief (capture, upload, list) and by every worker
+ * (restore); fetch and the clock are parameters so the same code runs in a tab, in a Node
+ * worker and in tests. Every request has a deadline and fails with ERR_TIMEOUT after it.
  */
 import * as tf from '@tensorflow/tfjs';
 import { WebringError } from '../protocol/errors';
@@ -17,8 +23,35 @@ import {
 import type { Backend, MemberInfo } from '../protocol';
 import type { Trainer } from '../training/trainer';
 import { WeightsHasher } from '../training/weights-hash';
+import { withDeadline } from '../util/deadline';
+import type { Clock } from '../util/clock';
 
 export type FetchLike = typeof fetch;
+
+/** A whole checkpoint upload (a few MB on a school network) gives up after this long. */
+export const CHECKPOINT_UPLOAD_TIMEOUT_MS = 120_000;
+/** Downloading and loading a checkpoint to resume from gives up after this long. */
+export const CHECKPOINT_RESTORE_TIMEOUT_MS = 120_000;
+/** Listing a room's checkpoints (a small JSON answer) gives up after this long. */
+export const CHECKPOINT_LIST_TIMEOUT_MS = 10_000;
+
+/** How a checkpoint request reaches the server, and how long it may take. */
+export interface CheckpointRequestOptions {
+  fetchImpl?: FetchLike;
+  clock?: Clock;
+  /** Overrides the request's default deadline. */
+  timeoutMs?: number;
+}
+
+/** Runs `work` under a deadline of `ms`, after which it fails with ERR_TIMEOUT naming `what`. */
+function deadline<T>(what: string, ms: number, clock: Clock | undefined, work: (signal: AbortSignal) => Promise<T>): Promise<T> {
+  return withDeadline(ms, () => new WebringError('ERR_TIMEOUT', `${what} timed out after ${ms} ms`), work, clock);
+}
+
+/** `fetchImpl` with `signal` added to every request (tfjs makes its own request init). */
+function signalled(fetchImpl: FetchLike, signal: AbortSignal): FetchLike {
+  return ((input: RequestInfo | URL, init?: RequestInit) => fetchImpl(input, { ...init, signal })) as FetchLike;
+}
 
 export interface CapturedCheckpoint {
   /** Topology and weight specs; the weight bytes are `weights`. */
@@ -112,12 +145,17 @@ export function checkpointsUrl(baseUrl: string, room: string): string {
  * data; the optimizer state and the metadata travel as further parts of the same request,
  * so the server can store the checkpoint all-or-nothing.
  */
-export async function uploadCheckpoint(
+export function uploadCheckpoint(
   baseUrl: string,
   memberToken: string,
   checkpoint: CapturedCheckpoint,
-  fetchImpl: FetchLike = fetch,
+  options: CheckpointRequestOptions = {},
 ): Promise<CheckpointInfo> {
+  const ms = options.timeoutMs ?? CHECKPOINT_UPLOAD_TIMEOUT_MS;
+  return deadline('checkpoint upload', ms, options.clock, (signal) => postCheckpoint(baseUrl, memberToken, checkpoint, signalled(options.fetchImpl ?? fetch, signal)));
+}
+
+async function postCheckpoint(baseUrl: string, memberToken: string, checkpoint: CapturedCheckpoint, fetchImpl: FetchLike): Promise<CheckpointInfo> {
   let response: Response | null = null;
   const handler = tf.io.http(checkpointsUrl(baseUrl, checkpoint.metadata.room), {
     requestInit: { method: 'POST', headers: { Authorization: `Bearer ${memberToken}` } },
@@ -147,15 +185,39 @@ export async function uploadCheckpoint(
   return body.checkpoint;
 }
 
-/** Downloads checkpoint `id` and makes the trainer's weights, optimizer state and position equal to it. */
-export async function restoreFromServer(
+/**
+ * The server's checkpoints of `room`, newest first, read with a member's token. Fails with
+ * ERR_BAD_REQUEST when the server refuses, ERR_TIMEOUT after CHECKPOINT_LIST_TIMEOUT_MS.
+ */
+export function listCheckpoints(baseUrl: string, room: string, memberToken: string, options: CheckpointRequestOptions = {}): Promise<CheckpointInfo[]> {
+  const ms = options.timeoutMs ?? CHECKPOINT_LIST_TIMEOUT_MS;
+  const fetchImpl = options.fetchImpl ?? fetch;
+  return deadline(`listing the checkpoints of ${room}`, ms, options.clock, async (signal) => {
+    const res = await fetchImpl(checkpointsUrl(baseUrl, room), { headers: { authorization: `Bearer ${memberToken}` }, signal });
+    if (!res.ok) throw new WebringError('ERR_BAD_REQUEST', `listing the checkpoints of ${room} answered HTTP ${res.status}`);
+    return (await res.json()) as CheckpointInfo[];
+  });
+}
+
+/**
+ * Downloads checkpoint `id` and makes the trainer's weights, optimizer state and position
+ * equal to it; fails with ERR_TIMEOUT after CHECKPOINT_RESTORE_TIMEOUT_MS.
+ */
+export function restoreFromServer(
   baseUrl: string,
   room: string,
   id: string,
   trainer: Trainer,
   memberToken: string,
-  fetchImpl: FetchLike = fetch,
+  options: CheckpointRequestOptions = {},
 ): Promise<CheckpointMetadata> {
+  const ms = options.timeoutMs ?? CHECKPOINT_RESTORE_TIMEOUT_MS;
+  return deadline(`restoring checkpoint ${id}`, ms, options.clock, (signal) =>
+    downloadInto(baseUrl, room, id, trainer, memberToken, signalled(options.fetchImpl ?? fetch, signal)),
+  );
+}
+
+async function downloadInto(baseUrl: string, room: string, id: string, trainer: Trainer, memberToken: string, fetchImpl: FetchLike): Promise<CheckpointMetadata> {
   const base = `${checkpointsUrl(baseUrl, room)}/${encodeURIComponent(id)}`;
   // Reading a room's checkpoints takes a member's token (or the join code, or the teacher's).
   const authorization = `Bearer ${memberToken}`;

@@ -3,10 +3,18 @@
  * state at once, then writes it to the local store (IndexedDB in a tab) and to the server
  * in the background, one checkpoint at a time, so training goes on while bytes move.
  */
-import { toWebringError, type ErrorBody } from '../protocol/errors';
+import { WebringError, toWebringError, type ErrorBody } from '../protocol/errors';
 import type { CheckpointInfo } from './checkpoint';
-import { captureCheckpoint, uploadCheckpoint, type CaptureContext, type CapturedCheckpoint, type FetchLike } from './checkpoint-io';
+import { CHECKPOINT_UPLOAD_TIMEOUT_MS, captureCheckpoint, uploadCheckpoint, type CaptureContext, type CapturedCheckpoint, type FetchLike } from './checkpoint-io';
 import type { Trainer } from '../training/trainer';
+import { systemClock, type Clock } from '../util/clock';
+import { withDeadline } from '../util/deadline';
+
+/**
+ * The chief's final flush (before it reports the run's end) gives up after this long: a
+ * local save and an upload, each with its own deadline, plus whatever was queued before.
+ */
+export const CHECKPOINT_FLUSH_TIMEOUT_MS = 3 * CHECKPOINT_UPLOAD_TIMEOUT_MS;
 
 /** Where the chief keeps its own copies: IndexedDB in a tab; tests pass a map. */
 export interface LocalCheckpointStore {
@@ -20,6 +28,12 @@ export interface CheckpointWriterOptions {
   memberToken: string;
   local: LocalCheckpointStore | null;
   fetchImpl?: FetchLike;
+  /** Times the uploads' and the flush's deadlines; the system clock by default. */
+  clock?: Clock;
+  /** Overrides CHECKPOINT_UPLOAD_TIMEOUT_MS. */
+  uploadTimeoutMs?: number;
+  /** Overrides CHECKPOINT_FLUSH_TIMEOUT_MS. */
+  flushTimeoutMs?: number;
   onSaved(where: 'local' | 'server', step: number, info: CheckpointInfo | null): void;
   onError(error: ErrorBody): void;
 }
@@ -51,9 +65,14 @@ export class CheckpointWriter {
     return this.queue;
   }
 
-  /** Resolves once every queued write has finished (successfully or not). */
+  /**
+   * Resolves once every queued write has finished (successfully or not); fails with
+   * ERR_TIMEOUT when they take longer than the flush deadline.
+   */
   flush(): Promise<void> {
-    return this.queue;
+    const ms = this.options.flushTimeoutMs ?? CHECKPOINT_FLUSH_TIMEOUT_MS;
+    const queue = this.queue;
+    return withDeadline(ms, () => new WebringError('ERR_TIMEOUT', `the final checkpoint flush timed out after ${ms} ms`), () => queue, this.options.clock ?? systemClock);
   }
 
   private async write(checkpoint: CapturedCheckpoint, maxToKeep: number): Promise<void> {
@@ -70,15 +89,16 @@ export class CheckpointWriter {
   }
 
   private async upload(checkpoint: CapturedCheckpoint): Promise<void> {
-    const { serverUrl, memberToken, fetchImpl, onSaved, onError } = this.options;
+    const { serverUrl, memberToken, fetchImpl, clock, uploadTimeoutMs, onSaved, onError } = this.options;
     try {
-      const info = await uploadCheckpoint(serverUrl, memberToken, checkpoint, fetchImpl);
+      const info = await uploadCheckpoint(serverUrl, memberToken, checkpoint, { fetchImpl, clock, timeoutMs: uploadTimeoutMs });
       if (this.unsent === checkpoint) this.unsent = null;
       onSaved('server', checkpoint.metadata.step, info);
     } catch (err) {
       const e = toWebringError(err);
-      // Refusals are final (no longer chief, bad data); a network failure is worth a retry.
-      if (e.code === 'ERR_UNREACHABLE') {
+      // Refusals are final (no longer chief, bad data); a network failure or a server that
+      // never answered is worth a retry.
+      if (e.code === 'ERR_UNREACHABLE' || e.code === 'ERR_TIMEOUT') {
         if (!this.unsent || this.unsent.metadata.step <= checkpoint.metadata.step) this.unsent = checkpoint;
       }
       onError(e.toBody());

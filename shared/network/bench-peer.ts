@@ -11,12 +11,24 @@ import { COLLECTIVE_TAG, DEFAULT_HIGH_WATER_BYTES } from '../collectives/ring-al
 import { MAX_MESSAGE_BYTES } from '../collectives/wire';
 import { createProbeBuffers, measureLinkModels, type LinkModels } from '../collectives/choice';
 import type { PeerFactory } from './peer';
+import { WebringError } from '../protocol/errors';
+import { sleep, systemClock, type Clock } from '../util/clock';
+import { withDeadline } from '../util/deadline';
 
 /** Wall-clock milliseconds, comparable between tabs and processes on one machine. */
 export const wallNow = (): number => performance.timeOrigin + performance.now();
 
+/** How often a joining peer looks whether the ring is whole and every link open. */
 const POLL_MS = 20;
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+/** Joining gives up after this long: the room's acceptance, the whole ring, and every link open. */
+export const BENCH_JOIN_TIMEOUT_MS = 120_000;
+
+export interface BenchPeerOptions {
+  /** Paces the join's polling and times its deadline; the system clock by default. */
+  clock?: Clock;
+  /** Overrides BENCH_JOIN_TIMEOUT_MS. */
+  joinTimeoutMs?: number;
+}
 
 export class BenchPeer {
   private network: RingNetwork | null = null;
@@ -25,12 +37,19 @@ export class BenchPeer {
   /** Every collective needs a fresh (step, tag) key; the bench never reuses one. */
   private step = 1;
   private readonly barrierBuf = new Float32Array(1);
+  private readonly clock: Clock;
+  private readonly joinTimeoutMs: number;
+  /** Set by close(): a join still polling gives up. */
+  private closed = false;
 
   constructor(
     private readonly socket: Socket<ServerToClientEvents, ClientToServerEvents>,
     private readonly factory: PeerFactory,
     private readonly log: (m: string) => void,
+    options: BenchPeerOptions = {},
   ) {
+    this.clock = options.clock ?? systemClock;
+    this.joinTimeoutMs = options.joinTimeoutMs ?? BENCH_JOIN_TIMEOUT_MS;
     socket.on('ring:generation', (g) => {
       this.generation = g;
       this.network?.applyGeneration(g);
@@ -40,13 +59,20 @@ export class BenchPeer {
 
   /**
    * Joins `room` and waits until the ring of `worldSize` is whole and every link, the
-   * halving-doubling partners' included, is open. Returns this peer's rank.
+   * halving-doubling partners' included, is open. Returns this peer's rank. Fails with
+   * ERR_TIMEOUT after BENCH_JOIN_TIMEOUT_MS, ERR_ABORTED when closed meanwhile.
    */
-  async join(room: string, name: string, kind: WorkerKind, worldSize: number): Promise<number> {
+  join(room: string, name: string, kind: WorkerKind, worldSize: number): Promise<number> {
+    const ms = this.joinTimeoutMs;
+    const expired = () => new WebringError('ERR_TIMEOUT', `joining ${room} as a bench peer timed out after ${ms} ms`);
+    return withDeadline(ms, expired, (signal) => this.joinUntil(signal, room, name, kind, worldSize), this.clock);
+  }
+
+  private async joinUntil(signal: AbortSignal, room: string, name: string, kind: WorkerKind, worldSize: number): Promise<number> {
     const joined = await new Promise<AckResult<JoinAccepted>>((resolve) =>
       this.socket.emit('room:join', { room, name, kind, backend: 'cpu' }, resolve),
     );
-    if (!joined.ok) throw new Error(`${joined.error.code}: ${joined.error.message}`);
+    if (!joined.ok) throw new WebringError(joined.error.code, joined.error.message);
     this.memberId = joined.memberId;
     this.network = new RingNetwork({
       selfId: joined.memberId,
@@ -55,7 +81,12 @@ export class BenchPeer {
       log: this.log,
     });
     if (this.generation) this.network.applyGeneration(this.generation);
-    while (!this.generation || this.generation.members.length < worldSize || !this.network.meshReady) await sleep(POLL_MS);
+    while (!this.generation || this.generation.members.length < worldSize || !this.network.meshReady) {
+      // The deadline passed (the caller has its error) or the peer closed: stop polling.
+      if (signal.aborted) throw signal.reason;
+      if (this.closed) throw new WebringError('ERR_ABORTED', 'the bench peer closed while joining');
+      await sleep(this.clock, POLL_MS);
+    }
     await this.barrier();
     return this.rank;
   }
@@ -117,6 +148,7 @@ export class BenchPeer {
   }
 
   close(): void {
+    this.closed = true;
     this.network?.close();
     this.socket.close();
   }

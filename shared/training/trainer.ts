@@ -5,12 +5,16 @@
  * the result with its own optimizer. Identical inputs in, identical weights out.
  *
  * The collective is injected: a RingAllReduce over data channels in a tab or a Node worker,
- * an in-memory ring in the unit tests.
+ * an in-memory ring in the unit tests. So are where the examples come from (a DataSource),
+ * the clock that times the step, and the faults a test plays.
  */
 import * as tf from '@tensorflow/tfjs';
 import { COLLECTIVE_TAG, type CollectiveOptions, type CollectiveTag } from '../collectives/ring-allreduce';
-import { EpochPermutation, advance, nextBatch, shardOf, stepsRemaining, type DataCursor } from './sharding';
+import { advance, stepsRemaining, type DataCursor, type GlobalBatch } from './sharding';
 import { MNIST_CLASSES, MNIST_PIXELS, type MnistDataset } from '../data/mnist-format';
+import { MnistShards, type DataSource } from './data-source';
+import type { FaultInjector } from './faults';
+import { sleep, systemClock, type Clock } from '../util/clock';
 import { buildModel, buildOptimizer } from './models';
 import { WeightsHasher } from './weights-hash';
 import { MAX_ROOM_MEMBERS, type Algorithm, type StartConfig } from '../protocol';
@@ -56,7 +60,7 @@ const TAIL_NON_FINITE = TAIL_MESH_READY + 1;
 const TAIL_LENGTH = TAIL_NON_FINITE + 1;
 
 /**
- * A replica's own gradient values must stay below this magnitude to travel (issue 7): then no
+ * A replica's own gradient values must stay below this magnitude to travel: then no
  * honest float32 partial sum can overflow (a received finite value plus one below 2^100
  * rounds back below 2^128), so a non-finite value on the wire can only come from a broken or
  * hostile sender. Anything larger is a diverged model.
@@ -83,7 +87,15 @@ const AGREE_STOPPED = AGREE_PENDING_EVAL + VOTE_FLOATS;
 const AGREE_LENGTH = AGREE_STOPPED + VOTE_FLOATS;
 
 const EVAL_BATCH = 250;
-const PIXEL_SCALE = 1 / 255;
+
+export interface TrainerOptions {
+  /** Where this replica's examples come from; by default the MNIST shards of the dataset. */
+  data?: DataSource;
+  /** Measures compute and communication times, and paces injected slowness. */
+  clock?: Clock;
+  /** Faults a test plays on purpose (slowness, drift); production passes none. */
+  faults?: FaultInjector;
+}
 
 export interface StepOptions {
   /** This replica asks the ring to stop after this step. */
@@ -92,8 +104,6 @@ export interface StepOptions {
   requestPause?: boolean;
   /** The pending generation this replica is ready to switch to (links open), or null. */
   readyFor?: number | null;
-  /** Debug only (tests): extra milliseconds of "compute", to play a slow laptop. */
-  extraComputeMs?: number;
   /** Every link halving-doubling needs is open on this replica (RingNetwork.meshReady). */
   meshReady?: boolean;
 }
@@ -152,8 +162,9 @@ export class Trainer {
   readonly parameterCount: number;
 
   private collective: Collective;
-  private readonly dataset: MnistDataset;
-  private readonly permutation: EpochPermutation;
+  private readonly data: DataSource;
+  private readonly clock: Clock;
+  private readonly faults: FaultInjector | null;
   private cursor: DataCursor = { epoch: 0, offset: 0 };
   private stepCounter = 0;
   /** The epoch whose closing evaluation is still owed (after an epoch's last step), or null. */
@@ -168,7 +179,9 @@ export class Trainer {
   private readonly flat: Float32Array;
   private readonly images: Float32Array;
   private readonly labels: Int32Array;
-  private readonly indices: Uint32Array;
+  /** Allocated on the first evaluation, then reused. */
+  private evalImages: Float32Array | null = null;
+  private evalLabels: Int32Array | null = null;
   private readonly evalBuffer = new Float32Array(2);
   private readonly agreeBuffer = new Float32Array(AGREE_LENGTH);
   /** Allocated on the first measurement (a ring of one never measures), then reused. */
@@ -192,9 +205,11 @@ export class Trainer {
   /** Allocated on the first state hand-over: joins and resyncs are rare. */
   private stateBuffer: Float32Array | null = null;
 
-  constructor(config: StartConfig, dataset: MnistDataset, collective: Collective) {
+  constructor(config: StartConfig, dataset: MnistDataset, collective: Collective, options: TrainerOptions = {}) {
     this.config = config;
-    this.dataset = dataset;
+    this.data = options.data ?? new MnistShards(dataset, config.batchSizePerWorker, config.seed);
+    this.clock = options.clock ?? systemClock;
+    this.faults = options.faults ?? null;
     this.collective = collective;
     this.model = buildModel(config.model, config.seed);
     this.optimizer = buildOptimizer(config.optimizer, config.learningRate);
@@ -209,11 +224,9 @@ export class Trainer {
     this.parameterCount = total;
     this.flat = new Float32Array(total + TAIL_LENGTH);
     this.gradientOptions = { wire: config.wire, exactTail: TAIL_LENGTH, algorithm: 'ring' };
-    const b = config.batchSizePerWorker;
+    const b = this.data.maxShardExamples;
     this.images = new Float32Array(b * MNIST_PIXELS);
     this.labels = new Int32Array(b);
-    this.indices = new Uint32Array(b);
-    this.permutation = new EpochPermutation(dataset.trainCount, config.seed);
   }
 
   get step(): number {
@@ -237,7 +250,7 @@ export class Trainer {
   }
 
   get globalBatchSize(): number {
-    return this.config.batchSizePerWorker * this.collective.worldSize;
+    return this.data.globalBatchSize(this.collective.worldSize);
   }
 
   /** True once the run has nothing left to train: all epochs done, maxSteps reached, or stopped. */
@@ -248,7 +261,7 @@ export class Trainer {
 
   /** The step the run will end at if the world size stays as it is now. */
   get totalSteps(): number {
-    const left = stepsRemaining(this.cursor, this.config.epochs, this.dataset.trainCount, this.globalBatchSize);
+    const left = stepsRemaining(this.cursor, this.config.epochs, this.data.trainCount, this.globalBatchSize);
     const end = this.stepCounter + left;
     return this.config.maxSteps === undefined ? end : Math.min(end, this.config.maxSteps);
   }
@@ -373,11 +386,12 @@ export class Trainer {
 
   /** One synchronous step on the next global batch. */
   async trainStep(options: StepOptions = {}): Promise<StepResult> {
-    const t0 = performance.now();
-    const { rank, worldSize } = this.collective;
     const step = this.stepCounter;
-    const batch = nextBatch(this.cursor, this.config.batchSizePerWorker, worldSize, this.dataset.trainCount);
-    const n = shardOf(batch, rank).count;
+    if (this.faults?.driftBefore?.(step)) this.nudgeWeights();
+    const t0 = this.clock.now();
+    const { rank, worldSize } = this.collective;
+    const batch = this.data.nextBatch(this.cursor, worldSize);
+    const n = this.data.shareOf(batch, rank);
     // Compare hashes of the weights this step starts from, every HASH_CHECK_EVERY_STEPS.
     const hashChecked = step % HASH_CHECK_EVERY_STEPS === 0;
     const hash = hashChecked ? await this.weightsHash() : null;
@@ -388,14 +402,15 @@ export class Trainer {
     flat.fill(0, P);
     timing.computeMs = 0;
     timing.readbackMs = 0;
-    if (n > 0) await this.computeGradients(this.permutation.sliceInto(this.indices, batch, rank), n);
+    if (n > 0) await this.computeGradients(batch, rank);
     else flat.fill(0, 0, P); // more ranks than examples left in the epoch: contribute nothing
-    if (options.extraComputeMs) await new Promise((resolve) => setTimeout(resolve, options.extraComputeMs));
+    const slowMs = this.faults?.slowComputeMs?.(step) ?? 0;
+    if (slowMs > 0) await sleep(this.clock, slowMs);
     flat[P + TAIL_STOP] = options.requestStop ? 1 : 0;
     flat[P + TAIL_PAUSE] = options.requestPause ? 1 : 0;
     writeVote(flat, P + TAIL_ADMIT, options.readyFor == null ? 0 : counterVote(options.readyFor));
     if (hash) writeHashVotes(flat, P + TAIL_HASH, hash);
-    flat[P + TAIL_COMPUTE_MS + rank] = performance.now() - t0;
+    flat[P + TAIL_COMPUTE_MS + rank] = this.clock.now() - t0;
     writeModels(flat, P + TAIL_MODELS, this.measured);
     flat[P + TAIL_MESH_READY] = options.meshReady ? 1 : 0;
     // The sender's own check: a diverged replica sends zeros and says so, rather than NaN.
@@ -409,9 +424,9 @@ export class Trainer {
 
     const algorithm = this.nextAlgorithm;
     this.gradientOptions.algorithm = algorithm;
-    const tComm = performance.now();
+    const tComm = this.clock.now();
     await this.collective.allReduce(flat, step, COLLECTIVE_TAG.gradients, this.gradientOptions);
-    const tApply = performance.now();
+    const tApply = this.clock.now();
     timing.commMs = tApply - tComm;
 
     // Each rank sent the sum of its examples' gradients: divide by the global batch for the mean.
@@ -448,7 +463,7 @@ export class Trainer {
       this.optimizer.applyGradients(named);
     });
     this.weightsVersion++;
-    timing.applyMs = performance.now() - tApply;
+    timing.applyMs = this.clock.now() - tApply;
 
     // Every replica holds the same sums, so every replica picks the same next algorithm.
     const models = readModels(flat, P + TAIL_MODELS, worldSize);
@@ -457,7 +472,7 @@ export class Trainer {
     this.nextAlgorithm = chooseAlgorithm(this.config.allreduce, worldSize, wireBytes, models, meshReady);
     this.measureDue = worldSize > 1 && meshReady && this.measured === null;
 
-    this.cursor = advance(batch, this.dataset.trainCount);
+    this.cursor = advance(batch, this.data.trainCount);
     this.stepCounter = step + 1;
     const stop = flat[P + TAIL_STOP]! > 0;
     const epochEnd = this.cursor.epoch !== batch.epoch;
@@ -488,14 +503,14 @@ export class Trainer {
   }
 
   /**
-   * Forward and backward on this rank's `n` examples. The loss is the SUM over the shard,
+   * Forward and backward on this rank's examples of `batch`. The loss is the SUM over the shard,
    * so `flat` receives the sum of the examples' gradients straight from autodiff (shards
    * of different sizes then average exactly, with no extra pass over the buffer), and the
    * tail the summed loss and the correct count.
    */
-  private async computeGradients(indices: Uint32Array, n: number): Promise<void> {
-    const tCompute = performance.now();
-    this.fillBatch(indices);
+  private async computeGradients(batch: GlobalBatch, rank: number): Promise<void> {
+    const tCompute = this.clock.now();
+    const n = this.data.readShard(batch, rank, this.images, this.labels);
     const { value, grads, correct } = tf.tidy(() => {
       const x = tf.tensor4d(this.images.subarray(0, n * MNIST_PIXELS), [n, 28, 28, 1]);
       const labels = tf.tensor1d(this.labels.subarray(0, n), 'int32');
@@ -514,14 +529,14 @@ export class Trainer {
       // All the step's kernels were queued together, so the loss arrives once the device
       // has finished the forward and backward passes: the split between compute and read-back.
       const [lossData, correctData] = await Promise.all([value.data(), correct.data()]);
-      const tReadback = performance.now();
+      const tReadback = this.clock.now();
       // Read every gradient back at once; the GPU queue overlaps the copies.
       const gradData = await Promise.all(this.variables.map((v) => grads[v.name]!.data()));
       gradData.forEach((g, i) => flat.set(g as Float32Array, this.offsets[i]));
       flat[P + TAIL_LOSS] = lossData[0]!;
       flat[P + TAIL_CORRECT] = correctData[0]!;
       this.timing.computeMs = tReadback - tCompute;
-      this.timing.readbackMs = performance.now() - tReadback;
+      this.timing.readbackMs = this.clock.now() - tReadback;
     } finally {
       value.dispose();
       correct.dispose();
@@ -532,19 +547,20 @@ export class Trainer {
   /** Test-set accuracy, evaluated data-parallel: each rank scores its shard, one tiny all-reduce sums. */
   async evaluate(): Promise<number> {
     const { rank, worldSize } = this.collective;
-    const { trainCount, testCount } = this.dataset;
-    const from = trainCount + Math.floor((rank * testCount) / worldSize);
-    const to = trainCount + Math.floor(((rank + 1) * testCount) / worldSize);
+    const shard = this.data.testShard(rank, worldSize);
+    const from = shard.start;
+    const to = shard.start + shard.count;
+    const images = (this.evalImages ??= new Float32Array(EVAL_BATCH * MNIST_PIXELS));
+    const labels = (this.evalLabels ??= new Int32Array(EVAL_BATCH));
     let correct = 0;
     for (let start = from; start < to; start += EVAL_BATCH) {
       const n = Math.min(EVAL_BATCH, to - start);
-      const images = new Float32Array(n * MNIST_PIXELS);
-      const px = this.dataset.pixels;
-      for (let i = 0; i < n * MNIST_PIXELS; i++) images[i] = px[start * MNIST_PIXELS + i]! * PIXEL_SCALE;
-      const labels = Int32Array.from(this.dataset.labels.subarray(start, start + n));
+      this.data.readTest(start, n, images, labels);
+      // The tensors may alias the reused buffers (the CPU backend does not copy); they live
+      // only inside this tidy, and the count is read back before the buffers are written again.
       const hits = tf.tidy(() => {
-        const logits = this.model.apply(tf.tensor4d(images, [n, 28, 28, 1]), { training: false }) as tf.Tensor2D;
-        return tf.sum(tf.cast(tf.equal(tf.argMax(logits, -1), tf.tensor1d(labels, 'int32')), 'float32'));
+        const logits = this.model.apply(tf.tensor4d(images.subarray(0, n * MNIST_PIXELS), [n, 28, 28, 1]), { training: false }) as tf.Tensor2D;
+        return tf.sum(tf.cast(tf.equal(tf.argMax(logits, -1), tf.tensor1d(labels.subarray(0, n), 'int32')), 'float32'));
       });
       correct += (await hits.data())[0]!;
       hits.dispose();
@@ -567,8 +583,8 @@ export class Trainer {
     return hash;
   }
 
-  /** Debug only (tests): nudges one weight on this replica, as numeric drift between backends would. */
-  perturbForTest(): void {
+  /** Nudges one weight on this replica, as numeric drift between backends would (an injected fault). */
+  private nudgeWeights(): void {
     const v = this.variables[0]!;
     tf.tidy(() => v.assign(v.add(tf.scalar(1e-3))));
     this.weightsVersion++;
@@ -585,18 +601,6 @@ export class Trainer {
   dispose(): void {
     this.optimizer.dispose();
     this.model.dispose();
-  }
-
-  private fillBatch(indices: Uint32Array): void {
-    const px = this.dataset.pixels;
-    const images = this.images;
-    for (let i = 0; i < indices.length; i++) {
-      const idx = indices[i]!;
-      const src = idx * MNIST_PIXELS;
-      const dst = i * MNIST_PIXELS;
-      for (let p = 0; p < MNIST_PIXELS; p++) images[dst + p] = px[src + p]! * PIXEL_SCALE;
-      this.labels[i] = this.dataset.labels[idx]!;
-    }
   }
 }
 

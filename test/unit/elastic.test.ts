@@ -14,6 +14,10 @@ import type { MnistDataset } from '../../shared/data/mnist-format';
 import { mulberry32 } from '../../shared/util/random';
 import { createMemoryRing } from '../support/memory-ring';
 import { optimizerStateVariables } from '../../shared/checkpoints/optimizer-state';
+import type { FaultInjector } from '../../shared/training/faults';
+
+/** Nudges the weights once, just before `step`: numeric drift between backends. */
+const driftBefore = (at: number): FaultInjector => ({ driftBefore: (step) => step === at });
 
 let dataset: MnistDataset;
 
@@ -87,14 +91,15 @@ function record(applied: Map<number, number[]>, epoch: number, used: number[], t
 test('a new generation adopts the chief state: survivors and joiners end bit-identical with weights, Adam state and cursor', async () => {
   const config = startConfigSchema.parse({ model: 'mlp', optimizer: 'adam', learningRate: 0.001, batchSizePerWorker: 8, seed: 3 });
   const first = createMemoryRing(3, { generation: 1 });
-  const trainers = first.rings.map((ring) => new Trainer(config, dataset, ring));
+  // Rank 1 drifts in its second step (as a WebGL replica might against WebGPU).
+  const trainers = first.rings.map((ring, r) => new Trainer(config, dataset, ring, r === 1 ? { faults: driftBefore(1) } : {}));
   // Same seed, same weights: the agreement check finds nothing to send.
   assert.deepEqual(await Promise.all(trainers.map((t) => t.syncState())), [false, false, false]);
   for (let s = 0; s < 2; s++) await Promise.all(trainers.map((t) => t.trainStep()));
 
-  // Rank 2 leaves; rank 1 has drifted (as a WebGL replica might against WebGPU). Two joiners
-  // arrive with fresh models and optimizers. The new ring: survivors in order, then joiners.
-  trainers[1]!.perturbForTest();
+  // Rank 2 leaves; rank 1 has drifted. Two joiners arrive with fresh models and optimizers.
+  // The new ring: survivors in order, then joiners.
+  assert.notEqual(await trainers[1]!.weightsHash(), await trainers[0]!.weightsHash(), 'rank 1 drifted');
   const leaver = trainers.pop()!;
   leaver.dispose();
   const joiners = [0, 1].map(() => new Trainer(config, dataset, createMemoryRing(1).rings[0]!));
@@ -127,7 +132,8 @@ test('a new generation adopts the chief state: survivors and joiners end bit-ide
 test('the ring agrees on drift and on admission: a drifted replica is caught at the next check and resynced', async () => {
   const config = startConfigSchema.parse({ model: 'mlp', optimizer: 'sgd', learningRate: 0.1, batchSizePerWorker: 4, seed: 5 });
   const { rings } = createMemoryRing(3, { generation: 7 });
-  const ring = rings.map((r) => new Trainer(config, dataset, r));
+  // Rank 2 drifts just before step 3, after the admission votes.
+  const ring = rings.map((r, rank) => new Trainer(config, dataset, r, rank === 2 ? { faults: driftBefore(3) } : {}));
   await Promise.all(ring.map((t) => t.syncState()));
   // Admission needs every replica ready for the same generation.
   const split = await Promise.all(ring.map((t, r) => t.trainStep({ readyFor: r === 2 ? null : 8 })));
@@ -137,7 +143,6 @@ test('the ring agrees on drift and on admission: a drifted replica is caught at 
   const agreed = await Promise.all(ring.map((t) => t.trainStep({ readyFor: 8 })));
   assert.ok(agreed.every((s) => s.admit));
 
-  ring[2]!.perturbForTest();
   let results = await Promise.all(ring.map((t) => t.trainStep()));
   while (!results[0]!.hashChecked) results = await Promise.all(ring.map((t) => t.trainStep()));
   assert.deepEqual(results.map((r) => [r.step, r.hashMismatch]), ring.map(() => [10, true]), 'every replica saw the mismatch at step 10');

@@ -1,0 +1,98 @@
+/**
+ * Where a replica's examples come from. The trainer asks a DataSource for the global batch
+ * of each step and for this replica's part of it; it never looks at a dataset itself. The
+ * MNIST shards below are what every worker trains on today; another source (a class's own
+ * drawings, say, in unequal shares) plugs in without touching the training loop, as long
+ * as every replica's source agrees on the global batches.
+ */
+import { MNIST_PIXELS, type MnistDataset } from '../data/mnist-format';
+import { EpochPermutation, nextBatch, shardOf, type DataCursor, type GlobalBatch } from './sharding';
+
+export interface DataSource {
+  /** Training examples in one epoch, over the whole ring. */
+  readonly trainCount: number;
+  /** The most examples one replica trains on in one step: the trainer sizes its batch buffers by it. */
+  readonly maxShardExamples: number;
+  /** Examples one step trains on over the whole ring at `worldSize`, away from an epoch's end. */
+  globalBatchSize(worldSize: number): number;
+  /** The global batch the step at `cursor` trains on with `worldSize` replicas. */
+  nextBatch(cursor: DataCursor, worldSize: number): GlobalBatch;
+  /** How many of `batch`'s examples are rank `rank`'s: its share of the global batch. */
+  shareOf(batch: GlobalBatch, rank: number): number;
+  /**
+   * Writes rank `rank`'s examples of `batch` to the front of `images` (pixels 0..1, row-major
+   * 28×28) and `labels`; returns how many. Called once per step: it must allocate nothing.
+   */
+  readShard(batch: GlobalBatch, rank: number, images: Float32Array, labels: Int32Array): number;
+  /** The test examples rank `rank` of `worldSize` scores in an evaluation. */
+  testShard(rank: number, worldSize: number): { start: number; count: number };
+  /** Writes test examples [start, start + count) to the front of `images` and `labels`. */
+  readTest(start: number, count: number, images: Float32Array, labels: Int32Array): void;
+}
+
+const PIXEL_SCALE = 1 / 255;
+
+/**
+ * The MNIST training split sharded as tf.data shards for MultiWorkerMirroredStrategy
+ * (sharding.ts): one seeded permutation per epoch, each rank a contiguous, near-equal slice
+ * of every global batch of `perWorker` × N examples.
+ */
+export class MnistShards implements DataSource {
+  private readonly permutation: EpochPermutation;
+  private readonly indices: Uint32Array;
+
+  constructor(
+    private readonly dataset: MnistDataset,
+    private readonly perWorker: number,
+    seed: number,
+  ) {
+    this.permutation = new EpochPermutation(dataset.trainCount, seed);
+    this.indices = new Uint32Array(perWorker);
+  }
+
+  get trainCount(): number {
+    return this.dataset.trainCount;
+  }
+
+  get maxShardExamples(): number {
+    return this.perWorker;
+  }
+
+  globalBatchSize(worldSize: number): number {
+    return this.perWorker * worldSize;
+  }
+
+  nextBatch(cursor: DataCursor, worldSize: number): GlobalBatch {
+    return nextBatch(cursor, this.perWorker, worldSize, this.dataset.trainCount);
+  }
+
+  shareOf(batch: GlobalBatch, rank: number): number {
+    return shardOf(batch, rank).count;
+  }
+
+  readShard(batch: GlobalBatch, rank: number, images: Float32Array, labels: Int32Array): number {
+    const indices = this.permutation.sliceInto(this.indices, batch, rank);
+    const px = this.dataset.pixels;
+    for (let i = 0; i < indices.length; i++) {
+      const idx = indices[i]!;
+      const src = idx * MNIST_PIXELS;
+      const dst = i * MNIST_PIXELS;
+      for (let p = 0; p < MNIST_PIXELS; p++) images[dst + p] = px[src + p]! * PIXEL_SCALE;
+      labels[i] = this.dataset.labels[idx]!;
+    }
+    return indices.length;
+  }
+
+  testShard(rank: number, worldSize: number): { start: number; count: number } {
+    const { trainCount, testCount } = this.dataset;
+    const from = trainCount + Math.floor((rank * testCount) / worldSize);
+    const to = trainCount + Math.floor(((rank + 1) * testCount) / worldSize);
+    return { start: from, count: to - from };
+  }
+
+  readTest(start: number, count: number, images: Float32Array, labels: Int32Array): void {
+    const px = this.dataset.pixels;
+    for (let i = 0; i < count * MNIST_PIXELS; i++) images[i] = px[start * MNIST_PIXELS + i]! * PIXEL_SCALE;
+    for (let i = 0; i < count; i++) labels[i] = this.dataset.labels[start + i]!;
+  }
+}

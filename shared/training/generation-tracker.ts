@@ -1,0 +1,152 @@
+/**
+ * Which ring generation this worker is in, and which one is coming. The server announces
+ * every generation; a pure admission of joiners is prepared while the current ring trains
+ * on (the switch happens at a step boundary, by vote), anything else replaces the ring at
+ * once. Whoever waits for the ring to change (a paused run, a run recovering from an
+ * interrupted step) waits here.
+ */
+import { WebringError } from '../protocol/errors';
+import type { Generation } from '../protocol';
+import type { RingAllReduce } from '../collectives/ring-allreduce';
+import type { Clock } from '../util/clock';
+
+/** A ring that has not re-formed this long after an interrupted step gives up (the run fails). */
+export const RECOVERY_TIMEOUT_MS = 60_000;
+/** A broken link with nobody gone: ask the server to re-form the ring after this long. */
+export const REFORM_AFTER_MS = 3_000;
+
+/** The part of RingNetwork that the tracker and a training run use; a unit test passes its own. */
+export interface RingView {
+  /** The collective of the latest generation this worker belongs to, or null. */
+  readonly collective: RingAllReduce | null;
+  /** The generation applied last. */
+  readonly generation: Generation | null;
+  /** Every link halving-doubling needs in the applied generation is open. */
+  readonly meshReady: boolean;
+  /** Re-forms the ring for `g`; the previous generation's collective is aborted. */
+  applyGeneration(g: Generation): unknown;
+  /** Opens the links `g` needs while the current ring keeps training. */
+  prepare(g: Generation): void;
+  /** Both of this worker's ring links in `g` are open. */
+  isReadyFor(g: Generation): boolean;
+}
+
+/** What a generation did on arrival. */
+export type GenerationOutcome =
+  /** Older than one already known: ignored. */
+  | 'stale'
+  /** No ring yet (the join ack is on its way): kept, and replayed after it. */
+  | 'deferred'
+  /** The generation the ring already has (a rejoin repeats it). */
+  | 'repeated'
+  /** Joiners only, while training: their links open, the ring switches at a step boundary. */
+  | 'prepared'
+  /** The ring was re-formed for it. */
+  | 'applied';
+
+/** True when `next` is `current` with members added at the end: a pure admission of joiners. */
+function extendsRing(current: Generation, next: Generation): boolean {
+  return (
+    next.generation > current.generation &&
+    next.members.length > current.members.length &&
+    current.members.every((m, i) => next.members[i]?.id === m.id)
+  );
+}
+
+export class GenerationTracker {
+  /** The newest generation the server announced. */
+  latest: Generation | null = null;
+  /** A generation that admits joiners, while its links open; the ring switches at a step boundary. */
+  pending: Generation | null = null;
+  private waiters: Array<() => void> = [];
+
+  constructor(
+    private readonly clock: Clock,
+    private readonly log: (message: string) => void,
+  ) {}
+
+  /** Takes in a generation the server announced, and prepares or applies it on `network`. */
+  receive(g: Generation, network: RingView | null, training: boolean): GenerationOutcome {
+    const applied = network?.generation ?? null;
+    if (this.latest && g.generation < this.latest.generation) return 'stale';
+    this.latest = g;
+    if (!network) return 'deferred';
+    if (applied?.generation === g.generation && network.collective?.generation === g.generation) {
+      this.notify();
+      return 'repeated';
+    }
+    const ring = network.collective;
+    let outcome: GenerationOutcome;
+    if (training && applied && ring && !ring.isAborted && extendsRing(applied, g)) {
+      network.prepare(g);
+      this.pending = g;
+      this.log(`generation ${g.generation} admits ${g.members.length - applied.members.length} joiner(s); connecting`);
+      outcome = 'prepared';
+    } else {
+      // Someone left (or this worker is not training): the old ring is over now.
+      network.applyGeneration(g);
+      this.pending = null;
+      outcome = 'applied';
+    }
+    this.notify();
+    return outcome;
+  }
+
+  /** The ring switched to `g` at a step boundary: it is no longer pending. */
+  admitted(g: Generation): void {
+    if (this.pending === g) this.pending = null;
+  }
+
+  /** Forgets every generation: this worker joins afresh. */
+  reset(): void {
+    this.latest = null;
+    this.pending = null;
+  }
+
+  /** Wakes everyone waiting in nextChange (a generation, a resume, a stop). */
+  notify(): void {
+    const waiters = this.waiters;
+    this.waiters = [];
+    for (const w of waiters) w();
+  }
+
+  /** Resolves at the next notify(), or after `timeoutMs` when given. */
+  nextChange(timeoutMs?: number): Promise<void> {
+    return new Promise<void>((resolve) => {
+      if (timeoutMs === undefined) {
+        this.waiters.push(resolve);
+        return;
+      }
+      const timer = this.clock.setTimeout(resolve, timeoutMs);
+      this.waiters.push(() => {
+        this.clock.clearTimeout(timer);
+        resolve();
+      });
+    });
+  }
+
+  /**
+   * After an interrupted collective on `ring`: waits until a newer generation is applied. A
+   * broken link with nobody gone brings no new generation by itself, so after a grace period
+   * this asks (through `askReform`) for the ring to be re-formed (links are dialled again).
+   */
+  async awaitRingChange(
+    network: RingView,
+    ring: RingAllReduce,
+    cause: WebringError,
+    selfId: string | null,
+    askReform: (generation: number, reason: string) => void,
+  ): Promise<void> {
+    const started = this.clock.now();
+    let asked = false;
+    while (network.collective === ring || (network.collective === null && network.generation?.members.some((m) => m.id === selfId))) {
+      const waited = this.clock.now() - started;
+      if (waited > RECOVERY_TIMEOUT_MS) throw new WebringError('ERR_TIMEOUT', `the ring did not re-form within ${RECOVERY_TIMEOUT_MS} ms after ${cause.code}`);
+      if (!asked && waited >= REFORM_AFTER_MS && ring.generation === network.generation?.generation) {
+        asked = true;
+        askReform(ring.generation, `${cause.code}: ${cause.message}`.slice(0, 200));
+      }
+      await this.nextChange(REFORM_AFTER_MS);
+    }
+  }
+}

@@ -1,0 +1,407 @@
+/**
+ * One training run, from the teacher's Start to its end, as a sequence of turns. Each turn
+ * adopts the newest ring, hands the chief's state over when a new ring or a weights
+ * mismatch calls for it, evaluates when an epoch closed, waits while paused, and otherwise
+ * trains one synchronous step: report it, check the stragglers' deadlines, checkpoint if
+ * due, and switch to a generation that admits joiners once every replica voted for it. A
+ * step a ring change interrupted is redone on the new ring from the chief's state.
+ *
+ * The server side (reports, checkpoint storage, generations) and time come in through
+ * small interfaces, so a unit test runs real trainers over an in-memory ring.
+ */
+import * as tf from '@tensorflow/tfjs';
+import { WebringError, toWebringError, type ErrorBody, type ErrorCode } from '../protocol/errors';
+import type { DropRequest, EvictRequest, Generation, ReformRequest, TrainStart, TrainStop } from '../protocol';
+import type { MnistDataset } from '../data/mnist-format';
+import type { LinkModel } from '../collectives/choice';
+import { PeerMisbehavedError, type RingAllReduce } from '../collectives/ring-allreduce';
+import type { Clock } from '../util/clock';
+import { yieldToEventLoop } from '../util/yield';
+import { Trainer, type StepResult } from './trainer';
+import { StragglerDetector } from './straggler';
+import type { DataSource } from './data-source';
+import type { FaultInjector } from './faults';
+import type { RingView } from './generation-tracker';
+import type { WorkerStatus, WorkerStatusView } from './worker-status';
+import type { ReportEvent, ReportOf } from './signaling-session';
+
+/** Steps/s is measured over this many recent steps. */
+const STEP_RATE_WINDOW = 10;
+/** Errors of a collective that a new generation heals: the step is redone from the chief's state. */
+const RECOVERABLE: ReadonlySet<ErrorCode> = new Set<ErrorCode>(['ERR_STALE_GENERATION', 'ERR_PEER_FAILED', 'ERR_TIMEOUT', 'ERR_ABORTED', 'ERR_PEER_MISBEHAVED']);
+
+/** Where a run's reports and requests go: the signaling server, or a test's recorder. */
+export interface RunReporter {
+  report<E extends ReportEvent>(event: E, payload: ReportOf<E>): void;
+  dropStraggler(request: DropRequest): void;
+  accuse(request: EvictRequest, onRefused: (error: ErrorBody) => void): void;
+  askReform(request: ReformRequest): void;
+}
+
+/** The chief's checkpoints of this run, and the restore every replica does on a resumed start. */
+export interface RunCheckpoints {
+  /** Captures the replica now (the next step waits for it); the writing goes on in the background. */
+  save(trainer: Trainer, run: number, maxToKeep: number): Promise<void>;
+  /** Resolves once every save has been written, or has failed. */
+  flush(): Promise<void>;
+  /** Makes the trainer's weights, optimizer state and position equal to checkpoint `id`. */
+  restore(id: string, trainer: Trainer): Promise<void>;
+}
+
+/** The part of the generation tracker a run waits on and consumes. */
+export interface RunGenerations {
+  /** A generation admitting joiners, whose links are opening; null when none. */
+  readonly pending: Generation | null;
+  admitted(g: Generation): void;
+  /** Resolves at the next generation, resume or stop. */
+  nextChange(): Promise<void>;
+  awaitRingChange(
+    network: RingView,
+    ring: RingAllReduce,
+    cause: WebringError,
+    selfId: string | null,
+    askReform: (generation: number, reason: string) => void,
+  ): Promise<void>;
+}
+
+/** The teacher's requests, as they arrive between steps; the worker sets them, the run reads them. */
+export interface RunControl {
+  stopRequested: boolean;
+  stopReason: TrainStop['reason'] | null;
+  /** The teacher's Pause is in force (until train:resume). */
+  pauseRequested: boolean;
+}
+
+export interface TrainingRunOptions {
+  start: TrainStart;
+  /** The network whose current collective the run trains over; it must hold start.generation already. */
+  network: RingView;
+  generations: RunGenerations;
+  reporter: RunReporter;
+  checkpoints: RunCheckpoints;
+  status: WorkerStatusView;
+  control: RunControl;
+  dataset: MnistDataset;
+  /** Where this replica's examples come from; the dataset's MNIST shards by default. */
+  data?: DataSource;
+  clock: Clock;
+  faults?: FaultInjector;
+  log(message: string): void;
+}
+
+export class TrainingRun {
+  readonly trainer: Trainer;
+  private readonly options: TrainingRunOptions;
+  private ring: RingAllReduce;
+  private readonly detector = new StragglerDetector();
+  /** The key of the state hand-over still owed (0 on every new ring), or null. */
+  private syncKey: number | null = 0;
+  /** For a late joiner: when it was admitted, until it holds the live state. */
+  private joinedAt: number | null;
+  /** Set after a step the ring agreed to pause after; cleared on resume. */
+  private holding = false;
+  private readonly recentStepEnds: number[] = [];
+
+  /** Throws ERR_STALE_GENERATION when `network` holds no ring of start.generation or newer. */
+  constructor(options: TrainingRunOptions) {
+    const ring = options.network.collective;
+    if (!ring || ring.generation < options.start.generation) {
+      throw new WebringError('ERR_STALE_GENERATION', `start for generation ${options.start.generation} does not match this worker's ring`);
+    }
+    this.options = options;
+    this.ring = ring;
+    ring.setRun(options.start.run);
+    this.trainer = new Trainer(options.start.config, options.dataset, ring, { data: options.data, clock: options.clock, faults: options.faults });
+    this.joinedAt = options.start.admitted ? options.clock.now() : null;
+  }
+
+  private get status(): Readonly<WorkerStatus> {
+    return this.options.status.current;
+  }
+
+  private update(patch: Partial<WorkerStatus>): void {
+    this.options.status.update(patch);
+  }
+
+  /** Trains until the run ends, stops or fails; every outcome is reported, none is thrown. */
+  async execute(): Promise<void> {
+    const { start, control, log } = this.options;
+    const trainer = this.trainer;
+    control.stopRequested = false;
+    control.stopReason = null;
+    this.update({ state: 'training', step: trainer.step, totalSteps: trainer.totalSteps, examplesProcessed: 0, loss: null, testAccuracy: null, error: null, resyncs: 0 });
+    this.options.status.showRing(this.options.network.generation, true);
+    try {
+      await this.restoreIfResumed();
+      while (!(await this.turn()));
+      await this.finish();
+    } catch (err) {
+      const e = toWebringError(err);
+      log(`training stopped: ${e.code} ${e.message}`);
+      if (e.code === 'ERR_DROPPED' || this.status.state === 'dropped') return;
+      if (e.code === 'ERR_RUN_ENDED' && control.stopReason === 'ended') {
+        this.update({ state: 'ready' });
+        return;
+      }
+      this.update({ state: 'error', error: e.toBody() });
+      if (e.code !== 'ERR_RUN_ENDED') {
+        this.options.reporter.report('worker:finished', {
+          run: start.run,
+          generation: this.ring.generation,
+          step: trainer.step,
+          reason: 'failed',
+          code: e.code,
+          message: e.message.slice(0, 500),
+        });
+      }
+    }
+  }
+
+  /** BackupAndRestore: every replica loads the same checkpoint (weights, optimizer, cursor). */
+  private async restoreIfResumed(): Promise<void> {
+    const { start, checkpoints, log } = this.options;
+    if (!start.resume) {
+      this.update({ resumedFrom: null, resumedHash: null });
+      return;
+    }
+    await checkpoints.restore(start.resume.checkpointId, this.trainer);
+    const restored = await this.trainer.weightsHash();
+    log(`resumed from ${start.resume.checkpointId} at step ${this.trainer.step}`);
+    this.update({ resumedFrom: start.resume.checkpointId, resumedHash: restored, step: this.trainer.step, epoch: this.trainer.epoch });
+  }
+
+  /** One turn of the loop; true once the run has nothing left to train. */
+  private async turn(): Promise<boolean> {
+    try {
+      // Heartbeats, generations and reports get their turn between steps.
+      await yieldToEventLoop();
+      this.adoptLatestRing();
+      await this.syncIfDue();
+      if (this.trainer.pendingEvaluation !== null) await this.evaluate();
+      if (this.trainer.finished) return true;
+      if (await this.holdWhilePaused()) return false;
+      await this.measureIfDue();
+      const voted = this.options.generations.pending;
+      const result = await this.step(voted);
+      this.reportStep(result);
+      this.checkDeadlines(result);
+      await this.checkpointIfDue(result);
+      this.switchIfAdmitted(result, voted);
+    } catch (err) {
+      // The ring this turn last trained on: adopted at the top of the turn if it was new.
+      await this.recover(err, this.ring);
+    }
+    return false;
+  }
+
+  /** A newer generation replaced the ring: train on from the chief's state over the new one. */
+  private adoptLatestRing(): void {
+    const latest = this.options.network.collective;
+    if (latest === this.ring) return;
+    if (!latest) throw new WebringError('ERR_DROPPED', 'this worker is no longer in the ring');
+    this.ring = latest;
+    latest.setRun(this.options.start.run);
+    this.trainer.setCollective(latest);
+    // The first collective of every generation hands the chief's whole state to everyone:
+    // survivors redo an interrupted step from it, joiners start from it.
+    this.syncKey = 0;
+    this.options.status.showRing(this.options.network.generation, true);
+  }
+
+  private async syncIfDue(): Promise<void> {
+    if (this.syncKey === null) return;
+    const { clock, log } = this.options;
+    const trainer = this.trainer;
+    const t0 = clock.now();
+    const transferred = await trainer.syncState(this.syncKey);
+    this.syncKey = null;
+    const syncMs = clock.now() - t0;
+    const hash = await trainer.weightsHash();
+    log(
+      transferred
+        ? `state from the chief: step ${trainer.step}, ${trainer.stateLength * 4} bytes in ${syncMs.toFixed(0)} ms`
+        : `replicas already agree at step ${trainer.step} (checked in ${syncMs.toFixed(0)} ms)`,
+    );
+    this.update({ weightsHash: hash, step: trainer.step, epoch: trainer.epoch, lastSyncMs: syncMs, totalSteps: trainer.totalSteps });
+    if (this.joinedAt !== null) {
+      this.update({ joinMs: clock.now() - this.joinedAt });
+      this.joinedAt = null;
+    }
+  }
+
+  /** The evaluation owed at an epoch's end (or the run's), data-parallel over the test digits. */
+  private async evaluate(): Promise<void> {
+    const trainer = this.trainer;
+    const epoch = trainer.pendingEvaluation!;
+    const accuracy = await trainer.evaluate();
+    trainer.pendingEvaluation = null;
+    this.update({ testAccuracy: accuracy });
+    const { start, network } = this.options;
+    this.options.reporter.report('worker:evaluated', { run: start.run, generation: network.generation?.generation ?? start.generation, step: trainer.step, epoch, accuracy });
+  }
+
+  /** Paused after the same step as everyone: waits for resume, stop or a new generation. True while held. */
+  private async holdWhilePaused(): Promise<boolean> {
+    const { control, generations } = this.options;
+    if (this.holding && control.pauseRequested && !control.stopRequested) {
+      this.update({ state: 'paused' });
+      await generations.nextChange();
+      return true;
+    }
+    if (this.holding) {
+      this.holding = false;
+      this.update({ state: 'training' });
+    }
+    return false;
+  }
+
+  /** Every replica saw the same tail: all measure their links before this same step. */
+  private async measureIfDue(): Promise<void> {
+    if (!this.trainer.measureDue) return;
+    const { ring: r, halvingDoubling: h } = await this.trainer.measureLinks();
+    const show = (m: LinkModel | null) => (m ? `α ${m.alphaMs.toFixed(2)} ms per hop, β ${(m.betaBytesPerMs / 1e3).toFixed(1)} MB/s` : 'not measured');
+    this.options.log(`links measured: ring ${show(r)}; halving-doubling ${show(h)}`);
+  }
+
+  /** One synchronous step, voting on stop, pause and the pending generation; updates the status. */
+  private async step(voted: Generation | null): Promise<StepResult> {
+    const { network, control, clock } = this.options;
+    const trainer = this.trainer;
+    const ready = voted !== null && network.isReadyFor(voted);
+    const t0 = clock.now();
+    const r = await trainer.trainStep({
+      requestStop: control.stopRequested,
+      requestPause: control.pauseRequested,
+      readyFor: ready ? voted.generation : null,
+      meshReady: network.meshReady,
+    });
+    if (r.pause) this.holding = true;
+    const stepTimes = this.recentStepEnds;
+    stepTimes.push(clock.now());
+    if (stepTimes.length > STEP_RATE_WINDOW) stepTimes.shift();
+    const stepsPerSec = stepTimes.length > 1 ? ((stepTimes.length - 1) * 1000) / (stepTimes.at(-1)! - stepTimes[0]!) : 0;
+    const transfer = this.ring.lastTransfer;
+    const weightsHash = await trainer.weightsHash();
+    this.update({
+      step: trainer.step,
+      epoch: r.epoch,
+      totalSteps: trainer.totalSteps,
+      loss: r.loss,
+      trainAccuracy: r.trainAccuracy,
+      gradNorm: r.gradNorm,
+      weightsHash,
+      examplesPerSec: r.examples / Math.max((clock.now() - t0) / 1000, 1e-6),
+      examplesProcessed: this.status.examplesProcessed + r.examples,
+      numTensors: tf.memory().numTensors,
+      computeMs: r.computeMs[this.ring.rank] ?? 0,
+      stepsPerSec,
+      linkMBps: transfer.ms > 0 ? transfer.bytes / 1e6 / (transfer.ms / 1000) : 0,
+      batchShare: r.globalBatchSize > 0 ? r.examples / r.globalBatchSize : 0,
+    });
+    return r;
+  }
+
+  /** The step's progress report; a weights mismatch owes a hand-over from the chief. */
+  private reportStep(r: StepResult): void {
+    const s = this.status;
+    this.options.reporter.report('worker:progress', {
+      run: this.options.start.run,
+      generation: this.ring.generation,
+      step: this.trainer.step,
+      epoch: r.epoch,
+      loss: r.loss,
+      trainAccuracy: r.trainAccuracy,
+      examplesPerSec: s.examplesPerSec,
+      weightsHash: s.weightsHash!,
+      totalSteps: this.trainer.totalSteps,
+      computeMs: s.computeMs,
+      hashChecked: r.hashChecked,
+      hashMismatch: r.hashMismatch,
+      batchShare: s.batchShare,
+      linkMBps: s.linkMBps,
+      collective: {
+        algorithm: r.algorithm,
+        alphaMs: r.models?.ring?.alphaMs ?? 0,
+        betaMBps: r.models?.ring ? r.models.ring.betaBytesPerMs / 1e3 : 0,
+        timing: r.timing,
+      },
+    });
+    if (r.hashMismatch) {
+      this.options.log(`weights differed between replicas at step ${r.step}; reloading the chief's state`);
+      this.update({ resyncs: s.resyncs + 1 });
+      this.syncKey = this.trainer.step;
+    }
+  }
+
+  /** Every replica keeps the statistics (a new chief starts warm); the chief acts on them. */
+  private checkDeadlines(r: StepResult): void {
+    const { network, start, log } = this.options;
+    const ring = this.ring;
+    const members = network.generation?.generation === ring.generation ? network.generation.members : [];
+    if (members.length !== ring.worldSize) return;
+    for (const s of this.detector.observe(members.map((m) => m.id), r.computeMs)) {
+      this.detector.forget(s.id);
+      if (!this.status.chief) continue;
+      log(`member ${s.id} missed the ${Math.round(s.deadlineMs)} ms deadline ${s.strikes} steps running; dropping it`);
+      this.options.reporter.dropStraggler({ run: start.run, generation: ring.generation, member: s.id, step: this.trainer.step, computeMs: s.computeMs, deadlineMs: s.deadlineMs });
+    }
+  }
+
+  private async checkpointIfDue(r: StepResult): Promise<void> {
+    const { config, run } = this.options.start;
+    const trainer = this.trainer;
+    if (this.status.chief && !trainer.finished && (trainer.step % config.saveEverySteps === 0 || r.epochEnd)) {
+      await this.options.checkpoints.save(trainer, run, config.maxToKeep);
+    }
+  }
+
+  /**
+   * Every replica saw the same vote: all switch after this same step, and the next turn
+   * adopts the new ring and hands the state over to the joiners.
+   */
+  private switchIfAdmitted(r: StepResult, voted: Generation | null): void {
+    const { network, generations, log } = this.options;
+    if (!r.admit || !voted || voted.generation <= (network.generation?.generation ?? -1)) return;
+    log(`switching to generation ${voted.generation} after step ${r.step}`);
+    network.applyGeneration(voted);
+    generations.admitted(voted);
+  }
+
+  /** A collective a new generation heals: accuse a misbehaving sender, then wait for the new ring. */
+  private async recover(err: unknown, ring: RingAllReduce): Promise<void> {
+    const e = toWebringError(err);
+    if (!RECOVERABLE.has(e.code)) throw e;
+    const { network, generations, reporter, log } = this.options;
+    if (e instanceof PeerMisbehavedError) this.accuse(ring, e);
+    log(`step interrupted (${e.code}: ${e.message}); waiting for the ring to re-form`);
+    await generations.awaitRingChange(network, ring, e, this.status.memberId, (generation, reason) => reporter.askReform({ generation, reason }));
+  }
+
+  /**
+   * This worker's ring rejected a message: name its sender to the server, which checks that
+   * the sender is one of ours in that generation before it evicts anyone.
+   */
+  private accuse(ring: RingAllReduce, e: PeerMisbehavedError): void {
+    const { network, start, reporter, log } = this.options;
+    const g = network.generation;
+    const member = g?.generation === ring.generation ? g.members[e.rank] : undefined;
+    if (!member) return; // a newer generation already replaced the ring: nothing to name
+    log(`rank ${e.rank} (${member.name}) sent bad ring data (${e.misbehaviour}); asking the server to evict it`);
+    reporter.accuse(
+      { run: start.run, generation: ring.generation, member: member.id, step: this.trainer.step, reason: e.misbehaviour, detail: e.message.slice(0, 200) },
+      (refusal) => log(`eviction of ${member.name} refused: ${refusal.code} ${refusal.message}`),
+    );
+  }
+
+  /** The run's end is always saved, and stored before the chief reports the end, so that the next Start finds it. */
+  private async finish(): Promise<void> {
+    const { start, checkpoints, reporter } = this.options;
+    const trainer = this.trainer;
+    if (this.status.chief) {
+      await checkpoints.save(trainer, start.run, start.config.maxToKeep);
+      await checkpoints.flush();
+    }
+    reporter.report('worker:finished', { run: start.run, generation: this.ring.generation, step: trainer.step, reason: trainer.stopped ? 'stopped' : 'completed' });
+    this.update({ state: 'done' });
+  }
+}
