@@ -199,7 +199,7 @@ test('the header round-trips generation, run, step, chunk and tag', () => {
 });
 
 // ---------------------------------------------------------------------------
-// The fp16 wire format (issue 6)
+// The fp16 wire format: half the bytes, within a bounded error
 // ---------------------------------------------------------------------------
 
 /**
