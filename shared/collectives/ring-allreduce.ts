@@ -112,7 +112,7 @@ interface Stashed {
   bytes: Uint8Array;
 }
 
-export class RingAllReduce implements CollectiveEngine, SendTarget {
+export class RingAllReduce implements CollectiveEngine {
   readonly rank: number;
   readonly worldSize: number;
   readonly generation: number;
@@ -174,7 +174,15 @@ export class RingAllReduce implements CollectiveEngine, SendTarget {
       payload: this.payload,
       reject: (from, misbehaviour, detail) => this.reject(from, misbehaviour, detail),
     });
-    this.queue = new SendQueue(this, options.highWaterBytes ?? DEFAULT_HIGH_WATER_BYTES);
+    // Bound once: the queue calls these per message, and they stay off the public surface.
+    const target: SendTarget = {
+      linkFor: (phase, step) => this.active!.schedule.linkFor(phase, step),
+      send: (phase, step, chunk, link) => this.sendChunk(phase, step, chunk, link),
+      missingLink: (phase, step) => this.fail(new WebringError('ERR_PEER_FAILED', this.active!.schedule.missingLinkDetail(phase, step))),
+      writable: () => this.pump(),
+      linkFailed: (error) => this.linkFailed(error),
+    };
+    this.queue = new SendQueue(target, options.highWaterBytes ?? DEFAULT_HIGH_WATER_BYTES);
     const parts: EngineParts = {
       rank,
       worldSize,
@@ -311,29 +319,13 @@ export class RingAllReduce implements CollectiveEngine, SendTarget {
     return this.abortedWith !== null;
   }
 
-  /** SendTarget: the schedule in flight names the link. */
-  linkFor(phase: number, step: number): RingLink | null {
-    return this.active!.schedule.linkFor(phase, step);
-  }
-
-  /** SendTarget: no link for a queued message. */
-  missingLink(phase: number, step: number): void {
-    this.fail(new WebringError('ERR_PEER_FAILED', this.active!.schedule.missingLinkDetail(phase, step)));
-  }
-
-  /** SendTarget: a full link drained. */
-  writable(): void {
-    this.pump();
-  }
-
-  /** SendTarget: a link failed while sending waited on it. */
-  linkFailed(error: unknown): void {
+  private linkFailed(error: unknown): void {
     const message = error instanceof Error ? error.message : String(error);
     this.fail(new WebringError('ERR_PEER_FAILED', `right neighbour failed: ${message}`));
   }
 
-  /** SendTarget: frames floats of the collective's buffer in the one reused message and sends it. */
-  send(phase: number, step: number, chunk: number, link: RingLink): void {
+  /** Frames floats of the collective's buffer in the one reused message and sends it. */
+  private sendChunk(phase: number, step: number, chunk: number, link: RingLink): void {
     const c = this.active!;
     c.schedule.locateSend(phase, step, chunk);
     const writer = this.writer;
