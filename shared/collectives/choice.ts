@@ -19,7 +19,7 @@
  */
 import { corePowerOfTwo, halvingDoublingHops, ringHops } from './halving-doubling';
 import type { Algorithm, AllReduceChoice, WireFormat } from '../protocol';
-import { COLLECTIVE_TAG, type CollectiveOptions, type CollectiveTag } from './ring-allreduce';
+import { COLLECTIVE_TAG, type Collective, type CollectiveOptions, type CollectiveTag } from './collective';
 
 export interface LinkModel {
   /** Per-hop latency of one small message, in ms. */
@@ -73,10 +73,7 @@ export function chooseAlgorithm(choice: AllReduceChoice, n: number, bytes: numbe
 }
 
 /** The part of a collective the measurement needs: a tab's ring, a unit test's memory mesh. */
-export interface MeasurableCollective {
-  readonly worldSize: number;
-  allReduce(buf: Float32Array, step: number, tag: CollectiveTag, options?: CollectiveOptions): Promise<void>;
-}
+export type MeasurableCollective = Pick<Collective, 'worldSize' | 'allReduce'>;
 
 /**
  * The default bandwidth probe: big enough that transfer time dominates one hop's latency on

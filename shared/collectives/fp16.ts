@@ -1,6 +1,6 @@
 /**
  * Exact IEEE 754 binary32 <-> binary16 conversion for the fp16 wire format of the ring
- * all-reduce (issue 6).
+ * all-reduce.
  *
  * float32 -> float16 rounds to nearest, ties to even, as IEEE 754 §4.3.1 requires of a
  * conversion: magnitudes from 65520 (half-way between 65504, the largest half, and 2^16)
@@ -17,10 +17,8 @@ const scratchBits = new Uint32Array(scratchFloat.buffer);
 
 /** The largest finite half. */
 export const FP16_MAX = 65504;
-/** Unit roundoff of a half (ulp(1)/2): a normal half is within this factor of the float it rounds. */
-export const FP16_UNIT_ROUNDOFF = 2 ** -11;
-/** Half the spacing of the subnormal halves: the absolute rounding error below 2^-14. */
-export const FP16_SUBNORMAL_HALF_ULP = 2 ** -25;
+/** A half's exponent bits: all of them set means ±Infinity or NaN. */
+export const HALF_EXPONENT_BITS = 0x7c00;
 
 const SUBNORMAL_UNIT = 2 ** -24;
 

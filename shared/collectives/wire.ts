@@ -3,13 +3,13 @@
  *
  * Layout (little endian), 20 bytes of header then a float32 or float16 payload:
  *   0  u8   phase        1 = ring reduce-scatter, 2 = ring all-gather,
- *                        3 = a halving-doubling exchange (issue 6)
+ *                        3 = a halving-doubling exchange
  *   1  u8   ringStep     0 .. N-2 within the ring's phase; the stage of a halving-doubling
  *                        exchange (0 .. 2·log2 N + 1)
  *   2  u8   tag          which collective of the step (sync, eval, gradients)
- *   3  u8   wire         the collective's format: 0 = float32, 1 = float16 (issue 6); the
+ *   3  u8   wire         the collective's format: 0 = float32, 1 = float16; the
  *                        exact tail of a float16 collective still travels as float32. Bit 7
- *                        (FLAG_SATURATED, issue 7): the sender clamped a non-finite value of
+ *                        (FLAG_SATURATED): the sender clamped a non-finite value of
  *                        this collective to the format's largest finite one (an fp16 partial
  *                        sum beyond ±65504, say); every rank then fails the collective alike.
  *                        An honest sender never puts a non-finite value on the wire.
@@ -52,7 +52,6 @@ export const wireChunkFloats = (code: WireCode): number => (code === WIRE_FP16 ?
 export const PHASE_REDUCE_SCATTER = 1;
 export const PHASE_ALL_GATHER = 2;
 export const PHASE_EXCHANGE = 3;
-export type Phase = typeof PHASE_REDUCE_SCATTER | typeof PHASE_ALL_GATHER | typeof PHASE_EXCHANGE;
 
 export interface ChunkHeader {
   phase: number;

@@ -1,4 +1,8 @@
 /**
+ * The folder shared/network/ owns the links of each membership generation, the peers and
+ * ICE. It may import protocol/, collectives/ and util/; never training/ or the DOM (the
+ * browser and the Node worker pass their own peer factory).
+ *
  * Keeps this worker's WebRTC links in step with the membership generation, and gives each
  * generation a fresh RingAllReduce over them: links to its two ring neighbours, and to its
  * halving-doubling partners (ranks r XOR 2^k, a partial mesh of log2 N links), so that
@@ -14,6 +18,7 @@ import type { Generation, MemberInfo } from '../protocol';
 import { RingAllReduce, type RingAllReduceOptions, type RingLink } from '../collectives/ring-allreduce';
 import { leftOf, linkedRanks, rightOf } from '../collectives/topology';
 import { HEADER_BYTES } from '../collectives/wire';
+import { systemClock, type Clock } from '../util/clock';
 
 /** Messages of a generation this worker has not applied yet are kept up to this much. */
 export const MAX_FUTURE_STASH_BYTES = 16 * 1024 * 1024;
@@ -31,7 +36,7 @@ const DIAL_REQUEST = 'dial-request';
 const NO_LINK = 'none';
 /** How long a connection we are dialling may stay unanswered after the peer asked for one. */
 export const DIAL_REQUEST_GRACE_MS = 5_000;
-/** Offset of the generation field in a ring message header (ring-wire.ts). */
+/** Offset of the generation field in a ring message header (collectives/wire.ts). */
 const GENERATION_OFFSET = 4;
 
 /** The header's little-endian u32 generation, read without allocating (this runs per message). */
@@ -68,6 +73,8 @@ export interface RingNetworkOptions {
   collectiveTimeoutMs?: number;
   /** Fault injection for tests only: passed to every generation's RingAllReduce. */
   poison?: RingAllReduceOptions['poison'];
+  /** Every timer the network and its collectives set (redials, dial grace, collective timeouts). Default: the system clock. */
+  clock?: Clock;
 }
 
 let linkCounter = 0;
@@ -181,6 +188,7 @@ export class RingNetwork {
   private readonly selfId: string;
   private readonly timeoutMs: number | undefined;
   private readonly poison: RingNetworkOptions['poison'];
+  private readonly clock: Clock;
   private readonly links = new Map<string, PeerLink>();
   private leftId: string | null = null;
   private rightId: string | null = null;
@@ -202,6 +210,7 @@ export class RingNetwork {
     this.log = options.log;
     this.timeoutMs = options.collectiveTimeoutMs;
     this.poison = options.poison;
+    this.clock = options.clock ?? systemClock;
   }
 
   /** The collective of the latest generation this worker belongs to. */
@@ -249,6 +258,7 @@ export class RingNetwork {
       peer: (r) => this.links.get(members[r]?.id ?? '') ?? null,
       timeoutMs: this.timeoutMs,
       poison: this.poison,
+      clock: this.clock,
     });
     this.replayFuture(g.generation);
     return this.current;
@@ -325,7 +335,7 @@ export class RingNetwork {
     if (!stillNeeded()) return;
     const delay = AUTO_REDIAL_DELAY_MS * 2 ** link.autoRedials;
     link.autoRedials++;
-    setTimeout(() => {
+    this.clock.setTimeout(() => {
       if (!stillNeeded()) return;
       if (this.neededPeer(link.peerId)!.dials) {
         this.log(`dialling ${link.peerId} again`);
@@ -373,7 +383,7 @@ export class RingNetwork {
     if (link.linkId !== null && !link.failed && !link.isOpen()) {
       // Our offer may still be on its way to them: give it time before replacing it.
       const pending = link.linkId;
-      setTimeout(() => {
+      this.clock.setTimeout(() => {
         if (link.linkId === pending && !link.isOpen() && this.links.get(from) === link && this.neededPeer(from)?.dials) {
           this.log(`${from} never answered link ${pending}; dialling again`);
           link.connect(true, newLinkId(this.selfId));

@@ -3,7 +3,7 @@
  * in order, to the next rank's RingAllReduce.receive. Only tests use this fake; the real
  * data-channel path is exercised by the Playwright tests and the benchmark.
  */
-import { RingAllReduce, type RingAllReduceOptions, type RingLink } from '../../shared/collectives/ring-allreduce';
+import { RingAllReduce, type Clock, type RingAllReduceOptions, type RingLink } from '../../shared/collectives/ring-allreduce';
 
 export interface MemoryLinkOptions {
   /** Simulated bytes that drain per macrotask, to exercise backpressure. Infinity: no backpressure. */
@@ -69,7 +69,7 @@ export interface MemoryRing {
 /** Builds N RingAllReduce instances wired rank r -> rank r+1 through MemoryLinks. */
 export function createMemoryRing(
   worldSize: number,
-  options: MemoryLinkOptions & { generation?: number; highWaterBytes?: number; timeoutMs?: number; poison?: (rank: number) => RingAllReduceOptions['poison'] } = {},
+  options: MemoryLinkOptions & { generation?: number; highWaterBytes?: number; timeoutMs?: number; clock?: Clock; poison?: (rank: number) => RingAllReduceOptions['poison'] } = {},
 ): MemoryRing {
   const links = Array.from({ length: worldSize }, () => new MemoryLink(options));
   const rings = links.map(
@@ -81,6 +81,7 @@ export function createMemoryRing(
         right: worldSize > 1 ? link : null,
         highWaterBytes: options.highWaterBytes,
         timeoutMs: options.timeoutMs,
+        clock: options.clock,
         poison: options.poison?.(rank),
       }),
   );
@@ -104,7 +105,7 @@ export interface MemoryMesh {
  */
 export function createMemoryMesh(
   worldSize: number,
-  options: MemoryLinkOptions & { generation?: number; timeoutMs?: number; linkOptions?: (from: number, to: number) => MemoryLinkOptions } = {},
+  options: MemoryLinkOptions & { generation?: number; timeoutMs?: number; clock?: Clock; linkOptions?: (from: number, to: number) => MemoryLinkOptions } = {},
 ): MemoryMesh {
   const links = Array.from({ length: worldSize }, (_, from) =>
     Array.from({ length: worldSize }, (_, to) => new MemoryLink(options.linkOptions?.(from, to) ?? options)),
@@ -118,6 +119,7 @@ export function createMemoryMesh(
         right: worldSize > 1 ? row[(rank + 1) % worldSize]! : null,
         peer: (to) => (to === rank ? null : row[to]!),
         timeoutMs: options.timeoutMs,
+        clock: options.clock,
       }),
   );
   links.forEach((row, from) =>

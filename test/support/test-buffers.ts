@@ -39,6 +39,6 @@ export function spreadBuffer(rank: number, length: number, seed: number): Float3
   return buf;
 }
 
-/** The bound derived in shared/ring-allreduce.ts: N · (2^-10 · Σ|x| + 2^-24). */
+/** The bound derived in shared/collectives/ring-allreduce.ts: N · (2^-10 · Σ|x| + 2^-24). */
 export const fp16Bound = (n: number, absSum: number): number => n * (2 ** -10 * absSum + 2 ** -24);
 

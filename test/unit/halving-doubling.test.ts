@@ -6,7 +6,7 @@ import { COLLECTIVE_TAG, PeerMisbehavedError, type CollectiveOptions } from '../
 import { WebringError } from '../../shared/protocol/errors';
 import { halvingDoublingHops, halvingDoublingPartners, halvingDoublingPlan, ringHops } from '../../shared/collectives/halving-doubling';
 import { floatToHalf, halfToFloat } from '../../shared/collectives/fp16';
-import { HEADER_BYTES, MAX_CHUNK_FLOATS, MAX_CHUNK_HALVES, PHASE_EXCHANGE, writeHeader } from '../../shared/collectives/wire';
+import { HEADER_BYTES, MAX_CHUNK_FLOATS, MAX_CHUNK_HALVES, PHASE_EXCHANGE, PHASE_REDUCE_SCATTER, writeHeader } from '../../shared/collectives/wire';
 
 const HD: CollectiveOptions = { algorithm: 'halving-doubling' };
 const WORLD_SIZES = [1, 2, 3, 4, 5, 6, 7, 8, 12, 16];
@@ -195,6 +195,36 @@ test('an exchange message from a rank that is not the stage partner is never sum
   await done;
   assert.equal(five.rings[0]!.stats.droppedWrongSender, 1);
   for (const b of bufs5) assert.deepEqual(b, expectedSum(5, length));
+});
+
+/** A 32-float message of rank 0's collective at step 0, with the given phase and step. */
+function messageOf(phase: number, ringStep: number): Uint8Array {
+  const bytes = new Uint8Array(HEADER_BYTES + 32 * 4);
+  writeHeader(new DataView(bytes.buffer), { phase, ringStep, tag: COLLECTIVE_TAG.gradients, wire: 0, flags: 0, generation: 1, run: 0, step: 0, chunk: 0 });
+  return bytes;
+}
+
+test('a wrong phase or stage rejects its sender, in halving-doubling as in the ring', async () => {
+  const n = 4;
+  const length = 64;
+  // Rank 3 is rank 0's left neighbour, rank 1 its partner in the last reduce stage.
+  const cases: Array<{ what: string; options: CollectiveOptions; bytes: Uint8Array; from: number }> = [
+    { what: 'a ring message into halving-doubling', options: HD, bytes: messageOf(PHASE_REDUCE_SCATTER, 0), from: 3 },
+    { what: 'a stage beyond the plan', options: HD, bytes: messageOf(PHASE_EXCHANGE, 200), from: 1 },
+    { what: 'an exchange into the ring', options: { algorithm: 'ring' }, bytes: messageOf(PHASE_EXCHANGE, 1), from: 3 },
+    { what: 'a ring step beyond the ring', options: { algorithm: 'ring' }, bytes: messageOf(PHASE_REDUCE_SCATTER, n - 1), from: 3 },
+  ];
+  for (const { what, options, bytes, from } of cases) {
+    const { rings } = createMemoryMesh(n);
+    const bufs = rings.map((_, r) => integerBuffer(r, length));
+    const pending = rings.map((ring, r) => ring.allReduce(bufs[r]!, 0, COLLECTIVE_TAG.gradients, options));
+    rings[0]!.receive(bytes, from);
+    await assert.rejects(pending[0]!, (e: unknown) => e instanceof PeerMisbehavedError && e.rank === from && e.misbehaviour === 'malformed', what);
+    assert.equal(rings[0]!.stats.droppedMalformed, 1, what);
+    assert.equal(rings[0]!.stats.rejectedMisbehaviour, 1, what);
+    for (const ring of rings) ring.abort(new WebringError('ERR_STALE_GENERATION', 'test over'));
+    await Promise.allSettled(pending);
+  }
 });
 
 test('ring and halving-doubling collectives alternate on the same peers, step after step', async () => {

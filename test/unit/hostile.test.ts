@@ -1,5 +1,5 @@
 /**
- * Hostile or broken peers (issue 7): a ring member sends NaN, ±Infinity, a wrong length, a
+ * Hostile or broken peers: a ring member sends NaN, ±Infinity, a wrong length, a
  * wrong generation or run, or replays a message. The receiver rejects it before adding any
  * of it, fails at once (no 120 s timeout) naming the sender, and nothing it sent reaches
  * the weights: the survivors, re-formed, train on bit-identical to a ring that never had it.

@@ -4,6 +4,7 @@ import { createMemoryRing } from '../support/memory-ring';
 import { RingAllReduce, COLLECTIVE_TAG, PeerMisbehavedError, type CollectiveTag } from '../../shared/collectives/ring-allreduce';
 import { MAX_CHUNK_FLOATS, MAX_CHUNK_HALVES, HEADER_BYTES, MAX_MESSAGE_BYTES, readHeader } from '../../shared/collectives/wire';
 import { WebringError } from '../../shared/protocol/errors';
+import { ManualClock } from '../../shared/util/clock';
 import { floatToHalf, halfToFloat } from '../../shared/collectives/fp16';
 import { expectedSum, fp16Bound, integerBuffer, spreadBuffer } from '../support/test-buffers';
 
@@ -147,8 +148,13 @@ test('abort rejects the collective in flight with a code, and later ones too', a
 });
 
 test('a collective whose peers never answer times out with ERR_TIMEOUT', async () => {
-  const { rings } = createMemoryRing(2, { timeoutMs: 50 });
-  await assert.rejects(rings[0]!.allReduce(new Float32Array(10), 0), (e: unknown) => e instanceof WebringError && e.code === 'ERR_TIMEOUT');
+  const clock = new ManualClock();
+  const { rings } = createMemoryRing(2, { timeoutMs: 50, clock });
+  const pending = rings[0]!.allReduce(new Float32Array(10), 0);
+  clock.advance(49);
+  assert.equal(clock.pending, 1, 'still waiting one millisecond before the timeout');
+  clock.advance(1);
+  await assert.rejects(pending, (e: unknown) => e instanceof WebringError && e.code === 'ERR_TIMEOUT');
 });
 
 test('a truncated or wrongly sized message from the left neighbour fails the collective at once, naming it', async () => {
@@ -193,7 +199,7 @@ test('the header round-trips generation, run, step, chunk and tag', () => {
 });
 
 // ---------------------------------------------------------------------------
-// The fp16 wire format (issue 6)
+// The fp16 wire format: half the bytes, within a bounded error
 // ---------------------------------------------------------------------------
 
 /**

@@ -5,7 +5,8 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { RingNetwork } from '../../shared/network/ring-network';
+import { AUTO_REDIAL_DELAY_MS, RingNetwork } from '../../shared/network/ring-network';
+import { ManualClock, type Clock } from '../../shared/util/clock';
 import type { PeerEvents, PeerFactory, PeerHandle } from '../../shared/network/peer';
 import type { Generation, MemberInfo } from '../../shared/protocol';
 import { WebringError } from '../../shared/protocol/errors';
@@ -17,7 +18,7 @@ interface FakePeer extends PeerHandle {
 }
 
 /** A tiny in-process "WebRTC": an offer/answer exchange over the relay, then async delivery. */
-function createWorld() {
+function createWorld(clock?: Clock) {
   const networks = new Map<string, RingNetwork>();
   const created: Array<{ owner: string; initiator: boolean; peer?: FakePeer }> = [];
   const pendingByLink = new Map<string, FakePeer>();
@@ -65,6 +66,7 @@ function createWorld() {
       factory: factoryFor(id),
       sendSignal: (to, linkId, data) => setImmediate(() => networks.get(to)?.handleSignal(id, linkId, data)),
       log: () => {},
+      clock,
     });
     networks.set(id, net);
     return net;
@@ -191,7 +193,8 @@ test('a failed link is dialled again when the ring re-forms with the same member
 });
 
 test('a link closed by the other side while still needed is dialled again without a new generation', async () => {
-  const world = createWorld();
+  const clock = new ManualClock();
+  const world = createWorld(clock);
   const ids = ['m1', 'm2', 'm3', 'm4'];
   const nets = ids.map((id) => world.add(id));
   for (const net of nets) net.applyGeneration(generation(1, ids));
@@ -204,7 +207,10 @@ test('a link closed by the other side while still needed is dialled again withou
   b!.destroy();
   a!.events.onClose();
   b!.events.onClose();
-  await new Promise((resolve) => setTimeout(resolve, 400));
+  assert.equal(world.created.length, dialled, 'nothing is dialled before the redial delay');
+  clock.advance(AUTO_REDIAL_DELAY_MS);
+  // The new connection's offer and answer travel on immediates.
+  await new Promise((resolve) => setTimeout(resolve, 20));
   assert.equal(world.created.length, dialled + 2, 'm1 dialled m2 again (one peer on each side)');
   // The ring all-reduces again in the same generation, over the new connection.
   const sums = await allReduceEverywhere(nets, 2);

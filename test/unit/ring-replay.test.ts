@@ -1,5 +1,5 @@
 /**
- * Replayed ring messages (issue 7 §6). Replays of an earlier step and of an earlier
+ * Replayed ring messages: a peer that sends a chunk twice is hostile or broken. Replays of an earlier step and of an earlier
  * generation are dropped; see 'messages of an already finished step are dropped' and
  * 'messages from a stale generation are dropped…' in ring-allreduce.test.ts. What this file
  * adds: a message replayed *within* the collective that is running.

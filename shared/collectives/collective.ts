@@ -1,0 +1,139 @@
+/**
+ * What the rest of the project sees of a collective: the all-reduce the trainer and the
+ * link measurement call, and the engine-facing part the network and the worker drive
+ * (run, generation, abort, the message feed, statistics). Implemented by RingAllReduce.
+ */
+import type { Algorithm, WireFormat } from '../protocol';
+import type { WebringError } from '../protocol/errors';
+
+/**
+ * Which collective of a step a message belongs to. Collectives run in (step, tag) order, so
+ * the values follow the order within one step number: the check whether the replicas
+ * already agree, the chief's state hand-over, the evaluation that closes the previous
+ * step's epoch, the link probes, then the step's gradients.
+ */
+export const COLLECTIVE_TAG = {
+  agree: 0,
+  sync: 1,
+  evaluation: 2,
+  // Link measurements (choice.ts), just before the step's gradients.
+  probeBarrier: 3,
+  probeRingLatency: 4,
+  probeHdLatency: 5,
+  probeRingBandwidth: 6,
+  probeHdBandwidth: 7,
+  probeRingBandwidthAgain: 8,
+  probeHdBandwidthAgain: 9,
+  gradients: 10,
+} as const;
+export type CollectiveTag = (typeof COLLECTIVE_TAG)[keyof typeof COLLECTIVE_TAG];
+
+/**
+ * Collectives are ordered by (run, step, tag); the key packs the three into one safe
+ * integer: tag < TAG_SPACE, step < 2^32, run ≤ MAX_RUN.
+ */
+export const TAG_SPACE = 16;
+const RUN_SPACE = 2 ** 36;
+export const MAX_RUN = 2 ** 17 - 1;
+
+/** The order key of collective (run, step, tag): a later collective has a larger key. */
+export const collectiveKey = (run: number, step: number, tag: number): number => run * RUN_SPACE + step * TAG_SPACE + tag;
+
+/** What a poisoned rank's sender writes into its messages (fault injection: tests and the bench only). */
+export type PoisonKind = 'nan' | 'length';
+
+/** How one collective's floats travel. Every rank of a collective passes the same options. */
+export interface CollectiveOptions {
+  /** Default 'ring'. 'halving-doubling' needs links to its partners (RingAllReduceOptions.peer). */
+  algorithm?: Algorithm;
+  /** Number format on the wire; 'fp16' halves the bytes at the cost bounded in ring-allreduce.ts. Default 'fp32'. */
+  wire?: WireFormat;
+  /**
+   * The last `exactTail` floats travel as float32 whatever `wire` says: sums that must be
+   * exact, such as votes and counts. Default 0.
+   */
+  exactTail?: number;
+}
+
+export interface CollectiveStats {
+  messagesSent: number;
+  bytesSent: number;
+  droppedStaleGeneration: number;
+  droppedStaleStep: number;
+  droppedMalformed: number;
+  droppedOverflow: number;
+  /** Messages in another wire format than this rank's collective uses for that chunk. */
+  droppedWireMismatch: number;
+  /** Messages from a peer that is not this message's sender in the schedule. */
+  droppedWrongSender: number;
+  /** Finite values that became ±Infinity on the fp16 wire (|value| ≥ 65520). */
+  fp16Overflows: number;
+  /** Messages this rank framed with a non-finite value clamped (the collective then fails alike everywhere). */
+  saturatedSends: number;
+  /** Messages rejected as misbehaviour: each failed its collective and named the sender. */
+  rejectedMisbehaviour: number;
+}
+/** The engine's statistics under the name they had when the ring was the only algorithm. */
+export type RingStats = CollectiveStats;
+
+/** Every counter at zero. */
+export const createCollectiveStats = (): CollectiveStats => ({
+  messagesSent: 0,
+  bytesSent: 0,
+  droppedStaleGeneration: 0,
+  droppedStaleStep: 0,
+  droppedMalformed: 0,
+  droppedOverflow: 0,
+  droppedWireMismatch: 0,
+  droppedWrongSender: 0,
+  fp16Overflows: 0,
+  saturatedSends: 0,
+  rejectedMisbehaviour: 0,
+});
+
+/** One direction of a link: where this peer sends (its right neighbour, or a halving-doubling partner). */
+export interface RingLink {
+  /** Sends one message. Must copy `bytes` before returning, as RTCDataChannel.send does. */
+  send(bytes: Uint8Array): void;
+  isOpen(): boolean;
+  bufferedAmount(): number;
+  /** Resolves once the link is open and its send buffer is below the low-water mark; rejects if the link fails. */
+  whenWritable(): Promise<void>;
+}
+
+/** Bytes this rank sent in one collective, and how long the collective took. */
+export interface Transfer {
+  bytes: number;
+  ms: number;
+}
+
+/**
+ * The all-reduce the trainer and the link measurement depend on. Small on purpose: a unit
+ * test passes an in-memory fake with just these three members.
+ */
+export interface Collective {
+  readonly rank: number;
+  readonly worldSize: number;
+  /**
+   * Sums `buf` elementwise across all ranks, in place. Without options the collective is
+   * float32 and exact: the hand-over and evaluations rely on that.
+   */
+  allReduce(buf: Float32Array, step: number, tag: CollectiveTag, options?: CollectiveOptions): Promise<void>;
+}
+
+/** A collective of one membership generation, as the network builds it and the worker drives it. */
+export interface CollectiveEngine extends Collective {
+  readonly generation: number;
+  readonly stats: Readonly<CollectiveStats>;
+  /** The last finished collective's bytes sent and duration. */
+  readonly lastTransfer: Transfer;
+  readonly isAborted: boolean;
+  /** Sets the run that the following collectives belong to (every rank of a run alike). */
+  setRun(run: number): void;
+  /** Feeds one message that arrived from rank `from`. */
+  receive(bytes: Uint8Array, from?: number): void;
+  /** Fails the collective in flight and every later one: the generation is over. */
+  abort(error: WebringError): void;
+  /** Fails the collective in flight, if any; later collectives of this generation still run. */
+  cancel(error: WebringError): void;
+}

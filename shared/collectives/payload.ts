@@ -1,0 +1,45 @@
+/**
+ * Reading a message's values and summing them in: the one add-or-copy of both wire formats,
+ * used by every algorithm.
+ */
+import { addHalves, decodeHalves } from './fp16';
+import { FLOAT_BYTES, HALF_BYTES, HEADER_BYTES, MAX_CHUNK_FLOATS, WIRE_FP16 } from './wire';
+import type { ChunkPlace } from './chunk-layout';
+
+/** Typed views of message payloads, with one reused scratch buffer for misaligned ones. */
+export class PayloadReader {
+  private readonly scratch = new Float32Array(MAX_CHUNK_FLOATS);
+  private readonly scratchHalves = new Uint16Array(this.scratch.buffer);
+
+  /** A zero-copy view of `len` float32 values when the payload is 4-byte aligned, else a copy into scratch. */
+  floats(bytes: Uint8Array, len: number): Float32Array {
+    const offset = bytes.byteOffset + HEADER_BYTES;
+    if (offset % FLOAT_BYTES === 0) return new Float32Array(bytes.buffer, offset, len);
+    const scratchBytes = new Uint8Array(this.scratch.buffer, 0, len * FLOAT_BYTES);
+    scratchBytes.set(bytes.subarray(HEADER_BYTES, HEADER_BYTES + len * FLOAT_BYTES));
+    return this.scratch;
+  }
+
+  /** The same for `len` float16 values (2-byte alignment). */
+  halves(bytes: Uint8Array, len: number): Uint16Array {
+    const offset = bytes.byteOffset + HEADER_BYTES;
+    if (offset % HALF_BYTES === 0) return new Uint16Array(bytes.buffer, offset, len);
+    const scratchBytes = new Uint8Array(this.scratch.buffer, 0, len * HALF_BYTES);
+    scratchBytes.set(bytes.subarray(HEADER_BYTES, HEADER_BYTES + len * HALF_BYTES));
+    return this.scratchHalves;
+  }
+
+  /** Adds the message's values into `buf` at `at` (`add`), or copies them there. */
+  addOrCopy(bytes: Uint8Array, buf: Float32Array, at: ChunkPlace, add: boolean): void {
+    const { start, length: len } = at;
+    if (at.wire === WIRE_FP16) {
+      const payload = this.halves(bytes, len);
+      if (add) addHalves(payload, buf, start, len);
+      else decodeHalves(payload, buf, start, len);
+    } else {
+      const payload = this.floats(bytes, len);
+      if (add) for (let i = 0; i < len; i++) buf[start + i]! += payload[i]!;
+      else for (let i = 0; i < len; i++) buf[start + i] = payload[i]!;
+    }
+  }
+}
