@@ -124,7 +124,7 @@ export function createHttpApp(ctx: ServerContext, options: HttpOptions): express
   // A room nobody joined yet reads as empty and idle, without being created.
   app.get('/api/rooms/:room', requireRoomReader, async (req, res) => {
     const name = roomName(req);
-    res.json(((await ctx.rooms.read(name)) ?? new Room(name)).status());
+    res.json(((await ctx.rooms.read(name)) ?? new Room(name, ctx.clock)).status());
   });
 
   // The join code and class links: only the teacher may hand them out.
@@ -232,7 +232,6 @@ export function createHttpApp(ctx: ServerContext, options: HttpOptions): express
       const updated = await ctx.rooms.update(name, (room) => room[action]());
       if (!updated) throw new WebringError('ERR_UNKNOWN_ROOM', `room ${name} does not exist`);
       ctx.io.to(channelOf(name)).emit(action === 'pause' ? 'train:pause' : 'train:resume');
-      void ctx.persistence?.save(updated.room);
       res.json({ ok: true, status: updated.room.status() });
     });
   }
