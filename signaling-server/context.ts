@@ -40,7 +40,7 @@ export interface ServerContext {
   /** Set while the server closes: with other nodes about, its connections' members are not leaving, they move. */
   draining: boolean;
   limits: RateLimits;
-  /** TURN and the ICE policy every worker gets (signaling-server/turn.ts). */
+  /** TURN and the ICE policy every worker gets (turn.ts). */
   ice: IceOptions;
   log: Logger;
 }

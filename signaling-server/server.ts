@@ -72,7 +72,7 @@ export interface ServerOptions {
   host?: string;
   dataDir: string;
   teacherToken: string;
-  /** Derives every room's join code (signaling-server/join-codes.ts). */
+  /** Derives every room's join code (edge/join-codes.ts). */
   joinSecret: Buffer;
   clientDir: string;
   pingIntervalMs?: number;
@@ -82,11 +82,11 @@ export interface ServerOptions {
   /** The limiter itself, e.g. one whose counters live in a shared store; built from `rateLimits` when absent. */
   rateLimiter?: RateLimits;
   reconnectGraceMs?: number;
-  /** Share rooms with other signaling nodes through this Redis (signaling-server/cluster.ts). */
+  /** Share rooms with other signaling nodes through this Redis (rooms/cluster.ts). */
   redisUrl?: string;
-  /** Load balancers whose X-Forwarded-For is believed (TRUST_PROXY; signaling-server/client-address.ts). */
+  /** Load balancers whose X-Forwarded-For is believed (TRUST_PROXY; edge/client-address.ts). */
   trustProxy?: string;
-  /** TURN server and ICE policy for the workers (signaling-server/turn.ts); none by default. */
+  /** TURN server and ICE policy for the workers (turn.ts); none by default. */
   ice?: IceOptions;
   log?: Logger;
   /** The room the printed URLs and GET /api/info name (default 'class'). */

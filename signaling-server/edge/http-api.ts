@@ -1,6 +1,13 @@
 /**
- * HTTP: the room API (the contract the dashboard, Node workers and tests use), the MNIST
- * file, health, and the built client.
+ * The folder signaling-server/edge/ owns what faces the network before a handler runs:
+ * the HTTP API (this file), the socket handshake's join code (socket-auth.ts, join-codes.ts),
+ * tokens (tokens.ts), rate limits (rate-limits.ts), the client's address behind a load
+ * balancer (client-address.ts) and the HTTPS certificate (tls.ts). It may import shared/,
+ * the server's context and logger, and rooms/ for what the API reads and starts; never
+ * handlers/ (socket events are theirs), and rooms/ never imports edge/.
+ *
+ * This file: HTTP, the room API (the contract the dashboard, Node workers and tests use),
+ * the MNIST file, health, and the built client.
  */
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
@@ -18,7 +25,7 @@ import { channelOf, type ServerContext } from '../context';
 import { bearerToken, tokenHash, tokensEqual } from './tokens';
 
 /** Per file of a checkpoint upload; the MLP's weights and Adam state are ~1.2 MB, the CNN's far less. */
-export const MAX_CHECKPOINT_FILE_BYTES = 32 * 1024 * 1024;
+const MAX_CHECKPOINT_FILE_BYTES = 32 * 1024 * 1024;
 
 const HTTP_STATUS: Partial<Record<ErrorCode, number>> = {
   ERR_BAD_REQUEST: 400,

@@ -1,5 +1,5 @@
 /**
- * The abuse suite (issue 7 §6), against a real server. What it throws: random and malformed
+ * The abuse suite, against a real server. What it throws: random and malformed
  * socket events, floods, oversized packets and uploads, path traversal, forged chief uploads,
  * stale and replayed messages. What it proves: the server stays up, other rooms are
  * unaffected, nothing on disk is corrupted, and a training room next door (two real Node

@@ -1,5 +1,5 @@
 /**
- * Several signaling nodes over a real redis-server (issue 7 §5): a room's membership,
+ * Several signaling nodes over a real redis-server: a room's membership,
  * indexes and generations change atomically however many nodes change it at once;
  * students connected to different nodes are one room (broadcasts and signals cross
  * nodes); when a node goes, its students come back through another with their places, and
