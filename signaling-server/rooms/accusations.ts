@@ -22,6 +22,7 @@ export interface AccusationRecord {
   mutedReporters: string[];
 }
 
+/** A run nobody has accused anyone in yet. */
 export const noAccusations = (): AccusationRecord => ({ accusations: {}, mutedReporters: [] });
 
 /**

@@ -48,7 +48,7 @@ export interface MembershipState {
   waiting: Member[];
 }
 
-export const emptyMembership = (): MembershipState => ({ nextIndex: 0, generation: 0, active: [], waiting: [] });
+const emptyMembership = (): MembershipState => ({ nextIndex: 0, generation: 0, active: [], waiting: [] });
 
 const byIndex = (a: Member, b: Member) => a.index - b.index;
 

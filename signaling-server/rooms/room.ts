@@ -2,11 +2,12 @@
  * The folder signaling-server/rooms/ owns the classroom as shared state: who is in it and
  * in which generation (membership.ts), the training run (run-state.ts), the ring:evict trust
  * rule (accusations.ts), how a room is written down for Redis and room.json (room-codec.ts),
- * where rooms live (room-store.ts, redis-room-store.ts, persisting-room-store.ts), starting
- * runs and admissions (runs.ts), dropping members who did not come back (reconnect-sweep.ts)
- * and several nodes sharing rooms (cluster.ts). It may import shared/ and the server's
- * context, logger and handlers' broadcast; never edge/ (HTTP, sockets and auth use rooms, not
- * the other way round).
+ * where rooms live (room-store.ts, redis-room-store.ts, and persisting-room-store.ts over
+ * room-persistence.ts), starting runs and admissions (runs.ts), dropping members who did not
+ * come back (reconnect-sweep.ts), several nodes sharing rooms (cluster.ts), and the clock and
+ * timers rooms run on (wall-clock.ts, timers.ts). It may import shared/, the server's
+ * context and logger, and handlers/rooms.ts's broadcast of a membership change; never edge/
+ * (HTTP, the handshake and rate limits use rooms, not the other way round).
  *
  * This file: one classroom, the facade the handlers use. Pure state, no sockets and no
  * timers: the handlers translate events into these calls and broadcast what they return,

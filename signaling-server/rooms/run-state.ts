@@ -37,6 +37,7 @@ export interface RunRecord {
   consistency: Consistency;
 }
 
+/** A room that has not trained yet. */
 export const idleRun = (): RunRecord => ({
   state: 'idle',
   config: null,
@@ -71,10 +72,6 @@ export class RunState {
    */
   get historyPoints(): readonly MetricPoint[] {
     return this.history;
-  }
-
-  get state(): RoomState {
-    return this.r.state;
   }
 
   get run(): number {
