@@ -249,18 +249,25 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     registerIceHandlers(ctx, socket);
   });
 
-  port = await listen(httpServer, options.port, options.host);
-  if (httpsServer && options.https) {
-    try {
-      httpsPort = await listen(httpsServer, options.https.port, options.host);
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== 'EADDRINUSE' || !options.https.anyPortIfTaken) {
-        httpServer.close();
-        throw err;
+  try {
+    port = await listen(httpServer, options.port, options.host);
+    if (httpsServer && options.https) {
+      try {
+        httpsPort = await listen(httpsServer, options.https.port, options.host);
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code !== 'EADDRINUSE' || !options.https.anyPortIfTaken) {
+          httpServer.close();
+          throw err;
+        }
+        httpsPort = await listen(httpsServer, 0, options.host);
+        log.warn(`https port ${options.https.port} is taken; using ${httpsPort}`);
       }
-      httpsPort = await listen(httpsServer, 0, options.host);
-      log.warn(`https port ${options.https.port} is taken; using ${httpsPort}`);
     }
+  } catch (err) {
+    // Nothing is serving: the restored rooms' sweeps and the Redis connections must not keep the process alive.
+    ctx.timers.close();
+    await (cluster ? cluster.close() : ctx.rooms.close());
+    throw err;
   }
   cluster?.start(ctx, graceMs);
   return {
