@@ -170,8 +170,11 @@ export class CheckpointStore {
     try {
       await this.fs.stat(path.join(dir, CHECKPOINT_FILES.metadata));
       return { id, dir };
-    } catch {
-      return null;
+    } catch (err) {
+      // Only a missing file means "no such checkpoint". Anything else (EACCES, ENOTDIR, EIO)
+      // is a broken data directory, which an operator must hear about, not a 404.
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return null;
+      throw new WebringError('ERR_INTERNAL', `cannot read checkpoint ${id} of room ${room}: ${(err as Error).message}`);
     }
   }
 

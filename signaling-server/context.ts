@@ -4,7 +4,8 @@ import type { ClientToServerEvents, ServerToClientEvents } from '../shared/proto
 import type { RoomStore } from './rooms/room-store';
 import type { Logger } from './logger';
 import type { CheckpointStore } from './checkpoint-store';
-import type { RoomPersistence } from './rooms/room-persistence';
+import type { Timers } from './rooms/timers';
+import type { Clock } from '../shared/util/clock';
 import type { RateLimits } from './edge/rate-limits';
 import type { IceOptions } from './turn';
 
@@ -30,14 +31,16 @@ export interface ServerContext {
   io: IoServer;
   rooms: RoomStore;
   checkpoints: CheckpointStore;
-  /** room.json files in DATA_DIR for a single server; null when rooms live in Redis. */
-  persistence: RoomPersistence | null;
+  /** The rooms' clock (wall time: room times are dates, compared across nodes). */
+  clock: Clock;
+  /** This server's pending timers (admissions, automatic resumes), cleared on close. */
+  timers: Timers;
   /** This signaling node's id when several share rooms over Redis; null on a single server. */
   node: string | null;
   /** Set while the server closes: with other nodes about, its connections' members are not leaving, they move. */
   draining: boolean;
   limits: RateLimits;
-  /** TURN and the ICE policy every worker gets (signaling-server/turn.ts). */
+  /** TURN and the ICE policy every worker gets (turn.ts). */
   ice: IceOptions;
   log: Logger;
 }

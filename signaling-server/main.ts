@@ -6,7 +6,7 @@
  * DATA_DIR/tls/ when unset), DATA_DIR (./data), TEACHER_TOKEN (generated and printed when
  * unset), LOG_LEVEL (info), PING_INTERVAL_MS and PING_TIMEOUT_MS (liveness), TURN_URL,
  * TURN_SECRET, TURN_TTL_S and ICE_TRANSPORT_POLICY (TURN; see signaling-server/turn.ts),
- * REDIS_URL (share rooms with other signaling nodes; see signaling-server/cluster.ts),
+ * REDIS_URL (share rooms with other signaling nodes; see signaling-server/rooms/cluster.ts),
  * TRUST_PROXY (load balancers whose X-Forwarded-For is believed; see client-address.ts).
  */
 import { randomBytes } from 'node:crypto';

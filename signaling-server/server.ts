@@ -1,6 +1,18 @@
 /**
- * Wires the http and https servers, express and socket.io together; handlers register per
- * concern (rooms, signals, training), as socket.io's application-structure guide suggests.
+ * Wires the pieces together, as socket.io's application-structure guide suggests:
+ *  - one http server (and an https one with a certificate) carries the express app from
+ *    edge/http-api.ts and one socket.io server;
+ *  - the rooms live in a RoomStore: in this process (MemoryRoomStore) wrapped by
+ *    PersistingRoomStore, which writes room.json on every change that matters and whose
+ *    rooms come back on a restart; or, with REDIS_URL, in Redis (rooms/cluster.ts), shared
+ *    with other signaling nodes through the Redis adapter;
+ *  - every connection passes edge/socket-auth.ts (join code) before any event, and every
+ *    event the rate limits (edge/rate-limits.ts) and the known-event check below before its
+ *    handler; handlers register per concern (handlers/rooms, signals, training, ice) and all
+ *    receive one ServerContext (context.ts);
+ *  - time: rooms run on wallClock, the server's own timers (ctx.timers) on systemClock, and
+ *    close() clears them, closes the sockets and the servers, then the room store.
+ * Members who vanish without a goodbye are dropped by one sweep (rooms/reconnect-sweep.ts).
  */
 import http from 'node:http';
 import https from 'node:https';
@@ -9,20 +21,23 @@ import type { AddressInfo, Server as NetServer } from 'node:net';
 import { Server } from 'socket.io';
 import { CLIENT_EVENT_NAMES, MAX_SOCKET_PACKET_BYTES, type RoomJoinInfo, type ServerInfo } from '../shared/protocol';
 import type { IoServer, ServerContext } from './context';
+import { systemClock } from '../shared/util/clock';
 import { MemoryRoomStore } from './rooms/room-store';
+import { PersistingRoomStore } from './rooms/persisting-room-store';
+import { wallClock } from './rooms/wall-clock';
+import { Timers } from './rooms/timers';
+import { dropOverdueMembers } from './rooms/reconnect-sweep';
 import { connectCluster } from './rooms/cluster';
 import { createHttpApp } from './edge/http-api';
 import { createLogger, type Logger } from './logger';
 import { loadPackedMnist } from './mnist-pack';
 import { CheckpointStore } from './checkpoint-store';
 import { RoomPersistence } from './rooms/room-persistence';
-import { broadcastChange } from './handlers/rooms';
 import { registerRoomHandlers } from './handlers/rooms';
 import { registerSignalHandlers } from './handlers/signals';
 import { registerTrainingHandlers } from './handlers/training';
 import { registerIceHandlers } from './handlers/ice';
 import { NO_TURN, type IceOptions } from './turn';
-import { scheduleAdmission } from './rooms/runs';
 import { joinCodeFor } from './edge/join-codes';
 import { authenticateSocket } from './edge/socket-auth';
 import { clientAddress, compileTrustProxy } from './edge/client-address';
@@ -43,7 +58,12 @@ export const DEFAULT_PING_TIMEOUT_MS = 1_800;
  * After a restart, members of persisted rooms have this long to reconnect before they are
  * dropped; socket.io's client retries within about 1-5 s.
  */
-export const DEFAULT_RECONNECT_GRACE_MS = 20_000;
+const DEFAULT_RECONNECT_GRACE_MS = 20_000;
+/**
+ * The sweep after a restart runs this long after the grace: Node may fire a timer a
+ * millisecond before Date.now() (the rooms' clock) says its time is up.
+ */
+const SWEEP_SLACK_MS = 20;
 
 const KNOWN_EVENTS = new Set<string>(CLIENT_EVENT_NAMES);
 
@@ -52,19 +72,21 @@ export interface ServerOptions {
   host?: string;
   dataDir: string;
   teacherToken: string;
-  /** Derives every room's join code (signaling-server/join-codes.ts). */
+  /** Derives every room's join code (edge/join-codes.ts). */
   joinSecret: Buffer;
   clientDir: string;
   pingIntervalMs?: number;
   pingTimeoutMs?: number;
-  /** Socket and HTTP rate limits (signaling-server/rate-limits.ts); defaults for a class. */
+  /** Socket and HTTP rate limits (edge/rate-limits.ts); defaults for a class. */
   rateLimits?: Partial<RateLimitOptions>;
+  /** The limiter itself, e.g. one whose counters live in a shared store; built from `rateLimits` when absent. */
+  rateLimiter?: RateLimits;
   reconnectGraceMs?: number;
-  /** Share rooms with other signaling nodes through this Redis (signaling-server/cluster.ts). */
+  /** Share rooms with other signaling nodes through this Redis (rooms/cluster.ts). */
   redisUrl?: string;
-  /** Load balancers whose X-Forwarded-For is believed (TRUST_PROXY; signaling-server/client-address.ts). */
+  /** Load balancers whose X-Forwarded-For is believed (TRUST_PROXY; edge/client-address.ts). */
   trustProxy?: string;
-  /** TURN server and ICE policy for the workers (signaling-server/turn.ts); none by default. */
+  /** TURN server and ICE policy for the workers (turn.ts); none by default. */
   ice?: IceOptions;
   log?: Logger;
   /** The room the printed URLs and GET /api/info name (default 'class'). */
@@ -115,21 +137,10 @@ async function restoreRooms(ctx: ServerContext, store: MemoryRoomStore, persiste
     store.add(room);
     const removed = await ctx.checkpoints.removeStaleTemps(room.name, Number.POSITIVE_INFINITY);
     ctx.log.info(`room ${room.name}: restored (generation ${room.currentGeneration}, ${room.size} member(s) to reconnect${removed ? `, ${removed} unfinished checkpoint(s) removed` : ''})`);
-    setTimeout(() => {
-      dropUnreturned(ctx, room.name).catch((err: unknown) => ctx.log.error(`room ${room.name}: dropping unreturned members failed: ${String(err)}`));
-    }, graceMs).unref();
+    ctx.timers.after(graceMs + SWEEP_SLACK_MS, () => {
+      dropOverdueMembers(ctx, room.name, graceMs).catch((err: unknown) => ctx.log.error(`room ${room.name}: dropping unreturned members failed: ${String(err)}`));
+    });
   }
-}
-
-async function dropUnreturned(ctx: ServerContext, name: string): Promise<void> {
-  for (const id of (await ctx.rooms.read(name))?.disconnectedMembers() ?? []) {
-    ctx.log.info(`room ${name}: member ${id} did not reconnect`);
-    const left = await ctx.rooms.update(name, (r) => r.leave(id));
-    if (left) broadcastChange(ctx, left.room, left.result);
-  }
-  // Students who were waiting for admission when the server went down are let in now.
-  if ((await ctx.rooms.read(name))?.isTraining) scheduleAdmission(ctx, name);
-  await ctx.rooms.releaseIfIdle(name);
 }
 
 export async function startServer(options: ServerOptions): Promise<RunningServer> {
@@ -147,18 +158,19 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   const httpsServer = options.https ? https.createServer({ cert: options.https.cert, key: options.https.key }) : null;
   if (httpsServer) io.attach(httpsServer);
   // With REDIS_URL, rooms live in Redis and broadcasts cross nodes; else one process holds them.
-  const cluster = options.redisUrl ? await connectCluster(options.redisUrl, String(options.port), log) : null;
+  const cluster = options.redisUrl ? await connectCluster(options.redisUrl, String(options.port), log, wallClock) : null;
   if (cluster) io.adapter(cluster.adapter);
-  const memory = cluster ? null : new MemoryRoomStore();
-  const persistence = cluster ? null : new RoomPersistence(options.dataDir, log);
+  const memory = cluster ? null : new MemoryRoomStore(wallClock);
+  const persistence = cluster ? null : new RoomPersistence(options.dataDir, log, wallClock);
   const ctx: ServerContext = {
     io,
-    rooms: cluster?.store ?? memory!,
+    rooms: cluster?.store ?? new PersistingRoomStore(memory!, persistence!),
     checkpoints: new CheckpointStore(options.dataDir),
-    persistence,
+    clock: wallClock,
+    timers: new Timers(systemClock),
     node: cluster?.node ?? null,
     draining: false,
-    limits: new RateLimits({ ...DEFAULT_RATE_LIMITS, ...options.rateLimits }),
+    limits: options.rateLimiter ?? new RateLimits({ ...DEFAULT_RATE_LIMITS, ...options.rateLimits }),
     ice: options.ice ?? NO_TURN,
     log,
   };
@@ -228,7 +240,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
           if (typeof packet[0] !== 'string' || !KNOWN_EVENTS.has(packet[0])) return refuseUnknown(socket, packet, log);
           next();
         },
-        (err: unknown) => log.error(`rate limiter failed for socket ${socket.id}: ${String(err)}`),
+        (err: unknown) => refuseUncounted(socket, packet, err, log),
       );
     });
     registerRoomHandlers(ctx, socket);
@@ -237,18 +249,25 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     registerIceHandlers(ctx, socket);
   });
 
-  port = await listen(httpServer, options.port, options.host);
-  if (httpsServer && options.https) {
-    try {
-      httpsPort = await listen(httpsServer, options.https.port, options.host);
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== 'EADDRINUSE' || !options.https.anyPortIfTaken) {
-        httpServer.close();
-        throw err;
+  try {
+    port = await listen(httpServer, options.port, options.host);
+    if (httpsServer && options.https) {
+      try {
+        httpsPort = await listen(httpsServer, options.https.port, options.host);
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code !== 'EADDRINUSE' || !options.https.anyPortIfTaken) {
+          httpServer.close();
+          throw err;
+        }
+        httpsPort = await listen(httpsServer, 0, options.host);
+        log.warn(`https port ${options.https.port} is taken; using ${httpsPort}`);
       }
-      httpsPort = await listen(httpsServer, 0, options.host);
-      log.warn(`https port ${options.https.port} is taken; using ${httpsPort}`);
     }
+  } catch (err) {
+    // Nothing is serving: the restored rooms' sweeps and the Redis connections must not keep the process alive.
+    ctx.timers.close();
+    await (cluster ? cluster.close() : ctx.rooms.close());
+    throw err;
   }
   cluster?.start(ctx, graceMs);
   return {
@@ -265,7 +284,8 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
       // io.close() closes the server attached last; the other one (and its engine) closes here.
       await new Promise<void>((resolve) => io.close(() => resolve()));
       if (httpsServer) await new Promise<void>((resolve) => httpServer.close(() => resolve()));
-      await cluster?.close();
+      ctx.timers.close();
+      await (cluster ? cluster.close() : ctx.rooms.close());
     },
   };
 }
@@ -282,6 +302,24 @@ function refuseUnknown(socket: IoSocket, packet: unknown[], log: Logger): void {
   const ack = packet[packet.length - 1];
   if (typeof ack === 'function') (ack as (r: unknown) => void)({ ok: false, error: body });
   else socket.emit('server:error', body);
+}
+
+/**
+ * Drops an event the rate limiter could not count (its store failed): the server cannot
+ * tell whether the client is over budget, so it says what happened, ERR_INTERNAL, rather
+ * than ERR_RATE_LIMITED, which would send an honest client into back-off for nothing. The
+ * ack, if any, always hears it (a client never waits on a dropped event); the log and the
+ * socket hear it once per connection.
+ */
+function refuseUncounted(socket: IoSocket, packet: unknown[], err: unknown, log: Logger): void {
+  const body = { code: 'ERR_INTERNAL' as const, message: 'the server could not check its rate limits; try again' };
+  const ack = packet[packet.length - 1];
+  if (typeof ack === 'function') (ack as (r: unknown) => void)({ ok: false, error: body });
+  const key = 'rate-limiter:ERR_INTERNAL';
+  if (socket.data.loggedErrors.has(key)) return;
+  socket.data.loggedErrors.add(key);
+  log.error(`socket ${socket.id}: rate limiter failed, events dropped (further failures for this socket not logged): ${String(err)}`);
+  if (typeof ack !== 'function') socket.emit('server:error', body);
 }
 
 /**

@@ -26,12 +26,12 @@ export const DEFAULT_TURN_TTL_S = 6 * 60 * 60;
 /** A credential that outlives a week is a standing password, not a short-lived one. */
 export const MAX_TURN_TTL_S = 7 * 24 * 60 * 60;
 /** Shorter than a dial plus a refresh round trip would expire while in use. */
-export const MIN_TURN_TTL_S = 60;
+const MIN_TURN_TTL_S = 60;
 /**
  * Anyone who sees one username/credential pair can test guesses of the secret offline, so a
  * short one is refused (`openssl rand -hex 32` gives a good one).
  */
-export const MIN_TURN_SECRET_CHARS = 16;
+const MIN_TURN_SECRET_CHARS = 16;
 
 /** turn:host[:port][?transport=udp|tcp], turns: likewise (RFC 7065); IPv6 hosts in brackets. */
 const TURN_URI = /^turns?:(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?)(?::(\d{1,5}))?(\?transport=(?:udp|tcp))?$/;

@@ -1,6 +1,6 @@
 /**
  * Whose request is this? Rate limits and the wrong-join-code budget count per client
- * address. Behind a load balancer (several signaling nodes, issue 7) every connection comes
+ * address. Behind a load balancer (several signaling nodes) every connection comes
  * from the balancer, so one guesser would spend the whole school's budget; with TRUST_PROXY
  * naming the balancer, its X-Forwarded-For is believed (proxy-addr, as express does), and
  * nobody else's is, so a client cannot pick its own address by sending the header.

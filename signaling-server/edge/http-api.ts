@@ -1,6 +1,13 @@
 /**
- * HTTP: the room API (the contract the dashboard, Node workers and tests use), the MNIST
- * file, health, and the built client.
+ * The folder signaling-server/edge/ owns what faces the network before a handler runs:
+ * the HTTP API (this file), the socket handshake's join code (socket-auth.ts, join-codes.ts),
+ * tokens (tokens.ts), rate limits (rate-limits.ts), the client's address behind a load
+ * balancer (client-address.ts) and the HTTPS certificate (tls.ts). It may import shared/,
+ * the server's context and logger, and rooms/ for what the API reads and starts; never
+ * handlers/ (socket events are theirs), and rooms/ never imports edge/.
+ *
+ * This file: HTTP, the room API (the contract the dashboard, Node workers and tests use),
+ * the MNIST file, health, and the built client.
  */
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
@@ -18,7 +25,7 @@ import { channelOf, type ServerContext } from '../context';
 import { bearerToken, tokenHash, tokensEqual } from './tokens';
 
 /** Per file of a checkpoint upload; the MLP's weights and Adam state are ~1.2 MB, the CNN's far less. */
-export const MAX_CHECKPOINT_FILE_BYTES = 32 * 1024 * 1024;
+const MAX_CHECKPOINT_FILE_BYTES = 32 * 1024 * 1024;
 
 const HTTP_STATUS: Partial<Record<ErrorCode, number>> = {
   ERR_BAD_REQUEST: 400,
@@ -124,7 +131,7 @@ export function createHttpApp(ctx: ServerContext, options: HttpOptions): express
   // A room nobody joined yet reads as empty and idle, without being created.
   app.get('/api/rooms/:room', requireRoomReader, async (req, res) => {
     const name = roomName(req);
-    res.json(((await ctx.rooms.read(name)) ?? new Room(name)).status());
+    res.json(((await ctx.rooms.read(name)) ?? new Room(name, ctx.clock)).status());
   });
 
   // The join code and class links: only the teacher may hand them out.
@@ -232,7 +239,6 @@ export function createHttpApp(ctx: ServerContext, options: HttpOptions): express
       const updated = await ctx.rooms.update(name, (room) => room[action]());
       if (!updated) throw new WebringError('ERR_UNKNOWN_ROOM', `room ${name} does not exist`);
       ctx.io.to(channelOf(name)).emit(action === 'pause' ? 'train:pause' : 'train:resume');
-      void ctx.persistence?.save(updated.room);
       res.json({ ok: true, status: updated.room.status() });
     });
   }

@@ -1,7 +1,7 @@
 /**
  * Each room's join code is HMAC-SHA256(secret, room name), spelled in the join-code
  * alphabet. Nothing per room is stored, so every signaling node that shares the secret
- * agrees on every room's code (several nodes, issue 7), a restart keeps printed links
+ * agrees on every room's code (several nodes), a restart keeps printed links
  * valid, and a room name alone (printed on the dashboard, in the API) gives no way in.
  *
  * The secret is JOIN_SECRET, or a random one kept in DATA_DIR (made on first start, mode
@@ -44,7 +44,7 @@ export function joinCodeMatches(secret: Buffer, room: string, code: string): boo
 }
 
 /** Too short a JOIN_SECRET would let codes be computed by guessing it. */
-export const JOIN_SECRET_MIN_CHARS = 16;
+const JOIN_SECRET_MIN_CHARS = 16;
 
 /** JOIN_SECRET when set, else the secret kept in DATA_DIR, made (atomically) on first start. */
 export async function loadOrCreateJoinSecret(dataDir: string, fromEnv?: string): Promise<Buffer> {

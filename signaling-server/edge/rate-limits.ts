@@ -1,7 +1,7 @@
 /**
- * Rate limits at the edge (issue 7): every socket event is counted per connection and per
- * client IP, every /api request per client IP, with rate-limiter-flexible's in-memory
- * counters. Over the limit, the event or request is refused with ERR_RATE_LIMITED and
+ * Rate limits at the edge, so one tab cannot starve a class or the server: every socket
+ * event is counted per connection and per client IP, every /api request per client IP,
+ * with rate-limiter-flexible's in-memory counters. Over the limit, the event or request is refused with ERR_RATE_LIMITED and
  * never reaches a handler, so a flood costs the server a counter lookup and leaves other
  * rooms alone.
  *

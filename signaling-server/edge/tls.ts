@@ -11,7 +11,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { generate } from 'selfsigned';
 
-export const CERT_VALID_DAYS = 365;
+const CERT_VALID_DAYS = 365;
 /** A kept certificate this close to its end is replaced at start-up. */
 export const CERT_RENEW_BEFORE_MS = 30 * 24 * 3600 * 1000;
 /** Certificates start a day early: a student laptop whose clock is behind would refuse one from the future. */

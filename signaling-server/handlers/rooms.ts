@@ -93,7 +93,7 @@ async function rejoin(ctx: ServerContext, socket: IoSocket, name: string, claim:
 }
 
 /** This connection no longer speaks for a member (it left, or was dropped); it may join again. */
-export function forgetMembership(socket: IoSocket): void {
+function forgetMembership(socket: IoSocket): void {
   const name = socket.data.room;
   socket.data.room = null;
   socket.data.memberId = null;
@@ -112,7 +112,7 @@ async function leave(ctx: ServerContext, socket: IoSocket): Promise<boolean> {
   return true;
 }
 
-/** Tells the room about a membership change, persists it, and recovers a broken run. */
+/** Tells the room about a membership change, and recovers a broken run. */
 export function broadcastChange(ctx: ServerContext, room: Room, change: MembershipChange): void {
   const name = room.name;
   if (change.trainingAborted) {
@@ -124,6 +124,5 @@ export function broadcastChange(ctx: ServerContext, room: Room, change: Membersh
     ctx.log.info(`room ${name}: generation ${g.generation} with ${g.members.length} member(s)`);
     ctx.io.to(channelOf(name)).emit('ring:generation', g);
   }
-  if (change.generation || change.trainingAborted) void ctx.persistence?.save(room);
   if (change.trainingAborted) scheduleAutoResume(ctx, name, room.runConfig);
 }

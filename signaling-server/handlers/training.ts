@@ -79,7 +79,6 @@ export function registerTrainingHandlers(ctx: ServerContext, socket: IoSocket): 
         if (socketId) ctx.io.to(socketId).emit('train:stop', { reason: 'ended' });
       }
       broadcastChange(ctx, room, result.change);
-      void ctx.persistence?.save(room);
     });
   });
 

@@ -10,17 +10,18 @@ import os from 'node:os';
 import { randomBytes } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { createAdapter } from '@socket.io/redis-adapter';
+import type { Clock } from '../../shared/util/clock';
 import type { ServerContext } from '../context';
 import { RedisRoomStore, REDIS_KEY_PREFIX } from './redis-room-store';
-import { broadcastChange } from '../handlers/rooms';
+import { dropOverdueMembers } from './reconnect-sweep';
 import type { Logger } from '../logger';
 
 /** A node's key lives this long (ms) without renewal: how long a dead node's members look connected. */
-export const NODE_TTL_MS = 3_000;
+const NODE_TTL_MS = 3_000;
 /** Renewal period (ms): three chances within the TTL. */
-export const NODE_HEARTBEAT_MS = 1_000;
+const NODE_HEARTBEAT_MS = 1_000;
 /** How often (ms) each node looks for members of dead nodes and members past their grace. */
-export const NODE_SWEEP_MS = 1_000;
+const NODE_SWEEP_MS = 1_000;
 /** Redis must answer the first command within this long (ms) at start-up, or the server does not start. */
 const REDIS_CONNECT_TIMEOUT_MS = 5_000;
 
@@ -49,7 +50,11 @@ function withoutPassword(url: string): string {
   }
 }
 
-export async function connectCluster(url: string, label: string, log: Logger): Promise<Cluster> {
+/**
+ * Connects to Redis at `url` (throws ClusterError when it does not answer in time) and
+ * builds this node's room store over it, on `clock` (wall time: nodes compare its times).
+ */
+export async function connectCluster(url: string, label: string, log: Logger, clock: Clock): Promise<Cluster> {
   const options = { lazyConnect: true, connectTimeout: REDIS_CONNECT_TIMEOUT_MS, maxRetriesPerRequest: 3 };
   const redis = new Redis(url, options);
   const subscriber = new Redis(url, options);
@@ -78,7 +83,7 @@ export async function connectCluster(url: string, label: string, log: Logger): P
   const node = `${os.hostname()}:${label}/${randomBytes(3).toString('hex')}`;
   const nodeKey = (id: string) => `${REDIS_KEY_PREFIX}node:${id}`;
   const nodesKey = `${REDIS_KEY_PREFIX}nodes`;
-  const store = new RedisRoomStore(redis);
+  const store = new RedisRoomStore(redis, clock);
   const timers: Array<ReturnType<typeof setInterval>> = [];
 
   const announce = async () => {
@@ -109,22 +114,13 @@ export async function connectCluster(url: string, label: string, log: Logger): P
     const alive = await aliveNodes();
     alive.add(node);
     for (const name of await store.names()) {
-      let room = await store.read(name);
+      const room = await store.read(name);
       if (!room) continue;
       if ([...room.nodes].some((n) => !alive.has(n))) {
-        const marked = await store.update(name, (r) => r.markNodesGone((n) => alive.has(n), Date.now()));
-        if (marked?.result) {
-          ctx.log.warn(`room ${name}: a signaling node is gone; its members have ${graceMs} ms to reconnect through another`);
-          room = marked.room;
-        }
+        const marked = await store.update(name, (r) => r.markNodesGone((n) => alive.has(n)));
+        if (marked?.result) ctx.log.warn(`room ${name}: a signaling node is gone; its members have ${graceMs} ms to reconnect through another`);
       }
-      for (const id of room.overdue(Date.now(), graceMs)) {
-        const left = await store.update(name, (r) => (r.overdue(Date.now(), graceMs).includes(id) ? r.leave(id) : null));
-        if (left?.result) {
-          ctx.log.info(`room ${name}: member ${id} did not reconnect`);
-          broadcastChange(ctx, left.room, left.result);
-        }
-      }
+      await dropOverdueMembers(ctx, name, graceMs);
     }
   };
 

@@ -1,6 +1,6 @@
 /**
  * Rooms in Redis, shared by every signaling node (REDIS_URL). Each room is a hash holding
- * its record (RoomRecord as JSON) and a version; a change reads the record, applies the
+ * its record (RoomRecord as JSON, room-codec.ts) and a version; a change reads the record, applies the
  * Room method, and writes back with a Lua compare-and-set on the version, retrying when
  * another node wrote in between (optimistic concurrency: membership, indexes and
  * generations change atomically). The loss history is a list per run, appended by the same
@@ -12,7 +12,10 @@
 import type { Redis } from 'ioredis';
 import { WebringError } from '../../shared/protocol/errors';
 import type { MetricPoint, RoomMetrics } from '../../shared/protocol';
-import { MAX_HISTORY_POINTS, Room, type RoomRecord } from './room';
+import type { Clock } from '../../shared/util/clock';
+import { Room } from './room';
+import { MAX_HISTORY_POINTS } from './run-state';
+import { decodeRoom, encodeRoom, type RoomRecord } from './room-codec';
 import type { RoomStore } from './room-store';
 
 export const REDIS_KEY_PREFIX = 'webring:';
@@ -88,8 +91,10 @@ export class RedisRoomStore implements RoomStore {
   private readonly pending = new Map<string, PendingChange[]>();
   private readonly writing = new Set<string>();
 
+  /** `clock` is the time of every room this node rebuilds; nodes' clocks must agree (wall time). */
   constructor(
     redis: Redis,
+    private readonly clock: Clock,
     private readonly prefix = REDIS_KEY_PREFIX,
   ) {
     redis.defineCommand('webringCas', { numberOfKeys: 4, lua: COMPARE_AND_SET });
@@ -113,7 +118,7 @@ export class RedisRoomStore implements RoomStore {
     }
     if (reply.length === 1 && cached) return cached;
     const record = JSON.parse(reply[1]!) as RoomRecord;
-    const fresh: Cached = { version: reply[0]!, record, room: Room.fromRecord(record) };
+    const fresh: Cached = { version: reply[0]!, record, room: decodeRoom(record, this.clock) };
     this.cache.set(name, fresh);
     return fresh;
   }
@@ -152,11 +157,11 @@ export class RedisRoomStore implements RoomStore {
     for (let attempt = 0; attempt < MAX_CAS_ATTEMPTS; attempt++) {
       const current = await this.fetch(name);
       // A private copy: a failed compare-and-set must leave the cache as Redis has it.
-      let room = current ? Room.fromRecord(structuredClone(current.record)) : null;
+      let room = current ? decodeRoom(structuredClone(current.record), this.clock) : null;
       const outcomes: Array<{ ok: true; result: unknown } | { ok: false; error: unknown } | null> = batch.map((p) => {
         if (!room) {
           if (!p.create) return null;
-          room = new Room(name);
+          room = new Room(name, this.clock);
         }
         try {
           return { ok: true, result: p.change(room) };
@@ -169,7 +174,7 @@ export class RedisRoomStore implements RoomStore {
         return;
       }
       const stored: Room = room;
-      const record = stored.toRecord();
+      const record = encodeRoom(stored);
       const keep = !(stored.isEmpty && !stored.isTraining);
       const version = String(Number(current?.version ?? '0') + 1);
       const written = await this.redis.webringCas(
@@ -202,7 +207,7 @@ export class RedisRoomStore implements RoomStore {
 
   async metrics(name: string): Promise<RoomMetrics> {
     const current = await this.fetch(name);
-    if (!current) return new Room(name).metrics();
+    if (!current) return new Room(name, this.clock).metrics();
     const points = await this.redis.lrange(this.historyKey(name, current.record.run), 0, -1);
     return { room: name, history: points.map((p) => JSON.parse(p) as MetricPoint), evaluations: [...current.record.evaluations] };
   }

@@ -1,14 +1,16 @@
 /**
  * Room state that must outlive a server restart (membership with indexes and token
- * digests, generation, run, config), kept in DATA_DIR/rooms/<room>/room.json. Written
- * atomically (temp file, fsync, rename) on every membership or run change; validated on
- * load like any other input.
+ * digests, generation, run, config), kept in DATA_DIR/rooms/<room>/room.json in the codec's
+ * RoomFile form. Written atomically (temp file, fsync, rename) whenever it changes (see
+ * persisting-room-store.ts); validated on load like any other input.
  */
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { z } from 'zod';
 import { BACKENDS, ROOM_STATES, WORKER_KINDS, roomNameSchema, startConfigSchema } from '../../shared/protocol';
-import { Room, type PersistedRoom } from './room';
+import type { Clock } from '../../shared/util/clock';
+import type { Room } from './room';
+import { decodeRoom, encodeRoom, fromRoomFile, toRoomFile, type RoomFile } from './room-codec';
 import type { Logger } from '../logger';
 
 const ROOM_FILE = 'room.json';
@@ -44,16 +46,25 @@ export class RoomPersistence {
   private readonly root: string;
   private writes = new Map<string, Promise<void>>();
 
+  /** `clock` is the time of the rooms loadAll brings back. */
   constructor(
     dataDir: string,
     private readonly log: Logger,
+    private readonly clock: Clock,
   ) {
     this.root = path.resolve(dataDir, 'rooms');
   }
 
-  /** Queues a durable write of the room's current state; writes of one room never interleave. */
-  save(room: Room): Promise<void> {
-    const state = room.toPersisted();
+  /** What room.json would hold for the room now. */
+  fileOf(room: Room): RoomFile {
+    return toRoomFile(encodeRoom(room));
+  }
+
+  /**
+   * Queues a durable write of `state` (fileOf a room); writes of one room never interleave.
+   * A failed write is logged, and the promise still resolves.
+   */
+  save(state: RoomFile): Promise<void> {
     const previous = this.writes.get(state.name) ?? Promise.resolve();
     const next = previous.then(() => this.write(state)).catch((err: unknown) => {
       this.log.error(`room ${state.name}: could not persist state: ${(err as Error).message}`);
@@ -62,6 +73,12 @@ export class RoomPersistence {
     return next;
   }
 
+  /** Resolves once every queued write has ended. */
+  async flush(): Promise<void> {
+    await Promise.all(this.writes.values());
+  }
+
+  /** The rooms of DATA_DIR; their members are disconnected from now and have the reconnect grace to come back. */
   async loadAll(): Promise<Room[]> {
     let names: string[];
     try {
@@ -84,7 +101,7 @@ export class RoomPersistence {
       try {
         const parsed = persistedRoomSchema.parse(JSON.parse(raw));
         if (parsed.name !== name) throw new Error(`file names room ${parsed.name}`);
-        rooms.push(Room.fromPersisted(parsed as PersistedRoom));
+        rooms.push(decodeRoom(fromRoomFile(parsed as RoomFile, this.clock.now()), this.clock));
       } catch (err) {
         this.log.warn(`room ${name}: ignoring invalid ${file}: ${(err as Error).message}`);
       }
@@ -92,7 +109,7 @@ export class RoomPersistence {
     return rooms;
   }
 
-  private async write(state: PersistedRoom): Promise<void> {
+  private async write(state: RoomFile): Promise<void> {
     const dir = path.join(this.root, state.name);
     await fs.mkdir(dir, { recursive: true });
     const file = path.join(dir, ROOM_FILE);

@@ -6,6 +6,7 @@
  * students connected to different nodes are members of one room.
  */
 import type { RoomMetrics } from '../../shared/protocol';
+import type { Clock } from '../../shared/util/clock';
 import { Room } from './room';
 
 export interface RoomStore {
@@ -30,6 +31,10 @@ export interface RoomStore {
 export class MemoryRoomStore implements RoomStore {
   private readonly rooms = new Map<string, Room>();
 
+  /** `clock` is the time of every room made here. */
+  constructor(private readonly clock: Clock) {}
+
+  /** A room restored from disk, kept as it is. */
   add(room: Room): void {
     this.rooms.set(room.name, room);
   }
@@ -42,7 +47,7 @@ export class MemoryRoomStore implements RoomStore {
     let room = this.rooms.get(name);
     if (!room) {
       if (!options.create) return Promise.resolve(null);
-      room = new Room(name);
+      room = new Room(name, this.clock);
     }
     // Synchronous, so changes apply in the order events arrived.
     let result: T;
@@ -56,7 +61,7 @@ export class MemoryRoomStore implements RoomStore {
   }
 
   async metrics(name: string): Promise<RoomMetrics> {
-    return (this.rooms.get(name) ?? new Room(name)).metrics();
+    return (this.rooms.get(name) ?? new Room(name, this.clock)).metrics();
   }
 
   async releaseIfIdle(name: string): Promise<void> {

@@ -1,6 +1,7 @@
 /**
  * Starting a run, from the teacher's Start or automatically after a failure: pick the
- * checkpoint to resume from (BackupAndRestore), tell the room, remember it on disk.
+ * checkpoint to resume from (BackupAndRestore) and tell the room. Also the admission window
+ * for students arriving mid-run. Timers are the server's (ctx.timers), cleared on close.
  */
 import { WebringError } from '../../shared/protocol/errors';
 import { LATEST_CHECKPOINT } from '../../shared/checkpoints/checkpoint';
@@ -9,15 +10,12 @@ import type { Room } from './room';
 import { channelOf, type ServerContext } from '../context';
 
 /** Lets the new generation reach every worker before the resumed run's start does. */
-export const AUTO_RESUME_DELAY_MS = 500;
+const AUTO_RESUME_DELAY_MS = 500;
 /**
  * Students who arrive within this window of the first are admitted in one generation
  * change: a class walking in at once costs the ring one pause, not thirty.
  */
-export const ADMISSION_WINDOW_MS = 750;
-
-/** Rooms with an admission pending on this node (by name: rooms are re-read, never held). */
-const admissionTimers = new Map<string, ReturnType<typeof setTimeout>>();
+const ADMISSION_WINDOW_MS = 750;
 
 /**
  * Admits everyone waiting into the running ring after the admission window: one new
@@ -27,14 +25,10 @@ const admissionTimers = new Map<string, ReturnType<typeof setTimeout>>();
  * waiting.
  */
 export function scheduleAdmission(ctx: ServerContext, name: string): void {
-  if (admissionTimers.has(name)) return;
-  admissionTimers.set(
-    name,
-    setTimeout(() => {
-      admissionTimers.delete(name);
-      admit(ctx, name).catch((err: unknown) => ctx.log.error(`room ${name}: admission failed: ${String(err)}`));
-    }, ADMISSION_WINDOW_MS),
-  );
+  // Keyed by room name: rooms are re-read when the timer fires, never held.
+  ctx.timers.once(`admission:${name}`, ADMISSION_WINDOW_MS, () => {
+    admit(ctx, name).catch((err: unknown) => ctx.log.error(`room ${name}: admission failed: ${String(err)}`));
+  });
 }
 
 async function admit(ctx: ServerContext, name: string): Promise<void> {
@@ -48,7 +42,6 @@ async function admit(ctx: ServerContext, name: string): Promise<void> {
     const socketId = updated.room.socketIdOf(id);
     if (socketId) ctx.io.to(socketId).emit('train:start', start);
   }
-  void ctx.persistence?.save(updated.room);
 }
 
 /** The newest checkpoint of the same model for 'latest', or the named one. */
@@ -81,7 +74,6 @@ export async function startRun(ctx: ServerContext, name: string, config: StartCo
   const from = resume ? `resuming ${resume.checkpointId} at step ${resume.step}` : 'fresh';
   ctx.log.info(`room ${name}: run ${start.run} started (${from}), generation ${start.generation}`);
   ctx.io.to(channelOf(name)).emit('train:start', start);
-  void ctx.persistence?.save(room);
   return { room, start };
 }
 
@@ -92,11 +84,11 @@ export async function startRun(ctx: ServerContext, name: string, config: StartCo
  */
 export function scheduleAutoResume(ctx: ServerContext, name: string, config: StartConfig | null): void {
   if (!config) return;
-  setTimeout(() => {
+  ctx.timers.after(AUTO_RESUME_DELAY_MS, () => {
     void (async () => {
       const room = await ctx.rooms.read(name);
       if (!room || room.isTraining || room.isEmpty || !(await ctx.checkpoints.resolve(name, LATEST_CHECKPOINT))) return;
       await startRun(ctx, name, { ...config, resumeFrom: LATEST_CHECKPOINT });
     })().catch((err: unknown) => ctx.log.warn(`room ${name}: automatic resume failed: ${(err as Error).message}`));
-  }, AUTO_RESUME_DELAY_MS);
+  });
 }

@@ -8,6 +8,7 @@
 import { Redis } from 'ioredis';
 import { MemoryRoomStore, type RoomStore } from '../../signaling-server/rooms/room-store';
 import { RedisRoomStore } from '../../signaling-server/rooms/redis-room-store';
+import { wallClock } from '../../signaling-server/rooms/wall-clock';
 import { MAX_ROOM_MEMBERS, type ProgressReport } from '../../shared/protocol';
 import { startRedis } from '../support/redis';
 
@@ -52,13 +53,13 @@ async function measure(name: string, stores: RoomStore[]): Promise<void> {
 }
 
 async function main(): Promise<void> {
-  await measure('in process', [new MemoryRoomStore()]);
+  await measure('in process', [new MemoryRoomStore(wallClock)]);
   const redis = await startRedis();
   const connections = [new Redis(redis.url), new Redis(redis.url)];
   try {
-    await measure('Redis, one node', [new RedisRoomStore(connections[0]!)]);
+    await measure('Redis, one node', [new RedisRoomStore(connections[0]!, wallClock)]);
     await connections[0]!.flushall();
-    await measure('Redis, two nodes', connections.map((c) => new RedisRoomStore(c)));
+    await measure('Redis, two nodes', connections.map((c) => new RedisRoomStore(c, wallClock)));
   } finally {
     for (const c of connections) c.disconnect();
     await redis.stop();

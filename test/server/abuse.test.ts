@@ -1,5 +1,5 @@
 /**
- * The abuse suite (issue 7 §6), against a real server. What it throws: random and malformed
+ * The abuse suite, against a real server. What it throws: random and malformed
  * socket events, floods, oversized packets and uploads, path traversal, forged chief uploads,
  * stale and replayed messages. What it proves: the server stays up, other rooms are
  * unaffected, nothing on disk is corrupted, and a training room next door (two real Node
@@ -24,6 +24,7 @@ import { io as connect } from 'socket.io-client';
 import type { RunningServer } from '../../signaling-server/server';
 import type { Logger } from '../../signaling-server/logger';
 import { RoomPersistence } from '../../signaling-server/rooms/room-persistence';
+import { wallClock } from '../../signaling-server/rooms/wall-clock';
 import { DEFAULT_RATE_LIMITS } from '../../signaling-server/edge/rate-limits';
 import {
   CLIENT_EVENT_NAMES,
@@ -841,7 +842,7 @@ test('what it proves: the server is up, the other rooms are unaffected, the disk
   assert.deepEqual(readdirSync(path.join(dataDir, 'rooms')).sort(), ROOMS);
   // Every room.json parses with the server's own schema (the loader warns about any that does not).
   const warnings: string[] = [];
-  const loaded = await new RoomPersistence(dataDir, { info: () => {}, warn: (m) => warnings.push(m), error: (m) => warnings.push(m) }).loadAll();
+  const loaded = await new RoomPersistence(dataDir, { info: () => {}, warn: (m) => warnings.push(m), error: (m) => warnings.push(m) }, wallClock).loadAll();
   assert.deepEqual(warnings, []);
   assert.deepEqual(loaded.map((r) => r.name).sort(), ROOMS);
 

@@ -1,6 +1,6 @@
 /**
- * Access (issue 7 §1): every room has a join code, derived from the server's secret; the
- * socket.io auth middleware turns away a connection without its room's code, with a coded
+ * Access: a classroom link must not let strangers in. Every room has a join code, derived
+ * from the server's secret; the socket.io auth middleware turns away a connection without its room's code, with a coded
  * error in connect_error's data; a connection may join only the room it was let in for;
  * wrong codes are rate-limited per IP; only the teacher can read a room's code.
  */

@@ -1,10 +1,16 @@
 /**
  * The checkpoint API against a real server: only the current chief uploads (tf.io.http
  * multipart plus optimizer state and metadata), tf.loadLayersModel loads what it serves,
- * and a start resumes from it.
+ * and a start resumes from it. A checkpoint that exists but cannot be read is a server
+ * error, not "not found".
  */
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
+import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import * as nodeFs from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { CheckpointStore, type StoreFs } from '../../signaling-server/checkpoint-store';
 import * as tf from '@tensorflow/tfjs';
 import type { RunningServer } from '../../signaling-server/server';
 import type { CheckpointInfo } from '../../shared/checkpoints/checkpoint';
@@ -150,4 +156,36 @@ test('a ring that cannot heal makes the room resume from the latest checkpoint b
   const status = (await (await fetch(`${server.url}/api/rooms/${room}`, AS_TEACHER)).json()) as { state: string; members: unknown[] };
   assert.deepEqual([status.state, status.members.length], ['training', 2]);
   assert.ok(again.generation > (await first).generation, 'a fresh ring');
+});
+
+test('a checkpoint the server cannot read answers 500 ERR_INTERNAL and is logged; only a missing one is a 404', async () => {
+  const dataDir = mkdtempSync(path.join(os.tmpdir(), 'webring-ckpt-broken-'));
+  const checkpoints = path.join(dataDir, 'rooms', 'broken', 'checkpoints');
+  mkdirSync(checkpoints, { recursive: true });
+  // A file where the checkpoint's folder should be: reading its metadata fails with ENOTDIR.
+  writeFileSync(path.join(checkpoints, 'ckpt-0000000001-abcdef'), 'not a folder');
+  const errors: string[] = [];
+  const broken = await startTestServer({ dataDir, log: { info: () => {}, warn: () => {}, error: (m) => errors.push(m) } });
+  try {
+    const unreadable = await fetch(`${broken.url}/api/rooms/broken/checkpoints/ckpt-0000000001-abcdef/model.json`, AS_TEACHER);
+    assert.equal(unreadable.status, 500);
+    assert.equal(((await unreadable.json()) as { error: { code: string } }).error.code, 'ERR_INTERNAL');
+    assert.ok(errors.some((m) => m.includes('ckpt-0000000001-abcdef') && m.includes('ENOTDIR')), errors.join('\n'));
+    const missing = await fetch(`${broken.url}/api/rooms/broken/checkpoints/ckpt-0000000002-abcdef/model.json`, AS_TEACHER);
+    assert.equal(missing.status, 404);
+  } finally {
+    await broken.close();
+  }
+});
+
+test('CheckpointStore.resolve: EACCES is an ERR_INTERNAL error, ENOENT is null', async () => {
+  const failWith = (code: string): StoreFs => {
+    const fail = async () => {
+      throw Object.assign(new Error(`${code}: simulated`), { code });
+    };
+    return { ...nodeFs, stat: fail } as unknown as StoreFs;
+  };
+  const dataDir = mkdtempSync(path.join(os.tmpdir(), 'webring-ckpt-errno-'));
+  await assert.rejects(new CheckpointStore(dataDir, failWith('EACCES')).resolve('r', 'ckpt-0000000001-abcdef'), refusedWith('ERR_INTERNAL'));
+  assert.equal(await new CheckpointStore(dataDir, failWith('ENOENT')).resolve('r', 'ckpt-0000000001-abcdef'), null);
 });

@@ -1,5 +1,5 @@
 /**
- * ring:evict's trust rule (issue 7), over real sockets: only a reporter's own senders in the
+ * ring:evict's trust rule (rooms/accusations.ts), over real sockets: only a reporter's own senders in the
  * current generation can be evicted on its word, once per reporter and run; everything else
  * is refused with a code and changes nothing. The evicted member is told why and is named
  * in the room API.

@@ -2,13 +2,15 @@
  * Rate limits at the edge, against a real server: a flooding connection is refused with
  * ERR_RATE_LIMITED (its acks answered, told once per window, not once per event), while
  * another student on the same machine joins and trains on; /api answers 429 with
- * Retry-After past its budget, and the server stays up.
+ * Retry-After past its budget, and the server stays up. A limiter that fails (its store is
+ * down) answers every event with ERR_INTERNAL instead of leaving it unanswered.
  */
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import type { RunningServer } from '../../signaling-server/server';
 import type { AckResult, JoinAccepted } from '../../shared/protocol';
 import type { ErrorBody } from '../../shared/protocol/errors';
+import { RateLimits } from '../../signaling-server/edge/rate-limits';
 import { AS_TEACHER, connectClient, join, startTestServer, type TestSocket } from '../support/server';
 
 const SOCKET_BUDGET = 40;
@@ -84,4 +86,30 @@ test('/api past its per-IP budget answers 429 ERR_RATE_LIMITED with Retry-After;
   assert.equal(body?.error?.code, 'ERR_RATE_LIMITED');
   assert.ok(Number(retryAfter) >= 1, `Retry-After ${retryAfter}`);
   assert.equal((await fetch(`${server.url}/healthz`)).status, 200);
+});
+
+/** A limiter whose counters cannot be reached, as one backed by a Redis that is down. */
+class FailingLimits extends RateLimits {
+  override socketEvent(): Promise<never> {
+    return Promise.reject(new Error('connection to the limiter store lost'));
+  }
+}
+
+test('when the rate limiter itself fails, every ack hears ERR_INTERNAL, and the failure is logged once per connection', async () => {
+  const errors: string[] = [];
+  const failing = await startTestServer({ rateLimiter: new FailingLimits(), log: { info: () => {}, warn: () => {}, error: (m) => errors.push(m) } });
+  const socket = await connectClient(failing, 'limiter-down');
+  try {
+    const toldOnce: ErrorBody[] = [];
+    socket.on('server:error', (body) => toldOnce.push(body));
+    const acks = await Promise.all(
+      [0, 1, 2].map(() => new Promise<AckResult<JoinAccepted>>((resolve) => socket.emit('room:join', { room: 'limiter-down', name: 'a', kind: 'node', backend: 'cpu' }, resolve))),
+    );
+    for (const ack of acks) assert.deepEqual(ack.ok ? 'accepted' : ack.error.code, 'ERR_INTERNAL');
+    assert.equal(errors.filter((m) => m.includes('rate limiter failed')).length, 1, errors.join('\n'));
+    assert.deepEqual(toldOnce, [], 'an ack was there to answer; no extra event');
+  } finally {
+    socket.disconnect();
+    await failing.close();
+  }
 });

@@ -1,5 +1,5 @@
 /**
- * Several signaling nodes over a real redis-server (issue 7 §5): a room's membership,
+ * Several signaling nodes over a real redis-server: a room's membership,
  * indexes and generations change atomically however many nodes change it at once;
  * students connected to different nodes are one room (broadcasts and signals cross
  * nodes); when a node goes, its students come back through another with their places, and
@@ -9,6 +9,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { Redis } from 'ioredis';
 import type { RunningServer } from '../../signaling-server/server';
+import { wallClock } from '../../signaling-server/rooms/wall-clock';
 import { RedisRoomStore } from '../../signaling-server/rooms/redis-room-store';
 import type { Generation, RoomStatus } from '../../shared/protocol';
 import { AS_TEACHER, codeFor, connectClient, join, nextEvent, startTestServer, type TestSocket } from '../support/server';
@@ -42,7 +43,7 @@ const status = async (node: RunningServer, room: string) => (await (await fetch(
 test('concurrent joins through two stores get unique indexes and one generation each (compare-and-set)', async () => {
   const connections = [new Redis(redis.url), new Redis(redis.url)];
   try {
-    const stores = connections.map((c) => new RedisRoomStore(c));
+    const stores = connections.map((c) => new RedisRoomStore(c, wallClock));
     const JOINS = 30;
     const results = await Promise.all(
       Array.from({ length: JOINS }, (_, i) =>
@@ -53,7 +54,7 @@ test('concurrent joins through two stores get unique indexes and one generation 
     assert.deepEqual(indexes, Array.from({ length: JOINS }, (_, i) => i), 'every index exactly once');
     const generations = results.map((r) => r!.result.change.generation!.generation).sort((a, b) => a - b);
     assert.deepEqual(generations, Array.from({ length: JOINS }, (_, i) => i + 1), 'every join its own generation');
-    const room = await new RedisRoomStore(connections[0]!).read('race');
+    const room = await new RedisRoomStore(connections[0]!, wallClock).read('race');
     assert.equal(room!.size, JOINS);
     assert.equal(room!.currentGeneration, JOINS);
   } finally {
@@ -64,7 +65,7 @@ test('concurrent joins through two stores get unique indexes and one generation 
 test('changes waiting for one room are written together; one that is refused leaves the others in place', async () => {
   const connection = new Redis(redis.url);
   try {
-    const store = new RedisRoomStore(connection);
+    const store = new RedisRoomStore(connection, wallClock);
     const member = (i: number) => ({ id: `b${String(i).padStart(8, '0')}`, socketId: `s${i}`, tokenHash: '0'.repeat(64), name: `n${i}`, backend: 'cpu' as const, kind: 'node' as const, adapter: null, node: null });
     await store.update('batch', (r) => r.join(member(0)), { create: true });
     // Sent together: the second is refused (the room is not paused), the rest go through.
@@ -77,7 +78,7 @@ test('changes waiting for one room are written together; one that is refused lea
     assert.equal(results[1]!.status, 'rejected');
     assert.equal(results[2]!.status, 'fulfilled');
     const reader = new Redis(redis.url);
-    const room = await new RedisRoomStore(reader).read('batch');
+    const room = await new RedisRoomStore(reader, wallClock).read('batch');
     reader.disconnect();
     assert.deepEqual(room!.snapshot().members.map((m) => m.name), ['n0', 'n1', 'n2']);
     // A change that throws is refused with its own error, and nothing of it is stored.

@@ -4,7 +4,7 @@ import path from 'node:path';
 import { io as connect, type Socket } from 'socket.io-client';
 import { startServer, type RunningServer } from '../../signaling-server/server';
 import { createLogger, type Logger } from '../../signaling-server/logger';
-import type { RateLimitOptions } from '../../signaling-server/edge/rate-limits';
+import type { RateLimitOptions, RateLimits } from '../../signaling-server/edge/rate-limits';
 import { joinCodeFor } from '../../signaling-server/edge/join-codes';
 import type { IceOptions } from '../../signaling-server/turn';
 import type { AckResult, ClientToServerEvents, JoinAccepted, ServerToClientEvents, SocketAuth } from '../../shared/protocol';
@@ -21,7 +21,7 @@ export const LOBBY_ROOM = 'lobby';
 export const codeFor = (room: string): string => joinCodeFor(TEST_JOIN_SECRET, room);
 
 export async function startTestServer(
-  overrides: { pingIntervalMs?: number; pingTimeoutMs?: number; rateLimits?: Partial<RateLimitOptions>; dataDir?: string; redisUrl?: string; reconnectGraceMs?: number; trustProxy?: string; ice?: IceOptions; log?: Logger } = {},
+  overrides: { pingIntervalMs?: number; pingTimeoutMs?: number; rateLimits?: Partial<RateLimitOptions>; rateLimiter?: RateLimits; dataDir?: string; redisUrl?: string; reconnectGraceMs?: number; trustProxy?: string; ice?: IceOptions; log?: Logger } = {},
 ): Promise<RunningServer> {
   return startServer({
     port: 0,

@@ -1,0 +1,63 @@
+/**
+ * The trust rule behind ring:evict. A ring member names a sender whose message its ring
+ * rejected. Only the two of them saw the message, so the server cannot tell which one tells
+ * the truth; it checks what the topology lets it check and bounds the damage a liar can do:
+ *  1. the accused must be one of the reporter's senders in the current generation
+ *     (sendersOf: its left neighbour or a halving-doubling partner). Naming anyone else is
+ *     refused, and the reporter's later accusations in this run are refused too: honest code
+ *     never names a member that does not send to it;
+ *  2. a reporter's first accepted accusation in a run evicts the accused; a second one evicts
+ *     the reporter instead. A lying member thus removes at most one honest member per run,
+ *     and then itself; an honest member unlucky enough to face two broken senders in one run
+ *     leaves, and the second one's next receiver names it.
+ * Whether the report is of the current run and generation is the room's check, made first.
+ */
+import { sendersOf } from '../../shared/collectives/topology';
+
+/** The accusations of the current run, as plain data. */
+export interface AccusationRecord {
+  /** Accepted accusations per reporter id. */
+  accusations: Record<string, number>;
+  /** Reporters who named a member that does not send to them; their accusations are refused. */
+  mutedReporters: string[];
+}
+
+/** A run nobody has accused anyone in yet. */
+export const noAccusations = (): AccusationRecord => ({ accusations: {}, mutedReporters: [] });
+
+/**
+ * What an accusation leads to: refused because the reporter is muted, refused because the
+ * accused is not its sender (and the reporter is muted from now on), or an eviction of the
+ * accused or of the reporter.
+ */
+export type Verdict = 'muted' | 'not-a-sender' | 'evict-accused' | 'evict-reporter';
+
+export class Accusations {
+  constructor(private readonly a: AccusationRecord = noAccusations()) {}
+
+  /** The record the codec stores; owned here, not a copy. */
+  get record(): Readonly<AccusationRecord> {
+    return this.a;
+  }
+
+  /** A new run: every reporter starts with a clean slate. */
+  reset(): void {
+    this.a.accusations = {};
+    this.a.mutedReporters = [];
+  }
+
+  /**
+   * Judges an accusation by the reporter at `reporterRank` of the member at `accusedRank`
+   * (-1 when the accused is not in the ring) in a ring of `ringSize`, and records it.
+   */
+  judge(reporterId: string, reporterRank: number, accusedRank: number, ringSize: number): Verdict {
+    if (this.a.mutedReporters.includes(reporterId)) return 'muted';
+    if (accusedRank < 0 || !sendersOf(reporterRank, ringSize).has(accusedRank)) {
+      this.a.mutedReporters.push(reporterId);
+      return 'not-a-sender';
+    }
+    const count = (this.a.accusations[reporterId] ?? 0) + 1;
+    this.a.accusations[reporterId] = count;
+    return count > 1 ? 'evict-reporter' : 'evict-accused';
+  }
+}

@@ -1,0 +1,250 @@
+/**
+ * Who is in a room: ring members ordered by index (rank is the position, rank 0 the chief),
+ * members waiting to be admitted into a running ring, the next index to hand out, and the
+ * generation number that every membership change raises. Also the one disconnect mechanism:
+ * a member whose connection is gone without a goodbye (its signaling node died, or the
+ * server restarted) is stamped with the time, and is overdue once the reconnect grace has
+ * passed; a rejoin clears the stamp.
+ */
+import { WebringError } from '../../shared/protocol/errors';
+import { MAX_ROOM_MEMBERS, type Backend, type CollectiveReport, type MemberInfo, type ProgressReport, type WorkerKind } from '../../shared/protocol';
+
+export interface NewMember {
+  id: string;
+  /** Null while the member has not reconnected to a restarted server. */
+  socketId: string | null;
+  /** sha256 of the member's secret token; the token itself is never stored. */
+  tokenHash: string;
+  name: string;
+  backend: Backend;
+  kind: WorkerKind;
+  adapter: string | null;
+  /** The signaling node holding the member's connection (several nodes share rooms over Redis); null on a single server. */
+  node: string | null;
+}
+
+export interface Member extends NewMember {
+  index: number;
+  examplesPerSec: number;
+  step: number;
+  weightsHash: string | null;
+  computeMs: number;
+  batchShare: number;
+  linkMBps: number;
+  collective: CollectiveReport | null;
+  /** Admitted into a running ring and not yet trained a step there (no state yet). */
+  awaitingState: boolean;
+  /** When its connection was found gone (ms on the room's clock), or null; it has a grace period to come back. */
+  disconnectedAt: number | null;
+}
+
+/** Membership as plain data: what the room codec stores. */
+export interface MembershipState {
+  nextIndex: number;
+  generation: number;
+  /** Ring members, ordered by index. */
+  active: Member[];
+  /** Joined while training ran; admitted together into the running ring. */
+  waiting: Member[];
+}
+
+const emptyMembership = (): MembershipState => ({ nextIndex: 0, generation: 0, active: [], waiting: [] });
+
+const byIndex = (a: Member, b: Member) => a.index - b.index;
+
+export class Membership {
+  constructor(
+    private readonly room: string,
+    private readonly s: MembershipState = emptyMembership(),
+  ) {}
+
+  /** The state the codec stores; owned by this membership, not a copy. */
+  get state(): Readonly<MembershipState> {
+    return this.s;
+  }
+
+  get generation(): number {
+    return this.s.generation;
+  }
+
+  get size(): number {
+    return this.s.active.length + this.s.waiting.length;
+  }
+
+  /** Ring members by rank. */
+  get ring(): readonly Member[] {
+    return this.s.active;
+  }
+
+  get waiting(): readonly Member[] {
+    return this.s.waiting;
+  }
+
+  get chief(): Member | undefined {
+    return this.s.active[0];
+  }
+
+  /** Every member, in the ring or waiting. */
+  get all(): Member[] {
+    return [...this.s.active, ...this.s.waiting];
+  }
+
+  find(id: string): Member | undefined {
+    return this.s.active.find((m) => m.id === id) ?? this.s.waiting.find((m) => m.id === id);
+  }
+
+  findInRing(id: string): Member | undefined {
+    return this.s.active.find((m) => m.id === id);
+  }
+
+  rankOf(id: string): number {
+    return this.s.active.findIndex((m) => m.id === id);
+  }
+
+  /** Membership changed: the ring forms anew under the next generation number. */
+  bumpGeneration(): number {
+    return ++this.s.generation;
+  }
+
+  /** Adds a member with the next index, to the ring or (while a run trains) to the waiting list. */
+  add(member: NewMember, waits: boolean): Member {
+    if (this.size >= MAX_ROOM_MEMBERS) {
+      throw new WebringError('ERR_ROOM_FULL', `room ${this.room} already has ${MAX_ROOM_MEMBERS} members`);
+    }
+    const joined: Member = { ...member, index: this.s.nextIndex++, examplesPerSec: 0, step: 0, weightsHash: null, computeMs: 0, batchShare: 0, linkMBps: 0, collective: null, awaitingState: false, disconnectedAt: null };
+    (waits ? this.s.waiting : this.s.active).push(joined);
+    return joined;
+  }
+
+  /**
+   * Moves every waiting member into the ring, after the current members (their indexes are
+   * higher), so the ring only grows at its end and the survivors keep their ranks and chief.
+   * With `atStep`, they join a running ring at that step and have no state yet.
+   */
+  admitWaiting(atStep: number | null): Member[] {
+    const joiners = this.s.waiting;
+    this.s.waiting = [];
+    if (atStep !== null) {
+      for (const m of joiners) {
+        m.step = atStep;
+        m.awaitingState = true;
+      }
+    }
+    this.s.active.push(...joiners);
+    this.s.active.sort(byIndex);
+    return joiners;
+  }
+
+  /** Removes a member from the ring; its former rank, or null when it was not in the ring. */
+  removeFromRing(id: string): { member: Member; rank: number } | null {
+    const rank = this.rankOf(id);
+    if (rank < 0) return null;
+    const [member] = this.s.active.splice(rank, 1);
+    return { member: member!, rank };
+  }
+
+  /** Removes a waiting member; whether it was waiting. */
+  removeWaiting(id: string): boolean {
+    const at = this.s.waiting.findIndex((m) => m.id === id);
+    if (at < 0) return false;
+    this.s.waiting.splice(at, 1);
+    return true;
+  }
+
+  /**
+   * A known member comes back on a new connection: same id, index and rank, and no new
+   * generation, so a live ring is not disturbed. Null when the id or token is unknown.
+   */
+  rejoin(memberId: string, tokenHash: string, socketId: string, node: string | null): { index: number } | null {
+    const m = this.find(memberId);
+    if (!m || m.tokenHash !== tokenHash) return null;
+    m.socketId = socketId;
+    m.node = node;
+    m.disconnectedAt = null;
+    return { index: m.index };
+  }
+
+  /**
+   * Members whose signaling node is gone (their connections closed without a word) count as
+   * disconnected from `now`. Returns whether anything changed.
+   */
+  markNodesGone(isAlive: (node: string) => boolean, now: number): boolean {
+    let changed = false;
+    for (const m of this.all) {
+      if (m.socketId !== null && m.node !== null && !isAlive(m.node)) {
+        m.socketId = null;
+        m.disconnectedAt = now;
+        changed = true;
+      }
+    }
+    return changed;
+  }
+
+  /** Members disconnected for `graceMs` or longer at `now`, to be dropped like a closed tab. */
+  overdue(now: number, graceMs: number): string[] {
+    return this.all.filter((m) => m.disconnectedAt !== null && now - m.disconnectedAt >= graceMs).map((m) => m.id);
+  }
+
+  /** The signaling nodes holding this room's connections. */
+  get nodes(): Set<string> {
+    return new Set(this.all.flatMap((m) => (m.node === null || m.socketId === null ? [] : [m.node])));
+  }
+
+  /** The member holding the token with this digest, and whether it is the current chief. */
+  memberByTokenHash(tokenHash: string): { id: string; chief: boolean } | null {
+    const at = this.s.active.findIndex((m) => m.tokenHash === tokenHash);
+    if (at >= 0) return { id: this.s.active[at]!.id, chief: at === 0 };
+    const waiting = this.s.waiting.find((m) => m.tokenHash === tokenHash);
+    return waiting ? { id: waiting.id, chief: false } : null;
+  }
+
+  /** A run starts: every ring member is at its first step, with the resumed weights. */
+  resetForRun(step: number, weightsHash: string | null): void {
+    for (const m of this.s.active) {
+      m.step = step;
+      m.weightsHash = weightsHash;
+      m.examplesPerSec = 0;
+    }
+  }
+
+  /** What a member's latest progress report says about it. */
+  noteProgress(m: Member, report: ProgressReport): void {
+    m.step = report.step;
+    m.examplesPerSec = report.examplesPerSec;
+    m.weightsHash = report.weightsHash;
+    m.computeMs = report.computeMs;
+    m.batchShare = report.batchShare;
+    m.linkMBps = report.linkMBps;
+    m.collective = report.collective;
+    m.awaitingState = false;
+  }
+
+  /** Joiners still without the ring's state; from now on nobody waits for it. */
+  takeAwaitingState(): string[] {
+    const ids = this.s.active.filter((m) => m.awaitingState).map((m) => m.id);
+    for (const m of this.s.active) m.awaitingState = false;
+    return ids;
+  }
+
+  /** A member as the API and the generation broadcast show it; `rank` null while waiting. */
+  info(m: Member, rank: number | null): MemberInfo {
+    return {
+      id: m.id,
+      name: m.name,
+      index: m.index,
+      rank,
+      backend: m.backend,
+      kind: m.kind,
+      adapter: m.adapter,
+      examplesPerSec: m.examplesPerSec,
+      step: m.step,
+      weightsHash: m.weightsHash,
+      computeMs: m.computeMs,
+      batchShare: m.batchShare,
+      linkMBps: m.linkMBps,
+      collective: m.collective,
+      connected: m.socketId !== null,
+      node: m.node,
+    };
+  }
+}

@@ -1,0 +1,169 @@
+/**
+ * A room's training run as the server sees it: its lifecycle (idle, training, paused, done),
+ * the chief's latest metrics and loss history, evaluations, the members dropped from it, and
+ * the weight-consistency count. The replicas do the training; this only records what the
+ * chief reports, so every signaling node can show the same run.
+ */
+import { WebringError, type ErrorBody } from '../../shared/protocol/errors';
+import type { DroppedMember, EvaluationReport, MetricPoint, ProgressReport, ResumePoint, RoomMetrics, RoomState, StartConfig } from '../../shared/protocol';
+import { MNIST_TRAIN_DIGITS } from '../../shared/data/mnist-format';
+import { stepsPerEpoch } from '../../shared/training/sharding';
+
+/** Enough for a whole lesson's loss curve at one point per step; older points are dropped. */
+export const MAX_HISTORY_POINTS = 5_000;
+
+export interface Consistency {
+  checks: number;
+  mismatches: number;
+  lastMismatchStep: number | null;
+}
+
+/** The run as plain data, but its loss history (kept apart: it is appended point by point). */
+export interface RunRecord {
+  state: RoomState;
+  config: StartConfig | null;
+  /** The current run, or the last one once it ended: its replicas' last reports still count. */
+  run: number;
+  step: number;
+  epoch: number;
+  loss: number | null;
+  trainAccuracy: number | null;
+  accuracy: number | null;
+  evaluations: RoomMetrics['evaluations'];
+  lastError: ErrorBody | null;
+  /** The chief's estimate of the run's last step, from its latest report. */
+  reportedTotalSteps: number | null;
+  dropped: DroppedMember[];
+  consistency: Consistency;
+}
+
+/** A room that has not trained yet. */
+export const idleRun = (): RunRecord => ({
+  state: 'idle',
+  config: null,
+  run: 0,
+  step: 0,
+  epoch: 0,
+  loss: null,
+  trainAccuracy: null,
+  accuracy: null,
+  evaluations: [],
+  lastError: null,
+  reportedTotalSteps: null,
+  dropped: [],
+  consistency: { checks: 0, mismatches: 0, lastMismatchStep: null },
+});
+
+export class RunState {
+  constructor(
+    private readonly room: string,
+    private readonly r: RunRecord = idleRun(),
+    private history: MetricPoint[] = [],
+  ) {}
+
+  /** The record the codec stores; owned by this run, not a copy. */
+  get record(): Readonly<RunRecord> {
+    return this.r;
+  }
+
+  /**
+   * The loss points held here. A run rebuilt from its record starts without history, so
+   * after a change these are the points the change recorded.
+   */
+  get historyPoints(): readonly MetricPoint[] {
+    return this.history;
+  }
+
+  get run(): number {
+    return this.r.run;
+  }
+
+  get step(): number {
+    return this.r.step;
+  }
+
+  get config(): StartConfig | null {
+    return this.r.config;
+  }
+
+  /** A run is in progress (training, or paused by the teacher). */
+  get isTraining(): boolean {
+    return this.r.state === 'training' || this.r.state === 'paused';
+  }
+
+  /** A new run: everything the last one recorded is forgotten. Returns its number. */
+  start(config: StartConfig, resume: ResumePoint | null): number {
+    const run = this.r.run + 1;
+    Object.assign(this.r, idleRun(), { state: 'training', config, run, step: resume?.step ?? 0, epoch: resume?.dataCursor.epoch ?? 0 });
+    this.history = [];
+    return run;
+  }
+
+  pause(): void {
+    if (this.r.state !== 'training') throw new WebringError('ERR_BAD_STATE', `room ${this.room} is not training`);
+    this.r.state = 'paused';
+  }
+
+  resume(): void {
+    if (this.r.state !== 'paused') throw new WebringError('ERR_BAD_STATE', `room ${this.room} is not paused`);
+    this.r.state = 'training';
+  }
+
+  /** The run ends in `state`, with the error that ended it, if any. */
+  end(state: RoomState, error: ErrorBody | null): void {
+    this.r.state = state;
+    this.r.lastError = error;
+  }
+
+  /** The chief's last step, which may be past the last one it reported. */
+  finishAt(step: number): void {
+    this.r.step = Math.max(this.r.step, step);
+  }
+
+  /**
+   * The chief's progress: every replica computes the same global loss, so the chief's report
+   * is the room's. Only a report of a newer step counts. Returns whether the replicas'
+   * weights were found to differ (and were resynchronised from the chief's).
+   */
+  recordChiefProgress(report: ProgressReport, at: number): { counted: boolean; resynced: boolean } {
+    if (report.step <= this.r.step) return { counted: false, resynced: false };
+    const c = this.r.consistency;
+    if (report.hashChecked) c.checks++;
+    if (report.hashMismatch) {
+      c.mismatches++;
+      c.lastMismatchStep = report.step;
+    }
+    this.r.reportedTotalSteps = report.totalSteps;
+    this.r.step = report.step;
+    this.r.epoch = report.epoch;
+    this.r.loss = report.loss;
+    this.r.trainAccuracy = report.trainAccuracy;
+    this.history.push({ at, step: report.step, loss: report.loss, trainAccuracy: report.trainAccuracy });
+    if (this.history.length > MAX_HISTORY_POINTS) this.history.splice(0, this.history.length - MAX_HISTORY_POINTS);
+    return { counted: true, resynced: report.hashMismatch };
+  }
+
+  recordEvaluation(report: EvaluationReport): void {
+    this.r.accuracy = report.accuracy;
+    this.r.evaluations.push({ epoch: report.epoch, step: report.step, accuracy: report.accuracy });
+  }
+
+  /** A member the ring let go during this run. */
+  recordDropped(dropped: DroppedMember): void {
+    this.r.dropped.push(dropped);
+  }
+
+  /** The chief's estimate of the last step, or one from the config for a ring of `ringSize`. */
+  totalSteps(ringSize: number): number | null {
+    const config = this.r.config;
+    const estimate =
+      config && ringSize > 0
+        ? Math.min(config.epochs * stepsPerEpoch(MNIST_TRAIN_DIGITS, config.batchSizePerWorker * ringSize), config.maxSteps ?? Number.POSITIVE_INFINITY)
+        : null;
+    return this.r.reportedTotalSteps ?? estimate;
+  }
+
+  metrics(): RoomMetrics {
+    return { room: this.room, history: [...this.history], evaluations: [...this.r.evaluations] };
+  }
+}

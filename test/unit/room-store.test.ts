@@ -1,0 +1,76 @@
+/**
+ * The pieces around the Room: the store decorator that writes room.json on every change that
+ * matters (and not on every progress report), and the server's timers on a manual clock.
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { ManualClock } from '../../shared/util/clock';
+import { DEFAULT_START_CONFIG, type ProgressReport } from '../../shared/protocol';
+import { MemoryRoomStore } from '../../signaling-server/rooms/room-store';
+import { PersistingRoomStore } from '../../signaling-server/rooms/persisting-room-store';
+import { encodeRoom, toRoomFile, type RoomFile } from '../../signaling-server/rooms/room-codec';
+import type { RoomPersistence } from '../../signaling-server/rooms/room-persistence';
+import type { NewMember } from '../../signaling-server/rooms/room';
+import { Timers } from '../../signaling-server/rooms/timers';
+
+/** Records what would be written instead of writing it. */
+function recordingPersistence(): { persistence: RoomPersistence; saved: RoomFile[] } {
+  const saved: RoomFile[] = [];
+  const fake = {
+    fileOf: (room: Parameters<RoomPersistence['fileOf']>[0]) => toRoomFile(encodeRoom(room)),
+    save: async (file: RoomFile) => void saved.push(structuredClone(file)),
+    flush: async () => {},
+  };
+  return { persistence: fake as unknown as RoomPersistence, saved };
+}
+
+const member = (id: string): NewMember => ({ id, socketId: `s-${id}`, tokenHash: id.padEnd(64, '0'), name: id, backend: 'cpu', kind: 'node', adapter: null, node: null });
+
+function progress(run: number, step: number): ProgressReport {
+  return {
+    run, generation: 1, step, epoch: 0, loss: 1, trainAccuracy: 0.5, examplesPerSec: 10 * step, weightsHash: '0123456789abcdef', totalSteps: 10,
+    computeMs: 1, batchShare: 1, linkMBps: 1, hashChecked: false, hashMismatch: false,
+    collective: { algorithm: 'ring', alphaMs: 1, betaMBps: 1, timing: { computeMs: 1, readbackMs: 1, commMs: 1, applyMs: 1 } },
+  };
+}
+
+test('changes through the store are saved when room.json would change, progress reports are not, refused changes are not', async () => {
+  const clock = new ManualClock();
+  const { persistence, saved } = recordingPersistence();
+  const store = new PersistingRoomStore(new MemoryRoomStore(clock), persistence);
+  await store.update('r', (room) => room.join(member('a')), { create: true });
+  assert.deepEqual(saved.map((f) => [f.generation, f.active.length]), [[1, 1]]);
+
+  const started = await store.update('r', (room) => room.start({ ...DEFAULT_START_CONFIG, resumeFrom: 'none' }, null));
+  assert.equal(saved.at(-1)?.state, 'training');
+  const count = saved.length;
+  for (let step = 1; step <= 5; step++) await store.update('r', (room) => room.recordProgress('a', progress(started!.result.run, step)));
+  assert.equal(saved.length, count, 'progress alone is not written');
+  await assert.rejects(store.update('r', (room) => room.resume()), { code: 'ERR_BAD_STATE' });
+  assert.equal(saved.length, count, 'a refused change is not written');
+
+  await store.update('r', (room) => room.join(member('b')));
+  assert.deepEqual(saved.at(-1)?.waiting.map((m) => m.id), ['b'], 'a student waiting for admission is written at once');
+  assert.equal(saved.at(-1)?.step, 5, 'with the latest step');
+  assert.equal(await store.update('missing', (room) => room.join(member('c'))), null);
+  assert.equal(saved.length, count + 1);
+});
+
+test('the server\'s timers: one admission per key, and close clears what is pending and refuses more', () => {
+  const clock = new ManualClock();
+  const timers = new Timers(clock);
+  const fired: string[] = [];
+  timers.once('admission:r', 750, () => fired.push('admit'));
+  timers.once('admission:r', 750, () => fired.push('admit twice'));
+  timers.after(500, () => fired.push('resume'));
+  clock.advance(750);
+  assert.deepEqual(fired, ['resume', 'admit']);
+  assert.equal(timers.has('admission:r'), false);
+
+  timers.after(100, () => fired.push('late'));
+  timers.close();
+  timers.after(100, () => fired.push('after close'));
+  clock.advance(1_000);
+  assert.deepEqual(fired, ['resume', 'admit']);
+  assert.equal(clock.pending, 0);
+});

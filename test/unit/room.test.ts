@@ -1,0 +1,231 @@
+/**
+ * The Room on its own, on a manual clock: membership, indexes and generations, the
+ * reconnect grace, the ring:evict trust rule, a run's lifecycle and metrics, and the codec.
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { ManualClock } from '../../shared/util/clock';
+import { WebringError } from '../../shared/protocol/errors';
+import { DEFAULT_START_CONFIG, type EvictRequest, type ProgressReport, type StartConfig } from '../../shared/protocol';
+import { sendersOf } from '../../shared/collectives/topology';
+import { Room, type NewMember } from '../../signaling-server/rooms/room';
+import { decodeRoom, encodeRoom, fromRoomFile, toRoomFile, type RoomRecord } from '../../signaling-server/rooms/room-codec';
+
+const GRACE_MS = 1_000;
+const CONFIG: StartConfig = { ...DEFAULT_START_CONFIG, resumeFrom: 'none' };
+
+const member = (id: string, node: string | null = null): NewMember => ({
+  id,
+  socketId: `socket-${id}`,
+  tokenHash: id.padEnd(64, '0'),
+  name: `student ${id}`,
+  backend: 'cpu',
+  kind: 'node',
+  adapter: null,
+  node,
+});
+
+/** A room on a manual clock with members `ids`, joined in that order. */
+function roomWith(ids: string[], node: string | null = null): { room: Room; clock: ManualClock } {
+  const clock = new ManualClock();
+  const room = new Room('class', clock);
+  for (const id of ids) room.join(member(id, node));
+  return { room, clock };
+}
+
+const ranks = (room: Room) => room.snapshot().members.map((m) => m.id);
+
+/** The code a call threw, or 'none'. */
+function codeOf(fn: () => unknown): string {
+  try {
+    fn();
+    return 'none';
+  } catch (err) {
+    assert.ok(err instanceof WebringError, `expected a WebringError, got ${String(err)}`);
+    return err.code;
+  }
+}
+
+function progress(run: number, step: number, extra: Partial<ProgressReport> = {}): ProgressReport {
+  return {
+    run, generation: 0, step, epoch: 0, loss: 1 / step, trainAccuracy: 0.5, examplesPerSec: 100, weightsHash: '0123456789abcdef', totalSteps: 100,
+    computeMs: 10, batchShare: 0.5, linkMBps: 20, hashChecked: false, hashMismatch: false,
+    collective: { algorithm: 'ring', alphaMs: 0.5, betaMBps: 20, timing: { computeMs: 10, readbackMs: 1, commMs: 5, applyMs: 1 } }, ...extra,
+  };
+}
+
+test('members get increasing indexes and each change a new generation; the next-lowest index becomes chief', () => {
+  const { room } = roomWith([]);
+  assert.deepEqual(['a', 'b', 'c'].map((id) => room.join(member(id)).index), [0, 1, 2]);
+  assert.equal(room.currentGeneration, 3);
+  assert.deepEqual(ranks(room), ['a', 'b', 'c']);
+
+  const left = room.leave('b');
+  assert.equal(left.generation?.generation, 4);
+  assert.deepEqual(left.generation?.members.map((m) => [m.id, m.rank]), [['a', 0], ['c', 1]]);
+  room.leave('a');
+  assert.equal(room.status().chief, 'c');
+  assert.equal(room.status().events.at(-1)?.detail, 'chief now student c');
+  assert.deepEqual(room.leave('nobody'), { generation: null, trainingAborted: false }, 'an unknown member changes nothing');
+  assert.equal(room.join(member('d')).index, 3, 'indexes are never reused');
+});
+
+test('students arriving mid-run wait, then are admitted together in one generation after the ring', () => {
+  const { room } = roomWith(['a', 'b']);
+  room.start(CONFIG, null);
+  const generation = room.currentGeneration;
+  const joined = ['c', 'd'].map((id) => room.join(member(id)));
+  assert.ok(joined.every((j) => j.awaitingAdmission && j.change.generation === null));
+  assert.equal(room.size, 4);
+  const admission = room.admitWaiting();
+  assert.deepEqual(admission?.joiners, ['c', 'd']);
+  assert.equal(admission?.generation.generation, generation + 1);
+  assert.equal(admission?.start.admitted, true);
+  assert.deepEqual(ranks(room), ['a', 'b', 'c', 'd']);
+  assert.equal(room.admitWaiting(), null, 'nobody is left waiting');
+});
+
+test('a member whose node is gone has the reconnect grace to come back, measured on the room clock', () => {
+  const { room, clock } = roomWith(['a', 'b'], 'node-1');
+  assert.equal(room.markNodesGone((node) => node !== 'node-1'), true);
+  assert.equal(room.markNodesGone((node) => node !== 'node-1'), false, 'already disconnected');
+  clock.advance(GRACE_MS - 1);
+  assert.deepEqual(room.overdue(GRACE_MS), []);
+  assert.deepEqual(room.rejoin('a', member('a').tokenHash, 'socket-a2', 'node-2'), { index: 0 });
+  assert.equal(room.rejoin('b', 'f'.repeat(64), 'socket-b2', 'node-2'), null, 'a wrong token does not rejoin');
+  clock.advance(1);
+  assert.deepEqual(room.overdue(GRACE_MS), ['b']);
+  assert.equal(room.currentGeneration, 2, 'a rejoin keeps the generation');
+  assert.deepEqual([...room.nodes], ['node-2']);
+});
+
+test('after a restart every member restored from room.json is disconnected from then, and overdue after the grace', () => {
+  const { room, clock } = roomWith(['a', 'b']);
+  clock.advance(5_000);
+  const restored = decodeRoom(fromRoomFile(toRoomFile(encodeRoom(room)), clock.now()), clock);
+  assert.ok(restored.status().members.every((m) => !m.connected));
+  assert.equal(restored.rejoin('a', member('a').tokenHash, 'socket-a2', null)?.index, 0);
+  clock.advance(GRACE_MS);
+  assert.deepEqual(restored.overdue(GRACE_MS), ['b']);
+});
+
+test('ring:evict: a sender is evicted; a non-sender is refused and mutes the reporter; a second accepted accusation evicts the reporter', () => {
+  const ids = ['a', 'b', 'c', 'd', 'e', 'f'];
+  const { room } = roomWith(ids);
+  const { run } = room.start(CONFIG, null);
+  const evict = (reporter: string, accused: string): ReturnType<Room['evict']> => {
+    const request: EvictRequest = { run, generation: room.currentGeneration, member: accused, step: 3, reason: 'non-finite', detail: '' };
+    return room.evict(reporter, request);
+  };
+  const senderOf = (reporter: string, skip: string[] = []) => {
+    const order = ranks(room);
+    const rank = [...sendersOf(order.indexOf(reporter), order.length)].map((r) => order[r]!).find((id) => !skip.includes(id));
+    assert.ok(rank, `${reporter} has a sender`);
+    return rank;
+  };
+  const nonSenderOf = (reporter: string) => {
+    const order = ranks(room);
+    const senders = sendersOf(order.indexOf(reporter), order.length);
+    return order.find((id, rank) => id !== reporter && !senders.has(rank))!;
+  };
+
+  // An honest report: the accused is one of the reporter's senders.
+  const accused = senderOf('a');
+  const first = evict('a', accused);
+  assert.equal(first.refused, null);
+  assert.deepEqual(first.evicted.map((e) => e.id), [accused]);
+  assert.equal(first.evicted[0]?.notice.misbehaviour, 'non-finite');
+  assert.ok(!ranks(room).includes(accused));
+  assert.equal(room.status().dropped[0]?.reportedBy, 'student a');
+
+  // A report naming a member that does not send to the reporter is refused, and mutes it.
+  const liar = ranks(room).find((id) => id !== 'a')!;
+  const refused = evict(liar, nonSenderOf(liar));
+  assert.equal(refused.refused?.code, 'ERR_BAD_ACCUSATION');
+  assert.deepEqual(refused.evicted, []);
+  assert.equal(codeOf(() => evict(liar, senderOf(liar))), 'ERR_BAD_ACCUSATION', 'a muted reporter is refused even about its sender');
+
+  // The first reporter's second accepted accusation evicts the reporter itself.
+  const generation = room.currentGeneration;
+  const second = evict('a', senderOf('a'));
+  assert.deepEqual(second.evicted.map((e) => e.id), ['a']);
+  assert.equal(second.evicted[0]?.notice.misbehaviour, 'accusations');
+  assert.equal(second.change.generation?.generation, generation + 1);
+
+  // A report of an older generation is refused and held against nobody.
+  const stale: EvictRequest = { run, generation: generation - 1, member: ranks(room)[1]!, step: 3, reason: 'length', detail: '' };
+  assert.equal(codeOf(() => room.evict(ranks(room)[0]!, stale)), 'ERR_STALE_GENERATION');
+
+  // A new run forgets the accusations and the muting.
+  room.recordFinished(ranks(room)[0]!, { run, generation: room.currentGeneration, step: 4, reason: 'failed', code: 'ERR_PEER_FAILED', message: 'test' });
+  const next = room.start(CONFIG, null);
+  const fresh: EvictRequest = { run: next.run, generation: room.currentGeneration, member: senderOf(liar), step: 0, reason: 'length', detail: '' };
+  assert.equal(room.evict(liar, fresh).refused, null);
+});
+
+test('a run starts, records the chief\'s progress and evaluations, pauses, resumes and finishes', () => {
+  const { room, clock } = roomWith(['a', 'b']);
+  assert.equal(codeOf(() => room.requestStop()), 'ERR_BAD_STATE');
+  const start = room.start(CONFIG, null);
+  assert.equal(start.run, 1);
+  assert.equal(room.isTraining, true);
+  assert.equal(codeOf(() => room.start(CONFIG, null)), 'ERR_BAD_STATE');
+
+  clock.advance(1_000);
+  room.recordProgress('a', progress(1, 1, { hashChecked: true }));
+  room.recordProgress('b', progress(1, 7));
+  assert.equal(room.status().step, 1, 'only the chief\'s report is the room\'s');
+  room.recordProgress('a', progress(1, 2, { hashChecked: true, hashMismatch: true }));
+  assert.equal(codeOf(() => room.recordProgress('a', progress(2, 3))), 'ERR_STALE_RUN');
+  room.recordEvaluation('a', { run: 1, generation: room.currentGeneration, epoch: 0, step: 2, accuracy: 0.9 });
+  room.recordEvaluation('b', { run: 1, generation: room.currentGeneration, epoch: 0, step: 2, accuracy: 0.1 });
+
+  const status = room.status();
+  assert.equal(status.metrics.loss, 1 / 2);
+  assert.equal(status.metrics.accuracy, 0.9);
+  assert.deepEqual(status.consistency, { checks: 2, mismatches: 1, lastMismatchStep: 2 });
+  assert.equal(status.totalSteps, 100);
+  assert.equal(status.events.at(-1)?.kind, 'resynced');
+  assert.deepEqual(room.metrics().history.map((p) => [p.at, p.step]), [[1_000, 1], [1_000, 2]]);
+  assert.deepEqual(room.metrics().evaluations, [{ epoch: 0, step: 2, accuracy: 0.9 }]);
+
+  room.pause();
+  assert.equal(room.status().state, 'paused');
+  assert.equal(codeOf(() => room.pause()), 'ERR_BAD_STATE');
+  room.resume();
+  room.requestStop();
+  assert.deepEqual(room.recordFinished('b', { run: 1, generation: room.currentGeneration, step: 9, reason: 'stopped' }), { generation: null, trainingAborted: false }, 'only the chief ends a run');
+  room.recordFinished('a', { run: 1, generation: room.currentGeneration, step: 9, reason: 'stopped' });
+  assert.equal(room.status().state, 'done');
+  assert.equal(room.status().step, 9);
+  assert.equal(room.isTraining, false);
+});
+
+test('when every ring member leaves mid-run, the run ends and whoever waited forms the next ring', () => {
+  const { room } = roomWith(['a']);
+  room.start(CONFIG, null);
+  room.join(member('b'));
+  const change = room.leave('a');
+  assert.equal(change.trainingAborted, true);
+  assert.deepEqual(change.generation?.members.map((m) => m.id), ['b']);
+  assert.equal(room.status().lastError?.code, 'ERR_MEMBER_LEFT');
+});
+
+test('the codec: encode, JSON, decode gives the same room, and the decoded room goes on the same way', () => {
+  const { room, clock } = roomWith(['a', 'b', 'c']);
+  room.start(CONFIG, null);
+  room.recordProgress('a', progress(1, 1));
+  room.join(member('d'));
+  room.leave('b');
+  const record = JSON.parse(JSON.stringify(encodeRoom(room))) as RoomRecord;
+  const copy = decodeRoom(record, clock);
+  assert.deepEqual(copy.status(), room.status());
+  assert.equal(copy.admitWaiting()?.generation.generation, room.admitWaiting()?.generation.generation);
+  assert.deepEqual(copy.status(), room.status());
+
+  // room.json keeps membership, generation and the run; connections and telemetry start afresh.
+  const restored = decodeRoom(fromRoomFile(toRoomFile(encodeRoom(room)), clock.now()), clock).status();
+  const original = room.status();
+  assert.deepEqual([restored.generation, restored.run, restored.state, restored.step], [original.generation, original.run, original.state, original.step]);
+  assert.deepEqual(restored.members.map((m) => [m.id, m.index, m.rank]), original.members.map((m) => [m.id, m.index, m.rank]));
+});
