@@ -300,7 +300,7 @@ export type Misbehaviour = (typeof MISBEHAVIOURS)[number];
  * A ring member names the sender whose message it rejected. The server evicts the accused
  * only when the topology of `generation` makes it one of the reporter's senders (its left
  * neighbour or a halving-doubling partner), and only once per reporter and run (see
- * Room.evict for the whole rule).
+ * signaling-server/rooms/accusations.ts for the whole rule).
  */
 export const evictRequestSchema = z.strictObject({
   run: runSchema,
@@ -382,7 +382,7 @@ export interface TrainStart {
 /**
  * Sent to a member taken out of the ring: 'straggler', dropped by the chief for missing the
  * step deadline; 'evicted', for sending data no honest peer sends (or, as a reporter, for a
- * second accusation in one run: Room.evict).
+ * second accusation in one run: signaling-server/rooms/accusations.ts).
  */
 export type MemberDropped =
   | { reason: 'straggler'; step: number; computeMs: number; deadlineMs: number }

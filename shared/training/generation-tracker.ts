@@ -7,7 +7,7 @@
  */
 import { WebringError } from '../protocol/errors';
 import type { Generation } from '../protocol';
-import type { RingAllReduce } from '../collectives/ring-allreduce';
+import type { CollectiveEngine } from '../collectives/collective';
 import type { Clock } from '../util/clock';
 
 /** A ring that has not re-formed this long after an interrupted step gives up (the run fails). */
@@ -18,7 +18,7 @@ export const REFORM_AFTER_MS = 3_000;
 /** The part of RingNetwork that the tracker and a training run use; a unit test passes its own. */
 export interface RingView {
   /** The collective of the latest generation this worker belongs to, or null. */
-  readonly collective: RingAllReduce | null;
+  readonly collective: CollectiveEngine | null;
   /** The generation applied last. */
   readonly generation: Generation | null;
   /** Every link halving-doubling needs in the applied generation is open. */
@@ -132,7 +132,7 @@ export class GenerationTracker {
    */
   async awaitRingChange(
     network: RingView,
-    ring: RingAllReduce,
+    ring: CollectiveEngine,
     cause: WebringError,
     selfId: string | null,
     askReform: (generation: number, reason: string) => void,

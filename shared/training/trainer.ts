@@ -9,7 +9,7 @@
  * the clock that times the step, and the faults a test plays.
  */
 import * as tf from '@tensorflow/tfjs';
-import { COLLECTIVE_TAG, type CollectiveOptions, type CollectiveTag } from '../collectives/ring-allreduce';
+import { COLLECTIVE_TAG, type Collective, type CollectiveOptions } from '../collectives/collective';
 import { advance, stepsRemaining, type DataCursor, type GlobalBatch } from './sharding';
 import { MNIST_CLASSES, MNIST_PIXELS, type MnistDataset } from '../data/mnist-format';
 import { MnistShards, type DataSource } from './data-source';
@@ -29,13 +29,6 @@ import {
   optimizerStateVariables,
   setOptimizerIterations,
 } from '../checkpoints/optimizer-state';
-
-export interface Collective {
-  readonly rank: number;
-  readonly worldSize: number;
-  /** Without options the collective is float32 and exact: the hand-over and evaluations rely on that. */
-  allReduce(buf: Float32Array, step: number, tag: CollectiveTag, options?: CollectiveOptions): Promise<void>;
-}
 
 /**
  * Appended to the gradients so that one all-reduce also agrees on the metrics, on stopping,

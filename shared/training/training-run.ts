@@ -14,7 +14,8 @@ import { WebringError, toWebringError, type ErrorBody, type ErrorCode } from '..
 import type { DropRequest, EvictRequest, Generation, ReformRequest, TrainStart, TrainStop } from '../protocol';
 import type { MnistDataset } from '../data/mnist-format';
 import type { LinkModel } from '../collectives/choice';
-import { PeerMisbehavedError, type RingAllReduce } from '../collectives/ring-allreduce';
+import { PeerMisbehavedError } from '../collectives/admission';
+import type { CollectiveEngine } from '../collectives/collective';
 import type { Clock } from '../util/clock';
 import { yieldToEventLoop } from '../util/yield';
 import { Trainer, type StepResult } from './trainer';
@@ -57,7 +58,7 @@ export interface RunGenerations {
   nextChange(): Promise<void>;
   awaitRingChange(
     network: RingView,
-    ring: RingAllReduce,
+    ring: CollectiveEngine,
     cause: WebringError,
     selfId: string | null,
     askReform: (generation: number, reason: string) => void,
@@ -92,7 +93,7 @@ export interface TrainingRunOptions {
 export class TrainingRun {
   readonly trainer: Trainer;
   private readonly options: TrainingRunOptions;
-  private ring: RingAllReduce;
+  private ring: CollectiveEngine;
   private readonly detector = new StragglerDetector();
   /** The key of the state hand-over still owed (0 on every new ring), or null. */
   private syncKey: number | null = 0;
@@ -368,7 +369,7 @@ export class TrainingRun {
   }
 
   /** A collective a new generation heals: accuse a misbehaving sender, then wait for the new ring. */
-  private async recover(err: unknown, ring: RingAllReduce): Promise<void> {
+  private async recover(err: unknown, ring: CollectiveEngine): Promise<void> {
     const e = toWebringError(err);
     if (!RECOVERABLE.has(e.code)) throw e;
     const { network, generations, reporter, log } = this.options;
@@ -381,7 +382,7 @@ export class TrainingRun {
    * This worker's ring rejected a message: name its sender to the server, which checks that
    * the sender is one of ours in that generation before it evicts anyone.
    */
-  private accuse(ring: RingAllReduce, e: PeerMisbehavedError): void {
+  private accuse(ring: CollectiveEngine, e: PeerMisbehavedError): void {
     const { network, start, reporter, log } = this.options;
     const g = network.generation;
     const member = g?.generation === ring.generation ? g.members[e.rank] : undefined;

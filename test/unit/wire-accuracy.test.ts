@@ -11,7 +11,7 @@ import { createMemoryRing } from '../support/memory-ring';
 import { Trainer } from '../../shared/training/trainer';
 import { startConfigSchema, type WireFormat } from '../../shared/protocol';
 import type { MnistDataset } from '../../shared/data/mnist-format';
-import type { Collective } from '../../shared/training/trainer';
+import type { Collective } from '../../shared/collectives/collective';
 import { COLLECTIVE_TAG } from '../../shared/collectives/ring-allreduce';
 import { WebringError } from '../../shared/protocol/errors';
 
