@@ -3,6 +3,14 @@ import { defineConfig } from '@playwright/test';
 export const E2E_PORT = Number(process.env.E2E_PORT ?? 18_080);
 /** The same server over HTTPS (self-signed), for pages opened from the machine's LAN address. */
 export const E2E_HTTPS_PORT = E2E_PORT + 1;
+/**
+ * The pages under test read fault flags, and only the test build does (vite.config.ts).
+ * Specs that start servers of their own (cluster, restart, TURN) pass them process.env:
+ * set here, it reaches them too, so none of them rebuilds the client in production mode
+ * underneath the specs that follow.
+ */
+export const E2E_CLIENT_BUILD_MODE = 'test';
+process.env.CLIENT_BUILD_MODE = E2E_CLIENT_BUILD_MODE;
 export const E2E_TOKEN = 'e2e-teacher-token';
 /** The e2e server's JOIN_SECRET: the tests derive each room's join code from it (test/e2e/helpers.ts). */
 export const E2E_JOIN_SECRET = 'e2e-join-secret-0123456789';
@@ -54,8 +62,7 @@ export default defineConfig({
       JOIN_SECRET: E2E_JOIN_SECRET,
       DATA_DIR: 'test-results/e2e-data',
       LOG_LEVEL: 'warn',
-      // The pages under test read fault flags: only the test build does (vite.config.ts).
-      CLIENT_BUILD_MODE: 'test',
+      CLIENT_BUILD_MODE: E2E_CLIENT_BUILD_MODE,
     },
   },
 });
