@@ -1,5 +1,5 @@
 /**
- * Access from a student's and a teacher's seat (issue 7 §1): the teacher's card shows the
+ * Access from a student's and a teacher's seat: the teacher's card shows the
  * room's join code and a class link that carries it; a student with a wrong code is told in
  * plain words and let in with the right one.
  */

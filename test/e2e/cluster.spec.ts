@@ -1,5 +1,5 @@
 /**
- * Many signaling nodes (issue 7 §5), with real parts: a redis-server, two signaling
+ * Many signaling nodes, with real parts: a redis-server, two signaling
  * processes sharing it and one DATA_DIR, and HAProxy in front of them as students' single
  * address. The students of one room are split across the nodes and train in one ring; then
  * one node is killed (-9): its students reconnect through HAProxy to the other, keep their

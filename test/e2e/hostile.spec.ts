@@ -1,5 +1,5 @@
 /**
- * A hostile tab (issue 7): from step POISON_STEP on, one of four real tabs writes NaN into
+ * A hostile tab: from step POISON_STEP on, one of four real tabs writes NaN into
  * every ring message it sends, past its own sender-side check (the debugPoisonAtStep flag).
  * Its receiver rejects the first such message before summing it, names it to the server,
  * and the server evicts it; the teacher page and the room API name it, and the three

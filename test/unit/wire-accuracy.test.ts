@@ -1,5 +1,5 @@
 /**
- * Issue 6: the fp16 wire format must not cost accuracy. Two ring workers train the MLP for
+ * The fp16 wire format must not cost accuracy. Two ring workers train the MLP for
  * one epoch of the real MNIST digits, once with fp32 and once with fp16 on the wire, from
  * the same seed; test accuracy after the epoch must agree within 0.5 percentage points.
  */
