@@ -58,21 +58,6 @@ import { SendQueue, type SendTarget } from './send-queue';
 import type { ActiveCollective, EngineParts, Schedule } from './schedule';
 import { FLAG_SATURATED, WIRE_FP16, readHeader, wireCode, type ChunkHeader } from './wire';
 
-export { systemClock, type Clock };
-export { PeerMisbehavedError };
-export {
-  COLLECTIVE_TAG,
-  MAX_RUN,
-  type Collective,
-  type CollectiveEngine,
-  type CollectiveOptions,
-  type CollectiveStats,
-  type CollectiveTag,
-  type PoisonKind,
-  type RingLink,
-  type RingStats,
-  type Transfer,
-} from './collective';
 
 /** Stop sending while this much is queued in the channel; ~0.3 s of a 30 MB/s link. */
 export const DEFAULT_HIGH_WATER_BYTES = 8 * 1024 * 1024;

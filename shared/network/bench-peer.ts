@@ -7,7 +7,8 @@
 import type { Socket } from 'socket.io-client';
 import type { AckResult, Algorithm, ClientToServerEvents, Generation, JoinAccepted, ServerToClientEvents, WorkerKind } from '../protocol';
 import { RingNetwork } from './ring-network';
-import { COLLECTIVE_TAG, DEFAULT_HIGH_WATER_BYTES } from '../collectives/ring-allreduce';
+import { DEFAULT_HIGH_WATER_BYTES } from '../collectives/ring-allreduce';
+import { COLLECTIVE_TAG } from '../collectives/collective';
 import { MAX_MESSAGE_BYTES } from '../collectives/wire';
 import { createProbeBuffers, measureLinkModels, type LinkModels } from '../collectives/choice';
 import type { PeerFactory } from './peer';

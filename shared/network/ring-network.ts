@@ -15,7 +15,8 @@
 import { WebringError } from '../protocol/errors';
 import { LOW_WATER_BYTES, type PeerFactory, type PeerHandle } from './peer';
 import type { Generation, MemberInfo } from '../protocol';
-import { RingAllReduce, type RingAllReduceOptions, type RingLink } from '../collectives/ring-allreduce';
+import { RingAllReduce, type RingAllReduceOptions } from '../collectives/ring-allreduce';
+import type { RingLink } from '../collectives/collective';
 import { leftOf, linkedRanks, rightOf } from '../collectives/topology';
 import { HEADER_BYTES } from '../collectives/wire';
 import { systemClock, type Clock } from '../util/clock';

@@ -3,7 +3,7 @@
  * drift, a hostile tab writing NaN into the ring. Production code never builds one; the
  * trainer and the worker only consult one they were handed.
  */
-import type { PoisonKind } from '../collectives/ring-allreduce';
+import type { PoisonKind } from '../collectives/collective';
 
 export interface FaultInjector {
   /** Extra milliseconds of "compute" in `step`: plays a slow laptop (straggler detection). */

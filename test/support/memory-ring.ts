@@ -3,7 +3,9 @@
  * in order, to the next rank's RingAllReduce.receive. Only tests use this fake; the real
  * data-channel path is exercised by the Playwright tests and the benchmark.
  */
-import { RingAllReduce, type Clock, type RingAllReduceOptions, type RingLink } from '../../shared/collectives/ring-allreduce';
+import { RingAllReduce, type RingAllReduceOptions } from '../../shared/collectives/ring-allreduce';
+import type { RingLink } from '../../shared/collectives/collective';
+import type { Clock } from '../../shared/util/clock';
 
 export interface MemoryLinkOptions {
   /** Simulated bytes that drain per macrotask, to exercise backpressure. Infinity: no backpressure. */

@@ -1,7 +1,9 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createMemoryRing } from '../support/memory-ring';
-import { RingAllReduce, COLLECTIVE_TAG, PeerMisbehavedError, type CollectiveTag } from '../../shared/collectives/ring-allreduce';
+import { RingAllReduce } from '../../shared/collectives/ring-allreduce';
+import { COLLECTIVE_TAG, type CollectiveTag } from '../../shared/collectives/collective';
+import { PeerMisbehavedError } from '../../shared/collectives/admission';
 import { MAX_CHUNK_FLOATS, MAX_CHUNK_HALVES, HEADER_BYTES, MAX_MESSAGE_BYTES, readHeader } from '../../shared/collectives/wire';
 import { WebringError } from '../../shared/protocol/errors';
 import { ManualClock } from '../../shared/util/clock';

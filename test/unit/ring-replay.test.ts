@@ -8,7 +8,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createMemoryRing } from '../support/memory-ring';
 import { integerBuffer } from '../support/test-buffers';
-import { PeerMisbehavedError } from '../../shared/collectives/ring-allreduce';
+import { PeerMisbehavedError } from '../../shared/collectives/admission';
 
 // Over an ordered, reliable data channel duplicates do not happen by accident; a hostile
 // peer could send one. The receiver refuses it before it touches the sums and fails its

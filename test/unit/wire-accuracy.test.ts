@@ -12,7 +12,7 @@ import { Trainer } from '../../shared/training/trainer';
 import { startConfigSchema, type WireFormat } from '../../shared/protocol';
 import type { MnistDataset } from '../../shared/data/mnist-format';
 import type { Collective } from '../../shared/collectives/collective';
-import { COLLECTIVE_TAG } from '../../shared/collectives/ring-allreduce';
+import { COLLECTIVE_TAG } from '../../shared/collectives/collective';
 import { WebringError } from '../../shared/protocol/errors';
 
 const WORKERS = 2;
