@@ -7,7 +7,7 @@
  * passed; a rejoin clears the stamp.
  */
 import { WebringError } from '../../shared/protocol/errors';
-import { MAX_ROOM_MEMBERS, type Backend, type CollectiveReport, type MemberInfo, type ProgressReport, type WorkerKind } from '../../shared/protocol';
+import { MAX_ROOM_MEMBERS, type Backend, type MemberInfo, type ProgressReport, type WorkerKind } from '../../shared/protocol';
 
 export interface NewMember {
   id: string;
@@ -23,15 +23,11 @@ export interface NewMember {
   node: string | null;
 }
 
-export interface Member extends NewMember {
+/** What a member's progress reports say about it: the same fields the room API shows. */
+type ReportedProgress = Pick<MemberInfo, 'examplesPerSec' | 'step' | 'weightsHash' | 'computeMs' | 'batchShare' | 'linkMBps' | 'collective'>;
+
+export interface Member extends NewMember, ReportedProgress {
   index: number;
-  examplesPerSec: number;
-  step: number;
-  weightsHash: string | null;
-  computeMs: number;
-  batchShare: number;
-  linkMBps: number;
-  collective: CollectiveReport | null;
   /** Admitted into a running ring and not yet trained a step there (no state yet). */
   awaitingState: boolean;
   /** When its connection was found gone (ms on the room's clock), or null; it has a grace period to come back. */
