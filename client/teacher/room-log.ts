@@ -11,6 +11,8 @@ const EVENT_TEXT: Record<RoomEvent['kind'], string> = {
   evicted: 'evicted for bad ring data',
   resynced: 'weights resynced',
   reformed: 'ring re-formed',
+  'hub-joined': 'joined as the hub',
+  'hub-left': 'left as the hub (the ring takes over)',
 };
 
 export function renderRoomLog(s: RoomStatus): void {

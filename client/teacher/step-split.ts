@@ -14,7 +14,9 @@ const PARTS: Array<{ key: keyof StepTimingReport; label: string }> = [
   { key: 'applyMs', label: 'apply' },
 ];
 
-const ALGORITHM_LABELS = { ring: 'the ring', 'halving-doubling': 'halving-doubling' } as const;
+const ALGORITHM_LABELS = { ring: 'the ring', 'halving-doubling': 'halving-doubling', hub: 'the hub' } as const;
+/** Said whenever the hub sums: it is the one place that sees every student's own gradient. */
+const HUB_PRIVACY_NOTE = 'The hub sees each student\'s gradient (not their examples).';
 
 export function renderStepSplit(container: HTMLElement, status: RoomStatus): void {
   const chief = status.members[0];
@@ -39,6 +41,8 @@ export function renderStepSplit(container: HTMLElement, status: RoomStatus): voi
   );
   container.replaceChildren(
     h('p', { 'data-testid': 'collective-summary', 'data-algorithm': c.algorithm }, `Gradients travel by ${ALGORITHM_LABELS[c.algorithm]}${measured}. The chief's last step:`),
+    h('p', { 'data-testid': 'collective-reason' }, c.reason),
+    ...(c.algorithm === 'hub' ? [h('p', { 'data-testid': 'hub-privacy', class: 'note' }, HUB_PRIVACY_NOTE)] : []),
     bar,
     legend,
   );

@@ -20,11 +20,14 @@ export const COLLECTIVE_TAG = {
   probeBarrier: 3,
   probeRingLatency: 4,
   probeHdLatency: 5,
-  probeRingBandwidth: 6,
-  probeHdBandwidth: 7,
-  probeRingBandwidthAgain: 8,
-  probeHdBandwidthAgain: 9,
-  gradients: 10,
+  probeHubLatency: 6,
+  probeRingBandwidth: 7,
+  probeHdBandwidth: 8,
+  probeHubBandwidth: 9,
+  probeRingBandwidthAgain: 10,
+  probeHdBandwidthAgain: 11,
+  probeHubBandwidthAgain: 12,
+  gradients: 13,
 } as const;
 export type CollectiveTag = (typeof COLLECTIVE_TAG)[keyof typeof COLLECTIVE_TAG];
 

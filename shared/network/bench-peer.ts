@@ -116,10 +116,10 @@ export class BenchPeer {
     return times;
   }
 
-  /** Both algorithms' α and β, probed at `bytes` as the trainer probes at its gradient size. */
+  /** Each algorithm's α and β, probed at `bytes` as the trainer probes at its gradient size (the hub's where the room has one). */
   async measure(bytes: number): Promise<LinkModels> {
     await this.barrier();
-    return measureLinkModels(this.network!.collective!, this.step++, createProbeBuffers(bytes / 4), true);
+    return measureLinkModels(this.network!.collective!, this.step++, createProbeBuffers(bytes / 4), { mesh: true, hub: this.network!.hubReady });
   }
 
   /** Sends `bytes` to the right neighbour in 64 KiB messages with the ring's backpressure; returns the start time. */

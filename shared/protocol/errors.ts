@@ -31,6 +31,8 @@ export const ERROR_CODES = [
   'ERR_PEER_MISBEHAVED',
   /** An eviction request the server refused: not the reporter's sender, or over its allowance. */
   'ERR_BAD_ACCUSATION',
+  /** A second hub member for a room that has one. */
+  'ERR_HUB_TAKEN',
   'ERR_INTERNAL',
 ] as const;
 

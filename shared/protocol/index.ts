@@ -33,7 +33,12 @@ export const ROOM_NAME_PATTERN = /^[A-Za-z0-9][A-Za-z0-9_-]*$/;
 export const BACKENDS = ['webgpu', 'webgl', 'cpu'] as const;
 export type Backend = (typeof BACKENDS)[number];
 
-export const WORKER_KINDS = ['browser', 'node'] as const;
+/**
+ * 'hub': a non-training member that sums the class's gradients for the hub collective
+ * (node-worker/hub.ts, started beside the server with --hub). It is never in the ring's
+ * members, never chief, and trains nothing; a generation names it apart (Generation.hub).
+ */
+export const WORKER_KINDS = ['browser', 'node', 'hub'] as const;
 export type WorkerKind = (typeof WORKER_KINDS)[number];
 
 export const ROOM_STATES = ['idle', 'training', 'paused', 'done'] as const;
@@ -46,11 +51,14 @@ export type ModelKind = (typeof MODEL_KINDS)[number];
 export const WIRE_FORMATS = ['fp32', 'fp16'] as const;
 export type WireFormat = (typeof WIRE_FORMATS)[number];
 /**
- * The all-reduce algorithms: the bandwidth-optimal pipelined ring, and recursive
- * halving-doubling (shared/halving-doubling.ts), latency-optimal for small buffers on many
- * peers. 'auto' picks per step from the measured link latency and bandwidth.
+ * The all-reduce algorithms: the bandwidth-optimal pipelined ring; recursive
+ * halving-doubling (shared/collectives/halving-doubling.ts), latency-optimal for small
+ * buffers on many peers; and the hub (shared/collectives/hub-reducer.ts), where every rank
+ * sends its buffer to the room's hub member and gets the sum back, which wins on one shared
+ * medium (Wi-Fi: a peer-to-peer frame crosses the air twice). 'auto' picks per step from
+ * the measured link latency and bandwidth.
  */
-export const ALGORITHMS = ['ring', 'halving-doubling'] as const;
+export const ALGORITHMS = ['ring', 'halving-doubling', 'hub'] as const;
 export type Algorithm = (typeof ALGORITHMS)[number];
 export const ALLREDUCE_CHOICES = ['auto', ...ALGORITHMS] as const;
 export type AllReduceChoice = (typeof ALLREDUCE_CHOICES)[number];
@@ -221,6 +229,8 @@ export const collectiveReportSchema = z.strictObject({
   alphaMs: finite.min(0),
   /** The ring's mean link bandwidth, measured with it (MB/s); 0 before. */
   betaMBps: finite.min(0),
+  /** One sentence for the teacher: why this algorithm runs ("shared Wi-Fi: the hub moves half the airtime of the ring"). */
+  reason: z.string().max(300),
   timing: stepTimingSchema,
 });
 export type CollectiveReport = z.output<typeof collectiveReportSchema>;
@@ -354,6 +364,12 @@ export interface Generation {
   room: string;
   generation: number;
   members: MemberInfo[];
+  /**
+   * The room's hub member (kind 'hub', rank null), linked to every ring member for the hub
+   * collective; absent or null when the room has none. Its joining or leaving is a new
+   * generation.
+   */
+  hub?: MemberInfo | null;
 }
 
 /** What a resumed run starts from; sent with train:start. */
@@ -388,7 +404,7 @@ export type MemberDropped =
   | { reason: 'straggler'; step: number; computeMs: number; deadlineMs: number }
   | { reason: 'evicted'; step: number; misbehaviour: Misbehaviour | 'accusations'; detail: string };
 
-export const ROOM_EVENT_KINDS = ['joined', 'left', 'admitted', 'dropped', 'evicted', 'resynced', 'reformed'] as const;
+export const ROOM_EVENT_KINDS = ['joined', 'left', 'admitted', 'dropped', 'evicted', 'resynced', 'reformed', 'hub-joined', 'hub-left'] as const;
 export type RoomEventKind = (typeof ROOM_EVENT_KINDS)[number];
 
 /** What happened to a room's ring, newest last: the teacher page's log and the recovery timings. */
@@ -439,6 +455,8 @@ export interface RoomStatus {
   epoch: number;
   chief: string | null;
   members: MemberInfo[];
+  /** The room's hub member (see Generation.hub), or null. It sees every student's gradient when the hub collective runs. */
+  hub: MemberInfo | null;
   /** Students who joined while training ran; they enter at the next generation. */
   waiting: MemberInfo[];
   config: StartConfig | null;

@@ -18,7 +18,7 @@ import { sleep, systemClock, type Clock } from '../util/clock';
 import { buildModel, buildOptimizer } from './models';
 import { WeightsHasher } from './weights-hash';
 import { MAX_ROOM_MEMBERS, type Algorithm, type StartConfig } from '../protocol';
-import { chooseAlgorithm, createProbeBuffers, measureLinkModels, type LinkModel, type LinkModels, type ProbeBuffers } from '../collectives/choice';
+import { chooseAlgorithm, createProbeBuffers, explainChoice, measureLinkModels, type LinkModel, type LinkModels, type LinkReadiness, type ProbeBuffers } from '../collectives/choice';
 import { WebringError } from '../protocol/errors';
 import { HASH_VOTE_FLOATS, VOTE_FLOATS, counterVote, disagreement, hashesDiffer, unanimous, writeHashVotes, writeVote } from './agreement';
 import {
@@ -44,12 +44,14 @@ const TAIL_PAUSE = 3;
 const TAIL_ADMIT = 4;
 const TAIL_HASH = TAIL_ADMIT + VOTE_FLOATS;
 const TAIL_COMPUTE_MS = TAIL_HASH + HASH_VOTE_FLOATS;
-/** α and β of the ring, then of halving-doubling: each rank's measurement, summed. */
+/** α and β of the ring, of halving-doubling, then of the hub: each rank's measurement, summed. */
 const TAIL_MODELS = TAIL_COMPUTE_MS + MAX_ROOM_MEMBERS;
-const MODEL_FLOATS = 4;
+const MODEL_FLOATS = 6;
+/** Votes: this replica's halving-doubling partner links are open; its link to the hub is open. */
 const TAIL_MESH_READY = TAIL_MODELS + MODEL_FLOATS;
+const TAIL_HUB_READY = TAIL_MESH_READY + 1;
 /** How many replicas' own gradient or loss was not finite (or absurdly large); they sent zeros instead. */
-const TAIL_NON_FINITE = TAIL_MESH_READY + 1;
+const TAIL_NON_FINITE = TAIL_HUB_READY + 1;
 const TAIL_LENGTH = TAIL_NON_FINITE + 1;
 
 /**
@@ -99,6 +101,8 @@ export interface StepOptions {
   readyFor?: number | null;
   /** Every link halving-doubling needs is open on this replica (RingNetwork.meshReady). */
   meshReady?: boolean;
+  /** This replica's link to the room's hub is open (RingNetwork.hubReady); false without a hub. */
+  hubReady?: boolean;
 }
 
 /** Where one step's time went on this replica, in ms. */
@@ -143,6 +147,8 @@ export interface StepResult {
   algorithm: Algorithm;
   /** Each algorithm's mean link measurements as agreed in this step (null before any). */
   models: LinkModels | null;
+  /** One sentence for the teacher: why the next step's algorithm was picked (choice.ts explainChoice). */
+  reason: string;
   timing: StepTiming;
 }
 
@@ -181,10 +187,13 @@ export class Trainer {
   private probes: ProbeBuffers | null = null;
   /** This replica's link measurements in this generation; null until measured. */
   private measured: LinkModels | null = null;
+  /** Which algorithms' links were open on every replica in the last step: the agreed vote. */
+  private ready: LinkReadiness = { mesh: false, hub: false };
   /**
    * Set when every replica's partner links were open in the last step and the links of
-   * this generation are not measured yet: the worker then calls measureLinks before the
-   * next step. Derived from the agreed tail, so it is the same on every replica.
+   * this generation are not measured yet (or the hub's link opened since): the worker then
+   * calls measureLinks before the next step. Derived from the agreed tail, so it is the
+   * same on every replica.
    */
   measureDue = false;
   /** What the next gradient all-reduce uses; every replica derives the same from the tail. */
@@ -264,6 +273,7 @@ export class Trainer {
     // A new generation starts on the ring until its own measurements are agreed.
     this.nextAlgorithm = 'ring';
     this.measured = null;
+    this.ready = { mesh: false, hub: false };
     this.measureDue = false;
   }
 
@@ -275,7 +285,7 @@ export class Trainer {
     this.measureDue = false;
     // Probed at the gradient buffer's own size and format: β where the choice is made.
     this.probes ??= createProbeBuffers(this.flat.length);
-    this.measured = await measureLinkModels(this.collective, this.stepCounter, this.probes, true, this.config.wire);
+    this.measured = await measureLinkModels(this.collective, this.stepCounter, this.probes, this.ready, this.config.wire);
     return this.measured;
   }
 
@@ -406,6 +416,7 @@ export class Trainer {
     flat[P + TAIL_COMPUTE_MS + rank] = this.clock.now() - t0;
     writeModels(flat, P + TAIL_MODELS, this.measured);
     flat[P + TAIL_MESH_READY] = options.meshReady ? 1 : 0;
+    flat[P + TAIL_HUB_READY] = options.hubReady ? 1 : 0;
     // The sender's own check: a diverged replica sends zeros and says so, rather than NaN.
     const ownNonFinite = !finiteBelow(flat, 0, P, MAX_LOCAL_GRADIENT) || !Number.isFinite(flat[P + TAIL_LOSS]!);
     if (ownNonFinite) {
@@ -460,10 +471,13 @@ export class Trainer {
 
     // Every replica holds the same sums, so every replica picks the same next algorithm.
     const models = readModels(flat, P + TAIL_MODELS, worldSize);
-    const meshReady = flat[P + TAIL_MESH_READY] === worldSize;
+    const ready: LinkReadiness = { mesh: flat[P + TAIL_MESH_READY] === worldSize, hub: flat[P + TAIL_HUB_READY] === worldSize };
+    this.ready = ready;
     const wireBytes = P * (this.config.wire === 'fp16' ? 2 : 4) + TAIL_LENGTH * 4;
-    this.nextAlgorithm = chooseAlgorithm(this.config.allreduce, worldSize, wireBytes, models, meshReady);
-    this.measureDue = worldSize > 1 && meshReady && this.measured === null;
+    this.nextAlgorithm = chooseAlgorithm(this.config.allreduce, worldSize, wireBytes, models, ready);
+    const reason = explainChoice(this.config.allreduce, this.nextAlgorithm, worldSize, wireBytes, models, ready);
+    // Measure once the partner links are open, and again when the hub's links open later.
+    this.measureDue = worldSize > 1 && ready.mesh && (this.measured === null || (ready.hub && this.measured.hub === null));
 
     this.cursor = advance(batch, this.data.trainCount);
     this.stepCounter = step + 1;
@@ -491,6 +505,7 @@ export class Trainer {
       computeMs,
       algorithm,
       models,
+      reason,
       timing: { ...timing },
     };
   }
@@ -599,7 +614,7 @@ export class Trainer {
 
 /** This replica's measurements into the tail (zeros when not measured: they then sum to zero). */
 function writeModels(flat: Float32Array, at: number, models: LinkModels | null): void {
-  const values = [models?.ring, models?.halvingDoubling];
+  const values = [models?.ring, models?.halvingDoubling, models?.hub];
   values.forEach((m, i) => {
     flat[at + 2 * i] = m?.alphaMs ?? 0;
     flat[at + 2 * i + 1] = m?.betaBytesPerMs ?? 0;
@@ -611,7 +626,8 @@ function readModels(flat: Float32Array, at: number, n: number): LinkModels | nul
   const model = (i: number): LinkModel | null => (flat[at + 2 * i]! > 0 ? { alphaMs: flat[at + 2 * i]! / n, betaBytesPerMs: flat[at + 2 * i + 1]! / n } : null);
   const ring = model(0);
   const halvingDoubling = model(1);
-  return ring || halvingDoubling ? { ring, halvingDoubling } : null;
+  const hub = model(2);
+  return ring || halvingDoubling || hub ? { ring, halvingDoubling, hub } : null;
 }
 
 /** True when every value of `values[from, from + length)` is finite and below `bound` in magnitude. */

@@ -324,6 +324,7 @@ export class TrainingRun {
         algorithm: r.algorithm,
         alphaMs: r.models?.ring?.alphaMs ?? 0,
         betaMBps: r.models?.ring ? r.models.ring.betaBytesPerMs / 1e3 : 0,
+        reason: r.reason,
         timing: r.timing,
       },
     });

@@ -394,6 +394,7 @@ export class Room {
       epoch: run.epoch,
       chief: ring[0]?.id ?? null,
       members: ring.map((m, rank) => this.members.info(m, rank)),
+      hub: null,
       waiting: this.members.waiting.map((m) => this.members.info(m, null)),
       config: run.config,
       totalSteps: this.runState.totalSteps(ring.length),

@@ -186,7 +186,7 @@ const EXTRA = {
   hashMismatch: false,
   batchShare: 0.5,
   linkMBps: 3,
-  collective: { algorithm: 'ring' as const, alphaMs: 0.4, betaMBps: 9, timing: { computeMs: 10, readbackMs: 2, commMs: 5, applyMs: 1 } },
+  collective: { algorithm: 'ring' as const, alphaMs: 0.4, betaMBps: 9, reason: 'test', timing: { computeMs: 10, readbackMs: 2, commMs: 5, applyMs: 1 } },
 };
 
 test('progress reports feed the room status; a report of another run is refused', async () => {

@@ -16,7 +16,10 @@ import type { MnistDataset } from '../../shared/data/mnist-format';
 const KB = 1024;
 // 1 ms per hop and 10 MB/s: a loaded classroom Wi-Fi, the same for both algorithms.
 const WIFI: LinkModel = { alphaMs: 1, betaBytesPerMs: 10_000 };
-const SAME: LinkModels = { ring: WIFI, halvingDoubling: WIFI };
+const SAME: LinkModels = { ring: WIFI, halvingDoubling: WIFI, hub: null };
+/** Partner links open everywhere, no hub; and no partner links. */
+const MESH = { mesh: true, hub: false };
+const NO_MESH = { mesh: false, hub: false };
 
 test('the model: ring hops 2(N-1)·α, halving-doubling 2·log2 N·α, the same bandwidth term at a power of two', () => {
   assert.equal(predictAllReduceMs('ring', 16, 0, WIFI), 30);
@@ -30,32 +33,32 @@ test('the model: ring hops 2(N-1)·α, halving-doubling 2·log2 N·α, the same 
 });
 
 test('auto picks halving-doubling for small buffers on many peers and the ring for big ones when N is not a power of two', () => {
-  assert.equal(chooseAlgorithm('auto', 16, 128 * KB, SAME, true), 'halving-doubling');
-  assert.equal(chooseAlgorithm('auto', 30, 128 * KB, SAME, true), 'halving-doubling');
-  assert.equal(chooseAlgorithm('auto', 30, 16 * 1024 * KB, SAME, true), 'ring');
-  assert.equal(chooseAlgorithm('auto', 3, 4 * KB, SAME, true), 'ring', 'N = 3: the same 4 hops, more bytes');
-  assert.equal(chooseAlgorithm('auto', 2, 128 * KB, SAME, true), 'ring', 'N = 2: the two are the same exchange; ties go to the ring');
+  assert.equal(chooseAlgorithm('auto', 16, 128 * KB, SAME, MESH), 'halving-doubling');
+  assert.equal(chooseAlgorithm('auto', 30, 128 * KB, SAME, MESH), 'halving-doubling');
+  assert.equal(chooseAlgorithm('auto', 30, 16 * 1024 * KB, SAME, MESH), 'ring');
+  assert.equal(chooseAlgorithm('auto', 3, 4 * KB, SAME, MESH), 'ring', 'N = 3: the same 4 hops, more bytes');
+  assert.equal(chooseAlgorithm('auto', 2, 128 * KB, SAME, MESH), 'ring', 'N = 2: the two are the same exchange; ties go to the ring');
   // The crossover for N = 6 sits where 4 hops saved pay for the fold: B = 4α·β / (2 + 1.5 - 5/3).
   const crossover = (4 * WIFI.alphaMs * WIFI.betaBytesPerMs) / (2 + 1.5 - 10 / 6);
-  assert.equal(chooseAlgorithm('auto', 6, crossover * 0.9, SAME, true), 'halving-doubling');
-  assert.equal(chooseAlgorithm('auto', 6, crossover * 1.1, SAME, true), 'ring');
+  assert.equal(chooseAlgorithm('auto', 6, crossover * 0.9, SAME, MESH), 'halving-doubling');
+  assert.equal(chooseAlgorithm('auto', 6, crossover * 1.1, SAME, MESH), 'ring');
 });
 
 test('measured per algorithm: halving-doubling links that carry less per ms lose big buffers even at a power of two', () => {
   // Its stages wait for whole halves, so its measured β is lower than the pipelined ring's.
-  const models: LinkModels = { ring: WIFI, halvingDoubling: { alphaMs: 1.2, betaBytesPerMs: 6_000 } };
-  assert.equal(chooseAlgorithm('auto', 16, 128 * KB, models, true), 'halving-doubling');
-  assert.equal(chooseAlgorithm('auto', 16, 512 * KB, models, true), 'ring');
+  const models: LinkModels = { ring: WIFI, halvingDoubling: { alphaMs: 1.2, betaBytesPerMs: 6_000 }, hub: null };
+  assert.equal(chooseAlgorithm('auto', 16, 128 * KB, models, MESH), 'halving-doubling');
+  assert.equal(chooseAlgorithm('auto', 16, 512 * KB, models, MESH), 'ring');
 });
 
 test('without open partner links or measured models for both, the choice is the ring; a fixed choice is honoured', () => {
-  assert.equal(chooseAlgorithm('auto', 16, 128 * KB, SAME, false), 'ring');
-  assert.equal(chooseAlgorithm('halving-doubling', 16, 128 * KB, SAME, false), 'ring');
-  assert.equal(chooseAlgorithm('auto', 16, 128 * KB, null, true), 'ring');
-  assert.equal(chooseAlgorithm('auto', 16, 128 * KB, { ring: WIFI, halvingDoubling: null }, true), 'ring');
-  assert.equal(chooseAlgorithm('auto', 16, 128 * KB, { ring: WIFI, halvingDoubling: { alphaMs: 0, betaBytesPerMs: 1 } }, true), 'ring');
-  assert.equal(chooseAlgorithm('halving-doubling', 30, 16 * 1024 * KB, SAME, true), 'halving-doubling');
-  assert.equal(chooseAlgorithm('ring', 16, 128 * KB, SAME, true), 'ring');
+  assert.equal(chooseAlgorithm('auto', 16, 128 * KB, SAME, NO_MESH), 'ring');
+  assert.equal(chooseAlgorithm('halving-doubling', 16, 128 * KB, SAME, NO_MESH), 'ring');
+  assert.equal(chooseAlgorithm('auto', 16, 128 * KB, null, MESH), 'ring');
+  assert.equal(chooseAlgorithm('auto', 16, 128 * KB, { ring: WIFI, halvingDoubling: null, hub: null }, MESH), 'ring');
+  assert.equal(chooseAlgorithm('auto', 16, 128 * KB, { ring: WIFI, halvingDoubling: { alphaMs: 0, betaBytesPerMs: 1 }, hub: null }, MESH), 'ring');
+  assert.equal(chooseAlgorithm('halving-doubling', 30, 16 * 1024 * KB, SAME, MESH), 'halving-doubling');
+  assert.equal(chooseAlgorithm('ring', 16, 128 * KB, SAME, MESH), 'ring');
 });
 
 let dataset: MnistDataset;
