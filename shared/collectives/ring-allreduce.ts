@@ -1,6 +1,7 @@
 /**
- * The collective engine: one all-reduce at a time over injected links, by one of two
- * schedules (ring-schedule.ts, halving-doubling-schedule.ts), with the ordering of
+ * The collective engine: one all-reduce at a time over injected links, by one of three
+ * schedules (ring-schedule.ts, halving-doubling-schedule.ts, and hub-schedule.ts for a
+ * rank of the hub collective; the hub itself runs hub-reducer.ts), with the ordering of
  * collectives, the stash of early messages, the timeout and the framing shared by both.
  *
  * The folder shared/collectives/ owns the all-reduce: schedules, wire format, fp16, chunk
@@ -35,6 +36,7 @@ import { WebringError } from '../protocol/errors';
 import { ALGORITHMS, WIRE_FORMATS, type Misbehaviour } from '../protocol';
 import { systemClock, type Clock } from '../util/clock';
 import { leftOf, sendersOf } from './topology';
+import { HubSchedule } from './hub-schedule';
 import { Admission, PeerMisbehavedError } from './admission';
 import { ChunkLayout } from './chunk-layout';
 import { ChunkWriter } from './chunk-writer';
@@ -56,7 +58,7 @@ import { PayloadReader } from './payload';
 import { RingSchedule } from './ring-schedule';
 import { SendQueue, type SendTarget } from './send-queue';
 import type { ActiveCollective, EngineParts, Schedule } from './schedule';
-import { FLAG_SATURATED, WIRE_FP16, readHeader, wireCode, type ChunkHeader } from './wire';
+import { FLAG_SATURATED, PHASE_HUB_UP, WIRE_FP16, readHeader, wireCode, type ChunkHeader } from './wire';
 
 
 /** Stop sending while this much is queued in the channel; ~0.3 s of a 30 MB/s link. */
@@ -79,6 +81,8 @@ export interface RingAllReduceOptions {
    * Without it only the ring runs.
    */
   peer?: (rank: number) => RingLink | null;
+  /** The link to the generation's hub; null or absent when it has none. Without it the hub collective is refused. */
+  hub?: RingLink | null;
   timeoutMs?: number;
   highWaterBytes?: number;
   maxStashBytes?: number;
@@ -121,6 +125,7 @@ export class RingAllReduce implements CollectiveEngine {
   private readonly writer = new ChunkWriter();
   private readonly ring: RingSchedule;
   private readonly halvingDoubling: HalvingDoublingSchedule;
+  private readonly hub: HubSchedule | null;
   private readonly inHeader: ChunkHeader = { phase: 0, ringStep: 0, tag: 0, wire: 0, flags: 0, generation: 0, run: 0, step: 0, chunk: 0 };
 
   private active: ActiveCollective | null = null;
@@ -146,7 +151,7 @@ export class RingAllReduce implements CollectiveEngine {
     this.generation = options.generation;
     this.peer = options.peer ?? null;
     this.left = leftOf(rank, worldSize);
-    this.senders = sendersOf(rank, worldSize);
+    this.senders = sendersOf(rank, worldSize, (options.hub ?? null) !== null);
     this.timeoutMs = options.timeoutMs ?? DEFAULT_COLLECTIVE_TIMEOUT_MS;
     this.maxStashBytes = options.maxStashBytes ?? DEFAULT_MAX_STASH_BYTES;
     this.clock = options.clock ?? systemClock;
@@ -181,6 +186,7 @@ export class RingAllReduce implements CollectiveEngine {
     };
     this.ring = new RingSchedule(parts, options.right, this.left);
     this.halvingDoubling = new HalvingDoublingSchedule(parts, this.peer, this.maxStashBytes);
+    this.hub = options.hub ? new HubSchedule(parts, options.hub) : null;
   }
 
   /**
@@ -206,6 +212,9 @@ export class RingAllReduce implements CollectiveEngine {
     if (algorithm === 'halving-doubling' && this.peer === null && this.worldSize > 1) {
       return Promise.reject(new WebringError('ERR_BAD_REQUEST', 'halving-doubling needs links to its partners (the peer option)'));
     }
+    if (algorithm === 'hub' && this.hub === null && this.worldSize > 1) {
+      return Promise.reject(new WebringError('ERR_BAD_REQUEST', 'the hub collective needs a link to the hub (the hub option)'));
+    }
     if (!Number.isInteger(exactTail) || exactTail < 0 || exactTail > buf.length) {
       return Promise.reject(new WebringError('ERR_BAD_REQUEST', `exactTail ${exactTail} outside 0..${buf.length}`));
     }
@@ -222,7 +231,7 @@ export class RingAllReduce implements CollectiveEngine {
       this.lastDoneKey = key;
       return Promise.resolve();
     }
-    const schedule: Schedule = algorithm === 'halving-doubling' ? this.halvingDoubling : this.ring;
+    const schedule: Schedule = algorithm === 'halving-doubling' ? this.halvingDoubling : algorithm === 'hub' ? this.hub! : this.ring;
     return new Promise<void>((resolve, reject) => {
       const c: ActiveCollective = {
         startedAt: this.clock.now(),
@@ -241,7 +250,7 @@ export class RingAllReduce implements CollectiveEngine {
       const layout = this.layout;
       layout.reset(buf.length, n, wireCode(wire), exactTail);
       // The ring queues at most a few segments' chunks; halving-doubling at most one stage's
-      // range, the whole buffer in its PRE and POST stages.
+      // range, the whole buffer in its PRE and POST stages; the hub the whole buffer.
       this.queue.reset(Math.max(2 * n * layout.maxSegmentChunks, layout.wholeBufferChunks));
       c.timer = this.clock.setTimeout(() => {
         this.fail(new WebringError('ERR_TIMEOUT', `all-reduce of step ${step} timed out after ${this.timeoutMs} ms`));
@@ -325,7 +334,9 @@ export class RingAllReduce implements CollectiveEngine {
     h.phase = phase;
     h.ringStep = step;
     h.tag = c.tag;
-    h.wire = this.layout.wire;
+    // An upload to the hub names its own payload's format: the hub knows no layout, and the
+    // exact tail of an fp16 collective travels as float32.
+    h.wire = phase === PHASE_HUB_UP ? this.layout.place.wire : this.layout.wire;
     h.flags = c.saturated ? FLAG_SATURATED : 0;
     h.generation = this.generation;
     h.run = this.run;

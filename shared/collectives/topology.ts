@@ -8,6 +8,13 @@ import { halvingDoublingPartners } from './halving-doubling';
 
 export { halvingDoublingPartners };
 
+/**
+ * The hub's place in a generation's collectives, where a rank would be: it has no rank (it
+ * trains nothing and is never chief), and it is every rank's sender and receiver in the
+ * hub collective.
+ */
+export const HUB_RANK = -1;
+
 const mod = (a: number, n: number): number => ((a % n) + n) % n;
 
 /** The rank that sends ring messages to `rank`. */
@@ -18,11 +25,19 @@ export const rightOf = (rank: number, n: number): number => mod(rank + 1, n);
 
 /**
  * The ranks that send collective data to `rank`: its left neighbour and its
- * halving-doubling partners. Empty in a ring of one.
+ * halving-doubling partners, and HUB_RANK when the generation has a hub. Empty in a ring
+ * of one. The hub's own senders are every rank (hubSendersOf).
  */
-export function sendersOf(rank: number, n: number): Set<number> {
+export function sendersOf(rank: number, n: number, hasHub = false): Set<number> {
   if (n < 2) return new Set();
-  return new Set([leftOf(rank, n), ...halvingDoublingPartners(rank, n)]);
+  const senders = new Set([leftOf(rank, n), ...halvingDoublingPartners(rank, n)]);
+  if (hasHub) senders.add(HUB_RANK);
+  return senders;
+}
+
+/** The ranks that send to the hub: all of them. */
+export function hubSendersOf(n: number): Set<number> {
+  return new Set(Array.from({ length: n }, (_, r) => r));
 }
 
 /**

@@ -3,12 +3,15 @@
  *
  * Layout (little endian), 20 bytes of header then a float32 or float16 payload:
  *   0  u8   phase        1 = ring reduce-scatter, 2 = ring all-gather,
- *                        3 = a halving-doubling exchange
+ *                        3 = a halving-doubling exchange, 4 = a rank's buffer on its way
+ *                        to the hub, 5 = the hub's sum on its way back
  *   1  u8   ringStep     0 .. N-2 within the ring's phase; the stage of a halving-doubling
  *                        exchange (0 .. 2·log2 N + 1)
  *   2  u8   tag          which collective of the step (sync, eval, gradients)
  *   3  u8   wire         the collective's format: 0 = float32, 1 = float16; the
- *                        exact tail of a float16 collective still travels as float32. Bit 7
+ *                        exact tail of a float16 collective still travels as float32.
+ *                        In the hub phases (4, 5) the format of this message's own
+ *                        payload instead: the hub knows no layout. Bit 7
  *                        (FLAG_SATURATED): the sender clamped a non-finite value of
  *                        this collective to the format's largest finite one (an fp16 partial
  *                        sum beyond ±65504, say); every rank then fails the collective alike.
@@ -52,6 +55,8 @@ export const wireChunkFloats = (code: WireCode): number => (code === WIRE_FP16 ?
 export const PHASE_REDUCE_SCATTER = 1;
 export const PHASE_ALL_GATHER = 2;
 export const PHASE_EXCHANGE = 3;
+export const PHASE_HUB_UP = 4;
+export const PHASE_HUB_DOWN = 5;
 
 export interface ChunkHeader {
   phase: number;

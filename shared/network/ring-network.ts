@@ -8,6 +8,10 @@
  * halving-doubling partners (ranks r XOR 2^k, a partial mesh of log2 N links), so that
  * small buffers can take the latency-optimal path.
  *
+ * When the generation has a hub (Generation.hub), every ring member also links to it, and
+ * the hub's own network links to every ring member and runs a HubReducer instead of a
+ * ring.
+ *
  * Of every pair, the member with the lower index starts the connection, so a pair shares
  * one link in both directions. Links survive a generation change when the peer is still
  * needed.
@@ -16,8 +20,9 @@ import { WebringError } from '../protocol/errors';
 import { LOW_WATER_BYTES, type PeerFactory, type PeerHandle } from './peer';
 import type { Generation, MemberInfo } from '../protocol';
 import { RingAllReduce, type RingAllReduceOptions } from '../collectives/ring-allreduce';
+import { HubReducer, type HubReducerOptions } from '../collectives/hub-reducer';
 import type { RingLink } from '../collectives/collective';
-import { leftOf, linkedRanks, rightOf } from '../collectives/topology';
+import { HUB_RANK, leftOf, linkedRanks, rightOf } from '../collectives/topology';
 import { HEADER_BYTES } from '../collectives/wire';
 import { systemClock, type Clock } from '../util/clock';
 
@@ -48,22 +53,32 @@ function generationOf(bytes: Uint8Array): number | null {
 }
 
 interface Neighbours {
+  /** This worker's rank, or HUB_RANK when it is the generation's hub. */
   rank: number;
   self: MemberInfo;
-  left: MemberInfo;
-  right: MemberInfo;
-  /** Every member this worker links to: the ring neighbours, then the halving-doubling partners; never itself. */
+  /** The ring neighbours; null for the hub. */
+  left: MemberInfo | null;
+  right: MemberInfo | null;
+  /**
+   * Every member this worker links to: the ring neighbours, then the halving-doubling
+   * partners, then the hub; never itself. The hub links to every ring member.
+   */
   peers: MemberInfo[];
+  /** The generation's hub, when this worker is a ring member of a generation that has one. */
+  hub: MemberInfo | null;
 }
 
 function neighboursIn(g: Generation, selfId: string): Neighbours | null {
+  const hub = g.hub ?? null;
+  if (hub?.id === selfId) return { rank: HUB_RANK, self: hub, left: null, right: null, peers: [...g.members], hub: null };
   const n = g.members.length;
   const rank = g.members.findIndex((m) => m.id === selfId);
   if (rank < 0) return null;
   const left = g.members[leftOf(rank, n)]!;
   const right = g.members[rightOf(rank, n)]!;
   const peers = linkedRanks(rank, n).map((r) => g.members[r]!);
-  return { rank, self: g.members[rank]!, left, right, peers };
+  if (hub) peers.push(hub);
+  return { rank, self: g.members[rank]!, left, right, peers, hub };
 }
 
 export interface RingNetworkOptions {
@@ -76,6 +91,8 @@ export interface RingNetworkOptions {
   poison?: RingAllReduceOptions['poison'];
   /** Every timer the network and its collectives set (redials, dial grace, collective timeouts). Default: the system clock. */
   clock?: Clock;
+  /** On the hub: a rank sent what no honest rank sends (the hub asks the server to evict it). */
+  onHubMisbehaviour?: HubReducerOptions['onMisbehaviour'];
 }
 
 let linkCounter = 0;
@@ -198,6 +215,9 @@ export class RingNetwork {
   /** This worker's place in the applied generation, worked out once per generation. */
   private appliedAt: Neighbours | null = null;
   private current: RingAllReduce | null = null;
+  /** The hub's sums of the applied generation, when this network is the hub's. */
+  private reducer: HubReducer | null = null;
+  private readonly onHubMisbehaviour: RingNetworkOptions['onHubMisbehaviour'];
   private applied: Generation | null = null;
   /** Ring messages of generations not applied yet: a neighbour may switch a moment sooner. */
   private future: Array<{ from: string; generation: number; bytes: Uint8Array }> = [];
@@ -212,11 +232,17 @@ export class RingNetwork {
     this.timeoutMs = options.collectiveTimeoutMs;
     this.poison = options.poison;
     this.clock = options.clock ?? systemClock;
+    this.onHubMisbehaviour = options.onHubMisbehaviour;
   }
 
   /** The collective of the latest generation this worker belongs to. */
   get collective(): RingAllReduce | null {
     return this.current;
+  }
+
+  /** The hub's reducer of the applied generation, when this network is the hub's; else null. */
+  get hubReducer(): HubReducer | null {
+    return this.reducer;
   }
 
   /** The generation the current collective belongs to (or the last one applied). */
@@ -231,11 +257,14 @@ export class RingNetwork {
   applyGeneration(g: Generation): RingAllReduce | null {
     this.current?.abort(new WebringError('ERR_STALE_GENERATION', `generation ${g.generation} replaced ${this.current.generation}`));
     this.current = null;
+    this.reducer?.abort(new WebringError('ERR_STALE_GENERATION', `generation ${g.generation} replaced ${this.reducer.generation}`));
+    this.reducer = null;
     this.applied = g;
     const n = g.members.length;
     const at = neighboursIn(g, this.selfId);
     this.appliedAt = at;
     this.rankOf = new Map(g.members.map((m, r) => [m.id, r]));
+    if (g.hub) this.rankOf.set(g.hub.id, HUB_RANK);
     for (const link of this.links.values()) link.autoRedials = 0;
     if (!at) {
       this.leftId = null;
@@ -248,15 +277,28 @@ export class RingNetwork {
     const neededIds = new Set(at.peers.map((m) => m.id));
     for (const id of [...this.links.keys()]) if (!neededIds.has(id)) this.dropLink(id);
     this.dialNeighbours(at, true);
-    this.leftId = n > 1 ? at.left.id : null;
-    this.rightId = n > 1 ? at.right.id : null;
     const members = g.members;
+    if (at.rank === HUB_RANK) {
+      this.leftId = null;
+      this.rightId = null;
+      this.reducer = new HubReducer({
+        generation: g.generation,
+        worldSize: n,
+        link: (r) => this.links.get(members[r]?.id ?? '') ?? null,
+        onMisbehaviour: this.onHubMisbehaviour,
+      });
+      this.replayFuture(g.generation);
+      return null;
+    }
+    this.leftId = n > 1 ? at.left!.id : null;
+    this.rightId = n > 1 ? at.right!.id : null;
     this.current = new RingAllReduce({
       rank: at.rank,
       worldSize: n,
       generation: g.generation,
-      right: n > 1 ? this.links.get(at.right.id)! : null,
+      right: n > 1 ? this.links.get(at.right!.id)! : null,
       peer: (r) => this.links.get(members[r]?.id ?? '') ?? null,
+      hub: at.hub ? this.links.get(at.hub.id)! : null,
       timeoutMs: this.timeoutMs,
       poison: this.poison,
       clock: this.clock,
@@ -278,9 +320,9 @@ export class RingNetwork {
   /** True when both of this worker's ring links in `g` are open. */
   isReadyFor(g: Generation): boolean {
     const at = neighboursIn(g, this.selfId);
-    if (!at) return false;
+    if (!at || at.rank === HUB_RANK) return false;
     if (g.members.length === 1) return true;
-    return [at.left.id, at.right.id].every((id) => this.links.get(id)?.isOpen() === true);
+    return [at.left!.id, at.right!.id].every((id) => this.links.get(id)?.isOpen() === true);
   }
 
   /**
@@ -289,12 +331,16 @@ export class RingNetwork {
    */
   get meshReady(): boolean {
     const at = this.appliedAt;
-    return at !== null && at.peers.every((m) => this.links.get(m.id)?.isOpen() === true);
+    return at !== null && at.peers.every((m) => m.id === at.hub?.id || this.links.get(m.id)?.isOpen() === true);
   }
 
-  /** True when this worker's link to the applied generation's hub is open; false when it has no hub. */
+  /**
+   * True when this worker's link to the applied generation's hub is open; false when the
+   * generation has no hub. The trainer votes on it: nobody waits on the hub's link.
+   */
   get hubReady(): boolean {
-    return false;
+    const hub = this.appliedAt?.hub;
+    return hub != null && this.links.get(hub.id)?.isOpen() === true;
   }
 
   private dialNeighbours(at: Neighbours, redialFailed: boolean): void {
@@ -416,7 +462,9 @@ export class RingNetwork {
       return;
     }
     const from = this.rankOf.get(peerId);
-    if (from !== undefined) this.current?.receive(bytes, from);
+    if (from === undefined) return;
+    if (this.reducer) this.reducer.receive(bytes, from);
+    else this.current?.receive(bytes, from);
   }
 
   private replayFuture(generation: number): void {
@@ -424,10 +472,7 @@ export class RingNetwork {
     const now = this.future.filter((m) => m.generation === generation);
     this.future = keep;
     this.futureBytes = keep.reduce((n, m) => n + m.bytes.byteLength, 0);
-    for (const m of now) {
-      const from = this.rankOf.get(m.from);
-      if (from !== undefined) this.current?.receive(m.bytes, from);
-    }
+    for (const m of now) this.route(m.from, m.bytes);
   }
 
   /** The link to the right neighbour, for link measurements between collectives. */
@@ -446,6 +491,8 @@ export class RingNetwork {
   close(): void {
     this.current?.abort(new WebringError('ERR_ABORTED', 'worker closed'));
     this.current = null;
+    this.reducer?.abort(new WebringError('ERR_ABORTED', 'hub closed'));
+    this.reducer = null;
     this.applied = null;
     this.appliedAt = null;
     for (const id of [...this.links.keys()]) this.dropLink(id);

@@ -23,6 +23,8 @@ export interface RingView {
   readonly generation: Generation | null;
   /** Every link halving-doubling needs in the applied generation is open. */
   readonly meshReady: boolean;
+  /** This worker's link to the generation's hub is open (false without a hub). */
+  readonly hubReady: boolean;
   /** Re-forms the ring for `g`; the previous generation's collective is aborted. */
   applyGeneration(g: Generation): unknown;
   /** Opens the links `g` needs while the current ring keeps training. */

@@ -14,6 +14,7 @@ import { WebringError, toWebringError, type ErrorBody, type ErrorCode } from '..
 import type { DropRequest, EvictRequest, Generation, ReformRequest, TrainStart, TrainStop } from '../protocol';
 import type { MnistDataset } from '../data/mnist-format';
 import type { LinkModel } from '../collectives/choice';
+import { HUB_RANK } from '../collectives/topology';
 import { PeerMisbehavedError } from '../collectives/admission';
 import type { CollectiveEngine } from '../collectives/collective';
 import type { Clock } from '../util/clock';
@@ -275,6 +276,7 @@ export class TrainingRun {
       requestPause: control.pauseRequested,
       readyFor: ready ? voted.generation : null,
       meshReady: network.meshReady,
+      hubReady: network.hubReady,
     });
     if (r.pause) this.holding = true;
     const stepTimes = this.recentStepEnds;
@@ -386,9 +388,9 @@ export class TrainingRun {
   private accuse(ring: CollectiveEngine, e: PeerMisbehavedError): void {
     const { network, start, reporter, log } = this.options;
     const g = network.generation;
-    const member = g?.generation === ring.generation ? g.members[e.rank] : undefined;
+    const member = g?.generation !== ring.generation ? undefined : e.rank === HUB_RANK ? (g.hub ?? undefined) : g.members[e.rank];
     if (!member) return; // a newer generation already replaced the ring: nothing to name
-    log(`rank ${e.rank} (${member.name}) sent bad ring data (${e.misbehaviour}); asking the server to evict it`);
+    log(`${e.rank === HUB_RANK ? 'the hub' : `rank ${e.rank}`} (${member.name}) sent bad ring data (${e.misbehaviour}); asking the server to evict it`);
     reporter.accuse(
       { run: start.run, generation: ring.generation, member: member.id, step: this.trainer.step, reason: e.misbehaviour, detail: e.message.slice(0, 200) },
       (refusal) => log(`eviction of ${member.name} refused: ${refusal.code} ${refusal.message}`),

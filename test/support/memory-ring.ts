@@ -4,6 +4,8 @@
  * data-channel path is exercised by the Playwright tests and the benchmark.
  */
 import { RingAllReduce, type RingAllReduceOptions } from '../../shared/collectives/ring-allreduce';
+import { HubReducer, type HubReducerOptions } from '../../shared/collectives/hub-reducer';
+import { HUB_RANK } from '../../shared/collectives/topology';
 import type { RingLink } from '../../shared/collectives/collective';
 import type { Clock } from '../../shared/util/clock';
 
@@ -98,6 +100,8 @@ export interface MemoryMesh {
   rings: RingAllReduce[];
   /** links[from][to]; the diagonal is unused. */
   links: MemoryLink[][];
+  /** With `hub`: the hub, each rank's link up to it and its link down to each rank. */
+  hub: { reducer: HubReducer; up: MemoryLink[]; down: MemoryLink[] } | null;
 }
 
 /**
@@ -107,11 +111,22 @@ export interface MemoryMesh {
  */
 export function createMemoryMesh(
   worldSize: number,
-  options: MemoryLinkOptions & { generation?: number; timeoutMs?: number; clock?: Clock; linkOptions?: (from: number, to: number) => MemoryLinkOptions } = {},
+  options: MemoryLinkOptions & {
+    generation?: number;
+    timeoutMs?: number;
+    clock?: Clock;
+    linkOptions?: (from: number, to: number) => MemoryLinkOptions;
+    /** Adds a hub linked to every rank; `hubLinkOptions` shapes rank r's link up (r, 'up') and down (r, 'down'). */
+    hub?: boolean;
+    hubLinkOptions?: (rank: number, direction: 'up' | 'down') => MemoryLinkOptions;
+    onMisbehaviour?: HubReducerOptions['onMisbehaviour'];
+  } = {},
 ): MemoryMesh {
   const links = Array.from({ length: worldSize }, (_, from) =>
     Array.from({ length: worldSize }, (_, to) => new MemoryLink(options.linkOptions?.(from, to) ?? options)),
   );
+  const up = options.hub ? Array.from({ length: worldSize }, (_, r) => new MemoryLink(options.hubLinkOptions?.(r, 'up') ?? options)) : [];
+  const down = options.hub ? Array.from({ length: worldSize }, (_, r) => new MemoryLink(options.hubLinkOptions?.(r, 'down') ?? options)) : [];
   const rings = links.map(
     (row, rank) =>
       new RingAllReduce({
@@ -120,6 +135,7 @@ export function createMemoryMesh(
         generation: options.generation ?? 1,
         right: worldSize > 1 ? row[(rank + 1) % worldSize]! : null,
         peer: (to) => (to === rank ? null : row[to]!),
+        hub: options.hub ? up[rank]! : null,
         timeoutMs: options.timeoutMs,
         clock: options.clock,
       }),
@@ -129,5 +145,13 @@ export function createMemoryMesh(
       link.deliver = (bytes) => rings[to]!.receive(bytes, from);
     }),
   );
-  return { rings, links };
+  if (!options.hub) return { rings, links, hub: null };
+  const reducer = new HubReducer({ generation: options.generation ?? 1, worldSize, link: (r) => down[r] ?? null, onMisbehaviour: options.onMisbehaviour });
+  up.forEach((link, r) => {
+    link.deliver = (bytes) => reducer.receive(bytes, r);
+  });
+  down.forEach((link, r) => {
+    link.deliver = (bytes) => rings[r]!.receive(bytes, HUB_RANK);
+  });
+  return { rings, links, hub: { reducer, up, down } };
 }

@@ -71,6 +71,7 @@ class MemoryNetwork implements RingView {
   collective: RingAllReduce | null = null;
   generation: Generation | null = null;
   readonly meshReady = false;
+  readonly hubReady = false;
 
   constructor(
     private readonly world: MemoryWorld,
