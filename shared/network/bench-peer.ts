@@ -5,7 +5,7 @@
  * peers (test/bench/node-peers.ts) both drive this; test/bench/bench.ts drives them.
  */
 import type { Socket } from 'socket.io-client';
-import type { AckResult, Algorithm, ClientToServerEvents, Generation, JoinAccepted, ServerToClientEvents, WorkerKind } from '../protocol';
+import type { AckResult, Algorithm, WireFormat, ClientToServerEvents, Generation, JoinAccepted, ServerToClientEvents, WorkerKind } from '../protocol';
 import { RingNetwork } from './ring-network';
 import { DEFAULT_HIGH_WATER_BYTES } from '../collectives/ring-allreduce';
 import { COLLECTIVE_TAG } from '../collectives/collective';
@@ -29,6 +29,11 @@ export interface BenchPeerOptions {
   clock?: Clock;
   /** Overrides BENCH_JOIN_TIMEOUT_MS. */
   joinTimeoutMs?: number;
+}
+
+export interface BenchJoinOptions {
+  /** Also wait until the room's hub is linked (for the hub collective). */
+  hub?: boolean;
 }
 
 export class BenchPeer {
@@ -63,13 +68,13 @@ export class BenchPeer {
    * halving-doubling partners' included, is open. Returns this peer's rank. Fails with
    * ERR_TIMEOUT after BENCH_JOIN_TIMEOUT_MS, ERR_ABORTED when closed meanwhile.
    */
-  join(room: string, name: string, kind: WorkerKind, worldSize: number): Promise<number> {
+  join(room: string, name: string, kind: WorkerKind, worldSize: number, options: BenchJoinOptions = {}): Promise<number> {
     const ms = this.joinTimeoutMs;
     const expired = () => new WebringError('ERR_TIMEOUT', `joining ${room} as a bench peer timed out after ${ms} ms`);
-    return withDeadline(ms, expired, (signal) => this.joinUntil(signal, room, name, kind, worldSize), this.clock);
+    return withDeadline(ms, expired, (signal) => this.joinUntil(signal, room, name, kind, worldSize, options.hub ?? false), this.clock);
   }
 
-  private async joinUntil(signal: AbortSignal, room: string, name: string, kind: WorkerKind, worldSize: number): Promise<number> {
+  private async joinUntil(signal: AbortSignal, room: string, name: string, kind: WorkerKind, worldSize: number, hub: boolean): Promise<number> {
     const joined = await new Promise<AckResult<JoinAccepted>>((resolve) =>
       this.socket.emit('room:join', { room, name, kind, backend: 'cpu' }, resolve),
     );
@@ -82,7 +87,7 @@ export class BenchPeer {
       log: this.log,
     });
     if (this.generation) this.network.applyGeneration(this.generation);
-    while (!this.generation || this.generation.members.length < worldSize || !this.network.meshReady) {
+    while (!this.generation || this.generation.members.length < worldSize || !this.network.meshReady || (hub && !this.network.hubReady)) {
       // The deadline passed (the caller has its error) or the peer closed: stop polling.
       if (signal.aborted) throw signal.reason;
       if (this.closed) throw new WebringError('ERR_ABORTED', 'the bench peer closed while joining');
@@ -102,7 +107,7 @@ export class BenchPeer {
   }
 
   /** `reps` all-reduces of `bytes` with `algorithm`, each after a barrier; milliseconds of each. */
-  async allReduce(bytes: number, reps: number, algorithm: Algorithm): Promise<number[]> {
+  async allReduce(bytes: number, reps: number, algorithm: Algorithm, wire: WireFormat = 'fp32'): Promise<number[]> {
     const collective = this.network!.collective!;
     const buf = new Float32Array(bytes / 4);
     for (let i = 0; i < buf.length; i++) buf[i] = i % 7;
@@ -110,7 +115,7 @@ export class BenchPeer {
     for (let r = 0; r < reps; r++) {
       await this.barrier();
       const t0 = wallNow();
-      await collective.allReduce(buf, this.step++, COLLECTIVE_TAG.gradients, { algorithm });
+      await collective.allReduce(buf, this.step++, COLLECTIVE_TAG.gradients, { algorithm, wire });
       times.push(wallNow() - t0);
     }
     return times;

@@ -9,11 +9,11 @@ import wrtc from '@roamhq/wrtc';
 import { io } from 'socket.io-client';
 import { BenchPeer } from '../../shared/network/bench-peer';
 import { createSimplePeerFactory } from '../../shared/network/simple-peer-factory';
-import type { Algorithm } from '../../shared/protocol';
+import type { Algorithm, WireFormat } from '../../shared/protocol';
 
 export type NodePeerCommand =
-  | { id: number; cmd: 'join' }
-  | { id: number; cmd: 'allReduce'; bytes: number; reps: number; algorithm: Algorithm }
+  | { id: number; cmd: 'join'; hub?: boolean }
+  | { id: number; cmd: 'allReduce'; bytes: number; reps: number; algorithm: Algorithm; wire?: WireFormat }
   | { id: number; cmd: 'measure'; bytes: number }
   | { id: number; cmd: 'close' };
 
@@ -35,9 +35,9 @@ const peers = Array.from({ length: count }, (_, i) => new BenchPeer(io(values.ur
 async function run(command: NodePeerCommand): Promise<unknown[]> {
   switch (command.cmd) {
     case 'join':
-      return Promise.all(peers.map((p, i) => p.join(values.room!, `${values.name}-${i}`, 'node', worldSize)));
+      return Promise.all(peers.map((p, i) => p.join(values.room!, `${values.name}-${i}`, 'node', worldSize, { hub: command.hub ?? false })));
     case 'allReduce':
-      return Promise.all(peers.map((p) => p.allReduce(command.bytes, command.reps, command.algorithm)));
+      return Promise.all(peers.map((p) => p.allReduce(command.bytes, command.reps, command.algorithm, command.wire ?? 'fp32')));
     case 'measure':
       return Promise.all(peers.map((p) => p.measure(command.bytes)));
     case 'close':
