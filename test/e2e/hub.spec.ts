@@ -1,0 +1,88 @@
+/**
+ * The hub collective between real tabs: the hub (node-worker/hub.ts, as `npm start -- --hub`
+ * runs it) joins the room, three tabs train with allreduce 'hub' over real data channels
+ * to it, stay bit-identical, and the teacher page says the hub sums and sees each gradient.
+ * Then the hub is killed: the class goes on, on the ring, from the same weights.
+ */
+import { test, expect, type APIRequestContext } from '@playwright/test';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { E2E_TOKEN } from '../../playwright.config';
+import type { RoomStatus } from '../../shared/protocol';
+import { asTeacher, codeFor, openStudent, readStatus, type Student } from './helpers';
+
+const ROOM = 'e2e-hub';
+
+function startHub(baseURL: string): { child: ChildProcess; output: string[] } {
+  const output: string[] = [];
+  const child = spawn(process.execPath, ['--import', 'tsx', 'node-worker/hub.ts', '--url', baseURL, '--room', ROOM, '--name', 'teacher-hub'], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+    env: { ...process.env, JOIN_CODE: codeFor(ROOM) },
+  });
+  for (const stream of [child.stdout!, child.stderr!]) stream.on('data', (d: Buffer) => output.push(...d.toString().split('\n').filter(Boolean)));
+  return { child, output };
+}
+
+async function room(request: APIRequestContext): Promise<RoomStatus> {
+  return (await (await request.get(`/api/rooms/${ROOM}`, asTeacher)).json()) as RoomStatus;
+}
+
+/** The tabs' weights hashes at one and the same step. */
+async function hashesTogether(students: Student[]): Promise<{ step: number; hashes: string[] }> {
+  for (let attempt = 0; attempt < 400; attempt++) {
+    const s = await Promise.all(students.map((t) => readStatus(t.page)));
+    if (s.every((x) => x.step === s[0]!.step && Number(x.step) > 0 && x.state === 'training')) return { step: Number(s[0]!.step), hashes: s.map((x) => x.weightsHash!) };
+    await new Promise((r) => setTimeout(r, 25));
+  }
+  throw new Error('the tabs never showed the same step at once');
+}
+
+test('three tabs sum their gradients at the hub, bit-identical, and fall back to the ring when the hub dies', async ({ browser, request, baseURL }) => {
+  const hub = startHub(baseURL!);
+  const students: Student[] = [];
+  try {
+    await expect.poll(async () => (await room(request)).hub?.name, { timeout: 60_000 }).toBe('teacher-hub');
+    for (const name of ['ivy', 'jon', 'kai']) students.push(await openStudent(browser, ROOM, name, '&backend=cpu'));
+    const before = await room(request);
+    expect(before.members.map((m) => m.name)).toEqual(['ivy', 'jon', 'kai']);
+    expect(before.hub).toMatchObject({ name: 'teacher-hub', kind: 'hub', rank: null });
+    expect(before.chief).toBe(before.members[0]!.id);
+
+    const start = await request.post(`/api/rooms/${ROOM}/start`, { ...asTeacher, data: { model: 'mlp', maxSteps: 100_000, resumeFrom: 'none', allreduce: 'hub', wire: 'fp16' } });
+    expect(start.status()).toBe(200);
+    // The first steps run on the ring until every tab's link to the hub is agreed open.
+    await expect.poll(async () => (await room(request)).members[0]?.collective?.algorithm, { timeout: 90_000 }).toBe('hub');
+    const onHub = await hashesTogether(students);
+    expect(new Set(onHub.hashes).size, `hashes at step ${onHub.step}: ${onHub.hashes}`).toBe(1);
+    await expect.poll(() => hub.output.join('\n'), { timeout: 10_000 }).toMatch(/summing for 3 worker\(s\)/);
+
+    const teacherContext = await browser.newContext();
+    const teacher = await teacherContext.newPage();
+    await teacher.goto(`/teacher?room=${ROOM}&token=${E2E_TOKEN}`);
+    await expect(teacher.getByTestId('collective-summary')).toHaveAttribute('data-algorithm', 'hub', { timeout: 30_000 });
+    await expect(teacher.getByTestId('hub-privacy')).toContainText('sees each student');
+    await expect(teacher.getByTestId('collective-reason')).toContainText(/config/);
+    await expect(teacher.getByTestId('hub-member')).toContainText('teacher-hub');
+
+    // The hub dies without a goodbye: the class re-forms without it and trains on the ring.
+    const killedAt = Math.max(...(await Promise.all(students.map(async (s) => Number((await readStatus(s.page)).step)))));
+    hub.child.kill('SIGKILL');
+    await expect.poll(async () => (await room(request)).hub, { timeout: 30_000 }).toBeNull();
+    await expect
+      .poll(async () => {
+        const r = await room(request);
+        return r.members.every((m) => m.step > killedAt + 2) && r.members[0]!.collective?.algorithm === 'ring';
+      }, { timeout: 60_000 })
+      .toBe(true);
+    const onRing = await hashesTogether(students);
+    expect(new Set(onRing.hashes).size, `hashes at step ${onRing.step}: ${onRing.hashes}`).toBe(1);
+    expect((await room(request)).state).toBe('training');
+    await expect(teacher.getByTestId('collective-reason')).toContainText(/not open on every worker/, { timeout: 30_000 });
+
+    expect((await request.post(`/api/rooms/${ROOM}/stop`, asTeacher)).status()).toBe(200);
+    expect(students.flatMap((s) => s.errors)).toEqual([]);
+    await teacherContext.close();
+  } finally {
+    hub.child.kill('SIGKILL');
+    for (const s of students) await s.context.close();
+  }
+});
