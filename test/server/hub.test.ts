@@ -2,9 +2,14 @@
  * The hub member (kind 'hub') over real sockets: it stands apart from the ring in the
  * generation broadcast and the room API, one per room, relays signals, sends no training
  * reports, leaves without ending a run, and takes part in ring:evict's trust rule both ways.
+ * And `npm start` refusing a bad HUB value.
  */
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { mkdtempSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import type { RunningServer } from '../../signaling-server/server';
 import type { AckResult, EvictRequest, JoinAccepted, RoomStatus, TrainStart } from '../../shared/protocol';
 import { AS_TEACHER, connectClient, join, nextEvent, startTestServer, TEST_TOKEN, type TestSocket } from '../support/server';
@@ -257,4 +262,18 @@ test('a hub naming itself is refused; a hub\'s second accepted accusation in a r
   assert.ok(notice.reason === 'evicted' && notice.misbehaviour === 'accusations');
   const s = await status(room2);
   assert.deepEqual([s.state, s.hub, s.members.map((m) => m.name)], ['training', null, ['bob', 'cy']]);
+});
+
+test('npm start refuses a HUB value other than 0, 1, true or false, before it builds or listens', async () => {
+  const root = path.resolve(import.meta.dirname, '../..');
+  const result = await new Promise<{ code: number | null; stderr: string }>((resolve) => {
+    const child = execFile(
+      process.execPath,
+      ['--import', 'tsx', 'signaling-server/main.ts'],
+      { cwd: root, env: { ...process.env, PORT: '0', HTTPS_PORT: '0', DATA_DIR: mkdtempSync(path.join(os.tmpdir(), 'webring-hub-main-')), HUB: 'yes' }, timeout: 30_000 },
+      (_err, _stdout, stderr) => resolve({ code: child.exitCode, stderr }),
+    );
+  });
+  assert.equal(result.code, 2, result.stderr);
+  assert.match(result.stderr, /ERR_HUB_CONFIG: HUB must be 0, 1, true or false, got "yes"/);
 });
