@@ -196,7 +196,7 @@ export class Room {
     if (member.kind === 'hub') {
       const hub = this.members.addHub(member);
       const change = { generation: this.bumpGeneration(), trainingAborted: false };
-      this.log('hub-joined', [hub.name], 'sums the gradients when the hub collective runs');
+      this.log('hub-joined', [hub.name], '');
       return { index: hub.index, change, awaitingAdmission: false };
     }
     const waits = this.isTraining;
