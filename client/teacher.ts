@@ -15,7 +15,7 @@ import { byId, h } from './teacher/dom';
 import { renderMembers } from './teacher/members-table';
 import { renderProgress } from './teacher/progress';
 import { renderJoinCard } from './teacher/qr';
-import { renderRing } from './teacher/ring-view';
+import { renderHub, renderRing } from './teacher/ring-view';
 import { renderStepSplit } from './teacher/step-split';
 import { renderRoomLog } from './teacher/room-log';
 
@@ -227,6 +227,7 @@ function applyStatus(s: RoomStatus): void {
   renderProgress(s, history);
   renderMembers(byId('members'), byId('members-gone'), byId('members-summary'), s, Date.now() + clockOffsetMs);
   renderRing(byId('ring-view'), s);
+  renderHub(byId('hub-member'), s);
   renderStepSplit(byId('step-split'), s);
   renderRoomLog(s);
   const roomError = byId('room-error');

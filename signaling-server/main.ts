@@ -7,9 +7,12 @@
  * unset), LOG_LEVEL (info), PING_INTERVAL_MS and PING_TIMEOUT_MS (liveness), TURN_URL,
  * TURN_SECRET, TURN_TTL_S and ICE_TRANSPORT_POLICY (TURN; see signaling-server/turn.ts),
  * REDIS_URL (share rooms with other signaling nodes; see signaling-server/rooms/cluster.ts),
- * TRUST_PROXY (load balancers whose X-Forwarded-For is believed; see client-address.ts).
+ * TRUST_PROXY (load balancers whose X-Forwarded-For is believed; see client-address.ts),
+ * HUB (0/1/true/false; or the flag `--hub`: run the hub member beside the server, see
+ * hub-process.ts).
  */
 import { randomBytes } from 'node:crypto';
+import { existsSync } from 'node:fs';
 import path from 'node:path';
 import QRCode from 'qrcode';
 import { roomNameSchema } from '../shared/protocol';
@@ -21,6 +24,7 @@ import { loadTlsCredentials, TlsError, type TlsCredentials } from './edge/tls';
 import { ClusterError } from './rooms/cluster';
 import { compileTrustProxy } from './edge/client-address';
 import { describeIce, iceOptionsFromEnv, TurnConfigError, type IceOptions } from './turn';
+import { HUB_SCRIPT, HubConfigError, hubArguments, hubEnvironment, hubRequested, hubServerUrl, superviseHub, type HubProcess } from './hub-process';
 
 const DEFAULT_HTTPS_PORT = 8443;
 const DEFAULT_ROOM = 'class';
@@ -66,6 +70,15 @@ async function main(): Promise<void> {
     ice = iceOptionsFromEnv(process.env);
   } catch (err) {
     if (!(err instanceof TurnConfigError)) throw err;
+    console.error(`[webring] ${err.code}: ${err.message}`);
+    process.exit(2);
+  }
+  let hub: boolean;
+  try {
+    hub = hubRequested(process.argv.slice(2), process.env);
+    if (hub && !existsSync(path.join(PROJECT_ROOT, HUB_SCRIPT))) throw new HubConfigError(`the hub was asked for, but ${HUB_SCRIPT} is missing`);
+  } catch (err) {
+    if (!(err instanceof HubConfigError)) throw err;
     console.error(`[webring] ${err.code}: ${err.message}`);
     process.exit(2);
   }
@@ -159,13 +172,32 @@ async function main(): Promise<void> {
     describeIce(ice),
     redisUrl ? `Rooms: shared with other signaling nodes through Redis (REDIS_URL); checkpoints in DATA_DIR, which they must share` : 'Rooms: in this process (set REDIS_URL to run several signaling nodes)',
     `Data directory: ${dataDir}`,
+    hub ? `Hub: ${HUB_SCRIPT} joins room ${room}; it sums the gradients when the hub collective runs, and sees each student's gradient` : 'Hub: off (npm start -- --hub runs one on this computer)',
     '',
   ];
   console.log(lines.join('\n'));
 
+  // The hub dials the plain-http listener on this machine, which always exists beside https.
+  const hubProcess: HubProcess | null = hub
+    ? superviseHub({
+        command: process.execPath,
+        args: hubArguments(hubServerUrl(host, server.port), room),
+        env: hubEnvironment(process.env, info.code),
+        cwd: PROJECT_ROOT,
+        log,
+        output: (line, stream) => (stream === 'stdout' ? console.log(line) : console.error(line)),
+      })
+    : null;
+  process.on('exit', () => hubProcess?.killNow());
+
   const shutdown = () => {
     log.info('shutting down');
-    void server.close().then(() => process.exit(0));
+    void (async () => {
+      // The hub first, so its goodbye reaches a server that still listens.
+      await hubProcess?.stop();
+      await server.close();
+      process.exit(0);
+    })();
   };
   process.on('SIGINT', shutdown);
   process.on('SIGTERM', shutdown);

@@ -1,10 +1,11 @@
 /**
  * The ring as a picture: members in rank order clockwise from the top, the chief filled, and
  * an arrow from each rank to the next labelled with the throughput the sender measured on
- * that link during the last all-reduce (MemberInfo.linkMBps).
+ * that link during the last all-reduce (MemberInfo.linkMBps). Below it, one line on the
+ * room's hub member, when it has one.
  */
 import type { MemberInfo, RoomStatus } from '../../shared/protocol';
-import { s } from './dom';
+import { h, s } from './dom';
 import { isStraggler } from './members-table';
 
 const VIEW_W = 480;
@@ -82,4 +83,20 @@ export function renderRing(container: HTMLElement, status: RoomStatus): void {
   const chief = members[0]!;
   svg.append(s('text', { x: CX, y: CY, class: 'ring-center', 'text-anchor': 'middle', 'dominant-baseline': 'middle' }, `chief: ${short(chief.name)}`));
   container.replaceChildren(svg);
+}
+
+/** The hub member's line: who it is, whether it is connected, and what it sees. Hidden without a hub. */
+export function renderHub(el: HTMLElement, status: RoomStatus): void {
+  const hub = status.hub;
+  el.hidden = hub === null;
+  if (!hub) {
+    el.replaceChildren();
+    return;
+  }
+  el.replaceChildren(
+    'Hub: ',
+    h('strong', {}, hub.name),
+    hub.connected ? ' (connected). ' : ' (reconnecting). ',
+    'It sums the gradients when the hub collective runs, and sees each student\'s gradient.',
+  );
 }

@@ -52,3 +52,21 @@ export function linkedRanks(rank: number, n: number): number[] {
   }
   return out;
 }
+
+/** Where the room's hub member stands in a generation: outside the ring's ranks. */
+export const HUB = 'hub' as const;
+/** A ring rank, or the hub. */
+export type Position = number | typeof HUB;
+
+/**
+ * The senders of `at` in a generation of `n` ring ranks, with or without a hub member. The
+ * hub collective has every rank send to the hub and the hub send the sum back, so with a
+ * hub its senders are every rank, and every rank's senders are its ring senders
+ * (sendersOf) and the hub. Without a hub, the hub sends nothing and nobody sends to it.
+ */
+export function sendersWithHub(at: Position, n: number, hub: boolean): Set<Position> {
+  if (at === HUB) return hub ? new Set(Array.from({ length: n }, (_, r) => r)) : new Set();
+  const senders: Set<Position> = sendersOf(at, n);
+  if (hub) senders.add(HUB);
+  return senders;
+}

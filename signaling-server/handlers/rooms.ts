@@ -121,7 +121,7 @@ export function broadcastChange(ctx: ServerContext, room: Room, change: Membersh
   }
   if (change.generation) {
     const g = change.generation;
-    ctx.log.info(`room ${name}: generation ${g.generation} with ${g.members.length} member(s)`);
+    ctx.log.info(`room ${name}: generation ${g.generation} with ${g.members.length} member(s)${g.hub ? ` and hub ${g.hub.id}` : ''}`);
     ctx.io.to(channelOf(name)).emit('ring:generation', g);
   }
   if (change.trainingAborted) scheduleAutoResume(ctx, name, room.runConfig);

@@ -3,16 +3,19 @@
  * rejected. Only the two of them saw the message, so the server cannot tell which one tells
  * the truth; it checks what the topology lets it check and bounds the damage a liar can do:
  *  1. the accused must be one of the reporter's senders in the current generation
- *     (sendersOf: its left neighbour or a halving-doubling partner). Naming anyone else is
- *     refused, and the reporter's later accusations in this run are refused too: honest code
- *     never names a member that does not send to it;
+ *     (sendersWithHub: its left neighbour or a halving-doubling partner; with a hub member,
+ *     also the hub, whose own senders are every ring rank). Naming anyone else is refused,
+ *     and the reporter's later accusations in this run are refused too: honest code never
+ *     names a member that does not send to it;
  *  2. a reporter's first accepted accusation in a run evicts the accused; a second one evicts
  *     the reporter instead. A lying member thus removes at most one honest member per run,
  *     and then itself; an honest member unlucky enough to face two broken senders in one run
- *     leaves, and the second one's next receiver names it.
+ *     leaves, and the second one's next receiver names it. The same holds for the hub, as
+ *     reporter or accused: a lying hub removes at most one student per run, and a lying
+ *     student at most the hub (the ring goes on without it).
  * Whether the report is of the current run and generation is the room's check, made first.
  */
-import { sendersOf } from '../../shared/collectives/topology';
+import { sendersWithHub, type Position } from '../../shared/collectives/topology';
 
 /** The accusations of the current run, as plain data. */
 export interface AccusationRecord {
@@ -47,12 +50,13 @@ export class Accusations {
   }
 
   /**
-   * Judges an accusation by the reporter at `reporterRank` of the member at `accusedRank`
-   * (-1 when the accused is not in the ring) in a ring of `ringSize`, and records it.
+   * Judges an accusation by the reporter at `reporter` (a ring rank, or the hub) of the
+   * member at `accused` (null when it is neither in the ring nor the hub) in a generation of
+   * `ringSize` ranks, with or without a hub, and records it.
    */
-  judge(reporterId: string, reporterRank: number, accusedRank: number, ringSize: number): Verdict {
+  judge(reporterId: string, reporter: Position, accused: Position | null, ringSize: number, hub: boolean): Verdict {
     if (this.a.mutedReporters.includes(reporterId)) return 'muted';
-    if (accusedRank < 0 || !sendersOf(reporterRank, ringSize).has(accusedRank)) {
+    if (accused === null || !sendersWithHub(reporter, ringSize, hub).has(accused)) {
       this.a.mutedReporters.push(reporterId);
       return 'not-a-sender';
     }

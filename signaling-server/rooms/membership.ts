@@ -1,7 +1,8 @@
 /**
  * Who is in a room: ring members ordered by index (rank is the position, rank 0 the chief),
- * members waiting to be admitted into a running ring, the next index to hand out, and the
- * generation number that every membership change raises. Also the one disconnect mechanism:
+ * members waiting to be admitted into a running ring, the hub (at most one member of kind
+ * 'hub': outside the ring, no rank, never chief, trains nothing), the next index to hand
+ * out, and the generation number that every membership change raises. Also the one disconnect mechanism:
  * a member whose connection is gone without a goodbye (its signaling node died, or the
  * server restarted) is stamped with the time, and is overdue once the reconnect grace has
  * passed; a rejoin clears the stamp.
@@ -42,9 +43,11 @@ export interface MembershipState {
   active: Member[];
   /** Joined while training ran; admitted together into the running ring. */
   waiting: Member[];
+  /** The member of kind 'hub', which sums gradients for the hub collective; never in `active` or `waiting`. */
+  hub: Member | null;
 }
 
-const emptyMembership = (): MembershipState => ({ nextIndex: 0, generation: 0, active: [], waiting: [] });
+const emptyMembership = (): MembershipState => ({ nextIndex: 0, generation: 0, active: [], waiting: [], hub: null });
 
 const byIndex = (a: Member, b: Member) => a.index - b.index;
 
@@ -63,8 +66,9 @@ export class Membership {
     return this.s.generation;
   }
 
+  /** Everyone the room holds, the hub included (it takes a place of MAX_ROOM_MEMBERS, and keeps the room alive). */
   get size(): number {
-    return this.s.active.length + this.s.waiting.length;
+    return this.s.active.length + this.s.waiting.length + (this.s.hub ? 1 : 0);
   }
 
   /** Ring members by rank. */
@@ -80,13 +84,21 @@ export class Membership {
     return this.s.active[0];
   }
 
-  /** Every member, in the ring or waiting. */
+  get hub(): Member | null {
+    return this.s.hub;
+  }
+
+  /** Every member: in the ring, waiting, and the hub (liveness and reconnects concern it like anyone). */
   get all(): Member[] {
-    return [...this.s.active, ...this.s.waiting];
+    return [...this.s.active, ...this.s.waiting, ...(this.s.hub ? [this.s.hub] : [])];
   }
 
   find(id: string): Member | undefined {
-    return this.s.active.find((m) => m.id === id) ?? this.s.waiting.find((m) => m.id === id);
+    return this.all.find((m) => m.id === id);
+  }
+
+  isHub(id: string): boolean {
+    return this.s.hub?.id === id;
   }
 
   findInRing(id: string): Member | undefined {
@@ -104,12 +116,32 @@ export class Membership {
 
   /** Adds a member with the next index, to the ring or (while a run trains) to the waiting list. */
   add(member: NewMember, waits: boolean): Member {
+    const joined = this.admit(member);
+    (waits ? this.s.waiting : this.s.active).push(joined);
+    return joined;
+  }
+
+  /** Makes a member of kind 'hub' the room's hub, with the next index; refused while the room has one. */
+  addHub(member: NewMember): Member {
+    if (this.s.hub) throw new WebringError('ERR_HUB_TAKEN', `room ${this.room} already has a hub (${this.s.hub.name})`);
+    const joined = this.admit(member);
+    this.s.hub = joined;
+    return joined;
+  }
+
+  /** Removes the hub when it is `id`; the hub removed, or null. */
+  removeHub(id: string): Member | null {
+    const hub = this.s.hub;
+    if (hub?.id !== id) return null;
+    this.s.hub = null;
+    return hub;
+  }
+
+  private admit(member: NewMember): Member {
     if (this.size >= MAX_ROOM_MEMBERS) {
       throw new WebringError('ERR_ROOM_FULL', `room ${this.room} already has ${MAX_ROOM_MEMBERS} members`);
     }
-    const joined: Member = { ...member, index: this.s.nextIndex++, examplesPerSec: 0, step: 0, weightsHash: null, computeMs: 0, batchShare: 0, linkMBps: 0, collective: null, awaitingState: false, disconnectedAt: null };
-    (waits ? this.s.waiting : this.s.active).push(joined);
-    return joined;
+    return { ...member, index: this.s.nextIndex++, examplesPerSec: 0, step: 0, weightsHash: null, computeMs: 0, batchShare: 0, linkMBps: 0, collective: null, awaitingState: false, disconnectedAt: null };
   }
 
   /**
@@ -186,12 +218,10 @@ export class Membership {
     return new Set(this.all.flatMap((m) => (m.node === null || m.socketId === null ? [] : [m.node])));
   }
 
-  /** The member holding the token with this digest, and whether it is the current chief. */
+  /** The member holding the token with this digest (the hub included), and whether it is the current chief. */
   memberByTokenHash(tokenHash: string): { id: string; chief: boolean } | null {
-    const at = this.s.active.findIndex((m) => m.tokenHash === tokenHash);
-    if (at >= 0) return { id: this.s.active[at]!.id, chief: at === 0 };
-    const waiting = this.s.waiting.find((m) => m.tokenHash === tokenHash);
-    return waiting ? { id: waiting.id, chief: false } : null;
+    const m = this.all.find((x) => x.tokenHash === tokenHash);
+    return m ? { id: m.id, chief: m === this.chief } : null;
   }
 
   /** A run starts: every ring member is at its first step, with the resumed weights. */
@@ -222,7 +252,7 @@ export class Membership {
     return ids;
   }
 
-  /** A member as the API and the generation broadcast show it; `rank` null while waiting. */
+  /** A member as the API and the generation broadcast show it; `rank` null while waiting, and for the hub. */
   info(m: Member, rank: number | null): MemberInfo {
     return {
       id: m.id,

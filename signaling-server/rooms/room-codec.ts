@@ -2,7 +2,9 @@
  * A room written down, and read back. One record (RoomRecord) is what Redis keeps for every
  * signaling node to rebuild the room from; room.json on a single server keeps a projection
  * of it (RoomFile): what must outlive a restart, without connections or per-step telemetry.
- * Both formats are read by servers already deployed, so their field names stay as they are.
+ * Both formats are read by servers already deployed, so their field names stay as they are;
+ * `hub` came later, so a record or file without it reads as a room without a hub, and
+ * room.json names it only while the room has one (a server from before reads the rest).
  * Decoding builds the Room through its constructor from the parts' plain state.
  */
 import type { MetricPoint, RoomEvent } from '../../shared/protocol';
@@ -22,6 +24,8 @@ export interface RoomRecord extends RunRecord {
   generation: number;
   active: Member[];
   waiting: Member[];
+  /** The hub member; absent in records written before the hub existed. */
+  hub?: Member | null;
   events: RoomEvent[];
   accusations: Record<string, number>;
   mutedReporters: string[];
@@ -43,6 +47,8 @@ export interface RoomFile {
   epoch: number;
   active: FileMember[];
   waiting: FileMember[];
+  /** The hub member, only while the room has one. */
+  hub?: FileMember;
 }
 
 /** The room as its record; shares the room's objects (clone it before changing either). */
@@ -53,13 +59,13 @@ export function encodeRoom(room: Room): RoomRecord {
 
 /** The room a record describes, with `history` as its loss points; takes ownership of both. */
 export function decodeRoom(record: RoomRecord, clock: Clock, history: MetricPoint[] = []): Room {
-  const { name, nextIndex, generation, active, waiting, events, accusations, mutedReporters } = record;
+  const { name, nextIndex, generation, active, waiting, hub = null, events, accusations, mutedReporters } = record;
   const { state, config, run, step, epoch, loss, trainAccuracy, accuracy, evaluations, lastError, reportedTotalSteps, dropped, consistency } = record;
   return new Room(
     name,
     clock,
     {
-      membership: { nextIndex, generation, active, waiting },
+      membership: { nextIndex, generation, active, waiting, hub },
       run: { state, config, run, step, epoch, loss, trainAccuracy, accuracy, evaluations, lastError, reportedTotalSteps, dropped, consistency },
       accusations: { accusations, mutedReporters },
       events,
@@ -72,7 +78,9 @@ export function decodeRoom(record: RoomRecord, clock: Clock, history: MetricPoin
 export function toRoomFile(record: RoomRecord): RoomFile {
   const strip = ({ socketId: _s, node: _n, computeMs: _c, batchShare: _b, linkMBps: _l, collective: _k, awaitingState: _a, disconnectedAt: _d, ...m }: Member): FileMember => m;
   const { name, nextIndex, generation, run, state, config, step, epoch } = record;
-  return { format: 1, name, nextIndex, generation, run, state, config, step, epoch, active: record.active.map(strip), waiting: record.waiting.map(strip) };
+  const file: RoomFile = { format: 1, name, nextIndex, generation, run, state, config, step, epoch, active: record.active.map(strip), waiting: record.waiting.map(strip) };
+  if (record.hub) file.hub = strip(record.hub);
+  return file;
 }
 
 /**
@@ -91,6 +99,7 @@ export function fromRoomFile(file: RoomFile, now: number): RoomRecord {
     generation,
     active: file.active.map(revive),
     waiting: file.waiting.map(revive),
+    hub: file.hub ? revive(file.hub) : null,
     events: [],
     run,
     state,

@@ -40,6 +40,8 @@ const persistedRoomSchema = z.strictObject({
   epoch: z.number().int().min(0),
   active: z.array(memberSchema).max(64),
   waiting: z.array(memberSchema).max(64),
+  /** Absent in files from before the hub, and while the room has none. */
+  hub: memberSchema.extend({ kind: z.literal('hub') }).optional(),
 });
 
 export class RoomPersistence {

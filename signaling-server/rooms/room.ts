@@ -22,6 +22,7 @@ import {
   type EvictRequest,
   type FinishReport,
   type Generation,
+  type MemberInfo,
   type MetricPoint,
   type ProgressReport,
   type RoomEvent,
@@ -33,6 +34,7 @@ import {
   type ResumePoint,
 } from '../../shared/protocol';
 import type { Clock } from '../../shared/util/clock';
+import { HUB, type Position } from '../../shared/collectives/topology';
 import { Membership, type Member, type MembershipState, type NewMember } from './membership';
 import { RunState, type RunRecord } from './run-state';
 import { Accusations, type AccusationRecord } from './accusations';
@@ -55,7 +57,7 @@ export interface RoomParts {
 export interface MembershipChange {
   /** The new generation to broadcast, when membership changed. */
   generation: Generation | null;
-  /** Set when a running training can no longer continue (every ring member left). */
+  /** Set when a running training can no longer continue (every ring member left; never for the hub). */
   trainingAborted: boolean;
 }
 
@@ -121,6 +123,11 @@ export class Room {
     return this.size === 0;
   }
 
+  /** Someone could train: the ring has a member (a hub alone trains nothing). */
+  get hasWorkers(): boolean {
+    return this.members.ring.length > 0;
+  }
+
   get currentGeneration(): number {
     return this.members.generation;
   }
@@ -181,9 +188,17 @@ export class Room {
 
   /**
    * Adds a member. While a run trains, it waits to be admitted (admitWaiting) together with
-   * everyone else who arrives meanwhile; otherwise it is in the ring at once.
+   * everyone else who arrives meanwhile; otherwise it is in the ring at once. A member of
+   * kind 'hub' becomes the room's hub (ERR_HUB_TAKEN when it has one), in any state: a new
+   * generation with the same ring, whose members add their links to the hub.
    */
   join(member: NewMember): { index: number; change: MembershipChange; awaitingAdmission: boolean } {
+    if (member.kind === 'hub') {
+      const hub = this.members.addHub(member);
+      const change = { generation: this.bumpGeneration(), trainingAborted: false };
+      this.log('hub-joined', [hub.name], '');
+      return { index: hub.index, change, awaitingAdmission: false };
+    }
     const waits = this.isTraining;
     const joined = this.members.add(member, waits);
     if (waits) return { index: joined.index, change: NO_CHANGE, awaitingAdmission: true };
@@ -209,9 +224,11 @@ export class Room {
 
   /**
    * A member is gone. During a run the survivors re-form at once and go on from the new
-   * chief's state; only when nobody is left does the run end.
+   * chief's state; only when nobody is left does the run end. The hub leaving never ends a
+   * run: the ring goes on with the other algorithms, in a new generation without the hub.
    */
   leave(id: string): MembershipChange {
+    if (this.members.isHub(id)) return this.removeHub(id, '');
     if (this.members.removeWaiting(id)) return NO_CHANGE;
     const gone = this.members.removeFromRing(id);
     if (!gone) return NO_CHANGE;
@@ -253,10 +270,9 @@ export class Room {
    * like stragglers.
    */
   evict(reporterId: string, request: EvictRequest): Eviction {
-    const reporter = this.requireMemberOfRun(reporterId, request.run);
+    const reporter = this.requireMemberOfRun(reporterId, request.run, { hub: true });
     this.requireCurrentGeneration('eviction', request.generation);
-    const ring = this.members.ring;
-    const verdict = this.accusations.judge(reporterId, this.members.rankOf(reporterId), this.members.rankOf(request.member), ring.length);
+    const verdict = this.accusations.judge(reporterId, this.positionOf(reporterId)!, this.positionOf(request.member), this.members.ring.length, this.members.hub !== null);
     if (verdict === 'muted') {
       throw new WebringError('ERR_BAD_ACCUSATION', `${reporter.name} named a member that does not send to it earlier in this run; its accusations are refused`);
     }
@@ -264,14 +280,13 @@ export class Room {
       const refused = new WebringError('ERR_BAD_ACCUSATION', `member ${request.member} does not send ring data to ${reporter.name} in generation ${this.currentGeneration}`);
       return { change: NO_CHANGE, evicted: [], refused };
     }
-    const accused = this.members.findInRing(request.member)!;
+    const accused = this.members.find(request.member)!;
     const second = verdict === 'evict-reporter';
     const gone = second ? reporter : accused;
     const misbehaviour = second ? 'accusations' : request.reason;
     const detail = second
       ? `its second accusation in this run (of ${accused.name}: ${request.reason}); the server cannot tell which of the two lies`
       : `${accused.name} sent ${request.reason} ring data to ${reporter.name} at step ${request.step}`;
-    this.members.removeFromRing(gone.id);
     this.runState.recordDropped({
       id: gone.id,
       name: gone.name,
@@ -285,15 +300,36 @@ export class Room {
       detail,
       at: this.clock.now(),
     });
-    this.log('evicted', [gone.name], detail);
+    let change: MembershipChange;
+    if (this.members.isHub(gone.id)) {
+      change = this.removeHub(gone.id, `evicted: ${detail}`);
+    } else {
+      this.members.removeFromRing(gone.id);
+      this.log('evicted', [gone.name], detail);
+      change = this.afterRemoval();
+    }
     const notice: Extract<MemberDropped, { reason: 'evicted' }> = { reason: 'evicted', step: request.step, misbehaviour, detail };
-    return { change: this.afterRemoval(), evicted: [{ id: gone.id, socketId: gone.socketId, notice }], refused: null };
+    return { change, evicted: [{ id: gone.id, socketId: gone.socketId, notice }], refused: null };
+  }
+
+  /** A ring member's rank, HUB for the hub, or null for anyone else. */
+  private positionOf(id: string): Position | null {
+    if (this.members.isHub(id)) return HUB;
+    const rank = this.members.rankOf(id);
+    return rank >= 0 ? rank : null;
+  }
+
+  /** The hub is gone (it left, did not come back, or was evicted): a new generation without it; a run goes on. */
+  private removeHub(id: string, detail: string): MembershipChange {
+    const hub = this.members.removeHub(id)!;
+    this.log('hub-left', [hub.name], detail);
+    return { generation: this.bumpGeneration(), trainingAborted: false };
   }
 
   /** A member's link broke while everyone is still here: the same members, a fresh generation. */
   reform(memberId: string, generation: number, reason: string): MembershipChange {
     const m = this.members.findInRing(memberId);
-    if (!m) throw new WebringError('ERR_NOT_IN_ROOM', 'only ring members ask for a re-form');
+    if (!m) throw new WebringError('ERR_NOT_IN_ROOM', `${this.members.isHub(memberId) ? 'the hub is no ring member; ' : ''}only ring members ask for a re-form`);
     // Every member of a broken ring may ask; the first request for a generation is enough.
     if (generation !== this.currentGeneration) return NO_CHANGE;
     const change = { generation: this.bumpGeneration(), trainingAborted: false };
@@ -379,7 +415,7 @@ export class Room {
   }
 
   snapshot(): Generation {
-    return { room: this.name, generation: this.currentGeneration, members: this.members.ring.map((m, rank) => this.members.info(m, rank)) };
+    return { room: this.name, generation: this.currentGeneration, members: this.members.ring.map((m, rank) => this.members.info(m, rank)), hub: this.hubInfo() };
   }
 
   status(): RoomStatus {
@@ -394,7 +430,7 @@ export class Room {
       epoch: run.epoch,
       chief: ring[0]?.id ?? null,
       members: ring.map((m, rank) => this.members.info(m, rank)),
-      hub: null,
+      hub: this.hubInfo(),
       waiting: this.members.waiting.map((m) => this.members.info(m, null)),
       config: run.config,
       totalSteps: this.runState.totalSteps(ring.length),
@@ -410,13 +446,25 @@ export class Room {
     return this.runState.metrics();
   }
 
+  private hubInfo(): MemberInfo | null {
+    const hub = this.members.hub;
+    return hub ? this.members.info(hub, null) : null;
+  }
+
   /**
    * The reporting member, when the report belongs to the running run or to the run that just
    * ended (replicas send their last reports a moment after the first one finished the run).
+   * Ring members only, but the hub where `hub` allows it (an accusation): it trains nothing,
+   * so its reports of progress, evaluations, drops or the end are refused like a waiting
+   * member's, with ERR_NOT_IN_ROOM, and change nothing.
    */
-  private requireMemberOfRun(memberId: string, run: number): Member {
-    const m = this.members.findInRing(memberId);
-    if (!m) throw new WebringError('ERR_NOT_IN_ROOM', 'only ring members report training progress');
+  private requireMemberOfRun(memberId: string, run: number, allow: { hub: boolean } = { hub: false }): Member {
+    const hub = allow.hub && this.members.isHub(memberId) ? this.members.hub : null;
+    const m = hub ?? this.members.findInRing(memberId);
+    if (!m) {
+      const why = this.members.isHub(memberId) ? 'the hub trains nothing; ' : '';
+      throw new WebringError('ERR_NOT_IN_ROOM', `${why}only ring members report training progress`);
+    }
     if (run !== this.runState.run) throw new WebringError('ERR_STALE_RUN', `report for run ${run}; the room's run is ${this.runState.run}`);
     return m;
   }

@@ -87,7 +87,7 @@ export function scheduleAutoResume(ctx: ServerContext, name: string, config: Sta
   ctx.timers.after(AUTO_RESUME_DELAY_MS, () => {
     void (async () => {
       const room = await ctx.rooms.read(name);
-      if (!room || room.isTraining || room.isEmpty || !(await ctx.checkpoints.resolve(name, LATEST_CHECKPOINT))) return;
+      if (!room || room.isTraining || !room.hasWorkers || !(await ctx.checkpoints.resolve(name, LATEST_CHECKPOINT))) return;
       await startRun(ctx, name, { ...config, resumeFrom: LATEST_CHECKPOINT });
     })().catch((err: unknown) => ctx.log.warn(`room ${name}: automatic resume failed: ${(err as Error).message}`));
   });

@@ -1,16 +1,20 @@
 /**
  * The pieces around the Room: the store decorator that writes room.json on every change that
- * matters (and not on every progress report), and the server's timers on a manual clock.
+ * matters (and not on every progress report), room.json itself on disk (with and without a
+ * hub), and the server's timers on a manual clock.
  */
 import { test } from 'node:test';
+import { mkdtempSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import assert from 'node:assert/strict';
 import { ManualClock } from '../../shared/util/clock';
 import { DEFAULT_START_CONFIG, type ProgressReport } from '../../shared/protocol';
 import { MemoryRoomStore } from '../../signaling-server/rooms/room-store';
 import { PersistingRoomStore } from '../../signaling-server/rooms/persisting-room-store';
 import { encodeRoom, toRoomFile, type RoomFile } from '../../signaling-server/rooms/room-codec';
-import type { RoomPersistence } from '../../signaling-server/rooms/room-persistence';
-import type { NewMember } from '../../signaling-server/rooms/room';
+import { RoomPersistence } from '../../signaling-server/rooms/room-persistence';
+import { Room, type NewMember } from '../../signaling-server/rooms/room';
 import { Timers } from '../../signaling-server/rooms/timers';
 
 /** Records what would be written instead of writing it. */
@@ -73,4 +77,30 @@ test('the server\'s timers: one admission per key, and close clears what is pend
   clock.advance(1_000);
   assert.deepEqual(fired, ['resume', 'admit']);
   assert.equal(clock.pending, 0);
+});
+
+test('room.json on disk: a room with its hub is written and read back with it; a file from before the hub reads without one; a hub of another kind is refused', async () => {
+  const dataDir = mkdtempSync(path.join(os.tmpdir(), 'webring-hub-'));
+  const warnings: string[] = [];
+  const clock = new ManualClock();
+  const persistence = new RoomPersistence(dataDir, { info: () => {}, warn: (m) => warnings.push(m), error: (m) => warnings.push(m) }, clock);
+  const room = new Room('withhub', clock);
+  room.join(member('aaaaaaaa'));
+  room.join({ ...member('dddddddd'), name: 'hub', kind: 'hub' });
+  await persistence.save(persistence.fileOf(room));
+  const old = new Room('oldfile', clock);
+  old.join(member('bbbbbbbb'));
+  const oldFile = persistence.fileOf(old);
+  assert.ok(!('hub' in oldFile));
+  await persistence.save(oldFile);
+  const bad = new Room('badhub', clock);
+  bad.join({ ...member('cccccccc'), kind: 'hub' });
+  await persistence.save({ ...persistence.fileOf(bad), hub: { ...persistence.fileOf(bad).hub!, kind: 'node' } });
+
+  const loaded = new Map((await persistence.loadAll()).map((r) => [r.name, r.status()]));
+  assert.deepEqual([loaded.get('withhub')?.hub?.id, loaded.get('withhub')?.hub?.kind, loaded.get('withhub')?.hub?.connected], ['dddddddd', 'hub', false]);
+  assert.deepEqual(loaded.get('withhub')?.members.map((m) => m.id), ['aaaaaaaa']);
+  assert.equal(loaded.get('oldfile')?.hub, null);
+  assert.equal(loaded.has('badhub'), false);
+  assert.equal(warnings.length, 1, warnings.join('\n'));
 });
