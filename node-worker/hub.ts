@@ -69,11 +69,15 @@ async function main(): Promise<void> {
     onIceConfig: (raw) => ice.update(raw),
     log,
   });
-  for (const signal of ['SIGINT', 'SIGTERM'] as const) {
-    process.on(signal, () => {
-      hub.leave();
-      setTimeout(() => process.exit(0), 200).unref();
-    });
+  const goodbye = () => {
+    hub.leave();
+    setTimeout(() => process.exit(0), 200).unref();
+  };
+  for (const signal of ['SIGINT', 'SIGTERM'] as const) process.on(signal, goodbye);
+  if (process.env.WEBRING_HUB_EXIT_WITH_STDIN === '1') {
+    // Started by the server (signaling-server/hub-process.ts): its pipe closes when the server dies, even by kill -9.
+    process.stdin.on('end', goodbye);
+    process.stdin.resume();
   }
   const joined = await hub.join(args.room, args.name, args.code);
   log(`joined ${args.room} as its hub ${args.name} (index ${joined.index})`);

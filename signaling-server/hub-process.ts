@@ -71,7 +71,8 @@ export function hubArguments(url: string, room: string, name = 'hub'): string[] 
 
 /** The server's environment for the hub: the join code added, the server's own secrets removed. */
 export function hubEnvironment(env: NodeJS.ProcessEnv, joinCode: string): NodeJS.ProcessEnv {
-  const out: NodeJS.ProcessEnv = { ...env, JOIN_CODE: joinCode };
+  // WEBRING_HUB_EXIT_WITH_STDIN: the hub leaves when the pipe from this server closes, even after a kill -9 of the server.
+  const out: NodeJS.ProcessEnv = { ...env, JOIN_CODE: joinCode, WEBRING_HUB_EXIT_WITH_STDIN: '1' };
   for (const name of SERVER_SECRETS) delete out[name];
   return out;
 }

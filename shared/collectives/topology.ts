@@ -24,20 +24,16 @@ export const leftOf = (rank: number, n: number): number => mod(rank - 1, n);
 export const rightOf = (rank: number, n: number): number => mod(rank + 1, n);
 
 /**
- * The ranks that send collective data to `rank`: its left neighbour and its
- * halving-doubling partners, and HUB_RANK when the generation has a hub. Empty in a ring
- * of one. The hub's own senders are every rank (hubSendersOf).
+ * The ranks that send collective data to `rank` in a generation of `n` ring ranks: its left
+ * neighbour and its halving-doubling partners (none in a ring of one), and HUB_RANK when
+ * the generation has a hub. The hub's own senders (`rank` HUB_RANK) are every rank, and
+ * without a hub nobody sends to it.
  */
 export function sendersOf(rank: number, n: number, hasHub = false): Set<number> {
-  if (n < 2) return new Set();
-  const senders = new Set([leftOf(rank, n), ...halvingDoublingPartners(rank, n)]);
+  if (rank === HUB_RANK) return hasHub ? new Set(Array.from({ length: n }, (_, r) => r)) : new Set();
+  const senders = n < 2 ? new Set<number>() : new Set([leftOf(rank, n), ...halvingDoublingPartners(rank, n)]);
   if (hasHub) senders.add(HUB_RANK);
   return senders;
-}
-
-/** The ranks that send to the hub: all of them. */
-export function hubSendersOf(n: number): Set<number> {
-  return new Set(Array.from({ length: n }, (_, r) => r));
 }
 
 /**
@@ -51,22 +47,4 @@ export function linkedRanks(rank: number, n: number): number[] {
     if (r !== rank && !out.includes(r)) out.push(r);
   }
   return out;
-}
-
-/** Where the room's hub member stands in a generation: outside the ring's ranks. */
-export const HUB = 'hub' as const;
-/** A ring rank, or the hub. */
-export type Position = number | typeof HUB;
-
-/**
- * The senders of `at` in a generation of `n` ring ranks, with or without a hub member. The
- * hub collective has every rank send to the hub and the hub send the sum back, so with a
- * hub its senders are every rank, and every rank's senders are its ring senders
- * (sendersOf) and the hub. Without a hub, the hub sends nothing and nobody sends to it.
- */
-export function sendersWithHub(at: Position, n: number, hub: boolean): Set<Position> {
-  if (at === HUB) return hub ? new Set(Array.from({ length: n }, (_, r) => r)) : new Set();
-  const senders: Set<Position> = sendersOf(at, n);
-  if (hub) senders.add(HUB);
-  return senders;
 }

@@ -3,7 +3,7 @@
  * rejected. Only the two of them saw the message, so the server cannot tell which one tells
  * the truth; it checks what the topology lets it check and bounds the damage a liar can do:
  *  1. the accused must be one of the reporter's senders in the current generation
- *     (sendersWithHub: its left neighbour or a halving-doubling partner; with a hub member,
+ *     (sendersOf: its left neighbour or a halving-doubling partner; with a hub member,
  *     also the hub, whose own senders are every ring rank). Naming anyone else is refused,
  *     and the reporter's later accusations in this run are refused too: honest code never
  *     names a member that does not send to it;
@@ -15,7 +15,7 @@
  *     student at most the hub (the ring goes on without it).
  * Whether the report is of the current run and generation is the room's check, made first.
  */
-import { sendersWithHub, type Position } from '../../shared/collectives/topology';
+import { sendersOf } from '../../shared/collectives/topology';
 
 /** The accusations of the current run, as plain data. */
 export interface AccusationRecord {
@@ -54,9 +54,9 @@ export class Accusations {
    * member at `accused` (null when it is neither in the ring nor the hub) in a generation of
    * `ringSize` ranks, with or without a hub, and records it.
    */
-  judge(reporterId: string, reporter: Position, accused: Position | null, ringSize: number, hub: boolean): Verdict {
+  judge(reporterId: string, reporter: number, accused: number | null, ringSize: number, hub: boolean): Verdict {
     if (this.a.mutedReporters.includes(reporterId)) return 'muted';
-    if (accused === null || !sendersWithHub(reporter, ringSize, hub).has(accused)) {
+    if (accused === null || !sendersOf(reporter, ringSize, hub).has(accused)) {
       this.a.mutedReporters.push(reporterId);
       return 'not-a-sender';
     }

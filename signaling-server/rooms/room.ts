@@ -34,7 +34,7 @@ import {
   type ResumePoint,
 } from '../../shared/protocol';
 import type { Clock } from '../../shared/util/clock';
-import { HUB, type Position } from '../../shared/collectives/topology';
+import { HUB_RANK } from '../../shared/collectives/topology';
 import { Membership, type Member, type MembershipState, type NewMember } from './membership';
 import { RunState, type RunRecord } from './run-state';
 import { Accusations, type AccusationRecord } from './accusations';
@@ -312,9 +312,9 @@ export class Room {
     return { change, evicted: [{ id: gone.id, socketId: gone.socketId, notice }], refused: null };
   }
 
-  /** A ring member's rank, HUB for the hub, or null for anyone else. */
-  private positionOf(id: string): Position | null {
-    if (this.members.isHub(id)) return HUB;
+  /** A ring member's rank, HUB_RANK for the hub, or null for anyone else. */
+  private positionOf(id: string): number | null {
+    if (this.members.isHub(id)) return HUB_RANK;
     const rank = this.members.rankOf(id);
     return rank >= 0 ? rank : null;
   }

@@ -39,7 +39,7 @@ test('the hub dials the plain-http listener on this machine, with the join code 
   const args = hubArguments('http://127.0.0.1:8080', 'class');
   assert.deepEqual(args, ['--import', 'tsx', 'node-worker/hub.ts', '--url', 'http://127.0.0.1:8080', '--room', 'class', '--name', 'hub']);
   const env = hubEnvironment({ PATH: '/bin', JOIN_SECRET: 's', TEACHER_TOKEN: 't', TURN_SECRET: 'u' }, 'K7M-Q2P');
-  assert.deepEqual(env, { PATH: '/bin', JOIN_CODE: 'K7M-Q2P' });
+  assert.deepEqual(env, { PATH: '/bin', JOIN_CODE: 'K7M-Q2P', WEBRING_HUB_EXIT_WITH_STDIN: '1' });
   assert.ok(!args.includes('K7M-Q2P'));
 });
 
