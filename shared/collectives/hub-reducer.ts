@@ -111,7 +111,8 @@ export class HubReducer {
   private aborted: WebringError | null = null;
 
   constructor(options: HubReducerOptions) {
-    if (!Number.isInteger(options.worldSize) || options.worldSize < 1) throw new WebringError('ERR_BAD_REQUEST', `worldSize must be a positive integer, got ${options.worldSize}`);
+    // A room whose students have all left still has its hub: a generation of no ranks sums nothing.
+    if (!Number.isInteger(options.worldSize) || options.worldSize < 0) throw new WebringError('ERR_BAD_REQUEST', `worldSize must be an integer ≥ 0, got ${options.worldSize}`);
     this.generation = options.generation;
     this.worldSize = options.worldSize;
     this.link = options.link;

@@ -40,7 +40,15 @@ export class HubMember {
     this.log = options.log;
     this.session = new SignalingSession(options.socket, clock, options.onIceConfig);
     const { socket } = options;
-    socket.on('ring:generation', (g) => this.apply(g));
+    socket.on('ring:generation', (g) => {
+      try {
+        this.apply(g);
+      } catch (err) {
+        // A generation this hub cannot apply leaves it out of that ring; the class goes on without it.
+        const e = toWebringError(err);
+        this.log(`generation ${g.generation} not applied: ${e.code} ${e.message}`);
+      }
+    });
     socket.on('signal:relay', ({ from, linkId, data }) => this.network?.handleSignal(from, linkId, data));
     socket.on('member:dropped', (d) => this.log(`dropped from the room (${d.reason}): ${'detail' in d ? d.detail : ''}`));
     socket.on('disconnect', (reason) => this.log(`signaling connection lost (${reason})`));
