@@ -175,6 +175,10 @@ export function topologyCommands(n: number): Command[] {
       ipIn(e.ns, 'link', 'set', 'lo', 'up'),
       ipIn(e.ns, 'addr', 'add', `${e.address}/${SUBNET_PREFIX_LEN}`, 'dev', e.innerLink),
       ipIn(e.ns, 'link', 'set', e.innerLink, 'up'),
+      // Chromium gathers no ICE host candidates in a namespace without a default route (it
+      // asks the kernel which local address a route to the internet would use). An on-link
+      // default onto the bridge answers that; the bridge has no way out, so nothing leaves.
+      ipIn(e.ns, 'route', 'add', 'default', 'dev', e.innerLink),
     );
   }
   // The harness calls the server's HTTP API over its own veth, so the control traffic never
