@@ -2,6 +2,7 @@
  * The classroom lab's network models as commands (lab/network-models.ts): what each model
  * shapes and where, before any of it runs as root. The lab test (test/lab/) measures them.
  */
+import { readFileSync } from 'node:fs';
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import {
@@ -139,4 +140,11 @@ test('CPU caps: quota per period, and caps that add up to more than the machine 
   assert.equal(quotaUsFor(0.2), 20_000);
   assert.ok(Math.abs(checkCpuBudget(['laptop', 'chromebook', { cores: 0.4 }], 2) - 0.7) < 1e-9);
   assert.throws(() => checkCpuBudget([{ cores: 1 }, { cores: 1.5 }], 2), (e: unknown) => e instanceof LabError && e.code === 'ERR_LAB_CPU_OVERCOMMIT');
+});
+
+test('docs/lab.md shows exactly the commands the models emit (lab/print-commands.ts)', () => {
+  const page = readFileSync(new URL('../../docs/lab.md', import.meta.url), 'utf8');
+  for (const cmds of [topologyCommands(2), ...[wifi(), wiredLab(), internet()].map((m) => shapingCommands(m, 2, false))]) {
+    for (const c of cmds) assert.ok(page.includes(`\n${line(c)}\n`), `docs/lab.md lacks: ${line(c)}`);
+  }
 });
