@@ -13,8 +13,13 @@ const FLOW_TOOL = path.join(path.dirname(fileURLToPath(import.meta.url)), 'flow-
 const FIRST_FLOW_PORT = 5201;
 /** tsx starting several processes at once on two cores takes seconds. */
 const FLOW_START_TIMEOUT_MS = 20_000;
-/** From "go" to the start of the window: the go line reaching every process, slow start, and the tbf bucket's initial burst, which is not the rate. */
-const WARMUP_MS = 400;
+/**
+ * From "go" to the start of the window: the go line reaching every process, the tbf
+ * bucket's initial burst (not the rate), and slow start, which on a 5 Mbit/s link with a
+ * 200 ms queue overshoots into a burst of losses that can take a second to recover (with
+ * 400 ms here, one of four simultaneous uploads now and then counted 3.3 of 4.8 Mbit/s).
+ */
+const WARMUP_MS = 1_000;
 /** Senders go on a little past the window, so its last moment is still a full link. */
 const SEND_PAST_WINDOW_MS = 150;
 const RESULT_TIMEOUT_MS = 5_000;
