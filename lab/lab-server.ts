@@ -1,0 +1,100 @@
+/**
+ * The real signaling server and real Node workers inside a lab: the server in its
+ * namespace (reached by the workers over the shaped network, by the harness over the
+ * control path), each worker in its own namespace under a CPU cap.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { joinCodeFor } from '../signaling-server/edge/join-codes';
+import type { RoomStatus } from '../shared/protocol';
+import { LabError } from './lab-error';
+import type { Lab } from './netlab';
+import type { CpuCapSpec } from './cpu-caps';
+import type { LabProcess } from './spawn';
+
+const PROJECT_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+/** The server has its namespace to itself, so the usual port is free there. */
+export const LAB_SERVER_PORT = 8080;
+/** Building the client once (vite, about 6 s here) and packing MNIST come before the ready line. */
+const SERVER_START_TIMEOUT_MS = 120_000;
+const POLL_INTERVAL_MS = 250;
+
+export interface LabServer {
+  proc: LabProcess;
+  room: string;
+  teacherToken: string;
+  joinCode: string;
+  /** As the workers reach it (shaped). */
+  url: string;
+  /** As the harness reaches it (the unshaped control path). */
+  controlUrl: string;
+  /** Reads the room over the control path, as the teacher. */
+  roomStatus(): Promise<RoomStatus>;
+  /** POST /api/rooms/<room>/start with `config`; throws ERR_LAB_PROCESS unless 200. */
+  start(config: Record<string, unknown>): Promise<void>;
+  stop(): Promise<void>;
+}
+
+/**
+ * Starts `node signaling-server/main.ts` in the server namespace on all its interfaces
+ * (HOST unset: the default), with a fresh data directory, and waits until it is ready.
+ */
+export async function startLabServer(lab: Lab, room: string, options: { env?: NodeJS.ProcessEnv } = {}): Promise<LabServer> {
+  const teacherToken = 'lab-teacher-token';
+  const joinSecret = 'lab-join-secret-0123456789';
+  const dataDir = mkdtempSync(path.join(os.tmpdir(), 'webring-lab-data-'));
+  const proc = lab.spawnInServer(process.execPath, ['--import', 'tsx', 'signaling-server/main.ts'], {
+    label: 'signaling server',
+    cwd: PROJECT_ROOT,
+    env: { PORT: String(LAB_SERVER_PORT), HTTPS_PORT: '0', ROOM: room, TEACHER_TOKEN: teacherToken, JOIN_SECRET: joinSecret, DATA_DIR: dataDir, LOG_LEVEL: 'warn', ...options.env },
+  });
+  await proc.waitForLine(/webring classroom server is running/, SERVER_START_TIMEOUT_MS);
+  const controlUrl = lab.controlUrl(LAB_SERVER_PORT);
+  const auth = { authorization: `Bearer ${teacherToken}` };
+  return {
+    proc,
+    room,
+    teacherToken,
+    joinCode: joinCodeFor(Buffer.from(joinSecret), room),
+    url: lab.serverUrl(LAB_SERVER_PORT),
+    controlUrl,
+    async roomStatus() {
+      const res = await fetch(`${controlUrl}/api/rooms/${room}`, { headers: auth });
+      if (!res.ok) throw new LabError('ERR_LAB_PROCESS', `GET /api/rooms/${room}: HTTP ${res.status}`);
+      return (await res.json()) as RoomStatus;
+    },
+    async start(config) {
+      const res = await fetch(`${controlUrl}/api/rooms/${room}/start`, { method: 'POST', headers: { ...auth, 'content-type': 'application/json' }, body: JSON.stringify(config) });
+      if (res.status !== 200) throw new LabError('ERR_LAB_PROCESS', `POST /api/rooms/${room}/start: HTTP ${res.status} ${await res.text()}`);
+    },
+    async stop() {
+      await proc.kill();
+      rmSync(dataDir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** Starts `node node-worker/main.ts` in worker `i`'s namespace, capped at `cpu`, joining `server`'s room. */
+export function startLabWorker(lab: Lab, i: number, server: LabServer, cpu: CpuCapSpec, name = `lab-w${i}`): LabProcess {
+  return lab.spawnInWorker(i, process.execPath, ['--import', 'tsx', 'node-worker/main.ts', '--url', server.url, '--room', server.room, '--name', name, '--backend', 'cpu'], {
+    label: 'node worker',
+    cwd: PROJECT_ROOT,
+    cpuCap: lab.cpuCap(`w${i}`, cpu),
+    // The join code through the environment keeps it out of the process list.
+    env: { JOIN_CODE: server.joinCode },
+  });
+}
+
+/** Polls `server`'s room over the control path until `done` says so; throws ERR_LAB_PROCESS after `timeoutMs`. */
+export async function waitForRoom(server: LabServer, done: (room: RoomStatus) => boolean, what: string, timeoutMs: number): Promise<RoomStatus> {
+  const deadline = Date.now() + timeoutMs;
+  let last: RoomStatus | null = null;
+  while (Date.now() < deadline) {
+    last = await server.roomStatus();
+    if (done(last)) return last;
+    await new Promise((r) => setTimeout(r, POLL_INTERVAL_MS));
+  }
+  throw new LabError('ERR_LAB_PROCESS', `${what}: not within ${timeoutMs} ms; the room last said ${JSON.stringify({ state: last?.state, members: last?.members.map((m) => ({ name: m.name, step: m.step, hash: m.weightsHash })), lastError: last?.lastError })}`);
+}
