@@ -122,9 +122,9 @@ export class BenchPeer {
   }
 
   /** Each algorithm's α and β, probed at `bytes` as the trainer probes at its gradient size (the hub's where the room has one). */
-  async measure(bytes: number): Promise<LinkModels> {
+  async measure(bytes: number, wire: WireFormat = 'fp32'): Promise<LinkModels> {
     await this.barrier();
-    return measureLinkModels(this.network!.collective!, this.step++, createProbeBuffers(bytes / 4), { mesh: true, hub: this.network!.hubReady });
+    return measureLinkModels(this.network!.collective!, this.step++, createProbeBuffers(bytes / 4), { mesh: true, hub: this.network!.hubReady }, wire);
   }
 
   /** Sends `bytes` to the right neighbour in 64 KiB messages with the ring's backpressure; returns the start time. */

@@ -42,6 +42,13 @@ const DIAL_REQUEST = 'dial-request';
 const NO_LINK = 'none';
 /** How long a connection we are dialling may stay unanswered after the peer asked for one. */
 export const DIAL_REQUEST_GRACE_MS = 5_000;
+/**
+ * While a sender waits for a full link to drain, the link looks at its buffer this often
+ * as well as listening for bufferedamountlow: @roamhq/wrtc never fires that event (checked
+ * with 16 MB queued on a channel), so a Node peer with more than the high-water mark queued
+ * would wait forever.
+ */
+export const DRAIN_POLL_MS = 20;
 /** Offset of the generation field in a ring message header (collectives/wire.ts). */
 const GENERATION_OFFSET = 4;
 
@@ -110,6 +117,7 @@ class PeerLink implements RingLink {
   private open = false;
   private failure: WebringError | null = null;
   private waiters: Array<{ resolve: () => void; reject: (e: WebringError) => void }> = [];
+  private drainPoll: unknown = null;
 
   constructor(
     readonly peerId: string,
@@ -165,7 +173,22 @@ class PeerLink implements RingLink {
   whenWritable(): Promise<void> {
     if (this.failure) return Promise.reject(this.failure);
     if (this.open && this.bufferedAmount() <= LOW_WATER_BYTES) return Promise.resolve();
-    return new Promise((resolve, reject) => this.waiters.push({ resolve, reject }));
+    return new Promise((resolve, reject) => {
+      this.waiters.push({ resolve, reject });
+      this.pollDrain();
+    });
+  }
+
+  /** Looks at the buffer every DRAIN_POLL_MS while anyone waits (see DRAIN_POLL_MS). */
+  private pollDrain(): void {
+    if (this.drainPoll !== null) return;
+    const clock = this.network.clock;
+    const tick = () => {
+      this.drainPoll = null;
+      this.wake();
+      if (this.waiters.length > 0 && this.failure === null && this.handle !== null) this.drainPoll = clock.setTimeout(tick, DRAIN_POLL_MS);
+    };
+    this.drainPoll = clock.setTimeout(tick, DRAIN_POLL_MS);
   }
 
   destroy(): void {
@@ -206,7 +229,8 @@ export class RingNetwork {
   private readonly selfId: string;
   private readonly timeoutMs: number | undefined;
   private readonly poison: RingNetworkOptions['poison'];
-  private readonly clock: Clock;
+  /** Timers of the network, its links and its collectives. */
+  readonly clock: Clock;
   private readonly links = new Map<string, PeerLink>();
   private leftId: string | null = null;
   private rightId: string | null = null;
