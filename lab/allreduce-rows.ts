@@ -39,7 +39,13 @@ export interface AllReducePlan {
   sizes: number[];
   wires: WireFormat[];
   algorithms: Algorithm[];
-  reps: number;
+  /** Repetitions of each row, by buffer size: the median of these is the row's time. */
+  reps(bytes: number): number;
+  /**
+   * The buffer 'auto' probes the links with, once per wire format; its α-β models then
+   * predict every size, as a trainer's probes at its gradient's size do.
+   */
+  probeBytes: number;
   /** Each peer's CPU cap. */
   cpu: CpuCapSpec;
 }
@@ -157,20 +163,22 @@ export async function allReduceRows(lab: Lab, plan: AllReducePlan): Promise<{ ro
   const autos: AutoRow[] = [];
   try {
     for (const wire of plan.wires) {
+      // The product's own choice: measureLinkModels on every peer at once, the means as the gradient tail agrees them.
+      progress(`${model}, N = ${n}, ${wire}: measuring the links as 'auto' does (${plan.probeBytes / 2 ** 20} MB probes)`);
+      const probeTimeout = COMMAND_ALLOWANCE_MS + COMMAND_SLACK * 6 * boundMs(lab.profile, 'ring', n, wireBytes(plan.probeBytes, wire));
+      const models = meanModels((await peers.all({ cmd: 'measure', bytes: plan.probeBytes, wire }, probeTimeout)) as LinkModels[]);
+      const shape = networkShape(models, n);
       for (const bytes of plan.sizes) {
         const onWire = wireBytes(bytes, wire);
-        const timeoutFor = (algorithm: Algorithm, reps: number) => COMMAND_ALLOWANCE_MS + COMMAND_SLACK * reps * boundMs(lab.profile, algorithm, n, onWire);
-        // The product's own choice, from probes at this buffer's size as the trainer probes at its gradient's.
-        progress(`${model}, N = ${n}, ${bytes / 2 ** 20} MB ${wire}: measuring the links as 'auto' does`);
-        const measured = (await peers.all({ cmd: 'measure', bytes, wire }, timeoutFor('ring', 6) + timeoutFor('hub', 2))) as LinkModels[];
-        const models = meanModels(measured);
+        const reps = plan.reps(bytes);
+        const timeoutFor = (algorithm: Algorithm) => COMMAND_ALLOWANCE_MS + COMMAND_SLACK * reps * boundMs(lab.profile, algorithm, n, onWire);
         const picked = chooseAlgorithm('auto', n, onWire, models, { mesh: true, hub: true });
         const times = new Map<Algorithm, number>();
         for (const algorithm of plan.algorithms) {
-          progress(`${model}, N = ${n}, ${bytes / 2 ** 20} MB ${wire}: ${algorithm} ×${plan.reps}`);
+          progress(`${model}, N = ${n}, ${bytes / 2 ** 20} MB ${wire}: ${algorithm} ×${reps}`);
           const before = peers.throttleCounters();
           const monitor = startCpuMonitor();
-          const perPeer = (await peers.all({ cmd: 'allReduce', bytes, reps: plan.reps, algorithm, wire }, timeoutFor(algorithm, plan.reps))) as number[][];
+          const perPeer = (await peers.all({ cmd: 'allReduce', bytes, reps, algorithm, wire }, timeoutFor(algorithm))) as number[][];
           const cpu = monitor.stop();
           const after = peers.throttleCounters();
           const throttled = Math.max(...after.map((a, i) => (a.periods - before[i]!.periods > 0 ? (a.throttled - before[i]!.throttled) / (a.periods - before[i]!.periods) : 0)));
@@ -196,8 +204,8 @@ export async function allReduceRows(lab: Lab, plan: AllReducePlan): Promise<{ ro
         }
         const [fastest, fastestMs] = [...times].reduce((a, b) => (b[1] < a[1] ? b : a));
         const pickedMs = times.get(picked);
-        autos.push({ model, n, bytes, wire, picked, fastest, pickedOverFastest: pickedMs === undefined ? Number.NaN : pickedMs / fastestMs, models, shape: networkShape(models, n) });
-        progress(`  auto picks ${picked} (${networkShape(models, n) ?? 'shape unknown'}); fastest ${fastest}`);
+        autos.push({ model, n, bytes, wire, picked, fastest, pickedOverFastest: pickedMs === undefined ? Number.NaN : pickedMs / fastestMs, models, shape });
+        progress(`  auto picks ${picked} (${shape ?? 'shape unknown'}); fastest ${fastest}`);
       }
     }
   } finally {

@@ -1,11 +1,13 @@
 /**
  * `npm run lab`: the classroom lab. Checks the machine, removes leftovers of a crashed run,
- * then builds each network model in turn, validates it with TCP flows, prints a table and
- * writes bench/lab.json.
+ * then for each network model (wifi, wired-lab, internet): builds it, validates it with TCP
+ * flows, and runs the all-reduce rows (ring, halving-doubling and the hub, fp32 and fp16,
+ * 1, 4 and 16 MB, N = 2, 4 and 8, with what 'auto' picks) and a training row (N = 4
+ * laptops against one). Writes bench/lab.json, bench/lab.md and bench/lab-<model>.svg.
  *
- *   npm run lab -- [--n 4] [--quick] [--models wifi,wired-lab,internet]
+ *   npm run lab -- [--quick] [--models wifi,wired-lab,internet] [--no-training]
  *
- * Exits 0 when everything could be measured and every model does what its profile says;
+ * Exits 0 when everything could be measured, whether or not the targets are met;
  * otherwise non-zero, with the coded error (ERR_LAB_NEEDS_ROOT, ERR_LAB_NO_NETNS,
  * ERR_LAB_MODEL_INVALID, …) on stderr.
  */
@@ -17,37 +19,64 @@ import { parseArgs } from 'node:util';
 import { LabError } from './lab-error';
 import { checkPreconditions } from './preconditions';
 import { cleanupLab, installTeardownHandlers, withLab } from './netlab';
-import { MAX_WORKERS, MODEL_NAMES, profileByName, type ModelProfile } from './network-models';
+import { MODEL_NAMES, internet, wifi, wiredLab, type ModelName, type ModelProfile } from './network-models';
 import { assertModelValid, validateModel, DEFAULT_FLOW_SECONDS, type ModelValidation } from './validate-models';
+import { allReduceRows, type AllReducePlan, type AllReduceRow, type AutoRow } from './allreduce-rows';
+import { markdown, modelSvg, targets, type LabReport, type TrainingRow } from './report';
 import { progress } from './progress';
 
-const USAGE = 'usage: npm run lab -- [--n 4] [--quick] [--models wifi,wired-lab,internet]';
-const DEFAULT_WORKERS = 4;
+const USAGE = 'usage: npm run lab -- [--quick] [--models wifi,wired-lab,internet] [--no-training]';
 const QUICK_FLOW_SECONDS = 1;
 const EXIT_FAILURE = 1;
 const EXIT_USAGE = 2;
-export const LAB_REPORT = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'bench', 'lab.json');
+const MB = 2 ** 20;
+const BENCH_DIR = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'bench');
+export const LAB_REPORT = path.join(BENCH_DIR, 'lab.json');
+/** Workers of the model validation: enough for "all flows at once" to mean something. */
+const VALIDATION_WORKERS = 4;
 
 /**
- * bench/lab.json. Sections beyond `models` (all-reduce rows, targets) are added by the row
- * runners that produce them; readers must ignore keys they do not know.
+ * The rates the rows run at. Two cores carry about 20 MB/s of WebRTC between all the
+ * emulated devices together (DTLS, SCTP and the copies cost CPU per byte), so a model
+ * faster than that measures the machine, not the network. So:
+ *  - wifi: 100 Mbit/s of air (the default). The ring's frames cross it twice, so the
+ *    peers receive at most 50 Mbit/s between them;
+ *  - wired-lab: 20 Mbit/s ports, the teacher's laptop (the hub) on one more port like
+ *    the others. 8 busy ports are 20 MB/s;
+ *  - internet: home lines of 20 down and 10 up, a server behind 200 Mbit/s.
+ * The ratios between algorithms, which decide the choice, do not depend on the scale.
  */
-export interface LabReport {
-  generatedAt: string;
-  machine: { cores: number; kernel: string };
-  /** Whether the kernel had netem: without it no model adds delay. */
-  netem: boolean;
-  workers: number;
-  models: Array<Pick<ModelValidation, 'name' | 'params' | 'measured' | 'expected' | 'ok' | 'delayMs'>>;
-  [section: string]: unknown;
+export const LAB_PROFILES: Record<ModelName, ModelProfile> = {
+  wifi: wifi(),
+  'wired-lab': wiredLab({ portMbit: 20, serverMbit: 20 }),
+  internet: internet({ downMbit: 20, upMbit: 10 }),
+};
+
+/** The full run: every model, N = 2, 4, 8, 1, 4 and 16 MB, both wire formats. */
+const FULL = { ns: [2, 4, 8], sizes: [1 * MB, 4 * MB, 16 * MB], wires: ['fp32', 'fp16'] as const, reps: (bytes: number) => (bytes <= 1 * MB ? 3 : bytes <= 4 * MB ? 2 : 1) };
+/** --quick: N = 2 and 4, 1 and 4 MB, fp32, no training rows: under 5 minutes. */
+const QUICK = { ns: [2, 4], sizes: [1 * MB, 4 * MB], wires: ['fp32'] as const, reps: () => 1 };
+/** The links are probed for 'auto' with 1 MB buffers (the MLP's gradient is 408 KB), and the α-β models predict the rest. */
+const PROBE_BYTES = 1 * MB;
+/** Leave this much of the machine to the signaling server and the hub. */
+const RESERVED_CORES = 0.4;
+/** No peer gets more than this, however few they are: a device, not the machine. */
+const MAX_PEER_CORES = 0.5;
+
+interface Args {
+  quick: boolean;
+  models: ModelProfile[];
+  training: boolean;
 }
 
-function parse(): { n: number; quick: boolean; models: ModelProfile[] } {
-  const { values } = parseArgs({ options: { n: { type: 'string' }, quick: { type: 'boolean' }, models: { type: 'string' } }, strict: true });
-  const n = values.n === undefined ? DEFAULT_WORKERS : Number(values.n);
-  if (!Number.isInteger(n) || n < 2 || n > MAX_WORKERS) throw new LabError('ERR_LAB_USAGE', `--n must be 2 to ${MAX_WORKERS}`);
-  const models = (values.models ?? MODEL_NAMES.join(',')).split(',').filter(Boolean).map(profileByName);
-  return { n, quick: values.quick ?? false, models };
+function parse(): Args {
+  const { values } = parseArgs({ options: { quick: { type: 'boolean' }, models: { type: 'string' }, 'no-training': { type: 'boolean' } }, strict: true });
+  const names = (values.models ?? MODEL_NAMES.join(',')).split(',').filter(Boolean);
+  for (const name of names) {
+    if (!(MODEL_NAMES as readonly string[]).includes(name)) throw new LabError('ERR_LAB_USAGE', `unknown network model ${JSON.stringify(name)}: one of ${MODEL_NAMES.join(', ')}`);
+  }
+  const quick = values.quick ?? false;
+  return { quick, models: names.map((n) => LAB_PROFILES[n as ModelName]), training: !quick && !(values['no-training'] ?? false) };
 }
 
 function table(rows: ModelValidation[]): string {
@@ -62,35 +91,67 @@ function table(rows: ModelValidation[]): string {
 }
 
 async function main(): Promise<void> {
-  let args;
+  let args: Args;
   try {
     args = parse();
   } catch (err) {
     console.error(`webring lab: ${err instanceof LabError ? `${err.code}: ` : ''}${(err as Error).message}\n${USAGE}`);
     process.exit(EXIT_USAGE);
   }
+  const startedAt = Date.now();
   const capabilities = checkPreconditions();
   installTeardownHandlers();
   const leftovers = cleanupLab();
   if (leftovers.length > 0) progress(`removed leftovers of a crashed run: ${leftovers.join(', ')}`);
   progress(`netem ${capabilities.netem ? 'present: profiles add their delays' : 'missing in this kernel: rates only, no added delay'}`);
-  const seconds = args.quick ? QUICK_FLOW_SECONDS : DEFAULT_FLOW_SECONDS;
-  const results: ModelValidation[] = [];
+  const shape = args.quick ? QUICK : FULL;
+  const cores = os.availableParallelism();
+  const validations: ModelValidation[] = [];
+  const rows: AllReduceRow[] = [];
+  const autos: AutoRow[] = [];
+  const training: TrainingRow[] = [];
   for (const profile of args.models) {
-    results.push(await withLab(profile, args.n, (lab) => validateModel(lab, seconds), capabilities));
+    const validation = await withLab(profile, VALIDATION_WORKERS, (lab) => validateModel(lab, args.quick ? QUICK_FLOW_SECONDS : DEFAULT_FLOW_SECONDS), capabilities);
+    validations.push(validation);
+    // A model that does not do what its profile says would make every row after it wrong.
+    assertModelValid(validation);
+    for (const n of shape.ns) {
+      const plan: AllReducePlan = {
+        sizes: shape.sizes,
+        wires: [...shape.wires],
+        algorithms: ['ring', 'halving-doubling', 'hub'],
+        reps: shape.reps,
+        probeBytes: PROBE_BYTES,
+        cpu: { cores: Math.min(MAX_PEER_CORES, (cores - RESERVED_CORES) / n) },
+      };
+      const result = await withLab(profile, n, (lab) => allReduceRows(lab, plan), capabilities);
+      rows.push(...result.rows);
+      autos.push(...result.autos);
+    }
   }
-  console.log(table(results));
   const report: LabReport = {
     generatedAt: new Date().toISOString(),
-    machine: { cores: os.availableParallelism(), kernel: os.release() },
+    machine: { cores, kernel: os.release(), node: process.versions.node },
     netem: capabilities.netem,
-    workers: args.n,
-    models: results.map(({ name, params, measured, expected, ok, delayMs }) => ({ name, params, measured, expected, ok, delayMs })),
+    quick: args.quick,
+    minutes: (Date.now() - startedAt) / 60_000,
+    targets: targets(rows, autos, args.models),
+    models: validations.map(({ name, params, measured, expected, ok, delayMs }) => ({ name, params, measured, expected, ok, delayMs })),
+    allreduce: rows,
+    auto: autos,
+    training,
+    gpu: { measured: false, why: 'no GPU machine was lent to the session that made this report; the figures above are CPU and network only.' },
   };
-  mkdirSync(path.dirname(LAB_REPORT), { recursive: true });
+  mkdirSync(BENCH_DIR, { recursive: true });
   writeFileSync(LAB_REPORT, `${JSON.stringify(report, null, 2)}\n`);
-  progress(`wrote ${path.relative(process.cwd(), LAB_REPORT)}`);
-  for (const v of results) assertModelValid(v);
+  writeFileSync(path.join(BENCH_DIR, 'lab.md'), markdown(report, args.models));
+  for (const profile of args.models) {
+    const svg = modelSvg(profile.name, rows);
+    if (svg) writeFileSync(path.join(BENCH_DIR, `lab-${profile.name}.svg`), svg);
+  }
+  console.log(table(validations));
+  for (const t of report.targets) console.log(`target ${t.id}: ${t.value === null ? 'not measured' : t.value.toFixed(2)} (${t.goal}) ${t.met ? 'met' : 'NOT met'}: ${t.detail}`);
+  progress(`wrote bench/lab.json, bench/lab.md and the SVGs in ${report.minutes.toFixed(1)} minutes`);
 }
 
 main().catch((err: unknown) => {

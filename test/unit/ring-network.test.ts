@@ -216,3 +216,47 @@ test('a link closed by the other side while still needed is dialled again withou
   const sums = await allReduceEverywhere(nets, 2);
   for (const s of sums) assert.equal(s[0], 600);
 });
+
+test('a sender waiting on a full link resumes when the buffer drains, even if the peer never fires bufferedamountlow (as @roamhq/wrtc)', async () => {
+  const world = createWorld();
+  const nets = ['m1', 'm2'].map((id) => world.add(id));
+  for (const net of nets) net.applyGeneration(generation(1, ['m1', 'm2']));
+  await allReduceEverywhere(nets, 1);
+  const [peer] = world.peersBetween('m1', 'm2').filter((p) => world.created.find((c) => c.peer === p)?.owner === 'm1');
+  let buffered = 12 * 1024 * 1024;
+  peer!.bufferedAmount = () => buffered;
+  let resumed = false;
+  const waiting = nets[0]!.rightLink!.whenWritable().then(() => (resumed = true));
+  await new Promise((r) => setTimeout(r, 60));
+  assert.equal(resumed, false, 'still above the low-water mark');
+  buffered = 0; // drained, and no onDrain event follows
+  await Promise.race([waiting, new Promise((_, reject) => setTimeout(() => reject(new Error('never resumed')), 500))]);
+  assert.equal(resumed, true);
+});
+
+test('with a hub, every rank links to it and the hub sums: the ranks get the sum, and meshReady ignores the hub link', async () => {
+  const world = createWorld();
+  const ids = ['m10', 'm11', 'm12'];
+  const nets = ids.map((id) => world.add(id));
+  const hubNet = world.add('m20');
+  const g = generation(1, ids);
+  g.hub = { ...g.members[0]!, id: 'm20', name: 'hub', index: 20, rank: null, kind: 'hub' };
+  for (const net of [...nets, hubNet]) net.applyGeneration(g);
+  assert.equal(hubNet.collective, null);
+  assert.ok(hubNet.hubReducer);
+  await allReduceEverywhere(nets, 1); // the ring, with the hub's links opening beside it
+  for (let i = 0; i < 50 && !nets.every((n) => n.hubReady); i++) await new Promise((r) => setImmediate(r));
+  assert.ok(nets.every((n) => n.hubReady && n.meshReady));
+  const bufs = nets.map((_, r) => Float32Array.from({ length: 10 }, (_, i) => i + 100 * r));
+  await Promise.all(nets.map((net, r) => net.collective!.allReduce(bufs[r]!, 2, undefined, { algorithm: 'hub' })));
+  for (const b of bufs) assert.deepEqual(Array.from(b), Array.from({ length: 10 }, (_, i) => 3 * i + 300));
+  assert.equal(hubNet.hubReducer!.chunksReduced, 1);
+
+  // The hub leaves: a generation without it; nobody is hub-ready, the ring still runs.
+  const g2 = generation(2, ids);
+  for (const net of nets) net.applyGeneration(g2);
+  hubNet.applyGeneration(g2);
+  assert.equal(hubNet.hubReducer, null);
+  assert.ok(nets.every((n) => !n.hubReady));
+  await allReduceEverywhere(nets, 3);
+});
