@@ -23,6 +23,7 @@ import { MODEL_NAMES, internet, wifi, wiredLab, type ModelName, type ModelProfil
 import { assertModelValid, validateModel, DEFAULT_FLOW_SECONDS, type ModelValidation } from './validate-models';
 import { allReduceRows, type AllReducePlan, type AllReduceRow, type AutoRow } from './allreduce-rows';
 import { markdown, modelSvg, targets, type LabReport, type TrainingRow } from './report';
+import { TRAINING_ROW_OPTIONS, trainingRow, type TrainingNet } from './training-rows';
 import { progress } from './progress';
 
 const USAGE = 'usage: npm run lab -- [--quick] [--models wifi,wired-lab,internet] [--no-training]';
@@ -58,6 +59,9 @@ const FULL = { ns: [2, 4, 8], sizes: [1 * MB, 4 * MB, 16 * MB], wires: ['fp32', 
 const QUICK = { ns: [2, 4], sizes: [1 * MB, 4 * MB], wires: ['fp32'] as const, reps: () => 1 };
 /** The links are probed for 'auto' with 1 MB buffers (the MLP's gradient is 408 KB), and the α-β models predict the rest. */
 const PROBE_BYTES = 1 * MB;
+/** The training rows: a class of this many `laptop` devices, against one. */
+const TRAINING_CLASS = 4;
+const TRAINING_NETS: TrainingNet[] = ['mlp', 'cnn'];
 /** Leave this much of the machine to the signaling server and the hub. */
 const RESERVED_CORES = 0.4;
 /** No peer gets more than this, however few they are: a device, not the machine. */
@@ -128,6 +132,17 @@ async function main(): Promise<void> {
       rows.push(...result.rows);
       autos.push(...result.autos);
     }
+    if (args.training) {
+      // N laptops on this network, with the hub on the teacher's machine, as a class would run.
+      for (const net of TRAINING_NETS) {
+        training.push(await withLab(profile, TRAINING_CLASS, (lab) => trainingRow(lab, net, 'laptop', { ...TRAINING_ROW_OPTIONS[net], n: TRAINING_CLASS, hub: true }), capabilities));
+      }
+    }
+  }
+  if (args.training) {
+    // One device alone sends nothing, so its row does not depend on the network: measured once.
+    const alone = args.models[0]!;
+    for (const net of TRAINING_NETS) training.push(await withLab(alone, 1, (lab) => trainingRow(lab, net, 'laptop', { ...TRAINING_ROW_OPTIONS[net], n: 1 }), capabilities));
   }
   const report: LabReport = {
     generatedAt: new Date().toISOString(),

@@ -43,6 +43,8 @@ export interface TrainingRowOptions {
   minSteps?: number;
   /** Workers to start: the first `n` of the lab's; default all of them. */
   n?: number;
+  /** Start the server with its hub (HUB=1), so that 'auto' can pick the hub collective. */
+  hub?: boolean;
   /** The server's PING_TIMEOUT_MS (docs/configuration.md); default the product's. */
   pingTimeoutMs?: number;
 }
@@ -139,7 +141,11 @@ export async function trainingRow(lab: Lab, net: TrainingNet, device: DeviceProf
   const label = `${model}, ${net}, N = ${n} ${device}`;
   const t0 = Date.now();
   progress(`${label}: starting the server and ${n} workers`);
-  const server = await startLabServer(lab, `train-${net}-${n}`, options.pingTimeoutMs === undefined ? {} : { env: { PING_TIMEOUT_MS: String(options.pingTimeoutMs) } });
+  const env: NodeJS.ProcessEnv = {};
+  if (options.pingTimeoutMs !== undefined) env.PING_TIMEOUT_MS = String(options.pingTimeoutMs);
+  if (options.hub) env.HUB = '1';
+  const server = await startLabServer(lab, `train-${net}-${n}`, { env });
+  if (options.hub) await waitForRoom(server, (r) => r.hub !== null, 'the hub joining', JOIN_TIMEOUT_MS);
   const workers: LabProcess[] = [];
   const explain = () => workers.map((w) => `--- ${w.label}\n${tail(w.lines, 8)}`).join('\n');
   const failWith = (err: unknown): never => {
