@@ -55,8 +55,8 @@ export const LAB_PROFILES: Record<ModelName, ModelProfile> = {
 
 /** The full run: every model, N = 2, 4, 8, 1, 4 and 16 MB, both wire formats. */
 const FULL = { ns: [2, 4, 8], sizes: [1 * MB, 4 * MB, 16 * MB], wires: ['fp32', 'fp16'] as const, reps: (bytes: number) => (bytes <= 1 * MB ? 3 : bytes <= 4 * MB ? 2 : 1) };
-/** --quick: N = 2 and 4, 1 and 4 MB, fp32, no training rows: under 5 minutes. */
-const QUICK = { ns: [2, 4], sizes: [1 * MB, 4 * MB], wires: ['fp32'] as const, reps: () => 1 };
+/** --quick: N = 4, 1 and 4 MB, fp32, no training rows: under 5 minutes. */
+const QUICK = { ns: [4], sizes: [1 * MB, 4 * MB], wires: ['fp32'] as const, reps: () => 1 };
 /** The links are probed for 'auto' with 1 MB buffers (the MLP's gradient is 408 KB), and the α-β models predict the rest. */
 const PROBE_BYTES = 1 * MB;
 /** The training rows: a class of this many `laptop` devices, against one. */

@@ -70,7 +70,7 @@ export async function validateModel(lab: Lab, seconds = DEFAULT_FLOW_SECONDS): P
     measured[key] = round(value);
     expected[key] = round(want);
   };
-  const window = slowestLinkMbit(lab.profile) < SLOW_LINK_MBIT ? seconds * SLOW_LINK_WINDOW_FACTOR : seconds;
+  const window = slowestLinkMbit(lab.profile) <= SLOW_LINK_MBIT ? seconds * SLOW_LINK_WINDOW_FACTOR : seconds;
   const run = async (what: string, flows: Flow[]) => {
     progress(`${lab.profile.name}: ${what} (${flows.map((f) => f.label).join(', ')}, ${window} s)`);
     return (await measureFlows(flows, window)).map((r) => r.mbit);
