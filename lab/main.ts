@@ -54,7 +54,7 @@ export const LAB_PROFILES: Record<ModelName, ModelProfile> = {
 };
 
 /** The full run: every model, N = 2, 4, 8, 1, 4 and 16 MB, both wire formats. */
-const FULL = { ns: [2, 4, 8], sizes: [1 * MB, 4 * MB, 16 * MB], wires: ['fp32', 'fp16'] as const, reps: (bytes: number) => (bytes <= 1 * MB ? 3 : bytes <= 4 * MB ? 2 : 1) };
+const FULL = { ns: [2, 4, 8], sizes: [1 * MB, 4 * MB, 16 * MB], wires: ['fp32', 'fp16'] as const, reps: (bytes: number) => (bytes <= 1 * MB ? 2 : 1) };
 /** --quick: N = 4, 1 and 4 MB, fp32, no training rows: under 5 minutes. */
 const QUICK = { ns: [4], sizes: [1 * MB, 4 * MB], wires: ['fp32'] as const, reps: () => 1 };
 /** The links are probed for 'auto' with 1 MB buffers (the MLP's gradient is 408 KB), and the α-β models predict the rest. */
@@ -115,7 +115,15 @@ async function main(): Promise<void> {
   const autos: AutoRow[] = [];
   const training: TrainingRow[] = [];
   for (const profile of args.models) {
-    const validation = await withLab(profile, VALIDATION_WORKERS, (lab) => validateModel(lab, args.quick ? QUICK_FLOW_SECONDS : DEFAULT_FLOW_SECONDS), capabilities);
+    const validate = () => withLab(profile, VALIDATION_WORKERS, (lab) => validateModel(lab, args.quick ? QUICK_FLOW_SECONDS : DEFAULT_FLOW_SECONDS), capabilities);
+    let validation = await validate();
+    if (!validation.ok) {
+      // One TCP flow that meets a retransmission timeout in a few seconds' count reads 20% low
+      // (seen once in "every worker at once" on wired-lab). Measure again once; the report keeps both.
+      progress(`${profile.name}: the model missed its profile (${JSON.stringify(validation.measured)}); measuring it once more`);
+      const first = validation;
+      validation = { ...(await validate()), firstAttempt: first.measured };
+    }
     validations.push(validation);
     // A model that does not do what its profile says would make every row after it wrong.
     assertModelValid(validation);
@@ -151,7 +159,7 @@ async function main(): Promise<void> {
     quick: args.quick,
     minutes: (Date.now() - startedAt) / 60_000,
     targets: targets(rows, autos, args.models),
-    models: validations.map(({ name, params, measured, expected, ok, delayMs }) => ({ name, params, measured, expected, ok, delayMs })),
+    models: validations.map(({ name, params, measured, expected, ok, delayMs, firstAttempt }) => ({ name, params, measured, expected, ok, delayMs, ...(firstAttempt ? { firstAttempt } : {}) })),
     allreduce: rows,
     auto: autos,
     training,

@@ -38,6 +38,8 @@ export interface ModelValidation {
   measured: Record<string, number>;
   expected: Record<string, number>;
   ok: boolean;
+  /** When the first measurement missed the profile and the model was measured again: what the first one said. */
+  firstAttempt?: Record<string, number>;
   /** One line per check outside the tolerance. */
   failures: string[];
 }

@@ -4,6 +4,7 @@
 #   coturn        test/e2e/turn.spec.ts relays three tabs through a real TURN server
 #   redis-server  test/server/redis-cluster.test.ts and test/e2e/cluster.spec.ts share rooms through it
 #   haproxy       test/e2e/cluster.spec.ts puts it in front of two signaling nodes
+#   iproute2      ip and tc: the classroom lab (test/lab, npm run lab) builds its network namespaces and shapes their links
 # Each one missing is installed with apt-get (needs root, or sudo, as in CI). This list is
 # the one place that names them: "<binary the tests run> <Debian package that ships it>".
 # Installing coturn or redis-server may start their system services on the default ports;
@@ -15,6 +16,8 @@ REQUIRED=(
   "/usr/bin/turnserver coturn"
   "/usr/bin/redis-server redis-server"
   "/usr/sbin/haproxy haproxy"
+  "/usr/sbin/ip iproute2"
+  "/usr/sbin/tc iproute2"
 )
 
 missing=()

@@ -196,6 +196,10 @@ export class Trainer {
    * same on every replica.
    */
   measureDue = false;
+  /** The last sentence explainChoice gave, and the inputs it was for: it is rebuilt only when they change, not every step. */
+  private reason = '';
+  private readonly reasonInputs = new Float64Array(REASON_INPUTS);
+  private readonly reasonScratch = new Float64Array(REASON_INPUTS);
   /** What the next gradient all-reduce uses; every replica derives the same from the tail. */
   private nextAlgorithm: Algorithm = 'ring';
   private readonly timing: StepTiming = { computeMs: 0, readbackMs: 0, commMs: 0, applyMs: 0 };
@@ -287,6 +291,29 @@ export class Trainer {
     this.probes ??= createProbeBuffers(this.flat.length);
     this.measured = await measureLinkModels(this.collective, this.stepCounter, this.probes, this.ready, this.config.wire);
     return this.measured;
+  }
+
+  /** Why the next step takes `nextAlgorithm`, in one sentence; the same sentence as long as its inputs stay the same. */
+  private explain(worldSize: number, wireBytes: number, models: LinkModels | null, ready: LinkReadiness): string {
+    const next = this.reasonScratch;
+    next[0] = ALGORITHM_CODES[this.nextAlgorithm];
+    next[1] = worldSize;
+    next[2] = wireBytes;
+    next[3] = ready.mesh ? 1 : 0;
+    next[4] = ready.hub ? 1 : 0;
+    next[5] = models?.ring?.alphaMs ?? -1;
+    next[6] = models?.ring?.betaBytesPerMs ?? -1;
+    next[7] = models?.halvingDoubling?.alphaMs ?? -1;
+    next[8] = models?.halvingDoubling?.betaBytesPerMs ?? -1;
+    next[9] = models?.hub?.alphaMs ?? -1;
+    next[10] = models?.hub?.betaBytesPerMs ?? -1;
+    let changed = this.reason === '';
+    for (let i = 0; i < REASON_INPUTS; i++) {
+      if (this.reasonInputs[i] !== next[i]) changed = true;
+      this.reasonInputs[i] = next[i]!;
+    }
+    if (changed) this.reason = explainChoice(this.config.allreduce, this.nextAlgorithm, worldSize, wireBytes, models, ready);
+    return this.reason;
   }
 
   /** Replaces the weights, given in variable order (checkpoint restore). */
@@ -475,7 +502,7 @@ export class Trainer {
     this.ready = ready;
     const wireBytes = P * (this.config.wire === 'fp16' ? 2 : 4) + TAIL_LENGTH * 4;
     this.nextAlgorithm = chooseAlgorithm(this.config.allreduce, worldSize, wireBytes, models, ready);
-    const reason = explainChoice(this.config.allreduce, this.nextAlgorithm, worldSize, wireBytes, models, ready);
+    const reason = this.explain(worldSize, wireBytes, models, ready);
     // Measure once the partner links are open, and again when the hub's links open later.
     this.measureDue = worldSize > 1 && ready.mesh && (this.measured === null || (ready.hub && this.measured.hub === null));
 
@@ -611,6 +638,10 @@ export class Trainer {
     this.model.dispose();
   }
 }
+
+/** The numbers the teacher's sentence depends on: algorithm, world size, bytes, votes, and each model's α and β. */
+const REASON_INPUTS = 11;
+const ALGORITHM_CODES: Record<Algorithm, number> = { ring: 0, 'halving-doubling': 1, hub: 2 };
 
 /** This replica's measurements into the tail (zeros when not measured: they then sum to zero). */
 function writeModels(flat: Float32Array, at: number, models: LinkModels | null): void {
