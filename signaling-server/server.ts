@@ -143,11 +143,27 @@ async function restoreRooms(ctx: ServerContext, store: MemoryRoomStore, persiste
   }
 }
 
+/**
+ * How long an idle keep-alive connection stays open. Node closes one after 5 s by default,
+ * and a client that sends its next request on it at that moment gets ECONNRESET; a POST
+ * (Start, Stop, a checkpoint upload) is not retried for it. A teacher page or a script that
+ * polls every few seconds hits that edge; a minute keeps the edge far from any polling
+ * interval, as load balancers do.
+ */
+export const KEEP_ALIVE_TIMEOUT_MS = 65_000;
+
+function keepIdleConnections<S extends http.Server>(server: S): S {
+  server.keepAliveTimeout = KEEP_ALIVE_TIMEOUT_MS;
+  // Must exceed keepAliveTimeout, or the headers timer cuts a reused connection first.
+  server.headersTimeout = KEEP_ALIVE_TIMEOUT_MS + 1_000;
+  return server;
+}
+
 export async function startServer(options: ServerOptions): Promise<RunningServer> {
   const log = options.log ?? createLogger();
   const defaultRoom = options.defaultRoom ?? 'class';
   const trustProxy = compileTrustProxy(options.trustProxy);
-  const httpServer = http.createServer();
+  const httpServer = keepIdleConnections(http.createServer());
   const io: IoServer = new Server(httpServer, {
     pingInterval: options.pingIntervalMs ?? DEFAULT_PING_INTERVAL_MS,
     pingTimeout: options.pingTimeoutMs ?? DEFAULT_PING_TIMEOUT_MS,
@@ -155,7 +171,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     serveClient: false,
   });
   // A second engine on the https server feeds the same namespaces, rooms and handlers.
-  const httpsServer = options.https ? https.createServer({ cert: options.https.cert, key: options.https.key }) : null;
+  const httpsServer = options.https ? keepIdleConnections(https.createServer({ cert: options.https.cert, key: options.https.key })) : null;
   if (httpsServer) io.attach(httpsServer);
   // With REDIS_URL, rooms live in Redis and broadcasts cross nodes; else one process holds them.
   const cluster = options.redisUrl ? await connectCluster(options.redisUrl, String(options.port), log, wallClock) : null;
