@@ -1,6 +1,6 @@
 /**
  * The student page. What the first paint needs (the form and the status panel) is in this
- * module; TensorFlow.js, the MNIST file and the training worker load in the background after
+ * module; TensorFlow.js and the training worker load in the background after
  * it (student-session.ts), the chart and the drawing pad once the student has joined.
  */
 import type { WorkerStatus } from '../shared/training/worker-status';
@@ -82,6 +82,7 @@ function bannerText(s: WorkerStatus): { key: string; text: string } {
     case 'ready':
       return { key: 'waiting', text: `In the ring as rank ${s.rank} of ${s.worldSize}. Waiting for the teacher to press Start.` };
     case 'training':
+      if (s.dataWait) return { key: 'data-wait', text: `Training is waiting for its digits: ${s.dataWait}.` };
       return { key: 'training', text: `Training: step ${s.step}${s.totalSteps ? ` of ${s.totalSteps}` : ''}, together with ${Math.max(0, s.worldSize - 1)} other tab(s).` };
     case 'paused':
       return { key: 'paused', text: `Paused by the teacher after step ${s.step}. Training goes on when the teacher resumes.` };
@@ -119,6 +120,7 @@ function render(s: WorkerStatus): void {
     joinMs: s.joinMs === null ? '' : s.joinMs.toFixed(0),
     resyncs: String(s.resyncs),
     errorCode: s.error?.code ?? '',
+    dataWait: s.dataWait ?? '',
   });
   const b = bannerText(s);
   banner.dataset.state = b.key;

@@ -1,6 +1,6 @@
 /**
  * The heavy half of the student page, loaded after the first paint: TensorFlow.js and its
- * backends, the MNIST file, and the training worker. The page itself (form, status, chart)
+ * backends, and the training worker, which streams its examples from the data service. The page itself (form, status, chart)
  * paints without any of it.
  */
 import { io, type Socket } from 'socket.io-client';
@@ -12,7 +12,6 @@ import type { FaultInjector } from '../shared/training/faults';
 import { selectBackend } from './backend';
 import { createBrowserPeerFactory } from './browser-peer';
 import { IceConfigHolder, ICE_REQUEST_TIMEOUT_MS } from '../shared/network/ice-config';
-import { fetchMnist } from './dataset';
 import { indexedDbCheckpoints } from './indexeddb-checkpoints';
 
 export interface SessionOptions {
@@ -29,7 +28,7 @@ export interface SessionOptions {
 export async function startSession(options: SessionOptions): Promise<TrainingWorker> {
   const requested = options.preferredBackend;
   const preferred = requested !== null && (BACKENDS as readonly string[]).includes(requested) ? (requested as Backend) : null;
-  const [choice, dataset] = await Promise.all([selectBackend(preferred), fetchMnist()]);
+  const choice = await selectBackend(preferred);
   if (choice.webgpuUnavailable) options.onFallback(choice.webgpuUnavailable, choice.backend);
   // It connects when the student joins: the handshake carries the room and its join code.
   const socket: Socket<ServerToClientEvents, ClientToServerEvents> = io({ transports: ['websocket'], autoConnect: false });
@@ -39,7 +38,6 @@ export async function startSession(options: SessionOptions): Promise<TrainingWor
     socket,
     peerFactory: createBrowserPeerFactory(() => ice.rtcConfiguration()),
     onIceConfig: (raw) => ice.update(raw),
-    dataset,
     backend: choice.backend,
     kind: 'browser',
     adapter: choice.adapter,

@@ -13,12 +13,11 @@ import SimplePeer from 'simple-peer';
 import wrtc from '@roamhq/wrtc';
 import { io, type Socket } from 'socket.io-client';
 import { BACKENDS, roomNameSchema, memberNameSchema, type Backend, type ClientToServerEvents, type ServerToClientEvents } from '../shared/protocol';
-import { decodeMnist } from '../shared/data/mnist-format';
 import { TrainingWorker } from '../shared/training/worker';
 import type { WorkerStatus } from '../shared/training/worker-status';
 import { createSimplePeerFactory } from '../shared/network/simple-peer-factory';
 import { IceConfigHolder, ICE_REQUEST_TIMEOUT_MS } from '../shared/network/ice-config';
-import { WebringError, toWebringError } from '../shared/protocol/errors';
+import { toWebringError } from '../shared/protocol/errors';
 import { selectNodeBackend } from './node-backend';
 import { normalizeJoinCode } from '../shared/protocol/join-code';
 
@@ -74,9 +73,6 @@ async function main(): Promise<void> {
   const base = args.url.origin;
   const choice = await selectNodeBackend(args.backend);
   console.log(`webring worker: backend ${choice.backend}${choice.adapter ? ` (${choice.adapter})` : ''}${choice.webgpuUnavailable ? `; WebGPU unavailable: ${choice.webgpuUnavailable}` : ''}`);
-  const res = await fetch(`${base}/data/mnist.bin`);
-  if (!res.ok) throw new WebringError('ERR_BAD_DATA', `could not load MNIST from ${base}: HTTP ${res.status}`);
-  const dataset = decodeMnist(new Uint8Array(await res.arrayBuffer()));
   // The worker connects when it joins: the handshake carries the room and its join code.
   const socket: Socket<ServerToClientEvents, ClientToServerEvents> = io(base, { transports: ['websocket'], autoConnect: false });
   let last = '';
@@ -88,7 +84,6 @@ async function main(): Promise<void> {
     // reaches students at home through the relay too.
     peerFactory: createSimplePeerFactory(SimplePeer, { rtcConfig: () => ice.rtcConfiguration(), wrtc }),
     onIceConfig: (raw) => ice.update(raw),
-    dataset,
     backend: choice.backend,
     kind: 'node',
     adapter: choice.adapter,

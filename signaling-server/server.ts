@@ -30,7 +30,8 @@ import { dropOverdueMembers } from './rooms/reconnect-sweep';
 import { connectCluster } from './rooms/cluster';
 import { createHttpApp } from './edge/http-api';
 import { createLogger, type Logger } from './logger';
-import { loadPackedMnist } from './mnist-pack';
+import { DatasetLibrary } from './datasets';
+import { ServedBytes } from './edge/data-api';
 import { CheckpointStore } from './checkpoint-store';
 import { RoomPersistence } from './rooms/room-persistence';
 import { registerRoomHandlers } from './handlers/rooms';
@@ -193,7 +194,6 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   const graceMs = options.reconnectGraceMs ?? DEFAULT_RECONNECT_GRACE_MS;
   if (memory && persistence) await restoreRooms(ctx, memory, persistence, graceMs);
 
-  let mnist: Promise<Uint8Array> | null = null;
   let port = 0;
   let httpsPort: number | null = null;
   const info = (): ServerInfo => {
@@ -226,13 +226,8 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     teacherToken: options.teacherToken,
     clientDir: options.clientDir,
     startedAt: Date.now(),
-    mnist: () => {
-      mnist ??= loadPackedMnist(path.join(options.dataDir, 'cache')).catch((err: unknown) => {
-        mnist = null;
-        throw err;
-      });
-      return mnist;
-    },
+    datasets: new DatasetLibrary(path.join(options.dataDir, 'cache')),
+    served: new ServedBytes(),
   });
   const handle: http.RequestListener = (req, res) => void app(req, res);
   httpServer.on('request', handle);

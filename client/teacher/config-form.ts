@@ -68,7 +68,7 @@ export class ConfigForm {
 
   /** Shows the config of the run in progress (after a reload of this page). */
   fill(config: StartConfig): void {
-    for (const name of ['model', 'optimizer', 'wire', 'allreduce', ...NUMBER_FIELDS] as const) {
+    for (const name of ['model', 'dataset', 'optimizer', 'wire', 'allreduce', ...NUMBER_FIELDS] as const) {
       const control = this.control(name);
       const value = config[name];
       if (control) control.value = value === undefined ? '' : String(value);
@@ -86,6 +86,7 @@ export class ConfigForm {
     const els = this.form.elements;
     const raw: Record<string, unknown> = {
       model: (els.namedItem('model') as HTMLSelectElement).value,
+      dataset: (els.namedItem('dataset') as HTMLSelectElement).value,
       optimizer: (els.namedItem('optimizer') as HTMLSelectElement).value,
       wire: (els.namedItem('wire') as HTMLSelectElement).value,
       allreduce: (els.namedItem('allreduce') as HTMLSelectElement).value,

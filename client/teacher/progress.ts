@@ -1,7 +1,8 @@
 /** Step and epoch progress, a bar, and the time left from the recent step rate. */
 import type { MetricPoint, RoomStatus } from '../../shared/protocol';
 import { byId } from './dom';
-import { dash, duration, fixed, percent } from './format';
+import { bytes, dash, duration, fixed, percent } from './format';
+import { EXAMPLE_BYTES } from '../../shared/data/data-service';
 
 /** The step rate is measured over the reports of this last stretch of time. */
 export const RATE_WINDOW_MS = 20_000;
@@ -51,6 +52,21 @@ export function renderProgress(s: RoomStatus, history: readonly MetricPoint[]): 
   byId('p-loss').textContent = fixed(s.metrics.loss, 4);
   byId('p-train-acc').textContent = percent(s.metrics.trainAccuracy);
   byId('p-test-acc').textContent = percent(s.metrics.accuracy);
+  byId('p-data').textContent = dataServedText(s);
+}
+
+/**
+ * What the data service sent this run next to the training set's size, and per epoch: near
+ * 1× means each example travelled once, to the worker that trained it; N× would mean every
+ * tab downloaded everything.
+ */
+export function dataServedText(s: RoomStatus): string {
+  const { datasetBytes, bytesServed } = s.data;
+  if (!s.config || datasetBytes === 0) return dash;
+  const trainCount = datasetBytes / EXAMPLE_BYTES;
+  const epochs = (s.step * s.config.batchSizePerWorker * Math.max(1, s.members.length)) / trainCount;
+  const perEpoch = epochs > 0.05 ? ` · ≈ ${fixed(bytesServed / datasetBytes / epochs, 2)}× the set per epoch` : '';
+  return `${bytes(bytesServed)} of a ${bytes(datasetBytes)} training set${perEpoch}`;
 }
 
 function etaText(s: RoomStatus, rate: Rate | null): string {

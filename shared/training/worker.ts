@@ -15,7 +15,6 @@
 import * as tf from '@tensorflow/tfjs';
 import type { Socket } from 'socket.io-client';
 import { WebringError, toWebringError, type ErrorBody } from '../protocol/errors';
-import type { MnistDataset } from '../data/mnist-format';
 import type { PeerFactory } from '../network/peer';
 import type { Backend, ClientToServerEvents, Generation, JoinAccepted, JoinRequest, MemberDropped, ServerToClientEvents, TrainStart, TrainStop, WorkerKind } from '../protocol';
 import { RingNetwork } from '../network/ring-network';
@@ -25,7 +24,8 @@ import { CheckpointWriter, type LocalCheckpointStore } from '../checkpoints/chec
 import { listCheckpoints, restoreFromServer } from '../checkpoints/checkpoint-io';
 import { systemClock, type Clock } from '../util/clock';
 import type { FaultInjector } from './faults';
-import type { DataSource } from './data-source';
+import type { DataFactory } from './data-source';
+import { streamFromDataService } from './streamed-mnist';
 import { SignalingSession } from './signaling-session';
 import { GenerationTracker } from './generation-tracker';
 import { WorkerStatusView, type WorkerStatus } from './worker-status';
@@ -34,9 +34,8 @@ import { TrainingRun, type RunCheckpoints, type RunControl } from './training-ru
 export interface WorkerOptions {
   socket: Socket<ServerToClientEvents, ClientToServerEvents>;
   peerFactory: PeerFactory;
-  dataset: MnistDataset;
-  /** Where this replica's examples come from; the dataset's MNIST shards by default. */
-  data?: DataSource;
+  /** Where each run's examples come from; by default streamed from the server's data service (streamed-mnist.ts). */
+  data?: DataFactory;
   backend: Backend;
   kind: WorkerKind;
   adapter?: string;
@@ -282,6 +281,8 @@ export class TrainingWorker {
       return;
     }
     this.running = true;
+    // Ends the run's fetches: a data service retried for a run that is over wastes the class's link.
+    const dataAbort = new AbortController();
     try {
       this.trainer?.dispose();
       this.trainer = null;
@@ -293,8 +294,16 @@ export class TrainingWorker {
         checkpoints: this.runCheckpoints(),
         status: this.status,
         control: this.control,
-        dataset: this.options.dataset,
-        data: this.options.data,
+        data: (this.options.data ?? streamFromDataService)(start.config, {
+          serverUrl: this.options.serverUrl,
+          room: this.session.identity!.room,
+          joinCode: this.session.identity!.code,
+          signal: dataAbort.signal,
+          onWait: (why) => {
+            if (why) this.options.log(why);
+            this.status.update({ dataWait: why });
+          },
+        }),
         clock: this.clock,
         faults: this.options.faults,
         log: this.options.log,
@@ -302,6 +311,7 @@ export class TrainingWorker {
       this.trainer = run.trainer;
       await run.execute();
     } finally {
+      dataAbort.abort();
       this.running = false;
       const next = this.pendingStart;
       this.pendingStart = null;

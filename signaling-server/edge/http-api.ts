@@ -7,7 +7,7 @@
  * handlers/ (socket events are theirs), and rooms/ never imports edge/.
  *
  * This file: HTTP, the room API (the contract the dashboard, Node workers and tests use),
- * the MNIST file, health, and the built client.
+ * health, and the built client; data-api.ts adds the data service's examples.
  */
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
@@ -17,12 +17,14 @@ import { normalizeJoinCode } from '../../shared/protocol/join-code';
 import express, { type NextFunction, type Request, type Response } from 'express';
 import multer from 'multer';
 import { WebringError, toWebringError, type ErrorCode } from '../../shared/protocol/errors';
-import { MAX_HTTP_JSON_BYTES, parseOrThrow, roomNameSchema, startConfigSchema, type RoomJoinInfo, type ServerInfo } from '../../shared/protocol';
+import { MAX_HTTP_JSON_BYTES, parseOrThrow, roomNameSchema, startConfigSchema, type RoomJoinInfo, type RoomStatus, type ServerInfo } from '../../shared/protocol';
 import { CHECKPOINT_FILES, CHECKPOINT_FILE_NAMES, LATEST_CHECKPOINT, type CheckpointFile } from '../../shared/checkpoints/checkpoint';
 import { startRun } from '../rooms/runs';
 import { Room } from '../rooms/room';
 import { channelOf, type ServerContext } from '../context';
 import { bearerToken, tokenHash, tokensEqual } from './tokens';
+import { registerDataApi, type ServedBytes } from './data-api';
+import type { DatasetLibrary } from '../datasets';
 
 /** Per file of a checkpoint upload; the MLP's weights and Adam state are ~1.2 MB, the CNN's far less. */
 const MAX_CHECKPOINT_FILE_BYTES = 32 * 1024 * 1024;
@@ -53,7 +55,9 @@ function clientErrorStatus(err: unknown): boolean {
 export interface HttpOptions {
   teacherToken: string;
   clientDir: string;
-  mnist: () => Promise<Uint8Array>;
+  /** The examples the data service hands out (data-api.ts), and what it sent per room. */
+  datasets: DatasetLibrary;
+  served: ServedBytes;
   startedAt: number;
   /** Ports and URLs, known once the servers listen. */
   info: () => ServerInfo;
@@ -80,6 +84,13 @@ export function createHttpApp(ctx: ServerContext, options: HttpOptions): express
   };
 
   const roomName = (req: Request): string => parseOrThrow(roomNameSchema, req.params.room);
+
+  /** A room's status with what the data service sent for its current run. */
+  const statusOf = (room: Room): RoomStatus => {
+    const status = room.status();
+    status.data.bytesServed = options.served.of(room.name, status.run);
+    return status;
+  };
 
   /**
    * Reading a room (its roster, curves and checkpoints) needs what joining needs: the
@@ -131,7 +142,7 @@ export function createHttpApp(ctx: ServerContext, options: HttpOptions): express
   // A room nobody joined yet reads as empty and idle, without being created.
   app.get('/api/rooms/:room', requireRoomReader, async (req, res) => {
     const name = roomName(req);
-    res.json(((await ctx.rooms.read(name)) ?? new Room(name, ctx.clock)).status());
+    res.json(statusOf((await ctx.rooms.read(name)) ?? new Room(name, ctx.clock)));
   });
 
   // The join code and class links: only the teacher may hand them out.
@@ -149,7 +160,7 @@ export function createHttpApp(ctx: ServerContext, options: HttpOptions): express
     const name = roomName(req);
     const config = parseOrThrow(startConfigSchema, req.body ?? {});
     const { room } = await startRun(ctx, name, config);
-    res.json({ ok: true, status: room.status() });
+    res.json({ ok: true, status: statusOf(room) });
   });
 
   const parseUpload = multer({
@@ -229,7 +240,7 @@ export function createHttpApp(ctx: ServerContext, options: HttpOptions): express
     if (!room) throw new WebringError('ERR_UNKNOWN_ROOM', `room ${name} does not exist`);
     room.requestStop();
     ctx.io.to(channelOf(name)).emit('train:stop', { reason: 'teacher' });
-    res.json({ ok: true, status: room.status() });
+    res.json({ ok: true, status: statusOf(room) });
   });
 
   /** Pause and Resume: every replica pauses after the same step and waits for the resume. */
@@ -239,20 +250,11 @@ export function createHttpApp(ctx: ServerContext, options: HttpOptions): express
       const updated = await ctx.rooms.update(name, (room) => room[action]());
       if (!updated) throw new WebringError('ERR_UNKNOWN_ROOM', `room ${name} does not exist`);
       ctx.io.to(channelOf(name)).emit(action === 'pause' ? 'train:pause' : 'train:resume');
-      res.json({ ok: true, status: updated.room.status() });
+      res.json({ ok: true, status: statusOf(updated.room) });
     });
   }
 
-  app.get('/data/mnist.bin', async (_req, res, next) => {
-    try {
-      const bytes = await options.mnist();
-      res.set('Content-Type', 'application/octet-stream');
-      res.set('Cache-Control', 'public, max-age=3600');
-      res.send(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength));
-    } catch (err) {
-      next(err);
-    }
-  });
+  registerDataApi(app, ctx, options.datasets, options.served, requireRoomReader);
 
   app.use('/api', (_req, _res, next) => next(new WebringError('ERR_BAD_REQUEST', 'no such API endpoint')));
 

@@ -38,6 +38,7 @@ import { HUB_RANK } from '../../shared/collectives/topology';
 import { Membership, type Member, type MembershipState, type NewMember } from './membership';
 import { RunState, type RunRecord } from './run-state';
 import { Accusations, type AccusationRecord } from './accusations';
+import { trainingSetBytes } from '../../shared/data/data-service';
 
 export type { NewMember } from './membership';
 
@@ -144,6 +145,11 @@ export class Room {
 
   get runConfig(): StartConfig | null {
     return this.runState.config;
+  }
+
+  /** The current run's number, or the last one's once it ended; 0 before the first Start. */
+  get runNumber(): number {
+    return this.runState.record.run;
   }
 
   get maxToKeep(): number {
@@ -439,6 +445,8 @@ export class Room {
       dropped: [...run.dropped],
       consistency: { ...run.consistency },
       events: this.events.slice(-ROOM_EVENTS_SHOWN),
+      // What was served is counted where it is served (edge/data-api.ts), which fills it in.
+      data: { dataset: run.config?.dataset ?? null, datasetBytes: run.config ? trainingSetBytes(run.config.dataset) : 0, bytesServed: 0 },
     };
   }
 

@@ -6,7 +6,7 @@
  */
 import { WebringError, type ErrorBody } from '../../shared/protocol/errors';
 import type { DroppedMember, EvaluationReport, MetricPoint, ProgressReport, ResumePoint, RoomMetrics, RoomState, StartConfig } from '../../shared/protocol';
-import { MNIST_TRAIN_DIGITS } from '../../shared/data/mnist-format';
+import { DATASETS } from '../../shared/data/data-service';
 import { stepsPerEpoch } from '../../shared/training/sharding';
 
 /** Enough for a whole lesson's loss curve at one point per step; older points are dropped. */
@@ -158,7 +158,7 @@ export class RunState {
     const config = this.r.config;
     const estimate =
       config && ringSize > 0
-        ? Math.min(config.epochs * stepsPerEpoch(MNIST_TRAIN_DIGITS, config.batchSizePerWorker * ringSize), config.maxSteps ?? Number.POSITIVE_INFINITY)
+        ? Math.min(config.epochs * stepsPerEpoch(DATASETS[config.dataset].trainCount, config.batchSizePerWorker * ringSize), config.maxSteps ?? Number.POSITIVE_INFINITY)
         : null;
     return this.r.reportedTotalSteps ?? estimate;
   }

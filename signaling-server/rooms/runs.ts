@@ -44,7 +44,7 @@ async function admit(ctx: ServerContext, name: string): Promise<void> {
   }
 }
 
-/** The newest checkpoint of the same model for 'latest', or the named one. */
+/** The newest checkpoint of the same model and dataset for 'latest', or the named one. */
 async function resumePoint(ctx: ServerContext, room: string, config: StartConfig): Promise<ResumePoint | null> {
   if (config.resumeFrom === 'none') return null;
   const found = await ctx.checkpoints.metadata(room, config.resumeFrom);
@@ -56,6 +56,11 @@ async function resumePoint(ctx: ServerContext, room: string, config: StartConfig
   if (meta.config.model !== config.model) {
     if (config.resumeFrom === LATEST_CHECKPOINT) return null; // a different model starts fresh
     throw new WebringError('ERR_BAD_STATE', `checkpoint ${config.resumeFrom} holds a ${meta.config.model}, not a ${config.model}`, 'resumeFrom');
+  }
+  if (meta.config.dataset !== config.dataset) {
+    // Its data cursor counts through another dataset's epochs.
+    if (config.resumeFrom === LATEST_CHECKPOINT) return null;
+    throw new WebringError('ERR_BAD_STATE', `checkpoint ${config.resumeFrom} trained on ${meta.config.dataset}, not ${config.dataset}`, 'resumeFrom');
   }
   const id = (await ctx.checkpoints.resolve(room, config.resumeFrom))!.id;
   return { checkpointId: id, step: meta.step, dataCursor: meta.dataCursor, weightsHash: meta.weightsHash };

@@ -4,6 +4,7 @@
  * and a start resumes from it. A checkpoint that exists but cannot be read is a server
  * error, not "not found".
  */
+import { mnistShards } from '../../shared/training/data-source';
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
@@ -114,7 +115,7 @@ test('starting resumes from the latest checkpoint of the same model, and restore
   assert.equal(start.resume.step, 4);
   assert.equal(start.startStep, 4);
 
-  const fresh = new Trainer(start.config, await mnist(), createMemoryRing(1).rings[0]!);
+  const fresh = new Trainer(start.config, mnistShards(start.config, await mnist()), createMemoryRing(1).rings[0]!);
   await restoreFromServer(server.url, ROOM, start.resume.checkpointId, fresh, currentChiefToken);
   assert.equal(await fresh.weightsHash(), checkpoint.metadata.weightsHash);
   assert.equal(fresh.step, 4);

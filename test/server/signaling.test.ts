@@ -186,7 +186,7 @@ const EXTRA = {
   hashMismatch: false,
   batchShare: 0.5,
   linkMBps: 3,
-  collective: { algorithm: 'ring' as const, alphaMs: 0.4, betaMBps: 9, reason: 'test', timing: { computeMs: 10, readbackMs: 2, commMs: 5, applyMs: 1 } },
+  collective: { algorithm: 'ring' as const, alphaMs: 0.4, betaMBps: 9, reason: 'test', timing: { dataMs: 0, computeMs: 10, readbackMs: 2, commMs: 5, applyMs: 1 } },
 };
 
 test('progress reports feed the room status; a report of another run is refused', async () => {
@@ -360,12 +360,9 @@ test('only the chief drops a straggler; the straggler is told why and may join a
   assert.equal((await status('slow')).waiting.length, 1);
 });
 
-test('the API rejects bad room names and serves the real MNIST file', async () => {
+test('the API rejects bad room names and shows a room nobody joined as empty and idle', async () => {
   assert.equal((await fetch(`${server.url}/api/rooms/${encodeURIComponent('../../etc')}`, AS_TEACHER)).status, 400);
   const empty = await status('nobody-here');
   assert.deepEqual([empty.state, empty.members.length, empty.chief], ['idle', 0, null]);
-  const res = await fetch(`${server.url}/data/mnist.bin`);
-  assert.equal(res.status, 200);
-  const bytes = new Uint8Array(await res.arrayBuffer());
-  assert.equal(bytes.byteLength, 24 + 10_000 * 785);
+  assert.deepEqual(empty.data, { dataset: null, datasetBytes: 0, bytesServed: 0 });
 });

@@ -1,4 +1,5 @@
 import * as tf from '@tensorflow/tfjs';
+import { mnistShards } from '../../shared/training/data-source';
 import { packMnistFromPackage } from '../../signaling-server/mnist-pack';
 import { startConfigSchema, type StartConfig } from '../../shared/protocol';
 import { Trainer } from '../../shared/training/trainer';
@@ -18,7 +19,7 @@ export async function mnist(): Promise<MnistDataset> {
 /** A lone replica trained for `steps` real steps (so Adam has moments worth saving). */
 export async function trainedReplica(steps: number, overrides: Partial<StartConfig> = {}): Promise<Trainer> {
   const config = startConfigSchema.parse({ model: 'mlp', batchSizePerWorker: 8, ...overrides });
-  const trainer = new Trainer(config, await mnist(), createMemoryRing(1).rings[0]!);
+  const trainer = new Trainer(config, mnistShards(config, await mnist()), createMemoryRing(1).rings[0]!);
   for (let i = 0; i < steps; i++) await trainer.trainStep();
   return trainer;
 }

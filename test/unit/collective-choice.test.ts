@@ -3,6 +3,7 @@
  * the decision at the crossover, and trainers that measure their links, agree on the models
  * through the gradient tail and switch algorithm together, staying bit-identical.
  */
+import { mnistShards } from '../../shared/training/data-source';
 import { test, before } from 'node:test';
 import assert from 'node:assert/strict';
 import * as tf from '@tensorflow/tfjs';
@@ -72,7 +73,7 @@ for (const allreduce of ['halving-doubling', 'auto'] as const) {
     const n = 4;
     const config = startConfigSchema.parse({ model: 'mlp', optimizer: 'adam', batchSizePerWorker: 8, seed: 5, allreduce });
     const { rings } = createMemoryMesh(n);
-    const trainers = rings.map((ring) => new Trainer(config, dataset, ring));
+    const trainers = rings.map((ring) => new Trainer(config, mnistShards(config, dataset), ring));
     const algorithms: string[] = [];
     const measuredBefore: number[] = [];
     for (let step = 0; step < 5; step++) {

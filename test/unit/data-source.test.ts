@@ -10,7 +10,7 @@ import { packMnistFromPackage } from '../../signaling-server/mnist-pack';
 import { startConfigSchema } from '../../shared/protocol';
 import { MNIST_PIXELS, type MnistDataset } from '../../shared/data/mnist-format';
 import { Trainer } from '../../shared/training/trainer';
-import { MnistShards, type DataSource } from '../../shared/training/data-source';
+import { MnistShards, mnistShards, type DataSource } from '../../shared/training/data-source';
 import { EpochPermutation, nextBatch, type DataCursor, type GlobalBatch } from '../../shared/training/sharding';
 import { createMemoryRing } from '../support/memory-ring';
 
@@ -68,7 +68,7 @@ class WeightedShards implements DataSource {
     return to - from;
   }
 
-  readShard(batch: GlobalBatch, rank: number, images: Float32Array, labels: Int32Array): number {
+  async readShard(batch: GlobalBatch, rank: number, images: Float32Array, labels: Int32Array): Promise<number> {
     const order = this.permutation.forEpoch(batch.epoch);
     const [from, to] = this.range(batch, rank);
     for (let i = from; i < to; i++) {
@@ -84,8 +84,8 @@ class WeightedShards implements DataSource {
     return this.pixels.testShard(rank, worldSize);
   }
 
-  readTest(start: number, count: number, images: Float32Array, labels: Int32Array): void {
-    this.pixels.readTest(start, count, images, labels);
+  readTest(start: number, count: number, images: Float32Array, labels: Int32Array): Promise<void> {
+    return this.pixels.readTest(start, count, images, labels);
   }
 }
 
@@ -93,8 +93,8 @@ test('replicas with unequal shares (3:1) train what one worker trains on the who
   const BATCH = 16;
   const config = startConfigSchema.parse({ model: 'mlp', optimizer: 'sgd', learningRate: 0.1, batchSizePerWorker: BATCH, seed: 4 });
   const { rings } = createMemoryRing(2);
-  const replicas = rings.map((ring) => new Trainer(config, dataset, ring, { data: new WeightedShards(dataset, BATCH, [3, 1], config.seed) }));
-  const single = new Trainer(config, dataset, createMemoryRing(1).rings[0]!);
+  const replicas = rings.map((ring) => new Trainer(config, new WeightedShards(dataset, BATCH, [3, 1], config.seed), ring));
+  const single = new Trainer(config, mnistShards(config, dataset), createMemoryRing(1).rings[0]!);
   for (let s = 0; s < 4; s++) {
     const results = await Promise.all(replicas.map((t) => t.trainStep()));
     const reference = await single.trainStep();

@@ -3,6 +3,7 @@
  * and aborted steps, and the hand-over of a live replica's whole state to survivors and
  * joiners of a new generation.
  */
+import { mnistShards } from '../../shared/training/data-source';
 import { test, before } from 'node:test';
 import assert from 'node:assert/strict';
 import * as tf from '@tensorflow/tfjs';
@@ -92,7 +93,7 @@ test('a new generation adopts the chief state: survivors and joiners end bit-ide
   const config = startConfigSchema.parse({ model: 'mlp', optimizer: 'adam', learningRate: 0.001, batchSizePerWorker: 8, seed: 3 });
   const first = createMemoryRing(3, { generation: 1 });
   // Rank 1 drifts in its second step (as a WebGL replica might against WebGPU).
-  const trainers = first.rings.map((ring, r) => new Trainer(config, dataset, ring, r === 1 ? { faults: driftBefore(1) } : {}));
+  const trainers = first.rings.map((ring, r) => new Trainer(config, mnistShards(config, dataset), ring, r === 1 ? { faults: driftBefore(1) } : {}));
   // Same seed, same weights: the agreement check finds nothing to send.
   assert.deepEqual(await Promise.all(trainers.map((t) => t.syncState())), [false, false, false]);
   for (let s = 0; s < 2; s++) await Promise.all(trainers.map((t) => t.trainStep()));
@@ -102,7 +103,7 @@ test('a new generation adopts the chief state: survivors and joiners end bit-ide
   assert.notEqual(await trainers[1]!.weightsHash(), await trainers[0]!.weightsHash(), 'rank 1 drifted');
   const leaver = trainers.pop()!;
   leaver.dispose();
-  const joiners = [0, 1].map(() => new Trainer(config, dataset, createMemoryRing(1).rings[0]!));
+  const joiners = [0, 1].map(() => new Trainer(config, mnistShards(config, dataset), createMemoryRing(1).rings[0]!));
   const ring = [...trainers, ...joiners];
   const second = createMemoryRing(ring.length, { generation: 2 });
   ring.forEach((t, r) => t.setCollective(second.rings[r]!));
@@ -133,7 +134,7 @@ test('the ring agrees on drift and on admission: a drifted replica is caught at 
   const config = startConfigSchema.parse({ model: 'mlp', optimizer: 'sgd', learningRate: 0.1, batchSizePerWorker: 4, seed: 5 });
   const { rings } = createMemoryRing(3, { generation: 7 });
   // Rank 2 drifts just before step 3, after the admission votes.
-  const ring = rings.map((r, rank) => new Trainer(config, dataset, r, rank === 2 ? { faults: driftBefore(3) } : {}));
+  const ring = rings.map((r, rank) => new Trainer(config, mnistShards(config, dataset), r, rank === 2 ? { faults: driftBefore(3) } : {}));
   await Promise.all(ring.map((t) => t.syncState()));
   // Admission needs every replica ready for the same generation.
   const split = await Promise.all(ring.map((t, r) => t.trainStep({ readyFor: r === 2 ? null : 8 })));

@@ -2,6 +2,7 @@
  * The proof that the ring is real data parallelism: 3 workers training K steps over the
  * ring end with the same weights as 1 worker training on the same global batches.
  */
+import { mnistShards } from '../../shared/training/data-source';
 import { test, before } from 'node:test';
 import assert from 'node:assert/strict';
 import * as tf from '@tensorflow/tfjs';
@@ -30,8 +31,8 @@ for (const [model, optimizer, learningRate, steps, perWorker] of [
   test(`${WORKERS} ring workers equal 1 worker on the global batch (${model}, ${optimizer})`, async () => {
     const config = startConfigSchema.parse({ model, optimizer, learningRate, batchSizePerWorker: perWorker, seed: 7 });
     const { rings } = createMemoryRing(WORKERS);
-    const ringTrainers = rings.map((ring) => new Trainer(config, dataset, ring));
-    const single = new Trainer({ ...config, batchSizePerWorker: perWorker * WORKERS }, dataset, createMemoryRing(1).rings[0]!);
+    const ringTrainers = rings.map((ring) => new Trainer(config, mnistShards(config, dataset), ring));
+    const single = new Trainer({ ...config, batchSizePerWorker: perWorker * WORKERS }, mnistShards({ ...config, batchSizePerWorker: perWorker * WORKERS }, dataset), createMemoryRing(1).rings[0]!);
 
     let tensorsAfterFirstStep = 0;
     let firstLoss = 0;
@@ -73,10 +74,10 @@ for (const [model, optimizer, learningRate, steps, perWorker] of [
 test('after syncState every replica trains on from rank 0 state, and evaluation agrees', async () => {
   const config = startConfigSchema.parse({ model: 'mlp', optimizer: 'sgd', learningRate: 0.1, batchSizePerWorker: 8, seed: 1 });
   const { rings } = createMemoryRing(3);
-  const trainers = rings.map((ring) => new Trainer(config, dataset, ring));
+  const trainers = rings.map((ring) => new Trainer(config, mnistShards(config, dataset), ring));
   // Replicas 1 and 2 start from other weights, as a late joiner or a drifted replica would.
   trainers.slice(1).forEach((t, i) => tf.tidy(() => t.model.setWeights(t.model.getWeights().map((w) => w.mul(i + 2)))));
-  const reference = new Trainer({ ...config, batchSizePerWorker: 24 }, dataset, createMemoryRing(1).rings[0]!);
+  const reference = new Trainer({ ...config, batchSizePerWorker: 24 }, mnistShards({ ...config, batchSizePerWorker: 24 }, dataset), createMemoryRing(1).rings[0]!);
   const before = await Promise.all(trainers.map((t) => t.weightsHash()));
   assert.equal(new Set(before).size, 3);
   await Promise.all(trainers.map((t) => t.syncState()));
@@ -107,7 +108,7 @@ test('after syncState every replica trains on from rank 0 state, and evaluation 
 test('a stop requested by any one replica stops all of them after the same step', async () => {
   const config = startConfigSchema.parse({ model: 'mlp', batchSizePerWorker: 4 });
   const { rings } = createMemoryRing(3);
-  const trainers = rings.map((ring) => new Trainer(config, dataset, ring));
+  const trainers = rings.map((ring) => new Trainer(config, mnistShards(config, dataset), ring));
   const first = await Promise.all(trainers.map((t) => t.trainStep()));
   assert.ok(first.every((r) => !r.stop));
   const second = await Promise.all(trainers.map((t, r) => t.trainStep({ requestStop: r === 2 })));

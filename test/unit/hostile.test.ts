@@ -4,6 +4,7 @@
  * of it, fails at once (no 120 s timeout) naming the sender, and nothing it sent reaches
  * the weights: the survivors, re-formed, train on bit-identical to a ring that never had it.
  */
+import { mnistShards } from '../../shared/training/data-source';
 import { test, before } from 'node:test';
 import assert from 'node:assert/strict';
 import * as tf from '@tensorflow/tfjs';
@@ -124,7 +125,7 @@ test('a hostile member poisons its messages: nothing reaches any weights, and th
   const reference = async (poison: boolean): Promise<{ weights: Float32Array[]; before: Float32Array[]; err: unknown; detectMs: number }> => {
     // The hostile rank poisons every message from step POISON_STEP on, past its own check.
     const first = createMemoryRing(N, { generation: 1, poison: (rank) => (poison && rank === HOSTILE ? (step) => (step >= POISON_STEP ? 'nan' : null) : undefined) });
-    const trainers = first.rings.map((ring) => new Trainer(config, dataset, ring));
+    const trainers = first.rings.map((ring) => new Trainer(config, mnistShards(config, dataset), ring));
     await Promise.all(trainers.map((t) => t.syncState()));
     for (let s = 0; s < POISON_STEP; s++) await Promise.all(trainers.map((t) => t.trainStep()));
     const before = await Promise.all(trainers.map(weights));
@@ -166,7 +167,7 @@ test('a hostile member poisons its messages: nothing reaches any weights, and th
 
 test('an honest replica whose own gradient is not finite sends zeros and a flag: every replica fails the step alike, nobody is accused', async () => {
   const { rings } = createMemoryRing(3);
-  const trainers = rings.map((ring) => new Trainer(config, dataset, ring));
+  const trainers = rings.map((ring) => new Trainer(config, mnistShards(config, dataset), ring));
   await Promise.all(trainers.map((t) => t.syncState()));
   await Promise.all(trainers.map((t) => t.trainStep()));
   // Rank 2 diverged: one of its weights is NaN, so its loss and gradient are too.

@@ -5,6 +5,7 @@
  * and the ranks refuse what no honest peer sends, and the hub leaving hands the class
  * back to the ring. The real data channels are exercised by the E2E test with a hub.
  */
+import { mnistShards } from '../../shared/training/data-source';
 import { test, before } from 'node:test';
 import assert from 'node:assert/strict';
 import * as tf from '@tensorflow/tfjs';
@@ -187,7 +188,7 @@ test('trainers on the hub stay bit-identical, and when the hub leaves the next g
   const n = 3;
   const config = startConfigSchema.parse({ model: 'mlp', optimizer: 'adam', batchSizePerWorker: 8, seed: 9, allreduce: 'hub', wire: 'fp16' });
   const withHub = createMemoryMesh(n, { hub: true, generation: 1 });
-  const trainers = withHub.rings.map((ring) => new Trainer(config, dataset, ring));
+  const trainers = withHub.rings.map((ring) => new Trainer(config, mnistShards(config, dataset), ring));
   const algorithms: string[] = [];
   for (let step = 0; step < 4; step++) {
     const results = await Promise.all(trainers.map((t) => t.trainStep({ meshReady: true, hubReady: true })));

@@ -3,6 +3,7 @@
  * server side faked (generations are handed to each replica's tracker by the test, reports
  * and checkpoints are recorded) and time on a manual clock.
  */
+import { mnistShards } from '../../shared/training/data-source';
 import { test, before } from 'node:test';
 import assert from 'node:assert/strict';
 import * as tf from '@tensorflow/tfjs';
@@ -146,7 +147,7 @@ class Replica {
       checkpoints,
       status: this.status,
       control: this.control,
-      dataset,
+      data: mnistShards(start.config, dataset),
       clock: this.clock,
       faults,
       log: (m) => this.logs.push(m),

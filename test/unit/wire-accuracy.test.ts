@@ -3,6 +3,7 @@
  * one epoch of the real MNIST digits, once with fp32 and once with fp16 on the wire, from
  * the same seed; test accuracy after the epoch must agree within 0.5 percentage points.
  */
+import { mnistShards } from '../../shared/training/data-source';
 import { test, before } from 'node:test';
 import assert from 'node:assert/strict';
 import * as tf from '@tensorflow/tfjs';
@@ -36,7 +37,7 @@ async function trainOneEpoch(wire: WireFormat): Promise<EpochResult> {
   const t0 = performance.now();
   const config = startConfigSchema.parse({ model: 'mlp', optimizer: 'adam', learningRate: 0.001, batchSizePerWorker: 32, epochs: 1, seed: 11, wire });
   const { rings } = createMemoryRing(WORKERS);
-  const trainers = rings.map((ring) => new Trainer(config, dataset, ring));
+  const trainers = rings.map((ring) => new Trainer(config, mnistShards(config, dataset), ring));
   let steps = 0;
   while (!trainers[0]!.finished) {
     const results = await Promise.all(trainers.map((t) => t.trainStep()));
@@ -78,7 +79,7 @@ test('a gradient that overflowed the fp16 wire fails the step before it is appli
     },
   };
   const config = startConfigSchema.parse({ model: 'mlp', batchSizePerWorker: 4, seed: 2, wire: 'fp16' });
-  const trainer = new Trainer(config, dataset, overflowing);
+  const trainer = new Trainer(config, mnistShards(config, dataset), overflowing);
   const before = await trainer.weightsHash();
   await assert.rejects(trainer.trainStep(), (e: unknown) => e instanceof WebringError && e.code === 'ERR_BAD_DATA' && /fp16/.test(e.message));
   assert.equal(await trainer.weightsHash(), before, 'nothing was applied');

@@ -1,0 +1,241 @@
+/**
+ * MNIST streamed from the server's data service: the same shards as MnistShards (one
+ * seeded permutation per epoch, each rank a contiguous slice of every global batch), but a
+ * worker holds only the examples it is about to train.
+ *
+ * Every replica knows the epoch's permutation and the world, so it knows which indices it
+ * trains in its next steps. After each step it asks for those of the next PREFETCH_STEPS
+ * steps it does not hold yet, in one request whenever at least half of that window is
+ * missing, so compute does not wait on the network, and an example travels once per epoch,
+ * to the one worker that trains it. A change of world size moves the shard boundaries; the
+ * examples the new shard lacks are fetched on the spot (a short wait at the step after a
+ * join or a leave), and the ones fetched for the old shard are dropped from the cache in turn.
+ *
+ * The test set is fetched the same way, only the rank's shard of it, and once: the
+ * replicas keep it for every later evaluation.
+ */
+import { DATASETS, MAX_EXAMPLES_PER_REQUEST } from '../data/data-service';
+import { ExampleCache } from '../data/example-cache';
+import { httpExampleFetcher, type ExampleFetcher } from '../data/example-fetcher';
+import type { DatasetKind } from '../protocol';
+import { WebringError } from '../protocol/errors';
+import { systemClock, type Clock } from '../util/clock';
+import type { DataFactory, DataSource } from './data-source';
+import { EpochPermutation, advance, nextBatch, shardOf, type DataCursor, type GlobalBatch } from './sharding';
+
+/** How many steps ahead a worker holds its examples: enough to ride out a slow reply. */
+export const PREFETCH_STEPS = 8;
+/** The cache holds this many prefetch windows, so an example is never dropped before it is trained. */
+const CACHE_WINDOWS = 3;
+
+export interface StreamedMnistOptions {
+  dataset: DatasetKind;
+  perWorker: number;
+  seed: number;
+  fetcher: ExampleFetcher;
+  clock?: Clock;
+  prefetchSteps?: number;
+}
+
+export class StreamedMnist implements DataSource {
+  readonly trainCount: number;
+  readonly testCount: number;
+  private readonly perWorker: number;
+  private readonly fetcher: ExampleFetcher;
+  private readonly clock: Clock;
+  private readonly prefetchSteps: number;
+  /** This epoch's and the next one's: a prefetch window can reach across an epoch's end. */
+  private readonly permutations: [EpochPermutation, EpochPermutation];
+  private readonly cache: ExampleCache;
+  private testCache: ExampleCache | null = null;
+  /** Request id each training index is on its way in (0: none), and each request's promise. */
+  private readonly pendingIn: Int32Array;
+  private readonly requests = new Map<number, Promise<void>>();
+  private nextRequest = 1;
+  /** Scratch for the indices of one request (never more than a window, or one shard). */
+  private readonly wanted: Uint32Array;
+  /** The first failure of a prefetch, thrown at the step that needs its examples. */
+  private failure: Error | null = null;
+  private shardsRead = 0;
+  /** The test shard on its way, fetched once when training is under way. */
+  private testLoading: { start: number; count: number; done: Promise<void> } | null = null;
+  /** Time the last readShard waited for examples to arrive (ms): 0 when the prefetch kept up. */
+  lastWaitMs = 0;
+
+  constructor(options: StreamedMnistOptions) {
+    const spec = DATASETS[options.dataset];
+    this.trainCount = spec.trainCount;
+    this.testCount = spec.testCount;
+    this.perWorker = options.perWorker;
+    this.fetcher = options.fetcher;
+    this.clock = options.clock ?? systemClock;
+    this.prefetchSteps = options.prefetchSteps ?? PREFETCH_STEPS;
+    this.permutations = [new EpochPermutation(this.trainCount, options.seed), new EpochPermutation(this.trainCount, options.seed)];
+    const window = this.prefetchSteps * options.perWorker;
+    this.cache = new ExampleCache(Math.min(this.trainCount, CACHE_WINDOWS * window + options.perWorker), this.trainCount);
+    this.pendingIn = new Int32Array(this.trainCount);
+    this.wanted = new Uint32Array(window + options.perWorker);
+  }
+
+  get maxShardExamples(): number {
+    return this.perWorker;
+  }
+
+  /** Examples held for training now: bounded by the cache, whatever the dataset's size. */
+  get cachedExamples(): number {
+    return this.cache.size;
+  }
+
+  get cacheCapacity(): number {
+    return this.cache.capacity;
+  }
+
+  globalBatchSize(worldSize: number): number {
+    return this.perWorker * worldSize;
+  }
+
+  nextBatch(cursor: DataCursor, worldSize: number): GlobalBatch {
+    return nextBatch(cursor, this.perWorker, worldSize, this.trainCount);
+  }
+
+  shareOf(batch: GlobalBatch, rank: number): number {
+    return shardOf(batch, rank).count;
+  }
+
+  /** The dataset index at `position` of epoch `epoch`'s permutation. */
+  private indexAt(epoch: number, position: number): number {
+    return this.permutations[(epoch & 1) === 0 ? 0 : 1].forEpoch(epoch)[position]!;
+  }
+
+  async readShard(batch: GlobalBatch, rank: number, images: Float32Array, labels: Int32Array): Promise<number> {
+    if (this.failure) throw this.failure;
+    const { start, count } = shardOf(batch, rank);
+    const t0 = this.clock.now();
+    // What this step needs goes first; the steps after it follow in a second request.
+    this.fetchMissing(batch.epoch, start, count);
+    this.prefetchAfter(batch, rank);
+    if (++this.shardsRead === this.prefetchSteps) this.prefetchTest(rank, batch.worldSize);
+    for (;;) {
+      const waits: Array<Promise<void>> = [];
+      for (let i = 0; i < count; i++) {
+        const index = this.indexAt(batch.epoch, start + i);
+        if (!this.cache.has(index)) waits.push(this.requests.get(this.pendingIn[index]!) ?? this.request([index]));
+      }
+      if (waits.length === 0) break;
+      await Promise.all(waits);
+      if (this.failure) throw this.failure;
+    }
+    this.lastWaitMs = this.clock.now() - t0;
+    for (let i = 0; i < count; i++) this.cache.read(this.indexAt(batch.epoch, start + i), images, labels, i);
+    return count;
+  }
+
+  /** Requests the examples at positions [start, start + count) of the epoch's permutation that are neither held nor on their way. */
+  private fetchMissing(epoch: number, start: number, count: number): void {
+    let n = 0;
+    for (let i = 0; i < count; i++) {
+      const index = this.indexAt(epoch, start + i);
+      if (!this.cache.has(index) && this.pendingIn[index] === 0) this.wanted[n++] = index;
+    }
+    if (n > 0) void this.request(Array.from(this.wanted.subarray(0, n)));
+  }
+
+  /** Prefetches this rank's next steps once at least half of their examples are missing. */
+  private prefetchAfter(batch: GlobalBatch, rank: number): void {
+    let cursor = advance(batch, this.trainCount);
+    let missing = 0;
+    let n = 0;
+    for (let s = 0; s < this.prefetchSteps && n + this.perWorker <= this.wanted.length; s++) {
+      const next = nextBatch(cursor, this.perWorker, batch.worldSize, this.trainCount);
+      const { start, count } = shardOf(next, rank);
+      for (let i = 0; i < count; i++) {
+        const index = this.indexAt(next.epoch, start + i);
+        if (this.cache.has(index) || this.pendingIn[index] !== 0) continue;
+        this.wanted[n++] = index;
+        missing++;
+      }
+      cursor = advance(next, this.trainCount);
+    }
+    if (missing * 2 >= this.prefetchSteps * this.perWorker) void this.request(Array.from(this.wanted.subarray(0, n))).catch(() => undefined);
+  }
+
+  /** Fetches `indices` (any order) in requests of at most MAX_EXAMPLES_PER_REQUEST; resolves when all are stored. */
+  private request(indices: number[]): Promise<void> {
+    indices.sort((a, b) => a - b);
+    const parts: Array<Promise<void>> = [];
+    for (let from = 0; from < indices.length; from += MAX_EXAMPLES_PER_REQUEST) {
+      const chunk = Uint32Array.from(indices.slice(from, from + MAX_EXAMPLES_PER_REQUEST));
+      const id = this.nextRequest++;
+      for (const index of chunk) this.pendingIn[index] = id;
+      const done = this.fetcher('train', chunk, chunk.length).then(
+        ({ labels, pixels }) => {
+          chunk.forEach((index, i) => {
+            this.cache.put(index, labels[i]!, pixels, i);
+            this.pendingIn[index] = 0;
+          });
+        },
+        (err: unknown) => {
+          for (const index of chunk) this.pendingIn[index] = 0;
+          // The fetcher already retried what a retry can fix; the step that needs these examples ends the run.
+          this.failure ??= err instanceof Error ? err : new WebringError('ERR_BAD_DATA', String(err));
+        },
+      );
+      const settled = done.finally(() => this.requests.delete(id));
+      this.requests.set(id, settled);
+      parts.push(settled);
+    }
+    return Promise.all(parts).then(() => undefined);
+  }
+
+  testShard(rank: number, worldSize: number): { start: number; count: number } {
+    const from = Math.floor((rank * this.testCount) / worldSize);
+    const to = Math.floor(((rank + 1) * this.testCount) / worldSize);
+    return { start: from, count: to - from };
+  }
+
+  /** Starts fetching this rank's test shard, in the background, so the epoch's evaluation finds it here. */
+  private prefetchTest(rank: number, worldSize: number): void {
+    const shard = this.testShard(rank, worldSize);
+    const done = this.loadTest(shard.start, shard.count);
+    // A failure here is met again, and thrown, by the evaluation's own readTest.
+    done.catch(() => undefined);
+    this.testLoading = { ...shard, done };
+  }
+
+  async readTest(start: number, count: number, images: Float32Array, labels: Int32Array): Promise<void> {
+    const loading = this.testLoading;
+    if (loading && start >= loading.start && start + count <= loading.start + loading.count) await loading.done.catch(() => undefined);
+    await this.loadTest(start, count);
+    const cache = this.testCache!;
+    for (let i = 0; i < count; i++) cache.read(start + i, images, labels, i);
+  }
+
+  /** Fetches the test examples [start, start + count) not held yet; they are kept for every later evaluation. */
+  private async loadTest(start: number, count: number): Promise<void> {
+    const cache = (this.testCache ??= new ExampleCache(this.testCount, this.testCount));
+    const missing: number[] = [];
+    for (let i = start; i < start + count; i++) if (!cache.has(i)) missing.push(i);
+    const parts: Array<Promise<void>> = [];
+    for (let from = 0; from < missing.length; from += MAX_EXAMPLES_PER_REQUEST) {
+      const chunk = Uint32Array.from(missing.slice(from, from + MAX_EXAMPLES_PER_REQUEST));
+      parts.push(this.fetcher('test', chunk, chunk.length).then((reply) => chunk.forEach((index, i) => cache.put(index, reply.labels[i]!, reply.pixels, i))));
+    }
+    await Promise.all(parts);
+  }
+}
+
+/** A run's examples streamed from the server the worker joined through, authorised by the room's join code. */
+export const streamFromDataService: DataFactory = (config, context) =>
+  new StreamedMnist({
+    dataset: config.dataset,
+    perWorker: config.batchSizePerWorker,
+    seed: config.seed,
+    fetcher: httpExampleFetcher({
+      baseUrl: context.serverUrl,
+      room: context.room,
+      dataset: config.dataset,
+      joinCode: context.joinCode,
+      onWait: context.onWait,
+      signal: context.signal,
+    }),
+  });

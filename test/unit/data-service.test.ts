@@ -1,0 +1,288 @@
+/**
+ * The data service's parts: the official IDX files and what a damaged one gets, the
+ * `ranges` a worker names its examples with, the bounded example cache, the prefetch plan
+ * through joins and leaves, and the fetcher's retries. The server's side and a class of
+ * tabs streaming the whole of MNIST are in test/server/data-api.test.ts and
+ * test/e2e/mnist-60k.spec.ts.
+ */
+import { test, before } from 'node:test';
+import assert from 'node:assert/strict';
+import { WebringError } from '../../shared/protocol/errors';
+import { parseIdx, parseIdxDigits } from '../../shared/data/idx';
+import { EXAMPLE_BYTES, MAX_EXAMPLES_PER_REQUEST, decodeRanges, encodeRanges } from '../../shared/data/data-service';
+import { ExampleCache } from '../../shared/data/example-cache';
+import { httpExampleFetcher, RETRY_FIRST_MS, type ExampleFetcher } from '../../shared/data/example-fetcher';
+import { MNIST_PIXELS, decodeMnist } from '../../shared/data/mnist-format';
+import { StreamedMnist, PREFETCH_STEPS } from '../../shared/training/streamed-mnist';
+import { EpochPermutation, advance, type DataCursor } from '../../shared/training/sharding';
+import { loadOfficialMnist, type LoadedDataset } from '../../signaling-server/datasets';
+import { packMnistFromPackage } from '../../signaling-server/mnist-pack';
+import { encodeMnist } from '../../shared/data/mnist-format';
+import { mulberry32 } from '../../shared/util/random';
+
+function codeOf(fn: () => unknown): string {
+  try {
+    fn();
+  } catch (err) {
+    assert.ok(err instanceof WebringError, `expected a WebringError, got ${String(err)}`);
+    return `${err.code}: ${err.message}`;
+  }
+  assert.fail('expected an error');
+}
+
+/** An IDX file of unsigned bytes: magic, dimensions, then `data`. */
+function idx(dims: number[], data: Uint8Array, magic = 0x0800 | dims.length): Uint8Array {
+  const out = new Uint8Array(4 + 4 * dims.length + data.length);
+  const view = new DataView(out.buffer);
+  view.setUint32(0, magic, false);
+  dims.forEach((d, i) => view.setUint32(4 + 4 * i, d, false));
+  out.set(data, 4 + 4 * dims.length);
+  return out;
+}
+
+test('IDX: the official files parse to 60,000 + 10,000 labelled 28×28 digits', async () => {
+  const mnist = await loadOfficialMnist();
+  assert.equal(mnist.train.count, 60_000);
+  assert.equal(mnist.test.count, 10_000);
+  assert.equal(mnist.train.pixels.length, 60_000 * MNIST_PIXELS);
+  // The official files' first labels, as published: 5 0 4 1 9 for training, 7 2 1 0 4 for testing.
+  assert.deepEqual([...mnist.train.labels.subarray(0, 5)], [5, 0, 4, 1, 9]);
+  assert.deepEqual([...mnist.test.labels.subarray(0, 5)], [7, 2, 1, 0, 4]);
+  const perClass = new Array<number>(10).fill(0);
+  for (const l of mnist.train.labels) perClass[l]!++;
+  assert.ok(perClass.every((c) => c > 5_000), `every digit has thousands of examples: ${perClass}`);
+});
+
+test('IDX: a bad magic number, a truncated file, a wrong count or a label past 9 is ERR_BAD_DATA naming the file', () => {
+  const pixels = new Uint8Array(2 * MNIST_PIXELS).fill(7);
+  const images = idx([2, 28, 28], pixels);
+  const labels = idx([2], Uint8Array.of(3, 9));
+  const ok = parseIdxDigits({ bytes: images, name: 'img' }, { bytes: labels, name: 'lab' }, 2, 10);
+  assert.deepEqual([...ok.labels], [3, 9]);
+  assert.equal(ok.pixels.length, 2 * MNIST_PIXELS);
+
+  assert.match(codeOf(() => parseIdx(idx([2], Uint8Array.of(1, 2), 0x0000_0803), 1, 'train-labels-idx1-ubyte')), /^ERR_BAD_DATA: train-labels-idx1-ubyte: magic number 0x00000803, expected 0x00000801/);
+  assert.match(codeOf(() => parseIdx(images.subarray(0, images.length - 1), 3, 'train-images-idx3-ubyte')), /^ERR_BAD_DATA: train-images-idx3-ubyte: 1583 B, but its header \(2×28×28\) says 1584 B/);
+  assert.match(codeOf(() => parseIdx(images.subarray(0, 6), 3, 'short')), /^ERR_BAD_DATA: short: 6 B is shorter than an IDX header/);
+  assert.match(codeOf(() => parseIdxDigits({ bytes: images, name: 'img' }, { bytes: labels, name: 'lab' }, 3, 10)), /^ERR_BAD_DATA: img: 2 images, expected 3/);
+  assert.match(codeOf(() => parseIdxDigits({ bytes: images, name: 'img' }, { bytes: idx([1], Uint8Array.of(1)), name: 'lab' }, 2, 10)), /^ERR_BAD_DATA: lab: 1 labels for 2 images/);
+  assert.match(codeOf(() => parseIdxDigits({ bytes: images, name: 'img' }, { bytes: idx([2], Uint8Array.of(1, 10)), name: 'lab' }, 2, 10)), /^ERR_BAD_DATA: lab: label 10 at 1/);
+  assert.match(codeOf(() => parseIdxDigits({ bytes: idx([2, 27, 28], new Uint8Array(2 * 27 * 28)), name: 'img' }, { bytes: labels, name: 'lab' }, 2, 10)), /^ERR_BAD_DATA: img: 27×28 images/);
+});
+
+test('ranges: runs compress, decode back exactly, and anything out of order, out of bounds or too long is refused', () => {
+  const indices = Uint32Array.of(0, 1, 2, 5, 9, 10, 59_999);
+  const ranges = encodeRanges(indices);
+  assert.equal(ranges, '0-2,5,9-10,59999');
+  assert.deepEqual([...decodeRanges(ranges, 60_000)], [...indices]);
+  for (const [bad, why] of [
+    ['', /empty/],
+    ['5,3', /ascend/],
+    ['1-4,4', /ascend/],
+    ['4-1', /backwards/],
+    ['60000', /past the split's 60000/],
+    ['1;2', /not an index/],
+    ['-1', /not an index/],
+    [`0-${MAX_EXAMPLES_PER_REQUEST}`, /more than 1024/],
+  ] as const) {
+    assert.match(codeOf(() => decodeRanges(bad, 60_000)), new RegExp(`^ERR_BAD_REQUEST: ranges: .*${why.source}`), bad);
+  }
+});
+
+test('the example cache never holds more than its capacity, and drops the oldest first', () => {
+  const cache = new ExampleCache(50, 1_000);
+  const pixels = new Uint8Array(MNIST_PIXELS);
+  const rand = mulberry32(3);
+  const inserted: number[] = [];
+  for (let i = 0; i < 2_000; i++) {
+    const index = Math.floor(rand() * 1_000);
+    pixels.fill(index % 256);
+    cache.put(index, index % 10, pixels, 0);
+    if (!inserted.includes(index) || !cache.has(index)) inserted.push(index);
+    assert.ok(cache.size <= 50, `holds ${cache.size}`);
+  }
+  assert.equal(cache.size, 50);
+  // The newest distinct 50 insertions are the ones held, with their own pixels and labels.
+  const images = new Float32Array(MNIST_PIXELS);
+  const labels = new Int32Array(1);
+  let held = 0;
+  for (let i = 0; i < 1_000; i++) {
+    if (!cache.has(i)) continue;
+    held++;
+    cache.read(i, images, labels, 0);
+    assert.equal(labels[0], i % 10);
+    assert.equal(Math.round(images[400]! * 255), i % 256);
+  }
+  assert.equal(held, 50);
+});
+
+/** The packed 10k subset as a data service in memory, recording what each fetch asked for. */
+let subset: LoadedDataset;
+
+before(() => {
+  const packed = decodeMnist(encodeMnist(packMnistFromPackage()));
+  const at = packed.trainCount;
+  subset = {
+    train: { count: at, labels: packed.labels.subarray(0, at), pixels: packed.pixels.subarray(0, at * MNIST_PIXELS) },
+    test: { count: packed.testCount, labels: packed.labels.subarray(at), pixels: packed.pixels.subarray(at * MNIST_PIXELS) },
+  };
+});
+
+function memoryService(log: Array<{ split: string; indices: number[] }>): ExampleFetcher {
+  return async (split, indices, count) => {
+    const data = subset[split];
+    log.push({ split, indices: [...indices.subarray(0, count)] });
+    const labels = new Uint8Array(count);
+    const pixels = new Uint8Array(count * MNIST_PIXELS);
+    for (let i = 0; i < count; i++) {
+      labels[i] = data.labels[indices[i]!]!;
+      pixels.set(data.pixels.subarray(indices[i]! * MNIST_PIXELS, (indices[i]! + 1) * MNIST_PIXELS), i * MNIST_PIXELS);
+    }
+    // A reply arrives later, never within the call.
+    await new Promise((resolve) => setImmediate(resolve));
+    return { labels, pixels };
+  };
+}
+
+test('the prefetch plan: a steady class fetches exactly what each rank will train, ahead of time; through joins and leaves every example arrives, once per epoch', async () => {
+  const PER_WORKER = 16;
+  const SEED = 77;
+  const STEADY_STEPS = 100;
+  const MAX_WORLD = 5;
+  const permutation = new EpochPermutation(8_000, SEED);
+  const logs = Array.from({ length: MAX_WORLD }, () => [] as Array<{ split: string; indices: number[] }>);
+  const sources = logs.map((log) => new StreamedMnist({ dataset: 'mnist-10k', perWorker: PER_WORKER, seed: SEED, fetcher: memoryService(log) }));
+  const asked = (rank: number): number[] => logs[rank]!.filter((l) => l.split === 'train').flatMap((l) => l.indices);
+  const images = new Float32Array(PER_WORKER * MNIST_PIXELS);
+  const labels = new Int32Array(PER_WORKER);
+  const want = new Uint32Array(PER_WORKER);
+  const rand = mulberry32(5);
+  let cursor: DataCursor = { epoch: 0, offset: 0 };
+  let world = 4;
+  let changes = 0;
+  let trainedTotal = 0;
+  const seenThisEpoch = new Set<number>();
+  // What each of four steady ranks trains in the steady steps and the prefetch window after them.
+  const steadyPlan = Array.from({ length: 4 }, () => new Set<number>());
+  for (let step = 0, c: DataCursor = { epoch: 0, offset: 0 }; step < STEADY_STEPS + PREFETCH_STEPS; step++) {
+    const batch = sources[0]!.nextBatch(c, 4);
+    for (let rank = 0; rank < 4; rank++) for (const index of permutation.sliceInto(want, batch, rank)) steadyPlan[rank]!.add(index);
+    c = advance(batch, 8_000);
+  }
+  for (let step = 0; step < 400; step++) {
+    if (step >= STEADY_STEPS && rand() < 0.1) {
+      world = 1 + Math.floor(rand() * MAX_WORLD);
+      changes++;
+    }
+    const batch = sources[0]!.nextBatch(cursor, world);
+    for (let rank = 0; rank < world; rank++) {
+      const source = sources[rank]!;
+      const before = new Set(asked(rank));
+      const n = await source.readShard(batch, rank, images, labels);
+      assert.equal(n, source.shareOf(batch, rank));
+      const indices = permutation.sliceInto(want, batch, rank);
+      for (let i = 0; i < n; i++) {
+        const index = indices[i]!;
+        assert.equal(labels[i], subset.train.labels[index], `step ${step} rank ${rank} example ${i}`);
+        assert.equal(Math.round(images[i * MNIST_PIXELS + 300]! * 255), subset.train.pixels[index * MNIST_PIXELS + 300]);
+        assert.ok(!seenThisEpoch.has(index), `index ${index} trained twice in epoch ${batch.epoch}`);
+        seenThisEpoch.add(index);
+        // Ahead of time: after its first step, a steady rank had asked for this example before the step began.
+        if (step > 0 && step < STEADY_STEPS) assert.ok(before.has(index), `step ${step} rank ${rank}: example ${index} was not prefetched`);
+      }
+      trainedTotal += n;
+      assert.ok(source.cachedExamples <= source.cacheCapacity);
+    }
+    cursor = advance(batch, 8_000);
+    if (cursor.offset === 0) {
+      assert.equal(seenThisEpoch.size, 8_000, 'every example of the epoch, once');
+      seenThisEpoch.clear();
+    }
+    if (step === STEADY_STEPS - 1) {
+      // Exactly: what a steady rank asked for is what it trains in these steps and the prefetch window after them, nothing twice.
+      for (let rank = 0; rank < 4; rank++) {
+        const list = asked(rank);
+        assert.equal(new Set(list).size, list.length, `rank ${rank} asked for an example twice`);
+        for (const index of list) assert.ok(steadyPlan[rank]!.has(index), `rank ${rank} fetched ${index}, which it does not train`);
+        assert.ok(list.length >= STEADY_STEPS * PER_WORKER);
+      }
+    }
+  }
+  assert.ok(changes > 10, `the class changed ${changes} times`);
+  // Joins and leaves move shard boundaries: some prefetched examples go unused. The waste stays within one window per rank per change.
+  const travelled = [0, 1, 2, 3, 4].reduce((sum, r) => sum + asked(r).length, 0);
+  assert.ok(travelled >= trainedTotal);
+  assert.ok(travelled <= trainedTotal + changes * MAX_WORLD * PREFETCH_STEPS * PER_WORKER, `travelled ${travelled}, trained ${trainedTotal}, ${changes} changes`);
+});
+
+test('the fetcher: a server that cannot answer is retried with backoff and the wait is said; a refusal ends at once; a short reply is never trained on', async () => {
+  const reply = new Uint8Array(2 * EXAMPLE_BYTES).fill(9);
+  const answers: Array<() => Response> = [
+    () => new Response(JSON.stringify({ ok: false, error: { code: 'ERR_RATE_LIMITED', message: 'too many requests' } }), { status: 429 }),
+    () => {
+      throw new TypeError('fetch failed');
+    },
+    () => new Response(reply.subarray(0, EXAMPLE_BYTES), { status: 200 }),
+    () => new Response(reply, { status: 200 }),
+  ];
+  const urls: string[] = [];
+  const waits: Array<string | null> = [];
+  const t0 = performance.now();
+  const fetcher = httpExampleFetcher({
+    baseUrl: 'http://server',
+    room: 'class',
+    dataset: 'mnist-60k',
+    joinCode: 'ABC-DEF',
+    onWait: (why) => waits.push(why),
+    fetch: async (url, init) => {
+      urls.push(`${String(url)} ${(init?.headers as Record<string, string>)['X-Join-Code']}`);
+      return answers.shift()!();
+    },
+  });
+  const got = await fetcher('train', Uint32Array.of(4, 5), 2);
+  assert.deepEqual([...got.labels], [9, 9]);
+  assert.equal(got.pixels.length, 2 * MNIST_PIXELS);
+  assert.equal(urls.length, 4);
+  assert.equal(urls[0], 'http://server/api/rooms/class/data/mnist-60k/train?ranges=4-5 ABC-DEF');
+  assert.equal(waits.length, 4, JSON.stringify(waits));
+  assert.match(waits[0]!, /waiting for the data service \(HTTP 429: too many requests\); trying again in 0\.3 s/);
+  assert.match(waits[1]!, /fetch failed.*trying again in 0\.5 s/);
+  assert.match(waits[2]!, /sent 785 B for 2 examples, expected 1570 B.*trying again in 1\.0 s/);
+  assert.equal(waits[3], null, 'data flows again');
+  assert.ok(performance.now() - t0 >= 3.5 * RETRY_FIRST_MS, 'it backed off: 250 + 500 + 1000 ms');
+
+  const refusing = httpExampleFetcher({
+    baseUrl: '',
+    room: 'class',
+    dataset: 'mnist-60k',
+    joinCode: 'WRONG',
+    fetch: async () => new Response(JSON.stringify({ ok: false, error: { code: 'ERR_BAD_JOIN_CODE', message: 'that join code does not open room class' } }), { status: 403 }),
+  });
+  await assert.rejects(refusing('test', Uint32Array.of(1), 1), (err: unknown) => err instanceof WebringError && err.code === 'ERR_BAD_JOIN_CODE');
+
+  const ended = new AbortController();
+  const down = httpExampleFetcher({
+    baseUrl: '',
+    room: 'class',
+    dataset: 'mnist-60k',
+    joinCode: 'ABC-DEF',
+    signal: ended.signal,
+    fetch: async () => new Response('bad gateway', { status: 502 }),
+  });
+  const pending = down('train', Uint32Array.of(1), 1);
+  setTimeout(() => ended.abort(), 100);
+  await assert.rejects(pending, (err: unknown) => err instanceof WebringError && err.code === 'ERR_ABORTED');
+});
+
+test('a streamed source whose service refuses fails the step with the coded error, never with zeros', async () => {
+  const source = new StreamedMnist({
+    dataset: 'mnist-10k',
+    perWorker: 8,
+    seed: 1,
+    fetcher: async () => {
+      throw new WebringError('ERR_UNAUTHORIZED', 'reading room class needs its join code');
+    },
+  });
+  const batch = source.nextBatch({ epoch: 0, offset: 0 }, 2);
+  await assert.rejects(source.readShard(batch, 1, new Float32Array(8 * MNIST_PIXELS), new Int32Array(8)), (err: unknown) => err instanceof WebringError && err.code === 'ERR_UNAUTHORIZED');
+});
