@@ -65,7 +65,8 @@ function parse(): { url: URL; room: string; code: string; name: string; backend:
 function describe(s: WorkerStatus): string {
   const rank = s.rank === null ? '-' : `${s.rank}/${s.worldSize}${s.chief ? ' chief' : ''}`;
   const loss = s.loss === null ? '-' : s.loss.toFixed(4);
-  return `state=${s.state} rank=${rank} step=${s.step} loss=${loss} hash=${s.weightsHash ?? '-'}`;
+  const accuracy = s.testAccuracy === null ? '' : ` test=${s.testAccuracy.toFixed(4)}`;
+  return `state=${s.state} rank=${rank} step=${s.step} loss=${loss} hash=${s.weightsHash ?? '-'} step_ms=${s.computeMs.toFixed(1)} data_ms=${s.dataMs.toFixed(1)}${accuracy}`;
 }
 
 async function main(): Promise<void> {

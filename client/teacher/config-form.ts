@@ -10,7 +10,7 @@ import type { ErrorBody } from '../../shared/protocol/errors';
 
 export type StartConfigInput = z.input<typeof startConfigSchema>;
 
-const NUMBER_FIELDS = ['learningRate', 'batchSizePerWorker', 'epochs', 'maxSteps', 'saveEverySteps', 'maxToKeep'] as const;
+const NUMBER_FIELDS = ['learningRate', 'warmupSteps', 'batchSizePerWorker', 'epochs', 'maxSteps', 'saveEverySteps', 'maxToKeep'] as const;
 /** Left empty, these mean "no cap" rather than "missing". */
 const OPTIONAL_FIELDS = new Set<string>(['maxSteps']);
 
@@ -34,6 +34,8 @@ export class ConfigForm {
   private readonly shown = new Set<string>();
 
   constructor(readonly form: HTMLFormElement) {
+    // The protocol's defaults are the recipe (docs/recipe.md); the page's markup holds none of its own.
+    this.fill(startConfigSchema.parse({}));
     // Re-check as the teacher corrects a field; only fields already flagged, or just edited, speak.
     form.addEventListener('change', (e) => {
       const name = (e.target as HTMLInputElement | null)?.name;

@@ -91,11 +91,16 @@ export const memberNameSchema = z
 
 export const memberIdSchema = z.string().regex(/^[a-z0-9]{8,32}$/);
 
-/** Defaults chosen so that an MNIST MLP visibly learns within a few dozen steps. */
+/**
+ * The recipe a teacher gets without touching the form (docs/recipe.md): Adam at 0.003 after
+ * a 50-step warm-up, 32 examples per worker. The MLP visibly learns within a few dozen
+ * steps; one epoch of the small CNN on the official MNIST scores above 98 %.
+ */
 export const DEFAULT_START_CONFIG = {
   model: 'mlp',
   optimizer: 'adam',
-  learningRate: 0.001,
+  learningRate: 0.003,
+  warmupSteps: 50,
   batchSizePerWorker: 32,
   epochs: 2,
   seed: 1234,
@@ -111,6 +116,12 @@ export const startConfigSchema = z.strictObject({
   model: z.enum(MODEL_KINDS).default(DEFAULT_START_CONFIG.model),
   optimizer: z.enum(OPTIMIZER_KINDS).default(DEFAULT_START_CONFIG.optimizer),
   learningRate: z.number().positive().max(10).default(DEFAULT_START_CONFIG.learningRate),
+  /**
+   * The learning rate climbs linearly from learningRate/warmupSteps to learningRate over
+   * the first warmupSteps steps (Goyal et al. 2017), so a fresh model's first large
+   * gradients do not throw it off; 0 starts at full rate.
+   */
+  warmupSteps: z.number().int().min(0).max(1_000_000).default(DEFAULT_START_CONFIG.warmupSteps),
   batchSizePerWorker: z.number().int().min(1).max(1024).default(DEFAULT_START_CONFIG.batchSizePerWorker),
   epochs: z.number().int().min(1).max(1000).default(DEFAULT_START_CONFIG.epochs),
   /** Optional cap on global steps, for short lessons, demos and tests. */

@@ -295,6 +295,7 @@ export class TrainingRun {
       examplesProcessed: this.status.examplesProcessed + r.examples,
       numTensors: tf.memory().numTensors,
       computeMs: r.computeMs[this.ring.rank] ?? 0,
+      dataMs: r.timing.dataMs,
       stepsPerSec,
       linkMBps: transfer.ms > 0 ? transfer.bytes / 1e6 / (transfer.ms / 1000) : 0,
       batchShare: r.globalBatchSize > 0 ? r.examples / r.globalBatchSize : 0,

@@ -50,6 +50,8 @@ export interface WorkerStatus {
   stepsPerSec: number;
   /** Measured throughput to the right neighbour in the last all-reduce (MB/s). */
   linkMBps: number;
+  /** How long the last step waited for its examples (ms): 0 while the prefetch keeps ahead. */
+  dataMs: number;
   /** Why this worker is waiting for its examples (the data service is unreachable, say), or null. */
   dataWait: string | null;
   /** Ring neighbours' names (left, right) in the current generation. */
@@ -96,6 +98,7 @@ export class WorkerStatusView {
       batchShare: 0,
       stepsPerSec: 0,
       linkMBps: 0,
+      dataMs: 0,
       dataWait: null,
       neighbours: null,
       error: null,
