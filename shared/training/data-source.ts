@@ -33,8 +33,6 @@ export interface DataSource {
   testShard(rank: number, worldSize: number): { start: number; count: number };
   /** Writes test examples [start, start + count) to the front of `images` and `labels`. */
   readTest(start: number, count: number, images: Float32Array, labels: Int32Array): Promise<void>;
-  /** How long the last readShard waited for its examples (ms); 0 for a source in memory. */
-  readonly lastWaitMs?: number;
 }
 
 

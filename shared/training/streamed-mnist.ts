@@ -19,7 +19,6 @@ import { ExampleCache } from '../data/example-cache';
 import { httpExampleFetcher, type ExampleFetcher } from '../data/example-fetcher';
 import type { DatasetKind } from '../protocol';
 import { WebringError } from '../protocol/errors';
-import { systemClock, type Clock } from '../util/clock';
 import type { DataFactory, DataSource } from './data-source';
 import { EpochPermutation, advance, nextBatch, shardOf, type DataCursor, type GlobalBatch } from './sharding';
 
@@ -33,7 +32,6 @@ export interface StreamedMnistOptions {
   perWorker: number;
   seed: number;
   fetcher: ExampleFetcher;
-  clock?: Clock;
   prefetchSteps?: number;
 }
 
@@ -42,7 +40,6 @@ export class StreamedMnist implements DataSource {
   readonly testCount: number;
   private readonly perWorker: number;
   private readonly fetcher: ExampleFetcher;
-  private readonly clock: Clock;
   private readonly prefetchSteps: number;
   /** This epoch's and the next one's: a prefetch window can reach across an epoch's end. */
   private readonly permutations: [EpochPermutation, EpochPermutation];
@@ -59,8 +56,6 @@ export class StreamedMnist implements DataSource {
   private shardsRead = 0;
   /** The test shard on its way, fetched once when training is under way. */
   private testLoading: { start: number; count: number; done: Promise<void> } | null = null;
-  /** Time the last readShard waited for examples to arrive (ms): 0 when the prefetch kept up. */
-  lastWaitMs = 0;
 
   constructor(options: StreamedMnistOptions) {
     const spec = DATASETS[options.dataset];
@@ -68,7 +63,6 @@ export class StreamedMnist implements DataSource {
     this.testCount = spec.testCount;
     this.perWorker = options.perWorker;
     this.fetcher = options.fetcher;
-    this.clock = options.clock ?? systemClock;
     this.prefetchSteps = options.prefetchSteps ?? PREFETCH_STEPS;
     this.permutations = [new EpochPermutation(this.trainCount, options.seed), new EpochPermutation(this.trainCount, options.seed)];
     const window = this.prefetchSteps * options.perWorker;
@@ -110,7 +104,6 @@ export class StreamedMnist implements DataSource {
   async readShard(batch: GlobalBatch, rank: number, images: Float32Array, labels: Int32Array): Promise<number> {
     if (this.failure) throw this.failure;
     const { start, count } = shardOf(batch, rank);
-    const t0 = this.clock.now();
     // What this step needs goes first; the steps after it follow in a second request.
     this.fetchMissing(batch.epoch, start, count);
     this.prefetchAfter(batch, rank);
@@ -125,7 +118,6 @@ export class StreamedMnist implements DataSource {
       await Promise.all(waits);
       if (this.failure) throw this.failure;
     }
-    this.lastWaitMs = this.clock.now() - t0;
     for (let i = 0; i < count; i++) this.cache.read(this.indexAt(batch.epoch, start + i), images, labels, i);
     return count;
   }

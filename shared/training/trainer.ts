@@ -490,10 +490,10 @@ export class Trainer {
         `step ${step}: the summed gradient is not finite on the fp16 wire (a partial sum beyond ±65504, or a diverged model); resume with wire 'fp32'`,
       );
     }
-    // These tensors may alias `flat` (the CPU backend does not copy); that is safe because
-    // they live only inside this tidy, and `flat` is not written again until the next step.
     // Every replica is at the same step, so every replica applies the same rate.
     if (this.config.warmupSteps > 0 && step <= this.config.warmupSteps) setLearningRate(this.optimizer, learningRateAt(this.config.learningRate, this.config.warmupSteps, step));
+    // These tensors may alias `flat` (the CPU backend does not copy); that is safe because
+    // they live only inside this tidy, and `flat` is not written again until the next step.
     tf.tidy(() => {
       const named: tf.NamedTensorMap = {};
       this.variables.forEach((v, i) => {

@@ -39,10 +39,6 @@ export class ServedBytes {
     const entry = this.byRoom.get(room);
     return entry && entry.run === run ? entry.bytes : 0;
   }
-
-  forget(room: string): void {
-    this.byRoom.delete(room);
-  }
 }
 
 export function registerDataApi(app: Express, ctx: ServerContext, library: DatasetLibrary, served: ServedBytes, requireRoomReader: RequestHandler): void {

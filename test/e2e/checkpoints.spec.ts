@@ -53,10 +53,11 @@ test('the chief checkpoints to the server and its IndexedDB, and Start resumes f
   const other = await openStudent(browser, ROOM, 'other');
   await expect(status(chief.page)).toHaveAttribute('data-chief', 'true');
 
-  // Run 1: one epoch (8,000 digits / 64 per global batch = 125 steps), saving every 10.
+  // Run 1: one epoch of the 10k subset (8,000 digits / 64 per global batch = 125 steps), saving every 10.
+  // Every run of this room trains on the subset: a checkpoint resumes only on the dataset it trained.
   const first = await request.post(`/api/rooms/${ROOM}/start`, {
     headers: teacher,
-    data: { model: 'mlp', epochs: 1, saveEverySteps: 10, maxToKeep: 3, resumeFrom: 'none' },
+    data: { model: 'mlp', dataset: 'mnist-10k', epochs: 1, saveEverySteps: 10, maxToKeep: 3, resumeFrom: 'none' },
   });
   expect(first.status()).toBe(200);
   for (const s of [chief, other]) await expect(status(s.page)).toHaveAttribute('data-state', 'done', { timeout: 240_000 });
@@ -80,7 +81,7 @@ test('the chief checkpoints to the server and its IndexedDB, and Start resumes f
   expect(accuracy, `test accuracy ${accuracy}`).toBeGreaterThanOrEqual(0.85);
 
   // Run 2: Start again; every tab restores the latest checkpoint and goes on from step 125.
-  const second = await request.post(`/api/rooms/${ROOM}/start`, { headers: teacher, data: { model: 'mlp', epochs: 2, maxSteps: 130, saveEverySteps: 10 } });
+  const second = await request.post(`/api/rooms/${ROOM}/start`, { headers: teacher, data: { model: 'mlp', dataset: 'mnist-10k', epochs: 2, maxSteps: 130, saveEverySteps: 10 } });
   expect(second.status()).toBe(200);
   for (const s of [chief, other]) {
     await expect(status(s.page)).toHaveAttribute('data-resumed-from', list[0]!.id, { timeout: 60_000 });
@@ -94,7 +95,7 @@ test('the chief checkpoints to the server and its IndexedDB, and Start resumes f
   expect(after[0]!.step).toBe(130);
 
   // Run 3 is stopped by the teacher: the stop step is saved, and run 4 resumes exactly there.
-  const third = await request.post(`/api/rooms/${ROOM}/start`, { headers: teacher, data: { model: 'mlp', epochs: 2, saveEverySteps: 50 } });
+  const third = await request.post(`/api/rooms/${ROOM}/start`, { headers: teacher, data: { model: 'mlp', dataset: 'mnist-10k', epochs: 2, saveEverySteps: 50 } });
   expect(third.status()).toBe(200);
   await expect.poll(async () => Number((await readStatus(chief.page)).step), { timeout: 60_000 }).toBeGreaterThanOrEqual(133);
   expect((await request.post(`/api/rooms/${ROOM}/stop`, { headers: teacher })).status()).toBe(200);
@@ -103,7 +104,7 @@ test('the chief checkpoints to the server and its IndexedDB, and Start resumes f
   const saved = ((await (await request.get(`/api/rooms/${ROOM}/checkpoints`, asTeacher)).json()) as CheckpointInfo[])[0]!;
   expect(saved.step).toBe(Number(stoppedAt.step));
   expect(saved.weightsHash).toBe(stoppedAt.weightsHash);
-  const fourth = await request.post(`/api/rooms/${ROOM}/start`, { headers: teacher, data: { model: 'mlp', epochs: 2, maxSteps: saved.step + 2 } });
+  const fourth = await request.post(`/api/rooms/${ROOM}/start`, { headers: teacher, data: { model: 'mlp', dataset: 'mnist-10k', epochs: 2, maxSteps: saved.step + 2 } });
   expect(fourth.status()).toBe(200);
   for (const s of [chief, other]) {
     await expect(status(s.page)).toHaveAttribute('data-resumed-from', saved.id, { timeout: 60_000 });

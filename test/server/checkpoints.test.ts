@@ -102,6 +102,21 @@ test('a tampered upload gets a 400 and nothing is kept; an oversized one a 413',
   assert.deepEqual((await list()).map((c) => c.id), before.map((c) => c.id));
 });
 
+test('a checkpoint resumes only on the dataset it trained: naming it for another is a 409 at resumeFrom, and nothing starts', async () => {
+  const [newest] = await list();
+  assert.ok(newest);
+  const res = await fetch(`${server.url}/api/rooms/${ROOM}/start`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${TEST_TOKEN}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ model: 'mlp', optimizer: 'adam', batchSizePerWorker: 8, dataset: 'mnist-10k', resumeFrom: newest.id }),
+  });
+  const body = (await res.json()) as { error: { code: string; field: string; message: string } };
+  assert.deepEqual([res.status, body.error.code, body.error.field], [409, 'ERR_BAD_STATE', 'resumeFrom']);
+  assert.match(body.error.message, /trained on mnist-60k, not mnist-10k/);
+  const room = (await (await fetch(`${server.url}/api/rooms/${ROOM}`, AS_TEACHER)).json()) as { state: string };
+  assert.equal(room.state, 'idle');
+});
+
 test('starting resumes from the latest checkpoint of the same model, and restore is exact', async () => {
   const started = nextEvent(sockets.find((s) => s.connected)!, 'train:start');
   const res = await fetch(`${server.url}/api/rooms/${ROOM}/start`, {
