@@ -1,0 +1,101 @@
+/**
+ * How a worker gets examples from the data service (data-service.ts): one HTTP GET per
+ * batch of indices, retried with exponential backoff while the server cannot answer, and
+ * said so through `onWait`, so a student sees "waiting for the data service" rather than
+ * a frozen page. A reply that is not what was asked for is never trained on: it is fetched
+ * again, and a refusal the server means (a bad request, a lost join code) ends the run
+ * with the server's coded error.
+ */
+import type { DatasetKind } from '../protocol';
+import { WebringError, type ErrorCode } from '../protocol/errors';
+import { sleep, systemClock, type Clock } from '../util/clock';
+import { withDeadline } from '../util/deadline';
+import { checkExamplesReply, encodeRanges, type DataSplit } from './data-service';
+
+/** The first retry waits this long; each later one twice as long, up to RETRY_MAX_MS. */
+export const RETRY_FIRST_MS = 250;
+export const RETRY_MAX_MS = 8_000;
+/** One request that has not answered in this long is abandoned and tried again. */
+export const REQUEST_TIMEOUT_MS = 30_000;
+
+export interface Examples {
+  labels: Uint8Array;
+  /** count × 784 bytes, 0..255. */
+  pixels: Uint8Array;
+}
+
+/** The examples `indices[0, count)` (ascending, distinct) of `split`, in that order. */
+export type ExampleFetcher = (split: DataSplit, indices: Uint32Array, count: number) => Promise<Examples>;
+
+export interface HttpFetcherOptions {
+  /** The server's origin, e.g. http://10.0.0.5:8080; '' for the page's own. */
+  baseUrl: string;
+  room: string;
+  dataset: DatasetKind;
+  /** The room's join code: reads authorised like any other room read. */
+  joinCode: string;
+  /** Told why the worker is waiting, and null once data flows again. */
+  onWait?: (why: string | null) => void;
+  /** Stops retrying; pending fetches reject with ERR_ABORTED. */
+  signal?: AbortSignal;
+  fetch?: typeof fetch;
+  clock?: Clock;
+}
+
+/** Server errors a retry cannot fix: the request itself is wrong, or not allowed. */
+const FINAL_STATUSES = new Set([400, 401, 403, 404, 413]);
+
+export function httpExampleFetcher(options: HttpFetcherOptions): ExampleFetcher {
+  const doFetch = options.fetch ?? ((input, init) => fetch(input, init));
+  const clock = options.clock ?? systemClock;
+  const base = `${options.baseUrl}/api/rooms/${encodeURIComponent(options.room)}/data/${options.dataset}/`;
+  let waiting = false;
+  return async (split, indices, count) => {
+    const url = `${base}${split}?ranges=${encodeRanges(indices, count)}`;
+    for (let attempt = 0; ; attempt++) {
+      if (options.signal?.aborted) throw new WebringError('ERR_ABORTED', 'the run ended while examples were on their way');
+      let why: string;
+      let retryAfterMs = 0;
+      try {
+        const res = await withDeadline(
+          REQUEST_TIMEOUT_MS,
+          () => new WebringError('ERR_TIMEOUT', `no answer in ${REQUEST_TIMEOUT_MS / 1000} s`),
+          (signal) => doFetch(url, { headers: { 'X-Join-Code': options.joinCode }, signal: options.signal ? AbortSignal.any([signal, options.signal]) : signal }),
+          clock,
+        );
+        if (res.ok) {
+          const examples = checkExamplesReply(new Uint8Array(await res.arrayBuffer()), count);
+          if (waiting) {
+            waiting = false;
+            options.onWait?.(null);
+          }
+          return examples;
+        }
+        const refusal = await errorOf(res);
+        if (FINAL_STATUSES.has(res.status)) throw new WebringError(refusal.code, `the data service refused ${split} examples: ${refusal.message}`);
+        why = `HTTP ${res.status}: ${refusal.message}`;
+        retryAfterMs = Number(res.headers.get('retry-after') ?? 0) * 1000;
+      } catch (err) {
+        if (err instanceof WebringError && err.code !== 'ERR_TIMEOUT' && err.code !== 'ERR_BAD_DATA') throw err;
+        if (options.signal?.aborted) throw new WebringError('ERR_ABORTED', 'the run ended while examples were on their way');
+        why = (err as Error).message;
+      }
+      const backoffMs = Math.max(retryAfterMs, Math.min(RETRY_MAX_MS, RETRY_FIRST_MS * 2 ** attempt));
+      waiting = true;
+      options.onWait?.(`waiting for the data service (${why}); trying again in ${(backoffMs / 1000).toFixed(1)} s`);
+      await sleep(clock, backoffMs);
+    }
+  };
+}
+
+async function errorOf(res: Response): Promise<{ code: ErrorCode; message: string }> {
+  const text = await res.text();
+  try {
+    const body = JSON.parse(text) as { error?: { code?: ErrorCode; message?: string } };
+    if (body.error?.code && body.error.message) return { code: body.error.code, message: body.error.message };
+  } catch (err) {
+    // Not the server's JSON error (a proxy's HTML page, say): keep its first words below.
+    if (!(err instanceof SyntaxError)) throw err;
+  }
+  return { code: 'ERR_BAD_DATA', message: text.slice(0, 120) || res.statusText };
+}
