@@ -10,7 +10,7 @@ import type { ErrorBody } from '../../shared/protocol/errors';
 
 export type StartConfigInput = z.input<typeof startConfigSchema>;
 
-const NUMBER_FIELDS = ['learningRate', 'warmupSteps', 'batchSizePerWorker', 'epochs', 'maxSteps', 'saveEverySteps', 'maxToKeep'] as const;
+const NUMBER_FIELDS = ['learningRate', 'warmupSteps', 'referenceBatch', 'batchSizePerWorker', 'epochs', 'maxSteps', 'saveEverySteps', 'maxToKeep'] as const;
 /** Left empty, these mean "no cap" rather than "missing". */
 const OPTIONAL_FIELDS = new Set<string>(['maxSteps']);
 
@@ -76,6 +76,7 @@ export class ConfigForm {
       if (control) control.value = value === undefined ? '' : String(value);
     }
     (this.control('startFresh') as HTMLInputElement).checked = config.resumeFrom === 'none';
+    (this.control('scaleLearningRate') as HTMLInputElement).checked = config.scaleLearningRate;
   }
 
   /** A checkpoint restores only into the model and optimizer it was trained with. */
@@ -99,6 +100,7 @@ export class ConfigForm {
       raw[name] = value === '' ? Number.NaN : Number(value);
     }
     if ((els.namedItem('startFresh') as HTMLInputElement).checked) raw.resumeFrom = 'none';
+    raw.scaleLearningRate = (els.namedItem('scaleLearningRate') as HTMLInputElement).checked;
     return raw;
   }
 

@@ -53,6 +53,16 @@ export function renderProgress(s: RoomStatus, history: readonly MetricPoint[]): 
   byId('p-train-acc').textContent = percent(s.metrics.trainAccuracy);
   byId('p-test-acc').textContent = percent(s.metrics.accuracy);
   byId('p-data').textContent = dataServedText(s);
+  byId('p-lr').textContent = learningRateText(s);
+}
+
+/** The chief's rate of its last step, and why it is what it is (warm-up, scaling). */
+export function learningRateText(s: RoomStatus): string {
+  const rate = s.members[0]?.learningRate ?? 0;
+  if (!s.config || rate <= 0) return dash;
+  const c = s.config;
+  const why = c.scaleLearningRate ? ` (scaled with a global batch of ${c.batchSizePerWorker * s.members.length} against ${c.referenceBatch})` : s.step < c.warmupSteps ? ' (warming up)' : '';
+  return `${rate.toPrecision(3)}${why}`;
 }
 
 /**

@@ -115,6 +115,7 @@ export async function captureCheckpoint(trainer: Trainer, ctx: CaptureContext): 
     step: trainer.step,
     epoch: cursor.epoch,
     dataCursor: cursor,
+    learningRateRamp: trainer.schedule.state,
     worldSize: trainer.worldSize,
     members: ctx.members.map((m) => ({
       id: m.id,
@@ -256,6 +257,8 @@ export async function applyCheckpoint(trainer: Trainer, checkpoint: CapturedChec
   // setWeights keeps copies as variables (and reads the iteration count), so the decoded tensors can go.
   tf.dispose(Object.values(opt));
   trainer.setPosition(checkpoint.metadata.step, checkpoint.metadata.dataCursor);
+  // A checkpoint without a ramp (older ones) lets the schedule start afresh at the resumed step.
+  trainer.schedule.restore(checkpoint.metadata.learningRateRamp ?? null);
   const hash = await trainer.weightsHash();
   if (hash !== checkpoint.metadata.weightsHash) {
     throw new WebringError('ERR_BAD_DATA', `restored weights hash ${hash} differs from the checkpoint's ${checkpoint.metadata.weightsHash}`);

@@ -34,6 +34,14 @@ export const checkpointMetadataSchema = z.strictObject({
   step: z.number().int().min(0),
   epoch: z.number().int().min(0),
   dataCursor: z.strictObject({ epoch: z.number().int().min(0), offset: z.number().int().min(0) }),
+  /**
+   * Where the learning rate was heading (shared/training/lr-schedule.ts): from, to, and the
+   * step its ramp began; null before the first step. Checkpoints from before it have none.
+   */
+  learningRateRamp: z
+    .strictObject({ from: z.number().finite().min(0), to: z.number().finite().min(0), startStep: z.number().int().min(0) })
+    .nullable()
+    .optional(),
   worldSize: z.number().int().min(1),
   members: z
     .array(

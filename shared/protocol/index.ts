@@ -101,6 +101,8 @@ export const DEFAULT_START_CONFIG = {
   optimizer: 'adam',
   learningRate: 0.003,
   warmupSteps: 50,
+  scaleLearningRate: false,
+  referenceBatch: 32,
   batchSizePerWorker: 32,
   epochs: 2,
   seed: 1234,
@@ -122,6 +124,14 @@ export const startConfigSchema = z.strictObject({
    * gradients do not throw it off; 0 starts at full rate.
    */
   warmupSteps: z.number().int().min(0).max(1_000_000).default(DEFAULT_START_CONFIG.warmupSteps),
+  /**
+   * Linear scaling (Goyal et al. 2017): the rate is learningRate × globalBatch / referenceBatch,
+   * so a class that grows takes larger steps on its larger batches; after a join or a leave
+   * the rate moves to its new value over 20 steps (shared/training/lr-schedule.ts).
+   */
+  scaleLearningRate: z.boolean().default(DEFAULT_START_CONFIG.scaleLearningRate),
+  /** The global batch at which learningRate applies when scaleLearningRate is on. */
+  referenceBatch: z.number().int().min(1).max(65_536).default(DEFAULT_START_CONFIG.referenceBatch),
   batchSizePerWorker: z.number().int().min(1).max(1024).default(DEFAULT_START_CONFIG.batchSizePerWorker),
   epochs: z.number().int().min(1).max(1000).default(DEFAULT_START_CONFIG.epochs),
   /** Optional cap on global steps, for short lessons, demos and tests. */
@@ -279,6 +289,8 @@ export const progressReportSchema = z.strictObject({
   batchShare: finite.min(0).max(1),
   /** Throughput of this worker's link to its right neighbour during the step's all-reduce (MB/s). */
   linkMBps: finite.min(0),
+  /** The learning rate the step applied (warm-up and, with scaleLearningRate, the global batch included). */
+  learningRate: finite.min(0),
   collective: collectiveReportSchema,
 });
 export type ProgressReport = z.output<typeof progressReportSchema>;
@@ -375,6 +387,8 @@ export interface MemberInfo {
   batchShare: number;
   /** Measured throughput of the link from this member to the next rank (MB/s), 0 before any step. */
   linkMBps: number;
+  /** The learning rate of the member's last step; 0 before any. */
+  learningRate: number;
   /** The algorithm, link model and time split of the member's last step; null before any. */
   collective: CollectiveReport | null;
   /** False while the member's signaling connection is down (it may be reconnecting). */

@@ -54,11 +54,6 @@ export function buildOptimizer(kind: 'sgd' | 'adam', learningRate: number): tf.O
   return kind === 'adam' ? tf.train.adam(learningRate) : tf.train.sgd(learningRate);
 }
 
-/** The learning rate of step `step` (0-based): a linear warm-up over `warmupSteps`, then `base`. */
-export function learningRateAt(base: number, warmupSteps: number, step: number): number {
-  return warmupSteps > 0 && step < warmupSteps ? (base * (step + 1)) / warmupSteps : base;
-}
-
 /**
  * Sets the rate the optimizer's next update uses; both tfjs optimizers read it at every
  * update. (`instanceof tf.SGDOptimizer` is true of Adam too, so the setter is looked up.)

@@ -15,7 +15,8 @@ import { MNIST_CLASSES, MNIST_PIXELS } from '../data/mnist-format';
 import type { DataSource } from './data-source';
 import type { FaultInjector } from './faults';
 import { sleep, systemClock, type Clock } from '../util/clock';
-import { buildModel, buildOptimizer, learningRateAt, setLearningRate } from './models';
+import { buildModel, buildOptimizer, setLearningRate } from './models';
+import { LearningRateSchedule } from './lr-schedule';
 import { yieldToEventLoop } from '../util/yield';
 import { WeightsHasher } from './weights-hash';
 import { MAX_ROOM_MEMBERS, type Algorithm, type StartConfig } from '../protocol';
@@ -73,7 +74,11 @@ const STATE_OFFSET = 2;
 const STATE_PENDING_EVAL = 3;
 const STATE_STOPPED = 4;
 const STATE_ITERATIONS = 5;
-const STATE_HEADER = 6;
+/** The learning-rate ramp (lr-schedule.ts): its float32 ends and its first step, -1 for none yet. */
+const STATE_RAMP_FROM = 6;
+const STATE_RAMP_TO = 7;
+const STATE_RAMP_START = 8;
+const STATE_HEADER = 9;
 
 /** The agreement check before a hand-over: votes on step, weights hash, owed evaluation, stop. */
 const AGREE_STEP = 0;
@@ -155,12 +160,16 @@ export interface StepResult {
   models: LinkModels | null;
   /** One sentence for the teacher: why the next step's algorithm was picked (choice.ts explainChoice). */
   reason: string;
+  /** The learning rate the step applied. */
+  learningRate: number;
   timing: StepTiming;
 }
 
 export class Trainer {
   readonly model: tf.LayersModel;
   readonly optimizer: tf.Optimizer;
+  /** The rate of every step: warm-up, and linear scaling with the global batch when configured. */
+  readonly schedule: LearningRateSchedule;
   readonly config: StartConfig;
   private readonly variables: tf.Variable[];
   private readonly offsets: number[];
@@ -225,6 +234,7 @@ export class Trainer {
     this.collective = collective;
     this.model = buildModel(config.model, config.seed);
     this.optimizer = buildOptimizer(config.optimizer, config.learningRate);
+    this.schedule = new LearningRateSchedule(config);
     this.variables = this.model.trainableWeights.map((w) => (w as unknown as { val: tf.Variable }).val);
     createOptimizerSlots(config.optimizer, this.optimizer, this.variables);
     this.offsets = [];
@@ -392,6 +402,10 @@ export class Trainer {
       state[STATE_PENDING_EVAL] = this.pendingEvaluation === null ? 0 : this.pendingEvaluation + 1;
       state[STATE_STOPPED] = this.stopped ? 1 : 0;
       state[STATE_ITERATIONS] = optimizerIterations(this.optimizer);
+      const ramp = this.schedule.state;
+      state[STATE_RAMP_FROM] = ramp?.from ?? 0;
+      state[STATE_RAMP_TO] = ramp?.to ?? 0;
+      state[STATE_RAMP_START] = ramp?.startStep ?? -1;
       const all = [...this.variables, ...optimizerVars];
       const values = await Promise.all(all.map((v) => v.data() as Promise<Float32Array>));
       let at = STATE_HEADER;
@@ -407,6 +421,8 @@ export class Trainer {
     this.pendingEvaluation = pending === 0 ? null : pending - 1;
     this.stopped = state[STATE_STOPPED]! > 0;
     setOptimizerIterations(this.optimizer, state[STATE_ITERATIONS]!);
+    const rampStart = state[STATE_RAMP_START]!;
+    this.schedule.restore(rampStart < 0 ? null : { from: state[STATE_RAMP_FROM]!, to: state[STATE_RAMP_TO]!, startStep: rampStart });
     tf.tidy(() => {
       let at = STATE_HEADER;
       for (const v of [...this.variables, ...optimizerVars]) {
@@ -490,8 +506,9 @@ export class Trainer {
         `step ${step}: the summed gradient is not finite on the fp16 wire (a partial sum beyond ±65504, or a diverged model); resume with wire 'fp32'`,
       );
     }
-    // Every replica is at the same step, so every replica applies the same rate.
-    if (this.config.warmupSteps > 0 && step <= this.config.warmupSteps) setLearningRate(this.optimizer, learningRateAt(this.config.learningRate, this.config.warmupSteps, step));
+    // Every replica is at the same step, world and ramp, so every replica applies the same rate.
+    const learningRate = this.schedule.rateAt(step, this.data.globalBatchSize(worldSize));
+    setLearningRate(this.optimizer, learningRate);
     // These tensors may alias `flat` (the CPU backend does not copy); that is safe because
     // they live only inside this tidy, and `flat` is not written again until the next step.
     tf.tidy(() => {
@@ -542,6 +559,7 @@ export class Trainer {
       algorithm,
       models,
       reason,
+      learningRate,
       timing: { ...timing },
     };
   }

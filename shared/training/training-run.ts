@@ -321,6 +321,7 @@ export class TrainingRun {
       hashMismatch: r.hashMismatch,
       batchShare: s.batchShare,
       linkMBps: s.linkMBps,
+      learningRate: r.learningRate,
       collective: {
         algorithm: r.algorithm,
         alphaMs: r.models?.ring?.alphaMs ?? 0,

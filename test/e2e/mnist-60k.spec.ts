@@ -2,7 +2,9 @@
  * The whole of MNIST, streamed: three tabs train on the official 60,000 digits, each
  * fetching from the data service only the examples it trains (and its shard of the 10,000
  * test digits), so the server sends each example once, not once per tab. The server's
- * byte counter shows it, and the tabs end with identical weights.
+ * byte counter shows it, and the tabs end with identical weights. The run scales its learning
+ * rate with the class (scaleLearningRate): every tab applies the same scaled rate, and the
+ * teacher page says why it is what it is.
  */
 import { test, expect } from '@playwright/test';
 import type { RoomStatus } from '../../shared/protocol';
@@ -21,7 +23,8 @@ test('three tabs stream the official MNIST: every example travels once, to the t
   for (const name of ['eva', 'fin', 'gus']) students.push(await openStudent(browser, ROOM, name));
   const start = await request.post(`/api/rooms/${ROOM}/start`, {
     ...asTeacher,
-    data: { model: 'mlp', dataset: 'mnist-60k', batchSizePerWorker: PER_WORKER, maxSteps: STEPS },
+    // The rate scaled with the class: 3 × 32 examples against a reference of 32 is three times 0.003.
+    data: { model: 'mlp', dataset: 'mnist-60k', batchSizePerWorker: PER_WORKER, maxSteps: STEPS, scaleLearningRate: true, referenceBatch: 32, warmupSteps: 0 },
   });
   expect(start.status()).toBe(200);
   const started = ((await start.json()) as { status: RoomStatus }).status;
@@ -46,12 +49,14 @@ test('three tabs stream the official MNIST: every example travels once, to the t
   console.log(`[mnist-60k] served ${done.data.bytesServed} B: ${trained} training examples and 10,000 test digits need ${needed} B; one download per tab would be ${TABS * 70_000 * EXAMPLE_BYTES} B`);
   expect(done.data.bytesServed).toBeGreaterThanOrEqual(needed);
   expect(done.data.bytesServed).toBeLessThanOrEqual(needed + window);
+  expect(done.members.map((m) => m.learningRate)).toEqual(Array(TABS).fill(Math.fround(0.009)));
   for (const m of done.members) console.log(`[mnist-60k] ${m.name}: data wait ${m.collective?.timing.dataMs.toFixed(1)} ms of a ${m.computeMs.toFixed(0)} ms step`);
 
   // The teacher sees it next to the training set's size.
   const teacher = await (await browser.newContext()).newPage();
   await teacher.goto(`/teacher?room=${ROOM}&token=${E2E_TOKEN}`);
   await expect(teacher.getByTestId('data-served')).toContainText('of a 44.9 MiB training set');
+  await expect(teacher.getByTestId('learning-rate')).toHaveText('0.00900 (scaled with a global batch of 96 against 32)');
   expect(students.flatMap((s) => s.errors)).toEqual([]);
   for (const s of students) await s.context.close();
 });
