@@ -6,6 +6,7 @@
 import type { WorkerStatus } from '../shared/training/worker-status';
 import type { RoomMetrics, ServerInfo } from '../shared/protocol';
 import { toWebringError } from '../shared/protocol/errors';
+import { explainShare } from '../shared/training/share-balancer';
 import { showSecureContextNotice } from './secure-context';
 import { normalizeJoinCode } from '../shared/protocol/join-code';
 import { describeRefusal } from './plain-errors';
@@ -136,7 +137,8 @@ function render(s: WorkerStatus): void {
   $('s-neighbours').textContent = s.neighbours ? `receives from ${s.neighbours.left}, sends to ${s.neighbours.right}` : '–';
   $('s-step').textContent = s.totalSteps ? `${s.step} / ${s.totalSteps} (epoch ${s.epoch + 1})` : String(s.step);
   $('s-examples').textContent = s.examplesProcessed.toLocaleString();
-  $('s-share').textContent = s.batchShare > 0 ? percent(s.batchShare) : '–';
+  const why = explainShare(s.speedVsMedian, s.batchShare * s.worldSize);
+  $('s-share').textContent = s.batchShare > 0 ? `${percent(s.batchShare)}${why ? ` (your device is ${why})` : ''}` : '–';
   $('s-sps').textContent = s.stepsPerSec > 0 ? s.stepsPerSec.toFixed(2) : '–';
   $('s-eps').textContent = fmt(s.examplesPerSec, 0);
   $('s-loss').textContent = fmt(s.loss, 4);

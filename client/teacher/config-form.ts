@@ -77,6 +77,7 @@ export class ConfigForm {
     }
     (this.control('startFresh') as HTMLInputElement).checked = config.resumeFrom === 'none';
     (this.control('scaleLearningRate') as HTMLInputElement).checked = config.scaleLearningRate;
+    (this.control('balanceShares') as HTMLInputElement).checked = config.balanceShares;
   }
 
   /** A checkpoint restores only into the model and optimizer it was trained with. */
@@ -101,6 +102,7 @@ export class ConfigForm {
     }
     if ((els.namedItem('startFresh') as HTMLInputElement).checked) raw.resumeFrom = 'none';
     raw.scaleLearningRate = (els.namedItem('scaleLearningRate') as HTMLInputElement).checked;
+    raw.balanceShares = (els.namedItem('balanceShares') as HTMLInputElement).checked;
     return raw;
   }
 

@@ -5,6 +5,7 @@
  */
 import type { DroppedMember, MemberInfo, RoomEvent, RoomStatus } from '../../shared/protocol';
 import { h } from './dom';
+import { explainShare } from '../../shared/training/share-balancer';
 import { BACKEND_LABELS, dash, duration, fixed, percent } from './format';
 
 /** A member whose step compute time is this many times the others' median is flagged. */
@@ -91,7 +92,12 @@ function memberRow(m: MemberInfo, s: RoomStatus, chief: MemberInfo | undefined):
     h('td', { class: 'num', 'data-label': 'Rank' }, m.rank === null ? dash : String(m.rank)),
     backend,
     h('td', { class: 'num', 'data-label': 'Examples/s' }, m.rank === null || m.examplesPerSec <= 0 ? dash : fixed(m.examplesPerSec, 0)),
-    h('td', { class: 'num', 'data-label': 'Batch share' }, m.rank === null || m.batchShare <= 0 ? dash : percent(m.batchShare)),
+    h(
+      'td',
+      { class: 'num', 'data-label': 'Batch share', 'data-testid': 'batch-share' },
+      m.rank === null || m.batchShare <= 0 ? dash : percent(m.batchShare),
+      m.rank === null || m.batchShare <= 0 ? null : h('span', { class: 'share-why' }, explainShare(m.speedVsMedian, m.batchShare * s.members.length)),
+    ),
     h('td', { class: 'num', 'data-label': 'ms/step' }, m.computeMs > 0 ? fixed(m.computeMs, 0) : dash),
     h('td', { class: 'num', 'data-label': 'Step' }, String(m.step)),
     h(

@@ -103,6 +103,7 @@ export const DEFAULT_START_CONFIG = {
   warmupSteps: 50,
   scaleLearningRate: false,
   referenceBatch: 32,
+  balanceShares: false,
   batchSizePerWorker: 32,
   epochs: 2,
   seed: 1234,
@@ -133,6 +134,12 @@ export const startConfigSchema = z.strictObject({
   /** The global batch at which learningRate applies when scaleLearningRate is on. */
   referenceBatch: z.number().int().min(1).max(65_536).default(DEFAULT_START_CONFIG.referenceBatch),
   batchSizePerWorker: z.number().int().min(1).max(1024).default(DEFAULT_START_CONFIG.batchSizePerWorker),
+  /**
+   * Each worker's share of the global batch (still batchSizePerWorker × N) follows its
+   * measured speed, re-balanced every 5 steps with hysteresis (shared/training/share-balancer.ts),
+   * so a slow device takes fewer examples instead of holding the class back.
+   */
+  balanceShares: z.boolean().default(DEFAULT_START_CONFIG.balanceShares),
   epochs: z.number().int().min(1).max(1000).default(DEFAULT_START_CONFIG.epochs),
   /** Optional cap on global steps, for short lessons, demos and tests. */
   maxSteps: z.number().int().min(1).max(10_000_000).optional(),
@@ -291,6 +298,8 @@ export const progressReportSchema = z.strictObject({
   linkMBps: finite.min(0),
   /** The learning rate the step applied (warm-up and, with scaleLearningRate, the global batch included). */
   learningRate: finite.min(0),
+  /** This worker's measured speed against the ring's median (2: twice as fast), 0 before it is measured. */
+  speedVsMedian: finite.min(0),
   collective: collectiveReportSchema,
 });
 export type ProgressReport = z.output<typeof progressReportSchema>;
@@ -389,6 +398,8 @@ export interface MemberInfo {
   linkMBps: number;
   /** The learning rate of the member's last step; 0 before any. */
   learningRate: number;
+  /** Its measured speed against the ring's median (share-balancer.ts); 0 before it is measured. */
+  speedVsMedian: number;
   /** The algorithm, link model and time split of the member's last step; null before any. */
   collective: CollectiveReport | null;
   /** False while the member's signaling connection is down (it may be reconnecting). */

@@ -9,6 +9,7 @@
 import { MNIST_PIXELS, type MnistDataset } from '../data/mnist-format';
 import { PIXEL_SCALE } from '../data/example-cache';
 import type { StartConfig } from '../protocol';
+import { maxShareOf } from './share-balancer';
 import { EpochPermutation, nextBatch, shardOf, type DataCursor, type GlobalBatch } from './sharding';
 
 export interface DataSource {
@@ -64,9 +65,11 @@ export class MnistShards implements DataSource {
     private readonly dataset: MnistDataset,
     private readonly perWorker: number,
     seed: number,
+    /** The most examples of one shard: perWorker, or more when shares follow speed (share-balancer.ts). */
+    private readonly maxShare = perWorker,
   ) {
     this.permutation = new EpochPermutation(dataset.trainCount, seed);
-    this.indices = new Uint32Array(perWorker);
+    this.indices = new Uint32Array(maxShare);
   }
 
   get trainCount(): number {
@@ -74,7 +77,7 @@ export class MnistShards implements DataSource {
   }
 
   get maxShardExamples(): number {
-    return this.perWorker;
+    return this.maxShare;
   }
 
   globalBatchSize(worldSize: number): number {
@@ -118,6 +121,6 @@ export class MnistShards implements DataSource {
 }
 
 /** The in-memory shards a config asks for: its batch per worker and its seed. */
-export function mnistShards(config: Pick<StartConfig, 'batchSizePerWorker' | 'seed'>, dataset: MnistDataset): MnistShards {
-  return new MnistShards(dataset, config.batchSizePerWorker, config.seed);
+export function mnistShards(config: Pick<StartConfig, 'batchSizePerWorker' | 'seed' | 'balanceShares'>, dataset: MnistDataset): MnistShards {
+  return new MnistShards(dataset, config.batchSizePerWorker, config.seed, maxShareOf(config));
 }

@@ -24,6 +24,11 @@ export interface GlobalBatch {
   /** Examples in this global batch: perWorker × N, or fewer at the end of an epoch. */
   size: number;
   worldSize: number;
+  /**
+   * Each rank's share of the batch (summing to 1) when shares follow speed
+   * (share-balancer.ts); absent for equal shares.
+   */
+  weights?: ArrayLike<number> | null;
 }
 
 /** The global batch the next step trains on. A cursor at the end of an epoch reads the next epoch. */
@@ -40,11 +45,23 @@ export function advance(batch: GlobalBatch, trainCount: number): DataCursor {
   return offset >= trainCount ? { epoch: batch.epoch + 1, offset: 0 } : { epoch: batch.epoch, offset };
 }
 
-/** Rank `rank`'s part of a global batch: [start, start + count) within the epoch's permutation. */
+/**
+ * Rank `rank`'s part of a global batch: [start, start + count) within the epoch's
+ * permutation. Contiguous parts in rank order that tile the batch exactly: equal, or by the
+ * batch's weights (every replica sums them in the same order, so every replica cuts alike).
+ */
 export function shardOf(batch: GlobalBatch, rank: number): { start: number; count: number } {
-  const from = Math.floor((rank * batch.size) / batch.worldSize);
-  const to = Math.floor(((rank + 1) * batch.size) / batch.worldSize);
-  return { start: batch.offset + from, count: to - from };
+  const { size, worldSize, weights } = batch;
+  if (!weights) {
+    const from = Math.floor((rank * size) / worldSize);
+    const to = Math.floor(((rank + 1) * size) / worldSize);
+    return { start: batch.offset + from, count: to - from };
+  }
+  let before = 0;
+  for (let r = 0; r < rank; r++) before += weights[r]!;
+  const from = rank === 0 ? 0 : Math.min(size, Math.floor(size * before));
+  const to = rank === worldSize - 1 ? size : Math.min(size, Math.floor(size * (before + weights[rank]!)));
+  return { start: batch.offset + from, count: Math.max(0, to - from) };
 }
 
 /** Steps an epoch takes at a fixed world size, counting the short last batch. */

@@ -20,6 +20,7 @@ import { httpExampleFetcher, type ExampleFetcher } from '../data/example-fetcher
 import type { DatasetKind } from '../protocol';
 import { WebringError } from '../protocol/errors';
 import type { DataFactory, DataSource } from './data-source';
+import { maxShareOf } from './share-balancer';
 import { EpochPermutation, advance, nextBatch, shardOf, type DataCursor, type GlobalBatch } from './sharding';
 
 /** How many steps ahead a worker holds its examples: enough to ride out a slow reply. */
@@ -30,6 +31,8 @@ const CACHE_WINDOWS = 3;
 export interface StreamedMnistOptions {
   dataset: DatasetKind;
   perWorker: number;
+  /** The most examples of one shard: perWorker, or more when shares follow speed. */
+  maxShare?: number;
   seed: number;
   fetcher: ExampleFetcher;
   prefetchSteps?: number;
@@ -39,6 +42,7 @@ export class StreamedMnist implements DataSource {
   readonly trainCount: number;
   readonly testCount: number;
   private readonly perWorker: number;
+  private readonly maxShare: number;
   private readonly fetcher: ExampleFetcher;
   private readonly prefetchSteps: number;
   /** This epoch's and the next one's: a prefetch window can reach across an epoch's end. */
@@ -62,17 +66,18 @@ export class StreamedMnist implements DataSource {
     this.trainCount = spec.trainCount;
     this.testCount = spec.testCount;
     this.perWorker = options.perWorker;
+    this.maxShare = options.maxShare ?? options.perWorker;
     this.fetcher = options.fetcher;
     this.prefetchSteps = options.prefetchSteps ?? PREFETCH_STEPS;
     this.permutations = [new EpochPermutation(this.trainCount, options.seed), new EpochPermutation(this.trainCount, options.seed)];
-    const window = this.prefetchSteps * options.perWorker;
-    this.cache = new ExampleCache(Math.min(this.trainCount, CACHE_WINDOWS * window + options.perWorker), this.trainCount);
+    const window = this.prefetchSteps * this.maxShare;
+    this.cache = new ExampleCache(Math.min(this.trainCount, CACHE_WINDOWS * window + this.maxShare), this.trainCount);
     this.pendingIn = new Int32Array(this.trainCount);
-    this.wanted = new Uint32Array(window + options.perWorker);
+    this.wanted = new Uint32Array(window + this.maxShare);
   }
 
   get maxShardExamples(): number {
-    return this.perWorker;
+    return this.maxShare;
   }
 
   /** Examples held for training now: bounded by the cache, whatever the dataset's size. */
@@ -135,20 +140,20 @@ export class StreamedMnist implements DataSource {
   /** Prefetches this rank's next steps once at least half of their examples are missing. */
   private prefetchAfter(batch: GlobalBatch, rank: number): void {
     let cursor = advance(batch, this.trainCount);
-    let missing = 0;
+    let planned = 0;
     let n = 0;
-    for (let s = 0; s < this.prefetchSteps && n + this.perWorker <= this.wanted.length; s++) {
-      const next = nextBatch(cursor, this.perWorker, batch.worldSize, this.trainCount);
+    for (let s = 0; s < this.prefetchSteps && n + this.maxShare <= this.wanted.length; s++) {
+      // The shares the next steps will most likely use: this step's.
+      const next: GlobalBatch = { ...nextBatch(cursor, this.perWorker, batch.worldSize, this.trainCount), weights: batch.weights };
       const { start, count } = shardOf(next, rank);
+      planned += count;
       for (let i = 0; i < count; i++) {
         const index = this.indexAt(next.epoch, start + i);
-        if (this.cache.has(index) || this.pendingIn[index] !== 0) continue;
-        this.wanted[n++] = index;
-        missing++;
+        if (!this.cache.has(index) && this.pendingIn[index] === 0) this.wanted[n++] = index;
       }
       cursor = advance(next, this.trainCount);
     }
-    if (missing * 2 >= this.prefetchSteps * this.perWorker) void this.request(Array.from(this.wanted.subarray(0, n))).catch(() => undefined);
+    if (n > 0 && n * 2 >= planned) void this.request(Array.from(this.wanted.subarray(0, n))).catch(() => undefined);
   }
 
   /** Fetches `indices` (any order) in requests of at most MAX_EXAMPLES_PER_REQUEST; resolves when all are stored. */
@@ -221,6 +226,7 @@ export const streamFromDataService: DataFactory = (config, context) =>
   new StreamedMnist({
     dataset: config.dataset,
     perWorker: config.batchSizePerWorker,
+    maxShare: maxShareOf(config),
     seed: config.seed,
     fetcher: httpExampleFetcher({
       baseUrl: context.serverUrl,

@@ -17,6 +17,7 @@ import type { FaultInjector } from './faults';
 import { sleep, systemClock, type Clock } from '../util/clock';
 import { buildModel, buildOptimizer, setLearningRate } from './models';
 import { LearningRateSchedule } from './lr-schedule';
+import { ShareBalancer } from './share-balancer';
 import { yieldToEventLoop } from '../util/yield';
 import { WeightsHasher } from './weights-hash';
 import { MAX_ROOM_MEMBERS, type Algorithm, type StartConfig } from '../protocol';
@@ -160,6 +161,8 @@ export interface StepResult {
   models: LinkModels | null;
   /** One sentence for the teacher: why the next step's algorithm was picked (choice.ts explainChoice). */
   reason: string;
+  /** This rank's measured speed against the ring's median; 0 before it is measured. */
+  speedVsMedian: number;
   /** The learning rate the step applied. */
   learningRate: number;
   timing: StepTiming;
@@ -170,6 +173,10 @@ export class Trainer {
   readonly optimizer: tf.Optimizer;
   /** The rate of every step: warm-up, and linear scaling with the global batch when configured. */
   readonly schedule: LearningRateSchedule;
+  /** Each rank's share of the global batch when shares follow speed (balanceShares). */
+  private readonly balancer: ShareBalancer;
+  /** Every rank's example count of the step just trained, for the balancer (reused). */
+  private readonly rankExamples = new Float64Array(MAX_ROOM_MEMBERS);
   readonly config: StartConfig;
   private readonly variables: tf.Variable[];
   private readonly offsets: number[];
@@ -235,6 +242,8 @@ export class Trainer {
     this.model = buildModel(config.model, config.seed);
     this.optimizer = buildOptimizer(config.optimizer, config.learningRate);
     this.schedule = new LearningRateSchedule(config);
+    this.balancer = new ShareBalancer(config.balanceShares);
+    this.balancer.reset(collective.worldSize);
     this.variables = this.model.trainableWeights.map((w) => (w as unknown as { val: tf.Variable }).val);
     createOptimizerSlots(config.optimizer, this.optimizer, this.variables);
     this.offsets = [];
@@ -295,6 +304,8 @@ export class Trainer {
     this.measured = null;
     this.ready = { mesh: false, hub: false };
     this.measureDue = false;
+    // Ranks moved: shares start equal again, the same on every replica, and are measured afresh.
+    this.balancer.reset(collective.worldSize);
   }
 
   /**
@@ -443,6 +454,7 @@ export class Trainer {
     const t0 = this.clock.now();
     const { rank, worldSize } = this.collective;
     const batch = this.data.nextBatch(this.cursor, worldSize);
+    batch.weights = this.balancer.current;
     const n = this.data.shareOf(batch, rank);
     // Compare hashes of the weights this step starts from, every HASH_CHECK_EVERY_STEPS.
     const hashChecked = step % HASH_CHECK_EVERY_STEPS === 0;
@@ -532,6 +544,9 @@ export class Trainer {
     // Measure once the partner links are open, and again when the hub's links open later.
     this.measureDue = worldSize > 1 && ready.mesh && (this.measured === null || (ready.hub && this.measured.hub === null));
 
+    // Every replica holds the same times and cuts the same batch, so every replica re-balances alike.
+    for (let r = 0; r < worldSize; r++) this.rankExamples[r] = this.data.shareOf(batch, r);
+    this.balancer.observe(flat.subarray(P + TAIL_COMPUTE_MS, P + TAIL_COMPUTE_MS + worldSize), this.rankExamples);
     this.cursor = advance(batch, this.data.trainCount);
     this.stepCounter = step + 1;
     const stop = flat[P + TAIL_STOP]! > 0;
@@ -560,6 +575,7 @@ export class Trainer {
       models,
       reason,
       learningRate,
+      speedVsMedian: this.balancer.speedVsMedian(rank),
       timing: { ...timing },
     };
   }

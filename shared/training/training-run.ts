@@ -299,6 +299,7 @@ export class TrainingRun {
       stepsPerSec,
       linkMBps: transfer.ms > 0 ? transfer.bytes / 1e6 / (transfer.ms / 1000) : 0,
       batchShare: r.globalBatchSize > 0 ? r.examples / r.globalBatchSize : 0,
+      speedVsMedian: r.speedVsMedian,
     });
     return r;
   }
@@ -322,6 +323,7 @@ export class TrainingRun {
       batchShare: s.batchShare,
       linkMBps: s.linkMBps,
       learningRate: r.learningRate,
+      speedVsMedian: r.speedVsMedian,
       collective: {
         algorithm: r.algorithm,
         alphaMs: r.models?.ring?.alphaMs ?? 0,

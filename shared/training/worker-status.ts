@@ -46,6 +46,8 @@ export interface WorkerStatus {
   resyncs: number;
   /** This worker's share of the last global batch (0..1). */
   batchShare: number;
+  /** Its measured speed against the ring's median (2: twice as fast); 0 before it is measured. */
+  speedVsMedian: number;
   /** Steps per second, over the last few steps. */
   stepsPerSec: number;
   /** Measured throughput to the right neighbour in the last all-reduce (MB/s). */
@@ -96,6 +98,7 @@ export class WorkerStatusView {
       joinMs: null,
       resyncs: 0,
       batchShare: 0,
+      speedVsMedian: 0,
       stepsPerSec: 0,
       linkMBps: 0,
       dataMs: 0,

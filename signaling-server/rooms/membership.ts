@@ -25,7 +25,7 @@ export interface NewMember {
 }
 
 /** What a member's progress reports say about it: the same fields the room API shows. */
-type ReportedProgress = Pick<MemberInfo, 'examplesPerSec' | 'step' | 'weightsHash' | 'computeMs' | 'batchShare' | 'linkMBps' | 'learningRate' | 'collective'>;
+type ReportedProgress = Pick<MemberInfo, 'examplesPerSec' | 'step' | 'weightsHash' | 'computeMs' | 'batchShare' | 'linkMBps' | 'learningRate' | 'speedVsMedian' | 'collective'>;
 
 export interface Member extends NewMember, ReportedProgress {
   index: number;
@@ -141,7 +141,7 @@ export class Membership {
     if (this.size >= MAX_ROOM_MEMBERS) {
       throw new WebringError('ERR_ROOM_FULL', `room ${this.room} already has ${MAX_ROOM_MEMBERS} members`);
     }
-    return { ...member, index: this.s.nextIndex++, examplesPerSec: 0, step: 0, weightsHash: null, computeMs: 0, batchShare: 0, linkMBps: 0, learningRate: 0, collective: null, awaitingState: false, disconnectedAt: null };
+    return { ...member, index: this.s.nextIndex++, examplesPerSec: 0, step: 0, weightsHash: null, computeMs: 0, batchShare: 0, linkMBps: 0, learningRate: 0, speedVsMedian: 0, collective: null, awaitingState: false, disconnectedAt: null };
   }
 
   /**
@@ -242,6 +242,7 @@ export class Membership {
     m.batchShare = report.batchShare;
     m.linkMBps = report.linkMBps;
     m.learningRate = report.learningRate;
+    m.speedVsMedian = report.speedVsMedian;
     m.collective = report.collective;
     m.awaitingState = false;
   }
@@ -270,6 +271,7 @@ export class Membership {
       batchShare: m.batchShare,
       linkMBps: m.linkMBps,
       learningRate: m.learningRate,
+      speedVsMedian: m.speedVsMedian,
       collective: m.collective,
       connected: m.socketId !== null,
       node: m.node,

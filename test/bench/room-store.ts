@@ -24,14 +24,14 @@ async function fill(store: RoomStore): Promise<number> {
   for (let i = 0; i < MAX_ROOM_MEMBERS; i++) {
     await store.update(ROOM, (r) => r.join({ id: memberId(i), socketId: `s${i}`, tokenHash: '0'.repeat(64), name: `student ${i}`, backend: 'webgpu', kind: 'browser', adapter: null, node: null }), { create: true });
   }
-  const started = await store.update(ROOM, (r) => r.start({ model: 'mlp', optimizer: 'adam', learningRate: 0.001, warmupSteps: 0, scaleLearningRate: false, referenceBatch: 32, batchSizePerWorker: 32, epochs: 2, seed: 1, saveEverySteps: 50, maxToKeep: 3, resumeFrom: 'none', wire: 'fp32', allreduce: 'auto', dataset: 'mnist-60k' }, null));
+  const started = await store.update(ROOM, (r) => r.start({ model: 'mlp', optimizer: 'adam', learningRate: 0.001, warmupSteps: 0, scaleLearningRate: false, referenceBatch: 32, balanceShares: false, batchSizePerWorker: 32, epochs: 2, seed: 1, saveEverySteps: 50, maxToKeep: 3, resumeFrom: 'none', wire: 'fp32', allreduce: 'auto', dataset: 'mnist-60k' }, null));
   return started!.result.run;
 }
 
 function report(run: number, step: number): ProgressReport {
   return {
     run, generation: MAX_ROOM_MEMBERS, step, epoch: 0, loss: 2.3 / step, trainAccuracy: 0.5, examplesPerSec: 500, weightsHash: '0123456789abcdef',
-    totalSteps: 500, computeMs: 40, batchShare: 1 / MAX_ROOM_MEMBERS, linkMBps: 30, learningRate: 0.001, hashChecked: false, hashMismatch: false,
+    totalSteps: 500, computeMs: 40, batchShare: 1 / MAX_ROOM_MEMBERS, linkMBps: 30, learningRate: 0.001, speedVsMedian: 1, hashChecked: false, hashMismatch: false,
     collective: { algorithm: 'ring', alphaMs: 0.6, betaMBps: 30, reason: 'test', timing: { dataMs: 0, computeMs: 40, readbackMs: 2, commMs: 20, applyMs: 3 } },
   };
 }

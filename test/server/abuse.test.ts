@@ -377,7 +377,7 @@ function nearlyValid(rand: () => number, event: string, targets: string[] = []):
     'signal:relay': { to: targets[Math.floor(rand() * targets.length)] ?? 'abcdef0123456789', linkId: 'l-1', data: { type: 'offer', sdp: 'v=0' } },
     'worker:progress': {
       run, generation: 1, step: 5, epoch: 0, loss: 1, trainAccuracy: 0.5, examplesPerSec: 10, weightsHash: '0123456789abcdef', totalSteps: 100, computeMs: 1,
-      hashChecked: false, hashMismatch: false, batchShare: 0.5, linkMBps: 1, learningRate: 0.001, collective: { algorithm: 'ring', alphaMs: 0, betaMBps: 0, reason: 'test', timing },
+      hashChecked: false, hashMismatch: false, batchShare: 0.5, linkMBps: 1, learningRate: 0.001, speedVsMedian: 1, collective: { algorithm: 'ring', alphaMs: 0, betaMBps: 0, reason: 'test', timing },
     },
     'worker:evaluated': { run, generation: 1, step: 5, epoch: 0, accuracy: 0.9 },
     'worker:finished': { run, generation: 1, step: 5, reason: rand() < 0.5 ? 'failed' : 'completed' },
@@ -736,7 +736,7 @@ test('stale and replayed room messages from strangers and other rooms\' members 
   // A stranger: let in with the attackers' code, never joined.
   const stranger = await attackerIn(ATTACK_ROOM, IP.random);
   const replays: Array<[string, unknown]> = [
-    ['worker:progress', { run, generation, step: train.step + 1_000, epoch: 0, loss: 0, trainAccuracy: 1, examplesPerSec: 1e9, weightsHash: 'ffffffffffffffff', totalSteps: 1, computeMs: 0, hashChecked: true, hashMismatch: true, batchShare: 1, linkMBps: 0, learningRate: 0.001, collective: { algorithm: 'ring', alphaMs: 0, betaMBps: 0, reason: 'test', timing: { dataMs: 0, computeMs: 0, readbackMs: 0, commMs: 0, applyMs: 0 } } }],
+    ['worker:progress', { run, generation, step: train.step + 1_000, epoch: 0, loss: 0, trainAccuracy: 1, examplesPerSec: 1e9, weightsHash: 'ffffffffffffffff', totalSteps: 1, computeMs: 0, hashChecked: true, hashMismatch: true, batchShare: 1, linkMBps: 0, learningRate: 0.001, speedVsMedian: 1, collective: { algorithm: 'ring', alphaMs: 0, betaMBps: 0, reason: 'test', timing: { dataMs: 0, computeMs: 0, readbackMs: 0, commMs: 0, applyMs: 0 } } }],
     ['worker:finished', { run, generation, step: train.step, reason: 'failed', code: 'ERR_TIMEOUT' }],
     ['worker:finished', { run: Math.max(1, run - 1), generation: Math.max(0, generation - 1), step: 0, reason: 'completed' }],
     ['worker:evaluated', { run, generation, step: train.step, epoch: 0, accuracy: 0 }],

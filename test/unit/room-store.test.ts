@@ -33,7 +33,7 @@ const member = (id: string): NewMember => ({ id, socketId: `s-${id}`, tokenHash:
 function progress(run: number, step: number): ProgressReport {
   return {
     run, generation: 1, step, epoch: 0, loss: 1, trainAccuracy: 0.5, examplesPerSec: 10 * step, weightsHash: '0123456789abcdef', totalSteps: 10,
-    computeMs: 1, batchShare: 1, linkMBps: 1, learningRate: 0.001, hashChecked: false, hashMismatch: false,
+    computeMs: 1, batchShare: 1, linkMBps: 1, learningRate: 0.001, speedVsMedian: 1, hashChecked: false, hashMismatch: false,
     collective: { algorithm: 'ring', alphaMs: 1, betaMBps: 1, reason: 'test', timing: { dataMs: 0, computeMs: 1, readbackMs: 1, commMs: 1, applyMs: 1 } },
   };
 }

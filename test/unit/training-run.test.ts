@@ -42,7 +42,7 @@ function member(id: string, index: number): MemberInfo {
     weightsHash: null,
     computeMs: 0,
     batchShare: 0,
-    linkMBps: 0, learningRate: 0.001,
+    linkMBps: 0, learningRate: 0.001, speedVsMedian: 1,
     collective: null,
     connected: true,
     node: null,

@@ -1,0 +1,133 @@
+/**
+ * Shares of the global batch sized to each device's speed (`balanceShares`): a ring in
+ * lock-step runs at the pace of its slowest member, so a phone that takes a quarter of a
+ * laptop's share keeps up with the laptops instead of holding them back.
+ *
+ * Every step's tail already carries each rank's compute time, all-reduced, so every
+ * replica sees the same times and the same example counts; from them each keeps the same
+ * moving average of milliseconds per example for every rank, and every REBALANCE_EVERY_STEPS
+ * steps proposes shares proportional to speed. A proposal is taken only when some rank's
+ * share would move by more than SHARE_HYSTERESIS of itself, so shares do not flap with
+ * noise. The global batch stays perWorker × N and each step's update stays the sum of
+ * gradients over it: only the split changes, and the cursor still trains every example of
+ * an epoch exactly once.
+ *
+ * A new generation (a join or a leave) starts again from equal shares; so does a resumed run.
+ */
+
+/** Steps between two re-balancings: enough samples for a stable average. */
+export const REBALANCE_EVERY_STEPS = 5;
+/** A proposal moving no rank's share by more than this fraction of it is ignored. */
+export const SHARE_HYSTERESIS = 0.15;
+/** No rank takes more than this many equal shares: it bounds each replica's batch buffers. */
+export const MAX_SHARE_FACTOR = 4;
+/** Nor fewer than this fraction of an equal share: a slow device still contributes and is still measured. */
+export const MIN_SHARE_FACTOR = 1 / 8;
+/** The most examples one replica trains in a step under `config`: its batch buffers' size. */
+export function maxShareOf(config: { batchSizePerWorker: number; balanceShares: boolean }): number {
+  // +1: cutting the batch by weights rounds each end down, so a share may hold one example more.
+  return config.balanceShares ? config.batchSizePerWorker * MAX_SHARE_FACTOR + 1 : config.batchSizePerWorker;
+}
+
+/** Weight of the newest step in the moving average of ms per example. */
+const AVERAGE_WEIGHT = 0.3;
+
+export class ShareBalancer {
+  private worldSize = 1;
+  /** Each rank's share of the global batch (sums to 1), the same on every replica. */
+  private weights: Float64Array = new Float64Array([1]);
+  private msPerExample: Float64Array = new Float64Array([0]);
+  private stepsSinceRebalance = 0;
+
+  constructor(private readonly enabled: boolean) {}
+
+  /** Equal shares for a new generation of `worldSize` ranks, and no measurements yet. */
+  reset(worldSize: number): void {
+    this.worldSize = worldSize;
+    this.weights = new Float64Array(worldSize).fill(1 / worldSize);
+    this.msPerExample = new Float64Array(worldSize);
+    this.stepsSinceRebalance = 0;
+  }
+
+  /** The shares the next step splits its global batch by; null when they are equal by rule (balancing off). */
+  get current(): Float64Array | null {
+    return this.enabled ? this.weights : null;
+  }
+
+  /**
+   * One step's all-reduced compute times and the examples each rank trained. Returns true
+   * when the shares changed for the next step.
+   */
+  observe(computeMs: ArrayLike<number>, examples: ArrayLike<number>): boolean {
+    const n = this.worldSize;
+    for (let r = 0; r < n; r++) {
+      const count = examples[r]!;
+      if (count <= 0) continue;
+      const sample = computeMs[r]! / count;
+      const prev = this.msPerExample[r]!;
+      this.msPerExample[r] = prev === 0 ? sample : AVERAGE_WEIGHT * sample + (1 - AVERAGE_WEIGHT) * prev;
+    }
+    if (!this.enabled || n < 2 || ++this.stepsSinceRebalance < REBALANCE_EVERY_STEPS) return false;
+    this.stepsSinceRebalance = 0;
+    const proposal = this.propose();
+    if (!proposal) return false;
+    let moved = 0;
+    for (let r = 0; r < n; r++) moved = Math.max(moved, Math.abs(proposal[r]! - this.weights[r]!) / this.weights[r]!);
+    if (moved <= SHARE_HYSTERESIS) return false;
+    this.weights = proposal;
+    return true;
+  }
+
+  /** Shares proportional to speed (1 / ms per example), within the bounds; null until every rank is measured. */
+  private propose(): Float64Array | null {
+    const n = this.worldSize;
+    const speed = new Float64Array(n);
+    let total = 0;
+    for (let r = 0; r < n; r++) {
+      const ms = this.msPerExample[r]!;
+      if (!(ms > 0)) return null;
+      speed[r] = 1 / ms;
+      total += speed[r]!;
+    }
+    const lo = MIN_SHARE_FACTOR / n;
+    const hi = MAX_SHARE_FACTOR / n;
+    const out = new Float64Array(n);
+    for (let r = 0; r < n; r++) out[r] = Math.min(hi, Math.max(lo, speed[r]! / total));
+    // Clamping moved the sum off 1: spread the difference over the ranks still inside the bounds.
+    for (let pass = 0; pass < 4; pass++) {
+      let sum = 0;
+      let free = 0;
+      for (let r = 0; r < n; r++) {
+        sum += out[r]!;
+        if (out[r]! > lo && out[r]! < hi) free += out[r]!;
+      }
+      if (Math.abs(sum - 1) < 1e-12 || free === 0) break;
+      const scale = (free + 1 - sum) / free;
+      for (let r = 0; r < n; r++) if (out[r]! > lo && out[r]! < hi) out[r] = Math.min(hi, Math.max(lo, out[r]! * scale));
+    }
+    let sum = 0;
+    for (let r = 0; r < n; r++) sum += out[r]!;
+    for (let r = 0; r < n; r++) out[r] = out[r]! / sum;
+    return out;
+  }
+
+  /** Rank `rank`'s measured speed against the median rank's (1 = median); 0 before it is measured. */
+  speedVsMedian(rank: number): number {
+    const ms = Array.from(this.msPerExample).filter((x) => x > 0);
+    const own = this.msPerExample[rank] ?? 0;
+    if (ms.length === 0 || !(own > 0)) return 0;
+    ms.sort((a, b) => a - b);
+    const mid = ms.length >> 1;
+    const median = ms.length % 2 === 1 ? ms[mid]! : (ms[mid - 1]! + ms[mid]!) / 2;
+    return median / own;
+  }
+}
+
+/**
+ * Why a device takes the share it takes, for people: "2.0× the class median: 2.0 shares".
+ * `shares` counts equal shares (its part of the global batch × the ring's size).
+ */
+export function explainShare(speedVsMedian: number, shares: number): string {
+  if (!(speedVsMedian > 0)) return '';
+  return `${speedVsMedian.toFixed(1)}× the class median: ${shares.toFixed(1)} share${Math.abs(shares - 1) < 0.05 ? '' : 's'}`;
+}
