@@ -37,7 +37,7 @@ function faultsFromQuery(): FaultInjector | undefined {
     const v = params.get(name);
     return v !== null && /^\d+$/.test(v) ? Number(v) : undefined;
   };
-  return faultsFromFlags({ slowMs: intParam('debugSlowMs'), driftAtStep: intParam('debugDriftAtStep'), poisonAtStep: intParam('debugPoisonAtStep') });
+  return faultsFromFlags({ slowMs: intParam('debugSlowMs'), slowPerExampleMs: intParam('debugSlowPerExampleMs'), driftAtStep: intParam('debugDriftAtStep'), poisonAtStep: intParam('debugPoisonAtStep') });
 }
 
 /** The shared loss curve is refreshed from the room's metrics this often. */

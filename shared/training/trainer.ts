@@ -469,7 +469,7 @@ export class Trainer {
     timing.readbackMs = 0;
     if (n > 0) await this.computeGradients(batch, rank);
     else flat.fill(0, 0, P); // more ranks than examples left in the epoch: contribute nothing
-    const slowMs = this.faults?.slowComputeMs?.(step) ?? 0;
+    const slowMs = (this.faults?.slowComputeMs?.(step) ?? 0) + n * (this.faults?.slowMsPerExample?.(step) ?? 0);
     if (slowMs > 0) await sleep(this.clock, slowMs);
     flat[P + TAIL_STOP] = options.requestStop ? 1 : 0;
     flat[P + TAIL_PAUSE] = options.requestPause ? 1 : 0;
