@@ -6,12 +6,14 @@
  * laptops against one). Writes bench/lab.json, bench/lab.md and bench/lab-<model>.svg.
  *
  *   npm run lab -- [--quick] [--models wifi,wired-lab,internet] [--no-training]
+ *   npm run lab -- --mixed      three laptops and a phone, with and without balanceShares (lab/mixed-class.ts)
  *
  * Exits 0 when everything could be measured, whether or not the targets are met;
  * otherwise non-zero, with the coded error (ERR_LAB_NEEDS_ROOT, ERR_LAB_NO_NETNS,
  * ERR_LAB_MODEL_INVALID, …) on stderr.
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
+import { mixedClassRows } from './mixed-class';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -26,7 +28,7 @@ import { markdown, modelSvg, targets, type LabReport, type TrainingRow } from '.
 import { TRAINING_ROW_OPTIONS, trainingRow, type TrainingNet } from './training-rows';
 import { progress } from './progress';
 
-const USAGE = 'usage: npm run lab -- [--quick] [--models wifi,wired-lab,internet] [--no-training]';
+const USAGE = 'usage: npm run lab -- [--quick] [--models wifi,wired-lab,internet] [--no-training] | --mixed';
 const QUICK_FLOW_SECONDS = 1;
 const EXIT_FAILURE = 1;
 const EXIT_USAGE = 2;
@@ -69,18 +71,20 @@ const MAX_PEER_CORES = 0.5;
 
 interface Args {
   quick: boolean;
+  /** Only the mixed class's rows (lab/mixed-class.ts), into bench/lab-mixed.json. */
+  mixed: boolean;
   models: ModelProfile[];
   training: boolean;
 }
 
 function parse(): Args {
-  const { values } = parseArgs({ options: { quick: { type: 'boolean' }, models: { type: 'string' }, 'no-training': { type: 'boolean' } }, strict: true });
+  const { values } = parseArgs({ options: { quick: { type: 'boolean' }, mixed: { type: 'boolean' }, models: { type: 'string' }, 'no-training': { type: 'boolean' } }, strict: true });
   const names = (values.models ?? MODEL_NAMES.join(',')).split(',').filter(Boolean);
   for (const name of names) {
     if (!(MODEL_NAMES as readonly string[]).includes(name)) throw new LabError('ERR_LAB_USAGE', `unknown network model ${JSON.stringify(name)}: one of ${MODEL_NAMES.join(', ')}`);
   }
   const quick = values.quick ?? false;
-  return { quick, models: names.map((n) => LAB_PROFILES[n as ModelName]), training: !quick && !(values['no-training'] ?? false) };
+  return { quick, mixed: values.mixed ?? false, models: names.map((n) => LAB_PROFILES[n as ModelName]), training: !quick && !(values['no-training'] ?? false) };
 }
 
 function table(rows: ModelValidation[]): string {
@@ -108,6 +112,16 @@ async function main(): Promise<void> {
   const leftovers = cleanupLab();
   if (leftovers.length > 0) progress(`removed leftovers of a crashed run: ${leftovers.join(', ')}`);
   progress(`netem ${capabilities.netem ? 'present: profiles add their delays' : 'missing in this kernel: rates only, no added delay'}`);
+  if (args.mixed) {
+    const mixed = await mixedClassRows(LAB_PROFILES['wired-lab'], capabilities);
+    mkdirSync(BENCH_DIR, { recursive: true });
+    const out = { generatedAt: new Date().toISOString(), machine: { cores: os.availableParallelism(), kernel: os.release(), node: process.versions.node }, minutes: (Date.now() - startedAt) / 60_000, ...mixed };
+    writeFileSync(path.join(BENCH_DIR, 'lab-mixed.json'), `${JSON.stringify(out, null, 2)}\n`);
+    const t = mixed.target;
+    console.log(`target ${t.id}: ${t.value.toFixed(2)} (${t.goal}) ${t.met ? 'met' : 'NOT met'}: ${t.detail}`);
+    progress(`wrote bench/lab-mixed.json in ${out.minutes.toFixed(1)} minutes`);
+    return;
+  }
   const shape = args.quick ? QUICK : FULL;
   const cores = os.availableParallelism();
   const validations: ModelValidation[] = [];

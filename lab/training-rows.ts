@@ -11,7 +11,7 @@
  * examplesPerSec (each worker's share over its step's wall time) is kept beside it as a
  * cross-check.
  */
-import type { CollectiveReport, DroppedMember, ModelKind, RoomMetrics, RoomStatus, StepTimingReport } from '../shared/protocol';
+import type { CollectiveReport, DroppedMember, ModelKind, RoomMetrics, RoomStatus, StartConfig, StepTimingReport } from '../shared/protocol';
 import { LabError } from './lab-error';
 import { withLab, type Lab } from './netlab';
 import type { DeviceProfile } from './cpu-caps';
@@ -47,6 +47,10 @@ export interface TrainingRowOptions {
   hub?: boolean;
   /** The server's PING_TIMEOUT_MS (docs/configuration.md); default the product's. */
   pingTimeoutMs?: number;
+  /** Each worker's device, for a mixed class; default every worker the row's `device`. */
+  devices?: DeviceProfile[];
+  /** Start-config fields beyond the row's fixed ones (balanceShares, say). */
+  config?: Partial<StartConfig>;
 }
 
 /**
@@ -69,6 +73,12 @@ export interface TrainingRow {
   net: TrainingNet;
   n: number;
   device: DeviceProfile;
+  /** Each worker's device, by worker. */
+  devices: DeviceProfile[];
+  /** The start-config fields the row added (balanceShares, say). */
+  config: Partial<StartConfig>;
+  /** Each member's share of the last global batch, by rank. */
+  batchShares: number[];
   /** Global examples per second over the window: steps × global batch / seconds, on the server's clock. */
   examplesPerSec: number;
   /** The members' own examplesPerSec (each: its share over its last step's wall time), summed, averaged over the window's polls. */
@@ -138,7 +148,9 @@ export async function trainingRow(lab: Lab, net: TrainingNet, device: DeviceProf
   if (!Number.isInteger(n) || n < 1 || n > lab.n) throw new LabError('ERR_LAB_USAGE', `a training row needs 1 to ${lab.n} workers, got ${n}`);
   const minSteps = options.minSteps ?? 1;
   const model = lab.profile.name;
-  const label = `${model}, ${net}, N = ${n} ${device}`;
+  const devices = Array.from({ length: n }, (_, i) => options.devices?.[i] ?? device);
+  const mixed = devices.some((d) => d !== device);
+  const label = `${model}, ${net}, N = ${n} ${mixed ? devices.join('+') : device}${options.config ? ` ${JSON.stringify(options.config)}` : ''}`;
   const t0 = Date.now();
   progress(`${label}: starting the server and ${n} workers`);
   const env: NodeJS.ProcessEnv = {};
@@ -152,10 +164,10 @@ export async function trainingRow(lab: Lab, net: TrainingNet, device: DeviceProf
     throw new LabError('ERR_LAB_PROCESS', `${label}: ${(err as Error).message}\n${explain()}`);
   };
   try {
-    for (let i = 0; i < n; i++) workers.push(startLabWorker(lab, i, server, device));
+    for (let i = 0; i < n; i++) workers.push(startLabWorker(lab, i, server, devices[i]!));
     await waitForRoom(server, (r) => r.members.length === n && r.members.every((m) => m.connected), `${n} workers joined`, JOIN_TIMEOUT_MS).catch(failWith);
     progress(`${label}: ${n} joined after ${((Date.now() - t0) / 1000).toFixed(1)} s; starting`);
-    await server.start({ ...BASE_CONFIG, model: net });
+    await server.start({ ...BASE_CONFIG, model: net, ...options.config });
     const started = await waitForRoom(
       server,
       (r) => lostMember(r, n) !== null || (r.state === 'training' && (chiefOf(r)?.step ?? 0) > options.warmupSteps),
@@ -212,6 +224,9 @@ export async function trainingRow(lab: Lab, net: TrainingNet, device: DeviceProf
       net,
       n,
       device,
+      devices,
+      config: options.config ?? {},
+      batchShares: [...room.members].sort((a, b) => (a.rank ?? 0) - (b.rank ?? 0)).map((m) => Number(m.batchShare.toFixed(4))),
       examplesPerSec: windowMs > 0 ? (steps * globalBatch * 1000) / windowMs : 0,
       reportedExamplesPerSec: reportedSum / polls,
       stepMs: steps > 0 ? windowMs / steps : Number.NaN,

@@ -10,6 +10,9 @@ import { targets } from '../../lab/report';
 import { internet, wifi, wiredLab } from '../../lab/network-models';
 import type { AllReduceRow, AutoRow } from '../../lab/allreduce-rows';
 import type { Algorithm } from '../../shared/protocol';
+import { mixedClassTarget } from '../../lab/mixed-class';
+import type { TrainingRow } from '../../lab/training-rows';
+import type { DeviceProfile } from '../../lab/cpu-caps';
 
 const MB = 2 ** 20;
 const close = (a: number, b: number) => assert.ok(Math.abs(a - b) <= 1e-9 * Math.max(1, Math.abs(b)), `${a} ≠ ${b}`);
@@ -70,4 +73,18 @@ test('the targets from rows: each figure, met or not, and the worst auto case na
   const worse = targets([row('wired-lab', 4, 16 * MB, 'ring', 20_000), row('wired-lab', 4, 16 * MB, 'hub', 30_000)], [auto('wifi', 2, MB, 'ring', 'hub', 1.4)], profiles);
   assert.deepEqual(worse.map((x) => x.met), [false, false, false, false]);
   assert.equal(worse[2]!.value, null, 'wifi N = 8 not measured: no figure, not met');
+});
+
+test('mixed-class-phone: the balanced class against what three laptops and a phone allow', () => {
+  const row = (devices: DeviceProfile[], examplesPerSec: number, counts = true): TrainingRow =>
+    ({ devices, n: devices.length, examplesPerSec, batchShares: devices.map(() => 0.25), counts }) as unknown as TrainingRow;
+  const laptops = row(['laptop', 'laptop', 'laptop', 'laptop'], 100);
+  const mixed: DeviceProfile[] = ['laptop', 'laptop', 'laptop', 'phone'];
+  // Compute allows (3 × 0.2 + 0.05) / 0.8 = 0.8125 of the laptops' 100 examples/s.
+  const met = mixedClassTarget(laptops, row(mixed, 25), row(mixed, 70));
+  assert.equal(met.value, Number((70 / 81.25).toFixed(3)));
+  assert.equal(met.met, true);
+  assert.match(met.detail, /unbalanced 25\.0 \(0\.31 of allowed\), allowed 81\.3 = 0\.8125 × 100\.0/);
+  assert.equal(mixedClassTarget(laptops, row(mixed, 25), row(mixed, 60)).met, false, '0.74 of the allowed rate misses 0.85');
+  assert.equal(mixedClassTarget(laptops, row(mixed, 25), row(mixed, 80, false)).met, false, 'a row that does not count never meets a target');
 });
