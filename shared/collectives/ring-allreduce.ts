@@ -343,7 +343,14 @@ export class RingAllReduce implements CollectiveEngine {
     h.step = c.step;
     h.chunk = chunk;
     const message = writer.seal(this.poisonAt?.(c.step) ?? null);
-    link.send(message);
+    try {
+      link.send(message);
+    } catch (err) {
+      // The channel closed under the send, before the link heard of it (a peer evicted or
+      // gone mid-step): a link failure like any other, not an exception in a timer callback.
+      this.fail(new WebringError('ERR_PEER_FAILED', `sending to a link that just closed: ${(err as Error).message}`));
+      return;
+    }
     this.stats.messagesSent++;
     this.stats.bytesSent += message.byteLength;
   }
@@ -363,7 +370,8 @@ export class RingAllReduce implements CollectiveEngine {
     const c = this.active;
     if (!c || this.queue.waiting) return;
     if (!this.queue.drain()) return;
-    if (c.schedule.isDone()) this.finish(c);
+    // A send that failed ended the collective (and cleared the queue) inside drain().
+    if (this.active === c && c.schedule.isDone()) this.finish(c);
   }
 
   private replayStash(c: ActiveCollective): void {

@@ -372,3 +372,27 @@ test('bad collective options are refused with ERR_BAD_REQUEST', async () => {
   await assert.rejects(rings[0]!.allReduce(new Float32Array(4), 0, COLLECTIVE_TAG.gradients, { exactTail: -1 }), bad);
   await assert.rejects(rings[0]!.allReduce(new Float32Array(4), 0, COLLECTIVE_TAG.gradients, { wire: 'bf16' as 'fp16' }), bad);
 });
+
+test('a channel that closes under a send, before its link hears of it, fails the step with ERR_PEER_FAILED and throws nowhere else', async () => {
+  // Backpressure makes later sends run from the link's writable callback, where a throw would escape.
+  const { rings, links } = createMemoryRing(2, { drainBytesPerTick: MAX_MESSAGE_BYTES, highWaterBytes: MAX_MESSAGE_BYTES });
+  const unhandled: unknown[] = [];
+  const onUnhandled = (reason: unknown) => unhandled.push(reason);
+  process.on('unhandledRejection', onUnhandled);
+  const closing = links[0]!;
+  let sends = 0;
+  const send = closing.send.bind(closing);
+  closing.send = (bytes) => {
+    // As an RTCDataChannel in 'closing' throws: "readyState is not 'open'".
+    if (++sends > 3) throw new Error("Failed to execute 'send' on 'RTCDataChannel': RTCDataChannel.readyState is not 'open'");
+    send(bytes);
+  };
+  const bufs = rings.map((_, r) => integerBuffer(r, 200_000));
+  const results = await Promise.allSettled([rings[0]!.allReduce(bufs[0]!, 0), rings[1]!.allReduce(bufs[1]!, 0).catch(() => 'abandoned')]);
+  process.off('unhandledRejection', onUnhandled);
+  assert.equal(results[0]!.status, 'rejected');
+  assert.equal(((results[0] as PromiseRejectedResult).reason as { code?: string }).code, 'ERR_PEER_FAILED');
+  assert.match(String((results[0] as PromiseRejectedResult).reason), /sending to a link that just closed/);
+  await new Promise((r) => setTimeout(r, 50));
+  assert.deepEqual(unhandled, []);
+});
