@@ -14,7 +14,7 @@ import path from 'node:path';
 import type { DatasetKind } from '../shared/protocol';
 import { DATASETS, type DataSplit } from '../shared/data/data-service';
 import { parseIdxDigits } from '../shared/data/idx';
-import { MNIST_CLASSES, MNIST_PIXELS, decodeMnist } from '../shared/data/mnist-format';
+import { MNIST_CLASSES, MNIST_PIXELS, decodeMnist, type MnistDataset } from '../shared/data/mnist-format';
 import { loadPackedMnist } from './mnist-pack';
 
 export interface DatasetSplit {
@@ -46,8 +46,8 @@ export async function loadOfficialMnist(dir = path.join(path.dirname(require.res
   return { train: train!, test: test! };
 }
 
-async function loadSubset(cacheDir: string): Promise<LoadedDataset> {
-  const packed = decodeMnist(await loadPackedMnist(cacheDir));
+/** The packed subset as the data service's two splits (views, not copies). */
+export function splitPacked(packed: MnistDataset): LoadedDataset {
   const at = packed.trainCount;
   return {
     train: { count: at, labels: packed.labels.subarray(0, at), pixels: packed.pixels.subarray(0, at * MNIST_PIXELS) },
@@ -64,7 +64,7 @@ export class DatasetLibrary {
   get(kind: DatasetKind): Promise<LoadedDataset> {
     let pending = this.loading.get(kind);
     if (!pending) {
-      pending = kind === 'mnist-60k' ? loadOfficialMnist() : loadSubset(this.cacheDir);
+      pending = kind === 'mnist-60k' ? loadOfficialMnist() : loadPackedMnist(this.cacheDir).then((bytes) => splitPacked(decodeMnist(bytes)));
       pending.catch(() => this.loading.delete(kind));
       this.loading.set(kind, pending);
     }

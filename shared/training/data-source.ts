@@ -10,7 +10,7 @@ import { MNIST_PIXELS, type MnistDataset } from '../data/mnist-format';
 import { PIXEL_SCALE } from '../data/example-cache';
 import type { StartConfig } from '../protocol';
 import { maxShareOf } from './share-balancer';
-import { EpochPermutation, nextBatch, shardOf, type DataCursor, type GlobalBatch } from './sharding';
+import { EpochPermutation, nextBatch, shardOf, testShardOf, type DataCursor, type GlobalBatch } from './sharding';
 
 export interface DataSource {
   /** Training examples in one epoch, over the whole ring. */
@@ -106,10 +106,9 @@ export class MnistShards implements DataSource {
   }
 
   testShard(rank: number, worldSize: number): { start: number; count: number } {
-    const { trainCount, testCount } = this.dataset;
-    const from = trainCount + Math.floor((rank * testCount) / worldSize);
-    const to = trainCount + Math.floor(((rank + 1) * testCount) / worldSize);
-    return { start: from, count: to - from };
+    const { start, count } = testShardOf(rank, worldSize, this.dataset.testCount);
+    // The packed file keeps its test digits after the training ones.
+    return { start: this.dataset.trainCount + start, count };
   }
 
   readTest(start: number, count: number, images: Float32Array, labels: Int32Array): Promise<void> {

@@ -64,6 +64,13 @@ export function shardOf(batch: GlobalBatch, rank: number): { start: number; coun
   return { start: batch.offset + from, count: Math.max(0, to - from) };
 }
 
+/** The test examples rank `rank` of `worldSize` scores: a contiguous, near-equal slice of `testCount`. */
+export function testShardOf(rank: number, worldSize: number, testCount: number): { start: number; count: number } {
+  const from = Math.floor((rank * testCount) / worldSize);
+  const to = Math.floor(((rank + 1) * testCount) / worldSize);
+  return { start: from, count: to - from };
+}
+
 /** Steps an epoch takes at a fixed world size, counting the short last batch. */
 export function stepsPerEpoch(trainCount: number, globalBatchSize: number): number {
   return Math.ceil(trainCount / globalBatchSize);

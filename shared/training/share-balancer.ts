@@ -37,6 +37,9 @@ export class ShareBalancer {
   /** Each rank's share of the global batch (sums to 1), the same on every replica. */
   private weights: Float64Array = new Float64Array([1]);
   private msPerExample: Float64Array = new Float64Array([0]);
+  /** Each rank's speed against the median rank's, updated once a step; and the scratch for the median. */
+  private vsMedian: Float64Array = new Float64Array([0]);
+  private sorted: Float64Array = new Float64Array([0]);
   private stepsSinceRebalance = 0;
 
   constructor(private readonly enabled: boolean) {}
@@ -46,6 +49,8 @@ export class ShareBalancer {
     this.worldSize = worldSize;
     this.weights = new Float64Array(worldSize).fill(1 / worldSize);
     this.msPerExample = new Float64Array(worldSize);
+    this.vsMedian = new Float64Array(worldSize);
+    this.sorted = new Float64Array(worldSize);
     this.stepsSinceRebalance = 0;
   }
 
@@ -67,6 +72,7 @@ export class ShareBalancer {
       const prev = this.msPerExample[r]!;
       this.msPerExample[r] = prev === 0 ? sample : AVERAGE_WEIGHT * sample + (1 - AVERAGE_WEIGHT) * prev;
     }
+    this.updateVsMedian();
     if (!this.enabled || n < 2 || ++this.stepsSinceRebalance < REBALANCE_EVERY_STEPS) return false;
     this.stepsSinceRebalance = 0;
     const proposal = this.propose();
@@ -113,13 +119,19 @@ export class ShareBalancer {
 
   /** Rank `rank`'s measured speed against the median rank's (1 = median); 0 before it is measured. */
   speedVsMedian(rank: number): number {
-    const ms = Array.from(this.msPerExample).filter((x) => x > 0);
-    const own = this.msPerExample[rank] ?? 0;
-    if (ms.length === 0 || !(own > 0)) return 0;
-    ms.sort((a, b) => a - b);
-    const mid = ms.length >> 1;
-    const median = ms.length % 2 === 1 ? ms[mid]! : (ms[mid - 1]! + ms[mid]!) / 2;
-    return median / own;
+    return this.vsMedian[rank] ?? 0;
+  }
+
+  private updateVsMedian(): void {
+    let k = 0;
+    for (let r = 0; r < this.worldSize; r++) if (this.msPerExample[r]! > 0) this.sorted[k++] = this.msPerExample[r]!;
+    const ms = this.sorted.subarray(0, k).sort();
+    const mid = k >> 1;
+    const median = k === 0 ? 0 : k % 2 === 1 ? ms[mid]! : (ms[mid - 1]! + ms[mid]!) / 2;
+    for (let r = 0; r < this.worldSize; r++) {
+      const own = this.msPerExample[r]!;
+      this.vsMedian[r] = own > 0 ? median / own : 0;
+    }
   }
 }
 

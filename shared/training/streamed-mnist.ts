@@ -21,7 +21,7 @@ import type { DatasetKind } from '../protocol';
 import { WebringError } from '../protocol/errors';
 import type { DataFactory, DataSource } from './data-source';
 import { maxShareOf } from './share-balancer';
-import { EpochPermutation, advance, nextBatch, shardOf, type DataCursor, type GlobalBatch } from './sharding';
+import { EpochPermutation, advance, nextBatch, shardOf, testShardOf, type DataCursor, type GlobalBatch } from './sharding';
 
 /** How many steps ahead a worker holds its examples: enough to ride out a slow reply. */
 export const PREFETCH_STEPS = 8;
@@ -113,18 +113,23 @@ export class StreamedMnist implements DataSource {
     this.fetchMissing(batch.epoch, start, count);
     this.prefetchAfter(batch, rank);
     if (++this.shardsRead === this.prefetchSteps) this.prefetchTest(rank, batch.worldSize);
-    for (;;) {
+    // Usually the prefetch brought everything: then this step waits for nothing and allocates nothing.
+    while (!this.holdsAll(batch.epoch, start, count)) {
       const waits: Array<Promise<void>> = [];
       for (let i = 0; i < count; i++) {
         const index = this.indexAt(batch.epoch, start + i);
         if (!this.cache.has(index)) waits.push(this.requests.get(this.pendingIn[index]!) ?? this.request([index]));
       }
-      if (waits.length === 0) break;
       await Promise.all(waits);
       if (this.failure) throw this.failure;
     }
     for (let i = 0; i < count; i++) this.cache.read(this.indexAt(batch.epoch, start + i), images, labels, i);
     return count;
+  }
+
+  private holdsAll(epoch: number, start: number, count: number): boolean {
+    for (let i = 0; i < count; i++) if (!this.cache.has(this.indexAt(epoch, start + i))) return false;
+    return true;
   }
 
   /** Requests the examples at positions [start, start + count) of the epoch's permutation that are neither held nor on their way. */
@@ -185,9 +190,7 @@ export class StreamedMnist implements DataSource {
   }
 
   testShard(rank: number, worldSize: number): { start: number; count: number } {
-    const from = Math.floor((rank * this.testCount) / worldSize);
-    const to = Math.floor(((rank + 1) * this.testCount) / worldSize);
-    return { start: from, count: to - from };
+    return testShardOf(rank, worldSize, this.testCount);
   }
 
   /** Starts fetching this rank's test shard, in the background, so the epoch's evaluation finds it here. */

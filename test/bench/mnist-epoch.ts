@@ -12,13 +12,11 @@
  * sharing this machine's cores on loopback: CPU cost and the data path, not a link.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, readFileSync, writeFileSync, existsSync } from 'node:fs';
+import { readFileSync, writeFileSync, existsSync } from 'node:fs';
 import os from 'node:os';
-import path from 'node:path';
 import { parseArgs } from 'node:util';
-import { startServer } from '../../signaling-server/server';
+import { AS_TEACHER, codeFor, startTestServer } from '../support/server';
 import { createLogger } from '../../signaling-server/logger';
-import { joinCodeFor } from '../../signaling-server/edge/join-codes';
 import { DATASETS, trainingSetBytes } from '../../shared/data/data-service';
 import { DATASET_KINDS, MODEL_KINDS, type DatasetKind, type ModelKind, type RoomStatus } from '../../shared/protocol';
 
@@ -43,29 +41,19 @@ const model = values.model as ModelKind;
 const dataset = values.dataset as DatasetKind;
 
 const ROOM = 'bench-epoch';
-const TOKEN = 'bench-teacher-token';
-const SECRET = Buffer.from('bench-join-secret-0123456789abcdef');
 const POLL_MS = 500;
 /** A step of one worker, as its status line printed it. */
 const STEP_LINE = /state=training .*step=(\d+) .*step_ms=([\d.]+) data_ms=([\d.]+)/;
 
-const server = await startServer({
-  port: 0,
-  host: '127.0.0.1',
-  dataDir: mkdtempSync(path.join(os.tmpdir(), 'webring-bench-epoch-')),
-  teacherToken: TOKEN,
-  joinSecret: SECRET,
-  clientDir: path.join(os.tmpdir(), 'webring-no-client'),
-  log: createLogger('warn'),
-});
-const auth = { authorization: `Bearer ${TOKEN}` };
+const server = await startTestServer({ log: createLogger('warn') });
+const auth = AS_TEACHER.headers;
 const status = async (): Promise<RoomStatus> => (await (await fetch(`${server.url}/api/rooms/${ROOM}`, { headers: auth })).json()) as RoomStatus;
 
 const children: ChildProcess[] = [];
 /** Per worker: data wait by step (ms). */
 const dataMs: Array<Map<number, number>> = [];
 for (let i = 0; i < workers; i++) {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'node-worker/main.ts', '--url', server.url, '--room', ROOM, '--code', joinCodeFor(SECRET, ROOM), '--name', `w${i}`, '--backend', 'cpu'], {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'node-worker/main.ts', '--url', server.url, '--room', ROOM, '--code', codeFor(ROOM), '--name', `w${i}`, '--backend', 'cpu'], {
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   const waits = new Map<number, number>();

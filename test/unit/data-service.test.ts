@@ -15,7 +15,7 @@ import { httpExampleFetcher, RETRY_FIRST_MS, type ExampleFetcher } from '../../s
 import { MNIST_PIXELS, decodeMnist } from '../../shared/data/mnist-format';
 import { StreamedMnist, PREFETCH_STEPS } from '../../shared/training/streamed-mnist';
 import { EpochPermutation, advance, type DataCursor } from '../../shared/training/sharding';
-import { loadOfficialMnist, type LoadedDataset } from '../../signaling-server/datasets';
+import { loadOfficialMnist, splitPacked, type LoadedDataset } from '../../signaling-server/datasets';
 import { packMnistFromPackage } from '../../signaling-server/mnist-pack';
 import { encodeMnist } from '../../shared/data/mnist-format';
 import { mulberry32 } from '../../shared/util/random';
@@ -120,12 +120,7 @@ test('the example cache never holds more than its capacity, and drops the oldest
 let subset: LoadedDataset;
 
 before(() => {
-  const packed = decodeMnist(encodeMnist(packMnistFromPackage()));
-  const at = packed.trainCount;
-  subset = {
-    train: { count: at, labels: packed.labels.subarray(0, at), pixels: packed.pixels.subarray(0, at * MNIST_PIXELS) },
-    test: { count: packed.testCount, labels: packed.labels.subarray(at), pixels: packed.pixels.subarray(at * MNIST_PIXELS) },
-  };
+  subset = splitPacked(decodeMnist(encodeMnist(packMnistFromPackage())));
 });
 
 function memoryService(log: Array<{ split: string; indices: number[] }>): ExampleFetcher {
