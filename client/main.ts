@@ -119,6 +119,9 @@ function render(s: WorkerStatus): void {
     computeMs: s.computeMs.toFixed(1),
     lastSyncMs: s.lastSyncMs === null ? '' : s.lastSyncMs.toFixed(0),
     joinMs: s.joinMs === null ? '' : s.joinMs.toFixed(0),
+    lockStepMs: s.lockStepMs === null ? '' : s.lockStepMs.toFixed(0),
+    switchPauseMs: s.switchPauseMs === null ? '' : s.switchPauseMs.toFixed(0),
+    probeMsPerExample: s.probe ? String(s.probe.msPerExample) : '',
     resyncs: String(s.resyncs),
     errorCode: s.error?.code ?? '',
     dataWait: s.dataWait ?? '',
@@ -132,7 +135,7 @@ function render(s: WorkerStatus): void {
     joinButton.textContent = 'Join again';
   }
   $('s-state').textContent = s.state + (s.error ? ` (${s.error.code}: ${s.error.message})` : '') + (s.connected ? '' : ' (server connection lost)');
-  $('s-backend').textContent = s.backend.toUpperCase();
+  $('s-backend').textContent = s.backend.toUpperCase() + (s.probe ? ` · ${s.probe.device}, ${s.probe.msPerExample.toFixed(2)} ms per example (measured before joining)` : '');
   $('s-rank').textContent = s.rank === null ? '–' : `${s.rank} of ${s.worldSize}${s.chief ? ' (chief: saves the checkpoints)' : ''}`;
   $('s-neighbours').textContent = s.neighbours ? `receives from ${s.neighbours.left}, sends to ${s.neighbours.right}` : '–';
   $('s-step').textContent = s.totalSteps ? `${s.step} / ${s.totalSteps} (epoch ${s.epoch + 1})` : String(s.step);
@@ -144,7 +147,8 @@ function render(s: WorkerStatus): void {
   $('s-loss').textContent = fmt(s.loss, 4);
   $('s-accuracy').textContent = s.testAccuracy === null ? '–' : percent(s.testAccuracy);
   $('s-hash').textContent = s.weightsHash ?? '–';
-  $('s-sync').textContent = s.lastSyncMs === null ? '–' : `${s.lastSyncMs.toFixed(0)} ms (resynced ${s.resyncs}×)`;
+  $('s-sync').textContent =
+    s.lastSyncMs === null ? '–' : `${s.lastSyncMs.toFixed(0)} ms (resynced ${s.resyncs}×)${s.lockStepMs === null ? '' : `; in lock-step ${(s.lockStepMs / 1000).toFixed(1)} s after joining`}`;
 }
 
 /** The class's loss curve, from the room's metrics (every replica computes the same loss). */

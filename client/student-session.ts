@@ -3,6 +3,7 @@
  * backends, and the training worker, which streams its examples from the data service. The page itself (form, status, chart)
  * paints without any of it.
  */
+import { deviceClassOf } from './device-class';
 import { io, type Socket } from 'socket.io-client';
 import { BACKENDS, type Backend, type ClientToServerEvents, type ServerToClientEvents } from '../shared/protocol';
 import type { ErrorBody } from '../shared/protocol/errors';
@@ -40,6 +41,7 @@ export async function startSession(options: SessionOptions): Promise<TrainingWor
     onIceConfig: (raw) => ice.update(raw),
     backend: choice.backend,
     kind: 'browser',
+    device: deviceClassOf(navigator as Navigator & { userAgentData?: { mobile: boolean } }),
     adapter: choice.adapter,
     serverUrl: location.origin,
     localCheckpoints: indexedDbCheckpoints,

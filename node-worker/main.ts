@@ -3,7 +3,10 @@
  * TrainingWorker, the ring, the trainer), over simple-peer + @roamhq/wrtc. A lab machine
  * with a real GPU can join a class of browsers this way.
  *
- *   npm run worker -- --url http://HOST:PORT --room NAME --code K7M-Q2P [--name X] [--backend webgpu|cpu]
+ *   npm run worker -- --url http://HOST:PORT --room NAME --code K7M-Q2P [--name X] [--backend webgpu|cpu] [--device laptop|tablet|phone|node]
+ *
+ * --device says what the teacher's class summary calls this worker (default node): the lab
+ * runs its capped workers as the devices they stand for.
  *
  * The join code may also come from JOIN_CODE, which keeps it out of the process list.
  */
@@ -12,7 +15,7 @@ import { parseArgs } from 'node:util';
 import SimplePeer from 'simple-peer';
 import wrtc from '@roamhq/wrtc';
 import { io, type Socket } from 'socket.io-client';
-import { BACKENDS, roomNameSchema, memberNameSchema, type Backend, type ClientToServerEvents, type ServerToClientEvents } from '../shared/protocol';
+import { BACKENDS, DEVICE_CLASSES, roomNameSchema, memberNameSchema, type Backend, type DeviceClass, type ClientToServerEvents, type ServerToClientEvents } from '../shared/protocol';
 import { TrainingWorker } from '../shared/training/worker';
 import type { WorkerStatus } from '../shared/training/worker-status';
 import { createSimplePeerFactory } from '../shared/network/simple-peer-factory';
@@ -21,7 +24,7 @@ import { toWebringError } from '../shared/protocol/errors';
 import { selectNodeBackend } from './node-backend';
 import { normalizeJoinCode } from '../shared/protocol/join-code';
 
-const USAGE = 'usage: npm run worker -- --url http://HOST:PORT --room NAME --code JOIN-CODE [--name X] [--backend webgpu|cpu]';
+const USAGE = 'usage: npm run worker -- --url http://HOST:PORT --room NAME --code JOIN-CODE [--name X] [--backend webgpu|cpu] [--device laptop|tablet|phone|node]';
 /** Exit code for bad arguments, as for the server's bad configuration. */
 const EXIT_USAGE = 2;
 const EXIT_FAILURE = 1;
@@ -31,11 +34,11 @@ function fail(message: string, code = EXIT_USAGE): never {
   process.exit(code);
 }
 
-function parse(): { url: URL; room: string; code: string; name: string; backend: Backend | null } {
+function parse(): { url: URL; room: string; code: string; name: string; backend: Backend | null; device: DeviceClass } {
   let values;
   try {
     ({ values } = parseArgs({
-      options: { url: { type: 'string' }, room: { type: 'string' }, code: { type: 'string' }, name: { type: 'string' }, backend: { type: 'string' } },
+      options: { url: { type: 'string' }, room: { type: 'string' }, code: { type: 'string' }, name: { type: 'string' }, backend: { type: 'string' }, device: { type: 'string' } },
       strict: true,
     }));
   } catch (err) {
@@ -59,7 +62,9 @@ function parse(): { url: URL; room: string; code: string; name: string; backend:
   if (!name.success) fail('--name must be 1 to 40 characters');
   const backend = values.backend ?? null;
   if (backend !== null && !(BACKENDS as readonly string[]).includes(backend)) fail(`--backend ${backend}: one of ${BACKENDS.join(', ')}`);
-  return { url, room: room.data, code, name: name.data, backend: backend as Backend | null };
+  const device = values.device ?? 'node';
+  if (!(DEVICE_CLASSES as readonly string[]).includes(device)) fail(`--device ${device}: one of ${DEVICE_CLASSES.join(', ')}`);
+  return { url, room: room.data, code, name: name.data, backend: backend as Backend | null, device: device as DeviceClass };
 }
 
 function describe(s: WorkerStatus): string {
@@ -87,6 +92,7 @@ async function main(): Promise<void> {
     onIceConfig: (raw) => ice.update(raw),
     backend: choice.backend,
     kind: 'node',
+    device: args.device,
     adapter: choice.adapter,
     serverUrl: base,
     localCheckpoints: null,

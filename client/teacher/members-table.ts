@@ -6,6 +6,7 @@
 import type { DroppedMember, MemberInfo, RoomEvent, RoomStatus } from '../../shared/protocol';
 import { h } from './dom';
 import { explainShare } from '../../shared/training/share-balancer';
+import { describeClass } from '../../shared/training/device-probe';
 import { BACKEND_LABELS, dash, duration, fixed, percent } from './format';
 
 /** A member whose step compute time is this many times the others' median is flagged. */
@@ -85,6 +86,8 @@ function memberRow(m: MemberInfo, s: RoomStatus, chief: MemberInfo | undefined):
   const hashDiffers = !!(chief && chief !== m && m.weightsHash && chief.weightsHash && m.step === chief.step && m.weightsHash !== chief.weightsHash);
   const backend = h('td', { 'data-label': 'Backend' }, BACKEND_LABELS[m.backend], m.kind === 'node' ? ' · Node' : null);
   if (m.adapter) backend.append(h('span', { class: 'adapter' }, m.adapter));
+  // The admission probe: what the device is, and how fast it stepped the default model alone.
+  if (m.probe) backend.append(h('span', { class: 'adapter', 'data-testid': 'member-probe' }, `${m.probe.device} · ${fixed(m.probe.msPerExample, 2)} ms/example (${m.probe.model})`));
   return h(
     'tr',
     { 'data-member-id': m.id, 'data-markers': markers.join(' '), class: markers.map((k) => `is-${k}`).join(' ') },
@@ -135,5 +138,9 @@ export function renderMembers(body: HTMLElement, goneBody: HTMLElement, summary:
   const parts = [`${s.members.length} in the ring`];
   if (s.waiting.length > 0) parts.push(`${s.waiting.length} waiting`);
   if (total > 0) parts.push(`${total.toFixed(0)} examples/s together`);
-  summary.textContent = parts.join(' · ');
+  const lastJoin = s.joins.at(-1);
+  if (lastJoin?.pauseMs != null) parts.push(`the last join paused the class ${(lastJoin.pauseMs / 1000).toFixed(1)} s`);
+  // The class's devices from their admission probes, readable before Start: "3 laptops, 1 slow tablet".
+  const devices = describeClass([...s.members, ...s.waiting].map((m) => m.probe));
+  summary.replaceChildren(h('span', { 'data-testid': 'class-devices' }, devices), devices ? ' · ' : '', parts.join(' · '));
 }

@@ -12,7 +12,7 @@ import { WebringError } from '../protocol/errors';
 import type { Misbehaviour } from '../protocol';
 import { HALF_EXPONENT_BITS } from './fp16';
 import { TAG_SPACE, type CollectiveStats } from './collective';
-import { FLAG_SATURATED, HEADER_BYTES, PHASE_ALL_GATHER, PHASE_EXCHANGE, PHASE_HUB_DOWN, PHASE_REDUCE_SCATTER, WIRE_FP16, WIRE_FP32, readHeader, wireFloatBytes, type ChunkHeader } from './wire';
+import { FLAG_SATURATED, HEADER_BYTES, PHASE_ALL_GATHER, PHASE_CHAIN, PHASE_EXCHANGE, PHASE_HUB_DOWN, PHASE_REDUCE_SCATTER, WIRE_FP16, WIRE_FP32, readHeader, wireFloatBytes, type ChunkHeader } from './wire';
 import { HUB_RANK } from './topology';
 import type { ChunkPlace } from './chunk-layout';
 import type { PayloadReader } from './payload';
@@ -74,7 +74,7 @@ export class Admission {
    * generation, that `from` sends to this rank at all, and that tag and wire are in range.
    */
   header(bytes: Uint8Array, h: ChunkHeader, from: number): boolean {
-    if (!readHeader(bytes, h) || (h.phase !== PHASE_REDUCE_SCATTER && h.phase !== PHASE_ALL_GATHER && h.phase !== PHASE_EXCHANGE && h.phase !== PHASE_HUB_DOWN)) {
+    if (!readHeader(bytes, h) || (h.phase !== PHASE_REDUCE_SCATTER && h.phase !== PHASE_ALL_GATHER && h.phase !== PHASE_EXCHANGE && h.phase !== PHASE_HUB_DOWN && h.phase !== PHASE_CHAIN)) {
       this.malformed(from, `a ${bytes.byteLength}-byte message with no valid header`);
       return false;
     }
@@ -92,7 +92,7 @@ export class Admission {
       this.reject(from, 'generation', `a message of generation ${h.generation} into generation ${this.generation}`);
       return false;
     }
-    if ((h.phase === PHASE_REDUCE_SCATTER || h.phase === PHASE_ALL_GATHER) && from !== this.left) {
+    if ((h.phase === PHASE_REDUCE_SCATTER || h.phase === PHASE_ALL_GATHER || h.phase === PHASE_CHAIN) && from !== this.left) {
       this.reject(from, 'malformed', `a ring message, but it is not this rank's left neighbour`);
       return false;
     }

@@ -1,10 +1,11 @@
 /**
  * What the rest of the project sees of a collective: the all-reduce the trainer and the
- * link measurement call, and the engine-facing part the network and the worker drive
+ * link measurement call, the broadcast of the state hand-over, and the engine-facing part the network and the worker drive
  * (run, generation, abort, the message feed, statistics). Implemented by RingAllReduce.
  */
 import type { Algorithm, WireFormat } from '../protocol';
 import type { WebringError } from '../protocol/errors';
+import type { BroadcastChain } from './chain-broadcast-schedule';
 
 /**
  * Which collective of a step a message belongs to. Collectives run in (step, tag) order, so
@@ -122,6 +123,11 @@ export interface Collective {
    * float32 and exact: the hand-over and evaluations rely on that.
    */
   allReduce(buf: Float32Array, step: number, tag: CollectiveTag, options?: CollectiveOptions): Promise<void>;
+  /**
+   * Copies rank `chain.from`'s `buf` into ranks from+1 … `chain.to`, rightwards around the
+   * ring; the others' buffers stay as they are. float32 and exact: the state hand-over.
+   */
+  broadcast(buf: Float32Array, step: number, tag: CollectiveTag, chain: BroadcastChain): Promise<void>;
 }
 
 /** A collective of one membership generation, as the network builds it and the worker drives it. */

@@ -33,10 +33,11 @@
  * (what a sender checks, and the FLAG_SATURATED that makes every rank fail alike).
  */
 import { WebringError } from '../protocol/errors';
-import { ALGORITHMS, WIRE_FORMATS, type Misbehaviour } from '../protocol';
+import { ALGORITHMS, WIRE_FORMATS, type Misbehaviour, type WireFormat } from '../protocol';
 import { systemClock, type Clock } from '../util/clock';
 import { leftOf, sendersOf } from './topology';
 import { HubSchedule } from './hub-schedule';
+import { ChainBroadcastSchedule, type BroadcastChain } from './chain-broadcast-schedule';
 import { Admission, PeerMisbehavedError } from './admission';
 import { ChunkLayout } from './chunk-layout';
 import { ChunkWriter } from './chunk-writer';
@@ -126,6 +127,7 @@ export class RingAllReduce implements CollectiveEngine {
   private readonly ring: RingSchedule;
   private readonly halvingDoubling: HalvingDoublingSchedule;
   private readonly hub: HubSchedule | null;
+  private readonly chain: ChainBroadcastSchedule;
   private readonly inHeader: ChunkHeader = { phase: 0, ringStep: 0, tag: 0, wire: 0, flags: 0, generation: 0, run: 0, step: 0, chunk: 0 };
 
   private active: ActiveCollective | null = null;
@@ -187,6 +189,7 @@ export class RingAllReduce implements CollectiveEngine {
     this.ring = new RingSchedule(parts, options.right, this.left);
     this.halvingDoubling = new HalvingDoublingSchedule(parts, this.peer, this.maxStashBytes);
     this.hub = options.hub ? new HubSchedule(parts, options.hub) : null;
+    this.chain = new ChainBroadcastSchedule(parts, options.right, this.left);
   }
 
   /**
@@ -218,6 +221,27 @@ export class RingAllReduce implements CollectiveEngine {
     if (!Number.isInteger(exactTail) || exactTail < 0 || exactTail > buf.length) {
       return Promise.reject(new WebringError('ERR_BAD_REQUEST', `exactTail ${exactTail} outside 0..${buf.length}`));
     }
+    const schedule: Schedule = algorithm === 'halving-doubling' ? this.halvingDoubling : algorithm === 'hub' ? this.hub! : this.ring;
+    return this.begin(buf, step, tag, schedule, wire, exactTail);
+  }
+
+  /**
+   * Copies `buf` of rank `chain.from` into ranks from+1 … `chain.to` (rightwards around the
+   * ring), pipelined (chain-broadcast-schedule.ts); the other ranks' buffers stay as they
+   * are. Every rank must call it with the same length, step, tag and chain. float32, exact.
+   */
+  broadcast(buf: Float32Array, step: number, tag: CollectiveTag, chain: BroadcastChain): Promise<void> {
+    const n = this.worldSize;
+    const valid = (r: number) => Number.isInteger(r) && r >= 0 && r < n;
+    if (!valid(chain.from) || !valid(chain.to)) {
+      return Promise.reject(new WebringError('ERR_BAD_REQUEST', `broadcast chain ${chain.from} → ${chain.to} outside ranks 0..${n - 1}`));
+    }
+    this.chain.setChain(chain);
+    return this.begin(buf, step, tag, this.chain, 'fp32', 0);
+  }
+
+  /** Starts one collective of `schedule` over `buf`: ordering, timeout, stash replay. */
+  private begin(buf: Float32Array, step: number, tag: CollectiveTag, schedule: Schedule, wire: WireFormat, exactTail: number): Promise<void> {
     if (this.abortedWith) return Promise.reject(this.abortedWith);
     if (this.active) {
       return Promise.reject(new WebringError('ERR_BAD_STATE', 'an all-reduce is already in flight'));
@@ -231,7 +255,6 @@ export class RingAllReduce implements CollectiveEngine {
       this.lastDoneKey = key;
       return Promise.resolve();
     }
-    const schedule: Schedule = algorithm === 'halving-doubling' ? this.halvingDoubling : algorithm === 'hub' ? this.hub! : this.ring;
     return new Promise<void>((resolve, reject) => {
       const c: ActiveCollective = {
         startedAt: this.clock.now(),

@@ -4,7 +4,8 @@
  * Layout (little endian), 20 bytes of header then a float32 or float16 payload:
  *   0  u8   phase        1 = ring reduce-scatter, 2 = ring all-gather,
  *                        3 = a halving-doubling exchange, 4 = a rank's buffer on its way
- *                        to the hub, 5 = the hub's sum on its way back
+ *                        to the hub, 5 = the hub's sum on its way back,
+ *                        6 = a chain broadcast's copy on its way right
  *   1  u8   ringStep     0 .. N-2 within the ring's phase; the stage of a halving-doubling
  *                        exchange (0 .. 2·log2 N + 1)
  *   2  u8   tag          which collective of the step (sync, eval, gradients)
@@ -57,6 +58,8 @@ export const PHASE_ALL_GATHER = 2;
 export const PHASE_EXCHANGE = 3;
 export const PHASE_HUB_UP = 4;
 export const PHASE_HUB_DOWN = 5;
+/** A chain broadcast (chain-broadcast-schedule.ts): values copied rightwards along the ring. */
+export const PHASE_CHAIN = 6;
 
 export interface ChunkHeader {
   phase: number;

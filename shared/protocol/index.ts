@@ -41,6 +41,14 @@ export type Backend = (typeof BACKENDS)[number];
 export const WORKER_KINDS = ['browser', 'node', 'hub'] as const;
 export type WorkerKind = (typeof WORKER_KINDS)[number];
 
+/**
+ * What kind of device a worker runs on, for the teacher ("3 laptops, 1 slow tablet"): a
+ * browser's from its user agent (client/device-class.ts; a desktop counts as a laptop), a
+ * Node worker's from its --device flag ('node' by default).
+ */
+export const DEVICE_CLASSES = ['laptop', 'tablet', 'phone', 'node'] as const;
+export type DeviceClass = (typeof DEVICE_CLASSES)[number];
+
 export const ROOM_STATES = ['idle', 'training', 'paused', 'done'] as const;
 export type RoomState = (typeof ROOM_STATES)[number];
 
@@ -171,6 +179,20 @@ export const startConfigSchema = z.strictObject({
 });
 export type StartConfig = z.output<typeof startConfigSchema>;
 
+/**
+ * The admission probe (shared/training/device-probe.ts): before it joins, a worker times a
+ * few forward and backward passes of the default model on a small batch, on its own
+ * backend. Its first share of the global batch follows from it (with balanceShares), and
+ * the teacher sees the class's devices before pressing Start.
+ */
+export const deviceProbeSchema = z.strictObject({
+  device: z.enum(DEVICE_CLASSES),
+  model: z.enum(MODEL_KINDS),
+  /** Forward, backward and read-back per example, after a warm-up pass (ms). */
+  msPerExample: z.number().finite().positive().max(60_000),
+});
+export type DeviceProbe = z.output<typeof deviceProbeSchema>;
+
 export const joinRequestSchema = z.strictObject({
   room: roomNameSchema,
   name: memberNameSchema,
@@ -178,6 +200,8 @@ export const joinRequestSchema = z.strictObject({
   backend: z.enum(BACKENDS),
   /** GPU adapter description, when the backend exposes one. */
   adapter: z.string().max(200).optional(),
+  /** This device's admission probe; absent from the hub and from workers that could not run it. */
+  probe: deviceProbeSchema.optional(),
   /** Coming back on a new connection (server restart, network blip): keep the membership. */
   rejoin: z.strictObject({ memberId: z.string().regex(/^[a-z0-9]{8,32}$/), memberToken: z.string().regex(/^[0-9a-f]{48}$/) }).optional(),
 });
@@ -301,6 +325,13 @@ export const progressReportSchema = z.strictObject({
   /** This worker's measured speed against the ring's median (2: twice as fast), 0 before it is measured. */
   speedVsMedian: finite.min(0),
   collective: collectiveReportSchema,
+  /**
+   * Sent once after a generation that admitted joiners: how long the class stood still for
+   * it (from the switch to the end of the first step on the new ring, less a normal step), ms.
+   */
+  switchPauseMs: finite.min(0).optional(),
+  /** Sent once by a joiner: from its admission to the end of its first step in lock-step, ms. */
+  lockStepMs: finite.min(0).optional(),
 });
 export type ProgressReport = z.output<typeof progressReportSchema>;
 
@@ -402,6 +433,8 @@ export interface MemberInfo {
   speedVsMedian: number;
   /** The algorithm, link model and time split of the member's last step; null before any. */
   collective: CollectiveReport | null;
+  /** Its admission probe (DeviceProbe), or null when it sent none. */
+  probe: DeviceProbe | null;
   /** False while the member's signaling connection is down (it may be reconnecting). */
   connected: boolean;
   /** The signaling node holding its connection, when several share rooms over Redis; else null. */
@@ -525,6 +558,24 @@ export interface RoomStatus {
    * training set per epoch means each example travelled once, to the worker that trained it.
    */
   data: { dataset: DatasetKind | null; datasetBytes: number; bytesServed: number };
+  /** What the run's recent admissions cost (newest last, at most MAX_JOIN_COSTS). */
+  joins: JoinCost[];
+}
+
+/** Admissions a room remembers the cost of. */
+export const MAX_JOIN_COSTS = 50;
+
+/** One admission of joiners into a running ring, and what it cost. */
+export interface JoinCost {
+  generation: number;
+  /** The joiners' names. */
+  joiners: string[];
+  /** The chief's step when they were admitted. */
+  atStep: number;
+  /** The class's pause for the switch (the chief's ProgressReport.switchPauseMs); null until reported. */
+  pauseMs: number | null;
+  /** The slowest joiner's time from admission to its first step in lock-step; null until reported. */
+  lockStepMs: number | null;
 }
 
 export interface MetricPoint {

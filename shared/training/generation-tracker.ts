@@ -47,7 +47,7 @@ export type GenerationOutcome =
   | 'applied';
 
 /** True when `next` is `current` with members added at the end: a pure admission of joiners. */
-function extendsRing(current: Generation, next: Generation): boolean {
+export function extendsRing(current: Generation, next: Generation): boolean {
   return (
     next.generation > current.generation &&
     next.members.length > current.members.length &&

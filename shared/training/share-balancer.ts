@@ -12,7 +12,10 @@
  * gradients over it: only the split changes, and the cursor still trains every example of
  * an epoch exactly once.
  *
- * A new generation (a join or a leave) starts again from equal shares; so does a resumed run.
+ * A new generation (a join or a leave) starts again, from shares sized by the members'
+ * admission probes (device-probe.ts) when every member has one, else from equal shares; so
+ * does a resumed run. The probes are in the generation every replica holds, so every
+ * replica starts from the same shares.
  */
 
 /** Steps between two re-balancings: enough samples for a stable average. */
@@ -44,14 +47,20 @@ export class ShareBalancer {
 
   constructor(private readonly enabled: boolean) {}
 
-  /** Equal shares for a new generation of `worldSize` ranks, and no measurements yet. */
-  reset(worldSize: number): void {
+  /**
+   * Shares for a new generation of `worldSize` ranks, and no measurements yet: sized by
+   * `probeMsPerExample` (each rank's admission probe, by rank) when balancing is on and every
+   * rank has one, else equal. The probe's times only set the first shares: they were taken
+   * on the default model, alone, so the ring's own measurements replace them.
+   */
+  reset(worldSize: number, probeMsPerExample: ArrayLike<number> | null = null): void {
     this.worldSize = worldSize;
-    this.weights = new Float64Array(worldSize).fill(1 / worldSize);
     this.msPerExample = new Float64Array(worldSize);
     this.vsMedian = new Float64Array(worldSize);
     this.sorted = new Float64Array(worldSize);
     this.stepsSinceRebalance = 0;
+    const probed = this.enabled && worldSize > 1 && probeMsPerExample !== null && probeMsPerExample.length === worldSize ? this.propose(probeMsPerExample) : null;
+    this.weights = probed ?? new Float64Array(worldSize).fill(1 / worldSize);
   }
 
   /** The shares the next step splits its global batch by; null when they are equal by rule (balancing off). */
@@ -75,7 +84,7 @@ export class ShareBalancer {
     this.updateVsMedian();
     if (!this.enabled || n < 2 || ++this.stepsSinceRebalance < REBALANCE_EVERY_STEPS) return false;
     this.stepsSinceRebalance = 0;
-    const proposal = this.propose();
+    const proposal = this.propose(this.msPerExample);
     if (!proposal) return false;
     let moved = 0;
     for (let r = 0; r < n; r++) moved = Math.max(moved, Math.abs(proposal[r]! - this.weights[r]!) / this.weights[r]!);
@@ -85,12 +94,12 @@ export class ShareBalancer {
   }
 
   /** Shares proportional to speed (1 / ms per example), within the bounds; null until every rank is measured. */
-  private propose(): Float64Array | null {
+  private propose(msPerExample: ArrayLike<number>): Float64Array | null {
     const n = this.worldSize;
     const speed = new Float64Array(n);
     let total = 0;
     for (let r = 0; r < n; r++) {
-      const ms = this.msPerExample[r]!;
+      const ms = msPerExample[r]!;
       if (!(ms > 0)) return null;
       speed[r] = 1 / ms;
       total += speed[r]!;

@@ -23,7 +23,9 @@ import { WeightsHasher } from './weights-hash';
 import { MAX_ROOM_MEMBERS, type Algorithm, type StartConfig } from '../protocol';
 import { chooseAlgorithm, createProbeBuffers, explainChoice, measureLinkModels, type LinkModel, type LinkModels, type LinkReadiness, type ProbeBuffers } from '../collectives/choice';
 import { WebringError } from '../protocol/errors';
-import { HASH_VOTE_FLOATS, VOTE_FLOATS, counterVote, disagreement, hashesDiffer, unanimous, writeHashVotes, writeVote } from './agreement';
+import { HASH_VOTE_FLOATS, VOTE_FLOATS, counterVote, hashesDiffer, unanimous, writeHashVotes, writeVote } from './agreement';
+import { FINGERPRINT_FLOATS, handOverChain, ranksBehind, writeFingerprint } from './hand-over';
+import { chainPosition } from '../collectives/chain-broadcast-schedule';
 import {
   createOptimizerSlots,
   loadOptimizerWeights,
@@ -79,14 +81,14 @@ const STATE_ITERATIONS = 5;
 const STATE_RAMP_FROM = 6;
 const STATE_RAMP_TO = 7;
 const STATE_RAMP_START = 8;
-const STATE_HEADER = 9;
-
-/** The agreement check before a hand-over: votes on step, weights hash, owed evaluation, stop. */
-const AGREE_STEP = 0;
-const AGREE_HASH = AGREE_STEP + VOTE_FLOATS;
-const AGREE_PENDING_EVAL = AGREE_HASH + HASH_VOTE_FLOATS;
-const AGREE_STOPPED = AGREE_PENDING_EVAL + VOTE_FLOATS;
-const AGREE_LENGTH = AGREE_STOPPED + VOTE_FLOATS;
+/**
+ * The sender's link measurements (α, β of the ring, halving-doubling and the hub; -1 for
+ * one not measured): a joiner appended to measured links takes them instead of the whole
+ * class probing again (setCollective's keepLinkModels).
+ */
+const STATE_MODELS = 9;
+const STATE_MODEL_FLOATS = 6;
+const STATE_HEADER = STATE_MODELS + STATE_MODEL_FLOATS;
 
 /**
  * Test examples scored per forward pass. Between passes the evaluation yields to the event
@@ -204,7 +206,8 @@ export class Trainer {
   private evalImages: Float32Array | null = null;
   private evalLabels: Int32Array | null = null;
   private readonly evalBuffer = new Float32Array(2);
-  private readonly agreeBuffer = new Float32Array(AGREE_LENGTH);
+  /** Every replica's fingerprint (hand-over.ts), sized for the largest ring so far. */
+  private agreeBuffer = new Float32Array(0);
   /** Allocated on the first measurement (a ring of one never measures), then reused. */
   private probes: ProbeBuffers | null = null;
   /** This replica's link measurements in this generation; null until measured. */
@@ -297,15 +300,25 @@ export class Trainer {
     return this.config.maxSteps === undefined ? end : Math.min(end, this.config.maxSteps);
   }
 
-  setCollective(collective: Collective): void {
+  /**
+   * Trains on over a new generation's collective. With `keepLinkModels` (the generation only
+   * appends members to links already measured) the link measurements stay, and the
+   * hand-over gives them to the joiners: the class does not stop to probe its links again.
+   */
+  setCollective(collective: Collective, options: { keepLinkModels?: boolean; probeMsPerExample?: ArrayLike<number> | null } = {}): void {
     this.collective = collective;
     // A new generation starts on the ring until its own measurements are agreed.
     this.nextAlgorithm = 'ring';
-    this.measured = null;
+    if (!options.keepLinkModels) this.measured = null;
     this.ready = { mesh: false, hub: false };
     this.measureDue = false;
-    // Ranks moved: shares start equal again, the same on every replica, and are measured afresh.
-    this.balancer.reset(collective.worldSize);
+    // Ranks moved: shares start again from the members' probes (or equal), the same on every replica.
+    this.balancer.reset(collective.worldSize, options.probeMsPerExample ?? null);
+  }
+
+  /** The first shares of this generation from its members' admission probes (share-balancer.ts). */
+  seedShares(probeMsPerExample: ArrayLike<number> | null): void {
+    this.balancer.reset(this.collective.worldSize, probeMsPerExample);
   }
 
   /**
@@ -376,56 +389,69 @@ export class Trainer {
 
   /**
    * Makes every replica's whole state (weights, optimizer state, step, data cursor, owed
-   * evaluation) equal to rank 0's.
+   * evaluation, learning-rate ramp, link measurements) equal to rank 0's.
    *
-   * First a tiny all-reduce checks whether they already agree (survivors of a leave
-   * usually do); if so, nothing more is sent. Otherwise rank 0 contributes its state and
-   * everyone else zeros, so the all-reduced sum is exactly rank 0's values, and every
-   * replica, rank 0 included, loads it through the same assignments and ends bit-identical.
+   * First a small all-reduce gives every replica every replica's fingerprint
+   * (hand-over.ts); survivors of a leave usually agree, and then nothing more is sent.
+   * Otherwise the state travels as a pipelined chain broadcast along the ring, from the
+   * rank just before the first replica that differs, to the last one: a joiner at the end
+   * of the ring takes it from its left neighbour over one link, while the rest of the class
+   * only waits, instead of all-reducing the state against zeros over every link.
    *
    * The first collectives of every generation are this hand-over, keyed at step 0: a
-   * joiner does not know the step yet; it learns it from the state. Returns whether state
-   * was transferred.
+   * joiner does not know the step yet; it learns it from the state. Returns how many
+   * replicas took the state (0: they already agreed).
    */
-  async syncState(keyStep = 0): Promise<boolean> {
-    const check = this.agreeBuffer;
-    check.fill(0);
-    writeVote(check, AGREE_STEP, counterVote(this.stepCounter));
-    writeHashVotes(check, AGREE_HASH, await this.weightsHash());
-    writeVote(check, AGREE_PENDING_EVAL, this.pendingEvaluation === null ? 0 : counterVote(this.pendingEvaluation));
-    writeVote(check, AGREE_STOPPED, this.stopped ? 1 : 0);
-    await this.collective.allReduce(check, keyStep, COLLECTIVE_TAG.agree);
+  async syncState(keyStep = 0): Promise<number> {
     const n = this.collective.worldSize;
-    const agreed =
-      !disagreement(check, AGREE_STEP, n) &&
-      !hashesDiffer(check, AGREE_HASH, n) &&
-      !disagreement(check, AGREE_PENDING_EVAL, n) &&
-      !disagreement(check, AGREE_STOPPED, n);
-    if (agreed) return false;
+    if (this.agreeBuffer.length < n * FINGERPRINT_FLOATS) this.agreeBuffer = new Float32Array(n * FINGERPRINT_FLOATS);
+    const check = this.agreeBuffer.subarray(0, n * FINGERPRINT_FLOATS);
+    check.fill(0);
+    writeFingerprint(check, this.collective.rank, {
+      step: this.stepCounter,
+      epoch: this.cursor.epoch,
+      offset: this.cursor.offset,
+      pendingEvaluation: this.pendingEvaluation,
+      stopped: this.stopped,
+      weightsHash: await this.weightsHash(),
+    });
+    await this.collective.allReduce(check, keyStep, COLLECTIVE_TAG.agree);
+    const behind = ranksBehind(check, n);
+    const chain = handOverChain(behind);
+    if (!chain) return 0;
 
     const state = (this.stateBuffer ??= new Float32Array(this.stateLength));
-    state.fill(0);
     const optimizerVars = optimizerStateVariables(this.config.optimizer, this.optimizer);
-    if (this.collective.rank === 0) {
-      state[STATE_STEP] = this.stepCounter;
-      state[STATE_EPOCH] = this.cursor.epoch;
-      state[STATE_OFFSET] = this.cursor.offset;
-      state[STATE_PENDING_EVAL] = this.pendingEvaluation === null ? 0 : this.pendingEvaluation + 1;
-      state[STATE_STOPPED] = this.stopped ? 1 : 0;
-      state[STATE_ITERATIONS] = optimizerIterations(this.optimizer);
-      const ramp = this.schedule.state;
-      state[STATE_RAMP_FROM] = ramp?.from ?? 0;
-      state[STATE_RAMP_TO] = ramp?.to ?? 0;
-      state[STATE_RAMP_START] = ramp?.startStep ?? -1;
-      const all = [...this.variables, ...optimizerVars];
-      const values = await Promise.all(all.map((v) => v.data() as Promise<Float32Array>));
-      let at = STATE_HEADER;
-      for (const vals of values) {
-        state.set(vals, at);
-        at += vals.length;
-      }
+    const { at: position, hops } = chainPosition(this.collective.rank, n, chain);
+    if (position === 0) await this.writeState(state, optimizerVars);
+    await this.collective.broadcast(state, keyStep, COLLECTIVE_TAG.sync, chain);
+    if (position >= 1 && position <= hops) this.loadState(state, optimizerVars);
+    return behind.length;
+  }
+
+  /** This replica's whole state into `state` (the hand-over's sender). */
+  private async writeState(state: Float32Array, optimizerVars: tf.Variable[]): Promise<void> {
+    state[STATE_STEP] = this.stepCounter;
+    state[STATE_EPOCH] = this.cursor.epoch;
+    state[STATE_OFFSET] = this.cursor.offset;
+    state[STATE_PENDING_EVAL] = this.pendingEvaluation === null ? 0 : this.pendingEvaluation + 1;
+    state[STATE_STOPPED] = this.stopped ? 1 : 0;
+    state[STATE_ITERATIONS] = optimizerIterations(this.optimizer);
+    const ramp = this.schedule.state;
+    state[STATE_RAMP_FROM] = ramp?.from ?? 0;
+    state[STATE_RAMP_TO] = ramp?.to ?? 0;
+    state[STATE_RAMP_START] = ramp?.startStep ?? -1;
+    writeStateModels(state, STATE_MODELS, this.measured);
+    const values = await Promise.all([...this.variables, ...optimizerVars].map((v) => v.data() as Promise<Float32Array>));
+    let at = STATE_HEADER;
+    for (const vals of values) {
+      state.set(vals, at);
+      at += vals.length;
     }
-    await this.collective.allReduce(state, keyStep, COLLECTIVE_TAG.sync);
+  }
+
+  /** Takes the sender's state (the hand-over's receivers). */
+  private loadState(state: Float32Array, optimizerVars: tf.Variable[]): void {
     this.stepCounter = state[STATE_STEP]!;
     this.cursor = { epoch: state[STATE_EPOCH]!, offset: state[STATE_OFFSET]! };
     const pending = state[STATE_PENDING_EVAL]!;
@@ -434,6 +460,7 @@ export class Trainer {
     setOptimizerIterations(this.optimizer, state[STATE_ITERATIONS]!);
     const rampStart = state[STATE_RAMP_START]!;
     this.schedule.restore(rampStart < 0 ? null : { from: state[STATE_RAMP_FROM]!, to: state[STATE_RAMP_TO]!, startStep: rampStart });
+    this.measured = readStateModels(state, STATE_MODELS);
     tf.tidy(() => {
       let at = STATE_HEADER;
       for (const v of [...this.variables, ...optimizerVars]) {
@@ -444,7 +471,6 @@ export class Trainer {
       }
     });
     this.weightsVersion++;
-    return true;
   }
 
   /** One synchronous step on the next global batch. */
@@ -716,4 +742,19 @@ function finiteBelow(values: Float32Array, from: number, length: number, bound: 
     if (!(v < bound && v > -bound)) return false;
   }
   return true;
+}
+
+/** Link measurements into the hand-over's header: α and β per algorithm, -1 for none. */
+function writeStateModels(state: Float32Array, at: number, models: LinkModels | null): void {
+  const each = [models?.ring ?? null, models?.halvingDoubling ?? null, models?.hub ?? null];
+  each.forEach((m, i) => {
+    state[at + 2 * i] = m ? m.alphaMs : -1;
+    state[at + 2 * i + 1] = m ? m.betaBytesPerMs : -1;
+  });
+}
+
+function readStateModels(state: Float32Array, at: number): LinkModels | null {
+  const one = (i: number): LinkModel | null => (state[at + 2 * i]! < 0 ? null : { alphaMs: state[at + 2 * i]!, betaBytesPerMs: state[at + 2 * i + 1]! });
+  const ring = one(0);
+  return ring ? { ring, halvingDoubling: one(1), hub: one(2) } : null;
 }

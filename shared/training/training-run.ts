@@ -22,12 +22,26 @@ import { Trainer, type StepResult } from './trainer';
 import { StragglerDetector } from './straggler';
 import type { DataSource } from './data-source';
 import type { FaultInjector } from './faults';
-import type { RingView } from './generation-tracker';
+import { extendsRing, type RingView } from './generation-tracker';
 import type { WorkerStatus, WorkerStatusView } from './worker-status';
 import type { ReportEvent, ReportOf } from './signaling-session';
 
 /** Steps/s is measured over this many recent steps. */
 const STEP_RATE_WINDOW = 10;
+/** Steps after a switch whose median is the new ring's normal step time, against which its pause is measured. */
+const PAUSE_BASELINE_STEPS = 3;
+
+/** A switch to a generation that admitted joiners, while its cost is being measured. */
+interface SwitchClock {
+  switchedAt: number;
+  /** The end of the first step on the new ring, then of each later one until the baseline is complete. */
+  firstStepEnd: number | null;
+  lastStepEnd: number;
+  stepMs: number[];
+}
+
+/** The members' admission probes (ms per example) by rank; 0 for a member without one. */
+const probesOf = (g: Generation | null): number[] | null => g?.members.map((m) => m.probe?.msPerExample ?? 0) ?? null;
 /** Errors of a collective that a new generation heals: the step is redone from the chief's state. */
 const RECOVERABLE: ReadonlySet<ErrorCode> = new Set<ErrorCode>(['ERR_STALE_GENERATION', 'ERR_PEER_FAILED', 'ERR_TIMEOUT', 'ERR_ABORTED', 'ERR_PEER_MISBEHAVED']);
 
@@ -98,9 +112,17 @@ export class TrainingRun {
   private syncKey: number | null = 0;
   /** For a late joiner: when it was admitted, until it holds the live state. */
   private joinedAt: number | null;
+  /** For a late joiner: when it was admitted, until its first step in lock-step. */
+  private admittedAt: number | null;
+  /** The last switch to a generation with joiners, until its pause is measured. */
+  private switchClock: SwitchClock | null = null;
+  /** Join costs measured by the last step, for its progress report. */
+  private joinCost: { switchPauseMs?: number; lockStepMs?: number } = {};
   /** Set after a step the ring agreed to pause after; cleared on resume. */
   private holding = false;
   private readonly recentStepEnds: number[] = [];
+  /** The generation this run's ring belongs to. */
+  private trainedOn: Generation | null;
 
   /** Throws ERR_STALE_GENERATION when `network` holds no ring of start.generation or newer. */
   constructor(options: TrainingRunOptions) {
@@ -110,9 +132,12 @@ export class TrainingRun {
     }
     this.options = options;
     this.ring = ring;
+    this.trainedOn = options.network.generation;
     ring.setRun(options.start.run);
     this.trainer = new Trainer(options.start.config, options.data, ring, { clock: options.clock, faults: options.faults });
+    this.trainer.seedShares(probesOf(options.network.generation));
     this.joinedAt = options.start.admitted ? options.clock.now() : null;
+    this.admittedAt = this.joinedAt;
   }
 
   private get status(): Readonly<WorkerStatus> {
@@ -199,9 +224,16 @@ export class TrainingRun {
     const latest = this.options.network.collective;
     if (latest === this.ring) return;
     if (!latest) throw new WebringError('ERR_DROPPED', 'this worker is no longer in the ring');
+    const before = this.trainedOn;
+    const now = this.options.network.generation;
+    // Another ring change after the admission's first step: its cost is not the admission's.
+    if (this.switchClock?.firstStepEnd != null) this.switchClock = null;
     this.ring = latest;
+    this.trainedOn = now;
     latest.setRun(this.options.start.run);
-    this.trainer.setCollective(latest);
+    // Joiners appended to the same ring and hub: the links already measured stay measured.
+    const appendsOnly = before !== null && now !== null && extendsRing(before, now) && before.hub?.id === now.hub?.id;
+    this.trainer.setCollective(latest, { keepLinkModels: appendsOnly, probeMsPerExample: probesOf(now) });
     // The first collective of every generation hands the chief's whole state to everyone:
     // survivors redo an interrupted step from it, joiners start from it.
     this.syncKey = 0;
@@ -213,13 +245,13 @@ export class TrainingRun {
     const { clock, log } = this.options;
     const trainer = this.trainer;
     const t0 = clock.now();
-    const transferred = await trainer.syncState(this.syncKey);
+    const receivers = await trainer.syncState(this.syncKey);
     this.syncKey = null;
     const syncMs = clock.now() - t0;
     const hash = await trainer.weightsHash();
     log(
-      transferred
-        ? `state from the chief: step ${trainer.step}, ${trainer.stateLength * 4} bytes in ${syncMs.toFixed(0)} ms`
+      receivers > 0
+        ? `the chief's state to ${receivers} replica(s): step ${trainer.step}, ${trainer.stateLength * 4} bytes in ${syncMs.toFixed(0)} ms`
         : `replicas already agree at step ${trainer.step} (checked in ${syncMs.toFixed(0)} ms)`,
     );
     this.update({ weightsHash: hash, step: trainer.step, epoch: trainer.epoch, lastSyncMs: syncMs, totalSteps: trainer.totalSteps });
@@ -277,6 +309,7 @@ export class TrainingRun {
       hubReady: network.hubReady,
     });
     if (r.pause) this.holding = true;
+    this.measureJoinCost(clock.now());
     const stepTimes = this.recentStepEnds;
     stepTimes.push(clock.now());
     if (stepTimes.length > STEP_RATE_WINDOW) stepTimes.shift();
@@ -304,6 +337,37 @@ export class TrainingRun {
     return r;
   }
 
+  /**
+   * What the last admission cost, once known: for a survivor, the class's pause (from the
+   * switch to the end of the first step on the new ring, less the median of the next
+   * PAUSE_BASELINE_STEPS steps); for the joiner, its time from admission to its first step.
+   * Each goes out once, with the step's progress report.
+   */
+  private measureJoinCost(stepEnd: number): void {
+    this.joinCost = {};
+    if (this.admittedAt !== null) {
+      this.joinCost.lockStepMs = stepEnd - this.admittedAt;
+      this.update({ lockStepMs: this.joinCost.lockStepMs });
+      this.options.log(`in lock-step ${this.joinCost.lockStepMs.toFixed(0)} ms after admission`);
+      this.admittedAt = null;
+    }
+    const sc = this.switchClock;
+    if (!sc) return;
+    if (sc.firstStepEnd === null) {
+      sc.firstStepEnd = stepEnd;
+    } else {
+      sc.stepMs.push(stepEnd - sc.lastStepEnd);
+    }
+    sc.lastStepEnd = stepEnd;
+    if (sc.stepMs.length < PAUSE_BASELINE_STEPS) return;
+    const baseline = [...sc.stepMs].sort((a, b) => a - b)[sc.stepMs.length >> 1]!;
+    const pause = Math.max(0, sc.firstStepEnd! - sc.switchedAt - baseline);
+    this.joinCost.switchPauseMs = pause;
+    this.update({ switchPauseMs: pause });
+    this.options.log(`the admission cost the class ${pause.toFixed(0)} ms (a step takes ${baseline.toFixed(0)} ms)`);
+    this.switchClock = null;
+  }
+
   /** The step's progress report; a weights mismatch owes a hand-over from the chief. */
   private reportStep(r: StepResult): void {
     const s = this.status;
@@ -324,6 +388,7 @@ export class TrainingRun {
       linkMBps: s.linkMBps,
       learningRate: r.learningRate,
       speedVsMedian: r.speedVsMedian,
+      ...this.joinCost,
       collective: {
         algorithm: r.algorithm,
         alphaMs: r.models?.ring?.alphaMs ?? 0,
@@ -369,6 +434,8 @@ export class TrainingRun {
     const { network, generations, log } = this.options;
     if (!r.admit || !voted || voted.generation <= (network.generation?.generation ?? -1)) return;
     log(`switching to generation ${voted.generation} after step ${r.step}`);
+    const now = this.options.clock.now();
+    this.switchClock = { switchedAt: now, firstStepEnd: null, lastStepEnd: now, stepMs: [] };
     network.applyGeneration(voted);
     generations.admitted(voted);
   }

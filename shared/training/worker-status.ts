@@ -3,7 +3,7 @@
  * as things happen, and handed out as a fresh copy after every change.
  */
 import type { ErrorBody } from '../protocol/errors';
-import type { Backend, Generation } from '../protocol';
+import type { Backend, DeviceProbe, Generation } from '../protocol';
 import { leftOf, rightOf } from '../collectives/topology';
 
 export type WorkerState = 'idle' | 'joining' | 'ready' | 'waiting' | 'training' | 'paused' | 'done' | 'dropped' | 'error';
@@ -42,6 +42,12 @@ export interface WorkerStatus {
   lastSyncMs: number | null;
   /** For a late joiner: from the admission to holding the live state (ms). */
   joinMs: number | null;
+  /** For a late joiner: from the admission to its first step in lock-step (ms). */
+  lockStepMs: number | null;
+  /** The class's pause for the last admission of joiners, as this replica measured it (ms). */
+  switchPauseMs: number | null;
+  /** This device's admission probe (device-probe.ts), or null before it ran or when it failed. */
+  probe: DeviceProbe | null;
   /** Times this replica reloaded the chief's state because the weight hashes differed. */
   resyncs: number;
   /** This worker's share of the last global batch (0..1). */
@@ -96,6 +102,9 @@ export class WorkerStatusView {
       computeMs: 0,
       lastSyncMs: null,
       joinMs: null,
+      lockStepMs: null,
+      switchPauseMs: null,
+      probe: null,
       resyncs: 0,
       batchShare: 0,
       speedVsMedian: 0,

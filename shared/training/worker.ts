@@ -16,7 +16,7 @@ import * as tf from '@tensorflow/tfjs';
 import type { Socket } from 'socket.io-client';
 import { WebringError, toWebringError, type ErrorBody } from '../protocol/errors';
 import type { PeerFactory } from '../network/peer';
-import type { Backend, ClientToServerEvents, Generation, JoinAccepted, JoinRequest, MemberDropped, ServerToClientEvents, TrainStart, TrainStop, WorkerKind } from '../protocol';
+import type { Backend, ClientToServerEvents, DeviceClass, DeviceProbe, Generation, JoinAccepted, JoinRequest, MemberDropped, ServerToClientEvents, TrainStart, TrainStop, WorkerKind } from '../protocol';
 import { RingNetwork } from '../network/ring-network';
 import type { Trainer } from './trainer';
 import { predictDigit } from './models';
@@ -30,6 +30,7 @@ import { SignalingSession } from './signaling-session';
 import { GenerationTracker } from './generation-tracker';
 import { WorkerStatusView, type WorkerStatus } from './worker-status';
 import { TrainingRun, type RunCheckpoints, type RunControl } from './training-run';
+import { probeDevice } from './device-probe';
 
 export interface WorkerOptions {
   socket: Socket<ServerToClientEvents, ClientToServerEvents>;
@@ -38,6 +39,8 @@ export interface WorkerOptions {
   data?: DataFactory;
   backend: Backend;
   kind: WorkerKind;
+  /** What kind of device this is, for the admission probe ('node' for a Node worker by default). */
+  device: DeviceClass;
   adapter?: string;
   /** Base URL of the signaling server's HTTP API (checkpoints). */
   serverUrl: string;
@@ -70,6 +73,8 @@ export class TrainingWorker {
   private pendingStart: TrainStart | null = null;
   private room: string | null = null;
   private writer: CheckpointWriter | null = null;
+  /** This device's admission probe, run once before the first join; null if it failed. */
+  private probe: Promise<DeviceProbe | null> | null = null;
   /** The generation at which this chief offered its local checkpoint to the server (-1: not yet). */
   private reseededAt = -1;
 
@@ -111,7 +116,8 @@ export class TrainingWorker {
   /** Joins `room` with its join code (as typed or from the class link; see protocol/join-code.ts). */
   async join(room: string, name: string, code: string): Promise<JoinAccepted> {
     this.status.update({ state: 'joining', error: null });
-    const result = await this.session.requestJoin(this.joinRequest(room, name), code);
+    const probe = await (this.probe ??= this.runProbe());
+    const result = await this.session.requestJoin({ ...this.joinRequest(room, name), ...(probe ? { probe } : {}) }, code);
     if (!result.ok) {
       this.status.update({ state: 'error', error: result.error });
       throw new WebringError(result.error.code, result.error.message);
@@ -166,6 +172,25 @@ export class TrainingWorker {
     this.control.stopRequested = true;
     this.network?.close();
     this.generations.notify();
+  }
+
+  /**
+   * The admission probe (device-probe.ts): prepares the backend and the default model's
+   * kernels, and measures this device, before it joins. A failure is logged and shown, and
+   * the worker joins unmeasured: the ring then measures it in its first steps.
+   */
+  private async runProbe(): Promise<DeviceProbe | null> {
+    const { log, device } = this.options;
+    try {
+      const probe = await probeDevice({ device, clock: this.clock, slowMsPerExample: this.options.faults?.slowMsPerExample?.(0) });
+      log(`admission probe: ${probe.device}, ${probe.model} ${probe.msPerExample.toFixed(2)} ms per example on ${this.options.backend}`);
+      this.status.update({ probe, numTensors: tf.memory().numTensors });
+      return probe;
+    } catch (err) {
+      const e = toWebringError(err);
+      log(`admission probe failed (${e.code}: ${e.message}); joining unmeasured`);
+      return null;
+    }
   }
 
   private joinRequest(room: string, name: string): JoinRequest {

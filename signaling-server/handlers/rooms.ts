@@ -60,6 +60,7 @@ async function join(ctx: ServerContext, socket: IoSocket, raw: unknown, afterRep
     backend: request.backend,
     kind: request.kind,
     adapter: request.adapter ?? null,
+    probe: request.probe ?? null,
     node: ctx.node,
   };
   const { room, result: joined } = (await ctx.rooms.update(request.room, (r) => r.join(member), { create: true }))!;

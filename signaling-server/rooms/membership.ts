@@ -8,7 +8,7 @@
  * passed; a rejoin clears the stamp.
  */
 import { WebringError } from '../../shared/protocol/errors';
-import { MAX_ROOM_MEMBERS, type Backend, type MemberInfo, type ProgressReport, type WorkerKind } from '../../shared/protocol';
+import { MAX_ROOM_MEMBERS, type Backend, type DeviceProbe, type MemberInfo, type ProgressReport, type WorkerKind } from '../../shared/protocol';
 
 export interface NewMember {
   id: string;
@@ -20,6 +20,8 @@ export interface NewMember {
   backend: Backend;
   kind: WorkerKind;
   adapter: string | null;
+  /** Its admission probe; absent in records written before probes existed. */
+  probe?: DeviceProbe | null;
   /** The signaling node holding the member's connection (several nodes share rooms over Redis); null on a single server. */
   node: string | null;
 }
@@ -273,6 +275,7 @@ export class Membership {
       learningRate: m.learningRate,
       speedVsMedian: m.speedVsMedian,
       collective: m.collective,
+      probe: m.probe ?? null,
       connected: m.socketId !== null,
       node: m.node,
     };

@@ -60,13 +60,13 @@ export function encodeRoom(room: Room): RoomRecord {
 /** The room a record describes, with `history` as its loss points; takes ownership of both. */
 export function decodeRoom(record: RoomRecord, clock: Clock, history: MetricPoint[] = []): Room {
   const { name, nextIndex, generation, active, waiting, hub = null, events, accusations, mutedReporters } = record;
-  const { state, config, run, step, epoch, loss, trainAccuracy, accuracy, evaluations, lastError, reportedTotalSteps, dropped, consistency } = record;
+  const { state, config, run, step, epoch, loss, trainAccuracy, accuracy, evaluations, lastError, reportedTotalSteps, dropped, consistency, joins = [] } = record;
   return new Room(
     name,
     clock,
     {
       membership: { nextIndex, generation, active, waiting, hub },
-      run: { state, config, run, step, epoch, loss, trainAccuracy, accuracy, evaluations, lastError, reportedTotalSteps, dropped, consistency },
+      run: { state, config, run, step, epoch, loss, trainAccuracy, accuracy, evaluations, lastError, reportedTotalSteps, dropped, consistency, joins },
       accusations: { accusations, mutedReporters },
       events,
     },

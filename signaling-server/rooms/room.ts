@@ -224,6 +224,7 @@ export class Room {
     const joiners = this.members.admitWaiting(this.runState.step);
     const generation = this.bumpGeneration();
     this.log('admitted', joiners.map((m) => m.name), `${joiners.length} joiner(s) take the chief's live state`);
+    this.runState.recordAdmission(this.currentGeneration, joiners.map((m) => m.name));
     const start: TrainStart = { run: this.runState.run, generation: this.currentGeneration, config, startStep: this.runState.step, resume: null, admitted: true };
     return { generation, joiners: joiners.map((m) => m.id), start };
   }
@@ -385,6 +386,7 @@ export class Room {
   recordProgress(memberId: string, report: ProgressReport): void {
     const m = this.requireMemberOfRun(memberId, report.run);
     this.members.noteProgress(m, report);
+    this.runState.recordJoinCost(report, this.members.chief === m);
     if (this.members.chief !== m) return;
     const { resynced } = this.runState.recordChiefProgress(report, this.clock.now());
     if (resynced) this.log('resynced', [], `weights differed at step ${report.step}; every replica reloaded the chief's state`);
@@ -447,6 +449,7 @@ export class Room {
       events: this.events.slice(-ROOM_EVENTS_SHOWN),
       // What was served is counted where it is served (edge/data-api.ts), which fills it in.
       data: { dataset: run.config?.dataset ?? null, datasetBytes: run.config ? trainingSetBytes(run.config.dataset) : 0, bytesServed: 0 },
+      joins: run.joins ?? [],
     };
   }
 

@@ -5,7 +5,7 @@
  * chief reports, so every signaling node can show the same run.
  */
 import { WebringError, type ErrorBody } from '../../shared/protocol/errors';
-import type { DroppedMember, EvaluationReport, MetricPoint, ProgressReport, ResumePoint, RoomMetrics, RoomState, StartConfig } from '../../shared/protocol';
+import { MAX_JOIN_COSTS, type DroppedMember, type EvaluationReport, type JoinCost, type MetricPoint, type ProgressReport, type ResumePoint, type RoomMetrics, type RoomState, type StartConfig } from '../../shared/protocol';
 import { DATASETS } from '../../shared/data/data-service';
 import { stepsPerEpoch } from '../../shared/training/sharding';
 
@@ -35,6 +35,8 @@ export interface RunRecord {
   reportedTotalSteps: number | null;
   dropped: DroppedMember[];
   consistency: Consistency;
+  /** What this run's admissions cost; absent in records written before they were measured. */
+  joins?: JoinCost[];
 }
 
 /** A room that has not trained yet. */
@@ -52,6 +54,7 @@ export const idleRun = (): RunRecord => ({
   reportedTotalSteps: null,
   dropped: [],
   consistency: { checks: 0, mismatches: 0, lastMismatchStep: null },
+  joins: [],
 });
 
 export class RunState {
@@ -146,6 +149,24 @@ export class RunState {
   recordEvaluation(report: EvaluationReport): void {
     this.r.accuracy = report.accuracy;
     this.r.evaluations.push({ epoch: report.epoch, step: report.step, accuracy: report.accuracy });
+  }
+
+  /** Joiners were admitted into the running ring in `generation`; their cost is reported later. */
+  recordAdmission(generation: number, joiners: string[]): void {
+    const joins = (this.r.joins ??= []);
+    joins.push({ generation, joiners, atStep: this.r.step, pauseMs: null, lockStepMs: null });
+    if (joins.length > MAX_JOIN_COSTS) joins.splice(0, joins.length - MAX_JOIN_COSTS);
+  }
+
+  /**
+   * A report's join costs: the chief's pause of the class for the admission of its
+   * generation, a joiner's time to lock-step (the slowest joiner's counts).
+   */
+  recordJoinCost(report: Pick<ProgressReport, 'generation' | 'switchPauseMs' | 'lockStepMs'>, fromChief: boolean): void {
+    const join = this.r.joins?.find((j) => j.generation === report.generation);
+    if (!join) return;
+    if (fromChief && report.switchPauseMs !== undefined) join.pauseMs = report.switchPauseMs;
+    if (report.lockStepMs !== undefined) join.lockStepMs = Math.max(join.lockStepMs ?? 0, report.lockStepMs);
   }
 
   /** A member the ring let go during this run. */

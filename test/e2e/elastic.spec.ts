@@ -93,6 +93,12 @@ test('the chief leaves at step 10 and a latecomer joins at step 30: training nev
 
   // Training goes on with four, in lock-step; cat's drift is caught at the next check and healed.
   await expect.poll(() => step(late), { timeout: 60_000 }).toBeGreaterThanOrEqual(joined.step + 3);
+  // The admission's cost is measured and reported: the class's pause (the chief's) and eve's time to lock-step.
+  await expect.poll(async () => (await roomStatus(request, room)).joins.at(-1)?.pauseMs ?? null, { timeout: 60_000 }).not.toBeNull();
+  const cost = (await roomStatus(request, room)).joins.at(-1)!;
+  expect(cost.joiners).toEqual(['eve']);
+  expect(cost.lockStepMs).not.toBeNull();
+  console.log(`[elastic] join cost: the class paused ${cost.pauseMs!.toFixed(0)} ms; eve was in lock-step ${cost.lockStepMs!.toFixed(0)} ms after her admission`);
   const tensors = await Promise.all(everyone.map(async (s) => (await readStatus(s.page)).numTensors));
   await expect.poll(() => step(late), { timeout: 120_000 }).toBeGreaterThanOrEqual(DRIFT_STEP + 3);
   const later = await hashesAtOneStep(everyone);

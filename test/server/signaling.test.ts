@@ -287,6 +287,39 @@ test('students arriving mid-run are admitted together in one generation and told
   assert.equal(bStopped, false);
 });
 
+test('each member shows its admission probe; a bad probe is refused; an admission records the class pause and the joiner\'s time to lock-step', async () => {
+  const [a, b] = [await client(), await client()];
+  await join(a, 'probed', 'a', { probe: { device: 'laptop', model: 'mlp', msPerExample: 0.8 } });
+  await join(b, 'probed', 'b', { probe: { device: 'tablet', model: 'mlp', msPerExample: 2.5 } });
+  const bad = await client();
+  const refused = await join(bad, 'probed', 'bad', { probe: { device: 'laptop', model: 'mlp', msPerExample: -1 } });
+  assert.ok(!refused.ok && refused.error.code === 'ERR_BAD_REQUEST', JSON.stringify(refused));
+  const before = await status('probed');
+  assert.deepEqual(before.members.map((m) => [m.name, m.probe?.device, m.probe?.msPerExample]), [['a', 'laptop', 0.8], ['b', 'tablet', 2.5]]);
+
+  const start = nextEvent(a, 'train:start');
+  await post('/api/rooms/probed/start', { maxSteps: 50 });
+  const { run, generation } = await start;
+  a.emit('worker:progress', { run, generation, step: 4, epoch: 0, loss: 1, trainAccuracy: 0.5, examplesPerSec: 1, weightsHash: '0123456789abcdef', ...EXTRA });
+  const late = await client();
+  const admitted = nextEvent(a, 'ring:generation', (g) => g.members.length === 3);
+  await join(late, 'probed', 'late', { probe: { device: 'phone', model: 'mlp', msPerExample: 9 } });
+  const g = await admitted;
+  assert.equal(g.members[2]!.probe?.device, 'phone', 'the generation carries the probes every replica sizes first shares by');
+  const pending = (await status('probed')).joins;
+  assert.deepEqual(pending, [{ generation: g.generation, joiners: ['late'], atStep: 4, pauseMs: null, lockStepMs: null }]);
+
+  // The joiner's first step in lock-step, then the chief's pause once measured; a non-chief's pause does not count.
+  late.emit('worker:progress', { run, generation: g.generation, step: 6, epoch: 0, loss: 1, trainAccuracy: 0.5, examplesPerSec: 1, weightsHash: '0123456789abcdef', ...EXTRA, lockStepMs: 1800 });
+  b.emit('worker:progress', { run, generation: g.generation, step: 9, epoch: 0, loss: 1, trainAccuracy: 0.5, examplesPerSec: 1, weightsHash: '0123456789abcdef', ...EXTRA, switchPauseMs: 9999 });
+  a.emit('worker:progress', { run, generation: g.generation, step: 9, epoch: 0, loss: 1, trainAccuracy: 0.5, examplesPerSec: 1, weightsHash: '0123456789abcdef', ...EXTRA, switchPauseMs: 420 });
+  await new Promise((r) => setTimeout(r, 150));
+  assert.deepEqual((await status('probed')).joins, [{ generation: g.generation, joiners: ['late'], atStep: 4, pauseMs: 420, lockStepMs: 1800 }]);
+  const negative = nextEvent(a, 'server:error');
+  a.emit('worker:progress', { run, generation: g.generation, step: 10, epoch: 0, loss: 1, trainAccuracy: 0.5, examplesPerSec: 1, weightsHash: '0123456789abcdef', ...EXTRA, switchPauseMs: -5 });
+  assert.equal((await negative).code, 'ERR_BAD_REQUEST');
+});
+
 test('a member leaving mid-run re-forms the ring and the run goes on; the chief passes to the next index', async () => {
   const [a, b, c] = [await client(), await client(), await client()];
   const ja = await join(a, 'elastic', 'a');

@@ -7,7 +7,7 @@ import { createLogger, type Logger } from '../../signaling-server/logger';
 import type { RateLimitOptions, RateLimits } from '../../signaling-server/edge/rate-limits';
 import { joinCodeFor } from '../../signaling-server/edge/join-codes';
 import type { IceOptions } from '../../signaling-server/turn';
-import type { AckResult, ClientToServerEvents, JoinAccepted, ServerToClientEvents, SocketAuth } from '../../shared/protocol';
+import type { AckResult, ClientToServerEvents, JoinAccepted, JoinRequest, ServerToClientEvents, SocketAuth } from '../../shared/protocol';
 
 export type TestSocket = Socket<ServerToClientEvents, ClientToServerEvents>;
 export const TEST_TOKEN = 'test-teacher-token';
@@ -53,7 +53,7 @@ function connected(socket: TestSocket): Promise<void> {
  * Joins `room` as a Node worker would. A connection let in for another room first comes
  * back with this room's join code (the handshake is per room), as a student page does.
  */
-export async function join(socket: TestSocket, room: string, name: string): Promise<AckResult<JoinAccepted>> {
+export async function join(socket: TestSocket, room: string, name: string, extra: Partial<JoinRequest> = {}): Promise<AckResult<JoinAccepted>> {
   const auth = socket.auth as Partial<SocketAuth>;
   if (auth.room !== room) {
     socket.disconnect();
@@ -62,7 +62,7 @@ export async function join(socket: TestSocket, room: string, name: string): Prom
     socket.connect();
     await back;
   }
-  return new Promise((resolve) => socket.emit('room:join', { room, name, kind: 'node', backend: 'cpu' }, resolve));
+  return new Promise((resolve) => socket.emit('room:join', { room, name, kind: 'node', backend: 'cpu', ...extra }, resolve));
 }
 
 export function nextEvent<E extends keyof ServerToClientEvents>(

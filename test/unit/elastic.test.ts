@@ -95,7 +95,7 @@ test('a new generation adopts the chief state: survivors and joiners end bit-ide
   // Rank 1 drifts in its second step (as a WebGL replica might against WebGPU).
   const trainers = first.rings.map((ring, r) => new Trainer(config, mnistShards(config, dataset), ring, r === 1 ? { faults: driftBefore(1) } : {}));
   // Same seed, same weights: the agreement check finds nothing to send.
-  assert.deepEqual(await Promise.all(trainers.map((t) => t.syncState())), [false, false, false]);
+  assert.deepEqual(await Promise.all(trainers.map((t) => t.syncState())), [0, 0, 0]);
   for (let s = 0; s < 2; s++) await Promise.all(trainers.map((t) => t.trainStep()));
 
   // Rank 2 leaves; rank 1 has drifted. Two joiners arrive with fresh models and optimizers.
@@ -112,7 +112,7 @@ test('a new generation adopts the chief state: survivors and joiners end bit-ide
   const fresh = await optimizerState(joiners[0]!);
   assert.ok(chiefOptimizer.slice(2).some((x) => x !== 0) && fresh.slice(2).every((x) => x === 0), 'the joiner starts with empty moments');
   const tensorsBefore = tf.memory().numTensors;
-  assert.deepEqual(await Promise.all(ring.map((t) => t.syncState())), [true, true, true, true]);
+  assert.deepEqual(await Promise.all(ring.map((t) => t.syncState())), [3, 3, 3, 3], 'the drifted rank and both joiners took the state');
   assert.equal(tf.memory().numTensors, tensorsBefore, 'the hand-over leaks no tensors');
   assert.deepEqual(await Promise.all(ring.map((t) => t.weightsHash())), ring.map(() => chiefHash));
   assert.deepEqual(ring.map((t) => t.step), [2, 2, 2, 2]);

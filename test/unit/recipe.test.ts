@@ -70,7 +70,7 @@ test('a joiner mid-ramp receives the ramp with the state and applies the same ra
   const trio = [...pair, joiner];
   const second = createMemoryRing(3, { generation: 2 });
   trio.forEach((t, r) => t.setCollective(second.rings[r]!));
-  assert.deepEqual(await Promise.all(trio.map((t) => t.syncState())), [true, true, true]);
+  assert.deepEqual(await Promise.all(trio.map((t) => t.syncState())), [1, 1, 1], 'the joiner alone took the state');
   assert.deepEqual(joiner.schedule.state, pair[0]!.schedule.state, 'the ramp came with the state');
   const seen: number[][] = [];
   for (let s = 0; s < 4; s++) seen.push((await Promise.all(trio.map((t) => t.trainStep()))).map((r) => r.learningRate));

@@ -44,6 +44,7 @@ function member(id: string, index: number): MemberInfo {
     batchShare: 0,
     linkMBps: 0, learningRate: 0.001, speedVsMedian: 1,
     collective: null,
+    probe: null,
     connected: true,
     node: null,
   };

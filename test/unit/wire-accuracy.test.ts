@@ -77,6 +77,8 @@ test('a gradient that overflowed the fp16 wire fails the step before it is appli
     allReduce: async (buf, _step, tag, options) => {
       if (tag === COLLECTIVE_TAG.gradients && options?.wire === 'fp16') buf[0] = Infinity;
     },
+    // One rank: a broadcast has nobody to copy to.
+    broadcast: async () => {},
   };
   const config = startConfigSchema.parse({ model: 'mlp', batchSizePerWorker: 4, seed: 2, wire: 'fp16' });
   const trainer = new Trainer(config, mnistShards(config, dataset), overflowing);

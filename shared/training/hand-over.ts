@@ -1,0 +1,71 @@
+/**
+ * Who needs the chief's state at the start of a generation, and who sends it.
+ *
+ * Every replica writes its fingerprint (position, owed evaluation, stop, weights hash) into
+ * its own slot of a buffer of N slots; one small all-reduce of that buffer gives every
+ * replica every fingerprint, exactly (each slot is one replica's values plus zeros). The
+ * replicas that differ from rank 0 need the state. It is sent along a chain of the ring
+ * (chain-broadcast-schedule.ts) from the rank just before the first of them, which agrees
+ * with rank 0 because the first differing rank is the lowest: a joiner appended at the end
+ * of the ring is served by its left neighbour over one link, a drifted replica by the rank
+ * before it, and the survivors of a leave, who agree, send nothing at all.
+ */
+import type { BroadcastChain } from '../collectives/chain-broadcast-schedule';
+
+const FP_STEP = 0;
+const FP_EPOCH = 1;
+const FP_OFFSET = 2;
+const FP_PENDING_EVAL = 3;
+const FP_STOPPED = 4;
+const FP_HASH = 5;
+/** The 64-bit weights hash as 16-bit words: integers a float32 holds exactly. */
+const HASH_WORDS = 4;
+const HEX_PER_WORD = 4;
+export const FINGERPRINT_FLOATS = FP_HASH + HASH_WORDS;
+
+export interface Fingerprint {
+  step: number;
+  epoch: number;
+  offset: number;
+  /** The epoch whose evaluation is owed, or null. */
+  pendingEvaluation: number | null;
+  stopped: boolean;
+  /** 16 hex digits (weights-hash.ts). */
+  weightsHash: string;
+}
+
+/** Writes `fp` into slot `rank` of `buf` (N slots of FINGERPRINT_FLOATS); the caller zeroed the rest. */
+export function writeFingerprint(buf: Float32Array, rank: number, fp: Fingerprint): void {
+  const at = rank * FINGERPRINT_FLOATS;
+  buf[at + FP_STEP] = fp.step;
+  buf[at + FP_EPOCH] = fp.epoch;
+  buf[at + FP_OFFSET] = fp.offset;
+  buf[at + FP_PENDING_EVAL] = fp.pendingEvaluation === null ? 0 : fp.pendingEvaluation + 1;
+  buf[at + FP_STOPPED] = fp.stopped ? 1 : 0;
+  for (let w = 0; w < HASH_WORDS; w++) buf[at + FP_HASH + w] = parseInt(fp.weightsHash.slice(w * HEX_PER_WORD, (w + 1) * HEX_PER_WORD), 16);
+}
+
+/** The ranks whose fingerprint differs from rank 0's, in rank order. */
+export function ranksBehind(buf: Float32Array, worldSize: number): number[] {
+  const out: number[] = [];
+  for (let r = 1; r < worldSize; r++) {
+    const at = r * FINGERPRINT_FLOATS;
+    for (let i = 0; i < FINGERPRINT_FLOATS; i++) {
+      if (buf[at + i] !== buf[i]) {
+        out.push(r);
+        break;
+      }
+    }
+  }
+  return out;
+}
+
+/**
+ * The chain that brings every rank in `behind` (ascending, not containing 0) to rank 0's
+ * state: from the rank before the first of them to the last of them. Ranks in between that
+ * already agree receive the same values again. Null when nobody is behind.
+ */
+export function handOverChain(behind: readonly number[]): BroadcastChain | null {
+  if (behind.length === 0) return null;
+  return { from: behind[0]! - 1, to: behind.at(-1)! };
+}
