@@ -208,7 +208,8 @@ export class TrainingWorker {
     const log = this.options.log;
     let result;
     try {
-      result = await this.session.requestJoin({ ...this.joinRequest(id.room, id.name), rejoin: { memberId: id.memberId, memberToken: id.memberToken } }, id.code);
+      const probe = await this.probe;
+      result = await this.session.requestJoin({ ...this.joinRequest(id.room, id.name), ...(probe ? { probe } : {}), rejoin: { memberId: id.memberId, memberToken: id.memberToken } }, id.code);
     } catch (err) {
       log(`rejoin failed: ${toWebringError(err).message}`);
       return;

@@ -1,7 +1,7 @@
 /** room:join, room:leave and disconnect: membership and generations. */
 import { randomBytes } from 'node:crypto';
 import { WebringError } from '../../shared/protocol/errors';
-import { joinRequestSchema, parseOrThrow, type JoinAccepted } from '../../shared/protocol';
+import { joinRequestSchema, parseOrThrow, type DeviceProbe, type JoinAccepted } from '../../shared/protocol';
 import type { MembershipChange, Room } from '../rooms/room';
 import { scheduleAdmission, scheduleAutoResume } from '../rooms/runs';
 import { channelOf, type IoSocket, type ServerContext } from '../context';
@@ -49,7 +49,7 @@ async function join(ctx: ServerContext, socket: IoSocket, raw: unknown, afterRep
   if (request.room !== socket.data.authorizedRoom) {
     throw new WebringError('ERR_BAD_JOIN_CODE', `this connection's join code is for room ${socket.data.authorizedRoom}, not ${request.room}`, 'room');
   }
-  if (request.rejoin) return rejoin(ctx, socket, request.room, request.rejoin, afterReply);
+  if (request.rejoin) return rejoin(ctx, socket, request.room, request.rejoin, request.probe ?? null, afterReply);
   const memberId = randomBytes(8).toString('hex');
   const memberToken = randomBytes(24).toString('hex');
   const member = {
@@ -81,8 +81,8 @@ async function join(ctx: ServerContext, socket: IoSocket, raw: unknown, afterRep
  * stays: a ring that kept training through a server restart, or through the loss of the
  * signaling node it was connected to, is not disturbed.
  */
-async function rejoin(ctx: ServerContext, socket: IoSocket, name: string, claim: { memberId: string; memberToken: string }, afterReply: AfterReply): Promise<JoinAccepted> {
-  const updated = await ctx.rooms.update(name, (r) => r.rejoin(claim.memberId, tokenHash(claim.memberToken), socket.id, ctx.node));
+async function rejoin(ctx: ServerContext, socket: IoSocket, name: string, claim: { memberId: string; memberToken: string }, probe: DeviceProbe | null, afterReply: AfterReply): Promise<JoinAccepted> {
+  const updated = await ctx.rooms.update(name, (r) => r.rejoin(claim.memberId, tokenHash(claim.memberToken), socket.id, ctx.node, probe));
   const back = updated?.result;
   if (!updated || !back) throw new WebringError('ERR_NOT_IN_ROOM', `room ${name} does not know member ${claim.memberId}; join again`);
   socket.data.room = name;

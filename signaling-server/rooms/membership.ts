@@ -185,11 +185,13 @@ export class Membership {
    * A known member comes back on a new connection: same id, index and rank, and no new
    * generation, so a live ring is not disturbed. Null when the id or token is unknown.
    */
-  rejoin(memberId: string, tokenHash: string, socketId: string, node: string | null): { index: number } | null {
+  rejoin(memberId: string, tokenHash: string, socketId: string, node: string | null, probe: DeviceProbe | null = null): { index: number } | null {
     const m = this.find(memberId);
     if (!m || m.tokenHash !== tokenHash) return null;
     m.socketId = socketId;
     m.node = node;
+    // room.json does not keep probes: a member back after a restart brings its own again.
+    if (probe) m.probe = probe;
     m.disconnectedAt = null;
     return { index: m.index };
   }

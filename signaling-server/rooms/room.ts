@@ -22,6 +22,7 @@ import {
   type EvictRequest,
   type FinishReport,
   type Generation,
+  type DeviceProbe,
   type MemberInfo,
   type MetricPoint,
   type ProgressReport,
@@ -165,8 +166,8 @@ export class Room {
    * A known member comes back on a new connection (after a server restart or a network
    * blip): same id, index and rank, and no new generation, so a live ring is not disturbed.
    */
-  rejoin(memberId: string, tokenHash: string, socketId: string, node: string | null = null): { index: number } | null {
-    return this.members.rejoin(memberId, tokenHash, socketId, node);
+  rejoin(memberId: string, tokenHash: string, socketId: string, node: string | null = null, probe: DeviceProbe | null = null): { index: number } | null {
+    return this.members.rejoin(memberId, tokenHash, socketId, node, probe);
   }
 
   /**
