@@ -3,6 +3,7 @@
  * namespace (reached by the workers over the shaped network, by the harness over the
  * control path), each worker in its own namespace under a CPU cap.
  */
+import type { DeviceClass } from '../shared/protocol';
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -77,8 +78,12 @@ export async function startLabServer(lab: Lab, room: string, options: { env?: No
 }
 
 /** Starts `node node-worker/main.ts` in worker `i`'s namespace, capped at `cpu`, joining `server`'s room. */
+/** What the teacher's class summary calls a lab device (a Chromebook is a laptop to it). */
+export const deviceClassOf = (cpu: CpuCapSpec): DeviceClass => (cpu === 'phone' ? 'phone' : typeof cpu === 'string' ? 'laptop' : 'node');
+
 export function startLabWorker(lab: Lab, i: number, server: LabServer, cpu: CpuCapSpec, name = `lab-w${i}`): LabProcess {
-  return lab.spawnInWorker(i, process.execPath, ['--import', 'tsx', 'node-worker/main.ts', '--url', server.url, '--room', server.room, '--name', name, '--backend', 'cpu'], {
+  const args = ['--import', 'tsx', 'node-worker/main.ts', '--url', server.url, '--room', server.room, '--name', name, '--backend', 'cpu', '--device', deviceClassOf(cpu)];
+  return lab.spawnInWorker(i, process.execPath, args, {
     label: 'node worker',
     cwd: PROJECT_ROOT,
     cpuCap: lab.cpuCap(`w${i}`, cpu),

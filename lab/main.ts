@@ -7,12 +7,18 @@
  *
  *   npm run lab -- [--quick] [--models wifi,wired-lab,internet] [--no-training]
  *   npm run lab -- --mixed      three laptops and a phone, with and without balanceShares (lab/mixed-class.ts)
+ *   npm run lab -- --class      the class in one run (lab/class-lab.ts): scaling with N = 1, 2, 4, 8 laptops,
+ *                               time to 97 % test accuracy, the mixed class, joins; into bench/lab.json and
+ *                               bench/lab.md as `class`, keeping their other sections
+ *   npm run lab -- --class --quick (or --class-quick)   a smoke test of it, into bench/lab-class-quick.{json,md}
+ *
+ * A full run keeps the `class` section (and its targets) of the bench/lab.json it replaces.
  *
  * Exits 0 when everything could be measured, whether or not the targets are met;
  * otherwise non-zero, with the coded error (ERR_LAB_NEEDS_ROOT, ERR_LAB_NO_NETNS,
  * ERR_LAB_MODEL_INVALID, …) on stderr.
  */
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { mixedClassRows } from './mixed-class';
 import os from 'node:os';
 import path from 'node:path';
@@ -27,14 +33,19 @@ import { allReduceRows, type AllReducePlan, type AllReduceRow, type AutoRow } fr
 import { markdown, modelSvg, targets, type LabReport, type TrainingRow } from './report';
 import { TRAINING_ROW_OPTIONS, trainingRow, type TrainingNet } from './training-rows';
 import { progress } from './progress';
+import { RESERVED_CORES } from './cpu-budget';
+import { FULL_CLASS_PLAN, QUICK_CLASS_PLAN, runClassLab } from './class-lab';
+import { emptyLabReport, keepClass, mergeClass, profilesOf } from './class-report';
 
-const USAGE = 'usage: npm run lab -- [--quick] [--models wifi,wired-lab,internet] [--no-training] | --mixed';
+const USAGE = 'usage: npm run lab -- [--quick] [--models wifi,wired-lab,internet] [--no-training] | --mixed | --class [--quick] | --class-quick';
 const QUICK_FLOW_SECONDS = 1;
 const EXIT_FAILURE = 1;
 const EXIT_USAGE = 2;
 const MB = 2 ** 20;
 const BENCH_DIR = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'bench');
 export const LAB_REPORT = path.join(BENCH_DIR, 'lab.json');
+/** Where `--class --quick` writes: a smoke test never replaces the measurement. */
+const CLASS_QUICK_REPORT = path.join(BENCH_DIR, 'lab-class-quick.json');
 /** Workers of the model validation: enough for "all flows at once" to mean something. */
 const VALIDATION_WORKERS = 4;
 
@@ -64,8 +75,6 @@ const PROBE_BYTES = 1 * MB;
 /** The training rows: a class of this many `laptop` devices, against one. */
 const TRAINING_CLASS = 4;
 const TRAINING_NETS: TrainingNet[] = ['mlp', 'cnn'];
-/** Leave this much of the machine to the signaling server and the hub. */
-const RESERVED_CORES = 0.4;
 /** No peer gets more than this, however few they are: a device, not the machine. */
 const MAX_PEER_CORES = 0.5;
 
@@ -73,18 +82,25 @@ interface Args {
   quick: boolean;
   /** Only the mixed class's rows (lab/mixed-class.ts), into bench/lab-mixed.json. */
   mixed: boolean;
+  /** The class's section (lab/class-lab.ts), merged into bench/lab.json. */
+  class: boolean;
   models: ModelProfile[];
   training: boolean;
 }
 
 function parse(): Args {
-  const { values } = parseArgs({ options: { quick: { type: 'boolean' }, mixed: { type: 'boolean' }, models: { type: 'string' }, 'no-training': { type: 'boolean' } }, strict: true });
+  const { values } = parseArgs({
+    options: { quick: { type: 'boolean' }, mixed: { type: 'boolean' }, class: { type: 'boolean' }, 'class-quick': { type: 'boolean' }, models: { type: 'string' }, 'no-training': { type: 'boolean' } },
+    strict: true,
+  });
+  const cls = (values.class ?? false) || (values['class-quick'] ?? false);
+  if (cls && (values.mixed || values.models !== undefined || values['no-training'])) throw new LabError('ERR_LAB_USAGE', '--class runs its own rows: it takes only --quick');
   const names = (values.models ?? MODEL_NAMES.join(',')).split(',').filter(Boolean);
   for (const name of names) {
     if (!(MODEL_NAMES as readonly string[]).includes(name)) throw new LabError('ERR_LAB_USAGE', `unknown network model ${JSON.stringify(name)}: one of ${MODEL_NAMES.join(', ')}`);
   }
-  const quick = values.quick ?? false;
-  return { quick, mixed: values.mixed ?? false, models: names.map((n) => LAB_PROFILES[n as ModelName]), training: !quick && !(values['no-training'] ?? false) };
+  const quick = (values.quick ?? false) || (values['class-quick'] ?? false);
+  return { quick, mixed: values.mixed ?? false, class: cls, models: names.map((n) => LAB_PROFILES[n as ModelName]), training: !quick && !(values['no-training'] ?? false) };
 }
 
 function table(rows: ModelValidation[]): string {
@@ -96,6 +112,34 @@ function table(rows: ModelValidation[]): string {
     }
   }
   return lines.join('\n');
+}
+
+/** The report a run found, or null when there is none; a file that does not parse stops the run (it would be lost). */
+function readReport(file: string): LabReport | null {
+  if (!existsSync(file)) return null;
+  try {
+    return JSON.parse(readFileSync(file, 'utf8')) as LabReport;
+  } catch (err) {
+    throw new LabError('ERR_LAB_USAGE', `${file} is not JSON (${(err as Error).message}); move it away to start a new report`);
+  }
+}
+
+function writeReport(report: LabReport, jsonFile: string): void {
+  mkdirSync(path.dirname(jsonFile), { recursive: true });
+  writeFileSync(jsonFile, `${JSON.stringify(report, null, 2)}\n`);
+  writeFileSync(jsonFile.replace(/\.json$/, '.md'), markdown(report, profilesOf(report)));
+}
+
+/** `--class`: the class's rows, merged into the lab's report after every section. */
+async function classMain(quick: boolean, capabilities: ReturnType<typeof checkPreconditions>): Promise<void> {
+  const out = quick ? CLASS_QUICK_REPORT : LAB_REPORT;
+  const base = readReport(LAB_REPORT) ?? emptyLabReport({ cores: os.availableParallelism(), kernel: os.release(), node: process.versions.node }, capabilities.netem, new Date().toISOString());
+  const cls = await runClassLab(quick ? QUICK_CLASS_PLAN : FULL_CLASS_PLAN, LAB_PROFILES, capabilities, (partial) => writeReport(mergeClass(base, partial), out));
+  writeReport(mergeClass(base, cls), out);
+  for (const t of cls.targets) console.log(`target ${t.id}: ${t.value === null ? 'not measured' : t.value.toFixed(2)} (${t.goal}) ${t.met ? 'met' : 'NOT met'}: ${t.detail}`);
+  for (const e of cls.errors) console.error(`webring lab: ${e.section}: ${e.code}: ${e.message.split('\n')[0]}`);
+  progress(`wrote ${path.relative(process.cwd(), out)} and its .md in ${cls.minutes.toFixed(1)} minutes`);
+  if (cls.errors.length > 0) process.exit(EXIT_FAILURE);
 }
 
 async function main(): Promise<void> {
@@ -112,6 +156,10 @@ async function main(): Promise<void> {
   const leftovers = cleanupLab();
   if (leftovers.length > 0) progress(`removed leftovers of a crashed run: ${leftovers.join(', ')}`);
   progress(`netem ${capabilities.netem ? 'present: profiles add their delays' : 'missing in this kernel: rates only, no added delay'}`);
+  if (args.class) {
+    await classMain(args.quick, capabilities);
+    return;
+  }
   if (args.mixed) {
     const mixed = await mixedClassRows(LAB_PROFILES['wired-lab'], capabilities);
     mkdirSync(BENCH_DIR, { recursive: true });
@@ -166,7 +214,7 @@ async function main(): Promise<void> {
     const alone = args.models[0]!;
     for (const net of TRAINING_NETS) training.push(await withLab(alone, 1, (lab) => trainingRow(lab, net, 'laptop', { ...TRAINING_ROW_OPTIONS[net], n: 1 }), capabilities));
   }
-  const report: LabReport = {
+  const fresh: LabReport = {
     generatedAt: new Date().toISOString(),
     machine: { cores, kernel: os.release(), node: process.versions.node },
     netem: capabilities.netem,
@@ -179,6 +227,8 @@ async function main(): Promise<void> {
     training,
     gpu: { measured: false, why: 'no GPU machine was lent to the session that made this report; the figures above are CPU and network only.' },
   };
+  // The class's section comes from its own run (--class): kept, not thrown away.
+  const report = keepClass(fresh, readReport(LAB_REPORT));
   mkdirSync(BENCH_DIR, { recursive: true });
   writeFileSync(LAB_REPORT, `${JSON.stringify(report, null, 2)}\n`);
   writeFileSync(path.join(BENCH_DIR, 'lab.md'), markdown(report, args.models));

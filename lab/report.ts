@@ -9,6 +9,7 @@ import type { AllReduceRow, AutoRow } from './allreduce-rows';
 import type { ModelValidation } from './validate-models';
 import type { ModelName, ModelProfile } from './network-models';
 import type { TrainingRow } from './training-rows';
+import { classMarkdown, type ClassReport, type ClassTargetId } from './class-report';
 
 export type { TrainingRow };
 
@@ -17,7 +18,8 @@ export const TARGET_IDS = ['ring-vs-hub-wired-n4-16mb', 'bus-vs-port-wired-n4-16
 export type TargetId = (typeof TARGET_IDS)[number];
 
 export interface Target {
-  id: TargetId;
+  /** The all-reduce targets (TARGET_IDS), or the class's (`npm run lab -- --class`, lab/class-report.ts). */
+  id: TargetId | ClassTargetId;
   /** The goal in words, with its threshold. */
   goal: string;
   /** The figure, or null when this run did not measure what it needs (--quick, or fewer models). */
@@ -42,6 +44,8 @@ export interface LabReport {
   training: TrainingRow[];
   /** A real-GPU device's figure, when the session had one; why not, otherwise. */
   gpu: { measured: false; why: string };
+  /** `npm run lab -- --class`: scaling, time to accuracy, the mixed class and joins; a full run keeps the one it finds. */
+  class?: ClassReport;
 }
 
 const find = (rows: AllReduceRow[], model: ModelName, n: number, bytes: number, wire: WireFormat, algorithm: Algorithm) =>
@@ -155,9 +159,10 @@ export function markdown(r: LabReport, profiles: ModelProfile[]): string {
       lines.push(`| ${t.n === 1 ? '(one device)' : t.model} | ${t.net} | ${t.n} | ${f(t.examplesPerSec)} | ${speedup} | ${f(t.stepMs, 0)} | ${t.n === 1 ? '–' : t.algorithm} | ${t.reason} | ${liveness} | ${pct(t.cpu.mean)}${t.counts ? '' : ' ✗'} |`);
     }
     if (r.training.some((t) => t.pingTimeoutMs !== null)) {
-      lines.push('', 'The CNN rows run with a longer server liveness: tfjs\'s CPU backend runs a step\'s kernels synchronously, so a Node worker at 0.2 core answers no socket.io ping for the 11–13 s of a CNN step, and the default liveness (2.8 s) drops it as gone.');
+      lines.push('', 'The CNN rows run with a longer server liveness: tfjs\'s CPU backend runs a step\'s kernels synchronously, so a Node worker at 0.2 core answers no socket.io ping while a CNN step runs (about 1 s, and seconds while tfjs starts), and the default liveness (2.8 s) drops it as gone.');
     }
   }
+  if (r.class) lines.push(...classMarkdown(r.class));
   lines.push('', `Real GPU: ${r.gpu.why}`, '');
   return lines.join('\n');
 }

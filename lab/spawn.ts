@@ -4,12 +4,18 @@
  * started (Chromium's renderers, a worker's helpers).
  */
 import { spawn, type ChildProcess, type StdioOptions } from 'node:child_process';
+import { appendFileSync } from 'node:fs';
 import path from 'node:path';
 import { LabError } from './lab-error';
 import type { CpuCap } from './cpu-caps';
 
 /** Lines kept per process: enough to explain a failure, bounded for a long row. */
 const MAX_KEPT_LINES = 2_000;
+/**
+ * With LAB_LOG_DIR set, every process's output is also appended, time-stamped, to
+ * `<label>.log` there: the workers' own account of a row (hand-overs, join costs).
+ */
+const LOG_DIR = process.env.LAB_LOG_DIR ?? null;
 
 export interface SpawnInOptions {
   /** The group the child joins before it executes anything (so no unmetered start-up). */
@@ -59,6 +65,7 @@ export function spawnIn(ns: string, command: string, args: string[], options: Sp
       const parts = (rest + d.toString()).split('\n');
       rest = parts.pop() ?? '';
       lines.push(...parts);
+      if (LOG_DIR && parts.length > 0) appendFileSync(path.join(LOG_DIR, `${label}.log`), parts.map((l) => `${new Date().toISOString()} ${l}\n`).join(''));
       if (lines.length > MAX_KEPT_LINES) lines.splice(0, lines.length - MAX_KEPT_LINES);
       for (const w of waiters) w();
     });

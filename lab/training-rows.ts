@@ -30,7 +30,7 @@ const START_ALLOWANCE_MS = 120_000;
 const STEP_TIMEOUT_MS = 150_000;
 const POLL_INTERVAL_MS = 250;
 /** The row's fixed start config; `model` is the row's net. */
-const BASE_CONFIG = { maxSteps: 1_000_000, resumeFrom: 'none', allreduce: 'auto' } as const;
+export const BASE_CONFIG = { maxSteps: 1_000_000, resumeFrom: 'none', allreduce: 'auto' } as const;
 
 export type TrainingNet = ModelKind;
 
@@ -55,11 +55,12 @@ export interface TrainingRowOptions {
 
 /**
  * Warm-up and window per net at 0.2 core (a `laptop`), from steps measured here: an MLP
- * step takes about 0.4 s, a CNN step about 12 s, so each row measures at least three.
+ * step takes about 0.4 s, a CNN step about 1 s (12 s before the fast Conv2DBackpropFilter of
+ * shared/training/cpu-kernels.ts), so each row measures at least three.
  *
  * The CNN needs a longer liveness timeout than the product's. tfjs's CPU backend runs a
  * step's kernels synchronously, so a Node worker's event loop is blocked for the whole
- * forward and backward pass (12 s for the CNN at 0.2 core), it answers no socket.io ping,
+ * forward and backward pass (about 1 s for the CNN at 0.2 core, and seconds while tfjs starts), it answers no socket.io ping,
  * and the server drops it after PING_INTERVAL_MS + PING_TIMEOUT_MS (2.8 s by default) as
  * if its network had been cut. The row records the timeout it ran with.
  */
@@ -94,6 +95,8 @@ export interface TrainingRow {
   reason: string;
   /** The chief's last step split: compute, read-back, all-reduce, apply (ms). */
   timing: StepTimingReport | null;
+  /** The same split averaged over the chief's steps seen during the window (one poll per step at most); null when none was seen. */
+  timingMean: StepTimingReport | null;
   /** Each member's last compute time (ms), by rank. */
   computeMs: number[];
   /** Members the room dropped (stragglers, evictions) from the start to the window's end. */
@@ -108,13 +111,21 @@ export interface TrainingRow {
   counts: boolean;
 }
 
-async function roomMetrics(server: LabServer): Promise<RoomMetrics> {
+/** The field-by-field mean of step splits; null for none. */
+export function meanTiming(timings: StepTimingReport[]): StepTimingReport | null {
+  if (timings.length === 0) return null;
+  const out = { ...timings[0]! };
+  for (const key of Object.keys(out) as Array<keyof StepTimingReport>) out[key] = timings.reduce((s, t) => s + t[key], 0) / timings.length;
+  return out;
+}
+
+export async function roomMetrics(server: LabServer): Promise<RoomMetrics> {
   const res = await fetch(`${server.controlUrl}/api/rooms/${server.room}/metrics`, { headers: { authorization: `Bearer ${server.teacherToken}` } });
   if (!res.ok) throw new LabError('ERR_LAB_PROCESS', `GET /api/rooms/${server.room}/metrics: HTTP ${res.status}`);
   return (await res.json()) as RoomMetrics;
 }
 
-async function stopRun(server: LabServer): Promise<void> {
+export async function stopRun(server: LabServer): Promise<void> {
   const res = await fetch(`${server.controlUrl}/api/rooms/${server.room}/stop`, { method: 'POST', headers: { authorization: `Bearer ${server.teacherToken}` } });
   // 409: the run already ended (or never started); the processes are killed next either way.
   if (!res.ok && res.status !== 409) throw new LabError('ERR_LAB_PROCESS', `POST /api/rooms/${server.room}/stop: HTTP ${res.status} ${await res.text()}`);
@@ -126,10 +137,10 @@ async function lastChiefStep(server: LabServer): Promise<{ step: number; at: num
   return point ? { step: point.step, at: point.at } : null;
 }
 
-const chiefOf = (room: RoomStatus) => room.members.find((m) => m.id === room.chief) ?? room.members[0];
+export const chiefOf = (room: RoomStatus) => room.members.find((m) => m.id === room.chief) ?? room.members[0];
 
 /** The row fails when the room has fewer members than it started with: say who went and why. */
-function lostMember(room: RoomStatus, n: number): string | null {
+export function lostMember(room: RoomStatus, n: number): string | null {
   if (room.members.length >= n && room.dropped.length === 0) return null;
   const drops = room.dropped.map((d) => `${d.name} (${d.reason} at step ${d.step}: ${d.reason === 'straggler' ? `${Math.round(d.computeMs)} ms against a ${Math.round(d.deadlineMs)} ms deadline` : d.detail})`);
   return `${room.members.length} of ${n} members left${drops.length > 0 ? `; dropped: ${drops.join(', ')}` : ''}; last error ${JSON.stringify(room.lastError)}; events ${JSON.stringify(room.events.slice(-5).map((e) => `${e.kind} ${e.members.join(',')} ${e.detail}`))}`;
@@ -192,6 +203,9 @@ export async function trainingRow(lab: Lab, net: TrainingNet, device: DeviceProf
     // a step of t ms is seen for t ms, so the mean of b/t weighted by t is steps·b over Σt.
     let reportedSum = 0;
     let polls = 0;
+    // The chief's split of each step the polls saw, once per step, for a mean over the window.
+    const timings: StepTimingReport[] = [];
+    let timedStep = -1;
     try {
       const windowEnd = Date.now() + options.windowSeconds * 1000;
       let deadline = Number.POSITIVE_INFINITY;
@@ -199,6 +213,11 @@ export async function trainingRow(lab: Lab, net: TrainingNet, device: DeviceProf
         room = await server.roomStatus();
         reportedSum += room.members.reduce((s, m) => s + m.examplesPerSec, 0);
         polls++;
+        const chiefNow = chiefOf(room);
+        if (chiefNow?.collective && chiefNow.step !== timedStep && chiefNow.step > first.step) {
+          timedStep = chiefNow.step;
+          timings.push(chiefNow.collective.timing);
+        }
         const point = await lastChiefStep(server);
         if (point) last = point;
         if (lostMember(room, n) !== null) break;
@@ -236,6 +255,7 @@ export async function trainingRow(lab: Lab, net: TrainingNet, device: DeviceProf
       algorithm: collective?.algorithm ?? 'none',
       reason: collective?.reason ?? '',
       timing: collective?.timing ?? null,
+      timingMean: meanTiming(timings),
       computeMs: [...room.members].sort((a, b) => (a.rank ?? 0) - (b.rank ?? 0)).map((m) => Math.round(m.computeMs)),
       dropped: room.dropped,
       cpu,

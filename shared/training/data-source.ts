@@ -30,6 +30,13 @@ export interface DataSource {
    * rather than hand over anything else.
    */
   readShard(batch: GlobalBatch, rank: number, images: Float32Array, labels: Int32Array): Promise<number>;
+  /**
+   * Starts fetching rank `rank`'s examples of `batch` and the steps after it, without
+   * waiting: a joiner learns its first batch from the hand-over's agreement round and
+   * fetches while the state is still on its way. Optional: a source that holds its
+   * examples has nothing to fetch.
+   */
+  prefetch?(batch: GlobalBatch, rank: number): void;
   /** The test examples rank `rank` of `worldSize` scores in an evaluation. */
   testShard(rank: number, worldSize: number): { start: number; count: number };
   /** Writes test examples [start, start + count) to the front of `images` and `labels`. */

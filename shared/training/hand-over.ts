@@ -45,6 +45,12 @@ export function writeFingerprint(buf: Float32Array, rank: number, fp: Fingerprin
   for (let w = 0; w < HASH_WORDS; w++) buf[at + FP_HASH + w] = parseInt(fp.weightsHash.slice(w * HEX_PER_WORD, (w + 1) * HEX_PER_WORD), 16);
 }
 
+/** Rank `rank`'s data cursor, read back from its fingerprint. */
+export function fingerprintCursor(buf: Float32Array, rank: number): { epoch: number; offset: number } {
+  const at = rank * FINGERPRINT_FLOATS;
+  return { epoch: buf[at + FP_EPOCH]!, offset: buf[at + FP_OFFSET]! };
+}
+
 /** The ranks whose fingerprint differs from rank 0's, in rank order. */
 export function ranksBehind(buf: Float32Array, worldSize: number): number[] {
   const out: number[] = [];

@@ -127,6 +127,13 @@ export class StreamedMnist implements DataSource {
     return count;
   }
 
+  prefetch(batch: GlobalBatch, rank: number): void {
+    if (this.failure) return;
+    const { start, count } = shardOf(batch, rank);
+    this.fetchMissing(batch.epoch, start, count);
+    this.prefetchAfter(batch, rank);
+  }
+
   private holdsAll(epoch: number, start: number, count: number): boolean {
     for (let i = 0; i < count; i++) if (!this.cache.has(this.indexAt(epoch, start + i))) return false;
     return true;

@@ -24,7 +24,7 @@ import { MAX_ROOM_MEMBERS, type Algorithm, type StartConfig } from '../protocol'
 import { chooseAlgorithm, createProbeBuffers, explainChoice, measureLinkModels, type LinkModel, type LinkModels, type LinkReadiness, type ProbeBuffers } from '../collectives/choice';
 import { WebringError } from '../protocol/errors';
 import { HASH_VOTE_FLOATS, VOTE_FLOATS, counterVote, hashesDiffer, unanimous, writeHashVotes, writeVote } from './agreement';
-import { FINGERPRINT_FLOATS, handOverChain, ranksBehind, writeFingerprint } from './hand-over';
+import { FINGERPRINT_FLOATS, fingerprintCursor, handOverChain, ranksBehind, writeFingerprint } from './hand-over';
 import { chainPosition } from '../collectives/chain-broadcast-schedule';
 import {
   createOptimizerSlots,
@@ -109,8 +109,13 @@ export interface StepOptions {
   requestStop?: boolean;
   /** This replica asks the ring to pause after this step (the teacher's Pause). */
   requestPause?: boolean;
-  /** The pending generation this replica is ready to switch to (links open), or null. */
-  readyFor?: number | null;
+  /**
+   * The pending generation this replica is ready to switch to (links open), or null. A
+   * function is asked only when the tail is written, after the forward and backward pass:
+   * links that opened during the compute already count, which saves the class a step of
+   * waiting for a joiner.
+   */
+  readyFor?: number | null | (() => number | null);
   /** Every link halving-doubling needs is open on this replica (RingNetwork.meshReady). */
   meshReady?: boolean;
   /** This replica's link to the room's hub is open (RingNetwork.hubReady); false without a hub. */
@@ -423,9 +428,16 @@ export class Trainer {
     const state = (this.stateBuffer ??= new Float32Array(this.stateLength));
     const optimizerVars = optimizerStateVariables(this.config.optimizer, this.optimizer);
     const { at: position, hops } = chainPosition(this.collective.rank, n, chain);
+    const receives = position >= 1 && position <= hops;
+    // The agreement round told us where rank 0 is: fetch the first examples while the state travels.
+    if (receives && this.data.prefetch) {
+      const batch = this.data.nextBatch(fingerprintCursor(check, 0), n);
+      batch.weights = this.balancer.current;
+      this.data.prefetch(batch, this.collective.rank);
+    }
     if (position === 0) await this.writeState(state, optimizerVars);
     await this.collective.broadcast(state, keyStep, COLLECTIVE_TAG.sync, chain);
-    if (position >= 1 && position <= hops) this.loadState(state, optimizerVars);
+    if (receives) this.loadState(state, optimizerVars);
     return behind.length;
   }
 
@@ -499,7 +511,8 @@ export class Trainer {
     if (slowMs > 0) await sleep(this.clock, slowMs);
     flat[P + TAIL_STOP] = options.requestStop ? 1 : 0;
     flat[P + TAIL_PAUSE] = options.requestPause ? 1 : 0;
-    writeVote(flat, P + TAIL_ADMIT, options.readyFor == null ? 0 : counterVote(options.readyFor));
+    const readyFor = typeof options.readyFor === 'function' ? options.readyFor() : options.readyFor;
+    writeVote(flat, P + TAIL_ADMIT, readyFor == null ? 0 : counterVote(readyFor));
     if (hash) writeHashVotes(flat, P + TAIL_HASH, hash);
     flat[P + TAIL_COMPUTE_MS + rank] = this.clock.now() - t0;
     writeModels(flat, P + TAIL_MODELS, this.measured);
@@ -549,15 +562,7 @@ export class Trainer {
     setLearningRate(this.optimizer, learningRate);
     // These tensors may alias `flat` (the CPU backend does not copy); that is safe because
     // they live only inside this tidy, and `flat` is not written again until the next step.
-    tf.tidy(() => {
-      const named: tf.NamedTensorMap = {};
-      this.variables.forEach((v, i) => {
-        const off = this.offsets[i]!;
-        named[v.name] = tf.tensor(flat.subarray(off, off + v.size), v.shape, 'float32');
-      });
-      this.optimizer.applyGradients(named);
-    });
-    this.weightsVersion++;
+    this.applyFlat();
     timing.applyMs = this.clock.now() - tApply;
 
     // Every replica holds the same sums, so every replica picks the same next algorithm.
@@ -617,6 +622,11 @@ export class Trainer {
     const n = await this.data.readShard(batch, rank, this.images, this.labels);
     const tCompute = this.clock.now();
     this.timing.dataMs = tCompute - tData;
+    await this.backprop(n, tCompute);
+  }
+
+  /** Forward and backward over the first `n` examples of the batch buffers, gradients into `flat`. */
+  private async backprop(n: number, tCompute: number): Promise<void> {
     const { value, grads, correct } = tf.tidy(() => {
       const x = tf.tensor4d(this.images.subarray(0, n * MNIST_PIXELS), [n, 28, 28, 1]);
       const labels = tf.tensor1d(this.labels.subarray(0, n), 'int32');
@@ -648,6 +658,36 @@ export class Trainer {
       correct.dispose();
       tf.dispose(grads);
     }
+  }
+
+  /** Applies the gradients in `flat` through the optimizer. */
+  private applyFlat(): void {
+    const flat = this.flat;
+    tf.tidy(() => {
+      const named: tf.NamedTensorMap = {};
+      this.variables.forEach((v, i) => {
+        const off = this.offsets[i]!;
+        named[v.name] = tf.tensor(flat.subarray(off, off + v.size), v.shape, 'float32');
+      });
+      this.optimizer.applyGradients(named);
+    });
+    this.weightsVersion++;
+  }
+
+  /**
+   * A joiner's rehearsal while the class still trains without it: one forward, backward,
+   * read-back and optimizer update of a typical share of blank examples, so that its first
+   * step in the ring runs on warm kernels (a WebGPU tab compiles its shaders, V8 its CPU
+   * kernels, the optimizer makes its slots). Whatever it changes, the hand-over replaces:
+   * weights, optimizer state, iterations, position.
+   */
+  async rehearse(): Promise<void> {
+    const share = Math.round(this.globalBatchSize / this.collective.worldSize);
+    const n = Math.min(this.data.maxShardExamples, Math.max(1, share));
+    this.images.fill(0, 0, n * MNIST_PIXELS);
+    this.labels.fill(0, 0, n);
+    await this.backprop(n, this.clock.now());
+    this.applyFlat();
   }
 
   /** Test-set accuracy, evaluated data-parallel: each rank scores its shard, one tiny all-reduce sums. */

@@ -158,6 +158,9 @@ export class TrainingRun {
     this.options.status.showRing(this.options.network.generation, true);
     try {
       await this.restoreIfResumed();
+      // A joiner rehearses a step while the class dials it and votes it in: its first real
+      // step then runs on warm kernels instead of holding the class up.
+      if (start.admitted) await this.rehearse();
       while (!(await this.turn()));
       await this.finish();
     } catch (err) {
@@ -180,6 +183,12 @@ export class TrainingRun {
         });
       }
     }
+  }
+
+  private async rehearse(): Promise<void> {
+    const t0 = this.options.clock.now();
+    await this.trainer.rehearse();
+    this.options.log(`rehearsed a step in ${(this.options.clock.now() - t0).toFixed(0)} ms before taking part`);
   }
 
   /** BackupAndRestore: every replica loads the same checkpoint (weights, optimizer, cursor). */
@@ -299,12 +308,11 @@ export class TrainingRun {
   private async step(voted: Generation | null): Promise<StepResult> {
     const { network, control, clock } = this.options;
     const trainer = this.trainer;
-    const ready = voted !== null && network.isReadyFor(voted);
     const t0 = clock.now();
     const r = await trainer.trainStep({
       requestStop: control.stopRequested,
       requestPause: control.pauseRequested,
-      readyFor: ready ? voted.generation : null,
+      readyFor: () => (voted !== null && network.isReadyFor(voted) ? voted.generation : null),
       meshReady: network.meshReady,
       hubReady: network.hubReady,
     });

@@ -111,6 +111,9 @@ test('a new generation adopts the chief state: survivors and joiners end bit-ide
   const chiefOptimizer = await optimizerState(trainers[0]!);
   const fresh = await optimizerState(joiners[0]!);
   assert.ok(chiefOptimizer.slice(2).some((x) => x !== 0) && fresh.slice(2).every((x) => x === 0), 'the joiner starts with empty moments');
+  // One joiner rehearses a step first (as a joiner does while the class votes it in): the hand-over replaces all of it.
+  await joiners[0]!.rehearse();
+  assert.equal(joiners[0]!.optimizer.iterations, 1);
   const tensorsBefore = tf.memory().numTensors;
   assert.deepEqual(await Promise.all(ring.map((t) => t.syncState())), [3, 3, 3, 3], 'the drifted rank and both joiners took the state');
   assert.equal(tf.memory().numTensors, tensorsBefore, 'the hand-over leaks no tensors');

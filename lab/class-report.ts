@@ -1,0 +1,581 @@
+/**
+ * The class's figures (`npm run lab -- --class`): scaling with N laptops, time to accuracy,
+ * the mixed class and the cost of a join, as `class` in bench/lab.json with their targets
+ * among the lab's `targets`, and as a section of bench/lab.md. Pure: lab/class-lab.ts
+ * measures, this turns rows into tables, targets and text, and merges them into the lab's
+ * report without touching its other sections; test/unit/lab-class.test.ts checks it all
+ * against hand-made rows.
+ */
+import type { JoinCost, MetricPoint, StepTimingReport } from '../shared/protocol';
+import type { LabReport, Target } from './report';
+import type { ModelName, ModelProfile } from './network-models';
+import type { TrainingNet, TrainingRow } from './training-rows';
+import type { MixedClassReport } from './mixed-class';
+import type { CpuSample } from './cpu-monitor';
+import type { DroppedMember } from '../shared/protocol';
+import { boundMs } from './bounds';
+import type { CpuBudget } from './cpu-budget';
+
+export const CLASS_TARGET_IDS = ['cnn-scaling-n8', 'time-to-accuracy-n8-vs-n1', 'mixed-class-phone', 'join-pause-n8', 'joiner-lockstep-n8'] as const;
+export type ClassTargetId = (typeof CLASS_TARGET_IDS)[number];
+
+/** CNN examples/s at N = 8 against 8 × one device, on wired-lab. */
+export const CNN_SCALING_GOAL = 0.8;
+/** Time to the threshold at N = 8 against N = 1. */
+export const TIME_TO_ACCURACY_GOAL = 1 / 3;
+export const JOIN_PAUSE_GOAL_MS = 1_000;
+export const JOINER_LOCKSTEP_GOAL_MS = 3_000;
+/** The class size the join and scaling targets are read at. */
+const TARGET_N = 8;
+
+/**
+ * Bytes of each net's gradient as the all-reduce carries it on the fp32 wire (parameters ×
+ * 4; the step's small tail of loss, counts and link models left out): the MLP 784-128-10
+ * has 101,770 parameters, the CNN 5,994. The unit test checks them against the models.
+ */
+export const GRADIENT_BYTES: Record<TrainingNet, number> = { mlp: 101_770 * 4, cnn: 5_994 * 4 };
+
+// ---------------------------------------------------------------------------
+// Scaling
+// ---------------------------------------------------------------------------
+
+export interface ScalingEntry {
+  model: ModelName;
+  net: TrainingNet;
+  n: number;
+  examplesPerSec: number;
+  stepMs: number;
+  /** examples/s(N) ÷ (N × examples/s(1)); null for the one-device row or without one. */
+  efficiency: number | null;
+  algorithm: string;
+  /** Both this row and the one-device row it is set against counted. */
+  counts: boolean;
+}
+
+/**
+ * One entry per row with N > 1, plus each net's one-device row, with efficiency against
+ * that one device. One device sends nothing, so its row (measured once, on any network)
+ * stands for every network.
+ */
+export function scalingTable(rows: TrainingRow[]): ScalingEntry[] {
+  const out: ScalingEntry[] = [];
+  for (const r of rows) {
+    const one = rows.find((x) => x.net === r.net && x.n === 1);
+    const efficiency = r.n > 1 && one && one.examplesPerSec > 0 ? r.examplesPerSec / (r.n * one.examplesPerSec) : null;
+    out.push({ model: r.model, net: r.net, n: r.n, examplesPerSec: r.examplesPerSec, stepMs: r.stepMs, efficiency, algorithm: r.n > 1 ? r.algorithm : 'none', counts: r.counts && (r.n === 1 || (one?.counts ?? false)) });
+  }
+  return out.sort((a, b) => a.net.localeCompare(b.net) || a.model.localeCompare(b.model) || a.n - b.n);
+}
+
+export interface TimeSplit {
+  stepMs: number;
+  /** The chief's mean split over the window (its last step's when no mean was kept), ms. */
+  dataMs: number;
+  computeMs: number;
+  readbackMs: number;
+  allReduceMs: number;
+  applyMs: number;
+  /** What the split does not name: the step's bookkeeping, progress reports, waiting on others beyond the all-reduce. */
+  otherMs: number;
+  /** The least time the gradient's all-reduce can take on the row's network with the algorithm the chief used; null for one device. */
+  allReduceBoundMs: number | null;
+}
+
+/** Where one row's step time goes, from the chief's timing and the network's bound. */
+export function timeSplit(row: TrainingRow, profile: ModelProfile | null): TimeSplit | null {
+  const t: StepTimingReport | null = row.timingMean ?? row.timing;
+  if (!t || !Number.isFinite(row.stepMs)) return null;
+  const named = t.dataMs + t.computeMs + t.readbackMs + t.commMs + t.applyMs;
+  const algorithm = row.algorithm === 'ring' || row.algorithm === 'halving-doubling' || row.algorithm === 'hub' ? row.algorithm : null;
+  const bound = row.n > 1 && profile && algorithm ? boundMs(profile, algorithm, row.n, GRADIENT_BYTES[row.net]) : null;
+  return {
+    stepMs: row.stepMs,
+    dataMs: t.dataMs,
+    computeMs: t.computeMs,
+    readbackMs: t.readbackMs,
+    allReduceMs: t.commMs,
+    applyMs: t.applyMs,
+    otherMs: Math.max(0, row.stepMs - named),
+    allReduceBoundMs: bound,
+  };
+}
+
+/** A budget or a duration in words: seconds under two minutes, minutes beyond. */
+export const duration = (ms: number): string => (ms < 120_000 ? `${Math.round(ms / 1000)} s` : `${Number((ms / 60_000).toFixed(1))} min`);
+
+const pctOf = (part: number, whole: number): string => `${Math.round((100 * part) / whole)} %`;
+
+/** One sentence: the row's efficiency and where its step time goes, largest part first. */
+export function whereTimeGoes(row: TrainingRow, entry: ScalingEntry | undefined, split: TimeSplit | null): string {
+  const head = `${row.net.toUpperCase()} on ${row.model}, N = ${row.n}: ${entry?.efficiency != null ? `${entry.efficiency.toFixed(2)} of linear` : 'no one-device row'}`;
+  if (!split) return `${head}; the chief reported no step timing.`;
+  const parts: Array<[string, number]> = [
+    ['all-reduce', split.allReduceMs],
+    ['compute', split.computeMs],
+    ['apply', split.applyMs],
+    ['read-back', split.readbackMs],
+    ['waiting for data', split.dataMs],
+    ['the rest of the step', split.otherMs],
+  ];
+  const listed = parts
+    .filter(([, ms]) => ms >= 0.5)
+    .sort((a, b) => b[1] - a[1])
+    .map(([name, ms]) => `${name} ${Math.round(ms)} ms (${pctOf(ms, split.stepMs)})${name === 'all-reduce' && split.allReduceBoundMs !== null ? ` against a bound of ${Math.round(split.allReduceBoundMs)} ms for ${Math.round(GRADIENT_BYTES[row.net] / 1024)} KiB with ${row.algorithm}` : ''}`);
+  return `${head}; a step takes ${Math.round(split.stepMs)} ms: ${listed.join(', ')}.`;
+}
+
+// ---------------------------------------------------------------------------
+// Time to accuracy
+// ---------------------------------------------------------------------------
+
+/** One checkpoint of a time-to-accuracy row, scored after (or beside) the run on the official test set. */
+export interface CheckpointPoint {
+  id: string;
+  step: number;
+  /** Its capture time (metadata.createdAt) after the harness asked the run to start, ms. */
+  ms: number;
+  /** Accuracy on the screening subset (every 10th test digit), or null when not scored. */
+  screen: number | null;
+  /** Accuracy on all 10,000 test digits, or null when not scored. */
+  accuracy: number | null;
+}
+
+export interface EvaluationPolicy {
+  threshold: number;
+  /** A checkpoint whose screen is more than this below the threshold is not scored in full. */
+  screenMargin: number;
+  /** Checkpoints captured later than this after the start do not count. */
+  budgetMs: number;
+}
+
+/**
+ * What to score next so that the first checkpoint at the threshold is found with the
+ * fewest full evaluations: the checkpoints in step order, each screened first and scored in
+ * full only when its screen is within the margin. Null when the first checkpoint at the
+ * threshold is known, or nothing within the budget is left to score.
+ */
+export function nextEvaluation(points: CheckpointPoint[], policy: EvaluationPolicy): { id: string; split: 'screen' | 'full' } | null {
+  for (const p of [...points].sort((a, b) => a.step - b.step)) {
+    if (p.ms > policy.budgetMs) return null;
+    if (p.accuracy !== null) {
+      if (p.accuracy >= policy.threshold) return null;
+      continue;
+    }
+    if (p.screen === null) return { id: p.id, split: 'screen' };
+    if (p.screen >= policy.threshold - policy.screenMargin) return { id: p.id, split: 'full' };
+  }
+  return null;
+}
+
+/**
+ * While the row runs: the newest checkpoint within the budget, if it still needs a score.
+ * Scored before the backlog, it tells the row as early as the scorer can that the class is
+ * at the threshold, so the row can stop; the backlog (nextEvaluation) is scored after.
+ */
+export function frontierEvaluation(points: CheckpointPoint[], policy: EvaluationPolicy): { id: string; split: 'screen' | 'full' } | null {
+  const newest = points.filter((p) => p.ms <= policy.budgetMs).reduce<CheckpointPoint | null>((a, p) => (a === null || p.step > a.step ? p : a), null);
+  if (!newest) return null;
+  if (newest.screen === null) return { id: newest.id, split: 'screen' };
+  if (newest.accuracy === null && newest.screen >= policy.threshold - policy.screenMargin) return { id: newest.id, split: 'full' };
+  return null;
+}
+
+/** Whether some checkpoint within the budget scored the threshold on the whole test set: the first one is then at or before it. */
+export function thresholdSeen(points: CheckpointPoint[], threshold: number, budgetMs: number): boolean {
+  return points.some((p) => p.ms <= budgetMs && p.accuracy !== null && p.accuracy >= threshold);
+}
+
+export interface Reached {
+  /** The first checkpoint at the threshold: its time after the start, step and full-test accuracy. */
+  ms: number;
+  step: number;
+  accuracy: number;
+  /** The checkpoint before it (below the threshold): the threshold was crossed between the two; 0 when none. */
+  previousMs: number;
+}
+
+/** The first checkpoint within the budget whose full-test accuracy reaches the threshold; null when none did. */
+export function timeToThreshold(points: CheckpointPoint[], threshold: number, budgetMs: number): Reached | null {
+  const sorted = [...points].sort((a, b) => a.step - b.step);
+  for (let i = 0; i < sorted.length; i++) {
+    const p = sorted[i]!;
+    if (p.ms > budgetMs) return null;
+    if (p.accuracy !== null && p.accuracy >= threshold) return { ms: p.ms, step: p.step, accuracy: p.accuracy, previousMs: i > 0 ? sorted[i - 1]!.ms : 0 };
+  }
+  return null;
+}
+
+export type TtaStop = 'threshold' | 'budget' | 'lost-member' | 'run-ended';
+
+export interface TtaRow {
+  model: ModelName;
+  net: TrainingNet;
+  n: number;
+  scaleLearningRate: boolean;
+  /** The same run stands for both settings: its global batch is the reference batch, so scaling changes nothing. */
+  sameWithScaling: boolean;
+  referenceBatch: number;
+  batchSizePerWorker: number;
+  globalBatch: number;
+  /** The config's rate, and the rate the schedule aims at after the warm-up. */
+  learningRate: number;
+  targetRate: number;
+  warmupSteps: number;
+  threshold: number;
+  budgetMs: number;
+  saveEverySteps: number;
+  points: CheckpointPoint[];
+  reached: Reached | null;
+  /** Examples trained up to the first checkpoint at the threshold: its step × the global batch. */
+  examplesToThreshold: number | null;
+  stoppedBy: TtaStop;
+  /** From the start to the stop, and the chief's steps in it. */
+  runMs: number;
+  steps: number;
+  /** Over the chief's reports from its first step to its last. */
+  examplesPerSec: number;
+  /** What the run's own end-of-epoch evaluation said, if an epoch ended. */
+  runEvaluations: Array<{ epoch: number; step: number; accuracy: number }>;
+  dropped: DroppedMember[];
+  cpu: CpuSample;
+  /** The scorer runs beside the row at idle priority (SCHED_IDLE): its CPU, and the machine's busy share without it. */
+  evaluator: { screens: number; fulls: number; cpuSeconds: number; machineBusyWithout: number };
+  counts: boolean;
+}
+
+const reachedMs = (r: TtaRow | undefined): number => (r?.reached ? r.reached.ms : Number.POSITIVE_INFINITY);
+
+/**
+ * `time-to-accuracy-n8-vs-n1`: the better of N = 8 with and without scaling against N = 1.
+ * When N = 1 missed the threshold within its budget, the budget stands in for its time and
+ * the figure is an upper bound (the true ratio is smaller).
+ */
+export function timeToAccuracyTarget(rows: TtaRow[]): Target {
+  const goal = `time to the threshold at N = 8 (the better of with and without scaleLearningRate) ≤ ${TIME_TO_ACCURACY_GOAL.toFixed(3)} of N = 1`;
+  const id = 'time-to-accuracy-n8-vs-n1';
+  const one = rows.find((r) => r.n === 1);
+  const eights = rows.filter((r) => r.n === TARGET_N);
+  if (!one || eights.length === 0) return { id, goal, value: null, met: false, detail: 'not measured in this run' };
+  const best = eights.reduce((b, r) => (reachedMs(r) < reachedMs(b) ? r : b));
+  const pct = `${Math.round(one.threshold * 1000) / 10} %`;
+  const label = (r: TtaRow) => (r.scaleLearningRate ? 'with scaleLearningRate' : 'without scaling');
+  const others = eights.filter((r) => r !== best).map((r) => `${label(r)}: ${r.reached ? `${(r.reached.ms / 1000).toFixed(0)} s` : `not reached within ${duration(r.budgetMs)}`}`);
+  if (!best.reached) {
+    return { id, goal, value: null, met: false, detail: `N = 8 did not reach ${pct} within ${duration(best.budgetMs)} either way; N = 1: ${one.reached ? `${(one.reached.ms / 1000).toFixed(0)} s` : 'not reached'}` };
+  }
+  const counted = best.counts && one.counts;
+  if (!one.reached) {
+    const bound = best.reached.ms / one.budgetMs;
+    return {
+      id,
+      goal,
+      value: bound,
+      met: counted && bound <= TIME_TO_ACCURACY_GOAL,
+      detail: `an upper bound: N = 8 ${label(best)} reached ${pct} at ${(best.reached.ms / 1000).toFixed(0)} s; N = 1 not within its ${duration(one.budgetMs)} budget, which stands in for its time${others.length ? `; ${others.join('; ')}` : ''}`,
+    };
+  }
+  const value = best.reached.ms / one.reached.ms;
+  return {
+    id,
+    goal,
+    value,
+    met: counted && value <= TIME_TO_ACCURACY_GOAL,
+    detail: `N = 8 ${label(best)} ${(best.reached.ms / 1000).toFixed(0)} s (step ${best.reached.step}) / N = 1 ${(one.reached.ms / 1000).toFixed(0)} s (step ${one.reached.step}) to ${pct}${others.length ? `; ${others.join('; ')}` : ''}${counted ? '' : '; a row did not count'}`,
+  };
+}
+
+// ---------------------------------------------------------------------------
+// Joins
+// ---------------------------------------------------------------------------
+
+/** One entry of RoomStatus `joins` (the join telemetry of issue 16). */
+export type JoinRecord = JoinCost;
+
+const nullableMs = (v: unknown): v is number | null => v === null || (typeof v === 'number' && Number.isFinite(v) && v >= 0);
+
+/**
+ * The room's `joins`, checked entry by entry; null when the server does not send the field
+ * at all (a server without the join telemetry). A malformed entry throws: the lab must not
+ * read a figure it does not understand.
+ */
+export function parseJoins(room: unknown): JoinRecord[] | null {
+  if (typeof room !== 'object' || room === null || !('joins' in room)) return null;
+  const joins = (room as { joins: unknown }).joins;
+  if (!Array.isArray(joins)) throw new TypeError(`RoomStatus.joins is ${JSON.stringify(joins)}, not an array`);
+  return joins.map((j: unknown, i) => {
+    const e = j as Partial<JoinRecord> | null;
+    if (
+      typeof e !== 'object' ||
+      e === null ||
+      !Number.isInteger(e.generation) ||
+      !Array.isArray(e.joiners) ||
+      !e.joiners.every((n) => typeof n === 'string') ||
+      !Number.isInteger(e.atStep) ||
+      !nullableMs(e.pauseMs) ||
+      !nullableMs(e.lockStepMs)
+    ) {
+      throw new TypeError(`RoomStatus.joins[${i}] is not {generation, joiners, atStep, pauseMs, lockStepMs}: ${JSON.stringify(j)}`);
+    }
+    return { generation: e.generation!, joiners: [...e.joiners], atStep: e.atStep!, pauseMs: e.pauseMs ?? null, lockStepMs: e.lockStepMs ?? null };
+  });
+}
+
+/**
+ * The chief's stall around a join, from its reports on the server's clock: the median step
+ * time over the `span` steps before `fromStep` (the admission), and the largest excess
+ * over it of any report interval from one step before the admission to `toStep` (a step
+ * the class reached with the joiner in lock-step). A cross-check of the telemetry's
+ * pauseMs; null when the history does not cover the join.
+ */
+export function stallAround(history: MetricPoint[], fromStep: number, toStep: number, span = 10): { stallMs: number; typicalStepMs: number } | null {
+  const pts = [...history].sort((a, b) => a.step - b.step).filter((p, i, all) => i === 0 || p.step !== all[i - 1]!.step);
+  const intervals: Array<{ from: number; to: number; perStep: number; ms: number; steps: number }> = [];
+  for (let i = 1; i < pts.length; i++) {
+    const a = pts[i - 1]!;
+    const b = pts[i]!;
+    intervals.push({ from: a.step, to: b.step, ms: b.at - a.at, steps: b.step - a.step, perStep: (b.at - a.at) / (b.step - a.step) });
+  }
+  const before = intervals.filter((x) => x.to <= fromStep - 1 && x.from >= fromStep - 1 - span).map((x) => x.perStep).sort((a, b) => a - b);
+  const around = intervals.filter((x) => x.from >= fromStep - 1 && x.to <= toStep);
+  if (before.length === 0 || around.length === 0 || (pts.at(-1)?.step ?? 0) < toStep) return null;
+  const mid = before.length >> 1;
+  const typicalStepMs = before.length % 2 === 1 ? before[mid]! : (before[mid - 1]! + before[mid]!) / 2;
+  const stallMs = Math.max(0, ...around.map((x) => x.ms - x.steps * typicalStepMs));
+  return { stallMs, typicalStepMs };
+}
+
+export interface JoinMeasurement {
+  repetition: number;
+  /** The joiner's member name. */
+  name: string;
+  /** The telemetry's entry for this joiner, or null when none was complete in time. */
+  record: JoinRecord | null;
+  /** The harness's own view: the chief's stall on the server's clock, and the joiner's first report past its admission step. */
+  observedStallMs: number | null;
+  observedLockStepMs: number | null;
+  /** From starting the joiner's process to the telemetry's complete entry. */
+  waitedMs: number;
+  error: string | null;
+}
+
+export interface JoinRow {
+  model: ModelName;
+  net: TrainingNet;
+  /** The class after the join: N − 1 training, one joining. */
+  n: number;
+  measurements: JoinMeasurement[];
+  /** Members of the class dropped during the row. */
+  dropped: DroppedMember[];
+  /** Why the row ended before its last join (the class did not settle after a join or a leave); null when it ran them all. */
+  error: string | null;
+  /** The server's PING_TIMEOUT_MS for the row; null: the product's. */
+  pingTimeoutMs: number | null;
+  cpu: CpuSample;
+  counts: boolean;
+}
+
+function worstOf(rows: JoinRow[], pick: (r: JoinRecord) => number | null): { value: number | null; all: Array<number | null> } {
+  const all = rows.flatMap((r) => r.measurements.map((m) => (m.record ? pick(m.record) : null)));
+  if (all.length === 0 || all.some((v) => v === null)) return { value: null, all };
+  return { value: Math.max(...(all as number[])), all };
+}
+
+/** `join-pause-n8` and `joiner-lockstep-n8`: the worst join at N = 8 against 1 s and 3 s. */
+export function joinTargets(rows: JoinRow[]): Target[] {
+  const at8 = rows.filter((r) => r.n === TARGET_N);
+  const counted = at8.length > 0 && at8.every((r) => r.counts);
+  const make = (id: ClassTargetId, goalMs: number, what: string, pick: (r: JoinRecord) => number | null): Target => {
+    const { value, all } = worstOf(at8, pick);
+    const goal = `N = 8: ${what} ≤ ${goalMs / 1000} s at every join (the figure: the worst)`;
+    if (at8.length === 0) return { id, goal, value: null, met: false, detail: 'not measured in this run' };
+    const listed = all.map((v) => (v === null ? 'not measured' : `${Math.round(v)} ms`)).join(', ');
+    return { id, goal, value, met: counted && value !== null && value <= goalMs, detail: `${all.length} joins: ${listed}${counted ? '' : '; a row did not count'}` };
+  };
+  return [
+    make('join-pause-n8', JOIN_PAUSE_GOAL_MS, 'the class\'s pause per join', (r) => r.pauseMs),
+    make('joiner-lockstep-n8', JOINER_LOCKSTEP_GOAL_MS, 'the joiner in lock-step after its admission', (r) => r.lockStepMs),
+  ];
+}
+
+// ---------------------------------------------------------------------------
+// The section and its targets
+// ---------------------------------------------------------------------------
+
+export type ClassSection = 'scaling' | 'timeToAccuracy' | 'mixed' | 'joins';
+
+export interface ClassReport {
+  generatedAt: string;
+  machine: { cores: number; kernel: string; node: string };
+  quick: boolean;
+  minutes: number;
+  /** The largest class's caps against the machine: caps + the share kept for the server ≤ cores (lab/cpu-budget.ts). */
+  cpuBudget: CpuBudget;
+  /** Wall-clock minutes each section took. */
+  sectionMinutes: Partial<Record<ClassSection, number>>;
+  scaling: { rows: TrainingRow[]; table: ScalingEntry[]; splits: Array<{ model: ModelName; net: TrainingNet; n: number; split: TimeSplit | null; sentence: string }> } | null;
+  timeToAccuracy: { threshold: number; budgetMs: number; screenMargin: number; rows: TtaRow[] } | null;
+  mixed: MixedClassReport | null;
+  joins: { rows: JoinRow[] } | null;
+  /** A section that could not be measured, and why (its coded error). */
+  errors: Array<{ section: ClassSection; code: string; message: string }>;
+  targets: Target[];
+}
+
+/** `cnn-scaling-n8` from the scaling table. */
+export function cnnScalingTarget(table: ScalingEntry[]): Target {
+  const e = table.find((x) => x.net === 'cnn' && x.model === 'wired-lab' && x.n === TARGET_N);
+  const one = table.find((x) => x.net === 'cnn' && x.n === 1);
+  const goal = `wired-lab: CNN examples/s at N = 8 ≥ ${CNN_SCALING_GOAL} × 8 × one device`;
+  if (!e || e.efficiency === null || !one) return { id: 'cnn-scaling-n8', goal, value: null, met: false, detail: 'not measured in this run' };
+  return {
+    id: 'cnn-scaling-n8',
+    goal,
+    value: e.efficiency,
+    met: e.counts && e.efficiency >= CNN_SCALING_GOAL,
+    detail: `${e.examplesPerSec.toFixed(1)} examples/s at N = 8 (${e.algorithm}) against 8 × ${one.examplesPerSec.toFixed(1)}${e.counts ? '' : '; a row did not count'}`,
+  };
+}
+
+/** Every class target, in CLASS_TARGET_IDS order; what this run did not measure has a null figure. */
+export function classTargets(c: Pick<ClassReport, 'scaling' | 'timeToAccuracy' | 'mixed' | 'joins'>): Target[] {
+  const notMeasured = (id: ClassTargetId, goal: string): Target => ({ id, goal, value: null, met: false, detail: 'not measured in this run' });
+  const mixed: Target = c.mixed ? c.mixed.target : notMeasured('mixed-class-phone', '≥ 0.85 of (summed device speed ÷ four laptops) × the all-laptop examples/s');
+  return [
+    cnnScalingTarget(c.scaling?.table ?? []),
+    timeToAccuracyTarget(c.timeToAccuracy?.rows ?? []),
+    mixed,
+    ...joinTargets(c.joins?.rows ?? []),
+  ];
+}
+
+/** A report with nothing measured, for a --class run on a machine whose bench/lab.json is missing. */
+export function emptyLabReport(machine: LabReport['machine'], netem: boolean, generatedAt: string): LabReport {
+  return {
+    generatedAt,
+    machine,
+    netem,
+    quick: false,
+    minutes: 0,
+    targets: [],
+    models: [],
+    allreduce: [],
+    auto: [],
+    training: [],
+    gpu: { measured: false, why: 'no GPU machine was lent to the session that made this report; the figures above are CPU and network only.' },
+  };
+}
+
+const isClassTarget = (id: string): boolean => (CLASS_TARGET_IDS as readonly string[]).includes(id);
+
+/**
+ * The lab's report with `cls` as its class section: the class's target ids replaced (the
+ * others kept in their order, the class's after them), every other section untouched.
+ */
+export function mergeClass(base: LabReport, cls: ClassReport): LabReport {
+  return { ...base, targets: [...base.targets.filter((t) => !isClassTarget(t.id)), ...cls.targets], class: cls };
+}
+
+/** A fresh full-lab report that keeps the previous report's class section, if it had one. */
+export function keepClass(fresh: LabReport, previous: LabReport | null): LabReport {
+  return previous?.class ? mergeClass(fresh, previous.class) : fresh;
+}
+
+/** The network profiles a stored report was measured with, for its markdown. */
+export function profilesOf(report: LabReport): ModelProfile[] {
+  return report.models.map((m) => ({ name: m.name, params: m.params }) as ModelProfile);
+}
+
+// ---------------------------------------------------------------------------
+// Markdown
+// ---------------------------------------------------------------------------
+
+const f = (v: number | null | undefined, digits = 1): string => (v !== null && v !== undefined && Number.isFinite(v) ? v.toFixed(digits) : '–');
+const s = (ms: number): string => `${(ms / 1000).toFixed(0)} s`;
+
+/** bench/lab.md's class section. */
+export function classMarkdown(c: ClassReport): string[] {
+  const lines: string[] = [];
+  lines.push('', `## The class (\`npm run lab -- --class${c.quick ? ' --quick' : ''}\`)`, '');
+  lines.push(
+    `Measured on ${c.generatedAt.slice(0, 10)}, ${c.machine.cores} cores, in ${f(c.minutes)} minutes${c.quick ? ' (**quick**: a smoke test, not the measurement)' : ''}. Real Node workers (tfjs CPU backend) capped as \`laptop\`s (0.2 core), the real server with its hub for N > 1, \`allreduce: 'auto'\`, 32 examples per worker. The largest class's caps, ${f(c.cpuBudget.capsCores, 2)} cores, plus the ${c.cpuBudget.reservedCores} core the lab keeps for the server and its hub, ${c.cpuBudget.fits ? 'fit' : '**do not fit**'} the machine's ${c.cpuBudget.cores}.`,
+  );
+  const took = Object.entries(c.sectionMinutes).map(([k, v]) => `${k} ${f(v)} min`);
+  if (took.length > 0) lines.push('', `Sections: ${took.join(', ')}.`);
+  for (const e of c.errors) lines.push('', `**A row of ${e.section} could not be measured:** \`${e.code}\`: ${e.message.split('\n')[0]}`);
+  if (c.scaling) {
+    const t = c.scaling.table;
+    const ns = [...new Set(t.map((x) => x.n))].sort((a, b) => a - b);
+    lines.push('', '### Scaling: examples/s against N laptops', '');
+    lines.push('Each cell: examples/s, the mean step in ms, and in brackets the efficiency, examples/s(N) ÷ (N × examples/s(1)). One device sends nothing, so its row stands for every network. ✗: the row did not count (the machine was saturated, or the class lost a member).', '');
+    lines.push(`| net | network | ${ns.map((n) => `N = ${n}`).join(' | ')} |`, `|---|---|${ns.map(() => '---|').join('')}`);
+    const keys = [...new Set(t.filter((x) => x.n > 1).map((x) => `${x.net}|${x.model}`))];
+    for (const key of keys) {
+      const [net, model] = key.split('|') as [TrainingNet, ModelName];
+      const cell = (n: number) => {
+        const e = t.find((x) => x.net === net && x.n === n && (n === 1 || x.model === model));
+        if (!e) return '–';
+        return `${f(e.examplesPerSec)} · ${f(e.stepMs, 0)} ms${e.efficiency !== null ? ` (${f(e.efficiency, 2)})` : ''}${e.n > 1 ? ` ${e.algorithm}` : ''}${e.counts ? '' : ' ✗'}`;
+      };
+      lines.push(`| ${net} | ${model} | ${ns.map(cell).join(' | ')} |`);
+    }
+    lines.push('', 'Where the time goes (the chief\'s step, averaged over the window; the bound is what the network allows the gradient\'s all-reduce, lab/bounds.ts):', '');
+    lines.push('| net | network | N | step ms | compute | read-back | all-reduce (bound) | apply | data | rest |', '|---|---|---|---|---|---|---|---|---|---|');
+    for (const sp of c.scaling.splits) {
+      const x = sp.split;
+      if (!x) {
+        lines.push(`| ${sp.net} | ${sp.n === 1 ? '–' : sp.model} | ${sp.n} | no timing | | | | | | |`);
+        continue;
+      }
+      lines.push(
+        `| ${sp.net} | ${sp.n === 1 ? '–' : sp.model} | ${sp.n} | ${f(x.stepMs, 0)} | ${f(x.computeMs, 0)} | ${f(x.readbackMs, 1)} | ${f(x.allReduceMs, 0)}${x.allReduceBoundMs !== null ? ` (${f(x.allReduceBoundMs, 0)})` : ''} | ${f(x.applyMs, 0)} | ${f(x.dataMs, 0)} | ${f(x.otherMs, 0)} |`,
+      );
+    }
+    const mlp = c.scaling.splits.filter((x) => x.net === 'mlp' && x.n > 1);
+    if (mlp.length > 0) lines.push('', ...mlp.map((x) => `- ${x.sentence}`));
+  }
+  if (c.timeToAccuracy) {
+    const tta = c.timeToAccuracy;
+    const pct = `${Math.round(tta.threshold * 1000) / 10} %`;
+    lines.push('', `### Time to ${pct} test accuracy`, '');
+    lines.push(
+      `The chief checkpoints every few steps; each checkpoint is scored on the official MNIST test set (10,000 digits) by the harness at idle priority, outside the caps: first on every 10th digit, then, when that is within ${Math.round(tta.screenMargin * 100)} points of ${pct}, on all 10,000. The time is from Start to the capture of the first checkpoint at ${pct} (in brackets the checkpoint before it, between which the class crossed). A row stops at ${pct} or after ${duration(tta.budgetMs)}.`,
+      '',
+    );
+    lines.push('| net | N | global batch | scaleLearningRate | rate | time | step | examples | examples/s | stopped by | run\'s own epoch test | |', '|---|---|---|---|---|---|---|---|---|---|---|---|');
+    for (const r of [...tta.rows].sort((a, b) => a.n - b.n || Number(a.scaleLearningRate) - Number(b.scaleLearningRate))) {
+      const scaling = r.sameWithScaling ? 'either (the same run: global batch = reference batch)' : r.scaleLearningRate ? 'on' : 'off';
+      const time = r.reached ? `**${s(r.reached.ms)}** (${s(r.reached.previousMs)}–)` : `not reached within ${duration(r.budgetMs)}`;
+      const best = r.points.reduce<number | null>((b, p) => (p.accuracy !== null && (b === null || p.accuracy > b) ? p.accuracy : b), null);
+      lines.push(
+        `| ${r.net} | ${r.n} | ${r.globalBatch} | ${scaling} | ${r.learningRate} → ${f(r.targetRate, 4)} | ${time} | ${r.reached?.step ?? '–'} | ${r.examplesToThreshold ?? '–'} | ${f(r.examplesPerSec)} | ${r.stoppedBy}${r.reached ? '' : best !== null ? ` (best scored ${f(best * 100, 2)} %)` : ''} | ${r.runEvaluations.map((e) => `${f(e.accuracy * 100, 2)} % at step ${e.step}`).join(', ') || '–'} | ${r.counts ? '' : '✗'} |`,
+      );
+    }
+  }
+  if (c.mixed) {
+    const m = c.mixed;
+    lines.push('', '### A mixed class: three laptops and a phone (wired-lab, CNN)', '');
+    lines.push('| class | examples/s | step ms | shares by rank | |', '|---|---|---|---|---|');
+    const names = ['4 laptops', '3 laptops + phone, equal shares', '3 laptops + phone, balanceShares'];
+    m.rows.forEach((r, i) => lines.push(`| ${names[i] ?? r.devices.join('+')} | ${f(r.examplesPerSec)} | ${f(r.stepMs, 0)} | ${r.batchShares.join(' / ')} | ${r.counts ? '' : '✗'} |`));
+    lines.push('', `\`mixed-class-phone\`: ${f(m.target.value, 2)} (${m.target.met ? 'met' : '**not met**'}): ${m.target.detail}.`);
+  }
+  if (c.joins && c.joins.rows.length > 0) {
+    lines.push('', '### Joins: the class\'s pause and the joiner\'s way into lock-step', '');
+    lines.push(
+      'N − 1 laptops train the MLP; one more laptop (a Node worker) joins mid-run, is measured, leaves, and the next joins. The figures are the server\'s join telemetry (`joins` in GET /api/rooms/:room): pauseMs, the chief\'s extra stall at the switch; lockStepMs, the joiner\'s time from its admission to its first step in lock-step. Beside them, the harness\'s own view: the largest excess of a chief report interval over its median step, from the admission until the joiner steps with the class (server clock), and the joiner\'s first report past its admission step (polled every 250 ms). The server runs with a longer liveness (PING_TIMEOUT_MS below): a Node worker at 0.2 core answers no ping while tfjs blocks its event loop, and would be dropped as gone.',
+      '',
+    );
+    lines.push('| network | N | join | generation | at step | pause | lock-step | observed stall | observed lock-step | |', '|---|---|---|---|---|---|---|---|---|---|');
+    for (const r of c.joins.rows) {
+      if (r.pingTimeoutMs !== null) lines.push(`| ${r.model} | ${r.n} | PING_TIMEOUT_MS ${r.pingTimeoutMs} | | | | | | | |`);
+      if (r.error !== null) lines.push(`| ${r.model} | ${r.n} | the row ended early: ${r.error.split('\n')[0]!.replace(/\|/g, '/')} | | | | | | | ✗ |`);
+      for (const m of r.measurements) {
+        const rec = m.record;
+        lines.push(
+          `| ${r.model} | ${r.n} | ${m.repetition} (${m.name}) | ${rec?.generation ?? '–'} | ${rec?.atStep ?? '–'} | ${rec?.pauseMs != null ? `${f(rec.pauseMs, 0)} ms` : 'not measured'} | ${rec?.lockStepMs != null ? `${f(rec.lockStepMs, 0)} ms` : 'not measured'} | ${m.observedStallMs !== null ? `${f(m.observedStallMs, 0)} ms` : '–'} | ${m.observedLockStepMs !== null ? `${f(m.observedLockStepMs, 0)} ms` : '–'} | ${m.error ?? (r.counts ? '' : '✗')} |`,
+        );
+      }
+    }
+  }
+  return lines;
+}
