@@ -71,6 +71,12 @@ export class TrainingWorker {
   private running = false;
   /** A start that arrived while the previous run was still unwinding. */
   private pendingStart: TrainStart | null = null;
+  /**
+   * A start that arrived before this worker's own join reply was handled: on a slow device
+   * the reply, the generation and the teacher's Start can come in one read, and the start's
+   * handler then runs before the join's continuation has built the ring.
+   */
+  private startBeforeJoined: TrainStart | null = null;
   private room: string | null = null;
   private writer: CheckpointWriter | null = null;
   /** This device's admission probe, run once before the first join; null if it failed. */
@@ -146,6 +152,10 @@ export class TrainingWorker {
     });
     this.status.update({ memberId: result.memberId, index: result.index, state: 'waiting' });
     if (this.generations.latest) this.onGeneration(this.generations.latest);
+    // A start that overtook this join's reply runs now that the ring exists.
+    const overtaken = this.startBeforeJoined;
+    this.startBeforeJoined = null;
+    if (overtaken) void this.startRun(overtaken);
     return result;
   }
 
@@ -301,6 +311,10 @@ export class TrainingWorker {
       return;
     }
     const network = this.network;
+    if (!network && this.status.current.state === 'joining') {
+      this.startBeforeJoined = start;
+      return;
+    }
     const ring = network?.collective ?? null;
     if (!network || !ring || ring.generation < start.generation) {
       this.options.log(`start for generation ${start.generation} does not match this worker's ring; not part of this run`);
