@@ -32,6 +32,8 @@ import { progress } from './progress';
 
 export interface ClassPlan {
   quick: boolean;
+  /** The sections to run (`--only`); all of them by default. */
+  sections?: readonly ClassSection[];
   scaling: { networks: ModelName[]; nets: TrainingNet[]; ns: number[]; options: Record<TrainingNet, TrainingRowOptions> };
   timeToAccuracy: { network: ModelName; net: TrainingNet; ns: number[]; scalings: boolean[]; threshold: number; screenMargin: number; budgetMs: number; saveEverySteps: number };
   mixed: boolean;
@@ -80,6 +82,21 @@ function largestClass(plan: ClassPlan): number {
 }
 
 /**
+ * The full plan cut to `sections` and, where given, to the class sizes `ns` (`--only`,
+ * `--ns`): re-measuring one section, or one size, without an hour of the others.
+ */
+export function narrowPlan(plan: ClassPlan, sections: readonly ClassSection[] | null, ns: readonly number[] | null): ClassPlan {
+  const keep = (xs: number[]) => (ns ? xs.filter((n) => ns.includes(n)) : xs);
+  return {
+    ...plan,
+    sections: sections ?? plan.sections,
+    scaling: { ...plan.scaling, ns: keep(plan.scaling.ns) },
+    timeToAccuracy: { ...plan.timeToAccuracy, ns: keep(plan.timeToAccuracy.ns) },
+    joins: { ...plan.joins, ns: keep(plan.joins.ns) },
+  };
+}
+
+/**
  * The join rows' server liveness. A Node worker at 0.2 core blocks its event loop for
  * seconds at a time while it starts (tfjs, the model, the first steps), and the product's
  * 2.8 s then drops it as gone (seen in the quick run: a one-member class lost its member at
@@ -123,6 +140,7 @@ export async function runClassLab(plan: ClassPlan, profiles: Record<ModelName, M
     report.errors.push({ section: name, code, message: (err as Error).message });
   };
   const section = async (name: ClassSection, run: () => Promise<void>) => {
+    if (plan.sections && !plan.sections.includes(name)) return;
     const t0 = Date.now();
     try {
       await run();

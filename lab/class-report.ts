@@ -401,7 +401,8 @@ export function joinTargets(rows: JoinRow[]): Target[] {
 // The section and its targets
 // ---------------------------------------------------------------------------
 
-export type ClassSection = 'scaling' | 'timeToAccuracy' | 'mixed' | 'joins';
+export const CLASS_SECTIONS = ['joins', 'scaling', 'mixed', 'timeToAccuracy'] as const;
+export type ClassSection = (typeof CLASS_SECTIONS)[number];
 
 export interface ClassReport {
   generatedAt: string;
@@ -463,6 +464,29 @@ export function emptyLabReport(machine: LabReport['machine'], netem: boolean, ge
     training: [],
     gpu: { measured: false, why: 'no GPU machine was lent to the session that made this report; the figures above are CPU and network only.' },
   };
+}
+
+/**
+ * A partial run (`--only`) folded into the class section it found: the sections it ran
+ * replace the old ones, except that time-to-accuracy rows replace only the rows of the same
+ * N and setting (a run of N = 8 keeps the N = 1 it is compared with); the sections it did
+ * not run, and their errors, stay. The targets are computed again from the result.
+ */
+export function foldClass(previous: ClassReport | null, fresh: ClassReport, ran: readonly ClassSection[]): ClassReport {
+  if (!previous) return fresh;
+  const out: ClassReport = { ...previous, generatedAt: fresh.generatedAt, minutes: previous.minutes + fresh.minutes, sectionMinutes: { ...previous.sectionMinutes, ...fresh.sectionMinutes } };
+  if (ran.includes('joins')) out.joins = fresh.joins;
+  if (ran.includes('scaling')) out.scaling = fresh.scaling;
+  if (ran.includes('mixed')) out.mixed = fresh.mixed;
+  if (ran.includes('timeToAccuracy') && fresh.timeToAccuracy) {
+    const key = (r: TtaRow) => `${r.n}/${r.scaleLearningRate}`;
+    const replaced = new Set(fresh.timeToAccuracy.rows.map(key));
+    const kept = (previous.timeToAccuracy?.rows ?? []).filter((r) => !replaced.has(key(r)));
+    out.timeToAccuracy = { ...fresh.timeToAccuracy, rows: [...kept, ...fresh.timeToAccuracy.rows].sort((a, b) => a.n - b.n || Number(a.scaleLearningRate) - Number(b.scaleLearningRate)) };
+  }
+  out.errors = [...previous.errors.filter((e) => !ran.includes(e.section)), ...fresh.errors];
+  out.targets = classTargets(out);
+  return out;
 }
 
 const isClassTarget = (id: string): boolean => (CLASS_TARGET_IDS as readonly string[]).includes(id);

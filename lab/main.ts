@@ -11,6 +11,8 @@
  *                               time to 97 % test accuracy, the mixed class, joins; into bench/lab.json and
  *                               bench/lab.md as `class`, keeping their other sections
  *   npm run lab -- --class --quick (or --class-quick)   a smoke test of it, into bench/lab-class-quick.{json,md}
+ *   npm run lab -- --class --only mixed,timeToAccuracy --ns 1,8   those sections and sizes again, folded into the
+ *                               class section bench/lab.json has (class-report.ts foldClass)
  *
  * A full run keeps the `class` section (and its targets) of the bench/lab.json it replaces.
  *
@@ -34,10 +36,10 @@ import { markdown, modelSvg, targets, type LabReport, type TrainingRow } from '.
 import { TRAINING_ROW_OPTIONS, trainingRow, type TrainingNet } from './training-rows';
 import { progress } from './progress';
 import { RESERVED_CORES } from './cpu-budget';
-import { FULL_CLASS_PLAN, QUICK_CLASS_PLAN, runClassLab } from './class-lab';
-import { emptyLabReport, keepClass, mergeClass, profilesOf } from './class-report';
+import { FULL_CLASS_PLAN, QUICK_CLASS_PLAN, narrowPlan, runClassLab } from './class-lab';
+import { CLASS_SECTIONS, emptyLabReport, foldClass, keepClass, mergeClass, profilesOf, type ClassReport, type ClassSection } from './class-report';
 
-const USAGE = 'usage: npm run lab -- [--quick] [--models wifi,wired-lab,internet] [--no-training] | --mixed | --class [--quick] | --class-quick';
+const USAGE = 'usage: npm run lab -- [--quick] [--models wifi,wired-lab,internet] [--no-training] | --mixed | --class [--quick] [--only joins,scaling,mixed,timeToAccuracy] [--ns 1,8] | --class-quick';
 const QUICK_FLOW_SECONDS = 1;
 const EXIT_FAILURE = 1;
 const EXIT_USAGE = 2;
@@ -84,23 +86,51 @@ interface Args {
   mixed: boolean;
   /** The class's section (lab/class-lab.ts), merged into bench/lab.json. */
   class: boolean;
+  /** `--only`: the class's sections to run again, folded into the report's (class-report.ts foldClass). */
+  only: ClassSection[] | null;
+  /** `--ns`: the class sizes to run. */
+  ns: number[] | null;
   models: ModelProfile[];
   training: boolean;
 }
 
 function parse(): Args {
   const { values } = parseArgs({
-    options: { quick: { type: 'boolean' }, mixed: { type: 'boolean' }, class: { type: 'boolean' }, 'class-quick': { type: 'boolean' }, models: { type: 'string' }, 'no-training': { type: 'boolean' } },
+    options: {
+      quick: { type: 'boolean' },
+      mixed: { type: 'boolean' },
+      class: { type: 'boolean' },
+      'class-quick': { type: 'boolean' },
+      only: { type: 'string' },
+      ns: { type: 'string' },
+      models: { type: 'string' },
+      'no-training': { type: 'boolean' },
+    },
     strict: true,
   });
   const cls = (values.class ?? false) || (values['class-quick'] ?? false);
-  if (cls && (values.mixed || values.models !== undefined || values['no-training'])) throw new LabError('ERR_LAB_USAGE', '--class runs its own rows: it takes only --quick');
+  if (cls && (values.mixed || values.models !== undefined || values['no-training'])) throw new LabError('ERR_LAB_USAGE', '--class runs its own rows: it takes only --quick, --only and --ns');
+  if (!cls && (values.only !== undefined || values.ns !== undefined)) throw new LabError('ERR_LAB_USAGE', '--only and --ns go with --class');
+  const only = values.only === undefined ? null : values.only.split(',').filter(Boolean);
+  for (const s of only ?? []) {
+    if (!(CLASS_SECTIONS as readonly string[]).includes(s)) throw new LabError('ERR_LAB_USAGE', `--only ${s}: one of ${CLASS_SECTIONS.join(', ')}`);
+  }
+  const ns = values.ns === undefined ? null : values.ns.split(',').map(Number);
+  if (ns && ns.some((n) => !Number.isInteger(n) || n < 1)) throw new LabError('ERR_LAB_USAGE', `--ns ${values.ns}: class sizes, like 1,8`);
   const names = (values.models ?? MODEL_NAMES.join(',')).split(',').filter(Boolean);
   for (const name of names) {
     if (!(MODEL_NAMES as readonly string[]).includes(name)) throw new LabError('ERR_LAB_USAGE', `unknown network model ${JSON.stringify(name)}: one of ${MODEL_NAMES.join(', ')}`);
   }
   const quick = (values.quick ?? false) || (values['class-quick'] ?? false);
-  return { quick, mixed: values.mixed ?? false, class: cls, models: names.map((n) => LAB_PROFILES[n as ModelName]), training: !quick && !(values['no-training'] ?? false) };
+  return {
+    quick,
+    mixed: values.mixed ?? false,
+    class: cls,
+    only: only as ClassSection[] | null,
+    ns,
+    models: names.map((n) => LAB_PROFILES[n as ModelName]),
+    training: !quick && !(values['no-training'] ?? false),
+  };
 }
 
 function table(rows: ModelValidation[]): string {
@@ -131,10 +161,15 @@ function writeReport(report: LabReport, jsonFile: string): void {
 }
 
 /** `--class`: the class's rows, merged into the lab's report after every section. */
-async function classMain(quick: boolean, capabilities: ReturnType<typeof checkPreconditions>): Promise<void> {
+async function classMain(args: Args, capabilities: ReturnType<typeof checkPreconditions>): Promise<void> {
+  const { quick, only, ns } = args;
   const out = quick ? CLASS_QUICK_REPORT : LAB_REPORT;
   const base = readReport(LAB_REPORT) ?? emptyLabReport({ cores: os.availableParallelism(), kernel: os.release(), node: process.versions.node }, capabilities.netem, new Date().toISOString());
-  const cls = await runClassLab(quick ? QUICK_CLASS_PLAN : FULL_CLASS_PLAN, LAB_PROFILES, capabilities, (partial) => writeReport(mergeClass(base, partial), out));
+  // A partial run (--only, --ns) keeps what the report already has of the other sections and sizes.
+  const fold = (c: ClassReport) => (only || ns ? foldClass(base.class ?? null, c, only ?? CLASS_SECTIONS) : c);
+  const plan = narrowPlan(quick ? QUICK_CLASS_PLAN : FULL_CLASS_PLAN, only, ns);
+  const fresh = await runClassLab(plan, LAB_PROFILES, capabilities, (partial) => writeReport(mergeClass(base, fold(partial)), out));
+  const cls = fold(fresh);
   writeReport(mergeClass(base, cls), out);
   for (const t of cls.targets) console.log(`target ${t.id}: ${t.value === null ? 'not measured' : t.value.toFixed(2)} (${t.goal}) ${t.met ? 'met' : 'NOT met'}: ${t.detail}`);
   for (const e of cls.errors) console.error(`webring lab: ${e.section}: ${e.code}: ${e.message.split('\n')[0]}`);
@@ -157,7 +192,7 @@ async function main(): Promise<void> {
   if (leftovers.length > 0) progress(`removed leftovers of a crashed run: ${leftovers.join(', ')}`);
   progress(`netem ${capabilities.netem ? 'present: profiles add their delays' : 'missing in this kernel: rates only, no added delay'}`);
   if (args.class) {
-    await classMain(args.quick, capabilities);
+    await classMain(args, capabilities);
     return;
   }
   if (args.mixed) {

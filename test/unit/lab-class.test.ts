@@ -18,6 +18,7 @@ import {
   joinTargets,
   keepClass,
   mergeClass,
+  foldClass,
   nextEvaluation,
   parseJoins,
   scalingTable,
@@ -361,4 +362,16 @@ test('merging: the class section and its targets replace their like, everything 
   assert.match(md, /\| cnn \| 1 \| 32 \| either \(the same run/);
   assert.match(md, /\| wired-lab \| 8 \| 1 \(lab-join-1\) \| 2 \| 10 \| 400 ms \| 2000 ms \|/);
   assert.match(md, /\| `join-pause-n8` \| .* \| 400\.00 \(1 joins: 400 ms\) \| yes \|/);
+});
+
+test('a partial run (--only, --ns) folds into the class section: time-to-accuracy rows by size and setting, other sections kept', () => {
+  const previous = classReport({ errors: [{ section: 'mixed', code: 'ERR_LAB_PROCESS', message: 'the chief past step 1: not within 270000 ms' }] });
+  const fresh = classReport({ joins: null, timeToAccuracy: { threshold: 0.97, budgetMs: 720_000, screenMargin: 0.02, rows: [tta(8, false, 80_000), tta(8, true, 60_000)] }, minutes: 12, sectionMinutes: { timeToAccuracy: 12 } });
+  const folded = foldClass(previous, fresh, ['timeToAccuracy', 'mixed']);
+  assert.deepEqual(folded.timeToAccuracy!.rows.map((r) => [r.n, r.scaleLearningRate, r.reached?.ms]), [[1, false, 300_000], [8, false, 80_000], [8, true, 60_000]]);
+  assert.equal(folded.joins, previous.joins, 'a section the run skipped stays');
+  assert.deepEqual(folded.errors, [], "the mixed section ran again: its old error goes");
+  assert.equal(folded.minutes, 102);
+  assert.equal(folded.targets.find((t) => t.id === 'time-to-accuracy-n8-vs-n1')!.value, 0.2, 'the target is computed again: 60 s against 300 s');
+  assert.equal(foldClass(null, fresh, ['timeToAccuracy']), fresh);
 });
