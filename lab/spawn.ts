@@ -4,7 +4,7 @@
  * started (Chromium's renderers, a worker's helpers).
  */
 import { spawn, type ChildProcess, type StdioOptions } from 'node:child_process';
-import { appendFileSync } from 'node:fs';
+import { appendFileSync, mkdirSync } from 'node:fs';
 import path from 'node:path';
 import { LabError } from './lab-error';
 import type { CpuCap } from './cpu-caps';
@@ -16,6 +16,8 @@ const MAX_KEPT_LINES = 2_000;
  * `<label>.log` there: the workers' own account of a row (hand-overs, join costs).
  */
 const LOG_DIR = process.env.LAB_LOG_DIR ?? null;
+// Made here, not by the user: a missing folder would otherwise crash the lab at the first log line.
+if (LOG_DIR) mkdirSync(LOG_DIR, { recursive: true });
 
 export interface SpawnInOptions {
   /** The group the child joins before it executes anything (so no unmetered start-up). */

@@ -29,6 +29,14 @@ export interface GlobalBatch {
    * (share-balancer.ts); absent for equal shares.
    */
   weights?: ArrayLike<number> | null;
+  /**
+   * Ranks from this one on sit the step out with no examples (a joiner whose hand-over is
+   * still on its way: withoutRanksFrom). The others keep the slices the whole batch gives
+   * them, so `size` counts only theirs; absent: every rank trains.
+   */
+  activeRanks?: number;
+  /** The examples the slices are cut from: the whole batch's size when some ranks sit out, else `size`. */
+  cutSize?: number;
 }
 
 /** The global batch the next step trains on. A cursor at the end of an epoch reads the next epoch. */
@@ -51,7 +59,9 @@ export function advance(batch: GlobalBatch, trainCount: number): DataCursor {
  * batch's weights (every replica sums them in the same order, so every replica cuts alike).
  */
 export function shardOf(batch: GlobalBatch, rank: number): { start: number; count: number } {
-  const { size, worldSize, weights } = batch;
+  const { worldSize, weights } = batch;
+  if (batch.activeRanks !== undefined && rank >= batch.activeRanks) return { start: batch.offset + batch.size, count: 0 };
+  const size = batch.cutSize ?? batch.size;
   if (!weights) {
     const from = Math.floor((rank * size) / worldSize);
     const to = Math.floor(((rank + 1) * size) / worldSize);
@@ -62,6 +72,21 @@ export function shardOf(batch: GlobalBatch, rank: number): { start: number; coun
   const from = rank === 0 ? 0 : Math.min(size, Math.floor(size * before));
   const to = rank === worldSize - 1 ? size : Math.min(size, Math.floor(size * (before + weights[rank]!)));
   return { start: batch.offset + from, count: Math.max(0, to - from) };
+}
+
+/**
+ * `batch` with the ranks from `firstIdle` on sitting it out: the ranks before them train
+ * exactly the slices they would have, and the batch ends where the first idle rank's slice
+ * would have begun, so the cursor moves on by what was trained and the idle ranks' examples
+ * open the next batch: still every example once. `batch` itself when nobody before
+ * `firstIdle` would train anything (a short batch at an epoch's end): a step of no examples
+ * would divide by zero.
+ */
+export function withoutRanksFrom(batch: GlobalBatch, firstIdle: number): GlobalBatch {
+  if (firstIdle < 1 || firstIdle >= batch.worldSize) return batch;
+  const size = shardOf(batch, firstIdle).start - batch.offset;
+  if (size <= 0) return batch;
+  return { ...batch, size, cutSize: batch.size, activeRanks: firstIdle };
 }
 
 /** The test examples rank `rank` of `worldSize` scores: a contiguous, near-equal slice of `testCount`. */

@@ -10,7 +10,7 @@
  */
 import * as tf from '@tensorflow/tfjs';
 import { COLLECTIVE_TAG, type Collective, type CollectiveOptions } from '../collectives/collective';
-import { advance, stepsRemaining, type DataCursor, type GlobalBatch } from './sharding';
+import { advance, stepsRemaining, withoutRanksFrom, type DataCursor, type GlobalBatch } from './sharding';
 import { MNIST_CLASSES, MNIST_PIXELS } from '../data/mnist-format';
 import type { DataSource } from './data-source';
 import type { FaultInjector } from './faults';
@@ -240,6 +240,13 @@ export class Trainer {
   private readonly gradientOptions: CollectiveOptions;
   /** Allocated on the first state hand-over: joins and resyncs are rare. */
   private stateBuffer: Float32Array | null = null;
+  /**
+   * The first rank that sits the next step out, or null: the ranks a hand-over just brought
+   * in at the end of the ring (joiners) train no examples in their first step, so the class
+   * computes while the state still travels to them instead of waiting for it and then for
+   * their compute. Set from the agreed fingerprints, so the same on every replica.
+   */
+  private sitOutFrom: number | null = null;
 
   constructor(config: StartConfig, data: DataSource, collective: Collective, options: TrainerOptions = {}) {
     this.config = config;
@@ -423,6 +430,7 @@ export class Trainer {
     await this.collective.allReduce(check, keyStep, COLLECTIVE_TAG.agree);
     const behind = ranksBehind(check, n);
     const chain = handOverChain(behind);
+    this.sitOutFrom = sitOutFrom(behind, n);
     if (!chain) return 0;
 
     const state = (this.stateBuffer ??= new Float32Array(this.stateLength));
@@ -430,11 +438,7 @@ export class Trainer {
     const { at: position, hops } = chainPosition(this.collective.rank, n, chain);
     const receives = position >= 1 && position <= hops;
     // The agreement round told us where rank 0 is: fetch the first examples while the state travels.
-    if (receives && this.data.prefetch) {
-      const batch = this.data.nextBatch(fingerprintCursor(check, 0), n);
-      batch.weights = this.balancer.current;
-      this.data.prefetch(batch, this.collective.rank);
-    }
+    if (receives && this.data.prefetch) this.data.prefetch(this.nextGlobalBatch(fingerprintCursor(check, 0)), this.collective.rank);
     if (position === 0) await this.writeState(state, optimizerVars);
     await this.collective.broadcast(state, keyStep, COLLECTIVE_TAG.sync, chain);
     if (receives) this.loadState(state, optimizerVars);
@@ -491,8 +495,8 @@ export class Trainer {
     if (this.faults?.driftBefore?.(step)) this.nudgeWeights();
     const t0 = this.clock.now();
     const { rank, worldSize } = this.collective;
-    const batch = this.data.nextBatch(this.cursor, worldSize);
-    batch.weights = this.balancer.current;
+    const batch = this.nextGlobalBatch(this.cursor);
+    this.sitOutFrom = null;
     const n = this.data.shareOf(batch, rank);
     // Compare hashes of the weights this step starts from, every HASH_CHECK_EVERY_STEPS.
     const hashChecked = step % HASH_CHECK_EVERY_STEPS === 0;
@@ -609,6 +613,13 @@ export class Trainer {
       speedVsMedian: this.balancer.speedVsMedian(rank),
       timing: { ...timing },
     };
+  }
+
+  /** The global batch the next step trains from `cursor`: cut by the current shares, without the ranks sitting it out. */
+  private nextGlobalBatch(cursor: DataCursor): GlobalBatch {
+    const batch = this.data.nextBatch(cursor, this.collective.worldSize);
+    batch.weights = this.balancer.current;
+    return this.sitOutFrom === null ? batch : withoutRanksFrom(batch, this.sitOutFrom);
   }
 
   /**
@@ -750,6 +761,18 @@ export class Trainer {
     this.optimizer.dispose();
     this.model.dispose();
   }
+}
+
+/**
+ * The first rank of those that took a hand-over, when they are the last ranks of the ring
+ * (joiners are appended there) and not all of it; else null, and everyone trains. A
+ * drifted replica in the middle of the ring trains as usual: resyncs are rare, and the
+ * ranks after it would otherwise lose their share too.
+ */
+function sitOutFrom(behind: readonly number[], worldSize: number): number | null {
+  const first = behind[0];
+  if (first === undefined || behind.length !== worldSize - first) return null;
+  return first;
 }
 
 /** The numbers the teacher's sentence depends on: algorithm, world size, bytes, votes, and each model's α and β. */

@@ -317,7 +317,7 @@ export class TrainingRun {
       hubReady: network.hubReady,
     });
     if (r.pause) this.holding = true;
-    this.measureJoinCost(clock.now());
+    this.measureJoinCost(clock.now(), r.examples > 0);
     const stepTimes = this.recentStepEnds;
     stepTimes.push(clock.now());
     if (stepTimes.length > STEP_RATE_WINDOW) stepTimes.shift();
@@ -348,12 +348,14 @@ export class TrainingRun {
   /**
    * What the last admission cost, once known: for a survivor, the class's pause (from the
    * switch to the end of the first step on the new ring, less the median of the next
-   * PAUSE_BASELINE_STEPS steps); for the joiner, its time from admission to its first step.
-   * Each goes out once, with the step's progress report.
+   * PAUSE_BASELINE_STEPS steps); for the joiner, its time from admission to the end of its
+   * first step with examples of its own (its first step on the new ring trains none while
+   * the hand-over reaches it: Trainer.sitOutFrom). Each goes out once, with the step's
+   * progress report.
    */
-  private measureJoinCost(stepEnd: number): void {
+  private measureJoinCost(stepEnd: number, trained: boolean): void {
     this.joinCost = {};
-    if (this.admittedAt !== null) {
+    if (this.admittedAt !== null && trained) {
       this.joinCost.lockStepMs = stepEnd - this.admittedAt;
       this.update({ lockStepMs: this.joinCost.lockStepMs });
       this.options.log(`in lock-step ${this.joinCost.lockStepMs.toFixed(0)} ms after admission`);

@@ -12,7 +12,7 @@ import { startConfigSchema } from '../../shared/protocol';
 import type { MnistDataset } from '../../shared/data/mnist-format';
 import { MnistShards, mnistShards } from '../../shared/training/data-source';
 import { ShareBalancer, MAX_SHARE_FACTOR, MIN_SHARE_FACTOR, REBALANCE_EVERY_STEPS, explainShare, maxShareOf } from '../../shared/training/share-balancer';
-import { shardOf, type GlobalBatch } from '../../shared/training/sharding';
+import { advance, shardOf, withoutRanksFrom, type GlobalBatch } from '../../shared/training/sharding';
 import { Trainer } from '../../shared/training/trainer';
 import { mulberry32 } from '../../shared/util/random';
 import type { Clock } from '../../shared/util/clock';
@@ -46,6 +46,32 @@ test('weighted shards tile every global batch exactly, in rank order, whatever t
   // Equal weights cut as the unweighted rule does.
   const even: GlobalBatch = { epoch: 0, offset: 0, size: 97, worldSize: 4, weights: [0.25, 0.25, 0.25, 0.25] };
   for (let r = 0; r < 4; r++) assert.deepEqual(shardOf(even, r), shardOf({ ...even, weights: null }, r));
+});
+
+test('ranks sitting a step out: the others keep their slices exactly, the batch ends where the first idle one began, the cursor loses nothing', () => {
+  const rand = mulberry32(17);
+  for (let trial = 0; trial < 500; trial++) {
+    const worldSize = 2 + Math.floor(rand() * 7);
+    const raw = Array.from({ length: worldSize }, () => 0.05 + rand());
+    const sum = raw.reduce((a, b) => a + b, 0);
+    const weights = rand() < 0.5 ? raw.map((w) => w / sum) : null;
+    const whole: GlobalBatch = { epoch: 0, offset: 500, size: 1 + Math.floor(rand() * 300), worldSize, weights };
+    const firstIdle = 1 + Math.floor(rand() * (worldSize - 1));
+    const cut = withoutRanksFrom(whole, firstIdle);
+    const ownBefore = shardOf(whole, firstIdle).start - whole.offset;
+    if (ownBefore === 0) {
+      assert.equal(cut, whole, `trial ${trial}: nobody before rank ${firstIdle} has examples, so nobody sits out`);
+      continue;
+    }
+    for (let r = 0; r < firstIdle; r++) assert.deepEqual(shardOf(cut, r), shardOf(whole, r), `trial ${trial}: rank ${r} keeps its slice`);
+    for (let r = firstIdle; r < worldSize; r++) assert.equal(shardOf(cut, r).count, 0, `trial ${trial}: rank ${r} sits out`);
+    assert.equal(cut.size, ownBefore, `trial ${trial}: the batch counts what was trained`);
+    // The next batch starts at the first idle rank's examples: none skipped, none twice.
+    assert.deepEqual(advance(cut, 10_000), { epoch: 0, offset: shardOf(whole, firstIdle).start });
+  }
+  const whole: GlobalBatch = { epoch: 0, offset: 0, size: 96, worldSize: 4 };
+  assert.equal(withoutRanksFrom(whole, 0), whole, 'rank 0 always trains');
+  assert.equal(withoutRanksFrom(whole, 4), whole, 'a rank past the ring changes nothing');
 });
 
 test('the balancer gives a slow rank less, within bounds, and noise does not make shares flap', () => {
@@ -139,6 +165,13 @@ test('unequal, changing shares stay exact: one worker on the same global batches
   const gen3 = createMemoryRing(3, { generation: 3 });
   third.forEach((t, r) => t.setCollective(gen3.rings[r]!));
   await Promise.all(third.map((t) => t.syncState()));
+  // The joiner sits its first step out while the state reaches it; the survivors train their usual slices.
+  const firstStep = await Promise.all(third.map((t) => t.trainStep()));
+  assert.equal(firstStep[2]!.examples, 0, 'the joiner trains nothing in its first step');
+  assert.equal(firstStep[0]!.globalBatchSize, firstStep[0]!.examples + firstStep[1]!.examples, 'the step trained the survivors\' slices only');
+  assert.ok(firstStep.every((r) => r.globalBatchSize === firstStep[0]!.globalBatchSize && r.loss === firstStep[0]!.loss), 'every replica saw the same batch and loss');
+  const secondStep = await Promise.all(third.map((t) => t.trainStep()));
+  assert.ok(secondStep[2]!.examples > 0, 'the joiner trains from its second step');
   // On to the end of the epoch: 8,000 examples.
   while (third[0]!.epoch === 0) await Promise.all(third.map((t) => t.trainStep()));
   assert.equal(new Set(await Promise.all(third.map((t) => t.weightsHash()))).size, 1, 'replicas bit-identical');
