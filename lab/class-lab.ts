@@ -19,7 +19,7 @@ import os from 'node:os';
 import { DEFAULT_START_CONFIG } from '../shared/protocol';
 import { LabError } from './lab-error';
 import { withLab } from './netlab';
-import type { DeviceProfile } from './cpu-caps';
+import { CFS_PERIOD_US, type DeviceProfile } from './cpu-caps';
 import { cpuBudget, RESERVED_CORES } from './cpu-budget';
 import type { ModelName, ModelProfile } from './network-models';
 import type { LabCapabilities } from './preconditions';
@@ -120,6 +120,7 @@ export async function runClassLab(plan: ClassPlan, profiles: Record<ModelName, M
     minutes: 0,
     cpuBudget: cpuBudget(laptops(largest), os.availableParallelism(), RESERVED_CORES),
     sectionMinutes: {},
+    sectionCfsPeriodUs: {},
     scaling: null,
     timeToAccuracy: null,
     mixed: null,
@@ -148,6 +149,7 @@ export async function runClassLab(plan: ClassPlan, profiles: Record<ModelName, M
       record(name, err);
     }
     report.sectionMinutes[name] = (Date.now() - t0) / 60_000;
+    report.sectionCfsPeriodUs![name] = CFS_PERIOD_US;
     finish();
   };
   /** One row; a row that fails is recorded and the section goes on with the next. */

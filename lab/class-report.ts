@@ -15,6 +15,7 @@ import type { CpuSample } from './cpu-monitor';
 import type { DroppedMember } from '../shared/protocol';
 import { boundMs } from './bounds';
 import type { CpuBudget } from './cpu-budget';
+import { DEFAULT_CFS_PERIOD_US } from './cpu-caps';
 
 export const CLASS_TARGET_IDS = ['cnn-scaling-n8', 'time-to-accuracy-n8-vs-n1', 'mixed-class-phone', 'join-pause-n8', 'joiner-lockstep-n8'] as const;
 export type ClassTargetId = (typeof CLASS_TARGET_IDS)[number];
@@ -413,6 +414,12 @@ export interface ClassReport {
   cpuBudget: CpuBudget;
   /** Wall-clock minutes each section took. */
   sectionMinutes: Partial<Record<ClassSection, number>>;
+  /**
+   * The CFS period (µs) each section's CPU caps ran with (lab/cpu-caps.ts): a quota over a
+   * long period stalls a capped device between bursts, so figures taken with different
+   * periods are different regimes. Absent in reports from before it was recorded (100 ms).
+   */
+  sectionCfsPeriodUs?: Partial<Record<ClassSection, number>>;
   scaling: { rows: TrainingRow[]; table: ScalingEntry[]; splits: Array<{ model: ModelName; net: TrainingNet; n: number; split: TimeSplit | null; sentence: string }> } | null;
   timeToAccuracy: { threshold: number; budgetMs: number; screenMargin: number; rows: TtaRow[] } | null;
   mixed: MixedClassReport | null;
@@ -474,7 +481,9 @@ export function emptyLabReport(machine: LabReport['machine'], netem: boolean, ge
  */
 export function foldClass(previous: ClassReport | null, fresh: ClassReport, ran: readonly ClassSection[]): ClassReport {
   if (!previous) return fresh;
-  const out: ClassReport = { ...previous, generatedAt: fresh.generatedAt, minutes: previous.minutes + fresh.minutes, sectionMinutes: { ...previous.sectionMinutes, ...fresh.sectionMinutes } };
+  const out: ClassReport = { ...previous, generatedAt: fresh.generatedAt, minutes: previous.minutes + fresh.minutes, sectionMinutes: { ...previous.sectionMinutes, ...fresh.sectionMinutes },
+    sectionCfsPeriodUs: { ...previous.sectionCfsPeriodUs, ...fresh.sectionCfsPeriodUs },
+  };
   if (ran.includes('joins')) out.joins = fresh.joins;
   if (ran.includes('scaling')) out.scaling = fresh.scaling;
   if (ran.includes('mixed')) out.mixed = fresh.mixed;
@@ -525,6 +534,8 @@ export function classMarkdown(c: ClassReport): string[] {
   );
   const took = Object.entries(c.sectionMinutes).map(([k, v]) => `${k} ${f(v)} min`);
   if (took.length > 0) lines.push('', `Sections: ${took.join(', ')}.`);
+  const periods = Object.keys(c.sectionMinutes).map((k) => `${k} ${f((c.sectionCfsPeriodUs?.[k as ClassSection] ?? DEFAULT_CFS_PERIOD_US) / 1000, 0)} ms`);
+  if (periods.length > 0) lines.push('', `The CPU caps' CFS period (a device runs its quota, then waits out the period; lab/cpu-caps.ts): ${periods.join(', ')}.`);
   for (const e of c.errors) lines.push('', `**A row of ${e.section} could not be measured:** \`${e.code}\`: ${e.message.split('\n')[0]}`);
   if (c.scaling) {
     const t = c.scaling.table;
@@ -578,9 +589,16 @@ export function classMarkdown(c: ClassReport): string[] {
   if (c.mixed) {
     const m = c.mixed;
     lines.push('', '### A mixed class: three laptops and a phone (wired-lab, CNN)', '');
-    lines.push('| class | examples/s | step ms | shares by rank | |', '|---|---|---|---|---|');
+    lines.push(
+      'Each rank\'s step, averaged over the window (ms): compute (its examples\' forward and backward) / all-reduce (waiting for the slowest, and its own part of the transfer) / apply (the optimizer update).',
+      '',
+    );
+    lines.push('| class | examples/s | step ms | shares by rank | compute / all-reduce / apply by rank | |', '|---|---|---|---|---|---|');
     const names = ['4 laptops', '3 laptops + phone, equal shares', '3 laptops + phone, balanceShares'];
-    m.rows.forEach((r, i) => lines.push(`| ${names[i] ?? r.devices.join('+')} | ${f(r.examplesPerSec)} | ${f(r.stepMs, 0)} | ${r.batchShares.join(' / ')} | ${r.counts ? '' : '✗'} |`));
+    const split = (t: StepTimingReport | null) => (t ? `${f(t.computeMs, 0)} / ${f(t.commMs, 0)} / ${f(t.applyMs, 0)}` : '–');
+    m.rows.forEach((r, i) =>
+      lines.push(`| ${names[i] ?? r.devices.join('+')} | ${f(r.examplesPerSec)} | ${f(r.stepMs, 0)} | ${r.batchShares.join(' / ')} | ${r.timingByRank?.map(split).join('; ') ?? '–'} | ${r.counts ? '' : '✗'} |`),
+    );
     lines.push('', `\`mixed-class-phone\`: ${f(m.target.value, 2)} (${m.target.met ? 'met' : '**not met**'}): ${m.target.detail}.`);
   }
   if (c.joins && c.joins.rows.length > 0) {

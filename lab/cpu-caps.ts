@@ -1,7 +1,14 @@
 /**
  * CPU caps for emulated devices: one cgroup v1 cpu group per capped process tree, with a
- * CFS quota against a 100 ms period. This machine has the v1 controller at
- * /sys/fs/cgroup/cpu (no v2 `cpu.max`; see the handbook's ENVIRONMENT.md).
+ * CFS quota against a period (100 ms by default, LAB_CFS_PERIOD_US to change it). This
+ * machine has the v1 controller at /sys/fs/cgroup/cpu (no v2 `cpu.max`; see the
+ * handbook's ENVIRONMENT.md).
+ *
+ * A quota is not a slower CPU: a `phone` (0.05 core) runs at full speed for 5 ms of every
+ * 100 ms period and then waits up to 95 ms, so every message it must answer after its
+ * quota is spent waits for the next period. A real slow phone answers in a fraction of a
+ * millisecond. The shorter the period, the closer the cap comes to a uniformly slow core
+ * (docs/lab.md, "CPU caps").
  */
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmdirSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
@@ -10,7 +17,23 @@ import { LabError } from './lab-error';
 import { LAB_PREFIX } from './network-models';
 
 export const CGROUP_CPU_ROOT = '/sys/fs/cgroup/cpu';
-export const CFS_PERIOD_US = 100_000;
+/** The default period, and its bounds (the kernel takes 1 ms to 1 s). */
+export const DEFAULT_CFS_PERIOD_US = 100_000;
+const MIN_CFS_PERIOD_US = 1_000;
+const MAX_CFS_PERIOD_US = 1_000_000;
+
+/** The period every cap of this lab uses: LAB_CFS_PERIOD_US, or the default. */
+export function cfsPeriodUs(env: NodeJS.ProcessEnv = process.env): number {
+  const raw = env.LAB_CFS_PERIOD_US;
+  if (raw === undefined || raw === '') return DEFAULT_CFS_PERIOD_US;
+  const us = Number(raw);
+  if (!Number.isInteger(us) || us < MIN_CFS_PERIOD_US || us > MAX_CFS_PERIOD_US) {
+    throw new LabError('ERR_LAB_USAGE', `LAB_CFS_PERIOD_US must be an integer from ${MIN_CFS_PERIOD_US} to ${MAX_CFS_PERIOD_US} (microseconds), got ${JSON.stringify(raw)}`);
+  }
+  return us;
+}
+
+export const CFS_PERIOD_US = cfsPeriodUs();
 
 /** Cores a class's devices get, roughly, next to a 2020s desktop core. */
 export const DEVICE_CORES = { laptop: 0.2, chromebook: 0.1, phone: 0.05 } as const;

@@ -99,6 +99,12 @@ export interface TrainingRow {
   timingMean: StepTimingReport | null;
   /** Each member's last compute time (ms), by rank. */
   computeMs: number[];
+  /**
+   * Each member's split of its steps (the same fields as `timing`), averaged over the steps
+   * the polls saw in the window, by rank: where a slow device's time goes, not only the
+   * chief's. Null for a member never seen.
+   */
+  timingByRank?: Array<StepTimingReport | null>;
   /** Members the room dropped (stragglers, evictions) from the start to the window's end. */
   dropped: DroppedMember[];
   cpu: CpuSample;
@@ -206,6 +212,7 @@ export async function trainingRow(lab: Lab, net: TrainingNet, device: DeviceProf
     // The chief's split of each step the polls saw, once per step, for a mean over the window.
     const timings: StepTimingReport[] = [];
     let timedStep = -1;
+    const rankTimings = new Map<number, { step: number; timings: StepTimingReport[] }>();
     try {
       const windowEnd = Date.now() + options.windowSeconds * 1000;
       let deadline = Number.POSITIVE_INFINITY;
@@ -217,6 +224,14 @@ export async function trainingRow(lab: Lab, net: TrainingNet, device: DeviceProf
         if (chiefNow?.collective && chiefNow.step !== timedStep && chiefNow.step > first.step) {
           timedStep = chiefNow.step;
           timings.push(chiefNow.collective.timing);
+        }
+        for (const m of room.members) {
+          if (m.rank === null || m.rank === undefined || !m.collective || m.step <= first.step) continue;
+          const seen = rankTimings.get(m.rank) ?? { step: -1, timings: [] };
+          if (seen.step === m.step) continue;
+          seen.step = m.step;
+          seen.timings.push(m.collective.timing);
+          rankTimings.set(m.rank, seen);
         }
         const point = await lastChiefStep(server);
         if (point) last = point;
@@ -257,6 +272,7 @@ export async function trainingRow(lab: Lab, net: TrainingNet, device: DeviceProf
       timing: collective?.timing ?? null,
       timingMean: meanTiming(timings),
       computeMs: [...room.members].sort((a, b) => (a.rank ?? 0) - (b.rank ?? 0)).map((m) => Math.round(m.computeMs)),
+      timingByRank: Array.from({ length: n }, (_, r) => meanTiming(rankTimings.get(r)?.timings ?? [])),
       dropped: room.dropped,
       cpu,
       pingTimeoutMs: options.pingTimeoutMs ?? null,

@@ -3,10 +3,16 @@
  * lock-step runs at the pace of its slowest member, so a phone that takes a quarter of a
  * laptop's share keeps up with the laptops instead of holding them back.
  *
- * Every step's tail already carries each rank's compute time, all-reduced, so every
- * replica sees the same times and the same example counts; from them each keeps the same
- * moving average of milliseconds per example for every rank, and every REBALANCE_EVERY_STEPS
- * steps proposes shares proportional to speed. A proposal is taken only when some rank's
+ * Every step's tail already carries each rank's compute time, and its overhead: the time
+ * from the end of its previous all-reduce to the start of this step (applying the update,
+ * reporting, the event loop), which it pays whatever its share. All-reduced, every replica
+ * sees the same times and the same example counts; from them each keeps the same moving
+ * average of milliseconds per example for every rank, and the median of its recent
+ * overheads, and every REBALANCE_EVERY_STEPS steps proposes the shares with which every
+ * rank would be ready for the all-reduce at the same moment: overhead + ms per example ×
+ * examples equal for all. Without overheads that is shares proportional to speed; a phone
+ * whose overhead alone is most of a laptop's step takes less than its speed suggests,
+ * instead of holding the class up by its overhead. A proposal is taken only when some rank's
  * share would move by more than SHARE_HYSTERESIS of itself, so shares do not flap with
  * noise. The global batch stays perWorker × N and each step's update stays the sum of
  * gradients over it: only the split changes, and the cursor still trains every example of
@@ -34,12 +40,25 @@ export function maxShareOf(config: { batchSizePerWorker: number; balanceShares: 
 
 /** Weight of the newest step in the moving average of ms per example. */
 const AVERAGE_WEIGHT = 0.3;
+/**
+ * A rank's overhead is the median of its last this-many samples: a checkpoint capture or an
+ * evaluation between two steps is one long sample, not a slower device.
+ */
+const OVERHEAD_WINDOW = 5;
 
 export class ShareBalancer {
   private worldSize = 1;
   /** Each rank's share of the global batch (sums to 1), the same on every replica. */
   private weights: Float64Array = new Float64Array([1]);
   private msPerExample: Float64Array = new Float64Array([0]);
+  /** Each rank's last OVERHEAD_WINDOW overhead samples (ms), a ring per rank, and how many it holds. */
+  private overheadSamples: Float64Array = new Float64Array(OVERHEAD_WINDOW);
+  private overheadCount: Uint8Array = new Uint8Array(1);
+  /** Each rank's median overhead, and the scratch the median is taken in. */
+  private overheadMs: Float64Array = new Float64Array([0]);
+  private readonly overheadScratch = new Float64Array(OVERHEAD_WINDOW);
+  /** The global batch of the last step observed: the proposal splits this many examples. */
+  private batchSize = 0;
   /** Each rank's speed against the median rank's, updated once a step; and the scratch for the median. */
   private vsMedian: Float64Array = new Float64Array([0]);
   private sorted: Float64Array = new Float64Array([0]);
@@ -56,6 +75,10 @@ export class ShareBalancer {
   reset(worldSize: number, probeMsPerExample: ArrayLike<number> | null = null): void {
     this.worldSize = worldSize;
     this.msPerExample = new Float64Array(worldSize);
+    this.overheadSamples = new Float64Array(worldSize * OVERHEAD_WINDOW);
+    this.overheadCount = new Uint8Array(worldSize);
+    this.overheadMs = new Float64Array(worldSize);
+    this.batchSize = 0;
     this.vsMedian = new Float64Array(worldSize);
     this.sorted = new Float64Array(worldSize);
     this.stepsSinceRebalance = 0;
@@ -69,22 +92,28 @@ export class ShareBalancer {
   }
 
   /**
-   * One step's all-reduced compute times and the examples each rank trained. Returns true
-   * when the shares changed for the next step.
+   * One step's all-reduced compute times, the examples each rank trained, and each rank's
+   * overhead before the step (ms; 0 where it was not measured: the first step of a
+   * generation, or after an evaluation). Returns true when the shares changed for the next
+   * step.
    */
-  observe(computeMs: ArrayLike<number>, examples: ArrayLike<number>): boolean {
+  observe(computeMs: ArrayLike<number>, examples: ArrayLike<number>, overheadMs: ArrayLike<number> | null = null): boolean {
     const n = this.worldSize;
+    let batch = 0;
     for (let r = 0; r < n; r++) {
       const count = examples[r]!;
+      batch += Math.max(0, count);
+      if (overheadMs && overheadMs[r]! > 0) this.sampleOverhead(r, overheadMs[r]!);
       if (count <= 0) continue;
       const sample = computeMs[r]! / count;
       const prev = this.msPerExample[r]!;
       this.msPerExample[r] = prev === 0 ? sample : AVERAGE_WEIGHT * sample + (1 - AVERAGE_WEIGHT) * prev;
     }
+    this.batchSize = batch;
     this.updateVsMedian();
     if (!this.enabled || n < 2 || ++this.stepsSinceRebalance < REBALANCE_EVERY_STEPS) return false;
     this.stepsSinceRebalance = 0;
-    const proposal = this.propose(this.msPerExample);
+    const proposal = this.propose(this.msPerExample, this.overheadMs, this.batchSize);
     if (!proposal) return false;
     let moved = 0;
     for (let r = 0; r < n; r++) moved = Math.max(moved, Math.abs(proposal[r]! - this.weights[r]!) / this.weights[r]!);
@@ -93,21 +122,46 @@ export class ShareBalancer {
     return true;
   }
 
-  /** Shares proportional to speed (1 / ms per example), within the bounds; null until every rank is measured. */
-  private propose(msPerExample: ArrayLike<number>): Float64Array | null {
+  /** Adds one overhead sample of rank `r` and takes the median of its window again. */
+  private sampleOverhead(r: number, ms: number): void {
+    const at = r * OVERHEAD_WINDOW;
+    const count = this.overheadCount[r]!;
+    this.overheadSamples[at + (count % OVERHEAD_WINDOW)] = ms;
+    this.overheadCount[r] = count + 1 === 2 * OVERHEAD_WINDOW ? OVERHEAD_WINDOW : count + 1;
+    const k = Math.min(count + 1, OVERHEAD_WINDOW);
+    const window = this.overheadScratch.subarray(0, k);
+    window.set(this.overheadSamples.subarray(at, at + k));
+    window.sort();
+    this.overheadMs[r] = k % 2 === 1 ? window[k >> 1]! : (window[(k >> 1) - 1]! + window[k >> 1]!) / 2;
+  }
+
+  /**
+   * The shares of a batch of `batchSize` with which every rank would be ready at the same
+   * moment, overhead + ms per example × examples = T for all, within the bounds: with
+   * a = ms per example and f = overhead, a rank's examples are (T − f) / a, and they add up
+   * to the batch when T = (batch + Σ f/a) / Σ 1/a. Without overheads, shares proportional
+   * to speed. Null until every rank is measured.
+   */
+  private propose(msPerExample: ArrayLike<number>, overheadMs: ArrayLike<number> | null = null, batchSize = 0): Float64Array | null {
     const n = this.worldSize;
-    const speed = new Float64Array(n);
-    let total = 0;
+    let perMs = 0;
+    let fixed = 0;
     for (let r = 0; r < n; r++) {
       const ms = msPerExample[r]!;
       if (!(ms > 0)) return null;
-      speed[r] = 1 / ms;
-      total += speed[r]!;
+      perMs += 1 / ms;
+      fixed += (overheadMs?.[r] ?? 0) / ms;
     }
+    // With no batch known yet the overheads cannot be weighed against it: speed alone.
+    const withOverheads = batchSize > 0 && overheadMs !== null;
+    const readyAt = withOverheads ? (batchSize + fixed) / perMs : 1 / perMs;
     const lo = MIN_SHARE_FACTOR / n;
     const hi = MAX_SHARE_FACTOR / n;
     const out = new Float64Array(n);
-    for (let r = 0; r < n; r++) out[r] = Math.min(hi, Math.max(lo, speed[r]! / total));
+    for (let r = 0; r < n; r++) {
+      const share = withOverheads ? (readyAt - overheadMs[r]!) / msPerExample[r]! / batchSize : readyAt / msPerExample[r]!;
+      out[r] = Math.min(hi, Math.max(lo, share));
+    }
     // Clamping moved the sum off 1: spread the difference over the ranks still inside the bounds.
     for (let pass = 0; pass < 4; pass++) {
       let sum = 0;

@@ -49,8 +49,10 @@ const TAIL_PAUSE = 3;
 const TAIL_ADMIT = 4;
 const TAIL_HASH = TAIL_ADMIT + VOTE_FLOATS;
 const TAIL_COMPUTE_MS = TAIL_HASH + HASH_VOTE_FLOATS;
+/** Each rank's overhead before the step (ms from the end of its previous all-reduce), for the share balancer; 0: not measured. */
+const TAIL_OVERHEAD_MS = TAIL_COMPUTE_MS + MAX_ROOM_MEMBERS;
 /** α and β of the ring, of halving-doubling, then of the hub: each rank's measurement, summed. */
-const TAIL_MODELS = TAIL_COMPUTE_MS + MAX_ROOM_MEMBERS;
+const TAIL_MODELS = TAIL_OVERHEAD_MS + MAX_ROOM_MEMBERS;
 const MODEL_FLOATS = 6;
 /** Votes: this replica's halving-doubling partner links are open; its link to the hub is open. */
 const TAIL_MESH_READY = TAIL_MODELS + MODEL_FLOATS;
@@ -242,11 +244,18 @@ export class Trainer {
   private stateBuffer: Float32Array | null = null;
   /**
    * The first rank that sits the next step out, or null: the ranks a hand-over just brought
-   * in at the end of the ring (joiners) train no examples in their first step, so the class
-   * computes while the state still travels to them instead of waiting for it and then for
-   * their compute. Set from the agreed fingerprints, so the same on every replica.
+   * in at the end of the ring (joiners), and the rank that sends it to them, train no
+   * examples in the first step on the new ring, so the class computes while the state
+   * still travels instead of waiting for it and then for the joiners' compute. Set from the
+   * agreed fingerprints, so the same on every replica.
    */
   private sitOutFrom: number | null = null;
+  /**
+   * When this replica's last gradient all-reduce ended, while the steps follow each other
+   * with nothing else between them; null after anything that is not a step's usual
+   * overhead (a new ring, a hand-over, an evaluation, a link measurement).
+   */
+  private lastReduceEnd: number | null = null;
 
   constructor(config: StartConfig, data: DataSource, collective: Collective, options: TrainerOptions = {}) {
     this.config = config;
@@ -319,6 +328,7 @@ export class Trainer {
    */
   setCollective(collective: Collective, options: { keepLinkModels?: boolean; probeMsPerExample?: ArrayLike<number> | null } = {}): void {
     this.collective = collective;
+    this.lastReduceEnd = null;
     // A new generation starts on the ring until its own measurements are agreed.
     this.nextAlgorithm = 'ring';
     if (!options.keepLinkModels) this.measured = null;
@@ -339,6 +349,7 @@ export class Trainer {
    */
   async measureLinks(): Promise<LinkModels> {
     this.measureDue = false;
+    this.lastReduceEnd = null;
     // Probed at the gradient buffer's own size and format: β where the choice is made.
     this.probes ??= createProbeBuffers(this.flat.length);
     this.measured = await measureLinkModels(this.collective, this.stepCounter, this.probes, this.ready, this.config.wire);
@@ -390,6 +401,7 @@ export class Trainer {
 
   /** Positions the replica, e.g. at a resumed step; the cursor must come from the same run. */
   setPosition(step: number, cursor: DataCursor): void {
+    this.lastReduceEnd = null;
     this.stepCounter = step;
     this.cursor = { ...cursor };
   }
@@ -415,6 +427,7 @@ export class Trainer {
    * replicas took the state (0: they already agreed).
    */
   async syncState(keyStep = 0): Promise<number> {
+    this.lastReduceEnd = null;
     const n = this.collective.worldSize;
     if (this.agreeBuffer.length < n * FINGERPRINT_FLOATS) this.agreeBuffer = new Float32Array(n * FINGERPRINT_FLOATS);
     const check = this.agreeBuffer.subarray(0, n * FINGERPRINT_FLOATS);
@@ -519,6 +532,7 @@ export class Trainer {
     writeVote(flat, P + TAIL_ADMIT, readyFor == null ? 0 : counterVote(readyFor));
     if (hash) writeHashVotes(flat, P + TAIL_HASH, hash);
     flat[P + TAIL_COMPUTE_MS + rank] = this.clock.now() - t0;
+    flat[P + TAIL_OVERHEAD_MS + rank] = this.lastReduceEnd === null ? 0 : Math.max(0, t0 - this.lastReduceEnd);
     writeModels(flat, P + TAIL_MODELS, this.measured);
     flat[P + TAIL_MESH_READY] = options.meshReady ? 1 : 0;
     flat[P + TAIL_HUB_READY] = options.hubReady ? 1 : 0;
@@ -537,6 +551,7 @@ export class Trainer {
     await this.collective.allReduce(flat, step, COLLECTIVE_TAG.gradients, this.gradientOptions);
     const tApply = this.clock.now();
     timing.commMs = tApply - tComm;
+    this.lastReduceEnd = tApply;
 
     // Each rank sent the sum of its examples' gradients: divide by the global batch for the mean.
     const diverged = flat[P + TAIL_NON_FINITE]!;
@@ -581,7 +596,11 @@ export class Trainer {
 
     // Every replica holds the same times and cuts the same batch, so every replica re-balances alike.
     for (let r = 0; r < worldSize; r++) this.rankExamples[r] = this.data.shareOf(batch, r);
-    this.balancer.observe(flat.subarray(P + TAIL_COMPUTE_MS, P + TAIL_COMPUTE_MS + worldSize), this.rankExamples);
+    this.balancer.observe(
+      flat.subarray(P + TAIL_COMPUTE_MS, P + TAIL_COMPUTE_MS + worldSize),
+      this.rankExamples,
+      flat.subarray(P + TAIL_OVERHEAD_MS, P + TAIL_OVERHEAD_MS + worldSize),
+    );
     this.cursor = advance(batch, this.data.trainCount);
     this.stepCounter = step + 1;
     const stop = flat[P + TAIL_STOP]! > 0;
@@ -703,6 +722,7 @@ export class Trainer {
 
   /** Test-set accuracy, evaluated data-parallel: each rank scores its shard, one tiny all-reduce sums. */
   async evaluate(): Promise<number> {
+    this.lastReduceEnd = null;
     const { rank, worldSize } = this.collective;
     const shard = this.data.testShard(rank, worldSize);
     const from = shard.start;
@@ -764,15 +784,18 @@ export class Trainer {
 }
 
 /**
- * The first rank of those that took a hand-over, when they are the last ranks of the ring
- * (joiners are appended there) and not all of it; else null, and everyone trains. A
- * drifted replica in the middle of the ring trains as usual: resyncs are rare, and the
- * ranks after it would otherwise lose their share too.
+ * The first rank to sit the step after a hand-over out, when the ranks that took it are
+ * the last of the ring (joiners are appended there): the chain's sender, the rank just
+ * before them, sits out with them, because a device that computes while it sends starves
+ * its own sending (measured in the lab: 1.2 MB took 2.6 s from a 0.2-core laptop that was
+ * computing, against 1.3 s from an idle one). Rank 0 always trains, so a step never has
+ * no examples. Null, and everyone trains, for a drifted replica in the middle of the ring:
+ * resyncs are rare, and the ranks after it would lose their share too.
  */
 function sitOutFrom(behind: readonly number[], worldSize: number): number | null {
   const first = behind[0];
   if (first === undefined || behind.length !== worldSize - first) return null;
-  return first;
+  return Math.max(1, first - 1);
 }
 
 /** The numbers the teacher's sentence depends on: algorithm, world size, bytes, votes, and each model's α and β. */

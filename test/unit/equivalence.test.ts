@@ -77,6 +77,9 @@ test('after syncState every replica trains on from rank 0 state, and evaluation 
   const trainers = rings.map((ring) => new Trainer(config, mnistShards(config, dataset), ring));
   // Replicas 1 and 2 start from other weights, as a late joiner or a drifted replica would.
   trainers.slice(1).forEach((t, i) => tf.tidy(() => t.model.setWeights(t.model.getWeights().map((w) => w.mul(i + 2)))));
+  // The ranks that took the state sit the first step out (Trainer.sitOutFrom): that step is
+  // rank 0's slice, 8 examples, and the steps after it are whole global batches of 24.
+  const firstStep = new Trainer(config, mnistShards(config, dataset), createMemoryRing(1).rings[0]!);
   const reference = new Trainer({ ...config, batchSizePerWorker: 24 }, mnistShards({ ...config, batchSizePerWorker: 24 }, dataset), createMemoryRing(1).rings[0]!);
   const before = await Promise.all(trainers.map((t) => t.weightsHash()));
   assert.equal(new Set(before).size, 3);
@@ -87,8 +90,11 @@ test('after syncState every replica trains on from rank 0 state, and evaluation 
 
   // The worker's sequence: a step, an epoch-end evaluation, the next step. The synced
   // weights must stay the replica's own (no aliasing of the reused all-reduce buffer).
-  await Promise.all(trainers.map((t) => t.trainStep()));
-  await reference.trainStep();
+  const first = await Promise.all(trainers.map((t) => t.trainStep()));
+  assert.deepEqual(first.map((r) => r.examples), [8, 0, 0], 'the replicas that took the state sit the first step out');
+  await firstStep.trainStep();
+  reference.setWeights(firstStep.model.getWeights());
+  reference.setPosition(firstStep.step, firstStep.dataCursor);
   const accuracies = await Promise.all(trainers.map((t) => t.evaluate()));
   assert.equal(new Set(accuracies).size, 1);
   assert.ok(accuracies[0]! >= 0 && accuracies[0]! <= 1);
@@ -102,7 +108,7 @@ test('after syncState every replica trains on from rank 0 state, and evaluation 
     for (let i = 0; i < want.length; i++) maxDiff = Math.max(maxDiff, Math.abs(got[i]! - want[i]!));
     assert.ok(maxDiff <= 1e-5, `max abs difference ${maxDiff}`);
   }
-  for (const t of [...trainers, reference]) t.dispose();
+  for (const t of [...trainers, reference, firstStep]) t.dispose();
 });
 
 test('a stop requested by any one replica stops all of them after the same step', async () => {

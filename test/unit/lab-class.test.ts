@@ -19,6 +19,7 @@ import {
   keepClass,
   mergeClass,
   foldClass,
+  classMarkdown,
   nextEvaluation,
   parseJoins,
   scalingTable,
@@ -366,8 +367,10 @@ test('merging: the class section and its targets replace their like, everything 
 
 test('a partial run (--only, --ns) folds into the class section: time-to-accuracy rows by size and setting, other sections kept', () => {
   const previous = classReport({ errors: [{ section: 'mixed', code: 'ERR_LAB_PROCESS', message: 'the chief past step 1: not within 270000 ms' }] });
-  const fresh = classReport({ joins: null, timeToAccuracy: { threshold: 0.97, budgetMs: 720_000, screenMargin: 0.02, rows: [tta(8, false, 80_000), tta(8, true, 60_000)] }, minutes: 12, sectionMinutes: { timeToAccuracy: 12 } });
+  const fresh = classReport({ joins: null, timeToAccuracy: { threshold: 0.97, budgetMs: 720_000, screenMargin: 0.02, rows: [tta(8, false, 80_000), tta(8, true, 60_000)] }, minutes: 12, sectionMinutes: { timeToAccuracy: 12 }, sectionCfsPeriodUs: { timeToAccuracy: 10_000 } });
   const folded = foldClass(previous, fresh, ['timeToAccuracy', 'mixed']);
+  assert.deepEqual(folded.sectionCfsPeriodUs, { timeToAccuracy: 10_000 }, 'each section keeps the CFS period it ran with');
+  assert.match(classMarkdown(folded).join('\n'), /CFS period .*: joins 100 ms, timeToAccuracy 10 ms\./, 'a section from before the period was recorded ran with the 100 ms default');
   assert.deepEqual(folded.timeToAccuracy!.rows.map((r) => [r.n, r.scaleLearningRate, r.reached?.ms]), [[1, false, 300_000], [8, false, 80_000], [8, true, 60_000]]);
   assert.equal(folded.joins, previous.joins, 'a section the run skipped stays');
   assert.deepEqual(folded.errors, [], "the mixed section ran again: its old error goes");

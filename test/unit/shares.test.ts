@@ -74,6 +74,33 @@ test('ranks sitting a step out: the others keep their slices exactly, the batch 
   assert.equal(withoutRanksFrom(whole, 4), whole, 'a rank past the ring changes nothing');
 });
 
+test('the balancer weighs what a rank pays whatever its share: every rank ready for the all-reduce at the same moment', () => {
+  const balancer = new ShareBalancer(true);
+  balancer.reset(4);
+  const rand = mulberry32(5);
+  const noisy = (ms: number) => ms * (0.95 + 0.1 * rand());
+  // All four compute 12.5 ms per example; rank 3 also spends 100 ms between steps (a slow
+  // device's optimizer update and event loop). Ready together: 100 + 12.5 n3 = 12.5 n, with
+  // 3n + n3 = 32, so n = 10 and n3 = 2.
+  const overhead = [5, 5, 5, 100];
+  let counts = [8, 8, 8, 8];
+  for (let step = 0; step < 60; step++) {
+    const w = balancer.current!;
+    balancer.observe(counts.map((c) => noisy(12.5 * c)), counts, overhead.map(noisy));
+    counts = [...w].map((x) => Math.round(x * 32));
+  }
+  const w = [...balancer.current!];
+  assert.ok(Math.abs(w[3]! * 32 - 2.3) < 0.8, `rank 3 takes about 2 of 32 examples, not a quarter: ${w.map((x) => (x * 32).toFixed(2))}`);
+  assert.ok(w.slice(0, 3).every((x) => Math.abs(x * 32 - 9.9) < 0.8), `the others about 10 each: ${w.map((x) => (x * 32).toFixed(2))}`);
+  const ready = w.map((x, r) => overhead[r]! + 12.5 * x * 32);
+  assert.ok(Math.max(...ready) - Math.min(...ready) < 20, `every rank ready within 20 ms of the others: ${ready.map((x) => x.toFixed(0))}`);
+  // Without overheads the same devices split by speed alone: equal shares.
+  const bySpeed = new ShareBalancer(true);
+  bySpeed.reset(4);
+  for (let step = 0; step < 20; step++) bySpeed.observe([100, 100, 100, 100], [8, 8, 8, 8]);
+  assert.deepEqual([...bySpeed.current!], [0.25, 0.25, 0.25, 0.25]);
+});
+
 test('the balancer gives a slow rank less, within bounds, and noise does not make shares flap', () => {
   const balancer = new ShareBalancer(true);
   balancer.reset(4);
@@ -165,10 +192,10 @@ test('unequal, changing shares stay exact: one worker on the same global batches
   const gen3 = createMemoryRing(3, { generation: 3 });
   third.forEach((t, r) => t.setCollective(gen3.rings[r]!));
   await Promise.all(third.map((t) => t.syncState()));
-  // The joiner sits its first step out while the state reaches it; the survivors train their usual slices.
+  // The joiner sits its first step out while the state reaches it, and so does rank 1, which sent it; rank 0 trains its usual slice.
   const firstStep = await Promise.all(third.map((t) => t.trainStep()));
-  assert.equal(firstStep[2]!.examples, 0, 'the joiner trains nothing in its first step');
-  assert.equal(firstStep[0]!.globalBatchSize, firstStep[0]!.examples + firstStep[1]!.examples, 'the step trained the survivors\' slices only');
+  assert.deepEqual(firstStep.map((r) => r.examples > 0), [true, false, false], 'the sender and the joiner train nothing in the first step');
+  assert.equal(firstStep[0]!.globalBatchSize, firstStep[0]!.examples, 'the step trained rank 0\'s slice only');
   assert.ok(firstStep.every((r) => r.globalBatchSize === firstStep[0]!.globalBatchSize && r.loss === firstStep[0]!.loss), 'every replica saw the same batch and loss');
   const secondStep = await Promise.all(third.map((t) => t.trainStep()));
   assert.ok(secondStep[2]!.examples > 0, 'the joiner trains from its second step');
