@@ -49,6 +49,15 @@ export const DIAL_REQUEST_GRACE_MS = 5_000;
  * would wait forever.
  */
 export const DRAIN_POLL_MS = 20;
+/**
+ * A link the new generation no longer needs stays open this long before it is closed. Its
+ * peer may still be finishing the step before the switch and waiting for this worker's
+ * last messages of it, still in the channel's buffer or in flight: closing the connection
+ * at once loses them, and that peer then waits out the collective's timeout (seen in the
+ * lab: the last rank, switching to a generation that appended a joiner, dropped its link to
+ * the chief with the chief's last chunk on it, and the whole class stood for 2 minutes).
+ */
+export const RETIRED_LINK_GRACE_MS = 10_000;
 /** Offset of the generation field in a ring message header (collectives/wire.ts). */
 const GENERATION_OFFSET = 4;
 
@@ -191,6 +200,15 @@ class PeerLink implements RingLink {
     this.drainPoll = clock.setTimeout(tick, DRAIN_POLL_MS);
   }
 
+  /**
+   * No longer needed: whoever waits on it is let go now, and the connection closes after
+   * `graceMs`, so that what is still queued or in flight on it arrives.
+   */
+  retire(graceMs: number): void {
+    this.rejectAll(new WebringError('ERR_ABORTED', `link to ${this.peerId} no longer needed`));
+    this.network.clock.setTimeout(() => this.destroy(), graceMs);
+  }
+
   destroy(): void {
     const h = this.handle;
     this.handle = null;
@@ -299,7 +317,7 @@ export class RingNetwork {
       return null;
     }
     const neededIds = new Set(at.peers.map((m) => m.id));
-    for (const id of [...this.links.keys()]) if (!neededIds.has(id)) this.dropLink(id);
+    for (const id of [...this.links.keys()]) if (!neededIds.has(id)) this.retireLink(id);
     this.dialNeighbours(at, true);
     const members = g.members;
     if (at.rank === HUB_RANK) {
@@ -524,6 +542,12 @@ export class RingNetwork {
 
   private dropLink(id: string): void {
     this.links.get(id)?.destroy();
+    this.links.delete(id);
+  }
+
+  /** Forgets a link the applied generation does not need, closing it after RETIRED_LINK_GRACE_MS. */
+  private retireLink(id: string): void {
+    this.links.get(id)?.retire(RETIRED_LINK_GRACE_MS);
     this.links.delete(id);
   }
 }

@@ -5,7 +5,7 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { AUTO_REDIAL_DELAY_MS, RingNetwork } from '../../shared/network/ring-network';
+import { AUTO_REDIAL_DELAY_MS, RETIRED_LINK_GRACE_MS, RingNetwork } from '../../shared/network/ring-network';
 import { ManualClock, type Clock } from '../../shared/util/clock';
 import type { PeerEvents, PeerFactory, PeerHandle } from '../../shared/network/peer';
 import type { Generation, MemberInfo } from '../../shared/protocol';
@@ -45,7 +45,8 @@ function createWorld(clock?: Clock) {
         },
         send(bytes) {
           const copy = bytes.slice();
-          setImmediate(() => peer.remote && !peer.remote.destroyed && peer.remote.events.onData(copy));
+          // A closed connection delivers nothing more, in either direction: what was in flight is lost.
+          setImmediate(() => !peer.destroyed && peer.remote && !peer.remote.destroyed && peer.remote.events.onData(copy));
         },
         bufferedAmount: () => 0,
         destroy() {
@@ -173,6 +174,33 @@ test('joiners are connected before the switch, and a neighbour one generation ah
   const bufs = [Float32Array.of(5, 1), Float32Array.of(0, 1), Float32Array.of(0, 1)];
   await Promise.all([nets[0]!, nets[1]!, joiner].map((n, r) => n.collective!.allReduce(bufs[r]!, 1)));
   for (const b of bufs) assert.deepEqual(Array.from(b), [5, 3]);
+});
+
+test('a link the new generation drops stays open while its peer finishes the old step: the chief still gets the last rank\'s last chunk', async () => {
+  const clock = new ManualClock();
+  const world = createWorld(clock);
+  const ids = ['m1', 'm2', 'm3', 'm4'];
+  const nets = ids.map((id) => world.add(id));
+  const g1 = generation(1, ids);
+  for (const net of nets) net.applyGeneration(g1);
+  await new Promise((r) => setTimeout(r, 20));
+  // m5 is appended: the last rank's right neighbour becomes m5, and at N = 5 m4 and the chief
+  // are neither neighbours nor halving-doubling partners, so m4 no longer needs that link.
+  const g2 = generation(2, [...ids, 'm5']);
+  const joiner = world.add('m5');
+  joiner.applyGeneration(g2);
+  for (const net of nets) net.prepare(g2);
+  await new Promise((r) => setTimeout(r, 20));
+  // The last step of generation 1: m4 switches the moment its own part is done, before the chief has received all of it.
+  const bufs = nets.map((_, r) => Float32Array.from({ length: 4096 }, (_, i) => i + r));
+  const done = nets.map((net, r) => net.collective!.allReduce(bufs[r]!, 7));
+  const switched = done[3]!.then(() => nets[3]!.applyGeneration(g2));
+  await Promise.all([...done, switched]);
+  for (const b of bufs) assert.equal(b[10], 4 * 10 + 6, 'every rank, the chief included, completed the step with the whole sum');
+  assert.equal(world.peersBetween('m1', 'm4').length, 2, 'the dropped link is still open during the grace period');
+  clock.advance(RETIRED_LINK_GRACE_MS);
+  const m4Ends = world.created.filter((c) => c.owner === 'm4' && world.created.find((o) => o.peer === c.peer!.remote)?.owner === 'm1');
+  assert.ok(m4Ends.length > 0 && m4Ends.every((c) => c.peer!.destroyed), "m4 closes its end after it (the chief's end closes when the chief moves on)");
 });
 
 test('a failed link is dialled again when the ring re-forms with the same members', async () => {
