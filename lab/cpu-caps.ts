@@ -48,8 +48,17 @@ export function coresOf(spec: CpuCapSpec): number {
   return cores;
 }
 
-/** The quota that caps a group at `cores` (1 core = one full period). */
-export const quotaUsFor = (cores: number): number => Math.round(cores * CFS_PERIOD_US);
+/** The kernel refuses a quota below 1 ms (EINVAL): a phone's 0.05 core needs a period of at least 20 ms. */
+export const MIN_CFS_QUOTA_US = 1_000;
+
+/** The quota that caps a group at `cores` (1 core = one full period); ERR_LAB_USAGE when the kernel would refuse it. */
+export function quotaUsFor(cores: number, periodUs = CFS_PERIOD_US): number {
+  const quota = Math.round(cores * periodUs);
+  if (quota < MIN_CFS_QUOTA_US) {
+    throw new LabError('ERR_LAB_USAGE', `${cores} core over a ${periodUs} µs CFS period is a ${quota} µs quota, below the kernel's ${MIN_CFS_QUOTA_US} µs: set LAB_CFS_PERIOD_US to at least ${Math.ceil(MIN_CFS_QUOTA_US / cores)}`);
+  }
+  return quota;
+}
 
 /**
  * Throws ERR_LAB_CPU_OVERCOMMIT when the caps add up to more cores than the machine has:
@@ -78,8 +87,9 @@ export function createCpuCap(name: string, spec: CpuCapSpec): CpuCap {
   const cores = coresOf(spec);
   const dir = path.join(CGROUP_CPU_ROOT, `${LAB_PREFIX}-${name}`);
   mkdirSync(dir, { recursive: true });
+  const quota = quotaUsFor(cores);
   writeFileSync(path.join(dir, 'cpu.cfs_period_us'), String(CFS_PERIOD_US));
-  writeFileSync(path.join(dir, 'cpu.cfs_quota_us'), String(quotaUsFor(cores)));
+  writeFileSync(path.join(dir, 'cpu.cfs_quota_us'), String(quota));
   return {
     name,
     dir,
