@@ -54,7 +54,11 @@ test('a slow device takes a smaller share, is told why, and the ring stays ident
   const ned = api.members.find((m) => m.name === 'ned')!;
   const others = api.members.filter((m) => m.name !== 'ned');
   expect(ned.speedVsMedian).toBeLessThan(0.5);
-  for (const m of others) expect(m.batchShare).toBeGreaterThan(0.25);
+  // Its slack goes to the others. Not necessarily a quarter each: shares follow when each tab
+  // is ready, its work between steps included (share-balancer.ts), and four tabs share two
+  // cores here, so one of the others may be slower too; but each takes more than ned.
+  expect(others.reduce((sum, m) => sum + m.batchShare, 0)).toBeGreaterThan(0.75);
+  for (const m of others) expect(m.batchShare).toBeGreaterThan(ned.batchShare);
   const balancedRate = await stepRate(request, 4_000);
   console.log(`[shares] ned ${(firstShare * 100).toFixed(1)} % of the first batches (probe), ${(ned.batchShare * 100).toFixed(1)} % once measured (${ned.speedVsMedian.toFixed(2)}× the median); class ${firstRate.toFixed(2)} steps/s at first, ${balancedRate.toFixed(2)} measured`);
 
