@@ -51,10 +51,10 @@ export class ShareBalancer {
   /** Each rank's share of the global batch (sums to 1), the same on every replica. */
   private weights: Float64Array = new Float64Array([1]);
   private msPerExample: Float64Array = new Float64Array([0]);
-  /** Each rank's last OVERHEAD_WINDOW overhead samples (ms), a ring per rank, and how many it holds. */
+  /** Each rank's last OVERHEAD_WINDOW overhead samples (ms), a ring per rank, and how many it has taken. */
   private overheadSamples: Float64Array = new Float64Array(OVERHEAD_WINDOW);
-  private overheadCount: Uint8Array = new Uint8Array(1);
-  /** Each rank's median overhead, and the scratch the median is taken in. */
+  private overheadSeen: Uint32Array = new Uint32Array(1);
+  /** Each rank's median overhead, taken when shares are proposed, and the scratch the median is taken in. */
   private overheadMs: Float64Array = new Float64Array([0]);
   private readonly overheadScratch = new Float64Array(OVERHEAD_WINDOW);
   /** The global batch of the last step observed: the proposal splits this many examples. */
@@ -76,7 +76,7 @@ export class ShareBalancer {
     this.worldSize = worldSize;
     this.msPerExample = new Float64Array(worldSize);
     this.overheadSamples = new Float64Array(worldSize * OVERHEAD_WINDOW);
-    this.overheadCount = new Uint8Array(worldSize);
+    this.overheadSeen = new Uint32Array(worldSize);
     this.overheadMs = new Float64Array(worldSize);
     this.batchSize = 0;
     this.vsMedian = new Float64Array(worldSize);
@@ -103,7 +103,7 @@ export class ShareBalancer {
     for (let r = 0; r < n; r++) {
       const count = examples[r]!;
       batch += Math.max(0, count);
-      if (overheadMs && overheadMs[r]! > 0) this.sampleOverhead(r, overheadMs[r]!);
+      if (overheadMs && overheadMs[r]! > 0) this.overheadSamples[r * OVERHEAD_WINDOW + (this.overheadSeen[r]!++ % OVERHEAD_WINDOW)] = overheadMs[r]!;
       if (count <= 0) continue;
       const sample = computeMs[r]! / count;
       const prev = this.msPerExample[r]!;
@@ -113,6 +113,7 @@ export class ShareBalancer {
     this.updateVsMedian();
     if (!this.enabled || n < 2 || ++this.stepsSinceRebalance < REBALANCE_EVERY_STEPS) return false;
     this.stepsSinceRebalance = 0;
+    this.takeOverheadMedians();
     const proposal = this.propose(this.msPerExample, this.overheadMs, this.batchSize);
     if (!proposal) return false;
     let moved = 0;
@@ -122,17 +123,14 @@ export class ShareBalancer {
     return true;
   }
 
-  /** Adds one overhead sample of rank `r` and takes the median of its window again. */
-  private sampleOverhead(r: number, ms: number): void {
-    const at = r * OVERHEAD_WINDOW;
-    const count = this.overheadCount[r]!;
-    this.overheadSamples[at + (count % OVERHEAD_WINDOW)] = ms;
-    this.overheadCount[r] = count + 1 === 2 * OVERHEAD_WINDOW ? OVERHEAD_WINDOW : count + 1;
-    const k = Math.min(count + 1, OVERHEAD_WINDOW);
-    const window = this.overheadScratch.subarray(0, k);
-    window.set(this.overheadSamples.subarray(at, at + k));
-    window.sort();
-    this.overheadMs[r] = k % 2 === 1 ? window[k >> 1]! : (window[(k >> 1) - 1]! + window[k >> 1]!) / 2;
+  /** Each rank's overhead: the median of the samples its window holds (0 with none). */
+  private takeOverheadMedians(): void {
+    for (let r = 0; r < this.worldSize; r++) {
+      const held = Math.min(this.overheadSeen[r]!, OVERHEAD_WINDOW);
+      const window = this.overheadScratch.subarray(0, held);
+      window.set(this.overheadSamples.subarray(r * OVERHEAD_WINDOW, r * OVERHEAD_WINDOW + held));
+      this.overheadMs[r] = median(window);
+    }
   }
 
   /**
@@ -188,14 +186,21 @@ export class ShareBalancer {
   private updateVsMedian(): void {
     let k = 0;
     for (let r = 0; r < this.worldSize; r++) if (this.msPerExample[r]! > 0) this.sorted[k++] = this.msPerExample[r]!;
-    const ms = this.sorted.subarray(0, k).sort();
-    const mid = k >> 1;
-    const median = k === 0 ? 0 : k % 2 === 1 ? ms[mid]! : (ms[mid - 1]! + ms[mid]!) / 2;
+    const middle = median(this.sorted.subarray(0, k));
     for (let r = 0; r < this.worldSize; r++) {
       const own = this.msPerExample[r]!;
-      this.vsMedian[r] = own > 0 ? median / own : 0;
+      this.vsMedian[r] = own > 0 ? middle / own : 0;
     }
   }
+}
+
+/** The median of `values`, sorted in place (0 for none). */
+function median(values: Float64Array): number {
+  const k = values.length;
+  if (k === 0) return 0;
+  values.sort();
+  const mid = k >> 1;
+  return k % 2 === 1 ? values[mid]! : (values[mid - 1]! + values[mid]!) / 2;
 }
 
 /**

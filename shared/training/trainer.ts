@@ -256,6 +256,7 @@ export class Trainer {
    * overhead (a new ring, a hand-over, an evaluation, a link measurement).
    */
   private lastReduceEnd: number | null = null;
+  private rankTimesViews: { worldSize: number; computeMs: Float32Array; overheadMs: Float32Array } | null = null;
 
   constructor(config: StartConfig, data: DataSource, collective: Collective, options: TrainerOptions = {}) {
     this.config = config;
@@ -596,11 +597,8 @@ export class Trainer {
 
     // Every replica holds the same times and cuts the same batch, so every replica re-balances alike.
     for (let r = 0; r < worldSize; r++) this.rankExamples[r] = this.data.shareOf(batch, r);
-    this.balancer.observe(
-      flat.subarray(P + TAIL_COMPUTE_MS, P + TAIL_COMPUTE_MS + worldSize),
-      this.rankExamples,
-      flat.subarray(P + TAIL_OVERHEAD_MS, P + TAIL_OVERHEAD_MS + worldSize),
-    );
+    const times = this.rankTimes(worldSize);
+    this.balancer.observe(times.computeMs, this.rankExamples, times.overheadMs);
     this.cursor = advance(batch, this.data.trainCount);
     this.stepCounter = step + 1;
     const stop = flat[P + TAIL_STOP]! > 0;
@@ -632,6 +630,19 @@ export class Trainer {
       speedVsMedian: this.balancer.speedVsMedian(rank),
       timing: { ...timing },
     };
+  }
+
+  /** The tail's per-rank compute and overhead times at `worldSize`, as views of the reused buffer: made once per world size, not per step. */
+  private rankTimes(worldSize: number): { computeMs: Float32Array; overheadMs: Float32Array } {
+    const P = this.parameterCount;
+    if (this.rankTimesViews?.worldSize !== worldSize) {
+      this.rankTimesViews = {
+        worldSize,
+        computeMs: this.flat.subarray(P + TAIL_COMPUTE_MS, P + TAIL_COMPUTE_MS + worldSize),
+        overheadMs: this.flat.subarray(P + TAIL_OVERHEAD_MS, P + TAIL_OVERHEAD_MS + worldSize),
+      };
+    }
+    return this.rankTimesViews;
   }
 
   /** The global batch the next step trains from `cursor`: cut by the current shares, without the ranks sitting it out. */

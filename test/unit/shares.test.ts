@@ -25,13 +25,18 @@ before(async () => {
   dataset = await mnist();
 });
 
+/** `worldSize` random shares summing to 1, none below a small floor. */
+function randomWeights(rand: () => number, worldSize: number): number[] {
+  const raw = Array.from({ length: worldSize }, () => 0.05 + rand());
+  const sum = raw.reduce((a, b) => a + b, 0);
+  return raw.map((w) => w / sum);
+}
+
 test('weighted shards tile every global batch exactly, in rank order, whatever the weights', () => {
   const rand = mulberry32(9);
   for (let trial = 0; trial < 500; trial++) {
     const worldSize = 1 + Math.floor(rand() * 8);
-    const raw = Array.from({ length: worldSize }, () => 0.05 + rand());
-    const sum = raw.reduce((a, b) => a + b, 0);
-    const weights = raw.map((w) => w / sum);
+    const weights = randomWeights(rand, worldSize);
     const size = 1 + Math.floor(rand() * 300);
     const batch: GlobalBatch = { epoch: 0, offset: 1000, size, worldSize, weights };
     let next = 1000;
@@ -52,9 +57,8 @@ test('ranks sitting a step out: the others keep their slices exactly, the batch 
   const rand = mulberry32(17);
   for (let trial = 0; trial < 500; trial++) {
     const worldSize = 2 + Math.floor(rand() * 7);
-    const raw = Array.from({ length: worldSize }, () => 0.05 + rand());
-    const sum = raw.reduce((a, b) => a + b, 0);
-    const weights = rand() < 0.5 ? raw.map((w) => w / sum) : null;
+    const shares = randomWeights(rand, worldSize);
+    const weights = rand() < 0.5 ? shares : null;
     const whole: GlobalBatch = { epoch: 0, offset: 500, size: 1 + Math.floor(rand() * 300), worldSize, weights };
     const firstIdle = 1 + Math.floor(rand() * (worldSize - 1));
     const cut = withoutRanksFrom(whole, firstIdle);
