@@ -40,9 +40,11 @@ test('a slow device takes a smaller share, is told why, and the ring stays ident
   expect(started.status()).toBe(200);
   await expect.poll(async () => (await roomStatus(request)).step, { timeout: 60_000 }).toBeGreaterThanOrEqual(1);
   // The first shares came from the probes: ned's is small before the ring has measured anything.
-  const first = await roomStatus(request);
-  const firstShare = first.members.find((m) => m.name === 'ned')!.batchShare;
-  expect(firstShare).toBeGreaterThan(0);
+  // Its own first report can reach the server after the chief's (ned is the slow one), and
+  // shows 0 until then: wait for it.
+  const nedShare = async () => (await roomStatus(request)).members.find((m) => m.name === 'ned')!.batchShare;
+  await expect.poll(nedShare, { timeout: 30_000 }).toBeGreaterThan(0);
+  const firstShare = await nedShare();
   expect(firstShare).toBeLessThan(0.25 / 2);
   const firstRate = await stepRate(request, 2_000);
 
