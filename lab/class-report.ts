@@ -15,7 +15,7 @@ import type { CpuSample } from './cpu-monitor';
 import type { DroppedMember } from '../shared/protocol';
 import { boundMs } from './bounds';
 import type { CpuBudget } from './cpu-budget';
-import { DEFAULT_CFS_PERIOD_US } from './cpu-caps';
+import { UNRECORDED_CFS_PERIOD_US } from './cpu-caps';
 
 export const CLASS_TARGET_IDS = ['cnn-scaling-n8', 'time-to-accuracy-n8-vs-n1', 'mixed-class-phone', 'join-pause-n8', 'joiner-lockstep-n8'] as const;
 export type ClassTargetId = (typeof CLASS_TARGET_IDS)[number];
@@ -534,7 +534,7 @@ export function classMarkdown(c: ClassReport): string[] {
   );
   const took = Object.entries(c.sectionMinutes).map(([k, v]) => `${k} ${f(v)} min`);
   if (took.length > 0) lines.push('', `Sections: ${took.join(', ')}.`);
-  const periods = Object.keys(c.sectionMinutes).map((k) => `${k} ${f((c.sectionCfsPeriodUs?.[k as ClassSection] ?? DEFAULT_CFS_PERIOD_US) / 1000, 0)} ms`);
+  const periods = Object.keys(c.sectionMinutes).map((k) => `${k} ${f((c.sectionCfsPeriodUs?.[k as ClassSection] ?? UNRECORDED_CFS_PERIOD_US) / 1000, 0)} ms`);
   if (periods.length > 0) lines.push('', `The CPU caps' CFS period (a device runs its quota, then waits out the period; lab/cpu-caps.ts): ${periods.join(', ')}.`);
   for (const e of c.errors) lines.push('', `**A row of ${e.section} could not be measured:** \`${e.code}\`: ${e.message.split('\n')[0]}`);
   if (c.scaling) {

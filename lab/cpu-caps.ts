@@ -1,6 +1,6 @@
 /**
  * CPU caps for emulated devices: one cgroup v1 cpu group per capped process tree, with a
- * CFS quota against a period (100 ms by default, LAB_CFS_PERIOD_US to change it). This
+ * CFS quota against a period (20 ms by default, LAB_CFS_PERIOD_US to change it). This
  * machine has the v1 controller at /sys/fs/cgroup/cpu (no v2 `cpu.max`; see the
  * handbook's ENVIRONMENT.md).
  *
@@ -17,8 +17,15 @@ import { LabError } from './lab-error';
 import { LAB_PREFIX } from './network-models';
 
 export const CGROUP_CPU_ROOT = '/sys/fs/cgroup/cpu';
-/** The default period, and its bounds (the kernel takes 1 ms to 1 s). */
-export const DEFAULT_CFS_PERIOD_US = 100_000;
+/**
+ * The default period, and its bounds (the kernel takes 1 ms to 1 s). 20 ms is the shortest
+ * that gives a `phone` (0.05 core) the kernel's least quota of 1 ms: the closest the caps
+ * come to slow cores. The kernel's own default of 100 ms stalls a 0.2-core laptop up to
+ * 80 ms before every message it answers, which no real laptop does (docs/lab.md).
+ */
+export const DEFAULT_CFS_PERIOD_US = 20_000;
+/** The period of reports written before it was recorded (the lab's default until 2026-11-24). */
+export const UNRECORDED_CFS_PERIOD_US = 100_000;
 const MIN_CFS_PERIOD_US = 1_000;
 const MAX_CFS_PERIOD_US = 1_000_000;
 

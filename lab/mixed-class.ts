@@ -43,7 +43,7 @@ export async function mixedClassRows(profile: ModelProfile, capabilities?: LabCa
   // A lab per row: a lab's CPU caps stay booked until it is removed.
   const row = (options: Parameters<typeof trainingRow>[3]) => withLab(profile, CLASS.length, (lab) => trainingRow(lab, 'cnn', 'laptop', options), capabilities);
   const allLaptops = await row(cnn);
-  const unbalanced = await row({ ...cnn, devices: CLASS });
+  const unbalanced = await row({ ...cnn, devices: CLASS, config: { balanceShares: false } });
   const balanced = await row({ ...cnn, devices: CLASS, config: { balanceShares: true }, warmupSteps: BALANCED_WARMUP_STEPS });
   return { rows: [allLaptops, unbalanced, balanced], target: mixedClassTarget(allLaptops, unbalanced, balanced) };
 }

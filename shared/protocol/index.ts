@@ -111,7 +111,9 @@ export const DEFAULT_START_CONFIG = {
   warmupSteps: 50,
   scaleLearningRate: false,
   referenceBatch: 32,
-  balanceShares: false,
+  // On: the lab's mixed class trains 3.9× faster with it, and a class of equal devices
+  // keeps equal shares (the 15% hysteresis; docs/lab.md).
+  balanceShares: true,
   batchSizePerWorker: 32,
   epochs: 2,
   seed: 1234,

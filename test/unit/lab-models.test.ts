@@ -137,7 +137,8 @@ test('worker counts outside the lab are refused with a code', () => {
 });
 
 test('CPU caps: quota per period, and caps that add up to more than the machine are refused', () => {
-  assert.equal(quotaUsFor(0.2), 20_000);
+  assert.equal(quotaUsFor(0.2), 4_000, "a laptop's quota on the default 20 ms period");
+  assert.equal(quotaUsFor(0.2, 100_000), 20_000);
   assert.equal(quotaUsFor(0.05, 20_000), 1_000, "a phone's quota on a 20 ms period is the kernel's least");
   assert.throws(() => quotaUsFor(0.05, 10_000), (e: unknown) => e instanceof LabError && e.code === 'ERR_LAB_USAGE' && /at least 20000/.test(e.message), 'a quota the kernel would refuse is a usage error naming the period that works');
   assert.ok(Math.abs(checkCpuBudget(['laptop', 'chromebook', { cores: 0.4 }], 2) - 0.7) < 1e-9);
