@@ -3,7 +3,11 @@
  * TrainingWorker, the ring, the trainer), over simple-peer + @roamhq/wrtc. A lab machine
  * with a real GPU can join a class of browsers this way.
  *
- *   npm run worker -- --url http://HOST:PORT --room NAME --code K7M-Q2P [--name X] [--backend webgpu|cpu] [--device laptop|tablet|phone|node]
+ *   npm run worker -- --url http://HOST:PORT --room NAME --code K7M-Q2P [--name X] [--backend webgpu|cpu] [--device laptop|tablet|phone|node] [--data DIR]
+ *
+ * --data DIR holds this worker's own examples for a run on the class's own data: a folder
+ * per class of PNG files (node-worker/own-folder.ts). They never leave this machine; the
+ * server learns the counts per class.
  *
  * --device says what the teacher's class summary calls this worker (default node): the lab
  * runs its capped workers as the devices they stand for.
@@ -11,6 +15,7 @@
  * The join code may also come from JOIN_CODE, which keeps it out of the process list.
  */
 import os from 'node:os';
+import { statSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import SimplePeer from 'simple-peer';
 import wrtc from '@roamhq/wrtc';
@@ -23,8 +28,10 @@ import { IceConfigHolder, ICE_REQUEST_TIMEOUT_MS } from '../shared/network/ice-c
 import { toWebringError } from '../shared/protocol/errors';
 import { selectNodeBackend } from './node-backend';
 import { normalizeJoinCode } from '../shared/protocol/join-code';
+import { countByLabel, type OwnExamples } from '../shared/training/own-examples';
+import { readOwnFolder } from './own-folder';
 
-const USAGE = 'usage: npm run worker -- --url http://HOST:PORT --room NAME --code JOIN-CODE [--name X] [--backend webgpu|cpu] [--device laptop|tablet|phone|node]';
+const USAGE = 'usage: npm run worker -- --url http://HOST:PORT --room NAME --code JOIN-CODE [--name X] [--backend webgpu|cpu] [--device laptop|tablet|phone|node] [--data DIR]';
 /** Exit code for bad arguments, as for the server's bad configuration. */
 const EXIT_USAGE = 2;
 const EXIT_FAILURE = 1;
@@ -34,11 +41,11 @@ function fail(message: string, code = EXIT_USAGE): never {
   process.exit(code);
 }
 
-function parse(): { url: URL; room: string; code: string; name: string; backend: Backend | null; device: DeviceClass } {
+function parse(): { url: URL; room: string; code: string; name: string; backend: Backend | null; device: DeviceClass; data: string | null } {
   let values;
   try {
     ({ values } = parseArgs({
-      options: { url: { type: 'string' }, room: { type: 'string' }, code: { type: 'string' }, name: { type: 'string' }, backend: { type: 'string' }, device: { type: 'string' } },
+      options: { url: { type: 'string' }, room: { type: 'string' }, code: { type: 'string' }, name: { type: 'string' }, backend: { type: 'string' }, device: { type: 'string' }, data: { type: 'string' } },
       strict: true,
     }));
   } catch (err) {
@@ -64,7 +71,26 @@ function parse(): { url: URL; room: string; code: string; name: string; backend:
   if (backend !== null && !(BACKENDS as readonly string[]).includes(backend)) fail(`--backend ${backend}: one of ${BACKENDS.join(', ')}`);
   const device = values.device ?? 'node';
   if (!(DEVICE_CLASSES as readonly string[]).includes(device)) fail(`--device ${device}: one of ${DEVICE_CLASSES.join(', ')}`);
-  return { url, room: room.data, code, name: name.data, backend: backend as Backend | null, device: device as DeviceClass };
+  if (values.data !== undefined && !isDirectory(values.data)) fail(`--data ${values.data}: not a folder (a folder per class, each holding PNG files)`);
+  return { url, room: room.data, code, name: name.data, backend: backend as Backend | null, device: device as DeviceClass, data: values.data ?? null };
+}
+
+function isDirectory(where: string): boolean {
+  try {
+    return statSync(where).isDirectory();
+  } catch {
+    return false;
+  }
+}
+
+/** This worker's own examples, read once at start; each unreadable file is named. */
+function readOwnExamples(dir: string | null): OwnExamples | null {
+  if (dir === null) return null;
+  const { store, errors } = readOwnFolder(dir);
+  for (const e of errors) console.error(`webring worker: --data ${e}`);
+  const counts = Object.entries(countByLabel(store)).map(([label, n]) => `${label} ${n}`);
+  console.log(`webring worker: own examples from ${dir}: ${store.examples.length} (${counts.join(', ') || 'none'})${errors.length ? `; ${errors.length} skipped` : ''}`);
+  return store;
 }
 
 function describe(s: WorkerStatus): string {
@@ -77,6 +103,7 @@ function describe(s: WorkerStatus): string {
 async function main(): Promise<void> {
   const args = parse();
   const base = args.url.origin;
+  const own = readOwnExamples(args.data);
   const choice = await selectNodeBackend(args.backend);
   console.log(`webring worker: backend ${choice.backend}${choice.adapter ? ` (${choice.adapter})` : ''}${choice.webgpuUnavailable ? `; WebGPU unavailable: ${choice.webgpuUnavailable}` : ''}`);
   // The worker connects when it joins: the handshake carries the room and its join code.
@@ -96,6 +123,7 @@ async function main(): Promise<void> {
     adapter: choice.adapter,
     serverUrl: base,
     localCheckpoints: null,
+    ownExamples: () => own,
     onStatus: (s) => {
       // One line per change of state, rank or step: a readable log, not a flood.
       const line = describe(s);
@@ -111,6 +139,7 @@ async function main(): Promise<void> {
       setTimeout(() => process.exit(0), 200).unref();
     });
   }
+  if (own) worker.reportOwnExamples(countByLabel(own));
   const joined = await worker.join(args.room, args.name, args.code);
   console.log(`webring worker: joined ${joined.room} as ${args.name} (index ${joined.index})`);
 }

@@ -81,6 +81,21 @@ function badge(marker: Marker): HTMLElement {
   return h('span', { class: `badge badge-${marker}`, title: MARKER_TITLE[marker] }, MARKER_TEXT[marker]);
 }
 
+/**
+ * How many examples of each class the member holds on its own device (counts only: the
+ * examples never leave it), for a run on the class's own data; nothing when it has none.
+ */
+function ownExamples(m: MemberInfo): HTMLElement | null {
+  const entries = Object.entries(m.ownExamples);
+  if (entries.length === 0) return null;
+  const total = entries.reduce((n, [, count]) => n + count, 0);
+  return h(
+    'span',
+    { class: 'adapter', 'data-testid': 'member-own-examples', title: 'Examples this student collected, per class; they stay on their device' },
+    `${total} own: ${entries.map(([label, count]) => `${label} ${count}`).join(' · ')}`,
+  );
+}
+
 function memberRow(m: MemberInfo, s: RoomStatus, chief: MemberInfo | undefined): HTMLTableRowElement {
   const markers = markersOf(m, s);
   const hashDiffers = !!(chief && chief !== m && m.weightsHash && chief.weightsHash && m.step === chief.step && m.weightsHash !== chief.weightsHash);
@@ -91,7 +106,7 @@ function memberRow(m: MemberInfo, s: RoomStatus, chief: MemberInfo | undefined):
   return h(
     'tr',
     { 'data-member-id': m.id, 'data-markers': markers.join(' '), class: markers.map((k) => `is-${k}`).join(' ') },
-    h('th', { scope: 'row', title: `join index ${m.index}` }, m.name),
+    h('th', { scope: 'row', title: `join index ${m.index}` }, m.name, ownExamples(m)),
     h('td', { class: 'num', 'data-label': 'Rank' }, m.rank === null ? dash : String(m.rank)),
     backend,
     h('td', { class: 'num', 'data-label': 'Examples/s' }, m.rank === null || m.examplesPerSec <= 0 ? dash : fixed(m.examplesPerSec, 0)),

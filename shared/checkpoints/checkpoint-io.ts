@@ -116,6 +116,7 @@ export async function captureCheckpoint(trainer: Trainer, ctx: CaptureContext): 
     epoch: cursor.epoch,
     dataCursor: cursor,
     learningRateRamp: trainer.schedule.state,
+    ownRoster: trainer.dataRoster,
     worldSize: trainer.worldSize,
     members: ctx.members.map((m) => ({
       id: m.id,
@@ -256,7 +257,7 @@ export async function applyCheckpoint(trainer: Trainer, checkpoint: CapturedChec
   await trainer.loadOptimizerWeights(checkpoint.optimizerSpecs.weightSpecs.map((s) => ({ name: s.name, tensor: opt[s.name]! })));
   // setWeights keeps copies as variables (and reads the iteration count), so the decoded tensors can go.
   tf.dispose(Object.values(opt));
-  trainer.setPosition(checkpoint.metadata.step, checkpoint.metadata.dataCursor);
+  trainer.setPosition(checkpoint.metadata.step, checkpoint.metadata.dataCursor, checkpoint.metadata.ownRoster ?? null);
   // A checkpoint without a ramp (older ones) lets the schedule start afresh at the resumed step.
   trainer.schedule.restore(checkpoint.metadata.learningRateRamp ?? null);
   const hash = await trainer.weightsHash();

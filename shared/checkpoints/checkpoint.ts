@@ -6,7 +6,8 @@
 import { z } from 'zod';
 import { sha256 } from '@noble/hashes/sha2.js';
 import { bytesToHex } from '@noble/hashes/utils.js';
-import { BACKENDS, WORKER_KINDS, roomNameSchema, startConfigSchema } from '../protocol';
+import { BACKENDS, MAX_ROOM_MEMBERS, WORKER_KINDS, roomNameSchema, startConfigSchema } from '../protocol';
+import { MAX_OWN_SEQ } from '../training/own-examples';
 
 /** The files of one checkpoint folder, and the multipart field names of an upload. */
 export const CHECKPOINT_FILES = {
@@ -40,6 +41,19 @@ export const checkpointMetadataSchema = z.strictObject({
    */
   learningRateRamp: z
     .strictObject({ from: z.number().finite().min(0), to: z.number().finite().min(0), startStep: z.number().int().min(0) })
+    .nullable()
+    .optional(),
+  /**
+   * A run on the class's own data: the epoch's roster, each device's store key and count of
+   * examples (shared/training/own-data.ts), never an example. Null or absent otherwise.
+   */
+  ownRoster: z
+    .strictObject({
+      epoch: z.number().int().min(0),
+      devices: z
+        .array(z.strictObject({ key: z.number().int().min(1).max(2 ** 32 - 1), examples: z.number().int().min(1).max(MAX_OWN_SEQ + 1), lastSeq: z.number().int().min(0).max(MAX_OWN_SEQ) }))
+        .max(MAX_ROOM_MEMBERS),
+    })
     .nullable()
     .optional(),
   worldSize: z.number().int().min(1),

@@ -26,6 +26,8 @@ export const ERROR_CODES = [
   'ERR_NOT_CHIEF',
   'ERR_UNKNOWN_CHECKPOINT',
   'ERR_BAD_DATA',
+  /** A run on the class's own data, and no device holds an example to train on. */
+  'ERR_NO_EXAMPLES',
   'ERR_RATE_LIMITED',
   /** A ring peer sent data no honest peer sends: wrong length, non-finite values, a wrong generation. */
   'ERR_PEER_MISBEHAVED',

@@ -79,6 +79,22 @@ export type AllReduceChoice = (typeof ALLREDUCE_CHOICES)[number];
 export const DATASET_KINDS = ['mnist-60k', 'mnist-10k'] as const;
 export type DatasetKind = (typeof DATASET_KINDS)[number];
 
+/**
+ * Whose examples a run trains on: 'mnist' the server's digits (`dataset`), streamed to every
+ * worker; 'own' the examples each student collected on their own device, which never leave
+ * it (shared/training/own-data.ts).
+ */
+export const DATA_KINDS = ['mnist', 'own'] as const;
+export type DataKind = (typeof DATA_KINDS)[number];
+
+/** The classes of a digits run, in output order: MNIST's labels. */
+export const DIGIT_CLASSES = ['0', '1', '2', '3', '4', '5', '6', '7', '8', '9'] as const;
+export const MIN_CLASSES = 2;
+export const MAX_CLASSES = 20;
+export const CLASS_LABEL_MAX_CHARS = 24;
+/** One device holds at most this many own examples: counts and positions travel as exact float32 integers. */
+export const MAX_OWN_EXAMPLES_PER_DEVICE = 2 ** 24;
+
 export const OPTIMIZER_KINDS = ['sgd', 'adam'] as const;
 export type OptimizerKind = (typeof OPTIMIZER_KINDS)[number];
 
@@ -90,6 +106,27 @@ export const roomNameSchema = z
   .min(1)
   .max(ROOM_NAME_MAX_CHARS)
   .regex(ROOM_NAME_PATTERN, 'letters, digits, "-" and "_" only');
+
+/** One class of a run: a short label a student picks when collecting ("cat", "7"). */
+export const classLabelSchema = z
+  .string()
+  .trim()
+  .min(1)
+  .max(CLASS_LABEL_MAX_CHARS)
+  .regex(/^[^\p{Cc}]+$/u, 'no control characters');
+
+/** A run's classes in output order: 2 to 20 distinct labels. */
+export const classesSchema = z
+  .array(classLabelSchema)
+  .min(MIN_CLASSES)
+  .max(MAX_CLASSES)
+  .refine((labels) => new Set(labels).size === labels.length, 'each class once')
+  .readonly();
+
+/** True when `classes` are the digits 0–9 in order: the model's outputs are MNIST's labels. */
+export function areDigitClasses(classes: readonly string[]): boolean {
+  return classes.length === DIGIT_CLASSES.length && classes.every((c, i) => c === DIGIT_CLASSES[i]);
+}
 
 export const memberNameSchema = z
   .string()
@@ -111,8 +148,8 @@ export const DEFAULT_START_CONFIG = {
   warmupSteps: 50,
   scaleLearningRate: false,
   referenceBatch: 32,
-  // On: the lab's mixed class trains 3.9× faster with it, and a class of equal devices
-  // keeps equal shares (the 15% hysteresis; docs/lab.md).
+  // On: the lab's mixed class trains 3.4× faster with it, and four equal laptops stay
+  // near equal shares (the 15% hysteresis; docs/lab.md).
   balanceShares: true,
   batchSizePerWorker: 32,
   epochs: 2,
@@ -123,6 +160,8 @@ export const DEFAULT_START_CONFIG = {
   wire: 'fp32',
   allreduce: 'auto',
   dataset: 'mnist-60k',
+  data: 'mnist',
+  classes: DIGIT_CLASSES,
 } as const;
 
 export const startConfigSchema = z.strictObject({
@@ -178,7 +217,14 @@ export const startConfigSchema = z.strictObject({
   allreduce: z.enum(ALLREDUCE_CHOICES).default(DEFAULT_START_CONFIG.allreduce),
   /** The digits the run trains and tests on; every worker streams its share from the server's data service. */
   dataset: z.enum(DATASET_KINDS).default(DEFAULT_START_CONFIG.dataset),
-});
+  /** Whose examples: the server's digits, or the class's own (each student's stay on their device). */
+  data: z.enum(DATA_KINDS).default(DEFAULT_START_CONFIG.data),
+  /**
+   * The classes the model tells apart, in output order; part of every checkpoint's config.
+   * A digits run ('mnist') has the digits 0–9; the class's own data may name any.
+   */
+  classes: classesSchema.default([...DEFAULT_START_CONFIG.classes]),
+}).refine((c) => c.data === 'own' || areDigitClasses(c.classes), { path: ['classes'], message: "the server's digits have the classes 0-9: name other classes with data 'own'" });
 export type StartConfig = z.output<typeof startConfigSchema>;
 
 /**
@@ -346,6 +392,17 @@ export const evaluationReportSchema = z.strictObject({
 });
 export type EvaluationReport = z.output<typeof evaluationReportSchema>;
 
+/**
+ * How many examples a member holds of each class (own-data.md): counts only, never the
+ * examples, for the teacher's page and the room API. Sent when they change.
+ */
+export const ownExamplesReportSchema = z.strictObject({
+  counts: z
+    .record(classLabelSchema, z.number().int().min(0).max(MAX_OWN_EXAMPLES_PER_DEVICE))
+    .refine((counts) => Object.keys(counts).length <= MAX_CLASSES, `at most ${MAX_CLASSES} classes`),
+});
+export type OwnExamplesReport = z.output<typeof ownExamplesReportSchema>;
+
 export const FINISH_REASONS = ['completed', 'stopped', 'failed'] as const;
 
 export const finishReportSchema = z.strictObject({
@@ -437,6 +494,8 @@ export interface MemberInfo {
   collective: CollectiveReport | null;
   /** Its admission probe (DeviceProbe), or null when it sent none. */
   probe: DeviceProbe | null;
+  /** Its own examples per class (counts only; the examples never leave its device); {} when it reported none. */
+  ownExamples: Record<string, number>;
   /** False while the member's signaling connection is down (it may be reconnecting). */
   connected: boolean;
   /** The signaling node holding its connection, when several share rooms over Redis; else null. */
@@ -633,6 +692,8 @@ export interface ClientToServerEvents {
   'worker:progress': (report: ProgressReport) => void;
   'worker:evaluated': (report: EvaluationReport) => void;
   'worker:finished': (report: FinishReport) => void;
+  /** This device's own examples per class changed (counts only). */
+  'worker:own-examples': (report: OwnExamplesReport) => void;
   'ring:drop': (request: DropRequest) => void;
   'ring:reform': (request: ReformRequest) => void;
   /** Fresh TURN credentials for a member whose current ones are about to expire. */
@@ -648,6 +709,7 @@ export const CLIENT_EVENT_NAMES = Object.keys({
   'worker:progress': true,
   'worker:evaluated': true,
   'worker:finished': true,
+  'worker:own-examples': true,
   'ring:drop': true,
   'ring:reform': true,
   'ice:config': true,

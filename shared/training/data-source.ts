@@ -10,6 +10,7 @@ import { MNIST_PIXELS, type MnistDataset } from '../data/mnist-format';
 import { PIXEL_SCALE } from '../data/example-cache';
 import type { StartConfig } from '../protocol';
 import { maxShareOf } from './share-balancer';
+import type { EpochRoster } from './own-data';
 import { EpochPermutation, nextBatch, shardOf, testShardOf, type DataCursor, type GlobalBatch } from './sharding';
 
 export interface DataSource {
@@ -37,12 +38,39 @@ export interface DataSource {
    * examples has nothing to fetch.
    */
   prefetch?(batch: GlobalBatch, rank: number): void;
+  /**
+   * Numbers every rank contributes and every replica must agree on before it can cut a
+   * batch (the class's own data: which store each rank holds, and how many examples).
+   * Absent for a source every replica can cut alone.
+   */
+  readonly agreement?: DataAgreement;
   /** The test examples rank `rank` of `worldSize` scores in an evaluation. */
   testShard(rank: number, worldSize: number): { start: number; count: number };
   /** Writes test examples [start, start + count) to the front of `images` and `labels`. */
   readTest(start: number, count: number, images: Float32Array, labels: Int32Array): Promise<void>;
 }
 
+/**
+ * The trainer carries a source's per-rank numbers in every step's gradient tail and in the
+ * hand-over's agreement round (so a new ring agrees before its first step), and the
+ * position they make (an epoch's roster: own-data.ts) with the state to joiners and into
+ * checkpoints. Only counts and keys, never examples.
+ */
+export interface DataAgreement {
+  /** Floats each rank contributes. */
+  readonly floatsPerRank: number;
+  /** This rank's numbers into `out` from `at`. */
+  writeOwn(out: Float32Array, at: number): void;
+  /** Every rank's numbers (rank r's from r × floatsPerRank), the same on every replica. */
+  agree(values: Float32Array, worldSize: number): void;
+  /** Floats of the position the hand-over's state carries. */
+  readonly stateFloats: number;
+  writeState(out: Float32Array, at: number): void;
+  readState(from: Float32Array, at: number): void;
+  /** The position as a checkpoint keeps it; null before there is one. */
+  readonly roster: EpochRoster | null;
+  restore(roster: EpochRoster | null): void;
+}
 
 /** What a worker hands its data source for one run. */
 export interface DataContext {

@@ -14,13 +14,14 @@ useFastCpuKernels();
 
 export const INPUT_SHAPE = [MNIST_ROWS, MNIST_COLS, 1];
 
-export function buildModel(kind: ModelKind, seed: number): tf.LayersModel {
+/** The model of `kind` with `classes` outputs (MNIST's 10 unless the run names its own classes). */
+export function buildModel(kind: ModelKind, seed: number, classes: number = MNIST_CLASSES): tf.LayersModel {
   const init = (offset: number) => tf.initializers.glorotUniform({ seed: seed + offset });
   const model = tf.sequential();
   if (kind === 'mlp') {
     model.add(tf.layers.flatten({ inputShape: INPUT_SHAPE }));
     model.add(tf.layers.dense({ units: 128, activation: 'relu', kernelInitializer: init(1) }));
-    model.add(tf.layers.dense({ units: MNIST_CLASSES, kernelInitializer: init(2) }));
+    model.add(tf.layers.dense({ units: classes, kernelInitializer: init(2) }));
   } else {
     model.add(
       tf.layers.conv2d({ inputShape: INPUT_SHAPE, filters: 8, kernelSize: 5, activation: 'relu', kernelInitializer: init(1) }),
@@ -29,7 +30,7 @@ export function buildModel(kind: ModelKind, seed: number): tf.LayersModel {
     model.add(tf.layers.conv2d({ filters: 16, kernelSize: 5, activation: 'relu', kernelInitializer: init(2) }));
     model.add(tf.layers.maxPooling2d({ poolSize: 2, strides: 2 }));
     model.add(tf.layers.flatten());
-    model.add(tf.layers.dense({ units: MNIST_CLASSES, kernelInitializer: init(3) }));
+    model.add(tf.layers.dense({ units: classes, kernelInitializer: init(3) }));
   }
   return model;
 }

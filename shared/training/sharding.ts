@@ -37,6 +37,13 @@ export interface GlobalBatch {
   activeRanks?: number;
   /** The examples the slices are cut from: the whole batch's size when some ranks sit out, else `size`. */
   cutSize?: number;
+  /**
+   * Places of the epoch the batch covers, when that is not `size` (the class's own data:
+   * places of a device that left are covered but not trained; own-data.ts).
+   */
+  span?: number;
+  /** Each rank's examples, when the source decides them (own data: where the examples are). */
+  shares?: readonly number[];
 }
 
 /** The global batch the next step trains on. A cursor at the end of an epoch reads the next epoch. */
@@ -49,7 +56,7 @@ export function nextBatch(cursor: DataCursor, perWorker: number, worldSize: numb
 
 /** The cursor after `batch` was trained; at the end of an epoch it rolls over to the next. */
 export function advance(batch: GlobalBatch, trainCount: number): DataCursor {
-  const offset = batch.offset + batch.size;
+  const offset = batch.offset + (batch.span ?? batch.size);
   return offset >= trainCount ? { epoch: batch.epoch + 1, offset: 0 } : { epoch: batch.epoch, offset };
 }
 

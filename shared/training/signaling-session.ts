@@ -23,7 +23,7 @@ import type { Clock } from '../util/clock';
 export const JOIN_TIMEOUT_MS = 10_000;
 
 /** Reports a training run sends; while disconnected, the latest of each kind waits for the rejoin. */
-export type ReportEvent = 'worker:progress' | 'worker:evaluated' | 'worker:finished';
+export type ReportEvent = 'worker:progress' | 'worker:evaluated' | 'worker:finished' | 'worker:own-examples';
 export type ReportOf<E extends ReportEvent> = Parameters<ClientToServerEvents[E]>[0];
 
 /** Who this worker is in its room, once joined. */

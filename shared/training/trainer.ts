@@ -11,8 +11,9 @@
 import * as tf from '@tensorflow/tfjs';
 import { COLLECTIVE_TAG, type Collective, type CollectiveOptions } from '../collectives/collective';
 import { advance, stepsRemaining, withoutRanksFrom, type DataCursor, type GlobalBatch } from './sharding';
-import { MNIST_CLASSES, MNIST_PIXELS } from '../data/mnist-format';
+import { MNIST_PIXELS } from '../data/mnist-format';
 import type { DataSource } from './data-source';
+import type { EpochRoster } from './own-data';
 import type { FaultInjector } from './faults';
 import { sleep, systemClock, type Clock } from '../util/clock';
 import { buildModel, buildOptimizer, setLearningRate } from './models';
@@ -59,7 +60,13 @@ const TAIL_MESH_READY = TAIL_MODELS + MODEL_FLOATS;
 const TAIL_HUB_READY = TAIL_MESH_READY + 1;
 /** How many replicas' own gradient or loss was not finite (or absurdly large); they sent zeros instead. */
 const TAIL_NON_FINITE = TAIL_HUB_READY + 1;
-const TAIL_LENGTH = TAIL_NON_FINITE + 1;
+/**
+ * Examples trained in the step, summed: the divisor of the mean. It is what the gradients'
+ * sum holds, even where a device skipped a deleted example of its own data (own-data.ts).
+ */
+const TAIL_EXAMPLES = TAIL_NON_FINITE + 1;
+/** Then, for a source that needs them (DataAgreement), each rank's numbers: MAX_ROOM_MEMBERS slots. */
+const TAIL_LENGTH = TAIL_EXAMPLES + 1;
 
 /**
  * A replica's own gradient values must stay below this magnitude to travel: then no
@@ -207,6 +214,10 @@ export class Trainer {
 
   // Reused across steps: the per-step path allocates no JS buffers of its own.
   private readonly flat: Float32Array;
+  /** Floats after the gradients: TAIL_LENGTH, and the data source's per-rank numbers if it has any. */
+  private readonly tailLength: number;
+  /** Examples this replica trained in the current step (its share, less any deleted example of its own). */
+  private trained = 0;
   private readonly images: Float32Array;
   private readonly labels: Int32Array;
   /** Allocated on the first evaluation, then reused. */
@@ -264,7 +275,7 @@ export class Trainer {
     this.clock = options.clock ?? systemClock;
     this.faults = options.faults ?? null;
     this.collective = collective;
-    this.model = buildModel(config.model, config.seed);
+    this.model = buildModel(config.model, config.seed, config.classes.length);
     this.optimizer = buildOptimizer(config.optimizer, config.learningRate);
     this.schedule = new LearningRateSchedule(config);
     this.balancer = new ShareBalancer(config.balanceShares);
@@ -278,8 +289,9 @@ export class Trainer {
       total += v.size;
     }
     this.parameterCount = total;
-    this.flat = new Float32Array(total + TAIL_LENGTH);
-    this.gradientOptions = { wire: config.wire, exactTail: TAIL_LENGTH, algorithm: 'ring' };
+    this.tailLength = TAIL_LENGTH + (data.agreement ? MAX_ROOM_MEMBERS * data.agreement.floatsPerRank : 0);
+    this.flat = new Float32Array(total + this.tailLength);
+    this.gradientOptions = { wire: config.wire, exactTail: this.tailLength, algorithm: 'ring' };
     const b = this.data.maxShardExamples;
     this.images = new Float32Array(b * MNIST_PIXELS);
     this.labels = new Int32Array(b);
@@ -400,16 +412,25 @@ export class Trainer {
     return loadOptimizerWeights(this.config.optimizer, this.optimizer, weights, this.variables);
   }
 
-  /** Positions the replica, e.g. at a resumed step; the cursor must come from the same run. */
-  setPosition(step: number, cursor: DataCursor): void {
+  /**
+   * Positions the replica, e.g. at a resumed step; the cursor must come from the same run,
+   * and so must the epoch's roster for a run on the class's own data (null: none yet).
+   */
+  setPosition(step: number, cursor: DataCursor, roster: EpochRoster | null = null): void {
     this.lastReduceEnd = null;
     this.stepCounter = step;
     this.cursor = { ...cursor };
+    this.data.agreement?.restore(roster);
+  }
+
+  /** The current epoch's roster on the class's own data (keys and counts: own-data.ts); null otherwise. */
+  get dataRoster(): EpochRoster | null {
+    return this.data.agreement?.roster ?? null;
   }
 
   /** Floats of the state a replica hands over: position, weights, optimizer state. */
   get stateLength(): number {
-    return STATE_HEADER + this.parameterCount + optimizerStateLength(this.config.optimizer, this.parameterCount);
+    return STATE_HEADER + this.parameterCount + optimizerStateLength(this.config.optimizer, this.parameterCount) + (this.data.agreement?.stateFloats ?? 0);
   }
 
   /**
@@ -430,9 +451,16 @@ export class Trainer {
   async syncState(keyStep = 0): Promise<number> {
     this.lastReduceEnd = null;
     const n = this.collective.worldSize;
-    if (this.agreeBuffer.length < n * FINGERPRINT_FLOATS) this.agreeBuffer = new Float32Array(n * FINGERPRINT_FLOATS);
-    const check = this.agreeBuffer.subarray(0, n * FINGERPRINT_FLOATS);
-    check.fill(0);
+    // The fingerprints, then the data source's per-rank numbers: a new ring agrees on them before its first step.
+    const agreement = this.data.agreement;
+    const dataFloats = agreement ? n * agreement.floatsPerRank : 0;
+    const length = n * FINGERPRINT_FLOATS + dataFloats;
+    if (this.agreeBuffer.length < length) this.agreeBuffer = new Float32Array(length);
+    const buffer = this.agreeBuffer.subarray(0, length);
+    buffer.fill(0);
+    const check = buffer.subarray(0, n * FINGERPRINT_FLOATS);
+    const dataValues = buffer.subarray(n * FINGERPRINT_FLOATS);
+    if (agreement) agreement.writeOwn(dataValues, this.collective.rank * agreement.floatsPerRank);
     writeFingerprint(check, this.collective.rank, {
       step: this.stepCounter,
       epoch: this.cursor.epoch,
@@ -441,7 +469,8 @@ export class Trainer {
       stopped: this.stopped,
       weightsHash: await this.weightsHash(),
     });
-    await this.collective.allReduce(check, keyStep, COLLECTIVE_TAG.agree);
+    await this.collective.allReduce(buffer, keyStep, COLLECTIVE_TAG.agree);
+    if (agreement) agreement.agree(dataValues, n);
     const behind = ranksBehind(check, n);
     const chain = handOverChain(behind);
     this.sitOutFrom = sitOutFrom(behind, n);
@@ -478,6 +507,7 @@ export class Trainer {
       state.set(vals, at);
       at += vals.length;
     }
+    this.data.agreement?.writeState(state, at);
   }
 
   /** Takes the sender's state (the hand-over's receivers). */
@@ -499,6 +529,7 @@ export class Trainer {
         v.assign(tf.tensor(state.slice(at, at + v.size), v.shape, 'float32'));
         at += v.size;
       }
+      this.data.agreement?.readState(state, at);
     });
     this.weightsVersion++;
   }
@@ -523,8 +554,9 @@ export class Trainer {
     timing.dataMs = 0;
     timing.computeMs = 0;
     timing.readbackMs = 0;
-    if (n > 0) await this.computeGradients(batch, rank);
-    else flat.fill(0, 0, P); // more ranks than examples left in the epoch: contribute nothing
+    this.trained = n > 0 ? await this.computeGradients(batch, rank) : 0;
+    // More ranks than examples left in the epoch, or none of its own: contribute nothing.
+    if (this.trained === 0) flat.fill(0, 0, P);
     const slowMs = (this.faults?.slowComputeMs?.(step) ?? 0) + n * (this.faults?.slowMsPerExample?.(step) ?? 0);
     if (slowMs > 0) await sleep(this.clock, slowMs);
     flat[P + TAIL_STOP] = options.requestStop ? 1 : 0;
@@ -545,6 +577,9 @@ export class Trainer {
       flat[P + TAIL_CORRECT] = 0;
     }
     flat[P + TAIL_NON_FINITE] = ownNonFinite ? 1 : 0;
+    flat[P + TAIL_EXAMPLES] = ownNonFinite ? 0 : this.trained;
+    const agreement = this.data.agreement;
+    if (agreement) agreement.writeOwn(flat, P + TAIL_LENGTH + rank * agreement.floatsPerRank);
 
     const algorithm = this.nextAlgorithm;
     this.gradientOptions.algorithm = algorithm;
@@ -563,7 +598,11 @@ export class Trainer {
         `step ${step}: ${diverged} replica(s) computed a gradient or loss that is not finite (the model diverged); resume from a checkpoint with a lower learning rate`,
       );
     }
-    const inv = 1 / batch.size;
+    if (agreement) agreement.agree(flat.subarray(P + TAIL_LENGTH, P + TAIL_LENGTH + worldSize * agreement.floatsPerRank), worldSize);
+    // Every replica holds the same count: a step in which nobody trained anything (every
+    // example of it deleted) applies nothing, on every replica.
+    const trainedExamples = flat[P + TAIL_EXAMPLES]!;
+    const inv = trainedExamples > 0 ? 1 / trainedExamples : 0;
     let sq = 0;
     for (let i = 0; i < P; i++) {
       const g = flat[i]! * inv;
@@ -582,14 +621,14 @@ export class Trainer {
     setLearningRate(this.optimizer, learningRate);
     // These tensors may alias `flat` (the CPU backend does not copy); that is safe because
     // they live only inside this tidy, and `flat` is not written again until the next step.
-    this.applyFlat();
+    if (trainedExamples > 0) this.applyFlat();
     timing.applyMs = this.clock.now() - tApply;
 
     // Every replica holds the same sums, so every replica picks the same next algorithm.
     const models = readModels(flat, P + TAIL_MODELS, worldSize);
     const ready: LinkReadiness = { mesh: flat[P + TAIL_MESH_READY] === worldSize, hub: flat[P + TAIL_HUB_READY] === worldSize };
     this.ready = ready;
-    const wireBytes = P * (this.config.wire === 'fp16' ? 2 : 4) + TAIL_LENGTH * 4;
+    const wireBytes = P * (this.config.wire === 'fp16' ? 2 : 4) + this.tailLength * 4;
     this.nextAlgorithm = chooseAlgorithm(this.config.allreduce, worldSize, wireBytes, models, ready);
     const reason = this.explain(worldSize, wireBytes, models, ready);
     // Measure once the partner links are open, and again when the hub's links open later.
@@ -617,8 +656,8 @@ export class Trainer {
       stop,
       pause: flat[P + TAIL_PAUSE]! > 0,
       epochEnd,
-      examples: n,
-      globalBatchSize: batch.size,
+      examples: this.trained,
+      globalBatchSize: trainedExamples,
       admit: unanimous(flat, P + TAIL_ADMIT, worldSize),
       hashChecked,
       hashMismatch: hashChecked && hashesDiffer(flat, P + TAIL_HASH, worldSize),
@@ -648,6 +687,8 @@ export class Trainer {
   /** The global batch the next step trains from `cursor`: cut by the current shares, without the ranks sitting it out. */
   private nextGlobalBatch(cursor: DataCursor): GlobalBatch {
     const batch = this.data.nextBatch(cursor, this.collective.worldSize);
+    // A source that decides the shares (own data: where the examples are) is cut as it says.
+    if (batch.shares) return batch;
     batch.weights = this.balancer.current;
     return this.sitOutFrom === null ? batch : withoutRanksFrom(batch, this.sitOutFrom);
   }
@@ -658,12 +699,13 @@ export class Trainer {
    * of different sizes then average exactly, with no extra pass over the buffer), and the
    * tail the summed loss and the correct count.
    */
-  private async computeGradients(batch: GlobalBatch, rank: number): Promise<void> {
+  private async computeGradients(batch: GlobalBatch, rank: number): Promise<number> {
     const tData = this.clock.now();
     const n = await this.data.readShard(batch, rank, this.images, this.labels);
     const tCompute = this.clock.now();
     this.timing.dataMs = tCompute - tData;
-    await this.backprop(n, tCompute);
+    if (n > 0) await this.backprop(n, tCompute);
+    return n;
   }
 
   /** Forward and backward over the first `n` examples of the batch buffers, gradients into `flat`. */
@@ -671,7 +713,7 @@ export class Trainer {
     const { value, grads, correct } = tf.tidy(() => {
       const x = tf.tensor4d(this.images.subarray(0, n * MNIST_PIXELS), [n, 28, 28, 1]);
       const labels = tf.tensor1d(this.labels.subarray(0, n), 'int32');
-      const y = tf.oneHot(labels, MNIST_CLASSES);
+      const y = tf.oneHot(labels, this.config.classes.length);
       let correctCount: tf.Tensor | null = null;
       const result = tf.variableGrads(() => {
         const logits = this.model.apply(x, { training: true }) as tf.Tensor2D;
@@ -731,8 +773,11 @@ export class Trainer {
     this.applyFlat();
   }
 
-  /** Test-set accuracy, evaluated data-parallel: each rank scores its shard, one tiny all-reduce sums. */
-  async evaluate(): Promise<number> {
+  /**
+   * Test-set accuracy, evaluated data-parallel: each rank scores its shard, one tiny
+   * all-reduce sums. Null when the class holds no test example (own data, none held out yet).
+   */
+  async evaluate(): Promise<number | null> {
     this.lastReduceEnd = null;
     const { rank, worldSize } = this.collective;
     const shard = this.data.testShard(rank, worldSize);
@@ -758,7 +803,7 @@ export class Trainer {
     this.evalBuffer[0] = correct;
     this.evalBuffer[1] = to - from;
     await this.collective.allReduce(this.evalBuffer, this.stepCounter, COLLECTIVE_TAG.evaluation);
-    return this.evalBuffer[0]! / this.evalBuffer[1]!;
+    return this.evalBuffer[1]! > 0 ? this.evalBuffer[0]! / this.evalBuffer[1]! : null;
   }
 
   /** Fingerprint of all weights, in variable order; equal hashes mean bit-identical replicas. */

@@ -276,6 +276,10 @@ export class TrainingRun {
     const epoch = trainer.pendingEvaluation!;
     const accuracy = await trainer.evaluate();
     trainer.pendingEvaluation = null;
+    if (accuracy === null) {
+      this.options.log(`epoch ${epoch}: no test example anywhere in the class to score (own data holds out 1 in 5 of each device's)`);
+      return;
+    }
     this.update({ testAccuracy: accuracy });
     const { start, network } = this.options;
     this.options.reporter.report('worker:evaluated', { run: start.run, generation: network.generation?.generation ?? start.generation, step: trainer.step, epoch, accuracy });

@@ -16,7 +16,7 @@ import * as tf from '@tensorflow/tfjs';
 import type { Socket } from 'socket.io-client';
 import { WebringError, toWebringError, type ErrorBody } from '../protocol/errors';
 import type { PeerFactory } from '../network/peer';
-import type { Backend, ClientToServerEvents, DeviceClass, DeviceProbe, Generation, JoinAccepted, JoinRequest, MemberDropped, ServerToClientEvents, TrainStart, TrainStop, WorkerKind } from '../protocol';
+import { areDigitClasses, type Backend, type ClientToServerEvents, type DeviceClass, type DeviceProbe, type Generation, type JoinAccepted, type JoinRequest, type MemberDropped, type ServerToClientEvents, type TrainStart, type TrainStop, type WorkerKind } from '../protocol';
 import { RingNetwork } from '../network/ring-network';
 import type { Trainer } from './trainer';
 import { predictDigit } from './models';
@@ -26,6 +26,8 @@ import { systemClock, type Clock } from '../util/clock';
 import type { FaultInjector } from './faults';
 import type { DataFactory } from './data-source';
 import { streamFromDataService } from './streamed-mnist';
+import { OwnDataSource } from './own-data';
+import type { OwnExamples } from './own-examples';
 import { SignalingSession } from './signaling-session';
 import { GenerationTracker } from './generation-tracker';
 import { WorkerStatusView, type WorkerStatus } from './worker-status';
@@ -35,8 +37,17 @@ import { probeDevice } from './device-probe';
 export interface WorkerOptions {
   socket: Socket<ServerToClientEvents, ClientToServerEvents>;
   peerFactory: PeerFactory;
-  /** Where each run's examples come from; by default streamed from the server's data service (streamed-mnist.ts). */
+  /**
+   * Where each run's examples come from; by default the server's digits streamed from its
+   * data service (streamed-mnist.ts), or for a run on the class's own data this device's
+   * own examples (ownExamples).
+   */
   data?: DataFactory;
+  /**
+   * This device's own examples for a run's classes (own-examples.ts: the browser's IndexedDB,
+   * a Node worker's --data folder); null or absent where it holds none. They never leave it.
+   */
+  ownExamples?: (classes: readonly string[]) => OwnExamples | null;
   backend: Backend;
   kind: WorkerKind;
   /** What kind of device this is, for the admission probe ('node' for a Node worker by default). */
@@ -83,6 +94,8 @@ export class TrainingWorker {
   private probe: Promise<DeviceProbe | null> | null = null;
   /** The generation at which this chief offered its local checkpoint to the server (-1: not yet). */
   private reseededAt = -1;
+  /** This device's own examples per class as last reported (counts only); null: it reports none. */
+  private ownCounts: Record<string, number> | null = null;
 
   constructor(options: WorkerOptions) {
     this.options = options;
@@ -151,6 +164,7 @@ export class TrainingWorker {
       onError: (e) => this.options.log(`checkpoint not saved: ${e.code} ${e.message}`),
     });
     this.status.update({ memberId: result.memberId, index: result.index, state: 'waiting' });
+    if (this.ownCounts) this.session.report('worker:own-examples', { counts: this.ownCounts });
     if (this.generations.latest) this.onGeneration(this.generations.latest);
     // A start that overtook this join's reply runs now that the ring exists.
     const overtaken = this.startBeforeJoined;
@@ -189,6 +203,15 @@ export class TrainingWorker {
    * kernels, and measures this device, before it joins. A failure is logged and shown, and
    * the worker joins unmeasured: the ring then measures it in its first steps.
    */
+  /**
+   * This device's own examples per class (counts only: own-examples.ts countByLabel), for
+   * the teacher's page and the room API: sent now if joined, and again after every join.
+   */
+  reportOwnExamples(counts: Record<string, number>): void {
+    this.ownCounts = { ...counts };
+    if (this.session.identity) this.session.report('worker:own-examples', { counts: this.ownCounts });
+  }
+
   private async runProbe(): Promise<DeviceProbe | null> {
     const { log, device } = this.options;
     try {
@@ -229,6 +252,8 @@ export class TrainingWorker {
       // The checkpoint the server missed goes first, so a resent end-of-run finds it stored.
       if (this.status.current.chief) await this.writer?.retry();
       this.session.resendUnsent();
+      // A restarted server keeps no counts (room.json holds no examples' numbers either).
+      if (this.ownCounts) this.session.report('worker:own-examples', { counts: this.ownCounts });
       return;
     }
     log(`the server no longer knows this tab (${result.error.code}); joining afresh`);
@@ -334,7 +359,7 @@ export class TrainingWorker {
         checkpoints: this.runCheckpoints(),
         status: this.status,
         control: this.control,
-        data: (this.options.data ?? streamFromDataService)(start.config, {
+        data: (this.options.data ?? this.defaultData)(start.config, {
           serverUrl: this.options.serverUrl,
           room: this.session.identity!.room,
           joinCode: this.session.identity!.code,
@@ -360,6 +385,16 @@ export class TrainingWorker {
   }
 
   /** The chief's writer and the server's checkpoints, for the run. */
+  /**
+   * The server's digits, or this device's own examples (the test set: MNIST's test digits for
+   * a run of the digits, else every device's held-out fifth).
+   */
+  private readonly defaultData: DataFactory = (config, context) => {
+    if (config.data !== 'own') return streamFromDataService(config, context);
+    const own = this.options.ownExamples?.(config.classes) ?? null;
+    return new OwnDataSource(config, own, areDigitClasses(config.classes) ? streamFromDataService(config, context) : null);
+  };
+
   private runCheckpoints(): RunCheckpoints {
     return {
       save: (trainer, run, maxToKeep) =>

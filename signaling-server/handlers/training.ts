@@ -5,6 +5,7 @@ import {
   evaluationReportSchema,
   evictRequestSchema,
   finishReportSchema,
+  ownExamplesReportSchema,
   parseOrThrow,
   progressReportSchema,
   reformRequestSchema,
@@ -54,6 +55,14 @@ export function registerTrainingHandlers(ctx: ServerContext, socket: IoSocket): 
       const member = requireMember(socket);
       const report = parseOrThrow(evaluationReportSchema, raw);
       await updateMemberRoom(ctx, member, (room, memberId) => room.recordEvaluation(memberId, report));
+    });
+  });
+
+  socket.on('worker:own-examples', (raw: unknown) => {
+    guarded(ctx, socket, 'worker:own-examples', undefined, async () => {
+      const member = requireMember(socket);
+      const report = parseOrThrow(ownExamplesReportSchema, raw);
+      await updateMemberRoom(ctx, member, (room, memberId) => room.recordOwnExamples(memberId, report));
     });
   });
 

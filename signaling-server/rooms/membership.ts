@@ -22,6 +22,8 @@ export interface NewMember {
   adapter: string | null;
   /** Its admission probe; absent in records written before probes existed. */
   probe?: DeviceProbe | null;
+  /** Its own examples per class (counts only), as it last reported them; absent before any report. */
+  ownExamples?: Record<string, number>;
   /** The signaling node holding the member's connection (several nodes share rooms over Redis); null on a single server. */
   node: string | null;
 }
@@ -278,6 +280,7 @@ export class Membership {
       speedVsMedian: m.speedVsMedian,
       collective: m.collective,
       probe: m.probe ?? null,
+      ownExamples: m.ownExamples ?? {},
       connected: m.socketId !== null,
       node: m.node,
     };

@@ -32,7 +32,7 @@ export interface RoomRecord extends RunRecord {
 }
 
 /** A member as room.json keeps it: no connection, no per-step telemetry. */
-type FileMember = Omit<Member, 'socketId' | 'computeMs' | 'batchShare' | 'linkMBps' | 'learningRate' | 'speedVsMedian' | 'collective' | 'awaitingState' | 'node' | 'disconnectedAt' | 'probe'>;
+type FileMember = Omit<Member, 'socketId' | 'computeMs' | 'batchShare' | 'linkMBps' | 'learningRate' | 'speedVsMedian' | 'collective' | 'awaitingState' | 'node' | 'disconnectedAt' | 'probe' | 'ownExamples'>;
 
 /** room.json: membership with indexes and token digests, generation, run and config. */
 export interface RoomFile {
@@ -76,7 +76,7 @@ export function decodeRoom(record: RoomRecord, clock: Clock, history: MetricPoin
 
 /** What room.json keeps of a record. */
 export function toRoomFile(record: RoomRecord): RoomFile {
-  const strip = ({ socketId: _s, node: _n, computeMs: _c, batchShare: _b, linkMBps: _l, learningRate: _r, speedVsMedian: _v, collective: _k, awaitingState: _a, disconnectedAt: _d, probe: _p, ...m }: Member): FileMember => m;
+  const strip = ({ socketId: _s, node: _n, computeMs: _c, batchShare: _b, linkMBps: _l, learningRate: _r, speedVsMedian: _v, collective: _k, awaitingState: _a, disconnectedAt: _d, probe: _p, ownExamples: _o, ...m }: Member): FileMember => m;
   const { name, nextIndex, generation, run, state, config, step, epoch } = record;
   const file: RoomFile = { format: 1, name, nextIndex, generation, run, state, config, step, epoch, active: record.active.map(strip), waiting: record.waiting.map(strip) };
   if (record.hub) file.hub = strip(record.hub);

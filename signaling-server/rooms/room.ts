@@ -19,6 +19,7 @@ import {
   type DropRequest,
   type MemberDropped,
   type EvaluationReport,
+  type OwnExamplesReport,
   type EvictRequest,
   type FinishReport,
   type Generation,
@@ -391,6 +392,13 @@ export class Room {
     if (this.members.chief !== m) return;
     const { resynced } = this.runState.recordChiefProgress(report, this.clock.now());
     if (resynced) this.log('resynced', [], `weights differed at step ${report.step}; every replica reloaded the chief's state`);
+  }
+
+  /** A member's own examples per class (counts only): the teacher's page shows them live. */
+  recordOwnExamples(memberId: string, report: OwnExamplesReport): void {
+    const m = this.members.find(memberId);
+    if (!m || this.members.isHub(memberId)) throw new WebringError('ERR_NOT_IN_ROOM', 'only students and Node workers hold examples');
+    m.ownExamples = { ...report.counts };
   }
 
   recordEvaluation(memberId: string, report: EvaluationReport): void {

@@ -44,7 +44,19 @@ async function admit(ctx: ServerContext, name: string): Promise<void> {
   }
 }
 
-/** The newest checkpoint of the same model and dataset for 'latest', or the named one. */
+/**
+ * Why a checkpoint's run cannot go on as `config`'s, or null: its data cursor counts
+ * through another dataset's epochs, or another kind of data's, and a model of other
+ * classes has another output layer.
+ */
+function otherDataThan(saved: StartConfig, config: StartConfig): string | null {
+  if (saved.data !== config.data) return `trained on data '${saved.data}', not '${config.data}'`;
+  if (config.data === 'mnist' && saved.dataset !== config.dataset) return `trained on ${saved.dataset}, not ${config.dataset}`;
+  if (saved.classes.join('\n') !== config.classes.join('\n')) return `tells apart ${saved.classes.join(', ')}, not ${config.classes.join(', ')}`;
+  return null;
+}
+
+/** The newest checkpoint of the same model and data for 'latest', or the named one. */
 async function resumePoint(ctx: ServerContext, room: string, config: StartConfig): Promise<ResumePoint | null> {
   if (config.resumeFrom === 'none') return null;
   const found = await ctx.checkpoints.metadata(room, config.resumeFrom);
@@ -57,10 +69,10 @@ async function resumePoint(ctx: ServerContext, room: string, config: StartConfig
     if (config.resumeFrom === LATEST_CHECKPOINT) return null; // a different model starts fresh
     throw new WebringError('ERR_BAD_STATE', `checkpoint ${config.resumeFrom} holds a ${meta.config.model}, not a ${config.model}`, 'resumeFrom');
   }
-  if (meta.config.dataset !== config.dataset) {
-    // Its data cursor counts through another dataset's epochs.
+  const otherData = otherDataThan(meta.config, config);
+  if (otherData) {
     if (config.resumeFrom === LATEST_CHECKPOINT) return null;
-    throw new WebringError('ERR_BAD_STATE', `checkpoint ${config.resumeFrom} trained on ${meta.config.dataset}, not ${config.dataset}`, 'resumeFrom');
+    throw new WebringError('ERR_BAD_STATE', `checkpoint ${config.resumeFrom} ${otherData}`, 'resumeFrom');
   }
   const id = (await ctx.checkpoints.resolve(room, config.resumeFrom))!.id;
   return { checkpointId: id, step: meta.step, dataCursor: meta.dataCursor, weightsHash: meta.weightsHash };

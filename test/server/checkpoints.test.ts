@@ -102,7 +102,7 @@ test('a tampered upload gets a 400 and nothing is kept; an oversized one a 413',
   assert.deepEqual((await list()).map((c) => c.id), before.map((c) => c.id));
 });
 
-test('a checkpoint resumes only on the dataset it trained: naming it for another is a 409 at resumeFrom, and nothing starts', async () => {
+test('a checkpoint resumes only on the data and classes it trained: naming it for others is a 409 at resumeFrom, and nothing starts', async () => {
   const [newest] = await list();
   assert.ok(newest);
   const res = await fetch(`${server.url}/api/rooms/${ROOM}/start`, {
@@ -113,6 +113,21 @@ test('a checkpoint resumes only on the dataset it trained: naming it for another
   const body = (await res.json()) as { error: { code: string; field: string; message: string } };
   assert.deepEqual([res.status, body.error.code, body.error.field], [409, 'ERR_BAD_STATE', 'resumeFrom']);
   assert.match(body.error.message, /trained on mnist-60k, not mnist-10k/);
+  // Nor for the class's own data of other classes: the model has another output layer.
+  const start = (config: object) =>
+    fetch(`${server.url}/api/rooms/${ROOM}/start`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${TEST_TOKEN}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'mlp', optimizer: 'adam', batchSizePerWorker: 8, resumeFrom: newest.id, ...config }),
+    });
+  const own = await start({ data: 'own', classes: ['cat', 'sun'] });
+  const ownBody = (await own.json()) as { error: { code: string; field: string; message: string } };
+  assert.deepEqual([own.status, ownBody.error.code, ownBody.error.field], [409, 'ERR_BAD_STATE', 'resumeFrom']);
+  assert.match(ownBody.error.message, /trained on data 'mnist', not 'own'/);
+  // Labels other than the digits need the class's own data: a 400 naming the field.
+  const digits = await start({ classes: ['cat', 'sun'] });
+  const digitsBody = (await digits.json()) as { error: { code: string; field: string } };
+  assert.deepEqual([digits.status, digitsBody.error.code, digitsBody.error.field], [400, 'ERR_BAD_REQUEST', 'classes']);
   const room = (await (await fetch(`${server.url}/api/rooms/${ROOM}`, AS_TEACHER)).json()) as { state: string };
   assert.equal(room.state, 'idle');
 });

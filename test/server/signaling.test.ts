@@ -399,3 +399,28 @@ test('the API rejects bad room names and shows a room nobody joined as empty and
   assert.deepEqual([empty.state, empty.members.length, empty.chief], ['idle', 0, null]);
   assert.deepEqual(empty.data, { dataset: null, datasetBytes: 0, bytesServed: 0 });
 });
+
+test("each member's own examples per class show in the room API, counts only; a bad report is refused and changes nothing", async () => {
+  const [a, b] = [await client(), await client()];
+  await join(a, 'collecting', 'ana');
+  await join(b, 'collecting', 'ben');
+  a.emit('worker:own-examples', { counts: { cat: 12, sun: 3 } });
+  b.emit('worker:own-examples', { counts: { cat: 0, house: 7 } });
+  // A later report replaces the earlier one (a deletion lowers a count).
+  a.emit('worker:own-examples', { counts: { cat: 11, sun: 3 } });
+  await new Promise((r) => setTimeout(r, 150));
+  const shown = (await status('collecting')).members.map((m) => [m.name, m.ownExamples]);
+  assert.deepEqual(shown, [['ana', { cat: 11, sun: 3 }], ['ben', { cat: 0, house: 7 }]]);
+
+  for (const bad of [{ counts: { cat: -1 } }, { counts: { cat: 1.5 } }, { counts: { '': 1 } }, { counts: Object.fromEntries(Array.from({ length: 21 }, (_, i) => [`c${i}`, 1])) }, { counts: { cat: 1 }, pixels: [0.5] }]) {
+    const refused = nextEvent(a, 'server:error');
+    a.emit('worker:own-examples', bad as never);
+    assert.equal((await refused).code, 'ERR_BAD_REQUEST', JSON.stringify(bad).slice(0, 80));
+  }
+  assert.deepEqual((await status('collecting')).members.map((m) => [m.name, m.ownExamples]), shown);
+  // Someone not in the room holds nothing the room lists.
+  const outsider = await client();
+  const notIn = nextEvent(outsider, 'server:error');
+  outsider.emit('worker:own-examples', { counts: { cat: 1 } });
+  assert.equal((await notIn).code, 'ERR_NOT_IN_ROOM');
+});

@@ -45,6 +45,7 @@ function member(id: string, index: number): MemberInfo {
     linkMBps: 0, learningRate: 0.001, speedVsMedian: 1,
     collective: null,
     probe: null,
+    ownExamples: {},
     connected: true,
     node: null,
   };

@@ -1,0 +1,381 @@
+/**
+ * Training on the class's own examples (`data: 'own'`): each device trains only on what its
+ * student collected (own-examples.ts), and only gradients and counts travel.
+ *
+ * **What an epoch is.** Epoch e is one pass over the union of the examples the ring's
+ * devices held for training when e began: its *roster*, each device's store key, its count
+ * of training examples and the last of them (its seq), in rank order, agreed by every
+ * replica through the gradient tail (DataAgreement). The union is laid out as one line of
+ * T = Σ nᵢ places, the devices' examples spread evenly along it: device i's k-th example
+ * sits at (k + ½) / nᵢ of the way, and the line takes every example in that order (ties to
+ * the lower device). Once the class has consumed O places, device i has consumed cᵢ(O) of
+ * its own examples: how many of its places are among the first O. So Σᵢ cᵢ(O) = O exactly,
+ * each cᵢ only grows, it reaches nᵢ at O = T, and it stays within two examples of its
+ * proportional part O·nᵢ/T (unit-tested). A step covers the next
+ * perWorker × (ranks in the roster) places, [O, O + B), and device i trains
+ * cᵢ(O + B) − cᵢ(O) of its examples, the next ones of its own permutation of the epoch. So each device's share of every step is proportional to its data, every device
+ * finishes its examples with the epoch, and every example of the roster is trained once.
+ * The update is the sum of the gradients over everything trained in the step divided by
+ * how many that was (the count is all-reduced with the gradients): each example weighs the
+ * same, whichever device holds it.
+ *
+ * **When the class changes.**
+ *  - A device that leaves takes its places with it: the class skips them (a step whose
+ *    places are all a departed device's trains nothing and moves on).
+ *  - A device that joins mid-epoch trains nothing until the next epoch, whose roster has it.
+ *    A device that comes back with the same store (a reload) takes up its block where the
+ *    line says, since cᵢ(O) depends only on O and the roster.
+ *  - A device with no examples has no places: it joins the ring, sends zeros, and is never
+ *    a divisor.
+ *  - Examples collected during an epoch wait for the next; one deleted during an epoch keeps
+ *    its place as a tombstone and is skipped. Clearing a store makes a new store: its old
+ *    block is a departed device's.
+ *  - The roster (keys and counts, never examples) travels with the hand-over's state and
+ *    is kept in checkpoints with the data cursor, so a resumed run goes on with the same
+ *    epoch.
+ *
+ * Balancing shares by speed does not apply: where an example is decides who trains it.
+ */
+import { MNIST_PIXELS } from '../data/mnist-format';
+import { MAX_ROOM_MEMBERS, type StartConfig } from '../protocol';
+import { WebringError } from '../protocol/errors';
+import { mixSeed, permutationInto } from '../util/random';
+import type { DataAgreement, DataSource } from './data-source';
+import { isHeldOut, type OwnExample, type OwnExamples } from './own-examples';
+import type { DataCursor, GlobalBatch } from './sharding';
+
+/** One device's block of an epoch. */
+export interface RosterDevice {
+  /** Its store's key (own-examples.ts). */
+  key: number;
+  /** Its training examples when the epoch began, tombstones included. */
+  examples: number;
+  /** The seq of the last of them: later ones wait for the next epoch. */
+  lastSeq: number;
+}
+
+/** The devices whose examples epoch `epoch` passes over, in rank order when it began. */
+export interface EpochRoster {
+  epoch: number;
+  devices: RosterDevice[];
+}
+
+/** Floats each rank contributes per agreement: its key as two 16-bit words, its count, its last seq + 1. */
+const RANK_FLOATS = 4;
+const WORD = 0x10000;
+/** Floats of the roster in the hand-over's state: epoch + 1 (0: none), devices, then RANK_FLOATS per device. */
+const ROSTER_STATE_FLOATS = 2 + MAX_ROOM_MEMBERS * RANK_FLOATS;
+
+/** The epoch's line: where each device's examples sit, and cᵢ(O) above. */
+export class EpochLine {
+  /** Each device's places on the line, ascending. */
+  private readonly placesOf: Uint32Array[];
+  readonly places: number;
+
+  /** Built once per epoch: a merge of the devices' evenly spread examples, T × devices comparisons. */
+  constructor(readonly roster: EpochRoster) {
+    const counts = roster.devices.map((d) => d.examples);
+    this.placesOf = counts.map((n) => new Uint32Array(n));
+    this.places = counts.reduce((a, b) => a + b, 0);
+    const next = counts.map(() => 0);
+    for (let place = 0; place < this.places; place++) {
+      // The device whose next example sits earliest: (2k + 1) / 2n compared exactly in integers.
+      let best = -1;
+      for (let i = 0; i < counts.length; i++) {
+        if (next[i]! >= counts[i]!) continue;
+        if (best < 0 || (2 * next[i]! + 1) * counts[best]! < (2 * next[best]! + 1) * counts[i]!) best = i;
+      }
+      this.placesOf[best]![next[best]!++] = place;
+    }
+  }
+
+  /** cᵢ(O): how many of device `index`'s places are among the first `placesConsumed`. */
+  consumed(index: number, placesConsumed: number): number {
+    const places = this.placesOf[index]!;
+    let lo = 0;
+    let hi = places.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      if (places[mid]! < placesConsumed) lo = mid + 1;
+      else hi = mid;
+    }
+    return lo;
+  }
+}
+
+/** The examples a rank holds for the next roster: the agreement's per-rank values. */
+interface RankHolding {
+  key: number;
+  examples: number;
+  lastSeq: number;
+}
+
+/**
+ * A DataSource over this device's own examples. The test set: MNIST's test digits for a run
+ * of the digits (`digitsTest`), else the 20% of its examples each device holds out, scored
+ * where they are and summed through the ring (counts only).
+ */
+export class OwnDataSource implements DataSource, DataAgreement {
+  readonly agreement: DataAgreement = this;
+  readonly floatsPerRank = RANK_FLOATS;
+  readonly stateFloats = ROSTER_STATE_FLOATS;
+  private readonly perWorker: number;
+  private readonly seed: number;
+  private readonly classIndex: Map<string, number>;
+  /** The latest agreed holdings, by rank of the ring they were agreed on. */
+  private holdings: RankHolding[] = [];
+  private line: EpochLine | null = null;
+  /** Each rank's device in the current roster, or -1. */
+  private rankDevice: number[] = [];
+  /** This device's training examples of the current roster (indices into the store), and its permutation of them. */
+  private ownBlock: Uint32Array = new Uint32Array(0);
+  private ownOrder: Uint32Array = new Uint32Array(0);
+  private ownDevice = -1;
+  /** This device's count of training examples, kept up to date as the store grows. */
+  private counted = { key: 0, scanned: 0, examples: 0, lastSeq: -1 };
+  /** The held-out examples of the evaluation under way (testShard takes them). */
+  private evaluating: Array<{ pixels: Float32Array; label: number }> = [];
+
+  constructor(
+    config: Pick<StartConfig, 'batchSizePerWorker' | 'seed' | 'classes'>,
+    /** This device's examples; null for a device that holds none. */
+    private readonly store: OwnExamples | null,
+    private readonly digitsTest: Pick<DataSource, 'testShard' | 'readTest'> | null = null,
+  ) {
+    this.perWorker = config.batchSizePerWorker;
+    this.seed = config.seed;
+    this.classIndex = new Map(config.classes.map((c, i) => [c, i]));
+  }
+
+  /** The current epoch's roster; null before the first. */
+  get roster(): EpochRoster | null {
+    return this.line?.roster ?? null;
+  }
+
+  get trainCount(): number {
+    return this.line?.places ?? 0;
+  }
+
+  /** A device may hold most of the class's examples, and then trains most of each batch. */
+  get maxShardExamples(): number {
+    return this.perWorker * MAX_ROOM_MEMBERS;
+  }
+
+  /**
+   * perWorker for each rank whose examples the epoch passes over: a device with none (or
+   * one that joined mid-epoch) neither grows the batch nor changes what the others train.
+   */
+  globalBatchSize(worldSize: number): number {
+    return this.perWorker * Math.max(1, this.presentDevices(worldSize));
+  }
+
+  nextBatch(cursor: DataCursor, worldSize: number): GlobalBatch {
+    let { epoch, offset } = cursor;
+    if (this.line?.roster.epoch !== epoch) {
+      if (offset !== 0) throw new WebringError('ERR_BAD_DATA', `no roster for epoch ${epoch}, ${offset} places in: the position lost its roster`);
+      this.beginEpoch(epoch);
+    }
+    for (;;) {
+      if (offset >= this.trainCount) {
+        epoch++;
+        offset = 0;
+        this.beginEpoch(epoch);
+      }
+      const present = this.presentDevices(worldSize);
+      if (present === 0) {
+        // Every device of this epoch has left: the rest of it is theirs.
+        offset = this.trainCount;
+        continue;
+      }
+      const span = Math.min(this.perWorker * present, this.trainCount - offset);
+      const shares = new Array<number>(worldSize);
+      let size = 0;
+      for (let r = 0; r < worldSize; r++) {
+        const d = this.rankDevice[r] ?? -1;
+        shares[r] = d < 0 ? 0 : this.line!.consumed(d, offset + span) - this.line!.consumed(d, offset);
+        size += shares[r]!;
+      }
+      if (size > 0) return { epoch, offset, size, span, worldSize, shares };
+      // Only departed devices' places here: nobody can train them.
+      offset += span;
+    }
+  }
+
+  shareOf(batch: GlobalBatch, rank: number): number {
+    return batch.shares?.[rank] ?? 0;
+  }
+
+  /** This device's examples of `batch`; a deleted one is skipped, so it may return fewer than its share. */
+  readShard(batch: GlobalBatch, _rank: number, images: Float32Array, labels: Int32Array): Promise<number> {
+    const line = this.line;
+    if (!line || !this.store || this.ownDevice < 0 || line.roster.epoch !== batch.epoch) return Promise.resolve(0);
+    const from = line.consumed(this.ownDevice, batch.offset);
+    const to = line.consumed(this.ownDevice, batch.offset + (batch.span ?? batch.size));
+    const examples = this.store.examples;
+    let n = 0;
+    for (let j = from; j < to; j++) {
+      const example = examples[this.ownBlock[this.ownOrder[j]!]!]!;
+      const label = this.classIndex.get(example.label);
+      if (example.pixels === null || label === undefined) continue;
+      images.set(example.pixels, n * MNIST_PIXELS);
+      labels[n] = label;
+      n++;
+    }
+    return Promise.resolve(n);
+  }
+
+  testShard(rank: number, worldSize: number): { start: number; count: number } {
+    if (this.digitsTest) return this.digitsTest.testShard(rank, worldSize);
+    // Taken once per evaluation: an example deleted while it runs is still scored as it was.
+    this.evaluating = this.heldOut();
+    return { start: 0, count: this.evaluating.length };
+  }
+
+  readTest(start: number, count: number, images: Float32Array, labels: Int32Array): Promise<void> {
+    if (this.digitsTest) return this.digitsTest.readTest(start, count, images, labels);
+    for (let i = 0; i < count; i++) {
+      const example = this.evaluating[start + i]!;
+      images.set(example.pixels, i * MNIST_PIXELS);
+      labels[i] = example.label;
+    }
+    return Promise.resolve();
+  }
+
+  // DataAgreement ------------------------------------------------------------
+
+  writeOwn(out: Float32Array, at: number): void {
+    const { key, examples, lastSeq } = this.countOwn();
+    out[at] = Math.floor(key / WORD);
+    out[at + 1] = key % WORD;
+    out[at + 2] = examples;
+    out[at + 3] = lastSeq + 1;
+  }
+
+  agree(values: Float32Array, worldSize: number): void {
+    const holdings: RankHolding[] = [];
+    for (let r = 0; r < worldSize; r++) {
+      const at = r * RANK_FLOATS;
+      holdings.push({ key: values[at]! * WORD + values[at + 1]!, examples: values[at + 2]!, lastSeq: values[at + 3]! - 1 });
+    }
+    this.holdings = holdings;
+    this.mapRanks();
+  }
+
+  writeState(out: Float32Array, at: number): void {
+    out.fill(0, at, at + ROSTER_STATE_FLOATS);
+    const roster = this.roster;
+    if (!roster) return;
+    out[at] = roster.epoch + 1;
+    out[at + 1] = roster.devices.length;
+    roster.devices.forEach((d, i) => {
+      const o = at + 2 + i * RANK_FLOATS;
+      out[o] = Math.floor(d.key / WORD);
+      out[o + 1] = d.key % WORD;
+      out[o + 2] = d.examples;
+      out[o + 3] = d.lastSeq + 1;
+    });
+  }
+
+  readState(from: Float32Array, at: number): void {
+    if (from[at] === 0) {
+      this.restore(null);
+      return;
+    }
+    const devices: RosterDevice[] = [];
+    for (let i = 0; i < from[at + 1]!; i++) {
+      const o = at + 2 + i * RANK_FLOATS;
+      devices.push({ key: from[o]! * WORD + from[o + 1]!, examples: from[o + 2]!, lastSeq: from[o + 3]! - 1 });
+    }
+    this.restore({ epoch: from[at]! - 1, devices });
+  }
+
+  /** Takes a roster from a checkpoint or a hand-over (null: none yet, the next epoch forms one). */
+  restore(roster: EpochRoster | null): void {
+    this.useRoster(roster);
+  }
+
+  // --------------------------------------------------------------------------
+
+  /** Forms epoch `epoch`'s roster from the latest agreed holdings; a class without examples cannot train. */
+  private beginEpoch(epoch: number): void {
+    const devices = this.holdings.filter((h) => h.examples > 0).map((h) => ({ key: h.key, examples: h.examples, lastSeq: h.lastSeq }));
+    this.useRoster({ epoch, devices });
+    if (this.trainCount === 0) {
+      throw new WebringError('ERR_NO_EXAMPLES', "no device in the class holds an example to train on: collect some on the student page (Collect), then start again");
+    }
+  }
+
+  private useRoster(roster: EpochRoster | null): void {
+    this.line = roster ? new EpochLine(roster) : null;
+    this.mapRanks();
+    this.ownDevice = -1;
+    const key = this.store?.key;
+    const index = roster && key !== undefined ? roster.devices.findIndex((d) => d.key === key) : -1;
+    if (!roster || index < 0 || !this.store) return;
+    const mine = roster.devices[index]!;
+    const block: number[] = [];
+    this.store.examples.forEach((e, i) => {
+      if (e.seq <= mine.lastSeq && this.trains(key!, e)) block.push(i);
+    });
+    if (block.length !== mine.examples) {
+      // The store changed underneath the roster (it was replaced, not cleared): train nothing rather than the wrong examples.
+      return;
+    }
+    this.ownBlock = Uint32Array.from(block);
+    this.ownOrder = permutationInto(new Uint32Array(block.length), mixSeed(mixSeed(this.seed, roster.epoch), key!));
+    this.ownDevice = index;
+  }
+
+  /** Ranks of the ring whose device is in the current roster (before any roster: ranks holding examples). */
+  private presentDevices(worldSize: number): number {
+    let n = 0;
+    for (let r = 0; r < worldSize; r++) {
+      if (this.line ? (this.rankDevice[r] ?? -1) >= 0 : (this.holdings[r]?.examples ?? 0) > 0) n++;
+    }
+    return n;
+  }
+
+  /** Each rank's device in the current roster, matched by store key. */
+  private mapRanks(): void {
+    const devices = this.line?.roster.devices ?? [];
+    const taken = new Set<number>();
+    this.rankDevice = this.holdings.map((h) => {
+      const d = devices.findIndex((dev, i) => dev.key === h.key && !taken.has(i));
+      if (d >= 0) taken.add(d);
+      return d;
+    });
+  }
+
+  /** This device's training examples so far (tombstones included), counted as the store grows. */
+  private countOwn(): { key: number; examples: number; lastSeq: number } {
+    const c = this.counted;
+    const store = this.store;
+    if (!store) return { key: 0, examples: 0, lastSeq: -1 };
+    if (c.key !== store.key || c.scanned > store.examples.length) Object.assign(c, { key: store.key, scanned: 0, examples: 0, lastSeq: -1 });
+    const list = store.examples;
+    for (; c.scanned < list.length; c.scanned++) {
+      const e = list[c.scanned]!;
+      if (!this.trains(store.key, e)) continue;
+      c.examples++;
+      c.lastSeq = e.seq;
+    }
+    return c;
+  }
+
+  /** A training place of this run, live or deleted: not held out, and of one of the run's classes. */
+  private trains(key: number, e: OwnExample): boolean {
+    return !isHeldOut(key, e.seq) && this.classIndex.has(e.label);
+  }
+
+  /** This device's live held-out examples of the run's classes, as the evaluation starts. */
+  private heldOut(): Array<{ pixels: Float32Array; label: number }> {
+    if (!this.store) return [];
+    const key = this.store.key;
+    const out: Array<{ pixels: Float32Array; label: number }> = [];
+    for (const e of this.store.examples) {
+      const label = this.classIndex.get(e.label);
+      if (e.pixels !== null && label !== undefined && isHeldOut(key, e.seq)) out.push({ pixels: e.pixels, label });
+    }
+    return out;
+  }
+}
