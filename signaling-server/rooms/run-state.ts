@@ -174,11 +174,12 @@ export class RunState {
     this.r.dropped.push(dropped);
   }
 
-  /** The chief's estimate of the last step, or one from the config for a ring of `ringSize`. */
+  /** The chief's estimate of the last step, or one from the config for a ring of `ringSize` (none for own data). */
   totalSteps(ringSize: number): number | null {
     const config = this.r.config;
+    // The class's own data: only the devices know how many examples an epoch has.
     const estimate =
-      config && ringSize > 0
+      config && ringSize > 0 && config.data === 'mnist'
         ? Math.min(config.epochs * stepsPerEpoch(DATASETS[config.dataset].trainCount, config.batchSizePerWorker * ringSize), config.maxSteps ?? Number.POSITIVE_INFINITY)
         : null;
     return this.r.reportedTotalSteps ?? estimate;

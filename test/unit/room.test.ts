@@ -201,6 +201,20 @@ test('a run starts, records the chief\'s progress and evaluations, pauses, resum
   assert.equal(room.isTraining, false);
 });
 
+test("a run on the class's own data has no step estimate until the chief reports one; the members' own counts show, and the hub holds none", () => {
+  const { room } = roomWith(['a', 'b']);
+  room.recordOwnExamples('a', { counts: { cat: 4, sun: 2 } });
+  assert.deepEqual(room.status().members.map((m) => m.ownExamples), [{ cat: 4, sun: 2 }, {}]);
+  room.start({ ...CONFIG, data: 'own', classes: ['cat', 'sun'] }, null);
+  // Only the devices know how many examples an epoch has: a guess from MNIST's size would mislead the teacher.
+  assert.equal(room.status().totalSteps, null);
+  room.recordProgress('a', progress(1, 1));
+  assert.equal(room.status().totalSteps, 100);
+  room.join({ ...member('hub1'), name: 'hub', kind: 'hub' });
+  assert.equal(codeOf(() => room.recordOwnExamples('hub1', { counts: { cat: 1 } })), 'ERR_NOT_IN_ROOM');
+  assert.equal(codeOf(() => room.recordOwnExamples('nobody', { counts: { cat: 1 } })), 'ERR_NOT_IN_ROOM');
+});
+
 test('when every ring member leaves mid-run, the run ends and whoever waited forms the next ring', () => {
   const { room } = roomWith(['a']);
   room.start(CONFIG, null);
