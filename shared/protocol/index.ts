@@ -123,6 +123,16 @@ export const classesSchema = z
   .refine((labels) => new Set(labels).size === labels.length, 'each class once')
   .readonly();
 
+/**
+ * What a room's students collect examples for, before the teacher starts a run on the
+ * class's own data (own-data.md): the classes, in output order. A room that collects stays
+ * while it is empty, so students can reload and come back to it.
+ */
+export const collectSettingSchema = z.strictObject({ classes: classesSchema });
+export type CollectSetting = z.output<typeof collectSettingSchema>;
+/** PUT /api/rooms/:room/collect: the classes to collect for, or null to stop collecting. */
+export const collectRequestSchema = z.strictObject({ classes: classesSchema.nullable() });
+
 /** True when `classes` are the digits 0–9 in order: the model's outputs are MNIST's labels. */
 export function areDigitClasses(classes: readonly string[]): boolean {
   return classes.length === DIGIT_CLASSES.length && classes.every((c, i) => c === DIGIT_CLASSES[i]);
@@ -621,6 +631,8 @@ export interface RoomStatus {
   data: { dataset: DatasetKind | null; datasetBytes: number; bytesServed: number };
   /** What the run's recent admissions cost (newest last, at most MAX_JOIN_COSTS). */
   joins: JoinCost[];
+  /** The classes the students collect examples for (PUT /api/rooms/:room/collect), or null. */
+  collect: CollectSetting | null;
 }
 
 /** Admissions a room remembers the cost of. */
@@ -680,6 +692,8 @@ export interface JoinAccepted {
   memberToken: string;
   /** ICE servers and fresh TURN credentials for this member's peer connections. */
   ice: IceConfig;
+  /** The classes the room collects examples for, or null (then `room:collect` tells of a change). */
+  collect: CollectSetting | null;
 }
 
 // ---------------------------------------------------------------------------
@@ -725,6 +739,8 @@ export interface ServerToClientEvents {
   /** The teacher paused: every replica stops after the same step and waits for train:resume. */
   'train:pause': () => void;
   'train:resume': () => void;
+  /** The teacher opened, changed or closed collecting (null): the classes to collect for. */
+  'room:collect': (collect: CollectSetting | null) => void;
   /** Errors for events that have no ack. */
   'server:error': (error: ErrorBody) => void;
 }

@@ -17,7 +17,7 @@ import { normalizeJoinCode } from '../../shared/protocol/join-code';
 import express, { type NextFunction, type Request, type Response } from 'express';
 import multer from 'multer';
 import { WebringError, toWebringError, type ErrorCode } from '../../shared/protocol/errors';
-import { MAX_HTTP_JSON_BYTES, parseOrThrow, roomNameSchema, startConfigSchema, type RoomJoinInfo, type RoomStatus, type ServerInfo } from '../../shared/protocol';
+import { MAX_HTTP_JSON_BYTES, collectRequestSchema, parseOrThrow, roomNameSchema, startConfigSchema, type RoomJoinInfo, type RoomStatus, type ServerInfo } from '../../shared/protocol';
 import { CHECKPOINT_FILES, CHECKPOINT_FILE_NAMES, LATEST_CHECKPOINT, type CheckpointFile } from '../../shared/checkpoints/checkpoint';
 import { startRun } from '../rooms/runs';
 import { Room } from '../rooms/room';
@@ -156,9 +156,32 @@ export function createHttpApp(ctx: ServerContext, options: HttpOptions): express
 
   const json = express.json({ limit: MAX_HTTP_JSON_BYTES, strict: true });
 
+  /** A start on the class's own data that names no classes trains the classes the room collects for. */
+  const withCollectedClasses = async (name: string, body: unknown): Promise<unknown> => {
+    if (typeof body !== 'object' || body === null || Array.isArray(body)) return body;
+    const raw = body as Record<string, unknown>;
+    if (raw.data !== 'own' || raw.classes !== undefined) return body;
+    const collect = (await ctx.rooms.read(name))?.collect;
+    return collect ? { ...raw, classes: collect.classes } : body;
+  };
+
+  /**
+   * What the students collect examples for before a run on the class's own data: the
+   * classes, or null to stop. The room stays while it collects, even with nobody in it.
+   */
+  app.put('/api/rooms/:room/collect', requireTeacher, json, async (req, res) => {
+    const name = roomName(req);
+    const { classes } = parseOrThrow(collectRequestSchema, req.body ?? {});
+    const collect = classes === null ? null : { classes: [...classes] };
+    const { room } = (await ctx.rooms.update(name, (r) => r.setCollect(collect), { create: true }))!;
+    await ctx.rooms.releaseIfIdle(name);
+    ctx.io.to(channelOf(name)).emit('room:collect', collect);
+    res.json({ ok: true, status: statusOf(room) });
+  });
+
   app.post('/api/rooms/:room/start', requireTeacher, json, async (req, res) => {
     const name = roomName(req);
-    const config = parseOrThrow(startConfigSchema, req.body ?? {});
+    const config = parseOrThrow(startConfigSchema, await withCollectedClasses(name, req.body ?? {}));
     const { room } = await startRun(ctx, name, config);
     res.json({ ok: true, status: statusOf(room) });
   });

@@ -73,7 +73,7 @@ async function join(ctx: ServerContext, socket: IoSocket, raw: unknown, afterRep
     broadcastChange(ctx, room, joined.change);
     if (joined.awaitingAdmission) scheduleAdmission(ctx, room.name);
   });
-  return { memberId, index: joined.index, room: request.room, memberToken, ice: iceConfigFor(ctx.ice, memberId) };
+  return { memberId, index: joined.index, room: request.room, memberToken, ice: iceConfigFor(ctx.ice, memberId), collect: room.collect };
 }
 
 /**
@@ -90,7 +90,7 @@ async function rejoin(ctx: ServerContext, socket: IoSocket, name: string, claim:
   void socket.join(channelOf(name));
   ctx.log.info(`member ${claim.memberId} rejoined ${name} as index ${back.index}`);
   afterReply(() => socket.emit('ring:generation', updated.room.snapshot()));
-  return { memberId: claim.memberId, index: back.index, room: name, memberToken: claim.memberToken, ice: iceConfigFor(ctx.ice, claim.memberId) };
+  return { memberId: claim.memberId, index: back.index, room: name, memberToken: claim.memberToken, ice: iceConfigFor(ctx.ice, claim.memberId), collect: updated.room.collect };
 }
 
 /** This connection no longer speaks for a member (it left, or was dropped); it may join again. */

@@ -175,7 +175,7 @@ export class RedisRoomStore implements RoomStore {
       }
       const stored: Room = room;
       const record = encodeRoom(stored);
-      const keep = !(stored.isEmpty && !stored.isTraining);
+      const keep = !stored.isDisposable;
       const version = String(Number(current?.version ?? '0') + 1);
       const written = await this.redis.webringCas(
         this.roomKey(name),

@@ -7,7 +7,7 @@
  * room.json names it only while the room has one (a server from before reads the rest).
  * Decoding builds the Room through its constructor from the parts' plain state.
  */
-import type { MetricPoint, RoomEvent } from '../../shared/protocol';
+import type { CollectSetting, MetricPoint, RoomEvent } from '../../shared/protocol';
 import type { Clock } from '../../shared/util/clock';
 import { Room } from './room';
 import type { Member } from './membership';
@@ -29,6 +29,8 @@ export interface RoomRecord extends RunRecord {
   events: RoomEvent[];
   accusations: Record<string, number>;
   mutedReporters: string[];
+  /** The classes its students collect for; absent in records from before collecting. */
+  collect?: CollectSetting | null;
 }
 
 /** A member as room.json keeps it: no connection, no per-step telemetry. */
@@ -49,17 +51,19 @@ export interface RoomFile {
   waiting: FileMember[];
   /** The hub member, only while the room has one. */
   hub?: FileMember;
+  /** The classes its students collect for, only while it collects. */
+  collect?: CollectSetting;
 }
 
 /** The room as its record; shares the room's objects (clone it before changing either). */
 export function encodeRoom(room: Room): RoomRecord {
-  const { membership, run, accusations, events } = room.parts;
-  return { name: room.name, ...membership, ...run, events, ...accusations };
+  const { membership, run, accusations, events, collect = null } = room.parts;
+  return { name: room.name, ...membership, ...run, events, ...accusations, collect };
 }
 
 /** The room a record describes, with `history` as its loss points; takes ownership of both. */
 export function decodeRoom(record: RoomRecord, clock: Clock, history: MetricPoint[] = []): Room {
-  const { name, nextIndex, generation, active, waiting, hub = null, events, accusations, mutedReporters } = record;
+  const { name, nextIndex, generation, active, waiting, hub = null, events, accusations, mutedReporters, collect = null } = record;
   const { state, config, run, step, epoch, loss, trainAccuracy, accuracy, evaluations, lastError, reportedTotalSteps, dropped, consistency, joins = [] } = record;
   return new Room(
     name,
@@ -69,6 +73,7 @@ export function decodeRoom(record: RoomRecord, clock: Clock, history: MetricPoin
       run: { state, config, run, step, epoch, loss, trainAccuracy, accuracy, evaluations, lastError, reportedTotalSteps, dropped, consistency, joins },
       accusations: { accusations, mutedReporters },
       events,
+      collect,
     },
     history,
   );
@@ -80,6 +85,7 @@ export function toRoomFile(record: RoomRecord): RoomFile {
   const { name, nextIndex, generation, run, state, config, step, epoch } = record;
   const file: RoomFile = { format: 1, name, nextIndex, generation, run, state, config, step, epoch, active: record.active.map(strip), waiting: record.waiting.map(strip) };
   if (record.hub) file.hub = strip(record.hub);
+  if (record.collect) file.collect = record.collect;
   return file;
 }
 
@@ -100,6 +106,7 @@ export function fromRoomFile(file: RoomFile, now: number): RoomRecord {
     active: file.active.map(revive),
     waiting: file.waiting.map(revive),
     hub: file.hub ? revive(file.hub) : null,
+    collect: file.collect ?? null,
     events: [],
     run,
     state,

@@ -7,7 +7,7 @@
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { z } from 'zod';
-import { BACKENDS, ROOM_STATES, WORKER_KINDS, roomNameSchema, startConfigSchema } from '../../shared/protocol';
+import { BACKENDS, ROOM_STATES, WORKER_KINDS, collectSettingSchema, roomNameSchema, startConfigSchema } from '../../shared/protocol';
 import type { Clock } from '../../shared/util/clock';
 import type { Room } from './room';
 import { decodeRoom, encodeRoom, fromRoomFile, toRoomFile, type RoomFile } from './room-codec';
@@ -42,6 +42,8 @@ const persistedRoomSchema = z.strictObject({
   waiting: z.array(memberSchema).max(64),
   /** Absent in files from before the hub, and while the room has none. */
   hub: memberSchema.extend({ kind: z.literal('hub') }).optional(),
+  /** Absent in files from before collecting, and while the room collects for nothing. */
+  collect: collectSettingSchema.optional(),
 });
 
 export class RoomPersistence {

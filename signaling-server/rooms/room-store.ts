@@ -66,7 +66,7 @@ export class MemoryRoomStore implements RoomStore {
 
   async releaseIfIdle(name: string): Promise<void> {
     const room = this.rooms.get(name);
-    if (room && room.isEmpty && !room.isTraining) this.rooms.delete(name);
+    if (room?.isDisposable) this.rooms.delete(name);
   }
 
   async names(): Promise<string[]> {

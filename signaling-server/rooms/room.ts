@@ -20,6 +20,7 @@ import {
   type MemberDropped,
   type EvaluationReport,
   type OwnExamplesReport,
+  type CollectSetting,
   type EvictRequest,
   type FinishReport,
   type Generation,
@@ -55,6 +56,8 @@ export interface RoomParts {
   run: RunRecord;
   accusations: AccusationRecord;
   events: RoomEvent[];
+  /** The classes its students collect for; absent in records from before collecting. */
+  collect?: CollectSetting | null;
 }
 
 export interface MembershipChange {
@@ -90,6 +93,7 @@ export class Room {
   private readonly runState: RunState;
   private readonly accusations: Accusations;
   private readonly events: RoomEvent[];
+  private collectSetting: CollectSetting | null;
 
   /** An empty room, or (from the codec) one rebuilt from its parts, which it then owns. */
   constructor(
@@ -102,11 +106,12 @@ export class Room {
     this.runState = new RunState(name, parts?.run, history);
     this.accusations = new Accusations(parts?.accusations);
     this.events = parts?.events ?? [];
+    this.collectSetting = parts?.collect ?? null;
   }
 
   /** The room as plain data for the codec; the room's own objects, not copies. */
   get parts(): Readonly<RoomParts> {
-    return { membership: this.members.state, run: this.runState.record, accusations: this.accusations.record, events: this.events };
+    return { membership: this.members.state, run: this.runState.record, accusations: this.accusations.record, events: this.events, collect: this.collectSetting };
   }
 
   /**
@@ -124,6 +129,21 @@ export class Room {
 
   get isEmpty(): boolean {
     return this.size === 0;
+  }
+
+  /** Nobody is in it, nothing trains, and it collects for nothing: the store may forget it. */
+  get isDisposable(): boolean {
+    return this.isEmpty && !this.isTraining && this.collectSetting === null;
+  }
+
+  /** The classes the students collect examples for, or null. */
+  get collect(): CollectSetting | null {
+    return this.collectSetting;
+  }
+
+  /** Opens, changes (classes) or closes (null) collecting; the examples stay on the students' devices. */
+  setCollect(setting: CollectSetting | null): void {
+    this.collectSetting = setting === null ? null : { classes: [...setting.classes] };
   }
 
   /** Someone could train: the ring has a member (a hub alone trains nothing). */
@@ -459,6 +479,7 @@ export class Room {
       // What was served is counted where it is served (edge/data-api.ts), which fills it in.
       data: { dataset: run.config?.dataset ?? null, datasetBytes: run.config ? trainingSetBytes(run.config.dataset) : 0, bytesServed: 0 },
       joins: run.joins ?? [],
+      collect: this.collectSetting,
     };
   }
 

@@ -424,3 +424,45 @@ test("each member's own examples per class show in the room API, counts only; a 
   outsider.emit('worker:own-examples', { counts: { cat: 1 } });
   assert.equal((await notIn).code, 'ERR_NOT_IN_ROOM');
 });
+
+test('the teacher opens collecting for classes: members hear it, joiners get it, a start on own data trains them, and the room waits empty for its students', async () => {
+  const put = (room: string, body: unknown, token: string | null = TEST_TOKEN) =>
+    fetch(`${server.url}/api/rooms/${room}/collect`, { method: 'PUT', headers: { 'content-type': 'application/json', ...(token ? { authorization: `Bearer ${token}` } : {}) }, body: JSON.stringify(body) });
+  const a = await client();
+  await join(a, 'drawing', 'ana');
+  const heard = nextEvent(a, 'room:collect');
+  const opened = await put('drawing', { classes: ['cat', 'house', 'sun'] });
+  assert.equal(opened.status, 200);
+  assert.deepEqual(await heard, { classes: ['cat', 'house', 'sun'] });
+  assert.deepEqual((await status('drawing')).collect, { classes: ['cat', 'house', 'sun'] });
+
+  // Refused with nothing changed: no teacher token, a bad class list.
+  assert.equal((await put('drawing', { classes: ['cat', 'dog'] }, null)).status, 401);
+  for (const bad of [{ classes: ['cat'] }, { classes: ['cat', 'cat'] }, { classes: ['cat', 'x'.repeat(25)] }, { classes: 'cat,dog' }, {}]) {
+    const res = await put('drawing', bad);
+    const body = (await res.json()) as { error: { code: string; field?: string } };
+    assert.deepEqual([res.status, body.error.code], [400, 'ERR_BAD_REQUEST'], JSON.stringify(bad));
+  }
+  assert.deepEqual((await status('drawing')).collect, { classes: ['cat', 'house', 'sun'] });
+
+  // A student who joins later learns it in the join reply.
+  const b = await client();
+  const jb = await join(b, 'drawing', 'ben');
+  assert.ok(jb.ok && jb.collect !== null);
+  assert.deepEqual(jb.ok && jb.collect, { classes: ['cat', 'house', 'sun'] });
+
+  // A start on the class's own data that names no classes trains the collected ones.
+  const started = nextEvent(a, 'train:start');
+  assert.equal((await post('/api/rooms/drawing/start', { data: 'own', maxSteps: 5, resumeFrom: 'none' })).status, 200);
+  assert.deepEqual((await started).config.classes, ['cat', 'house', 'sun']);
+  await post('/api/rooms/drawing/stop', {});
+
+  // Everyone leaves (a reload): the room stays, still collecting; closing it lets it go.
+  a.disconnect();
+  b.disconnect();
+  await new Promise((r) => setTimeout(r, 300));
+  assert.deepEqual((await status('drawing')).collect, { classes: ['cat', 'house', 'sun'] });
+  const closed = await put('drawing', { classes: null });
+  assert.equal(closed.status, 200);
+  assert.equal((await status('drawing')).collect, null);
+});

@@ -409,3 +409,23 @@ test('the codec keeps the hub, in the record and in room.json; records and files
   assert.ok(!('hub' in oldFile), 'room.json names the hub only while there is one');
   assert.equal(decodeRoom(fromRoomFile(oldFile, clock.now()), clock).status().hub, null);
 });
+
+test('the codec keeps what a room collects for, in the record and in room.json; records from before load collecting nothing; a collecting room outlives its members', () => {
+  const { room, clock } = roomWith(['a']);
+  room.setCollect({ classes: ['cat', 'sun'] });
+  const copy = decodeRoom(JSON.parse(JSON.stringify(encodeRoom(room))) as RoomRecord, clock);
+  assert.deepEqual(copy.status().collect, { classes: ['cat', 'sun'] });
+  const file = toRoomFile(encodeRoom(room));
+  assert.deepEqual(file.collect, { classes: ['cat', 'sun'] });
+  assert.deepEqual(decodeRoom(fromRoomFile(file, clock.now()), clock).collect, { classes: ['cat', 'sun'] });
+
+  const { collect: _collect, ...oldRecord } = JSON.parse(JSON.stringify(encodeRoom(roomWith(['a']).room))) as RoomRecord;
+  assert.equal(decodeRoom(oldRecord as RoomRecord, clock).status().collect, null);
+  assert.ok(!('collect' in toRoomFile(encodeRoom(roomWith(['a']).room))), 'room.json names it only while the room collects');
+
+  room.leave('a');
+  assert.equal(room.isEmpty, true);
+  assert.equal(room.isDisposable, false, 'students who reload come back to the same classes');
+  room.setCollect(null);
+  assert.equal(room.isDisposable, true);
+});
