@@ -6,7 +6,7 @@
  */
 import './digit-pad.css';
 import { MNIST_SIZE_PX, inkFromRgba, preprocessDigit } from '../shared/data/digit-preprocess';
-import { MNIST_CLASSES } from '../shared/data/mnist-format';
+import { DIGIT_CLASSES } from '../shared/protocol';
 
 export interface DigitPadOptions {
   /**
@@ -19,6 +19,8 @@ export interface DigitPadOptions {
   title?: string;
   /** Shown, and announced, while nothing is drawn. */
   emptyHint?: string;
+  /** The model's classes in output order: one bar each (the digits 0–9 by default). */
+  classes?: readonly string[];
 }
 
 export interface DigitPad {
@@ -28,6 +30,12 @@ export interface DigitPad {
   setEnabled(enabled: boolean, reason?: string): void;
   /** Removes the pad and its listeners; pending predictions are ignored. */
   destroy(): void;
+  /** What is drawn, preprocessed as the model sees it (784 values, 0..1, ink = 1), or null when nothing is. */
+  input(): Float32Array | null;
+  /** Clears the drawing, as the Clear button does. */
+  clear(): void;
+  /** The model's classes changed (a run on the class's own data): one bar each from now on. */
+  setClasses(classes: readonly string[], emptyHint?: string): void;
 }
 
 /**
@@ -60,7 +68,8 @@ let padCount = 0;
 /** Renders the pad inside `container` (appended; the container is otherwise left alone). */
 export function mountDigitPad(container: HTMLElement, options: DigitPadOptions): DigitPad {
   const id = `digit-pad-${++padCount}`;
-  const emptyHint = options.emptyHint ?? DEFAULT_EMPTY_HINT;
+  let emptyHint = options.emptyHint ?? DEFAULT_EMPTY_HINT;
+  let classes: readonly string[] = options.classes ?? DIGIT_CLASSES;
 
   const root = el('div', 'digit-pad');
   root.dataset.testid = 'digit-pad';
@@ -113,20 +122,23 @@ export function mountDigitPad(container: HTMLElement, options: DigitPadOptions):
   status.setAttribute('role', 'status');
   status.setAttribute('aria-live', 'polite');
   const bars = el('ol', 'digit-pad__bars');
-  bars.setAttribute('aria-label', 'Probability of each digit');
-  const barRows = Array.from({ length: MNIST_CLASSES }, (_, digit) => {
-    const row = el('li', 'digit-pad__bar');
-    row.dataset.digit = String(digit);
-    const label = el('span', 'digit-pad__bar-label', String(digit));
-    const track = el('span', 'digit-pad__bar-track');
-    track.setAttribute('aria-hidden', 'true');
-    const fill = el('span', 'digit-pad__bar-fill');
-    track.append(fill);
-    const value = el('span', 'digit-pad__bar-value', '–');
-    row.append(label, track, value);
-    bars.append(row);
-    return { row, fill, value };
-  });
+  bars.setAttribute('aria-label', 'Probability of each class');
+  const makeBars = () =>
+    classes.map((name, index) => {
+      const row = el('li', 'digit-pad__bar');
+      row.dataset.digit = String(index);
+      row.dataset.class = name;
+      const label = el('span', 'digit-pad__bar-label', name);
+      const track = el('span', 'digit-pad__bar-track');
+      track.setAttribute('aria-hidden', 'true');
+      const fill = el('span', 'digit-pad__bar-fill');
+      track.append(fill);
+      const value = el('span', 'digit-pad__bar-value', '–');
+      row.append(label, track, value);
+      return { row, fill, value };
+    });
+  let barRows = makeBars();
+  bars.replaceChildren(...barRows.map((b) => b.row));
   result.append(answer, status, bars);
 
   const body = el('div', 'digit-pad__body');
@@ -176,16 +188,16 @@ export function mountDigitPad(container: HTMLElement, options: DigitPadOptions):
       if (p > probabilities[top]!) top = i;
     });
     result.dataset.state = 'predicted';
-    result.dataset.predicted = String(top);
+    result.dataset.predicted = classes[top]!;
     result.dataset.probabilities = Array.from(probabilities, (p) => p.toFixed(4)).join(',');
-    answer.textContent = String(top);
+    answer.textContent = classes[top]!;
     barRows.forEach(({ row, fill, value }, digit) => {
       const p = probabilities[digit]!;
       row.classList.toggle('is-top', digit === top);
       fill.style.width = `${(p * 100).toFixed(1)}%`;
       value.textContent = `${Math.round(p * 100)}%`;
     });
-    setStatus(`Looks like a ${top}.`);
+    setStatus(`Looks like ${/^[aeiou]/i.test(classes[top]!) ? 'an' : 'a'} ${classes[top]}.`);
   };
 
   /** Preprocesses the ink buffer once per drawing; refresh() reuses it as weights change. */
@@ -216,7 +228,7 @@ export function mountDigitPad(container: HTMLElement, options: DigitPadOptions):
       const out = await options.predict(input.slice());
       if (destroyed || !enabled || version !== drawingVersion) return;
       if (out === null) showNoAnswer('unavailable', NOT_READY_TEXT);
-      else showAnswer(toProbabilities(out));
+      else showAnswer(toProbabilities(out, classes.length));
     } catch (err) {
       if (destroyed || !enabled || version !== drawingVersion) return;
       showNoAnswer('error', `No answer: ${err instanceof Error ? err.message : String(err)}`);
@@ -384,6 +396,17 @@ export function mountDigitPad(container: HTMLElement, options: DigitPadOptions):
         schedulePredict(0);
       }
     },
+    input: () => currentInput()?.slice() ?? null,
+    clear,
+    setClasses(next, hint) {
+      if (destroyed || (next.length === classes.length && next.every((c, i) => c === classes[i]))) return;
+      classes = [...next];
+      if (hint !== undefined) emptyHint = hint;
+      barRows = makeBars();
+      bars.replaceChildren(...barRows.map((b) => b.row));
+      drawingVersion++;
+      schedulePredict(0);
+    },
     destroy() {
       if (destroyed) return;
       destroyed = true;
@@ -401,8 +424,8 @@ export function mountDigitPad(container: HTMLElement, options: DigitPadOptions):
 }
 
 /** Accepts probabilities as they are; anything else (logits) goes through a softmax. */
-function toProbabilities(out: Float32Array): Float32Array {
-  if (out.length !== MNIST_CLASSES) throw new Error(`the model returned ${out.length} values, expected ${MNIST_CLASSES}`);
+function toProbabilities(out: Float32Array, classes: number): Float32Array {
+  if (out.length !== classes) throw new Error(`the model returned ${out.length} values, expected ${classes}`);
   let sum = 0;
   let isDistribution = true;
   for (const v of out) {

@@ -11,6 +11,9 @@ import { showSecureContextNotice } from './secure-context';
 import { normalizeJoinCode } from '../shared/protocol/join-code';
 import { describeRefusal } from './plain-errors';
 import { faultsFromFlags, type FaultInjector } from '../shared/training/faults';
+import { CollectPanel } from './collect-panel';
+import { areDigitClasses } from '../shared/protocol';
+import type { DigitPad } from './digit-pad';
 
 const $ = <T extends HTMLElement>(id: string) => document.getElementById(id) as T;
 const params = new URLSearchParams(location.search);
@@ -126,6 +129,7 @@ function render(s: WorkerStatus): void {
     errorCode: s.error?.code ?? '',
     dataWait: s.dataWait ?? '',
   });
+  showClasses(s.classes);
   const b = bannerText(s);
   banner.dataset.state = b.key;
   banner.textContent = b.text;
@@ -177,6 +181,25 @@ async function followLoss(room: string, code: string): Promise<void> {
 
 type Worker = Awaited<ReturnType<Awaited<typeof session>['startSession']>>;
 let worker: Worker | null = null;
+let pad: DigitPad | null = null;
+
+/** The lesson's own examples: drawn on the pad, kept on this device (collect-panel.ts). */
+const collect = new CollectPanel(
+  { section: $('collect-panel'), form: $<HTMLFormElement>('collect-form'), classPicker: $<HTMLSelectElement>('collect-class'), status: $('collect-status'), counts: $('collect-counts') },
+  {
+    drawing: () => (pad ? { input: pad.input(), clear: () => pad!.clear() } : null),
+    report: (counts) => worker?.reportOwnExamples(counts),
+  },
+);
+
+/** The pad answers among the run's classes: the digits, or the lesson's own. */
+function showClasses(classes: readonly string[] | null): void {
+  if (!pad || !classes) return;
+  const digits = areDigitClasses(classes);
+  const hint = digits ? 'Draw a digit from 0 to 9; the prediction updates as the class trains.' : `Draw ${classes.join(', ')}; the prediction updates as the class trains.`;
+  pad.setClasses(classes, hint);
+  $('try-hint').textContent = digits ? 'Draw a digit from 0 to 9. The network you are training right now guesses it.' : `Draw one of the class's own classes (${classes.join(', ')}). The network you are training right now guesses which.`;
+}
 
 async function join(event: Event): Promise<void> {
   event.preventDefault();
@@ -198,6 +221,8 @@ async function join(event: Event): Promise<void> {
         faults: faultsFromQuery(),
         onStatus: render,
         onServerError: (e) => showError(describeRefusal(e, room)),
+        onCollect: (setting) => void collect.setCollect(room, setting),
+        ownExamples: (classes) => collect.examplesFor(classes),
         onFallback: (reason, backend) => {
           const notice = $('webgpu-notice');
           notice.textContent = `WebGPU is unavailable (${reason}). This tab trains with ${backend.toUpperCase()} instead.`;
@@ -231,14 +256,15 @@ const PAD_REFRESH_MS = 1_000;
 async function mountTryTheModel(w: Worker): Promise<void> {
   const { mountDigitPad } = await import('./digit-pad');
   $('try-model').classList.remove('hidden');
-  const pad = mountDigitPad($('digit-pad'), {
-    title: 'Draw a digit',
+  const mounted = mountDigitPad($('digit-pad'), {
+    title: 'Draw on the pad',
     emptyHint: 'Draw a digit from 0 to 9; the prediction updates as the class trains.',
     predict: (input) => w.predict(input),
   });
+  pad = mounted;
   // As the weights change, the same drawing gets a fresher answer.
   setInterval(() => {
-    if (statusEl.dataset.state === 'training') pad.refresh();
+    if (statusEl.dataset.state === 'training') mounted.refresh();
   }, PAD_REFRESH_MS);
 }
 

@@ -5,7 +5,8 @@
  */
 import { deviceClassOf } from './device-class';
 import { io, type Socket } from 'socket.io-client';
-import { BACKENDS, type Backend, type ClientToServerEvents, type ServerToClientEvents } from '../shared/protocol';
+import { BACKENDS, type Backend, type ClientToServerEvents, type CollectSetting, type ServerToClientEvents } from '../shared/protocol';
+import type { OwnExamples } from '../shared/training/own-examples';
 import type { ErrorBody } from '../shared/protocol/errors';
 import { TrainingWorker } from '../shared/training/worker';
 import type { WorkerStatus } from '../shared/training/worker-status';
@@ -24,6 +25,10 @@ export interface SessionOptions {
   onServerError(error: ErrorBody): void;
   /** Why WebGPU is not in use, when it is not. */
   onFallback(reason: string, backend: Backend): void;
+  /** What the room collects examples for (the join reply, then each change). */
+  onCollect(collect: CollectSetting | null): void;
+  /** This tab's own examples for a run's classes, or null. */
+  ownExamples(classes: readonly string[]): OwnExamples | null;
 }
 
 export async function startSession(options: SessionOptions): Promise<TrainingWorker> {
@@ -47,6 +52,8 @@ export async function startSession(options: SessionOptions): Promise<TrainingWor
     localCheckpoints: indexedDbCheckpoints,
     onStatus: options.onStatus,
     onServerError: options.onServerError,
+    onCollect: options.onCollect,
+    ownExamples: options.ownExamples,
     log,
     faults: options.faults,
   });

@@ -8,6 +8,7 @@ import type { CheckpointInfo } from '../shared/checkpoints/checkpoint';
 import { toWebringError } from '../shared/protocol/errors';
 import { mountDigitPad } from './digit-pad';
 import { predictDigit } from '../shared/training/models';
+import { areDigitClasses } from '../shared/protocol';
 
 export interface TeacherTry {
   /** Call with the room's checkpoint list (newest first); loads the newest if it changed. */
@@ -25,7 +26,7 @@ export function mountTeacherTry(container: HTMLElement, room: string, readHeader
   const padHost = document.createElement('div');
   container.append(status, padHost);
   const pad = mountDigitPad(padHost, {
-    title: 'Draw a digit',
+    title: 'Draw on the pad',
     emptyHint: 'Draw a digit from 0 to 9 to ask the latest checkpoint.',
     predict: async (input) => (model ? predictDigit(model, input) : null),
   });
@@ -41,6 +42,8 @@ export function mountTeacherTry(container: HTMLElement, room: string, readHeader
       loadedId = c.id;
       status.textContent = `Using the checkpoint of step ${c.step} (epoch ${c.epoch + 1}), loaded with tf.loadLayersModel.`;
       status.dataset.checkpoint = c.id;
+      // The checkpoint's own classes: the digits, or the ones the class collected.
+      pad.setClasses(c.classes, areDigitClasses(c.classes) ? 'Draw a digit from 0 to 9 to ask the latest checkpoint.' : `Draw ${c.classes.join(', ')} to ask the latest checkpoint.`);
       pad.setEnabled(true);
       pad.refresh();
     } catch (err) {

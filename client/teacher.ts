@@ -172,6 +172,18 @@ configForm.form.addEventListener('submit', (e) => {
   const config = configForm.read();
   if (config) void start(config);
 });
+// Students collect their own examples for the typed classes before Start; pressed again with
+// the same classes it stops collecting.
+byId<HTMLButtonElement>('collect-open').addEventListener('click', () => {
+  const classes = configForm.readClasses();
+  if (!classes) return;
+  const collecting = status?.collect;
+  const same = collecting && collecting.classes.join('\n') === classes.join('\n');
+  void api.collect(same ? null : classes).then((result) => {
+    if (result.ok) applyStatus(result.value);
+    else showActionError(result.error);
+  });
+});
 buttons.pause.addEventListener('click', () => void act('pause'));
 buttons.resume.addEventListener('click', () => void act('resume'));
 buttons.stop.addEventListener('click', () => void act('stop'));
@@ -230,9 +242,19 @@ function applyStatus(s: RoomStatus): void {
   renderHub(byId('hub-member'), s);
   renderStepSplit(byId('step-split'), s);
   renderRoomLog(s);
+  renderCollecting(s);
   const roomError = byId('room-error');
   roomError.hidden = !s.lastError;
   roomError.textContent = s.lastError ? `The last run stopped: ${s.lastError.message} (${s.lastError.code})` : '';
+}
+
+/** What the students collect for, and what the button would do next. */
+function renderCollecting(s: RoomStatus): void {
+  const state = byId('collect-state');
+  state.textContent = s.collect ? `Students are collecting: ${s.collect.classes.join(', ')}. Their drawings stay on their devices; the members table shows how many each has.` : '';
+  const typed = configForm.readClasses(false);
+  const same = s.collect && typed && s.collect.classes.join('\n') === typed.join('\n');
+  byId('collect-open').textContent = same ? 'Stop collecting' : 'Let students collect these classes';
 }
 
 function showConnection(error: ErrorBody | null): void {

@@ -151,7 +151,7 @@ export class CheckpointStore {
     }
     await this.prune(room, maxToKeep);
     const bytes = files.reduce((sum, [, b]) => sum + b.byteLength, 0);
-    return { id, step: meta.step, epoch: meta.epoch, createdAt: meta.createdAt, bytes, writer, weightsHash: meta.weightsHash };
+    return { id, step: meta.step, epoch: meta.epoch, createdAt: meta.createdAt, bytes, writer, weightsHash: meta.weightsHash, classes: meta.config.classes };
   }
 
   /** Complete checkpoints, newest first; temp folders and unreadable folders are skipped. */
@@ -212,7 +212,7 @@ export class CheckpointStore {
         const { meta, writer } = await this.readMetadata(cdir);
         let bytes = 0;
         for (const name of Object.values(CHECKPOINT_FILES)) bytes += (await this.fs.stat(path.join(cdir, name))).size;
-        found.push({ dir: cdir, info: { id: entry, step: meta.step, epoch: meta.epoch, createdAt: meta.createdAt, bytes, writer, weightsHash: meta.weightsHash } });
+        found.push({ dir: cdir, info: { id: entry, step: meta.step, epoch: meta.epoch, createdAt: meta.createdAt, bytes, writer, weightsHash: meta.weightsHash, classes: meta.config.classes } });
       } catch (err) {
         console.warn(`[webring] skipping unreadable checkpoint ${cdir}: ${(err as Error).message}`);
       }

@@ -73,6 +73,22 @@ export class RoomApi {
     return { authorization: `Bearer ${this.token}` };
   }
 
+  /** Opens (classes) or closes (null) collecting for the lesson's own examples. */
+  async collect(classes: string[] | null): Promise<Result<RoomStatus>> {
+    let res: Response;
+    try {
+      res = await fetch(`${this.base}/collect`, {
+        method: 'PUT',
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${this.token}` },
+        body: JSON.stringify({ classes }),
+      });
+    } catch (err) {
+      return unreachable(err);
+    }
+    const json = await readJson(res, true);
+    return json.ok ? { ok: true, value: (json.value as { status: RoomStatus }).status } : json;
+  }
+
   async act(action: RoomAction, body: unknown = {}): Promise<Result<RoomStatus>> {
     let res: Response;
     try {

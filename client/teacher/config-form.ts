@@ -5,7 +5,7 @@
  * aria-describedby, so a screen reader reads the message with the field).
  */
 import type { z } from 'zod';
-import { startConfigSchema, type StartConfig } from '../../shared/protocol';
+import { classesSchema, startConfigSchema, type StartConfig } from '../../shared/protocol';
 import type { ErrorBody } from '../../shared/protocol/errors';
 
 export type StartConfigInput = z.input<typeof startConfigSchema>;
@@ -70,7 +70,7 @@ export class ConfigForm {
 
   /** Shows the config of the run in progress (after a reload of this page). */
   fill(config: StartConfig): void {
-    for (const name of ['model', 'dataset', 'optimizer', 'wire', 'allreduce', ...NUMBER_FIELDS] as const) {
+    for (const name of ['model', 'dataset', 'data', 'optimizer', 'wire', 'allreduce', ...NUMBER_FIELDS] as const) {
       const control = this.control(name);
       const value = config[name];
       if (control) control.value = value === undefined ? '' : String(value);
@@ -78,6 +78,14 @@ export class ConfigForm {
     (this.control('startFresh') as HTMLInputElement).checked = config.resumeFrom === 'none';
     (this.control('scaleLearningRate') as HTMLInputElement).checked = config.scaleLearningRate;
     (this.control('balanceShares') as HTMLInputElement).checked = config.balanceShares;
+    this.control('classes')!.value = config.classes.join(', ');
+  }
+
+  /** The classes typed in the form, for collecting before the run; null (and the field marked, with `mark`) when they are not valid. */
+  readClasses(mark = true): string[] | null {
+    const result = classesSchema.safeParse(this.raw().classes);
+    if (mark) this.showAt('classes', result.success ? null : issueText(result.error.issues[0]!));
+    return result.success ? [...result.data] : null;
   }
 
   /** A checkpoint restores only into the model and optimizer it was trained with. */
@@ -91,6 +99,8 @@ export class ConfigForm {
     const raw: Record<string, unknown> = {
       model: (els.namedItem('model') as HTMLSelectElement).value,
       dataset: (els.namedItem('dataset') as HTMLSelectElement).value,
+      data: (els.namedItem('data') as HTMLSelectElement).value,
+      classes: (els.namedItem('classes') as HTMLInputElement).value.split(',').map((c) => c.trim()).filter((c) => c !== ''),
       optimizer: (els.namedItem('optimizer') as HTMLSelectElement).value,
       wire: (els.namedItem('wire') as HTMLSelectElement).value,
       allreduce: (els.namedItem('allreduce') as HTMLSelectElement).value,

@@ -90,6 +90,8 @@ export interface CheckpointInfo {
   /** Member id of the chief that wrote it. */
   writer: string;
   weightsHash: string;
+  /** The model's classes in output order (its run's config): what its outputs mean. */
+  classes: readonly string[];
 }
 
 /** The optimizer state file: tfjs weight specs plus the optimizer it belongs to. */

@@ -62,6 +62,8 @@ export interface WorkerStatus {
   dataMs: number;
   /** Why this worker is waiting for its examples (the data service is unreachable, say), or null. */
   dataWait: string | null;
+  /** The classes of the run this worker trains or last trained, in output order; null before any run. */
+  classes: readonly string[] | null;
   /** Ring neighbours' names (left, right) in the current generation. */
   neighbours: { left: string; right: string } | null;
   error: ErrorBody | null;
@@ -112,6 +114,7 @@ export class WorkerStatusView {
       linkMBps: 0,
       dataMs: 0,
       dataWait: null,
+      classes: null,
       neighbours: null,
       error: null,
     };

@@ -16,7 +16,7 @@ import * as tf from '@tensorflow/tfjs';
 import type { Socket } from 'socket.io-client';
 import { WebringError, toWebringError, type ErrorBody } from '../protocol/errors';
 import type { PeerFactory } from '../network/peer';
-import { areDigitClasses, type Backend, type ClientToServerEvents, type DeviceClass, type DeviceProbe, type Generation, type JoinAccepted, type JoinRequest, type MemberDropped, type ServerToClientEvents, type TrainStart, type TrainStop, type WorkerKind } from '../protocol';
+import { areDigitClasses, type Backend, type ClientToServerEvents, type DeviceClass, type DeviceProbe, type Generation, type JoinAccepted, type JoinRequest, type MemberDropped, type ServerToClientEvents, type TrainStart, type TrainStop, type WorkerKind, type CollectSetting } from '../protocol';
 import { RingNetwork } from '../network/ring-network';
 import type { Trainer } from './trainer';
 import { predictDigit } from './models';
@@ -48,6 +48,8 @@ export interface WorkerOptions {
    * a Node worker's --data folder); null or absent where it holds none. They never leave it.
    */
   ownExamples?: (classes: readonly string[]) => OwnExamples | null;
+  /** Hears what the room collects examples for (the join reply, then `room:collect`): its classes, or null. */
+  onCollect?(collect: CollectSetting | null): void;
   backend: Backend;
   kind: WorkerKind;
   /** What kind of device this is, for the admission probe ('node' for a Node worker by default). */
@@ -107,6 +109,7 @@ export class TrainingWorker {
     socket.on('ring:generation', (g) => this.onGeneration(g));
     socket.on('signal:relay', ({ from, linkId, data }) => this.network?.handleSignal(from, linkId, data));
     socket.on('train:start', (start) => void this.startRun(start));
+    socket.on('room:collect', (collect) => options.onCollect?.(collect));
     socket.on('train:stop', ({ reason }) => this.onStop(reason));
     socket.on('member:dropped', (d) => this.onDropped(d));
     socket.on('train:pause', () => {
@@ -164,6 +167,7 @@ export class TrainingWorker {
       onError: (e) => this.options.log(`checkpoint not saved: ${e.code} ${e.message}`),
     });
     this.status.update({ memberId: result.memberId, index: result.index, state: 'waiting' });
+    this.options.onCollect?.(result.collect);
     if (this.ownCounts) this.session.report('worker:own-examples', { counts: this.ownCounts });
     if (this.generations.latest) this.onGeneration(this.generations.latest);
     // A start that overtook this join's reply runs now that the ring exists.
@@ -249,6 +253,7 @@ export class TrainingWorker {
     }
     if (result.ok) {
       log(`rejoined ${id.room} as ${id.memberId}`);
+      this.options.onCollect?.(result.collect);
       // The checkpoint the server missed goes first, so a resent end-of-run finds it stored.
       if (this.status.current.chief) await this.writer?.retry();
       this.session.resendUnsent();
@@ -346,6 +351,7 @@ export class TrainingWorker {
       return;
     }
     this.running = true;
+    this.status.update({ classes: start.config.classes });
     // Ends the run's fetches: a data service retried for a run that is over wastes the class's link.
     const dataAbort = new AbortController();
     try {

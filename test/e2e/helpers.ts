@@ -47,3 +47,15 @@ export const status = (page: Page) => page.getByTestId('worker-status');
 export async function readStatus(page: Page): Promise<Record<string, string>> {
   return status(page).evaluate((el) => ({ ...(el as HTMLElement).dataset }) as Record<string, string>);
 }
+
+/** Draws a stroke through points given as fractions of the canvas `testId`. */
+export async function draw(page: Page, testId: string, points: Array<[number, number]>): Promise<void> {
+  const canvas = page.getByTestId(testId).first();
+  await canvas.scrollIntoViewIfNeeded();
+  const box = (await canvas.boundingBox())!;
+  const at = ([x, y]: [number, number]) => [box.x + x * box.width, box.y + y * box.height] as const;
+  await page.mouse.move(...at(points[0]!));
+  await page.mouse.down();
+  for (const p of points.slice(1)) await page.mouse.move(...at(p), { steps: 8 });
+  await page.mouse.up();
+}

@@ -8,25 +8,13 @@ import { test, expect, type Page } from '@playwright/test';
 import { readFileSync, mkdirSync } from 'node:fs';
 import path from 'node:path';
 import { E2E_TOKEN } from '../../playwright.config';
-import { openStudent, readStatus, status, type Student } from './helpers';
+import { draw, openStudent, readStatus, status, type Student } from './helpers';
 
 const ROOM = 'e2e-lesson';
 const STEPS = 60;
 const SHOTS = path.join('test-results', 'screenshots');
 const LAPTOP = { width: 1280, height: 800 };
 const PHONE = { width: 390, height: 844 };
-
-/** Draws a stroke through points given as fractions of the canvas. */
-async function draw(page: Page, testId: string, points: Array<[number, number]>): Promise<void> {
-  const canvas = page.getByTestId(testId);
-  await canvas.scrollIntoViewIfNeeded();
-  const box = (await canvas.boundingBox())!;
-  const at = ([x, y]: [number, number]) => [box.x + x * box.width, box.y + y * box.height] as const;
-  await page.mouse.move(...at(points[0]!));
-  await page.mouse.down();
-  for (const p of points.slice(1)) await page.mouse.move(...at(p), { steps: 8 });
-  await page.mouse.up();
-}
 
 async function noHorizontalScroll(page: Page): Promise<void> {
   const widths = await page.evaluate(() => ({ scroll: document.documentElement.scrollWidth, view: window.innerWidth }));

@@ -88,8 +88,10 @@ test('three machines that each hold only some digits learn all ten together, and
   const workers = HOLDINGS.map((h) => startWorker(baseURL!, together, h.name, path.join(root, h.name)));
   try {
     // Each worker tells the server its counts per class; the unreadable files are named and skipped.
-    await expect.poll(async () => (await room(request, together)).members.map((m) => [m.name, m.ownExamples]), { timeout: 60_000 }).toEqual(
-      HOLDINGS.map((h) => [h.name, Object.fromEntries(h.digits.map((d) => [String(d), PER_DIGIT]))]),
+    // The three start together, so they join in any order: compare by name.
+    const byName = (rows: Array<[string, unknown]>) => [...rows].sort((x, y) => x[0].localeCompare(y[0]));
+    await expect.poll(async () => byName((await room(request, together)).members.map((m) => [m.name, m.ownExamples])), { timeout: 60_000 }).toEqual(
+      byName(HOLDINGS.map((h) => [h.name, Object.fromEntries(h.digits.map((d) => [String(d), PER_DIGIT]))])),
     );
     // The teacher's page shows each machine's counts, live, without a pixel.
     const page = await browser.newPage();
