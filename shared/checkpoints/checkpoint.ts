@@ -45,13 +45,14 @@ export const checkpointMetadataSchema = z.strictObject({
     .optional(),
   /**
    * A run on the class's own data: the epoch's roster, each device's store key and count of
-   * examples (shared/training/own-data.ts), never an example. Null or absent otherwise.
+   * examples (key 0: the server's digits in `mnist+own`; shared/training/own-data.ts), never
+   * an example. Null or absent otherwise.
    */
   ownRoster: z
     .strictObject({
       epoch: z.number().int().min(0),
       devices: z
-        .array(z.strictObject({ key: z.number().int().min(1).max(2 ** 32 - 1), examples: z.number().int().min(1).max(MAX_OWN_SEQ + 1), lastSeq: z.number().int().min(0).max(MAX_OWN_SEQ) }))
+        .array(z.strictObject({ key: z.number().int().min(0).max(2 ** 32 - 1), examples: z.number().int().min(1).max(MAX_OWN_SEQ + 1), lastSeq: z.number().int().min(0).max(MAX_OWN_SEQ) }))
         .max(MAX_ROOM_MEMBERS),
     })
     .nullable()

@@ -35,6 +35,13 @@
  *    epoch.
  *
  * Balancing shares by speed does not apply: where an example is decides who trains it.
+ *
+ * **`mnist+own`.** The server's digits join the line as one more block (roster entry 0,
+ * store key 0, which no store has), first in the roster. Its places in a step are cut
+ * equally among the ring's ranks, and each reads its slice of them from the data service
+ * at the block's own offset, cᵢ(O) of MNIST's permutation of the epoch. So the epoch is one
+ * pass over MNIST and the class's examples together, each once. A step then covers
+ * perWorker × N places, since every rank can train MNIST.
  */
 import { MNIST_PIXELS } from '../data/mnist-format';
 import { MAX_ROOM_MEMBERS, type StartConfig } from '../protocol';
@@ -42,7 +49,13 @@ import { WebringError } from '../protocol/errors';
 import { mixSeed, permutationInto } from '../util/random';
 import type { DataAgreement, DataSource } from './data-source';
 import { isHeldOut, type OwnExample, type OwnExamples } from './own-examples';
-import type { DataCursor, GlobalBatch } from './sharding';
+import { shardOf, type DataCursor, type GlobalBatch } from './sharding';
+
+/** The server's digits beside the class's own: any DataSource, and a streamed one can be told what to fetch ahead. */
+export type SharedDigits = DataSource & {
+  fetchAhead?(batches: readonly GlobalBatch[], rank: number): void;
+  readonly stepsAhead?: number;
+};
 
 /** One device's block of an epoch. */
 export interface RosterDevice {
@@ -60,6 +73,8 @@ export interface EpochRoster {
   devices: RosterDevice[];
 }
 
+/** The roster's key for the server's digits in a `mnist+own` run: no store has it (newStoreKey never returns 0). */
+export const SHARED_BLOCK_KEY = 0;
 /** Floats each rank contributes per agreement: its key as two 16-bit words, its count, its last seq + 1. */
 const RANK_FLOATS = 4;
 const WORD = 0x10000;
@@ -141,6 +156,11 @@ export class OwnDataSource implements DataSource, DataAgreement {
     /** This device's examples; null for a device that holds none. */
     private readonly store: OwnExamples | null,
     private readonly digitsTest: Pick<DataSource, 'testShard' | 'readTest'> | null = null,
+    /**
+     * The server's digits, trained beside the class's own examples (`mnist+own`); null for
+     * `own`. This source cuts them, so it plans their fetches ahead itself (fetchAhead).
+     */
+    private readonly shared: SharedDigits | null = null,
   ) {
     this.perWorker = config.batchSizePerWorker;
     this.seed = config.seed;
@@ -166,7 +186,7 @@ export class OwnDataSource implements DataSource, DataAgreement {
    * one that joined mid-epoch) neither grows the batch nor changes what the others train.
    */
   globalBatchSize(worldSize: number): number {
-    return this.perWorker * Math.max(1, this.presentDevices(worldSize));
+    return this.perWorker * Math.max(1, this.shared ? worldSize : this.presentDevices(worldSize));
   }
 
   nextBatch(cursor: DataCursor, worldSize: number): GlobalBatch {
@@ -181,7 +201,8 @@ export class OwnDataSource implements DataSource, DataAgreement {
         offset = 0;
         this.beginEpoch(epoch);
       }
-      const present = this.presentDevices(worldSize);
+      // Every rank can train the server's digits; only its own examples otherwise.
+      const present = this.shared ? worldSize : this.presentDevices(worldSize);
       if (present === 0) {
         // Every device of this epoch has left: the rest of it is theirs.
         offset = this.trainCount;
@@ -189,10 +210,11 @@ export class OwnDataSource implements DataSource, DataAgreement {
       }
       const span = Math.min(this.perWorker * present, this.trainCount - offset);
       const shares = new Array<number>(worldSize);
+      const digits = this.sharedBatch(offset, span, worldSize);
       let size = 0;
       for (let r = 0; r < worldSize; r++) {
         const d = this.rankDevice[r] ?? -1;
-        shares[r] = d < 0 ? 0 : this.line!.consumed(d, offset + span) - this.line!.consumed(d, offset);
+        shares[r] = (d < 0 ? 0 : this.line!.consumed(d, offset + span) - this.line!.consumed(d, offset)) + shardOf(digits, r).count;
         size += shares[r]!;
       }
       if (size > 0) return { epoch, offset, size, span, worldSize, shares };
@@ -205,23 +227,60 @@ export class OwnDataSource implements DataSource, DataAgreement {
     return batch.shares?.[rank] ?? 0;
   }
 
-  /** This device's examples of `batch`; a deleted one is skipped, so it may return fewer than its share. */
-  readShard(batch: GlobalBatch, _rank: number, images: Float32Array, labels: Int32Array): Promise<number> {
+  /**
+   * This rank's examples of `batch`: its own first (a deleted one is skipped, so it may
+   * return fewer than its share), then its slice of the server's digits in `mnist+own`.
+   */
+  async readShard(batch: GlobalBatch, rank: number, images: Float32Array, labels: Int32Array): Promise<number> {
     const line = this.line;
-    if (!line || !this.store || this.ownDevice < 0 || line.roster.epoch !== batch.epoch) return Promise.resolve(0);
-    const from = line.consumed(this.ownDevice, batch.offset);
-    const to = line.consumed(this.ownDevice, batch.offset + (batch.span ?? batch.size));
-    const examples = this.store.examples;
+    if (!line || line.roster.epoch !== batch.epoch) return 0;
+    const span = batch.span ?? batch.size;
     let n = 0;
-    for (let j = from; j < to; j++) {
-      const example = examples[this.ownBlock[this.ownOrder[j]!]!]!;
-      const label = this.classIndex.get(example.label);
-      if (example.pixels === null || label === undefined) continue;
-      images.set(example.pixels, n * MNIST_PIXELS);
-      labels[n] = label;
-      n++;
+    if (this.store && this.ownDevice >= 0) {
+      const from = line.consumed(this.ownDevice, batch.offset);
+      const to = line.consumed(this.ownDevice, batch.offset + span);
+      const examples = this.store.examples;
+      for (let j = from; j < to; j++) {
+        const example = examples[this.ownBlock[this.ownOrder[j]!]!]!;
+        const label = this.classIndex.get(example.label);
+        if (example.pixels === null || label === undefined) continue;
+        images.set(example.pixels, n * MNIST_PIXELS);
+        labels[n] = label;
+        n++;
+      }
     }
-    return Promise.resolve(n);
+    const digits = this.sharedBatch(batch.offset, span, batch.worldSize);
+    if (this.shared && digits.size > 0) {
+      this.planDigits(batch.offset + span, span, batch.worldSize, rank);
+      n += await this.shared.readShard(digits, rank, images.subarray(n * MNIST_PIXELS), labels.subarray(n));
+    }
+    return n;
+  }
+
+  /** Fetches the digits of the next steps of this epoch, as this membership would cut them. */
+  private planDigits(from: number, span: number, worldSize: number, rank: number): void {
+    const shared = this.shared!;
+    if (!shared.fetchAhead) return;
+    const planned: GlobalBatch[] = [];
+    for (let o = from, s = 0; s < (shared.stepsAhead ?? 0) && o < this.trainCount; s++) {
+      const next = Math.min(span, this.trainCount - o);
+      planned.push(this.sharedBatch(o, next, worldSize));
+      o += next;
+    }
+    shared.fetchAhead(planned, rank);
+  }
+
+  /**
+   * The server's digits a step covering [offset, offset + span) trains, as the digits' own
+   * global batch: their permutation's epoch and offset, cut equally among the ranks
+   * (shardOf); size 0 without them.
+   */
+  private sharedBatch(offset: number, span: number, worldSize: number): GlobalBatch {
+    const line = this.line!;
+    const epoch = line.roster.epoch;
+    if (!this.shared || line.roster.devices[0]?.key !== SHARED_BLOCK_KEY) return { epoch, offset: 0, size: 0, worldSize };
+    const from = line.consumed(0, offset);
+    return { epoch, offset: from, size: line.consumed(0, offset + span) - from, worldSize };
   }
 
   testShard(rank: number, worldSize: number): { start: number; count: number } {
@@ -298,7 +357,8 @@ export class OwnDataSource implements DataSource, DataAgreement {
 
   /** Forms epoch `epoch`'s roster from the latest agreed holdings; a class without examples cannot train. */
   private beginEpoch(epoch: number): void {
-    const devices = this.holdings.filter((h) => h.examples > 0).map((h) => ({ key: h.key, examples: h.examples, lastSeq: h.lastSeq }));
+    const devices = this.holdings.filter((h) => h.examples > 0 && h.key !== SHARED_BLOCK_KEY).map((h) => ({ key: h.key, examples: h.examples, lastSeq: h.lastSeq }));
+    if (this.shared) devices.unshift({ key: SHARED_BLOCK_KEY, examples: this.shared.trainCount, lastSeq: 0 });
     this.useRoster({ epoch, devices });
     if (this.trainCount === 0) {
       throw new WebringError('ERR_NO_EXAMPLES', "no device in the class holds an example to train on: collect some on the student page (Collect), then start again");
@@ -340,6 +400,8 @@ export class OwnDataSource implements DataSource, DataAgreement {
     const devices = this.line?.roster.devices ?? [];
     const taken = new Set<number>();
     this.rankDevice = this.holdings.map((h) => {
+      // A rank with no store says key 0, which is the server's digits' block: not its own.
+      if (h.key === SHARED_BLOCK_KEY) return -1;
       const d = devices.findIndex((dev, i) => dev.key === h.key && !taken.has(i));
       if (d >= 0) taken.add(d);
       return d;

@@ -36,6 +36,12 @@ export interface StreamedMnistOptions {
   seed: number;
   fetcher: ExampleFetcher;
   prefetchSteps?: number;
+  /**
+   * Whether readShard plans the steps after it from the batches this source would cut
+   * (true by default). A source that trains the digits beside other examples (mnist+own)
+   * cuts them otherwise, plans them itself and says so with `fetchAhead`.
+   */
+  planAhead?: boolean;
 }
 
 export class StreamedMnist implements DataSource {
@@ -45,6 +51,7 @@ export class StreamedMnist implements DataSource {
   private readonly maxShare: number;
   private readonly fetcher: ExampleFetcher;
   private readonly prefetchSteps: number;
+  private readonly planAhead: boolean;
   /** This epoch's and the next one's: a prefetch window can reach across an epoch's end. */
   private readonly permutations: [EpochPermutation, EpochPermutation];
   private readonly cache: ExampleCache;
@@ -69,6 +76,7 @@ export class StreamedMnist implements DataSource {
     this.maxShare = options.maxShare ?? options.perWorker;
     this.fetcher = options.fetcher;
     this.prefetchSteps = options.prefetchSteps ?? PREFETCH_STEPS;
+    this.planAhead = options.planAhead ?? true;
     this.permutations = [new EpochPermutation(this.trainCount, options.seed), new EpochPermutation(this.trainCount, options.seed)];
     const window = this.prefetchSteps * this.maxShare;
     this.cache = new ExampleCache(Math.min(this.trainCount, CACHE_WINDOWS * window + this.maxShare), this.trainCount);
@@ -111,7 +119,7 @@ export class StreamedMnist implements DataSource {
     const { start, count } = shardOf(batch, rank);
     // What this step needs goes first; the steps after it follow in a second request.
     this.fetchMissing(batch.epoch, start, count);
-    this.prefetchAfter(batch, rank);
+    if (this.planAhead) this.prefetchAfter(batch, rank);
     if (++this.shardsRead === this.prefetchSteps) this.prefetchTest(rank, batch.worldSize);
     // Usually the prefetch brought everything: then this step waits for nothing and allocates nothing.
     while (!this.holdsAll(batch.epoch, start, count)) {
@@ -132,6 +140,20 @@ export class StreamedMnist implements DataSource {
     const { start, count } = shardOf(batch, rank);
     this.fetchMissing(batch.epoch, start, count);
     this.prefetchAfter(batch, rank);
+  }
+
+  /** Starts fetching rank `rank`'s examples of batches planned elsewhere (planAhead false), without waiting. */
+  fetchAhead(batches: readonly GlobalBatch[], rank: number): void {
+    if (this.failure) return;
+    for (const batch of batches) {
+      const { start, count } = shardOf(batch, rank);
+      this.fetchMissing(batch.epoch, start, count);
+    }
+  }
+
+  /** The steps a planner should fetch ahead: as many as this source's own prefetch. */
+  get stepsAhead(): number {
+    return this.prefetchSteps;
   }
 
   private holdsAll(epoch: number, start: number, count: number): boolean {
@@ -232,8 +254,9 @@ export class StreamedMnist implements DataSource {
 }
 
 /** A run's examples streamed from the server the worker joined through, authorised by the room's join code. */
-export const streamFromDataService: DataFactory = (config, context) =>
+export const streamFromDataService = (config: Parameters<DataFactory>[0], context: Parameters<DataFactory>[1], options: { planAhead?: boolean } = {}): StreamedMnist =>
   new StreamedMnist({
+    planAhead: options.planAhead ?? true,
     dataset: config.dataset,
     perWorker: config.batchSizePerWorker,
     maxShare: maxShareOf(config),

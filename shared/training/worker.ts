@@ -396,9 +396,12 @@ export class TrainingWorker {
    * a run of the digits, else every device's held-out fifth).
    */
   private readonly defaultData: DataFactory = (config, context) => {
-    if (config.data !== 'own') return streamFromDataService(config, context);
+    if (config.data === 'mnist') return streamFromDataService(config, context);
     const own = this.options.ownExamples?.(config.classes) ?? null;
-    return new OwnDataSource(config, own, areDigitClasses(config.classes) ? streamFromDataService(config, context) : null);
+    // Beside the class's own examples the digits are cut as the epoch's line says, which
+    // plans their fetches itself (own-data.ts).
+    const digits = areDigitClasses(config.classes) ? streamFromDataService(config, context, { planAhead: config.data !== 'mnist+own' }) : null;
+    return new OwnDataSource(config, own, digits, config.data === 'mnist+own' ? digits : null);
   };
 
   private runCheckpoints(): RunCheckpoints {

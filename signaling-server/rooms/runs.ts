@@ -51,7 +51,7 @@ async function admit(ctx: ServerContext, name: string): Promise<void> {
  */
 function otherDataThan(saved: StartConfig, config: StartConfig): string | null {
   if (saved.data !== config.data) return `trained on data '${saved.data}', not '${config.data}'`;
-  if (config.data === 'mnist' && saved.dataset !== config.dataset) return `trained on ${saved.dataset}, not ${config.dataset}`;
+  if (config.data !== 'own' && saved.dataset !== config.dataset) return `trained on ${saved.dataset}, not ${config.dataset}`;
   if (saved.classes.join('\n') !== config.classes.join('\n')) return `tells apart ${saved.classes.join(', ')}, not ${config.classes.join(', ')}`;
   return null;
 }

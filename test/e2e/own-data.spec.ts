@@ -50,12 +50,16 @@ function writeFolder(dir: string, digits: readonly number[]): void {
   }
 }
 
+/** The workers of the run under way, for their last words if it does not end. */
+const running: Array<{ output: string[] }> = [];
+
 function startWorker(baseURL: string, room: string, name: string, data: string): { child: ChildProcess; output: string[] } {
   const output: string[] = [];
   const child = spawn(process.execPath, ['--import', 'tsx', 'node-worker/main.ts', '--url', baseURL, '--room', room, '--code', codeFor(room), '--name', name, '--backend', 'cpu', '--data', data], {
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   for (const stream of [child.stdout!, child.stderr!]) stream.on('data', (d: Buffer) => output.push(...d.toString().split('\n').filter(Boolean)));
+  running.push({ output });
   return { child, output };
 }
 
@@ -63,10 +67,16 @@ async function room(request: APIRequestContext, name: string): Promise<RoomStatu
   return (await (await request.get(`/api/rooms/${name}`, asTeacher)).json()) as RoomStatus;
 }
 
-/** Trains `RUN` in `name` to its end; the test accuracy on MNIST's test digits. */
-async function train(request: APIRequestContext, name: string): Promise<number> {
-  expect((await request.post(`/api/rooms/${name}/start`, { headers: teacher, data: RUN })).status()).toBe(200);
-  await expect.poll(async () => (await room(request, name)).state, { timeout: 240_000, intervals: [1_000] }).toBe('done');
+/** Trains `RUN` (with `overrides`) in `name` to its end; the test accuracy on MNIST's test digits. */
+async function train(request: APIRequestContext, name: string, overrides: Record<string, unknown> = {}): Promise<number> {
+  expect((await request.post(`/api/rooms/${name}/start`, { headers: teacher, data: { ...RUN, ...overrides } })).status()).toBe(200);
+  try {
+    await expect.poll(async () => (await room(request, name)).state, { timeout: 240_000, intervals: [1_000] }).toBe('done');
+  } catch (err) {
+    // What the machines said last: the first place to look when a run does not end.
+    for (const w of running) console.log(w.output.slice(-15).join('\n'));
+    throw err;
+  }
   const done = await room(request, name);
   expect(done.metrics.accuracy).not.toBeNull();
   return done.metrics.accuracy!;
@@ -105,6 +115,12 @@ test('three machines that each hold only some digits learn all ten together, and
     const accuracy = await train(request, together);
     console.log(`[own-data] three machines, digits 0-3 / 4-6 / 7-9: test accuracy ${(accuracy * 100).toFixed(1)} % on all ten digits`);
     expect(accuracy).toBeGreaterThanOrEqual(0.85);
+
+    // mnist+own: the server's digits stream in beside each machine's own, in one epoch.
+    const mixed = await train(request, together, { data: 'mnist+own', epochs: 1 });
+    console.log(`[own-data] the same machines on mnist+own, one epoch: test accuracy ${(mixed * 100).toFixed(1)} %`);
+    expect(mixed).toBeGreaterThanOrEqual(0.85);
+    expect((await room(request, together)).config?.data).toBe('mnist+own');
   } finally {
     for (const w of workers) w.child.kill('SIGKILL');
   }

@@ -281,3 +281,20 @@ test('a streamed source whose service refuses fails the step with the coded erro
   const batch = source.nextBatch({ epoch: 0, offset: 0 }, 2);
   await assert.rejects(source.readShard(batch, 1, new Float32Array(8 * MNIST_PIXELS), new Int32Array(8)), (err: unknown) => err instanceof WebringError && err.code === 'ERR_UNAUTHORIZED');
 });
+
+test('digits cut elsewhere (mnist+own): without its own plan a source fetches only its step and what the planner names, so a drifting guess never floods the cache', async () => {
+  const log: Array<{ split: string; indices: number[] }> = [];
+  const source = new StreamedMnist({ dataset: 'mnist-10k', perWorker: 32, seed: 5, fetcher: memoryService(log), planAhead: false });
+  const permutation = new EpochPermutation(8_000, 5);
+  // The digits of a step beside the class's own: 69 of a 96-place window, cut among 3 ranks.
+  const step = (offset: number) => ({ epoch: 0, offset, size: 69, worldSize: 3 });
+  source.fetchAhead([step(69), step(138)], 1);
+  const images = new Float32Array(32 * MNIST_PIXELS);
+  const labels = new Int32Array(32);
+  assert.equal(await source.readShard(step(0), 1, images, labels), 23);
+  await new Promise((r) => setImmediate(r));
+  const fetched = new Set(log.filter((l) => l.split === 'train').flatMap((l) => l.indices));
+  const wanted = new Set([0, 69, 138].flatMap((o) => Array.from({ length: 23 }, (_, i) => permutation.forEpoch(0)[o + 23 + i]!)));
+  assert.deepEqual([...fetched].sort((a, b) => a - b), [...wanted].sort((a, b) => a - b), 'rank 1\'s slices of the three named steps, nothing more');
+  assert.equal(source.stepsAhead, PREFETCH_STEPS);
+});

@@ -15,6 +15,8 @@ import type { DataSource } from '../../shared/training/data-source';
 import type { GlobalBatch } from '../../shared/training/sharding';
 import { DIGIT_CLASSES, startConfigSchema, type StartConfig } from '../../shared/protocol';
 import { MNIST_PIXELS, type MnistDataset } from '../../shared/data/mnist-format';
+import { PIXEL_SCALE } from '../../shared/data/example-cache';
+import { MnistShards } from '../../shared/training/data-source';
 import { WebringError } from '../../shared/protocol/errors';
 
 let dataset: MnistDataset;
@@ -41,15 +43,22 @@ function storeOf(key: number, digits: readonly number[], count: number, from = 0
 class Recording {
   readonly steps: Array<Array<{ key: number; seq: number; pixels: Float32Array; label: number }>> = [];
 
-  wrap(source: OwnDataSource, store: OwnExamples | null): OwnDataSource {
+  /** Examples not in `store` are looked up among `digits` (the server's, in mnist+own), as key 0. */
+  wrap(source: OwnDataSource, store: OwnExamples | null, digits: MnistDataset | null = null): OwnDataSource {
     const read = source.readShard.bind(source);
     source.readShard = async (batch: GlobalBatch, rank: number, images: Float32Array, labels: Int32Array) => {
       const n = await read(batch, rank, images, labels);
       const step = (this.steps[this.stepIndex(batch)] ??= []);
       for (let i = 0; i < n; i++) {
         const pixels = images.slice(i * MNIST_PIXELS, (i + 1) * MNIST_PIXELS);
-        const example = store!.examples.find((e) => e.pixels !== null && e.pixels.every((v, p) => v === pixels[p]))!;
-        step.push({ key: store!.key, seq: example.seq, pixels, label: labels[i]! });
+        const example = store?.examples.find((e) => e.pixels !== null && e.pixels.every((v, p) => v === pixels[p]));
+        if (example) {
+          step.push({ key: store!.key, seq: example.seq, pixels, label: labels[i]! });
+          continue;
+        }
+        const index = Array.from({ length: digits!.trainCount }, (_, d) => d).find((d) => pixels.every((v, p) => v === Math.fround(digits!.pixels[d * MNIST_PIXELS + p]! * PIXEL_SCALE)));
+        assert.ok(index !== undefined, 'an example read is either this device\'s own or one of the server\'s digits');
+        step.push({ key: 0, seq: index, pixels, label: labels[i]! });
       }
       return n;
     };
@@ -286,4 +295,34 @@ test("config: custom classes need the class's own data; labels are checked", () 
   assert.throws(() => startConfigSchema.parse({ data: 'own', classes: ['cat'] }));
   assert.throws(() => startConfigSchema.parse({ data: 'own', classes: ['x'.repeat(25), 'dog'] }));
   assert.deepEqual(startConfigSchema.parse({}).classes, [...DIGIT_CLASSES]);
+});
+
+test('mnist+own: the server\'s digits and the devices\' own examples make one epoch, each trained once, equal to 1 worker on the union', async () => {
+  // A small slice of the digits keeps the epoch short: 90 to train, 10 to test.
+  const digits: MnistDataset = { count: 100, trainCount: 90, testCount: 10, labels: dataset.labels.subarray(0, 100), pixels: dataset.pixels.subarray(0, 100 * MNIST_PIXELS) };
+  const config = ownConfig({ data: 'mnist+own', epochs: 1 });
+  const stores = [storeOf(51, [0, 1, 2, 3], 40, 1_000), null, storeOf(52, [4, 5, 6, 7, 8, 9], 30, 2_000)];
+  const recording = new Recording();
+  const { rings } = createMemoryRing(3);
+  const trainers = rings.map((ring, r) => {
+    const shared = new MnistShards(digits, config.batchSizePerWorker, config.seed, 64);
+    return new Trainer(config, recording.wrap(new OwnDataSource(config, stores[r]!, shared, shared), stores[r]!, digits), ring);
+  });
+  await Promise.all(trainers.map((t) => t.syncState()));
+  let steps = 0;
+  while (!trainers[0]!.finished) {
+    const results = await Promise.all(trainers.map((t) => t.trainStep()));
+    assert.ok(results[1]!.examples > 0 || results[0]!.globalBatchSize < 24, 'the rank without a store trains digits');
+    steps++;
+  }
+  const trained = recording.steps.flat().map((e) => `${e.key}/${e.seq}`);
+  const own = stores.flatMap((s) => (s ? s.examples.filter((e) => !isHeldOut(s.key, e.seq)).map((e) => `${s.key}/${e.seq}`) : []));
+  const served = Array.from({ length: digits.trainCount }, (_, i) => `0/${i}`);
+  assert.deepEqual([...trained].sort(), [...own, ...served].sort(), 'every digit and every own example once');
+  const single = new Trainer(config, new UnionReplay(recording), createMemoryRing(1).rings[0]!);
+  for (let s = 0; s < steps; s++) await single.trainStep();
+  const want = await single.readWeights();
+  for (const t of trainers) assert.ok(maxDiff(await t.readWeights(), want) <= 1e-5);
+  assert.equal(new Set(await Promise.all(trainers.map((t) => t.weightsHash()))).size, 1);
+  for (const t of [...trainers, single]) t.dispose();
 });
