@@ -28,6 +28,30 @@ async function hashesAtOneStep(students: Student[]): Promise<{ step: number; has
   throw new Error('the tabs never showed the same step at once');
 }
 
+/**
+ * Keeps, in the page, the weights hash its status showed after each step: polling four tabs
+ * for a moment when all show the same step misses steps under load, a record does not.
+ */
+async function recordHashes(page: Student['page']): Promise<void> {
+  await page.evaluate(() => {
+    const el = document.querySelector<HTMLElement>('[data-testid="worker-status"]')!;
+    const seen: Record<string, string> = {};
+    (window as unknown as { __hashesByStep: Record<string, string> }).__hashesByStep = seen;
+    new MutationObserver(() => {
+      if (el.dataset.state === 'training' && el.dataset.weightsHash) seen[el.dataset.step!] = el.dataset.weightsHash;
+    }).observe(el, { attributes: true });
+  });
+}
+
+/** The first step from `from` on that every student recorded, with each one's hash there. */
+async function firstCommonStep(students: Student[], from: number): Promise<{ step: number; hashes: string[] }> {
+  const records = await Promise.all(students.map((s) => s.page.evaluate(() => (window as unknown as { __hashesByStep: Record<string, string> }).__hashesByStep)));
+  const steps = Object.keys(records[0]!).map(Number).filter((n) => n >= from).sort((a, b) => a - b);
+  const step = steps.find((n) => records.every((r) => r[String(n)] !== undefined));
+  if (step === undefined) throw new Error(`no step from ${from} on was recorded by every tab`);
+  return { step, hashes: records.map((r) => r[String(step)]!) };
+}
+
 async function roomStatus(request: APIRequestContext, room: string): Promise<RoomStatus> {
   return (await (await request.get(`/api/rooms/${room}`, asTeacher)).json()) as RoomStatus;
 }
@@ -79,12 +103,16 @@ test('the chief leaves at step 10 and a latecomer joins at step 30: training nev
 
   // A latecomer at about step 30 gets the live state from the chief, not a checkpoint.
   await expect.poll(() => step(heir), { timeout: 120_000 }).toBeGreaterThanOrEqual(30);
+  for (const s of survivors) await recordHashes(s.page);
   const late = await openStudent(browser, room, 'eve', CPU);
+  await recordHashes(late.page);
   const everyone = [...survivors, late];
   await expect.poll(async () => (await Promise.all(everyone.map((s) => readStatus(s.page)))).every((s) => s.worldSize === '4'), { timeout: 30_000 }).toBe(true);
   await expect(status(late.page)).toHaveAttribute('data-state', 'training');
   const admittedAt = await step(heir);
-  const joined = await hashesAtOneStep(everyone);
+  // Within 3 steps of its admission the latecomer holds the class's weights, step for step.
+  await expect.poll(() => step(late), { timeout: 30_000 }).toBeGreaterThanOrEqual(admittedAt + 3);
+  const joined = await firstCommonStep(everyone, admittedAt);
   expect(joined.step).toBeLessThanOrEqual(admittedAt + 3);
   expect(new Set(joined.hashes).size, `hashes at step ${joined.step}: ${joined.hashes}`).toBe(1);
   const lateStatus = await readStatus(late.page);
