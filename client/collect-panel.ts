@@ -8,7 +8,7 @@
  * `add(label, pixels)` adds 784 values in 0..1 (28×28, row-major, ink = 1) and resolves to
  * the new count of that label; `clear()` empties this tab's collection for the room.
  */
-import type { CollectSetting } from '../shared/protocol';
+import { sameClasses, type CollectSetting } from '../shared/protocol';
 import { WebringError, toWebringError } from '../shared/protocol/errors';
 import type { OwnExamples } from '../shared/training/own-examples';
 import { IndexedDbOwnExamples } from './own-examples-db';
@@ -142,10 +142,6 @@ export class CollectPanel {
   private say(text: string): void {
     this.el.status.textContent = text;
   }
-}
-
-function sameClasses(a: readonly string[], b: readonly string[]): boolean {
-  return a.length === b.length && a.every((c, i) => c === b[i]);
 }
 
 function article(label: string): string {

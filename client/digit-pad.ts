@@ -6,7 +6,7 @@
  */
 import './digit-pad.css';
 import { MNIST_SIZE_PX, inkFromRgba, preprocessDigit } from '../shared/data/digit-preprocess';
-import { DIGIT_CLASSES } from '../shared/protocol';
+import { DIGIT_CLASSES, sameClasses } from '../shared/protocol';
 
 export interface DigitPadOptions {
   /**
@@ -399,7 +399,7 @@ export function mountDigitPad(container: HTMLElement, options: DigitPadOptions):
     input: () => currentInput()?.slice() ?? null,
     clear,
     setClasses(next, hint) {
-      if (destroyed || (next.length === classes.length && next.every((c, i) => c === classes[i]))) return;
+      if (destroyed || sameClasses(next, classes)) return;
       classes = [...next];
       if (hint !== undefined) emptyHint = hint;
       barRows = makeBars();

@@ -4,7 +4,7 @@
  * config form, the checkpoints and the ring's history. It polls the HTTP API once a second,
  * one request at a time; the panels live in ./teacher/.
  */
-import type { MetricPoint, RoomMetrics, RoomState, RoomStatus } from '../shared/protocol';
+import { sameClasses, type MetricPoint, type RoomMetrics, type RoomState, type RoomStatus } from '../shared/protocol';
 import type { CheckpointInfo } from '../shared/checkpoints/checkpoint';
 import type { ErrorBody } from '../shared/protocol/errors';
 import { createLiveChart } from './charts';
@@ -177,9 +177,7 @@ configForm.form.addEventListener('submit', (e) => {
 byId<HTMLButtonElement>('collect-open').addEventListener('click', () => {
   const classes = configForm.readClasses();
   if (!classes) return;
-  const collecting = status?.collect;
-  const same = collecting && collecting.classes.join('\n') === classes.join('\n');
-  void api.collect(same ? null : classes).then((result) => {
+  void api.collect(collectingNow(classes) ? null : classes).then((result) => {
     if (result.ok) applyStatus(result.value);
     else showActionError(result.error);
   });
@@ -253,8 +251,12 @@ function renderCollecting(s: RoomStatus): void {
   const state = byId('collect-state');
   state.textContent = s.collect ? `Students are collecting: ${s.collect.classes.join(', ')}. Their drawings stay on their devices; the members table shows how many each has.` : '';
   const typed = configForm.readClasses(false);
-  const same = s.collect && typed && s.collect.classes.join('\n') === typed.join('\n');
-  byId('collect-open').textContent = same ? 'Stop collecting' : 'Let students collect these classes';
+  byId('collect-open').textContent = typed && collectingNow(typed) ? 'Stop collecting' : 'Let students collect these classes';
+}
+
+/** True while the students collect exactly `classes`: the button then stops collecting. */
+function collectingNow(classes: readonly string[]): boolean {
+  return !!status?.collect && sameClasses(status.collect.classes, classes);
 }
 
 function showConnection(error: ErrorBody | null): void {

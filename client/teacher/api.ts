@@ -74,26 +74,20 @@ export class RoomApi {
   }
 
   /** Opens (classes) or closes (null) collecting for the lesson's own examples. */
-  async collect(classes: string[] | null): Promise<Result<RoomStatus>> {
-    let res: Response;
-    try {
-      res = await fetch(`${this.base}/collect`, {
-        method: 'PUT',
-        headers: { 'content-type': 'application/json', authorization: `Bearer ${this.token}` },
-        body: JSON.stringify({ classes }),
-      });
-    } catch (err) {
-      return unreachable(err);
-    }
-    const json = await readJson(res, true);
-    return json.ok ? { ok: true, value: (json.value as { status: RoomStatus }).status } : json;
+  collect(classes: string[] | null): Promise<Result<RoomStatus>> {
+    return this.send('PUT', 'collect', { classes });
   }
 
-  async act(action: RoomAction, body: unknown = {}): Promise<Result<RoomStatus>> {
+  act(action: RoomAction, body: unknown = {}): Promise<Result<RoomStatus>> {
+    return this.send('POST', action, body);
+  }
+
+  /** A teacher's request that changes the room; the answer carries the room's new status. */
+  private async send(method: 'POST' | 'PUT', path: string, body: unknown): Promise<Result<RoomStatus>> {
     let res: Response;
     try {
-      res = await fetch(`${this.base}/${action}`, {
-        method: 'POST',
+      res = await fetch(`${this.base}/${path}`, {
+        method,
         headers: { 'content-type': 'application/json', authorization: `Bearer ${this.token}` },
         body: JSON.stringify(body),
       });

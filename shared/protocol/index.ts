@@ -133,9 +133,14 @@ export type CollectSetting = z.output<typeof collectSettingSchema>;
 /** PUT /api/rooms/:room/collect: the classes to collect for, or null to stop collecting. */
 export const collectRequestSchema = z.strictObject({ classes: classesSchema.nullable() });
 
+/** True when two class lists name the same classes in the same order (the same model outputs). */
+export function sameClasses(a: readonly string[], b: readonly string[]): boolean {
+  return a.length === b.length && a.every((c, i) => c === b[i]);
+}
+
 /** True when `classes` are the digits 0–9 in order: the model's outputs are MNIST's labels. */
 export function areDigitClasses(classes: readonly string[]): boolean {
-  return classes.length === DIGIT_CLASSES.length && classes.every((c, i) => c === DIGIT_CLASSES[i]);
+  return sameClasses(classes, DIGIT_CLASSES);
 }
 
 export const memberNameSchema = z

@@ -118,11 +118,16 @@ export class EpochLine {
   }
 }
 
-/** The examples a rank holds for the next roster: the agreement's per-rank values. */
-interface RankHolding {
-  key: number;
-  examples: number;
-  lastSeq: number;
+/** A roster entry (or a rank's holding) as RANK_FLOATS float32 integers from `at`: the key in two 16-bit words, and the last seq + 1. */
+function writeEntry(out: Float32Array, at: number, e: RosterDevice): void {
+  out[at] = Math.floor(e.key / WORD);
+  out[at + 1] = e.key % WORD;
+  out[at + 2] = e.examples;
+  out[at + 3] = e.lastSeq + 1;
+}
+
+function readEntry(from: Float32Array, at: number): RosterDevice {
+  return { key: from[at]! * WORD + from[at + 1]!, examples: from[at + 2]!, lastSeq: from[at + 3]! - 1 };
 }
 
 /**
@@ -137,8 +142,9 @@ export class OwnDataSource implements DataSource, DataAgreement {
   private readonly perWorker: number;
   private readonly seed: number;
   private readonly classIndex: Map<string, number>;
-  /** The latest agreed holdings, by rank of the ring they were agreed on. */
-  private holdings: RankHolding[] = [];
+  /** What each rank holds for the next roster, as last agreed (by rank of that ring), and the floats it came from. */
+  private holdings: RosterDevice[] = [];
+  private agreed = new Float32Array(0);
   private line: EpochLine | null = null;
   /** Each rank's device in the current roster, or -1. */
   private rankDevice: number[] = [];
@@ -303,20 +309,15 @@ export class OwnDataSource implements DataSource, DataAgreement {
   // DataAgreement ------------------------------------------------------------
 
   writeOwn(out: Float32Array, at: number): void {
-    const { key, examples, lastSeq } = this.countOwn();
-    out[at] = Math.floor(key / WORD);
-    out[at + 1] = key % WORD;
-    out[at + 2] = examples;
-    out[at + 3] = lastSeq + 1;
+    writeEntry(out, at, this.countOwn());
   }
 
+  /** Every step: unchanged holdings (the usual case) cost one comparison, not a new mapping of the ranks. */
   agree(values: Float32Array, worldSize: number): void {
-    const holdings: RankHolding[] = [];
-    for (let r = 0; r < worldSize; r++) {
-      const at = r * RANK_FLOATS;
-      holdings.push({ key: values[at]! * WORD + values[at + 1]!, examples: values[at + 2]!, lastSeq: values[at + 3]! - 1 });
-    }
-    this.holdings = holdings;
+    const n = worldSize * RANK_FLOATS;
+    if (this.agreed.length === n && this.agreed.every((v, i) => v === values[i])) return;
+    this.agreed = values.slice(0, n);
+    this.holdings = Array.from({ length: worldSize }, (_, r) => readEntry(values, r * RANK_FLOATS));
     this.mapRanks();
   }
 
@@ -326,13 +327,7 @@ export class OwnDataSource implements DataSource, DataAgreement {
     if (!roster) return;
     out[at] = roster.epoch + 1;
     out[at + 1] = roster.devices.length;
-    roster.devices.forEach((d, i) => {
-      const o = at + 2 + i * RANK_FLOATS;
-      out[o] = Math.floor(d.key / WORD);
-      out[o + 1] = d.key % WORD;
-      out[o + 2] = d.examples;
-      out[o + 3] = d.lastSeq + 1;
-    });
+    roster.devices.forEach((d, i) => writeEntry(out, at + 2 + i * RANK_FLOATS, d));
   }
 
   readState(from: Float32Array, at: number): void {
@@ -340,32 +335,24 @@ export class OwnDataSource implements DataSource, DataAgreement {
       this.restore(null);
       return;
     }
-    const devices: RosterDevice[] = [];
-    for (let i = 0; i < from[at + 1]!; i++) {
-      const o = at + 2 + i * RANK_FLOATS;
-      devices.push({ key: from[o]! * WORD + from[o + 1]!, examples: from[o + 2]!, lastSeq: from[o + 3]! - 1 });
-    }
+    const devices = Array.from({ length: from[at + 1]! }, (_, i) => readEntry(from, at + 2 + i * RANK_FLOATS));
     this.restore({ epoch: from[at]! - 1, devices });
-  }
-
-  /** Takes a roster from a checkpoint or a hand-over (null: none yet, the next epoch forms one). */
-  restore(roster: EpochRoster | null): void {
-    this.useRoster(roster);
   }
 
   // --------------------------------------------------------------------------
 
   /** Forms epoch `epoch`'s roster from the latest agreed holdings; a class without examples cannot train. */
   private beginEpoch(epoch: number): void {
-    const devices = this.holdings.filter((h) => h.examples > 0 && h.key !== SHARED_BLOCK_KEY).map((h) => ({ key: h.key, examples: h.examples, lastSeq: h.lastSeq }));
+    const devices = this.holdings.filter((h) => h.examples > 0 && h.key !== SHARED_BLOCK_KEY);
     if (this.shared) devices.unshift({ key: SHARED_BLOCK_KEY, examples: this.shared.trainCount, lastSeq: 0 });
-    this.useRoster({ epoch, devices });
+    this.restore({ epoch, devices });
     if (this.trainCount === 0) {
       throw new WebringError('ERR_NO_EXAMPLES', "no device in the class holds an example to train on: collect some on the student page (Collect), then start again");
     }
   }
 
-  private useRoster(roster: EpochRoster | null): void {
+  /** Takes a roster: a new epoch's, or one from a checkpoint or a hand-over (null: none yet, the next epoch forms one). */
+  restore(roster: EpochRoster | null): void {
     this.line = roster ? new EpochLine(roster) : null;
     this.mapRanks();
     this.ownDevice = -1;

@@ -17,9 +17,9 @@
 import { DATASETS, MAX_EXAMPLES_PER_REQUEST } from '../data/data-service';
 import { ExampleCache } from '../data/example-cache';
 import { httpExampleFetcher, type ExampleFetcher } from '../data/example-fetcher';
-import type { DatasetKind } from '../protocol';
+import type { DatasetKind, StartConfig } from '../protocol';
 import { WebringError } from '../protocol/errors';
-import type { DataFactory, DataSource } from './data-source';
+import type { DataContext, DataSource } from './data-source';
 import { maxShareOf } from './share-balancer';
 import { EpochPermutation, advance, nextBatch, shardOf, testShardOf, type DataCursor, type GlobalBatch } from './sharding';
 
@@ -253,8 +253,11 @@ export class StreamedMnist implements DataSource {
   }
 }
 
-/** A run's examples streamed from the server the worker joined through, authorised by the room's join code. */
-export const streamFromDataService = (config: Parameters<DataFactory>[0], context: Parameters<DataFactory>[1], options: { planAhead?: boolean } = {}): StreamedMnist =>
+/**
+ * A run's examples streamed from the server the worker joined through, authorised by the
+ * room's join code (a DataFactory; `planAhead` as StreamedMnistOptions says).
+ */
+export const streamFromDataService = (config: StartConfig, context: DataContext, options: { planAhead?: boolean } = {}): StreamedMnist =>
   new StreamedMnist({
     planAhead: options.planAhead ?? true,
     dataset: config.dataset,

@@ -168,7 +168,7 @@ export class TrainingWorker {
     });
     this.status.update({ memberId: result.memberId, index: result.index, state: 'waiting' });
     this.options.onCollect?.(result.collect);
-    if (this.ownCounts) this.session.report('worker:own-examples', { counts: this.ownCounts });
+    this.sendOwnCounts();
     if (this.generations.latest) this.onGeneration(this.generations.latest);
     // A start that overtook this join's reply runs now that the ring exists.
     const overtaken = this.startBeforeJoined;
@@ -207,15 +207,6 @@ export class TrainingWorker {
    * kernels, and measures this device, before it joins. A failure is logged and shown, and
    * the worker joins unmeasured: the ring then measures it in its first steps.
    */
-  /**
-   * This device's own examples per class (counts only: own-examples.ts countByLabel), for
-   * the teacher's page and the room API: sent now if joined, and again after every join.
-   */
-  reportOwnExamples(counts: Record<string, number>): void {
-    this.ownCounts = { ...counts };
-    if (this.session.identity) this.session.report('worker:own-examples', { counts: this.ownCounts });
-  }
-
   private async runProbe(): Promise<DeviceProbe | null> {
     const { log, device } = this.options;
     try {
@@ -257,8 +248,7 @@ export class TrainingWorker {
       // The checkpoint the server missed goes first, so a resent end-of-run finds it stored.
       if (this.status.current.chief) await this.writer?.retry();
       this.session.resendUnsent();
-      // A restarted server keeps no counts (room.json holds no examples' numbers either).
-      if (this.ownCounts) this.session.report('worker:own-examples', { counts: this.ownCounts });
+      this.sendOwnCounts();
       return;
     }
     log(`the server no longer knows this tab (${result.error.code}); joining afresh`);
@@ -390,7 +380,20 @@ export class TrainingWorker {
     }
   }
 
-  /** The chief's writer and the server's checkpoints, for the run. */
+  /**
+   * This device's own examples per class (counts only: own-examples.ts countByLabel), for
+   * the teacher's page and the room API: sent now if joined, and again after every join.
+   */
+  reportOwnExamples(counts: Record<string, number>): void {
+    this.ownCounts = { ...counts };
+    if (this.session.identity) this.sendOwnCounts();
+  }
+
+  /** The counts as last reported: a (re)joined member tells the server again, which keeps none across a restart. */
+  private sendOwnCounts(): void {
+    if (this.ownCounts) this.session.report('worker:own-examples', { counts: this.ownCounts });
+  }
+
   /**
    * The server's digits, or this device's own examples (the test set: MNIST's test digits for
    * a run of the digits, else every device's held-out fifth).
@@ -404,6 +407,7 @@ export class TrainingWorker {
     return new OwnDataSource(config, own, digits, config.data === 'mnist+own' ? digits : null);
   };
 
+  /** The chief's writer and the server's checkpoints, for the run. */
   private runCheckpoints(): RunCheckpoints {
     return {
       save: (trainer, run, maxToKeep) =>

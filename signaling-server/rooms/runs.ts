@@ -5,7 +5,7 @@
  */
 import { WebringError } from '../../shared/protocol/errors';
 import { LATEST_CHECKPOINT } from '../../shared/checkpoints/checkpoint';
-import type { ResumePoint, StartConfig, TrainStart } from '../../shared/protocol';
+import { sameClasses, type ResumePoint, type StartConfig, type TrainStart } from '../../shared/protocol';
 import type { Room } from './room';
 import { channelOf, type ServerContext } from '../context';
 
@@ -52,7 +52,7 @@ async function admit(ctx: ServerContext, name: string): Promise<void> {
 function otherDataThan(saved: StartConfig, config: StartConfig): string | null {
   if (saved.data !== config.data) return `trained on data '${saved.data}', not '${config.data}'`;
   if (config.data !== 'own' && saved.dataset !== config.dataset) return `trained on ${saved.dataset}, not ${config.dataset}`;
-  if (saved.classes.join('\n') !== config.classes.join('\n')) return `tells apart ${saved.classes.join(', ')}, not ${config.classes.join(', ')}`;
+  if (!sameClasses(saved.classes, config.classes)) return `tells apart ${saved.classes.join(', ')}, not ${config.classes.join(', ')}`;
   return null;
 }
 
