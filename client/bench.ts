@@ -4,6 +4,7 @@
  * all-reduce relayed through a socket.io server, every rank sending its buffer to rank 0,
  * which sums and sends the result back. test/bench/bench.ts drives N of these tabs.
  */
+import './zod-jitless';
 import { io, type Socket } from 'socket.io-client';
 import type { Algorithm, ClientToServerEvents, ServerToClientEvents } from '../shared/protocol';
 import { BenchPeer, wallNow } from '../shared/network/bench-peer';

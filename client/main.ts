@@ -3,8 +3,9 @@
  * module; TensorFlow.js and the training worker load in the background after
  * it (student-session.ts), the chart and the drawing pad once the student has joined.
  */
+import './zod-jitless';
 import type { WorkerStatus } from '../shared/training/worker-status';
-import type { RoomMetrics, ServerInfo } from '../shared/protocol';
+import type { MemberInfo, RoomMetrics, ServerInfo } from '../shared/protocol';
 import { toWebringError } from '../shared/protocol/errors';
 import { explainShare } from '../shared/training/share-balancer';
 import { showSecureContextNotice } from './secure-context';
@@ -155,17 +156,22 @@ function render(s: WorkerStatus): void {
     s.lastSyncMs === null ? '–' : `${s.lastSyncMs.toFixed(0)} ms (resynced ${s.resyncs}×)${s.lockStepMs === null ? '' : `; in lock-step ${(s.lockStepMs / 1000).toFixed(1)} s after joining`}`;
 }
 
-/** The class's loss curve, from the room's metrics (every replica computes the same loss). */
-async function followLoss(room: string, code: string): Promise<void> {
+/**
+ * The class's loss curve, from the room's metrics (every replica computes the same loss),
+ * read with the tab's member token: a lockout of the school's address for wrong join codes
+ * never stops a member's chart. Not polled while the tab is not a member.
+ */
+async function followLoss(room: string, memberToken: () => string | null): Promise<void> {
   const { createLiveChart } = await import('./charts');
   $('loss-section').classList.remove('hidden');
   const chart = createLiveChart($('loss-chart'), 'Loss (whole class)', [{ label: 'loss', stroke: '#2f6fed' }]);
   let busy = false;
   const poll = async () => {
-    if (busy) return;
+    const token = memberToken();
+    if (busy || token === null) return;
     busy = true;
     try {
-      const res = await fetch(`/api/rooms/${encodeURIComponent(room)}/metrics`, { headers: { 'x-join-code': code } });
+      const res = await fetch(`/api/rooms/${encodeURIComponent(room)}/metrics`, { headers: { authorization: `Bearer ${token}` } });
       if (!res.ok) return;
       const m = (await res.json()) as RoomMetrics;
       chart.setData(m.history.map((p) => p.step), [m.history.map((p) => p.loss)]);
@@ -201,6 +207,20 @@ function showClasses(classes: readonly string[] | null): void {
   $('try-hint').textContent = digits ? 'Draw a digit from 0 to 9. The network you are training right now guesses it.' : `Draw one of the class's own classes (${classes.join(', ')}). The network you are training right now guesses which.`;
 }
 
+/**
+ * Whether a hub sums the class's gradients, in plain words: it sees each tab's gradient
+ * (never the drawings), so a student should know it is there. Only the teacher's server
+ * makes a hub (its key), so a hub is the teacher's.
+ */
+function showHub(hub: MemberInfo | null): void {
+  const note = $('hub-note');
+  note.hidden = false;
+  note.dataset.hub = hub ? 'yes' : 'no';
+  note.textContent = hub
+    ? `A hub on the teacher's computer (${hub.name}) sums the class's gradients when the hub collective runs: it sees each tab's gradient, never your drawings.`
+    : 'No hub: the class\'s gradients are summed around the ring, tab to tab.';
+}
+
 async function join(event: Event): Promise<void> {
   event.preventDefault();
   joinButton.disabled = true;
@@ -222,6 +242,7 @@ async function join(event: Event): Promise<void> {
         onStatus: render,
         onServerError: (e) => showError(describeRefusal(e, room)),
         onCollect: (setting) => void collect.setCollect(room, setting),
+        onHub: showHub,
         ownExamples: (classes) => collect.examplesFor(classes),
         onFallback: (reason, backend) => {
           const notice = $('webgpu-notice');
@@ -233,7 +254,7 @@ async function join(event: Event): Promise<void> {
       // Closing or navigating away says goodbye, so the ring re-forms at once instead of
       // waiting for the server to miss this tab's heartbeats.
       addEventListener('pagehide', () => self.leave());
-      void followLoss(room, code);
+      void followLoss(room, () => self.memberToken);
       void mountTryTheModel(self);
     }
     // A first join, or joining again after being dropped (same connection, new membership).

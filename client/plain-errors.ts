@@ -12,6 +12,8 @@ export function plainWords(error: ErrorBody, room: string): string {
       return 'Too many tries from this network in a short time. Wait a minute, then press Join again.';
     case 'ERR_ROOM_FULL':
       return `Room “${room}” is full. Ask your teacher to open another room.`;
+    case 'ERR_SEAT_LIMIT':
+      return `This network address already holds as many places in room “${room}” as one address may. Close a spare tab, or ask your teacher to allow more places per address.`;
     case 'ERR_TIMEOUT':
       return 'The classroom server did not answer. Check that you are on the class network, then press Join again.';
     case 'ERR_BAD_REQUEST':

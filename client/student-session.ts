@@ -5,7 +5,7 @@
  */
 import { deviceClassOf } from './device-class';
 import { io, type Socket } from 'socket.io-client';
-import { BACKENDS, type Backend, type ClientToServerEvents, type CollectSetting, type ServerToClientEvents } from '../shared/protocol';
+import { BACKENDS, type Backend, type ClientToServerEvents, type CollectSetting, type MemberInfo, type ServerToClientEvents } from '../shared/protocol';
 import type { OwnExamples } from '../shared/training/own-examples';
 import type { ErrorBody } from '../shared/protocol/errors';
 import { TrainingWorker } from '../shared/training/worker';
@@ -29,6 +29,8 @@ export interface SessionOptions {
   onCollect(collect: CollectSetting | null): void;
   /** This tab's own examples for a run's classes, or null. */
   ownExamples(classes: readonly string[]): OwnExamples | null;
+  /** The class's hub in each generation this tab hears, or null: whether a hub sums the gradients. */
+  onHub(hub: MemberInfo | null): void;
 }
 
 export async function startSession(options: SessionOptions): Promise<TrainingWorker> {
@@ -40,6 +42,7 @@ export async function startSession(options: SessionOptions): Promise<TrainingWor
   const socket: Socket<ServerToClientEvents, ClientToServerEvents> = io({ transports: ['websocket'], autoConnect: false });
   const log = (m: string) => console.info(`[webring] ${m}`);
   const ice = new IceConfigHolder({ request: () => socket.timeout(ICE_REQUEST_TIMEOUT_MS).emitWithAck('ice:config'), log });
+  socket.on('ring:generation', (g) => options.onHub(g.hub ?? null));
   return new TrainingWorker({
     socket,
     peerFactory: createBrowserPeerFactory(() => ice.rtcConfiguration()),

@@ -1,14 +1,16 @@
 /**
- * The teacher dashboard, /teacher?room=NAME&token=TOKEN: how students join (room code and
+ * The teacher dashboard, /teacher?room=NAME&token=TOKEN (the token then leaves the address
+ * bar: teacher/token.ts): how students join (room code and
  * QR code), the run's controls and progress, the ring, the live curves, the members, the
  * config form, the checkpoints and the ring's history. It polls the HTTP API once a second,
  * one request at a time; the panels live in ./teacher/.
  */
+import './zod-jitless';
 import { sameClasses, type MetricPoint, type RoomMetrics, type RoomState, type RoomStatus } from '../shared/protocol';
 import type { CheckpointInfo } from '../shared/checkpoints/checkpoint';
 import type { ErrorBody } from '../shared/protocol/errors';
 import { createLiveChart } from './charts';
-import { RoomApi, type RoomAction } from './teacher/api';
+import { RoomApi, type Result, type RoomAction } from './teacher/api';
 import { ConfigForm, type StartConfigInput } from './teacher/config-form';
 import { renderCheckpoints } from './teacher/checkpoints';
 import { byId, h } from './teacher/dom';
@@ -18,6 +20,7 @@ import { renderJoinCard } from './teacher/qr';
 import { renderHub, renderRing } from './teacher/ring-view';
 import { renderStepSplit } from './teacher/step-split';
 import { renderRoomLog } from './teacher/room-log';
+import { takeTeacherToken } from './teacher/token';
 
 const POLL_INTERVAL_MS = 1_000;
 /** While a run is on, new checkpoints may appear at any step; otherwise the list rarely changes. */
@@ -27,7 +30,7 @@ const BIG_SCREEN_KEY = 'webring:teacher:big';
 
 const params = new URLSearchParams(location.search);
 const room = params.get('room') ?? 'class';
-const api = new RoomApi(room, params.get('token') ?? '');
+const api = new RoomApi(room, takeTeacherToken());
 const configForm = new ConfigForm(byId<HTMLFormElement>('config'));
 const buttons: Record<RoomAction, HTMLButtonElement> = {
   start: byId<HTMLButtonElement>('start'),
@@ -182,6 +185,15 @@ byId<HTMLButtonElement>('collect-open').addEventListener('click', () => {
     else showActionError(result.error);
   });
 });
+/** The teacher's say over the hub: its removal sticks until a hub is let in again. */
+const hubActions = {
+  remove: () => void api.removeHub().then(afterHubChange),
+  allow: () => void api.allowHub().then(afterHubChange),
+};
+function afterHubChange(result: Result<RoomStatus>): void {
+  if (result.ok) applyStatus(result.value);
+  else showActionError(result.error);
+}
 buttons.pause.addEventListener('click', () => void act('pause'));
 buttons.resume.addEventListener('click', () => void act('resume'));
 buttons.stop.addEventListener('click', () => void act('stop'));
@@ -194,7 +206,7 @@ let renderedCheckpoints = '';
 function renderCheckpointList(): void {
   const canRestore = !!status && ENABLED_IN.start.includes(status.state) && status.members.length > 0;
   // Rebuilt only on change, so a Restore button keeps keyboard focus across polls.
-  const key = JSON.stringify([checkpoints.map((c) => c.id), canRestore, busy, status?.members.map((m) => m.id)]);
+  const key = JSON.stringify([checkpoints.map((c) => [c.id, c.trust.state]), canRestore, busy, status?.members.map((m) => m.id)]);
   if (key === renderedCheckpoints) return;
   renderedCheckpoints = key;
   renderCheckpoints(byId('checkpoints'), byId('no-checkpoints'), {
@@ -207,9 +219,26 @@ function renderCheckpointList(): void {
 }
 
 byId('checkpoints').addEventListener('click', (e) => {
-  const id = (e.target as HTMLElement).closest<HTMLButtonElement>('button[data-restore]')?.dataset.restore;
+  const target = e.target as HTMLElement;
+  const id = target.closest<HTMLButtonElement>('button[data-restore]')?.dataset.restore;
   if (id) void restore(id);
+  const doomed = target.closest<HTMLButtonElement>('button[data-delete]')?.dataset.delete;
+  if (doomed) void deleteCheckpoint(doomed);
 });
+
+/** Deletes a checkpoint the teacher does not trust (its writer is in the list); a Start then resumes from the next. */
+async function deleteCheckpoint(id: string): Promise<void> {
+  const c = checkpoints.find((x) => x.id === id);
+  if (!confirm(`Delete the checkpoint of step ${c?.step ?? '?'}${c?.writerName ? `, written by ${c.writerName}` : ''}?`)) return;
+  busy = true;
+  showActionError(null);
+  renderCheckpointList();
+  const result = await api.deleteCheckpoint(id);
+  busy = false;
+  if (result.ok) checkpoints = result.value;
+  else showActionError(result.error);
+  renderCheckpointList();
+}
 
 /** Starts a run from checkpoint `id` with the form's config, in the checkpoint's own model and optimizer. */
 async function restore(id: string): Promise<void> {
@@ -237,7 +266,7 @@ function applyStatus(s: RoomStatus): void {
   renderProgress(s, history);
   renderMembers(byId('members'), byId('members-gone'), byId('members-summary'), s, Date.now() + clockOffsetMs);
   renderRing(byId('ring-view'), s);
-  renderHub(byId('hub-member'), s);
+  renderHub(byId('hub-member'), s, hubActions);
   renderStepSplit(byId('step-split'), s);
   renderRoomLog(s);
   renderCollecting(s);

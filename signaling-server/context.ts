@@ -42,6 +42,8 @@ export interface ServerContext {
   limits: RateLimits;
   /** TURN and the ICE policy every worker gets (turn.ts). */
   ice: IceOptions;
+  /** Derives each room's hub key (edge/join-codes.ts), which a hub's join must carry. */
+  joinSecret: Buffer;
   log: Logger;
 }
 

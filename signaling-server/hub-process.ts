@@ -64,15 +64,19 @@ export function hubServerUrl(host: string | undefined, port: number): string {
   return `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
 }
 
-/** The hub's command line: never the join code, which travels in JOIN_CODE (hubEnvironment). */
+/** The hub's command line: never the join code nor the hub key, which travel in JOIN_CODE and HUB_KEY (hubEnvironment). */
 export function hubArguments(url: string, room: string, name = 'hub'): string[] {
   return ['--import', 'tsx', HUB_SCRIPT, '--url', url, '--room', room, '--name', name];
 }
 
-/** The server's environment for the hub: the join code added, the server's own secrets removed. */
-export function hubEnvironment(env: NodeJS.ProcessEnv, joinCode: string): NodeJS.ProcessEnv {
+/**
+ * The server's environment for the hub: the join code and the room's hub key (which only
+ * this server hands out, and without which a hub join is refused) added, the server's own
+ * secrets removed.
+ */
+export function hubEnvironment(env: NodeJS.ProcessEnv, joinCode: string, hubKey: string): NodeJS.ProcessEnv {
   // WEBRING_HUB_EXIT_WITH_STDIN: the hub leaves when the pipe from this server closes, even after a kill -9 of the server.
-  const out: NodeJS.ProcessEnv = { ...env, JOIN_CODE: joinCode, WEBRING_HUB_EXIT_WITH_STDIN: '1' };
+  const out: NodeJS.ProcessEnv = { ...env, JOIN_CODE: joinCode, HUB_KEY: hubKey, WEBRING_HUB_EXIT_WITH_STDIN: '1' };
   for (const name of SERVER_SECRETS) delete out[name];
   return out;
 }

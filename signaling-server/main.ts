@@ -18,7 +18,7 @@ import QRCode from 'qrcode';
 import { roomNameSchema } from '../shared/protocol';
 import { buildClientIfNeeded, CLIENT_DIST, PROJECT_ROOT } from './build-client';
 import { createLogger } from './logger';
-import { JOIN_SECRET_FILE, loadOrCreateJoinSecret } from './edge/join-codes';
+import { JOIN_SECRET_FILE, hubKeyFor, loadOrCreateJoinSecret } from './edge/join-codes';
 import { DEFAULT_PING_INTERVAL_MS, DEFAULT_PING_TIMEOUT_MS, startServer } from './server';
 import { loadTlsCredentials, TlsError, type TlsCredentials } from './edge/tls';
 import { ClusterError } from './rooms/cluster';
@@ -182,7 +182,7 @@ async function main(): Promise<void> {
     ? superviseHub({
         command: process.execPath,
         args: hubArguments(hubServerUrl(host, server.port), room),
-        env: hubEnvironment(process.env, info.code),
+        env: hubEnvironment(process.env, info.code, hubKeyFor(joinSecret, room)),
         cwd: PROJECT_ROOT,
         log,
         output: (line, stream) => (stream === 'stdout' ? console.log(line) : console.error(line)),

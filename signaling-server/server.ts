@@ -189,6 +189,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     draining: false,
     limits: options.rateLimiter ?? new RateLimits({ ...DEFAULT_RATE_LIMITS, ...options.rateLimits }),
     ice: options.ice ?? NO_TURN,
+    joinSecret: options.joinSecret,
     log,
   };
   const graceMs = options.reconnectGraceMs ?? DEFAULT_RECONNECT_GRACE_MS;

@@ -58,6 +58,18 @@ export class RoomApi {
     return res.ok ? ((await readJson(res.value)) as Result<CheckpointInfo[]>) : res;
   }
 
+  /** Deletes checkpoint `id`; the answer is the room's checkpoints without it. */
+  async deleteCheckpoint(id: string): Promise<Result<CheckpointInfo[]>> {
+    let res: Response;
+    try {
+      res = await fetch(`${this.base}/checkpoints/${encodeURIComponent(id)}`, { method: 'DELETE', headers: { authorization: `Bearer ${this.token}` } });
+    } catch (err) {
+      return unreachable(err);
+    }
+    const json = await readJson(res, true);
+    return json.ok ? { ok: true, value: (json.value as { checkpoints: CheckpointInfo[] }).checkpoints } : json;
+  }
+
   async checkpointMetadata(id: string): Promise<Result<CheckpointMetadata>> {
     const res = await get(this.fileUrl(id, 'metadata.json'), this.token);
     return res.ok ? ((await readJson(res.value)) as Result<CheckpointMetadata>) : res;
@@ -82,8 +94,18 @@ export class RoomApi {
     return this.send('POST', action, body);
   }
 
+  /** Removes the room's hub; no hub joins until allowHub(). */
+  removeHub(): Promise<Result<RoomStatus>> {
+    return this.send('DELETE', 'hub', {});
+  }
+
+  /** Lets a hub join again after removeHub(). */
+  allowHub(): Promise<Result<RoomStatus>> {
+    return this.send('POST', 'hub/allow', {});
+  }
+
   /** A teacher's request that changes the room; the answer carries the room's new status. */
-  private async send(method: 'POST' | 'PUT', path: string, body: unknown): Promise<Result<RoomStatus>> {
+  private async send(method: 'POST' | 'PUT' | 'DELETE', path: string, body: unknown): Promise<Result<RoomStatus>> {
     let res: Response;
     try {
       res = await fetch(`${this.base}/${path}`, {

@@ -1,22 +1,30 @@
 /**
- * The checkpoint list: when and by whom each was saved, its two model files to download
- * (tf.loadLayersModel needs model.json and model.weights.bin side by side), and "Restore
- * this one", which starts a run from it with the form's config.
+ * The checkpoint list: when and by whom each was saved, whether another student's replica
+ * vouched for it, its two model files to download (tf.loadLayersModel needs model.json and
+ * model.weights.bin side by side), "Restore this one", which starts a run from it with the
+ * form's config, and Delete (a checkpoint the teacher does not trust).
  */
-import type { CheckpointInfo } from '../../shared/checkpoints/checkpoint';
+import type { CheckpointInfo, CheckpointTrustState } from '../../shared/checkpoints/checkpoint';
 import type { MemberInfo } from '../../shared/protocol';
 import { h } from './dom';
 import { bytes, clockTime } from './format';
 
 export interface CheckpointView {
   list: readonly CheckpointInfo[];
-  /** Members known now, to name the writer; an id that left shows shortened. */
+  /** Members known now, to name a writer whose checkpoint predates stored names; an id that left shows shortened. */
   members: readonly MemberInfo[];
   fileUrl: (id: string, file: string) => string;
   /** Restoring starts a run, so it is offered only while no run is in progress. */
   canRestore: boolean;
   busy: boolean;
 }
+
+const TRUST_LABEL: Record<CheckpointTrustState, string> = { vouched: 'vouched', unvouched: 'not vouched yet', contradicted: 'differs' };
+const TRUST_TITLE: Record<CheckpointTrustState, string> = {
+  vouched: 'Another replica reported the same weights at this step (or the chief trained alone)',
+  unvouched: 'No other replica has reported its weights at this step yet',
+  contradicted: 'Other replicas reported different weights at this step: it is never resumed from while a vouched one exists',
+};
 
 export function renderCheckpoints(body: HTMLElement, empty: HTMLElement, view: CheckpointView): void {
   empty.hidden = view.list.length > 0;
@@ -29,11 +37,13 @@ export function renderCheckpoints(body: HTMLElement, empty: HTMLElement, view: C
       return h(
         'tr',
         { 'data-checkpoint-id': c.id },
-        h('td', { class: 'num' }, String(c.step), i === 0 ? h('span', { class: 'badge badge-newest' }, 'newest') : null),
+        // The first is what a Start resumes from: the newest vouched one (checkpoints.md).
+        h('td', { class: 'num' }, String(c.step), i === 0 ? h('span', { class: 'badge badge-newest' }, 'latest') : null),
         h('td', { class: 'num' }, String(c.epoch + 1)),
         h('td', { title: c.createdAt }, clockTime(c.createdAt)),
         h('td', { class: 'num' }, bytes(c.bytes)),
-        h('td', { title: c.writer }, names.get(c.writer) ?? c.writer.slice(0, 8)),
+        h('td', { title: `member ${c.writer}` }, c.writerName || names.get(c.writer) || c.writer.slice(0, 8), ' ', h('span', { class: 'hint' }, c.writer.slice(0, 8))),
+        h('td', { title: TRUST_TITLE[c.trust.state] }, TRUST_LABEL[c.trust.state], c.trust.by && c.trust.by !== c.writer ? ` by ${names.get(c.trust.by) ?? c.trust.by.slice(0, 8)}` : ''),
         h('td', { class: 'downloads' }, download('model.json', 'model.json'), ' + ', download('model.weights.bin', 'weights.bin')),
         h(
           'td',
@@ -49,6 +59,18 @@ export function renderCheckpoints(body: HTMLElement, empty: HTMLElement, view: C
               title: view.canRestore ? 'Start a run from this checkpoint with the config above' : 'Stop the run first',
             },
             'Restore this one',
+          ),
+          ' ',
+          h(
+            'button',
+            {
+              type: 'button',
+              class: 'small danger',
+              'data-delete': c.id,
+              'aria-label': `Delete the checkpoint of step ${c.step}`,
+              disabled: view.busy,
+            },
+            'Delete',
           ),
         ),
       );

@@ -12,7 +12,9 @@ import { h } from './dom';
  * inverted or low-contrast codes badly.
  */
 export async function renderJoinCard(container: HTMLElement, room: string, joinCode: string, studentUrl: string): Promise<void> {
-  const code = h('p', { class: 'room-code', style: `--room-chars: ${Math.max(joinCode.length, 4)}`, 'data-testid': 'join-code' }, joinCode);
+  const code = h('p', { class: 'room-code', 'data-testid': 'join-code' }, joinCode);
+  // Through the CSSOM, not a style attribute: the page's Content-Security-Policy allows no inline styles.
+  code.style.setProperty('--room-chars', String(Math.max(joinCode.length, 4)));
   const link = h('a', { class: 'student-url', href: studentUrl, target: '_blank', rel: 'noopener' }, studentUrl);
   const figure = h('figure', { class: 'qr' });
   container.replaceChildren(

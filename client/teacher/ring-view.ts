@@ -2,7 +2,8 @@
  * The ring as a picture: members in rank order clockwise from the top, the chief filled, and
  * an arrow from each rank to the next labelled with the throughput the sender measured on
  * that link during the last all-reduce (MemberInfo.linkMBps). Below it, one line on the
- * room's hub member, when it has one.
+ * room's hub member, when it has one (with the teacher's Remove), or on its absence when the
+ * teacher or the server removed it (with Let a hub join again).
  */
 import type { MemberInfo, RoomStatus } from '../../shared/protocol';
 import { h, s } from './dom';
@@ -85,18 +86,48 @@ export function renderRing(container: HTMLElement, status: RoomStatus): void {
   container.replaceChildren(svg);
 }
 
-/** The hub member's line: who it is, whether it is connected, and what it sees. Hidden without a hub. */
-export function renderHub(el: HTMLElement, status: RoomStatus): void {
+export interface HubActions {
+  remove(): void;
+  allow(): void;
+}
+
+/**
+ * The hub member's line: who it is, whether it is connected, what it sees, who accused it,
+ * and the teacher's Remove; or, once removed, that the class runs without a hub. Hidden when
+ * the room has no hub and refuses none.
+ */
+export function renderHub(el: HTMLElement, status: RoomStatus, actions: HubActions): void {
   const hub = status.hub;
-  el.hidden = hub === null;
-  if (!hub) {
+  const { barred, accusers, accusersNeeded } = status.hubAccess;
+  el.hidden = hub === null && barred === null;
+  el.dataset.state = hub ? 'present' : barred ? `removed-by-${barred.by}` : 'none';
+  if (hub) {
+    const accused = `Accused of bad ring data by ${accusers.join(', ')} (${accusers.length} of the ${accusersNeeded} students it takes for the server to remove it). `;
+    el.replaceChildren(
+      'Hub: ',
+      h('strong', {}, hub.name),
+      hub.connected ? ' (connected). ' : ' (reconnecting). ',
+      'It sums the gradients when the hub collective runs, and sees each student\'s gradient. ',
+      ...(accusers.length > 0 ? [h('span', { 'data-testid': 'hub-accusers' }, accused)] : []),
+      button('Remove the hub', 'hub-remove', actions.remove),
+    );
+    return;
+  }
+  if (!barred) {
     el.replaceChildren();
     return;
   }
   el.replaceChildren(
-    'Hub: ',
-    h('strong', {}, hub.name),
-    hub.connected ? ' (connected). ' : ' (reconnecting). ',
-    'It sums the gradients when the hub collective runs, and sees each student\'s gradient.',
+    h('strong', {}, 'No hub: '),
+    barred.by === 'teacher'
+      ? 'you removed it, so the class runs without a hub: the gradients are summed around the ring. No hub joins until you let one in. '
+      : `the server removed it for the rest of this run (${barred.detail}), so the class runs without a hub: the gradients are summed around the ring. `,
+    button('Let a hub join again', 'hub-allow', actions.allow),
   );
+}
+
+function button(label: string, testId: string, onClick: () => void): HTMLButtonElement {
+  const b = h('button', { type: 'button', class: 'small', 'data-testid': testId }, label);
+  b.addEventListener('click', onClick);
+  return b;
 }

@@ -13,6 +13,9 @@ const EVENT_TEXT: Record<RoomEvent['kind'], string> = {
   reformed: 'ring re-formed',
   'hub-joined': 'joined as the hub',
   'hub-left': 'left as the hub (the ring takes over)',
+  'hub-accused': 'accused the hub of bad ring data (recorded; the hub stays unless most of the ring says so)',
+  'hub-removed': 'removed as the hub; no hub joins for now (the ring takes over)',
+  'hub-allowed': 'a hub may join again',
 };
 
 export function renderRoomLog(s: RoomStatus): void {

@@ -10,7 +10,7 @@
  * worker and in tests. Every request has a deadline and fails with ERR_TIMEOUT after it.
  */
 import * as tf from '@tensorflow/tfjs';
-import { WebringError } from '../protocol/errors';
+import { ERROR_CODES, WebringError } from '../protocol/errors';
 import {
   CHECKPOINT_FILES,
   CHECKPOINT_FORMAT_VERSION,
@@ -177,8 +177,9 @@ async function postCheckpoint(baseUrl: string, memberToken: string, checkpoint: 
     const res = response as Response | null;
     if (res) {
       const body = (await res.json().catch(() => null)) as { error?: { code?: string; message?: string } } | null;
-      const code = body?.error?.code;
-      throw new WebringError(code === 'ERR_NOT_CHIEF' ? 'ERR_NOT_CHIEF' : 'ERR_BAD_REQUEST', `checkpoint upload refused: HTTP ${res.status} ${body?.error?.message ?? ''}`);
+      // The server's own code (ERR_NOT_CHIEF, ERR_BAD_STATE, ERR_STEP_OUT_OF_RANGE, ...): the writer decides on it.
+      const code = ERROR_CODES.find((c) => c === body?.error?.code) ?? 'ERR_BAD_REQUEST';
+      throw new WebringError(code, `checkpoint upload refused: HTTP ${res.status} ${body?.error?.message ?? ''}`);
     }
     // No response at all: the server is down or the network is gone.
     throw new WebringError('ERR_UNREACHABLE', `checkpoint upload failed: ${err instanceof Error ? err.message : String(err)}`);

@@ -51,12 +51,6 @@ export class CheckpointWriter {
     this.queue = this.queue.then(() => this.write(checkpoint, maxToKeep));
   }
 
-  /** Uploads a checkpoint that exists only locally, e.g. to a new server on the same laptop. */
-  reseed(checkpoint: CapturedCheckpoint): Promise<void> {
-    this.queue = this.queue.then(() => this.upload(checkpoint));
-    return this.queue;
-  }
-
   /** Uploads the newest checkpoint that failed to reach the server, if any (after a reconnect). */
   retry(): Promise<void> {
     const pending = this.unsent;
@@ -97,8 +91,10 @@ export class CheckpointWriter {
     } catch (err) {
       const e = toWebringError(err);
       // Refusals are final (no longer chief, bad data); a network failure or a server that
-      // never answered is worth a retry.
-      if (e.code === 'ERR_UNREACHABLE' || e.code === 'ERR_TIMEOUT') {
+      // never answered is worth a retry, and so is a step past the reports the server has:
+      // this tab's progress reports were held back by a broken connection, and the rejoin
+      // resends them before it retries.
+      if (e.code === 'ERR_UNREACHABLE' || e.code === 'ERR_TIMEOUT' || e.code === 'ERR_STEP_OUT_OF_RANGE') {
         if (!this.unsent || this.unsent.metadata.step <= checkpoint.metadata.step) this.unsent = checkpoint;
       }
       onError(e.toBody());

@@ -23,8 +23,10 @@ export type DataSplit = (typeof DATA_SPLITS)[number];
 export const EXAMPLE_BYTES = 1 + MNIST_PIXELS;
 
 /**
- * The most examples one request may name: 1024 examples are 804 KB, and the longest
- * `ranges` that many scattered indices make (about 6 KB) stays inside every server's URL limit.
+ * The most examples one request may name, whatever the run: 1024 examples are 804 KB, and
+ * the longest `ranges` that many scattered indices make (about 6 KB) stays inside every
+ * server's URL limit. A run's own bound is smaller (examplesPerRequest in
+ * shared/training/streamed-mnist.ts).
  */
 export const MAX_EXAMPLES_PER_REQUEST = 1024;
 /** A `ranges` longer than this is refused before it is parsed. */
@@ -77,9 +79,9 @@ const RANGE_PART = /^(\d{1,9})(?:-(\d{1,9}))?$/;
 
 /**
  * Parses and checks `ranges` against a split of `size` examples: ascending, not
- * overlapping, in bounds, at most MAX_EXAMPLES_PER_REQUEST in all. Returns the indices.
+ * overlapping, in bounds, at most `limit` in all. Returns the indices.
  */
-export function decodeRanges(ranges: string, size: number): Uint32Array {
+export function decodeRanges(ranges: string, size: number, limit = MAX_EXAMPLES_PER_REQUEST): Uint32Array {
   const bad = (why: string) => new WebringError('ERR_BAD_REQUEST', `ranges: ${why}`, 'ranges');
   if (ranges.length === 0) throw bad('empty; name at least one example, e.g. 0-31');
   if (ranges.length > MAX_RANGES_CHARS) throw bad(`longer than ${MAX_RANGES_CHARS} characters`);
@@ -93,7 +95,7 @@ export function decodeRanges(ranges: string, size: number): Uint32Array {
     if (last < first) throw bad(`run ${first}-${last} runs backwards`);
     if (first < next) throw bad(`indices must ascend without repeats (${first} after ${next - 1})`);
     if (last >= size) throw bad(`index ${last} is past the split's ${size} examples`);
-    if (out.length + (last - first + 1) > MAX_EXAMPLES_PER_REQUEST) throw bad(`more than ${MAX_EXAMPLES_PER_REQUEST} examples in one request`);
+    if (out.length + (last - first + 1) > limit) throw bad(`more than ${limit} examples in one request`);
     for (let i = first; i <= last; i++) out.push(i);
     next = last + 1;
   }

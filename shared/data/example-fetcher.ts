@@ -3,8 +3,11 @@
  * batch of indices, retried with exponential backoff while the server cannot answer, and
  * said so through `onWait`, so a student sees "waiting for the data service" rather than
  * a frozen page. A reply that is not what was asked for is never trained on: it is fetched
- * again, and a refusal the server means (a bad request, a lost join code) ends the run
- * with the server's coded error.
+ * again, and a refusal the server means (a bad request, a membership the server no longer
+ * knows) ends the run with the server's coded error.
+ *
+ * A worker reads with its member token, never the join code: an address locked out for
+ * wrong join codes (a school NAT with one guesser behind it) still serves its members.
  */
 import type { DatasetKind } from '../protocol';
 import { WebringError, type ErrorCode } from '../protocol/errors';
@@ -32,8 +35,11 @@ export interface HttpFetcherOptions {
   baseUrl: string;
   room: string;
   dataset: DatasetKind;
-  /** The room's join code: reads authorised like any other room read. */
-  joinCode: string;
+  /**
+   * The worker's member token now (Authorization: Bearer). Read at every attempt: a
+   * worker that joined afresh after a drop has a new one.
+   */
+  memberToken: () => string;
   /** Told why the worker is waiting, and null once data flows again. */
   onWait?: (why: string | null) => void;
   /** Stops retrying; pending fetches reject with ERR_ABORTED. */
@@ -56,11 +62,12 @@ export function httpExampleFetcher(options: HttpFetcherOptions): ExampleFetcher 
       if (options.signal?.aborted) throw new WebringError('ERR_ABORTED', 'the run ended while examples were on their way');
       let why: string;
       let retryAfterMs = 0;
+      const token = options.memberToken();
       try {
         const res = await withDeadline(
           REQUEST_TIMEOUT_MS,
           () => new WebringError('ERR_TIMEOUT', `no answer in ${REQUEST_TIMEOUT_MS / 1000} s`),
-          (signal) => doFetch(url, { headers: { 'X-Join-Code': options.joinCode }, signal: options.signal ? AbortSignal.any([signal, options.signal]) : signal }),
+          (signal) => doFetch(url, { headers: { Authorization: `Bearer ${token}` }, signal: options.signal ? AbortSignal.any([signal, options.signal]) : signal }),
           clock,
         );
         if (res.ok) {
@@ -72,7 +79,9 @@ export function httpExampleFetcher(options: HttpFetcherOptions): ExampleFetcher 
           return examples;
         }
         const refusal = await errorOf(res);
-        if (FINAL_STATUSES.has(res.status)) throw new WebringError(refusal.code, `the data service refused ${split} examples: ${refusal.message}`);
+        // The token was replaced (a fresh join) while this request was out: ask again with the new one.
+        const stale = res.status === 401 && options.memberToken() !== token;
+        if (FINAL_STATUSES.has(res.status) && !stale) throw new WebringError(refusal.code, `the data service refused ${split} examples: ${refusal.message}`);
         why = `HTTP ${res.status}: ${refusal.message}`;
         retryAfterMs = Number(res.headers.get('retry-after') ?? 0) * 1000;
       } catch (err) {

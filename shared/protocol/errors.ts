@@ -29,12 +29,22 @@ export const ERROR_CODES = [
   /** A run on the class's own data, and no device holds an example to train on. */
   'ERR_NO_EXAMPLES',
   'ERR_RATE_LIMITED',
+  /** A reader past its share of the data service's bytes for the room's current epoch (signaling-server/edge/data-budget.ts). */
+  'ERR_DATA_BUDGET',
   /** A ring peer sent data no honest peer sends: wrong length, non-finite values, a wrong generation. */
   'ERR_PEER_MISBEHAVED',
-  /** An eviction request the server refused: not the reporter's sender, or over its allowance. */
+  /** An eviction request the server refused (not the reporter's sender, or over its allowance), or a chief's drop that what the server saw contradicts. */
   'ERR_BAD_ACCUSATION',
   /** A second hub member for a room that has one. */
   'ERR_HUB_TAKEN',
+  /** A join from a client address that already holds as many of the room's seats as one address may (signaling-server/rooms/seats.ts). */
+  'ERR_SEAT_LIMIT',
+  /** A `kind: 'hub'` join without the room's hub key, which only the teacher's server hands out. */
+  'ERR_HUB_NOT_AUTHORIZED',
+  /** A hub join while the teacher has removed the room's hub (or the server did, for the rest of the run). */
+  'ERR_HUB_REMOVED',
+  /** A checkpoint's step outside its run: before the run's start step, or past the class's reported step plus a small margin. */
+  'ERR_STEP_OUT_OF_RANGE',
   'ERR_INTERNAL',
 ] as const;
 

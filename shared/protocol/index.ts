@@ -132,6 +132,12 @@ export const collectSettingSchema = z.strictObject({ classes: classesSchema });
 export type CollectSetting = z.output<typeof collectSettingSchema>;
 /** PUT /api/rooms/:room/collect: the classes to collect for, or null to stop collecting. */
 export const collectRequestSchema = z.strictObject({ classes: classesSchema.nullable() });
+/**
+ * PUT /api/rooms/:room/seats: how many seats of the room one client address may hold, or
+ * null for the defaults by address (signaling-server/rooms/seats.ts). MAX_ROOM_MEMBERS lets
+ * a whole class in from behind one NAT address.
+ */
+export const seatsRequestSchema = z.strictObject({ perAddress: z.number().int().min(1).max(MAX_ROOM_MEMBERS).nullable() });
 
 /** True when two class lists name the same classes in the same order (the same model outputs). */
 export function sameClasses(a: readonly string[], b: readonly string[]): boolean {
@@ -150,6 +156,8 @@ export const memberNameSchema = z
   .max(MEMBER_NAME_MAX_CHARS);
 
 export const memberIdSchema = z.string().regex(/^[a-z0-9]{8,32}$/);
+/** A room's hub key: HMAC-SHA256 of the room name under the server's join secret, hex. */
+export const hubKeySchema = z.string().regex(/^[0-9a-f]{64}$/);
 
 /**
  * The recipe a teacher gets without touching the form (docs/recipe.md): Adam at 0.003 after
@@ -267,8 +275,32 @@ export const joinRequestSchema = z.strictObject({
   probe: deviceProbeSchema.optional(),
   /** Coming back on a new connection (server restart, network blip): keep the membership. */
   rejoin: z.strictObject({ memberId: z.string().regex(/^[a-z0-9]{8,32}$/), memberToken: z.string().regex(/^[0-9a-f]{48}$/) }).optional(),
+  /**
+   * The room's hub key, required with `kind: 'hub'` (a rejoin's member token suffices): only
+   * the teacher's server hands it out (to the hub it supervises, or GET /api/rooms/:room/hub-key).
+   */
+  hubKey: hubKeySchema.optional(),
 });
 export type JoinRequest = z.input<typeof joinRequestSchema>;
+
+/** GET /api/rooms/:room/hub-key (teacher): what a hub run on another computer joins with (HUB_KEY). */
+export interface HubKeyInfo {
+  room: string;
+  hubKey: string;
+}
+
+/**
+ * Why a room refuses hub joins for now: the teacher removed its hub (until the teacher lets
+ * one in again), or the server did, on evidence it could check (until the run ends).
+ */
+export interface HubBar {
+  by: 'teacher' | 'server';
+  /** The run it was removed in (0 before the first); a server bar ends with that run. */
+  run: number;
+  /** Server time, ms since the epoch. */
+  at: number;
+  detail: string;
+}
 
 /**
  * socket.io's handshake `auth`: the room this connection is for and its join code. The
@@ -560,9 +592,16 @@ export interface TrainStart {
  */
 export type MemberDropped =
   | { reason: 'straggler'; step: number; computeMs: number; deadlineMs: number }
-  | { reason: 'evicted'; step: number; misbehaviour: Misbehaviour | 'accusations'; detail: string };
+  | { reason: 'evicted'; step: number; misbehaviour: Misbehaviour | 'accusations'; detail: string }
+  /** To the hub only: the teacher removed it (DELETE /api/rooms/:room/hub). */
+  | { reason: 'removed'; step: number; detail: string };
 
-export const ROOM_EVENT_KINDS = ['joined', 'left', 'admitted', 'dropped', 'evicted', 'resynced', 'reformed', 'hub-joined', 'hub-left'] as const;
+/**
+ * 'hub-accused': a ring member named the hub (recorded; the hub stays unless the accusers
+ * are a majority, see accusations.ts); 'hub-removed': the teacher or the server removed it
+ * and refuses hub joins for now; 'hub-allowed': the teacher lets a hub in again.
+ */
+export const ROOM_EVENT_KINDS = ['joined', 'left', 'admitted', 'dropped', 'evicted', 'resynced', 'reformed', 'hub-joined', 'hub-left', 'hub-accused', 'hub-removed', 'hub-allowed'] as const;
 export type RoomEventKind = (typeof ROOM_EVENT_KINDS)[number];
 
 /** What happened to a room's ring, newest last: the teacher page's log and the recovery timings. */
@@ -638,6 +677,12 @@ export interface RoomStatus {
   joins: JoinCost[];
   /** The classes the students collect examples for (PUT /api/rooms/:room/collect), or null. */
   collect: CollectSetting | null;
+  /**
+   * Who may be the hub: `barred` while the teacher (or the server) has removed it; the
+   * distinct ring members who accused the current hub in this run, and how many it takes
+   * (a majority of the ring) before the server removes it.
+   */
+  hubAccess: { barred: HubBar | null; accusers: string[]; accusersNeeded: number };
 }
 
 /** Admissions a room remembers the cost of. */

@@ -74,10 +74,11 @@ export interface DataAgreement {
 
 /** What a worker hands its data source for one run. */
 export interface DataContext {
-  /** Where the data service is, and the room whose join code authorises reading it. */
+  /** Where the data service is, and the room it serves. */
   serverUrl: string;
   room: string;
-  joinCode: string;
+  /** The worker's member token now, which authorises reading (never the join code: see example-fetcher.ts). */
+  memberToken: () => string;
   /** Aborted when the run ends: fetches still retrying stop. */
   signal: AbortSignal;
   /** Why the worker waits for data ("the data service answered 503; trying again in 2 s"), or null once it flows. */

@@ -2,20 +2,35 @@
  * The hub as a room member: joins with kind 'hub' (never in the ring, never chief, trains
  * nothing), keeps a link to every ring member through the same RingNetwork the workers
  * use, and sums their gradients with a HubReducer whenever they pick the hub collective.
- * It rejoins after a lost connection with its credentials, and names a rank that sends
- * what no honest rank sends to the server (ring:evict), which checks the accusation.
+ * Its join carries the room's hub key, which only the teacher's server hands out.
+ * It rejoins after a lost connection with its credentials; when the room no longer knows it
+ * (the server dropped it, or removed it) it joins afresh with a back-off, and waits out
+ * refusals that end by themselves (ERR_HUB_REMOVED until the teacher allows a hub again,
+ * ERR_HUB_TAKEN until the other hub leaves). It names a rank that sends what no honest rank
+ * sends to the server (ring:evict), which checks the accusation.
  *
  * node-worker/hub.ts runs it beside the server (`npm start -- --hub`); the lab runs it in
  * the server's network namespace.
  */
 import type { Socket } from 'socket.io-client';
-import type { ClientToServerEvents, Generation, JoinAccepted, Misbehaviour, ServerToClientEvents } from '../protocol';
-import { WebringError, toWebringError } from '../protocol/errors';
+import type { AckResult, ClientToServerEvents, Generation, JoinAccepted, Misbehaviour, ServerToClientEvents } from '../protocol';
+import { WebringError, toWebringError, type ErrorBody, type ErrorCode } from '../protocol/errors';
 import { SignalingSession } from './signaling-session';
 import { RingNetwork } from '../network/ring-network';
 import type { PeerFactory } from '../network/peer';
 import type { HubReducer } from '../collectives/hub-reducer';
 import { systemClock, type Clock } from '../util/clock';
+
+/** The first fresh join after losing the membership waits this long; each further try twice as long. */
+export const HUB_REJOIN_FIRST_DELAY_MS = 1_000;
+/** Tries never wait longer than this: a hub the teacher allows again is back within it. */
+export const HUB_REJOIN_MAX_DELAY_MS = 15_000;
+/**
+ * Refusals that end by themselves, so the hub keeps trying: the teacher allows a hub again
+ * or the run ends, another hub leaves, a limit resets, the server comes back. Any other (a
+ * wrong key or join code) ends the hub's tries: waiting would not change it.
+ */
+export const HUB_WAIT_OUT_CODES: ReadonlySet<ErrorCode> = new Set<ErrorCode>(['ERR_HUB_REMOVED', 'ERR_HUB_TAKEN', 'ERR_RATE_LIMITED', 'ERR_ROOM_FULL', 'ERR_TIMEOUT', 'ERR_INTERNAL']);
 
 export interface HubMemberOptions {
   socket: Socket<ServerToClientEvents, ClientToServerEvents>;
@@ -23,7 +38,17 @@ export interface HubMemberOptions {
   log(message: string): void;
   /** Hears the ICE config of every join and rejoin (TURN credentials), before any link is dialled. */
   onIceConfig?(ice: unknown): void;
+  /** Hears a refusal that waiting cannot end (HUB_WAIT_OUT_CODES has the others): the hub stops trying. */
+  onGaveUp?(error: ErrorBody): void;
   clock?: Clock;
+}
+
+/** Where and as whom the hub joins. */
+interface HubTarget {
+  room: string;
+  name: string;
+  code: string;
+  hubKey: string;
 }
 
 export class HubMember {
@@ -33,12 +58,20 @@ export class HubMember {
   private network: RingNetwork | null = null;
   private generation: Generation | null = null;
   private left = false;
+  private readonly clock: Clock;
+  private target: HubTarget | null = null;
+  /** The pending fresh join, if any, and whether one is on the wire: never two at once. */
+  private retryTimer: unknown = null;
+  private joining = false;
+  private retries = 0;
+  /** The code of the last refusal logged, so a long wait logs once, not every try. */
+  private lastRefusal: ErrorCode | null = null;
 
   constructor(private readonly options: HubMemberOptions) {
-    const clock = options.clock ?? systemClock;
+    this.clock = options.clock ?? systemClock;
     this.socket = options.socket;
     this.log = options.log;
-    this.session = new SignalingSession(options.socket, clock, options.onIceConfig);
+    this.session = new SignalingSession(options.socket, this.clock, options.onIceConfig);
     const { socket } = options;
     socket.on('ring:generation', (g) => {
       try {
@@ -50,8 +83,15 @@ export class HubMember {
       }
     });
     socket.on('signal:relay', ({ from, linkId, data }) => this.network?.handleSignal(from, linkId, data));
-    socket.on('member:dropped', (d) => this.log(`dropped from the room (${d.reason}): ${'detail' in d ? d.detail : ''}`));
-    socket.on('disconnect', (reason) => this.log(`signaling connection lost (${reason})`));
+    socket.on('member:dropped', (d) => {
+      this.log(`dropped from the room (${d.reason}): ${'detail' in d ? d.detail : ''}`);
+      this.lostMembership();
+    });
+    socket.on('disconnect', (reason) => {
+      this.log(`signaling connection lost (${reason})`);
+      // socket.io reconnects by itself except after the server closed the connection; a fresh join connects again.
+      if (reason === 'io server disconnect' && !this.left) this.lostMembership();
+    });
     socket.on('connect', () => {
       if (this.session.identity && !this.left) void this.rejoin();
     });
@@ -62,11 +102,44 @@ export class HubMember {
     return this.network?.hubReducer ?? null;
   }
 
-  /** Joins `room` as its hub; fails with the server's code (ERR_HUB_TAKEN when it already has one). */
-  async join(room: string, name: string, code: string): Promise<JoinAccepted> {
-    const result = await this.session.requestJoin({ room, name, kind: 'hub', backend: 'cpu' }, code);
+  /** Whether the hub holds a membership now (false while it waits to be let in again). */
+  get joined(): boolean {
+    return this.session.identity !== null;
+  }
+
+  /**
+   * Joins `room` as its hub with the room's `hubKey`; fails with the server's code
+   * (ERR_HUB_NOT_AUTHORIZED without the right key, ERR_HUB_TAKEN when the room has a hub,
+   * ERR_HUB_REMOVED while the teacher refuses one). After a refusal in HUB_WAIT_OUT_CODES,
+   * waitToJoin() keeps trying.
+   */
+  async join(room: string, name: string, code: string, hubKey: string): Promise<JoinAccepted> {
+    this.target = { room, name, code, hubKey };
+    const result = await this.requestFreshJoin(this.target);
     if (!result.ok) throw new WebringError(result.error.code, result.error.message);
-    this.session.identity = { room, name, code, memberId: result.memberId, memberToken: result.memberToken };
+    return result;
+  }
+
+  /** Keeps trying to join (after join() was refused with a code that ends by itself), with the back-off. */
+  waitToJoin(): void {
+    this.scheduleFreshJoin();
+  }
+
+  private async requestFreshJoin(t: HubTarget): Promise<AckResult<JoinAccepted>> {
+    const result = await this.session.requestJoin({ room: t.room, name: t.name, kind: 'hub', backend: 'cpu', hubKey: t.hubKey }, t.code);
+    if (result.ok) this.adopt(t, result);
+    return result;
+  }
+
+  /** A fresh membership: a new member id, so a new network under it. */
+  private adopt(t: HubTarget, result: JoinAccepted): void {
+    this.session.identity = { room: t.room, name: t.name, code: t.code, memberId: result.memberId, memberToken: result.memberToken };
+    this.retries = 0;
+    this.lastRefusal = null;
+    // A room forgotten while this hub was out starts again at generation 1; the generation
+    // naming this membership arrives right after the ack, on the same connection.
+    this.generation = null;
+    this.network?.close();
     this.network = new RingNetwork({
       selfId: result.memberId,
       factory: this.options.factory,
@@ -75,14 +148,60 @@ export class HubMember {
       onHubMisbehaviour: (rank, misbehaviour, detail, run, step) => this.accuse(rank, misbehaviour, detail, run, step),
     });
     if (this.generation) this.network.applyGeneration(this.generation);
-    return result;
   }
 
   /** Says goodbye, so the class falls back to the ring at once. */
   leave(): void {
     this.left = true;
+    if (this.retryTimer !== null) this.clock.clearTimeout(this.retryTimer);
+    this.retryTimer = null;
     this.session.leave();
     this.network?.close();
+  }
+
+  /** The room no longer knows this hub (dropped, removed, or gone while disconnected): join afresh, with the back-off. */
+  private lostMembership(): void {
+    this.session.identity = null;
+    this.network?.close();
+    this.network = null;
+    this.scheduleFreshJoin();
+  }
+
+  private scheduleFreshJoin(): void {
+    if (this.left || !this.target || this.retryTimer !== null || this.joining) return;
+    const delayMs = Math.min(HUB_REJOIN_MAX_DELAY_MS, HUB_REJOIN_FIRST_DELAY_MS * 2 ** this.retries);
+    this.retries++;
+    this.retryTimer = this.clock.setTimeout(() => {
+      this.retryTimer = null;
+      void this.freshJoin();
+    }, delayMs);
+  }
+
+  private async freshJoin(): Promise<void> {
+    const t = this.target;
+    if (this.left || !t || this.session.identity) return;
+    let refusal: ErrorBody;
+    this.joining = true;
+    try {
+      const r = await this.requestFreshJoin(t);
+      if (r.ok) {
+        this.log(`joined ${t.room} again as its hub (${r.memberId})`);
+        return;
+      }
+      refusal = r.error;
+    } catch (err) {
+      refusal = toWebringError(err).toBody();
+    } finally {
+      this.joining = false;
+    }
+    if (!HUB_WAIT_OUT_CODES.has(refusal.code)) {
+      this.log(`hub join refused: ${refusal.code} ${refusal.message}; not trying again`);
+      this.options.onGaveUp?.(refusal);
+      return;
+    }
+    if (refusal.code !== this.lastRefusal) this.log(`hub join refused: ${refusal.code} ${refusal.message}; trying again every ${HUB_REJOIN_MAX_DELAY_MS / 1000} s at most`);
+    this.lastRefusal = refusal.code;
+    this.scheduleFreshJoin();
   }
 
   private apply(g: Generation): void {
@@ -103,6 +222,8 @@ export class HubMember {
       const r = await this.session.requestJoin({ room: id.room, name: id.name, kind: 'hub', backend: 'cpu', rejoin: { memberId: id.memberId, memberToken: id.memberToken } }, id.code);
       if (!r.ok) {
         this.log(`rejoin refused: ${r.error.code} ${r.error.message}`);
+        // The server let this hub go while it was away (a closed connection ends a hub's membership at once): join afresh.
+        if (r.error.code === 'ERR_NOT_IN_ROOM') this.lostMembership();
         return;
       }
       this.log(`rejoined ${id.room} as ${id.memberId}`);

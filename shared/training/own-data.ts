@@ -44,11 +44,11 @@
  * perWorker × N places, since every rank can train MNIST.
  */
 import { MNIST_PIXELS } from '../data/mnist-format';
-import { MAX_ROOM_MEMBERS, type StartConfig } from '../protocol';
+import { MAX_OWN_EXAMPLES_PER_DEVICE, MAX_ROOM_MEMBERS, type StartConfig } from '../protocol';
 import { WebringError } from '../protocol/errors';
 import { mixSeed, permutationInto } from '../util/random';
 import type { DataAgreement, DataSource } from './data-source';
-import { isHeldOut, type OwnExample, type OwnExamples } from './own-examples';
+import { isHeldOut, MAX_OWN_SEQ, type OwnExample, type OwnExamples } from './own-examples';
 import { shardOf, type DataCursor, type GlobalBatch } from './sharding';
 
 /** The server's digits beside the class's own: any DataSource, and a streamed one can be told what to fetch ahead. */
@@ -128,6 +128,31 @@ function writeEntry(out: Float32Array, at: number, e: RosterDevice): void {
 
 function readEntry(from: Float32Array, at: number): RosterDevice {
   return { key: from[at]! * WORD + from[at + 1]!, examples: from[at + 2]!, lastSeq: from[at + 3]! - 1 };
+}
+
+const isIntegerIn = (v: number, min: number, max: number): boolean => Number.isInteger(v) && v >= min && v <= max;
+
+/**
+ * A roster entry as peers sent it (the agreement's sum, the hand-over's state), checked
+ * before anything is built from it: key words of 16 bits, a count and a last seq + 1 within
+ * what a store can hold (own-examples.ts), as the checkpoint schema checks a stored roster.
+ * Honest peers never send anything else; a count of 1e10 or −5 would otherwise throw a
+ * RangeError out of EpochLine on every replica. ERR_BAD_DATA, like a non-finite sum: every
+ * replica reads the same floats, so every replica refuses them alike, and the sum cannot
+ * say which peer wrote them.
+ */
+function readPeerEntry(from: Float32Array, at: number, what: string): RosterDevice {
+  const [hi, lo, examples, seqPlusOne] = [from[at]!, from[at + 1]!, from[at + 2]!, from[at + 3]!];
+  if (!isIntegerIn(hi, 0, WORD - 1) || !isIntegerIn(lo, 0, WORD - 1) || !isIntegerIn(examples, 0, MAX_OWN_SEQ + 1) || !isIntegerIn(seqPlusOne, 0, MAX_OWN_SEQ + 1)) {
+    throw new WebringError('ERR_BAD_DATA', `${what}: [${hi}, ${lo}, ${examples}, ${seqPlusOne}] is no roster entry (16-bit key words, at most ${MAX_OWN_SEQ + 1} examples)`);
+  }
+  return readEntry(from, at);
+}
+
+/** The line's positions travel as exact float32 integers: a roster whose devices hold more examples in all is refused. */
+function checkRosterTotal(devices: readonly RosterDevice[], what: string): void {
+  const total = devices.reduce((sum, d) => sum + d.examples, 0);
+  if (total > MAX_OWN_EXAMPLES_PER_DEVICE) throw new WebringError('ERR_BAD_DATA', `${what}: ${total} examples in all, more than the ${MAX_OWN_EXAMPLES_PER_DEVICE} a line can place`);
 }
 
 /**
@@ -316,8 +341,11 @@ export class OwnDataSource implements DataSource, DataAgreement {
   agree(values: Float32Array, worldSize: number): void {
     const n = worldSize * RANK_FLOATS;
     if (this.agreed.length === n && this.agreed.every((v, i) => v === values[i])) return;
+    // Checked before it is kept: refused floats must not pass as agreed at the next step.
+    const holdings = Array.from({ length: worldSize }, (_, r) => readPeerEntry(values, r * RANK_FLOATS, `rank ${r}'s holding in the agreement`));
+    checkRosterTotal(holdings, 'the agreed holdings');
     this.agreed = values.slice(0, n);
-    this.holdings = Array.from({ length: worldSize }, (_, r) => readEntry(values, r * RANK_FLOATS));
+    this.holdings = holdings;
     this.mapRanks();
   }
 
@@ -335,8 +363,13 @@ export class OwnDataSource implements DataSource, DataAgreement {
       this.restore(null);
       return;
     }
-    const devices = Array.from({ length: from[at + 1]! }, (_, i) => readEntry(from, at + 2 + i * RANK_FLOATS));
-    this.restore({ epoch: from[at]! - 1, devices });
+    const [epochPlusOne, count] = [from[at]!, from[at + 1]!];
+    if (!isIntegerIn(epochPlusOne, 1, MAX_OWN_EXAMPLES_PER_DEVICE) || !isIntegerIn(count, 0, MAX_ROOM_MEMBERS)) {
+      throw new WebringError('ERR_BAD_DATA', `the hand-over's roster: epoch + 1 = ${epochPlusOne} with ${count} devices is out of range`);
+    }
+    const devices = Array.from({ length: count }, (_, i) => readPeerEntry(from, at + 2 + i * RANK_FLOATS, `device ${i} of the hand-over's roster`));
+    checkRosterTotal(devices, "the hand-over's roster");
+    this.restore({ epoch: epochPlusOne - 1, devices });
   }
 
   // --------------------------------------------------------------------------

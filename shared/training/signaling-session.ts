@@ -148,10 +148,13 @@ export class SignalingSession {
     else this.unsent.set(event, payload);
   }
 
-  /** After a rejoin: the reports the server missed. */
-  resendUnsent(): void {
-    for (const [event, payload] of this.unsent) (this.socket.emit as AnyEmit)(event, payload);
-    this.unsent.clear();
+  /** After a rejoin: the reports the server missed, or only those of `events`. */
+  resendUnsent(events?: readonly ReportEvent[]): void {
+    for (const [event, payload] of this.unsent) {
+      if (events && !events.includes(event)) continue;
+      (this.socket.emit as AnyEmit)(event, payload);
+      this.unsent.delete(event);
+    }
   }
 
   /** Before a fresh join: reports of the old membership are of no use to the server. */

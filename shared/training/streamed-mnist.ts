@@ -27,6 +27,19 @@ import { EpochPermutation, advance, nextBatch, shardOf, testShardOf, type DataCu
 export const PREFETCH_STEPS = 8;
 /** The cache holds this many prefetch windows, so an example is never dropped before it is trained. */
 const CACHE_WINDOWS = 3;
+/** The server's bound on one request is this many times the largest a worker makes. */
+const REQUEST_MARGIN = 2;
+
+/**
+ * The most examples a worker whose shards hold up to `maxShare` examples asks for in one
+ * request, and the most the server gives one request of such a run (edge/data-api.ts): its
+ * largest request is a prefetch window plus one shard, and the test shard comes in pieces
+ * of this size. The default recipe (32 per worker, shares that follow speed, so a fast rank
+ * trains up to 129 a step) keeps the full 1,024; 32 per worker at equal shares: 576 (452 KB).
+ */
+export function examplesPerRequest(maxShare: number): number {
+  return Math.min(MAX_EXAMPLES_PER_REQUEST, REQUEST_MARGIN * (PREFETCH_STEPS + 1) * maxShare);
+}
 
 export interface StreamedMnistOptions {
   dataset: DatasetKind;
@@ -50,6 +63,8 @@ export class StreamedMnist implements DataSource {
   private readonly perWorker: number;
   private readonly maxShare: number;
   private readonly fetcher: ExampleFetcher;
+  /** Examples per request at most, within the server's bound for the run. */
+  private readonly requestLimit: number;
   private readonly prefetchSteps: number;
   private readonly planAhead: boolean;
   /** This epoch's and the next one's: a prefetch window can reach across an epoch's end. */
@@ -75,6 +90,7 @@ export class StreamedMnist implements DataSource {
     this.perWorker = options.perWorker;
     this.maxShare = options.maxShare ?? options.perWorker;
     this.fetcher = options.fetcher;
+    this.requestLimit = examplesPerRequest(this.maxShare);
     this.prefetchSteps = options.prefetchSteps ?? PREFETCH_STEPS;
     this.planAhead = options.planAhead ?? true;
     this.permutations = [new EpochPermutation(this.trainCount, options.seed), new EpochPermutation(this.trainCount, options.seed)];
@@ -190,12 +206,12 @@ export class StreamedMnist implements DataSource {
     if (n > 0 && n * 2 >= planned) void this.request(Array.from(this.wanted.subarray(0, n))).catch(() => undefined);
   }
 
-  /** Fetches `indices` (any order) in requests of at most MAX_EXAMPLES_PER_REQUEST; resolves when all are stored. */
+  /** Fetches `indices` (any order) in requests of at most requestLimit; resolves when all are stored. */
   private request(indices: number[]): Promise<void> {
     indices.sort((a, b) => a - b);
     const parts: Array<Promise<void>> = [];
-    for (let from = 0; from < indices.length; from += MAX_EXAMPLES_PER_REQUEST) {
-      const chunk = Uint32Array.from(indices.slice(from, from + MAX_EXAMPLES_PER_REQUEST));
+    for (let from = 0; from < indices.length; from += this.requestLimit) {
+      const chunk = Uint32Array.from(indices.slice(from, from + this.requestLimit));
       const id = this.nextRequest++;
       for (const index of chunk) this.pendingIn[index] = id;
       const done = this.fetcher('train', chunk, chunk.length).then(
@@ -245,8 +261,8 @@ export class StreamedMnist implements DataSource {
     const missing: number[] = [];
     for (let i = start; i < start + count; i++) if (!cache.has(i)) missing.push(i);
     const parts: Array<Promise<void>> = [];
-    for (let from = 0; from < missing.length; from += MAX_EXAMPLES_PER_REQUEST) {
-      const chunk = Uint32Array.from(missing.slice(from, from + MAX_EXAMPLES_PER_REQUEST));
+    for (let from = 0; from < missing.length; from += this.requestLimit) {
+      const chunk = Uint32Array.from(missing.slice(from, from + this.requestLimit));
       parts.push(this.fetcher('test', chunk, chunk.length).then((reply) => chunk.forEach((index, i) => cache.put(index, reply.labels[i]!, reply.pixels, i))));
     }
     await Promise.all(parts);
@@ -255,7 +271,7 @@ export class StreamedMnist implements DataSource {
 
 /**
  * A run's examples streamed from the server the worker joined through, authorised by the
- * room's join code (a DataFactory; `planAhead` as StreamedMnistOptions says).
+ * worker's member token (a DataFactory; `planAhead` as StreamedMnistOptions says).
  */
 export const streamFromDataService = (config: StartConfig, context: DataContext, options: { planAhead?: boolean } = {}): StreamedMnist =>
   new StreamedMnist({
@@ -268,7 +284,7 @@ export const streamFromDataService = (config: StartConfig, context: DataContext,
       baseUrl: context.serverUrl,
       room: context.room,
       dataset: config.dataset,
-      joinCode: context.joinCode,
+      memberToken: context.memberToken,
       onWait: context.onWait,
       signal: context.signal,
     }),

@@ -21,7 +21,7 @@ import { RingNetwork } from '../network/ring-network';
 import type { Trainer } from './trainer';
 import { predictDigit } from './models';
 import { CheckpointWriter, type LocalCheckpointStore } from '../checkpoints/checkpoint-writer';
-import { listCheckpoints, restoreFromServer } from '../checkpoints/checkpoint-io';
+import { restoreFromServer } from '../checkpoints/checkpoint-io';
 import { systemClock, type Clock } from '../util/clock';
 import type { FaultInjector } from './faults';
 import type { DataFactory } from './data-source';
@@ -94,10 +94,12 @@ export class TrainingWorker {
   private writer: CheckpointWriter | null = null;
   /** This device's admission probe, run once before the first join; null if it failed. */
   private probe: Promise<DeviceProbe | null> | null = null;
-  /** The generation at which this chief offered its local checkpoint to the server (-1: not yet). */
-  private reseededAt = -1;
   /** This device's own examples per class as last reported (counts only); null: it reports none. */
   private ownCounts: Record<string, number> | null = null;
+  /** The classes the room collects for, or null (the join reply, then `room:collect`). */
+  private collectClasses: readonly string[] | null = null;
+  /** The classes of the room's run on own data, or null. */
+  private runClasses: readonly string[] | null = null;
 
   constructor(options: WorkerOptions) {
     this.options = options;
@@ -108,8 +110,12 @@ export class TrainingWorker {
     this.status = new WorkerStatusView({ backend: options.backend, connected: socket.connected, numTensors: tf.memory().numTensors }, options.onStatus);
     socket.on('ring:generation', (g) => this.onGeneration(g));
     socket.on('signal:relay', ({ from, linkId, data }) => this.network?.handleSignal(from, linkId, data));
-    socket.on('train:start', (start) => void this.startRun(start));
-    socket.on('room:collect', (collect) => options.onCollect?.(collect));
+    socket.on('train:start', (start) => {
+      this.runClasses = start.config.data === 'mnist' ? null : start.config.classes;
+      this.sendOwnCounts();
+      void this.startRun(start);
+    });
+    socket.on('room:collect', (collect) => this.heardCollect(collect));
     socket.on('train:stop', ({ reason }) => this.onStop(reason));
     socket.on('member:dropped', (d) => this.onDropped(d));
     socket.on('train:pause', () => {
@@ -167,8 +173,7 @@ export class TrainingWorker {
       onError: (e) => this.options.log(`checkpoint not saved: ${e.code} ${e.message}`),
     });
     this.status.update({ memberId: result.memberId, index: result.index, state: 'waiting' });
-    this.options.onCollect?.(result.collect);
-    this.sendOwnCounts();
+    this.heardCollect(result.collect);
     if (this.generations.latest) this.onGeneration(this.generations.latest);
     // A start that overtook this join's reply runs now that the ring exists.
     const overtaken = this.startBeforeJoined;
@@ -184,6 +189,11 @@ export class TrainingWorker {
   async predict(image: Float32Array): Promise<Float32Array | null> {
     const model = this.trainer?.model;
     return model ? predictDigit(model, image) : null;
+  }
+
+  /** This tab's member token while it is a member, for its reads of the room (never the join code); null before joining. */
+  get memberToken(): string | null {
+    return this.session.identity?.memberToken ?? null;
   }
 
   close(): void {
@@ -244,11 +254,13 @@ export class TrainingWorker {
     }
     if (result.ok) {
       log(`rejoined ${id.room} as ${id.memberId}`);
-      this.options.onCollect?.(result.collect);
-      // The checkpoint the server missed goes first, so a resent end-of-run finds it stored.
+      // Progress first: the server stores a checkpoint only up to the step the class has
+      // reported (signaling-server/rooms/checkpoint-guard.ts). Then the checkpoint it missed,
+      // so that a resent end-of-run finds it stored.
+      this.session.resendUnsent(['worker:progress']);
       if (this.status.current.chief) await this.writer?.retry();
       this.session.resendUnsent();
-      this.sendOwnCounts();
+      this.heardCollect(result.collect);
       return;
     }
     log(`the server no longer knows this tab (${result.error.code}); joining afresh`);
@@ -256,7 +268,6 @@ export class TrainingWorker {
     this.network = null;
     this.session.identity = null;
     this.generations.reset();
-    this.reseededAt = -1;
     this.session.dropUnsent();
     try {
       await this.join(id.room, id.name, id.code);
@@ -294,34 +305,10 @@ export class TrainingWorker {
     this.status.update({ state: 'dropped', rank: null, chief: false, error: { code: d.reason === 'straggler' ? 'ERR_DROPPED' : 'ERR_PEER_MISBEHAVED', message } });
   }
 
-  /** Rank, world size and chief of the ring this worker is in now; a new chief offers its local checkpoint. */
+  /** Rank, world size and chief of the ring this worker is in now. */
   private showRing(): void {
     const g = this.network?.generation ?? null;
     this.status.showRing(g, this.running);
-    if (g && this.status.current.chief && !this.running && this.reseededAt < 0) {
-      this.reseededAt = g.generation;
-      void this.reseedServer();
-    }
-  }
-
-  /** A server that lost its checkpoints (a new server on the same laptop) gets the chief's local one. */
-  private async reseedServer(): Promise<void> {
-    const { localCheckpoints, serverUrl, log } = this.options;
-    const room = this.room;
-    const writer = this.writer;
-    if (!localCheckpoints || !room || !writer) return;
-    try {
-      const local = await localCheckpoints.latest(room);
-      if (!local) return;
-      // Reading the room's checkpoints takes this member's token.
-      const listed = await listCheckpoints(serverUrl, room, this.session.identity?.memberToken ?? '', { clock: this.clock });
-      if (listed.length > 0) return;
-      log(`the server has no checkpoint; uploading the local one of step ${local.metadata.step}`);
-      await writer.reseed(local);
-    } catch (err) {
-      const e = toWebringError(err);
-      log(`could not offer the local checkpoint: ${e.code} ${e.message}`);
-    }
   }
 
   private async startRun(start: TrainStart): Promise<void> {
@@ -358,7 +345,8 @@ export class TrainingWorker {
         data: (this.options.data ?? this.defaultData)(start.config, {
           serverUrl: this.options.serverUrl,
           room: this.session.identity!.room,
-          joinCode: this.session.identity!.code,
+          // The current membership's token: a fresh join after a drop brings a new one.
+          memberToken: () => this.session.identity?.memberToken ?? '',
           signal: dataAbort.signal,
           onWait: (why) => {
             if (why) this.options.log(why);
@@ -389,9 +377,24 @@ export class TrainingWorker {
     if (this.session.identity) this.sendOwnCounts();
   }
 
-  /** The counts as last reported: a (re)joined member tells the server again, which keeps none across a restart. */
+  /** What the room collects for changed (or a join told it): the counts follow the classes. */
+  private heardCollect(collect: CollectSetting | null): void {
+    this.collectClasses = collect?.classes ?? null;
+    this.options.onCollect?.(collect);
+    this.sendOwnCounts();
+  }
+
+  /**
+   * The counts as last reported: a (re)joined member tells the server again, which keeps none
+   * across a restart. Only the counts of the classes the room collects for (or its run on own
+   * data trains), and nothing while it has none: the server refuses any other label
+   * (Room.recordOwnExamples), and a Node worker's folder may hold more classes than the lesson's.
+   */
   private sendOwnCounts(): void {
-    if (this.ownCounts) this.session.report('worker:own-examples', { counts: this.ownCounts });
+    const classes = this.collectClasses ?? this.runClasses;
+    if (!this.ownCounts || !classes || !this.session.identity) return;
+    const counts = Object.fromEntries(Object.entries(this.ownCounts).filter(([label]) => classes.includes(label)));
+    this.session.report('worker:own-examples', { counts });
   }
 
   /**

@@ -6,15 +6,21 @@
  *
  *   GET /api/rooms/:room/data/:dataset/:split?ranges=…
  *
- * Read like any room read (join code, member token or teacher token) and rate-limited
- * with the rest of /api. The examples of a dataset never change, so a reply may be cached
+ * Read like any room read (join code, member token or teacher token; workers use their
+ * member token, so a lockout for wrong codes never stalls them) and rate-limited with the
+ * rest of /api. Each reply is bounded to what a worker of the room's run asks for at once,
+ * and paid for out of the reader's and the room's budgets for the epoch; at most one reply
+ * per connection waits to be sent, and a connection that stops reading is cut
+ * (data-budget.ts). The examples of a dataset never change, so a reply may be cached
  * privately for a day: a tab that reloads mid-run reads its test shard from its own cache.
  */
-import type { Express, RequestHandler } from 'express';
+import type { Express, RequestHandler, Response } from 'express';
 import { WebringError } from '../../shared/protocol/errors';
 import { parseOrThrow, roomNameSchema } from '../../shared/protocol';
 import { EXAMPLE_BYTES, decodeRanges, isDataSplit, isDatasetKind, splitCount } from '../../shared/data/data-service';
 import { MNIST_PIXELS } from '../../shared/data/mnist-format';
+import { examplesPerRequest } from '../../shared/training/streamed-mnist';
+import { DATA_BUDGET_RETRY_AFTER_S, DataBudgets, UnsentReplies, budgetPlan } from './data-budget';
 import type { DatasetLibrary } from '../datasets';
 import type { ServerContext } from '../context';
 
@@ -41,20 +47,43 @@ export class ServedBytes {
   }
 }
 
+/** `res.locals.roomReader` of the teacher, whose reads count for the room but against no budget of its own. */
+export const TEACHER_READER = 'teacher';
+
+/** Who read, as requireRoomReader (http-api.ts) left it: a budget key, or null for the teacher. */
+function budgetReader(res: Response): string | null {
+  const reader = res.locals.roomReader as string | undefined;
+  if (reader === undefined) throw new WebringError('ERR_INTERNAL', 'a data request passed no reader check');
+  return reader === TEACHER_READER ? null : reader;
+}
+
 export function registerDataApi(app: Express, ctx: ServerContext, library: DatasetLibrary, served: ServedBytes, requireRoomReader: RequestHandler): void {
+  const budgets = new DataBudgets();
+  const unsent = new UnsentReplies(ctx.timers);
   app.get('/api/rooms/:room/data/:dataset/:split', requireRoomReader, async (req, res) => {
+    // Before anything is read or awaited: a pipelined request behind an unread reply costs nothing more.
+    unsent.claimConnection(req, res);
     const name = parseOrThrow(roomNameSchema, req.params.room);
     const { dataset, split } = req.params as { dataset: string; split: string };
     if (!isDatasetKind(dataset)) throw new WebringError('ERR_BAD_REQUEST', `no dataset ${dataset.slice(0, 40)}; there are mnist-60k and mnist-10k`, 'dataset');
     if (!isDataSplit(split)) throw new WebringError('ERR_BAD_REQUEST', `no split ${split.slice(0, 40)}; there are train and test`, 'split');
     const ranges = req.query.ranges;
     if (typeof ranges !== 'string') throw new WebringError('ERR_BAD_REQUEST', 'name the examples once: ?ranges=0-31,40,45-50', 'ranges');
-    const indices = decodeRanges(ranges, splitCount(dataset, split));
     const room = await ctx.rooms.read(name);
     if (!room) throw new WebringError('ERR_UNKNOWN_ROOM', `room ${name} does not exist`);
-    const { labels, pixels } = (await library.get(dataset))[split];
+    const plan = budgetPlan(room.runConfig, dataset);
+    const indices = decodeRanges(ranges, splitCount(dataset, split), examplesPerRequest(plan.maxShare));
     const count = indices.length;
-    const body = Buffer.allocUnsafe(count * EXAMPLE_BYTES);
+    const bytes = count * EXAMPLE_BYTES;
+    const send = unsent.admit(req, res, req.ip ?? req.socket.remoteAddress ?? 'unknown', bytes);
+    try {
+      budgets.charge(name, room.dataWindow, plan, budgetReader(res), bytes);
+    } catch (refusal) {
+      res.set('Retry-After', String(DATA_BUDGET_RETRY_AFTER_S));
+      throw refusal;
+    }
+    const { labels, pixels } = (await library.get(dataset))[split];
+    const body = Buffer.allocUnsafe(bytes);
     for (let i = 0; i < count; i++) {
       const at = indices[i]!;
       body[i] = labels[at]!;
@@ -63,6 +92,7 @@ export function registerDataApi(app: Express, ctx: ServerContext, library: Datas
     served.add(name, room.runNumber, body.byteLength);
     res.set('Content-Type', 'application/octet-stream');
     res.set('Cache-Control', EXAMPLES_CACHE_CONTROL);
-    res.send(body);
+    res.set('Content-Length', String(bytes));
+    send(body);
   });
 }

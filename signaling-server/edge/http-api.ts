@@ -12,19 +12,22 @@
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import type { TrustProxy } from './client-address';
-import { joinCodeMatches } from './join-codes';
+import { hubKeyFor, joinCodeMatches } from './join-codes';
 import { normalizeJoinCode } from '../../shared/protocol/join-code';
 import express, { type NextFunction, type Request, type Response } from 'express';
 import multer from 'multer';
 import { WebringError, toWebringError, type ErrorCode } from '../../shared/protocol/errors';
-import { MAX_HTTP_JSON_BYTES, collectRequestSchema, parseOrThrow, roomNameSchema, startConfigSchema, type RoomJoinInfo, type RoomStatus, type ServerInfo } from '../../shared/protocol';
+import { MAX_HTTP_JSON_BYTES, collectRequestSchema, seatsRequestSchema, parseOrThrow, roomNameSchema, startConfigSchema, type HubKeyInfo, type RoomJoinInfo, type RoomStatus, type ServerInfo } from '../../shared/protocol';
 import { CHECKPOINT_FILES, CHECKPOINT_FILE_NAMES, LATEST_CHECKPOINT, type CheckpointFile } from '../../shared/checkpoints/checkpoint';
 import { startRun } from '../rooms/runs';
+import { allowHubAgain, removeHubAsTeacher } from '../rooms/hub-access';
 import { Room } from '../rooms/room';
 import { channelOf, type ServerContext } from '../context';
 import { bearerToken, tokenHash, tokensEqual } from './tokens';
-import { registerDataApi, type ServedBytes } from './data-api';
+import { TEACHER_READER, registerDataApi, type ServedBytes } from './data-api';
+import type { CheckpointAdmission } from '../checkpoint-store';
 import type { DatasetLibrary } from '../datasets';
+import { pageHeaders } from './page-headers';
 
 /** Per file of a checkpoint upload; the MLP's weights and Adam state are ~1.2 MB, the CNN's far less. */
 const MAX_CHECKPOINT_FILE_BYTES = 32 * 1024 * 1024;
@@ -38,8 +41,11 @@ const HTTP_STATUS: Partial<Record<ErrorCode, number>> = {
   ERR_UNKNOWN_CHECKPOINT: 404,
   ERR_BAD_STATE: 409,
   ERR_NO_WORKERS: 409,
+  ERR_STALE_RUN: 409,
+  ERR_STEP_OUT_OF_RANGE: 409,
   ERR_PAYLOAD_TOO_LARGE: 413,
   ERR_RATE_LIMITED: 429,
+  ERR_DATA_BUDGET: 429,
 };
 
 /**
@@ -96,14 +102,23 @@ export function createHttpApp(ctx: ServerContext, options: HttpOptions): express
    * Reading a room (its roster, curves and checkpoints) needs what joining needs: the
    * room's join code (`X-Join-Code`, or `?code=` for download links), a member's token, or
    * the teacher token. A wrong code counts against the address's wrong-code budget, as a
-   * handshake's does, so the API is no side door for guessing.
+   * handshake's does, so the API is no side door for guessing. Who read is left in
+   * `res.locals.roomReader` (the data service's budgets count per reader).
    */
   const requireRoomReader = async (req: Request, res: Response, next: NextFunction) => {
     const name = roomName(req);
     const ip = req.ip ?? req.socket.remoteAddress ?? 'unknown';
     const token = bearerToken(req.get('authorization'));
-    if (token && tokensEqual(token, options.teacherToken)) return next();
-    if (token && (await ctx.rooms.read(name))?.memberByTokenHash(tokenHash(token))) return next();
+    // Tokens first: a member or the teacher reads even from an address locked out for wrong codes (a school's NAT).
+    if (token && tokensEqual(token, options.teacherToken)) {
+      res.locals.roomReader = TEACHER_READER;
+      return next();
+    }
+    const member = token ? (await ctx.rooms.read(name))?.memberByTokenHash(tokenHash(token)) : null;
+    if (member) {
+      res.locals.roomReader = `member ${member.id}`;
+      return next();
+    }
     const typed = req.get('x-join-code') ?? (typeof req.query.code === 'string' ? req.query.code : undefined);
     if (typed !== undefined) {
       const blocked = await ctx.limits.joinCodeGuessesBlocked(ip);
@@ -112,7 +127,10 @@ export function createHttpApp(ctx: ServerContext, options: HttpOptions): express
         return next(new WebringError('ERR_RATE_LIMITED', `too many wrong join codes from this address; try again in ${Math.ceil(blocked.retryAfterMs / 1000)} s`));
       }
       const code = normalizeJoinCode(typed);
-      if (code !== null && joinCodeMatches(options.joinSecret, name, code)) return next();
+      if (code !== null && joinCodeMatches(options.joinSecret, name, code)) {
+        res.locals.roomReader = `address ${ip}`;
+        return next();
+      }
       await ctx.limits.wrongJoinCode(ip);
       return next(new WebringError('ERR_BAD_JOIN_CODE', `that join code does not open room ${name}`, 'code'));
     }
@@ -150,6 +168,25 @@ export function createHttpApp(ctx: ServerContext, options: HttpOptions): express
     res.json(options.joinInfo(roomName(req)));
   });
 
+  // The hub key makes a hub, which sees every student's gradient: only the teacher may have it.
+  app.get('/api/rooms/:room/hub-key', requireTeacher, (req, res) => {
+    const room = roomName(req);
+    res.set('Cache-Control', 'no-store');
+    res.json({ room, hubKey: hubKeyFor(options.joinSecret, room) } satisfies HubKeyInfo);
+  });
+
+  // The teacher removes the hub, and no hub joins until the teacher allows one again.
+  app.delete('/api/rooms/:room/hub', requireTeacher, async (req, res) => {
+    const room = await removeHubAsTeacher(ctx, roomName(req));
+    res.json({ ok: true, status: statusOf(room) });
+  });
+
+  app.post('/api/rooms/:room/hub/allow', requireTeacher, async (req, res) => {
+    const name = roomName(req);
+    const room = await allowHubAgain(ctx, name);
+    res.json({ ok: true, status: statusOf(room ?? new Room(name, ctx.clock)) });
+  });
+
   app.get('/api/rooms/:room/metrics', requireRoomReader, async (req, res) => {
     res.json(await ctx.rooms.metrics(roomName(req)));
   });
@@ -177,6 +214,18 @@ export function createHttpApp(ctx: ServerContext, options: HttpOptions): express
     await ctx.rooms.releaseIfIdle(name);
     ctx.io.to(channelOf(name)).emit('room:collect', collect);
     res.json({ ok: true, status: statusOf(room) });
+  });
+
+  /**
+   * How many seats one client address may hold in the room (rooms/seats.ts): a number, or
+   * null for the defaults. Members already in keep their seats; the room stays while it has a cap.
+   */
+  app.put('/api/rooms/:room/seats', requireTeacher, json, async (req, res) => {
+    const name = roomName(req);
+    const { perAddress } = parseOrThrow(seatsRequestSchema, req.body ?? {});
+    await ctx.rooms.update(name, (r) => r.setSeatsPerAddress(perAddress), { create: true });
+    await ctx.rooms.releaseIfIdle(name);
+    res.json({ ok: true, perAddress });
   });
 
   app.post('/api/rooms/:room/start', requireTeacher, json, async (req, res) => {
@@ -207,6 +256,11 @@ export function createHttpApp(ctx: ServerContext, options: HttpOptions): express
       next(new WebringError('ERR_NOT_CHIEF', member ? 'only the current chief writes checkpoints' : 'not a member of this room'));
       return;
     }
+    // Refused before the body is read: no run, no checkpoint (checked again when it is stored).
+    if (!room!.isTraining) {
+      next(new WebringError('ERR_BAD_STATE', `room ${room!.name} has no run in progress: checkpoints are stored only during a run`));
+      return;
+    }
     res.locals.writer = member.id;
     res.locals.maxToKeep = room!.maxToKeep;
     next();
@@ -219,6 +273,23 @@ export function createHttpApp(ctx: ServerContext, options: HttpOptions): express
       if (!found) throw new WebringError('ERR_BAD_REQUEST', `the upload has no ${file}`, file);
       return found.buffer;
     };
+    const writer = res.locals.writer as string;
+    // The room decides, atomically with its run, whether this step may be stored and
+    // whether another rank's reported hash already vouches for it (rooms/checkpoint-guard.ts).
+    const admit: CheckpointAdmission = async (meta, id) => {
+      try {
+        const updated = await ctx.rooms.update(name, (room) => ({
+          writerName: room.admitCheckpoint(writer, meta.run, meta.step),
+          trust: room.noteCheckpoint(id, writer, meta.step, meta.weightsHash),
+        }));
+        if (!updated) throw new WebringError('ERR_UNKNOWN_ROOM', `room ${name} does not exist`);
+        return updated.result;
+      } catch (err) {
+        const e = toWebringError(err);
+        ctx.log.warn(`room ${name}: refused a checkpoint of run ${meta.run}, step ${meta.step} from ${writer}: ${e.code} ${e.message}`);
+        throw e;
+      }
+    };
     const info = await store.write(
       name,
       {
@@ -228,11 +299,21 @@ export function createHttpApp(ctx: ServerContext, options: HttpOptions): express
         optimizerData: part(CHECKPOINT_FILES.optimizerData),
         metadata: part(CHECKPOINT_FILES.metadata),
       },
-      res.locals.writer as string,
+      writer,
       res.locals.maxToKeep as number,
+      admit,
     );
-    ctx.log.info(`room ${name}: checkpoint ${info.id} at step ${info.step} (${info.bytes} B) from ${info.writer}`);
+    ctx.log.info(`room ${name}: checkpoint ${info.id} at step ${info.step} (${info.bytes} B) from ${info.writer}, ${info.trust.state}${info.trust.by ? ` by ${info.trust.by}` : ''}`);
     res.status(201).json({ ok: true, checkpoint: info });
+  });
+
+  /** The teacher deletes a checkpoint (a forged one, say); `latest` then names the best one left. */
+  app.delete('/api/rooms/:room/checkpoints/:id', requireTeacher, async (req, res) => {
+    const name = roomName(req);
+    const id = String(req.params.id);
+    if (!(await store.remove(name, id))) throw new WebringError('ERR_UNKNOWN_CHECKPOINT', `room ${name} has no checkpoint ${id}`);
+    ctx.log.info(`room ${name}: the teacher deleted checkpoint ${id}`);
+    res.json({ ok: true, checkpoints: await store.list(name) });
   });
 
   app.get('/api/rooms/:room/checkpoints', requireRoomReader, async (req, res) => {
@@ -282,6 +363,7 @@ export function createHttpApp(ctx: ServerContext, options: HttpOptions): express
   app.use('/api', (_req, _res, next) => next(new WebringError('ERR_BAD_REQUEST', 'no such API endpoint')));
 
   // `/teacher` serves teacher.html; the built client is hashed, so it may be cached.
+  app.use(pageHeaders);
   app.use(express.static(options.clientDir, { extensions: ['html'], index: 'index.html' }));
   app.get('/', (_req, res) => res.sendFile(path.join(options.clientDir, 'index.html')));
 

@@ -18,6 +18,8 @@ export const JOIN_SECRET_FILE = 'join-secret.key';
 const JOIN_SECRET_BYTES = 32;
 /** Domain separation: the same secret must never yield the same MAC for another purpose. */
 const JOIN_CODE_CONTEXT = 'webring join code v1\0';
+/** The hub key's own label: a join code reveals nothing about the hub key, nor the other way round. */
+const HUB_KEY_CONTEXT = 'webring hub key v1\0';
 
 /**
  * The room's code. Bytes of the MAC map to characters by rejection sampling (bytes at or
@@ -40,6 +42,22 @@ export function joinCodeFor(secret: Buffer, room: string): string {
 export function joinCodeMatches(secret: Buffer, room: string, code: string): boolean {
   const expected = Buffer.from(joinCodeFor(secret, room));
   const given = Buffer.from(code);
+  return given.length === expected.length && timingSafeEqual(given, expected);
+}
+
+/**
+ * The room's hub key: HMAC-SHA256(secret, label, room), hex. A `kind: 'hub'` join must carry
+ * it, so only the teacher's server (which hands it to the hub it supervises, and to the
+ * teacher) makes hubs; nodes sharing the secret agree on it, and nothing is stored.
+ */
+export function hubKeyFor(secret: Buffer, room: string): string {
+  return createHmac('sha256', secret).update(`${HUB_KEY_CONTEXT}${room}`).digest('hex');
+}
+
+/** Whether `key` is `room`'s hub key, compared in constant time. */
+export function hubKeyMatches(secret: Buffer, room: string, key: string): boolean {
+  const expected = Buffer.from(hubKeyFor(secret, room));
+  const given = Buffer.from(key);
   return given.length === expected.length && timingSafeEqual(given, expected);
 }
 

@@ -7,6 +7,7 @@ import { scheduleAdmission, scheduleAutoResume } from '../rooms/runs';
 import { channelOf, type IoSocket, type ServerContext } from '../context';
 import { guarded, type AfterReply } from './errors';
 import { tokenHash } from '../edge/tokens';
+import { hubKeyMatches } from '../edge/join-codes';
 import { iceConfigFor } from '../turn';
 
 export function registerRoomHandlers(ctx: ServerContext, socket: IoSocket): void {
@@ -50,6 +51,11 @@ async function join(ctx: ServerContext, socket: IoSocket, raw: unknown, afterRep
     throw new WebringError('ERR_BAD_JOIN_CODE', `this connection's join code is for room ${socket.data.authorizedRoom}, not ${request.room}`, 'room');
   }
   if (request.rejoin) return rejoin(ctx, socket, request.room, request.rejoin, request.probe ?? null, afterReply);
+  // The join code lets a student in; the hub, which sees every gradient, needs the key only
+  // the teacher's server hands out. Checked before the room is touched.
+  if (request.kind === 'hub' && !(request.hubKey !== undefined && hubKeyMatches(ctx.joinSecret, request.room, request.hubKey))) {
+    throw new WebringError('ERR_HUB_NOT_AUTHORIZED', `joining room ${request.room} as its hub needs the room's hub key, which the teacher's server hands out`, 'hubKey');
+  }
   const memberId = randomBytes(8).toString('hex');
   const memberToken = randomBytes(24).toString('hex');
   const member = {
@@ -62,6 +68,7 @@ async function join(ctx: ServerContext, socket: IoSocket, raw: unknown, afterRep
     adapter: request.adapter ?? null,
     probe: request.probe ?? null,
     node: ctx.node,
+    address: socket.data.address,
   };
   const { room, result: joined } = (await ctx.rooms.update(request.room, (r) => r.join(member), { create: true }))!;
   socket.data.room = request.room;
@@ -82,7 +89,7 @@ async function join(ctx: ServerContext, socket: IoSocket, raw: unknown, afterRep
  * signaling node it was connected to, is not disturbed.
  */
 async function rejoin(ctx: ServerContext, socket: IoSocket, name: string, claim: { memberId: string; memberToken: string }, probe: DeviceProbe | null, afterReply: AfterReply): Promise<JoinAccepted> {
-  const updated = await ctx.rooms.update(name, (r) => r.rejoin(claim.memberId, tokenHash(claim.memberToken), socket.id, ctx.node, probe));
+  const updated = await ctx.rooms.update(name, (r) => r.rejoin(claim.memberId, tokenHash(claim.memberToken), socket.id, ctx.node, probe, socket.data.address));
   const back = updated?.result;
   if (!updated || !back) throw new WebringError('ERR_NOT_IN_ROOM', `room ${name} does not know member ${claim.memberId}; join again`);
   socket.data.room = name;

@@ -46,7 +46,11 @@ export function registerTrainingHandlers(ctx: ServerContext, socket: IoSocket): 
     guarded(ctx, socket, 'worker:progress', undefined, async () => {
       const member = requireMember(socket);
       const report = parseOrThrow(progressReportSchema, raw);
-      await updateMemberRoom(ctx, member, (room, memberId) => room.recordProgress(memberId, report));
+      const { result: trustChanges } = await updateMemberRoom(ctx, member, (room, memberId) => room.recordProgress(memberId, report));
+      // A second rank's hash vouched for (or contradicted) a stored checkpoint of this step.
+      for (const { id, trust } of trustChanges) {
+        if (await ctx.checkpoints.setTrust(member.name, id, trust)) ctx.log.info(`room ${member.name}: checkpoint ${id} ${trust.state}${trust.by ? ` by ${trust.by}` : ''}`);
+      }
     });
   });
 
@@ -111,6 +115,8 @@ export function registerTrainingHandlers(ctx: ServerContext, socket: IoSocket): 
       const request = parseOrThrow(evictRequestSchema, raw);
       const { room, result } = await updateMemberRoom(ctx, member, (r, memberId) => r.evict(memberId, request));
       if (result.refused) throw result.refused;
+      // A ring member named the hub and the hub stays (accusations.ts): the teacher's terminal hears it too.
+      if (result.evicted.length === 0) ctx.log.warn(`room ${room.name}: ${member.memberId} accused the hub (${request.reason} at step ${request.step}); recorded, the hub stays`);
       for (const { id, socketId, notice } of result.evicted) {
         ctx.log.warn(`room ${room.name}: evicted ${id} at ${member.memberId}'s report (${notice.misbehaviour}: ${notice.detail})`);
         tellRemoved(ctx, room.name, socketId, notice);

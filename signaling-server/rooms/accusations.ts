@@ -10,12 +10,18 @@
  *  2. a reporter's first accepted accusation in a run evicts the accused; a second one evicts
  *     the reporter instead. A lying member thus removes at most one honest member per run,
  *     and then itself; an honest member unlucky enough to face two broken senders in one run
- *     leaves, and the second one's next receiver names it. The same holds for the hub, as
- *     reporter or accused: a lying hub removes at most one student per run, and a lying
- *     student at most the hub (the ring goes on without it).
+ *     leaves, and the second one's next receiver names it. The same holds for the hub as a
+ *     reporter: a lying hub removes at most one student per run, and then itself;
+ *  3. the hub as the accused is the teacher's (only the teacher's server hands out its key),
+ *     so one student's word does not remove it: the accusation is recorded, costs the
+ *     reporter none of its allowance, and evicts nobody. Only when the distinct ring members
+ *     who accused the current hub in this run are a majority of the ring
+ *     (hubAccusersNeeded) does the server remove it: a hub that sends bad data to most of
+ *     the class is broken, and a minority of liars cannot make it look so. Otherwise only
+ *     the teacher removes it (DELETE /api/rooms/:room/hub).
  * Whether the report is of the current run and generation is the room's check, made first.
  */
-import { sendersOf } from '../../shared/collectives/topology';
+import { HUB_RANK, sendersOf } from '../../shared/collectives/topology';
 
 /** The accusations of the current run, as plain data. */
 export interface AccusationRecord {
@@ -23,17 +29,22 @@ export interface AccusationRecord {
   accusations: Record<string, number>;
   /** Reporters who named a member that does not send to them; their accusations are refused. */
   mutedReporters: string[];
+  /** Ring members who accused the current hub in this run, each once. */
+  hubAccusers: string[];
 }
 
 /** A run nobody has accused anyone in yet. */
-export const noAccusations = (): AccusationRecord => ({ accusations: {}, mutedReporters: [] });
+export const noAccusations = (): AccusationRecord => ({ accusations: {}, mutedReporters: [], hubAccusers: [] });
+
+/** The distinct ring members whose accusations remove the hub: a strict majority of a ring of `ringSize`. */
+export const hubAccusersNeeded = (ringSize: number): number => Math.floor(ringSize / 2) + 1;
 
 /**
  * What an accusation leads to: refused because the reporter is muted, refused because the
  * accused is not its sender (and the reporter is muted from now on), or an eviction of the
  * accused or of the reporter.
  */
-export type Verdict = 'muted' | 'not-a-sender' | 'evict-accused' | 'evict-reporter';
+export type Verdict = 'muted' | 'not-a-sender' | 'evict-accused' | 'evict-reporter' | 'hub-accused';
 
 export class Accusations {
   constructor(private readonly a: AccusationRecord = noAccusations()) {}
@@ -47,6 +58,17 @@ export class Accusations {
   reset(): void {
     this.a.accusations = {};
     this.a.mutedReporters = [];
+    this.a.hubAccusers = [];
+  }
+
+  /** Another hub: what was said of the last one is not held against it. */
+  newHub(): void {
+    this.a.hubAccusers = [];
+  }
+
+  /** Who of `ring` (member ids) has accused the current hub in this run. */
+  hubAccusersAmong(ring: readonly string[]): string[] {
+    return this.a.hubAccusers.filter((id) => ring.includes(id));
   }
 
   /**
@@ -59,6 +81,10 @@ export class Accusations {
     if (accused === null || !sendersOf(reporter, ringSize, hub).has(accused)) {
       this.a.mutedReporters.push(reporterId);
       return 'not-a-sender';
+    }
+    if (accused === HUB_RANK) {
+      if (!this.a.hubAccusers.includes(reporterId)) this.a.hubAccusers.push(reporterId);
+      return 'hub-accused';
     }
     const count = (this.a.accusations[reporterId] ?? 0) + 1;
     this.a.accusations[reporterId] = count;

@@ -8,7 +8,8 @@
  * passed; a rejoin clears the stamp.
  */
 import { WebringError } from '../../shared/protocol/errors';
-import { MAX_ROOM_MEMBERS, type Backend, type DeviceProbe, type MemberInfo, type ProgressReport, type WorkerKind } from '../../shared/protocol';
+import { sameAddress, seatsPerAddress } from './seats';
+import { MAX_ROOM_MEMBERS, type Backend, type DeviceProbe, type HubBar, type MemberInfo, type ProgressReport, type WorkerKind } from '../../shared/protocol';
 
 export interface NewMember {
   id: string;
@@ -26,6 +27,8 @@ export interface NewMember {
   ownExamples?: Record<string, number>;
   /** The signaling node holding the member's connection (several nodes share rooms over Redis); null on a single server. */
   node: string | null;
+  /** The client address it joined (or last rejoined) from, for the seat limit (seats.ts); absent in older records. */
+  address?: string;
 }
 
 /** What a member's progress reports say about it: the same fields the room API shows. */
@@ -49,6 +52,12 @@ export interface MembershipState {
   waiting: Member[];
   /** The member of kind 'hub', which sums gradients for the hub collective; never in `active` or `waiting`. */
   hub: Member | null;
+  /** Why hub joins are refused for now (the teacher removed the hub, or the server did); absent in older records. */
+  hubBar?: HubBar | null;
+  /** When the current generation was made (ms on the room's clock); absent in records from before, and read as long ago. */
+  generationAt?: number;
+  /** The teacher's cap on seats per client address (seats.ts); null or absent: the defaults by address. */
+  seatsPerAddress?: number | null;
 }
 
 const emptyMembership = (): MembershipState => ({ nextIndex: 0, generation: 0, active: [], waiting: [], hub: null });
@@ -92,6 +101,15 @@ export class Membership {
     return this.s.hub;
   }
 
+  /** The recorded removal of the hub, expired or not (Room decides whether it still holds). */
+  get hubBar(): HubBar | null {
+    return this.s.hubBar ?? null;
+  }
+
+  set hubBar(bar: HubBar | null) {
+    this.s.hubBar = bar;
+  }
+
   /** Every member: in the ring, waiting, and the hub (liveness and reconnects concern it like anyone). */
   get all(): Member[] {
     return [...this.s.active, ...this.s.waiting, ...(this.s.hub ? [this.s.hub] : [])];
@@ -113,9 +131,15 @@ export class Membership {
     return this.s.active.findIndex((m) => m.id === id);
   }
 
-  /** Membership changed: the ring forms anew under the next generation number. */
-  bumpGeneration(): number {
+  /** Membership changed at `now`: the ring forms anew under the next generation number. */
+  bumpGeneration(now: number): number {
+    this.s.generationAt = now;
     return ++this.s.generation;
+  }
+
+  /** How long ago (ms) the current generation was made, at `now`; a record from before the stamp reads as long ago. */
+  generationAgeMs(now: number): number {
+    return now - (this.s.generationAt ?? Number.NEGATIVE_INFINITY);
   }
 
   /** Adds a member with the next index, to the ring or (while a run trains) to the waiting list. */
@@ -141,9 +165,26 @@ export class Membership {
     return hub;
   }
 
+  /** The teacher's cap on seats per client address, or null for the defaults (seats.ts). */
+  get seatsPerAddress(): number | null {
+    return this.s.seatsPerAddress ?? null;
+  }
+
+  set seatsPerAddress(cap: number | null) {
+    this.s.seatsPerAddress = cap;
+  }
+
   private admit(member: NewMember): Member {
     if (this.size >= MAX_ROOM_MEMBERS) {
       throw new WebringError('ERR_ROOM_FULL', `room ${this.room} already has ${MAX_ROOM_MEMBERS} members`);
+    }
+    // The hub holds the teacher's hub key; its seat is never the one a student lacks.
+    if (member.address !== undefined && member.kind !== 'hub') {
+      const cap = seatsPerAddress(member.address, this.seatsPerAddress);
+      const held = this.all.filter((m) => m.address !== undefined && sameAddress(m.address, member.address!)).length;
+      if (held >= cap) {
+        throw new WebringError('ERR_SEAT_LIMIT', `this network address already holds ${held} of room ${this.room}'s seats, as many as one address may; the teacher can allow more`);
+      }
     }
     return { ...member, index: this.s.nextIndex++, examplesPerSec: 0, step: 0, weightsHash: null, computeMs: 0, batchShare: 0, linkMBps: 0, learningRate: 0, speedVsMedian: 0, collective: null, awaitingState: false, disconnectedAt: null };
   }
@@ -187,11 +228,13 @@ export class Membership {
    * A known member comes back on a new connection: same id, index and rank, and no new
    * generation, so a live ring is not disturbed. Null when the id or token is unknown.
    */
-  rejoin(memberId: string, tokenHash: string, socketId: string, node: string | null, probe: DeviceProbe | null = null): { index: number } | null {
+  rejoin(memberId: string, tokenHash: string, socketId: string, node: string | null, probe: DeviceProbe | null = null, address?: string): { index: number } | null {
     const m = this.find(memberId);
     if (!m || m.tokenHash !== tokenHash) return null;
     m.socketId = socketId;
     m.node = node;
+    // Its seat is its own already: a member back from another address keeps it, and counts there from now.
+    if (address !== undefined) m.address = address;
     // room.json does not keep probes: a member back after a restart brings its own again.
     if (probe) m.probe = probe;
     m.disconnectedAt = null;

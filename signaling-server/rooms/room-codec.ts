@@ -7,7 +7,7 @@
  * room.json names it only while the room has one (a server from before reads the rest).
  * Decoding builds the Room through its constructor from the parts' plain state.
  */
-import type { CollectSetting, MetricPoint, RoomEvent } from '../../shared/protocol';
+import type { CollectSetting, HubBar, MetricPoint, RoomEvent } from '../../shared/protocol';
 import type { Clock } from '../../shared/util/clock';
 import { Room } from './room';
 import type { Member } from './membership';
@@ -22,10 +22,18 @@ export interface RoomRecord extends RunRecord {
   name: string;
   nextIndex: number;
   generation: number;
+  /** When the generation was made (ms); absent in records written before re-forms were rate-limited. */
+  generationAt?: number;
+  /** The teacher's cap on seats per client address; absent in older records (the defaults). */
+  seatsPerAddress?: number | null;
   active: Member[];
   waiting: Member[];
   /** The hub member; absent in records written before the hub existed. */
   hub?: Member | null;
+  /** Why hub joins are refused for now; absent in records written before hubs needed a key. */
+  hubBar?: HubBar | null;
+  /** Ring members who accused the hub in this run; absent in records from before. */
+  hubAccusers?: string[];
   events: RoomEvent[];
   accusations: Record<string, number>;
   mutedReporters: string[];
@@ -33,8 +41,8 @@ export interface RoomRecord extends RunRecord {
   collect?: CollectSetting | null;
 }
 
-/** A member as room.json keeps it: no connection, no per-step telemetry. */
-type FileMember = Omit<Member, 'socketId' | 'computeMs' | 'batchShare' | 'linkMBps' | 'learningRate' | 'speedVsMedian' | 'collective' | 'awaitingState' | 'node' | 'disconnectedAt' | 'probe' | 'ownExamples'>;
+/** A member as room.json keeps it: no connection, no per-step telemetry, no client address (a rejoin brings it back). */
+type FileMember = Omit<Member, 'socketId' | 'computeMs' | 'batchShare' | 'linkMBps' | 'learningRate' | 'speedVsMedian' | 'collective' | 'awaitingState' | 'node' | 'disconnectedAt' | 'probe' | 'ownExamples' | 'address'>;
 
 /** room.json: membership with indexes and token digests, generation, run and config. */
 export interface RoomFile {
@@ -51,8 +59,12 @@ export interface RoomFile {
   waiting: FileMember[];
   /** The hub member, only while the room has one. */
   hub?: FileMember;
+  /** Why hub joins are refused, only while they are: a teacher's removal outlives a restart. */
+  hubBar?: HubBar;
   /** The classes its students collect for, only while it collects. */
   collect?: CollectSetting;
+  /** The teacher's cap on seats per client address, only while one is set. */
+  seatsPerAddress?: number;
 }
 
 /** The room as its record; shares the room's objects (clone it before changing either). */
@@ -63,15 +75,15 @@ export function encodeRoom(room: Room): RoomRecord {
 
 /** The room a record describes, with `history` as its loss points; takes ownership of both. */
 export function decodeRoom(record: RoomRecord, clock: Clock, history: MetricPoint[] = []): Room {
-  const { name, nextIndex, generation, active, waiting, hub = null, events, accusations, mutedReporters, collect = null } = record;
-  const { state, config, run, step, epoch, loss, trainAccuracy, accuracy, evaluations, lastError, reportedTotalSteps, dropped, consistency, joins = [] } = record;
+  const { name, nextIndex, generation, generationAt, seatsPerAddress = null, active, waiting, hub = null, hubBar = null, events, accusations, mutedReporters, hubAccusers = [], collect = null } = record;
+  const { state, config, run, step, epoch, loss, trainAccuracy, accuracy, evaluations, lastError, reportedTotalSteps, dropped, consistency, joins = [], guard } = record;
   return new Room(
     name,
     clock,
     {
-      membership: { nextIndex, generation, active, waiting, hub },
-      run: { state, config, run, step, epoch, loss, trainAccuracy, accuracy, evaluations, lastError, reportedTotalSteps, dropped, consistency, joins },
-      accusations: { accusations, mutedReporters },
+      membership: { nextIndex, generation, generationAt, seatsPerAddress, active, waiting, hub, hubBar },
+      run: { state, config, run, step, epoch, loss, trainAccuracy, accuracy, evaluations, lastError, reportedTotalSteps, dropped, consistency, joins, guard },
+      accusations: { accusations, mutedReporters, hubAccusers },
       events,
       collect,
     },
@@ -81,11 +93,13 @@ export function decodeRoom(record: RoomRecord, clock: Clock, history: MetricPoin
 
 /** What room.json keeps of a record. */
 export function toRoomFile(record: RoomRecord): RoomFile {
-  const strip = ({ socketId: _s, node: _n, computeMs: _c, batchShare: _b, linkMBps: _l, learningRate: _r, speedVsMedian: _v, collective: _k, awaitingState: _a, disconnectedAt: _d, probe: _p, ownExamples: _o, ...m }: Member): FileMember => m;
+  const strip = ({ socketId: _s, node: _n, computeMs: _c, batchShare: _b, linkMBps: _l, learningRate: _r, speedVsMedian: _v, collective: _k, awaitingState: _a, disconnectedAt: _d, probe: _p, ownExamples: _o, address: _ip, ...m }: Member): FileMember => m;
   const { name, nextIndex, generation, run, state, config, step, epoch } = record;
   const file: RoomFile = { format: 1, name, nextIndex, generation, run, state, config, step, epoch, active: record.active.map(strip), waiting: record.waiting.map(strip) };
   if (record.hub) file.hub = strip(record.hub);
+  if (record.hubBar) file.hubBar = record.hubBar;
   if (record.collect) file.collect = record.collect;
+  if (record.seatsPerAddress != null) file.seatsPerAddress = record.seatsPerAddress;
   return file;
 }
 
@@ -106,7 +120,9 @@ export function fromRoomFile(file: RoomFile, now: number): RoomRecord {
     active: file.active.map(revive),
     waiting: file.waiting.map(revive),
     hub: file.hub ? revive(file.hub) : null,
+    hubBar: file.hubBar ?? null,
     collect: file.collect ?? null,
+    seatsPerAddress: file.seatsPerAddress ?? null,
     events: [],
     run,
     state,

@@ -42,6 +42,10 @@ const persistedRoomSchema = z.strictObject({
   waiting: z.array(memberSchema).max(64),
   /** Absent in files from before the hub, and while the room has none. */
   hub: memberSchema.extend({ kind: z.literal('hub') }).optional(),
+  /** Absent while hub joins are allowed (and in files from before hubs needed a key). */
+  hubBar: z
+    .strictObject({ by: z.enum(['teacher', 'server']), run: z.number().int().min(0), at: z.number().finite(), detail: z.string().max(300) })
+    .optional(),
   /** Absent in files from before collecting, and while the room collects for nothing. */
   collect: collectSettingSchema.optional(),
 });

@@ -21,12 +21,14 @@ import {
   type EvaluationReport,
   type OwnExamplesReport,
   type CollectSetting,
+  type HubBar,
   type EvictRequest,
   type FinishReport,
   type Generation,
   type DeviceProbe,
   type MemberInfo,
   type MetricPoint,
+  type Misbehaviour,
   type ProgressReport,
   type RoomEvent,
   type RoomEventKind,
@@ -40,8 +42,12 @@ import type { Clock } from '../../shared/util/clock';
 import { HUB_RANK } from '../../shared/collectives/topology';
 import { Membership, type Member, type MembershipState, type NewMember } from './membership';
 import { RunState, type RunRecord } from './run-state';
-import { Accusations, type AccusationRecord } from './accusations';
+import type { TrustChange } from './checkpoint-guard';
+import type { CheckpointTrust } from '../../shared/checkpoints/checkpoint';
+import { Accusations, hubAccusersNeeded, type AccusationRecord } from './accusations';
 import { trainingSetBytes } from '../../shared/data/data-service';
+import { REFORM_AFTER_MS } from '../../shared/training/generation-tracker';
+import { DEFAULT_STRAGGLER_POLICY } from '../../shared/training/straggler';
 
 export type { NewMember } from './membership';
 
@@ -49,6 +55,21 @@ export type { NewMember } from './membership';
 const MAX_ROOM_EVENTS = 200;
 /** The room API shows this many of them. */
 const ROOM_EVENTS_SHOWN = 50;
+/**
+ * A generation is re-formed on a member's request only once it is this old. Honest workers
+ * ask only after trying the generation and then waiting REFORM_AFTER_MS (3 s) in it
+ * (generation-tracker.ts), which the server sees later still; the second of slack is for
+ * signaling nodes whose clocks differ. Without it, a member re-formed the ring 548 times in
+ * 1.8 s, a write and a log line each.
+ */
+export const REFORM_MIN_GENERATION_AGE_MS = REFORM_AFTER_MS - 1_000;
+/**
+ * How far past the other members' reported step a chief's drop may be. The chief drops after
+ * its step's report; the others' reports of the step before have reached the server by
+ * then (they sent them before taking part in this step's all-reduce), so one step would do;
+ * the second absorbs a report still in flight between signaling nodes.
+ */
+const DROP_STEPS_AHEAD = 2;
 
 /** A room's parts as plain data, but the loss history: what the codec stores and builds a Room from. */
 export interface RoomParts {
@@ -131,9 +152,19 @@ export class Room {
     return this.size === 0;
   }
 
-  /** Nobody is in it, nothing trains, and it collects for nothing: the store may forget it. */
+  /** Nobody is in it, nothing trains, it collects for nothing, bars no hub and keeps no seat cap: the store may forget it. */
   get isDisposable(): boolean {
-    return this.isEmpty && !this.isTraining && this.collectSetting === null;
+    return this.isEmpty && !this.isTraining && this.collectSetting === null && this.hubBarred() === null && this.members.seatsPerAddress === null;
+  }
+
+  /** The teacher's cap on seats per client address, or null for the defaults by address (seats.ts). */
+  get seatsPerAddress(): number | null {
+    return this.members.seatsPerAddress;
+  }
+
+  /** Sets (a number) or clears (null) the teacher's cap; members already in keep their seats. */
+  setSeatsPerAddress(cap: number | null): void {
+    this.members.seatsPerAddress = cap;
   }
 
   /** The classes the students collect examples for, or null. */
@@ -174,6 +205,12 @@ export class Room {
     return this.runState.record.run;
   }
 
+  /** What the data service's byte budgets follow (edge/data-budget.ts): the run, the epoch the chief last reported, the membership's generation and the ring's size. */
+  get dataWindow(): { run: number; epoch: number; generation: number; ringSize: number } {
+    const run = this.runState.record;
+    return { run: run.run, epoch: run.epoch, generation: this.currentGeneration, ringSize: this.members.ring.length };
+  }
+
   get maxToKeep(): number {
     return this.runState.config?.maxToKeep ?? DEFAULT_START_CONFIG.maxToKeep;
   }
@@ -187,8 +224,8 @@ export class Room {
    * A known member comes back on a new connection (after a server restart or a network
    * blip): same id, index and rank, and no new generation, so a live ring is not disturbed.
    */
-  rejoin(memberId: string, tokenHash: string, socketId: string, node: string | null = null, probe: DeviceProbe | null = null): { index: number } | null {
-    return this.members.rejoin(memberId, tokenHash, socketId, node, probe);
+  rejoin(memberId: string, tokenHash: string, socketId: string, node: string | null = null, probe: DeviceProbe | null = null, address?: string): { index: number } | null {
+    return this.members.rejoin(memberId, tokenHash, socketId, node, probe, address);
   }
 
   /**
@@ -217,12 +254,22 @@ export class Room {
   /**
    * Adds a member. While a run trains, it waits to be admitted (admitWaiting) together with
    * everyone else who arrives meanwhile; otherwise it is in the ring at once. A member of
-   * kind 'hub' becomes the room's hub (ERR_HUB_TAKEN when it has one), in any state: a new
-   * generation with the same ring, whose members add their links to the hub.
+   * kind 'hub' becomes the room's hub (ERR_HUB_TAKEN when it has one; ERR_HUB_REMOVED while
+   * the teacher or the server has removed the hub, see hubBarred), in any state: a new
+   * generation with the same ring, whose members add their links to the hub. Its key was
+   * checked by the handler.
    */
   join(member: NewMember): { index: number; change: MembershipChange; awaitingAdmission: boolean } {
     if (member.kind === 'hub') {
+      const bar = this.hubBarred();
+      if (bar) {
+        const until = bar.by === 'teacher' ? 'until the teacher lets a hub in again' : 'until this run ends';
+        throw new WebringError('ERR_HUB_REMOVED', `the ${bar.by} removed room ${this.name}'s hub (${bar.detail}); no hub joins ${until}`);
+      }
       const hub = this.members.addHub(member);
+      // A server bar that ended with its run, and what was said of an earlier hub, are history.
+      this.members.hubBar = null;
+      this.accusations.newHub();
       const change = { generation: this.bumpGeneration(), trainingAborted: false };
       this.log('hub-joined', [hub.name], '');
       return { index: hub.index, change, awaitingAdmission: false };
@@ -271,8 +318,10 @@ export class Room {
     const reporter = this.requireMemberOfRun(reporterId, request.run);
     if (this.members.chief !== reporter) throw new WebringError('ERR_NOT_CHIEF', 'only the chief drops stragglers');
     this.requireCurrentGeneration('drop', request.generation);
-    const gone = this.members.removeFromRing(request.member);
-    if (!gone) throw new WebringError('ERR_NOT_IN_ROOM', `member ${request.member} is not in the ring`);
+    const accused = this.members.findInRing(request.member);
+    if (!accused) throw new WebringError('ERR_NOT_IN_ROOM', `member ${request.member} is not in the ring`);
+    this.checkDrop(reporter, accused, request);
+    const gone = this.members.removeFromRing(request.member)!;
     const m = gone.member;
     this.runState.recordDropped({
       id: m.id,
@@ -289,6 +338,43 @@ export class Room {
     });
     this.log('dropped', [m.name], `straggler: ${Math.round(request.computeMs)} ms per step against a ${Math.round(request.deadlineMs)} ms deadline`);
     return this.afterRemoval();
+  }
+
+  /**
+   * What the server can check of a chief's drop against what it saw; what it cannot check
+   * (a plausible compute time the accused never reported) stays the chief's word. Refused
+   * drops change nothing:
+   * - the chief cannot drop itself, and the numbers must be a miss the straggler detector
+   *   can report: a deadline at or above its floor, and a compute time past it
+   *   (ERR_BAD_ACCUSATION);
+   * - the step must be one the other ring members have reached, give or take
+   *   DROP_STEPS_AHEAD (their own progress reports, not the chief's: ERR_BAD_ACCUSATION);
+   * - one drop per step in a run (ERR_RATE_LIMITED): an honest chief drops one straggler
+   *   per generation, and a new generation takes at least a step;
+   * - the accused's own reports must not contradict it: a report of one of the steps it is
+   *   said to have missed with a compute time under the floor, or of the step itself
+   *   within the deadline (ERR_BAD_ACCUSATION). Every rank learns every rank's compute time
+   *   from the same all-reduce, so an honest straggler's report carries the very number
+   *   the chief saw.
+   */
+  private checkDrop(reporter: Member, accused: Member, request: DropRequest): void {
+    const { step, computeMs, deadlineMs } = request;
+    if (accused === reporter) throw new WebringError('ERR_BAD_ACCUSATION', 'the chief does not drop itself');
+    const floorMs = DEFAULT_STRAGGLER_POLICY.floorMs;
+    if (deadlineMs < floorMs || computeMs <= deadlineMs) {
+      throw new WebringError('ERR_BAD_ACCUSATION', `a straggler takes longer than a deadline of at least ${floorMs} ms; ${Math.round(computeMs)} ms against ${Math.round(deadlineMs)} ms is no miss`);
+    }
+    const others = this.members.ring.filter((m) => m !== reporter);
+    const classStep = Math.max(...others.map((m) => m.step));
+    if (step > classStep + DROP_STEPS_AHEAD) {
+      throw new WebringError('ERR_BAD_ACCUSATION', `drop at step ${step}; the other ring members have reported step ${classStep} at most`);
+    }
+    const lastDrop = this.runState.record.dropped.filter((d) => d.reason === 'straggler').reduce((top, d) => Math.max(top, d.step), -1);
+    if (step <= lastDrop) throw new WebringError('ERR_RATE_LIMITED', `a straggler was already dropped at step ${lastDrop} of this run; one drop per step`);
+    const missed = accused.step <= step && accused.step > step - DEFAULT_STRAGGLER_POLICY.strikes;
+    if ((missed && accused.computeMs > 0 && accused.computeMs <= floorMs) || (accused.step === step && accused.computeMs <= deadlineMs)) {
+      throw new WebringError('ERR_BAD_ACCUSATION', `${accused.name} reported ${Math.round(accused.computeMs)} ms at step ${accused.step}: no miss of the ${Math.round(deadlineMs)} ms deadline`);
+    }
   }
 
   /**
@@ -309,6 +395,7 @@ export class Room {
       const refused = new WebringError('ERR_BAD_ACCUSATION', `member ${request.member} does not send ring data to ${reporter.name} in generation ${this.currentGeneration}`);
       return { change: NO_CHANGE, evicted: [], refused };
     }
+    if (verdict === 'hub-accused') return this.accuseHub(reporter, request);
     const accused = this.members.find(request.member)!;
     const second = verdict === 'evict-reporter';
     const gone = second ? reporter : accused;
@@ -316,29 +403,83 @@ export class Room {
     const detail = second
       ? `its second accusation in this run (of ${accused.name}: ${request.reason}); the server cannot tell which of the two lies`
       : `${accused.name} sent ${request.reason} ring data to ${reporter.name} at step ${request.step}`;
-    this.runState.recordDropped({
-      id: gone.id,
-      name: gone.name,
-      index: gone.index,
-      reason: 'evicted',
-      step: request.step,
-      computeMs: 0,
-      deadlineMs: 0,
-      misbehaviour,
-      reportedBy: second ? null : reporter.name,
-      detail,
-      at: this.clock.now(),
-    });
-    let change: MembershipChange;
-    if (this.members.isHub(gone.id)) {
-      change = this.removeHub(gone.id, `evicted: ${detail}`);
-    } else {
-      this.members.removeFromRing(gone.id);
-      this.log('evicted', [gone.name], detail);
-      change = this.afterRemoval();
-    }
+    if (this.members.isHub(gone.id)) return this.evictHub(gone, request.step, misbehaviour, null, detail);
+    this.recordEvicted(gone, request.step, misbehaviour, second ? null : reporter.name, detail);
+    this.members.removeFromRing(gone.id);
+    this.log('evicted', [gone.name], detail);
+    const change = this.afterRemoval();
     const notice: Extract<MemberDropped, { reason: 'evicted' }> = { reason: 'evicted', step: request.step, misbehaviour, detail };
     return { change, evicted: [{ id: gone.id, socketId: gone.socketId, notice }], refused: null };
+  }
+
+  private recordEvicted(gone: Member, step: number, misbehaviour: Misbehaviour | 'accusations', reportedBy: string | null, detail: string): void {
+    this.runState.recordDropped({ id: gone.id, name: gone.name, index: gone.index, reason: 'evicted', step, computeMs: 0, deadlineMs: 0, misbehaviour, reportedBy, detail, at: this.clock.now() });
+  }
+
+  /**
+   * A ring member names the hub. The hub is the teacher's, so one student's word does not
+   * remove it: the accusation is logged and shown, the reporter is answered, and nobody
+   * goes, until a majority of the ring has accused this hub in this run (accusations.ts).
+   */
+  private accuseHub(reporter: Member, request: EvictRequest): Eviction {
+    const hub = this.members.hub!;
+    const ring = this.members.ring;
+    const accusers = this.accusations.hubAccusersAmong(ring.map((m) => m.id));
+    const needed = hubAccusersNeeded(ring.length);
+    const said = `${reporter.name} says the hub sent ${request.reason} ring data at step ${request.step}`;
+    this.log('hub-accused', [reporter.name], `${said}; ${accusers.length} of the ${needed} ring members it takes to remove the hub have accused it in this run`);
+    if (accusers.length < needed) return { change: NO_CHANGE, evicted: [], refused: null };
+    const names = accusers.map((id) => ring.find((m) => m.id === id)!.name);
+    return this.evictHub(hub, request.step, request.reason, names.join(', '), `${accusers.length} of ${ring.length} ring members accused the hub in this run, a majority`);
+  }
+
+  /**
+   * The server removes the hub on evidence it checked (a majority's accusations, or the
+   * hub's own second accusation): it is told, and hub joins are refused until the run ends,
+   * so a broken hub does not come straight back to the same run.
+   */
+  private evictHub(hub: Member, step: number, misbehaviour: Misbehaviour | 'accusations', reportedBy: string | null, detail: string): Eviction {
+    this.recordEvicted(hub, step, misbehaviour, reportedBy, detail);
+    this.members.hubBar = { by: 'server', run: this.runNumber, at: this.clock.now(), detail };
+    const change = this.removeHub(hub.id, `evicted: ${detail}`, 'hub-removed');
+    const notice: Extract<MemberDropped, { reason: 'evicted' }> = { reason: 'evicted', step, misbehaviour, detail };
+    return { change, evicted: [{ id: hub.id, socketId: hub.socketId, notice }], refused: null };
+  }
+
+  /**
+   * Why hub joins are refused now, or null. The teacher's removal holds until the teacher
+   * allows a hub again (allowHub); the server's, until the run it was made in ends.
+   */
+  hubBarred(): HubBar | null {
+    const bar = this.members.hubBar;
+    if (!bar) return null;
+    if (bar.by === 'teacher') return bar;
+    return this.isTraining && bar.run === this.runNumber ? bar : null;
+  }
+
+  /**
+   * The teacher removes the hub (DELETE /api/rooms/:room/hub): it goes, if the room has one,
+   * and hub joins are refused with ERR_HUB_REMOVED until the teacher allows one again; a run
+   * goes on with the ring.
+   */
+  removeHubAsTeacher(): { change: MembershipChange; removed: { id: string; socketId: string | null; notice: Extract<MemberDropped, { reason: 'removed' }> } | null } {
+    const detail = 'removed by the teacher; the class trains without a hub until the teacher lets one in again';
+    this.members.hubBar = { by: 'teacher', run: this.runNumber, at: this.clock.now(), detail: 'removed by the teacher' };
+    const hub = this.members.hub;
+    if (!hub) {
+      this.log('hub-removed', [], detail);
+      return { change: NO_CHANGE, removed: null };
+    }
+    const change = this.removeHub(hub.id, detail, 'hub-removed');
+    return { change, removed: { id: hub.id, socketId: hub.socketId, notice: { reason: 'removed', step: this.runState.step, detail } } };
+  }
+
+  /** The teacher lets a hub join again (POST /api/rooms/:room/hub/allow); whether hub joins were refused. */
+  allowHub(): boolean {
+    const barred = this.hubBarred() !== null;
+    this.members.hubBar = null;
+    if (barred) this.log('hub-allowed', [], 'the teacher lets a hub join again');
+    return barred;
   }
 
   /** A ring member's rank, HUB_RANK for the hub, or null for anyone else. */
@@ -348,19 +489,28 @@ export class Room {
     return rank >= 0 ? rank : null;
   }
 
-  /** The hub is gone (it left, did not come back, or was evicted): a new generation without it; a run goes on. */
-  private removeHub(id: string, detail: string): MembershipChange {
+  /** The hub is gone (it left, did not come back, or was removed): a new generation without it; a run goes on. */
+  private removeHub(id: string, detail: string, kind: 'hub-left' | 'hub-removed' = 'hub-left'): MembershipChange {
     const hub = this.members.removeHub(id)!;
-    this.log('hub-left', [hub.name], detail);
+    this.log(kind, [hub.name], detail);
     return { generation: this.bumpGeneration(), trainingAborted: false };
   }
 
-  /** A member's link broke while everyone is still here: the same members, a fresh generation. */
+  /**
+   * A member's link broke while everyone is still here: the same members, a fresh generation.
+   * Refused with ERR_RATE_LIMITED, changing nothing, while the generation is younger than
+   * REFORM_MIN_GENERATION_AGE_MS: so one re-form per generation, and at most one every 2 s
+   * per room, however many members ask and however fast.
+   */
   reform(memberId: string, generation: number, reason: string): MembershipChange {
     const m = this.members.findInRing(memberId);
     if (!m) throw new WebringError('ERR_NOT_IN_ROOM', `${this.members.isHub(memberId) ? 'the hub is no ring member; ' : ''}only ring members ask for a re-form`);
     // Every member of a broken ring may ask; the first request for a generation is enough.
     if (generation !== this.currentGeneration) return NO_CHANGE;
+    const ageMs = this.members.generationAgeMs(this.clock.now());
+    if (ageMs < REFORM_MIN_GENERATION_AGE_MS) {
+      throw new WebringError('ERR_RATE_LIMITED', `generation ${generation} is ${Math.round(ageMs)} ms old; a ring is re-formed only once its generation is ${REFORM_MIN_GENERATION_AGE_MS} ms old`);
+    }
     const change = { generation: this.bumpGeneration(), trainingAborted: false };
     this.log('reformed', [m.name], reason);
     return change;
@@ -405,19 +555,64 @@ export class Room {
     this.runState.resume();
   }
 
-  recordProgress(memberId: string, report: ProgressReport): void {
+  /**
+   * A ring member's report of a step. The chief's is the room's progress; any other
+   * member's weights hash may vouch for a checkpoint of that step (checkpoint-guard.ts):
+   * the checkpoints whose trust it changed are returned, for the store to write down.
+   */
+  recordProgress(memberId: string, report: ProgressReport): TrustChange[] {
     const m = this.requireMemberOfRun(memberId, report.run);
     this.members.noteProgress(m, report);
     this.runState.recordJoinCost(report, this.members.chief === m);
-    if (this.members.chief !== m) return;
+    if (this.members.chief !== m) {
+      return this.runState.checkpointGuard.noteReport(m.id, report.step, report.weightsHash, this.runState.step, this.runState.saveEverySteps);
+    }
     const { resynced } = this.runState.recordChiefProgress(report, this.clock.now());
     if (resynced) this.log('resynced', [], `weights differed at step ${report.step}; every replica reloaded the chief's state`);
+    return [];
   }
 
-  /** A member's own examples per class (counts only): the teacher's page shows them live. */
+  /**
+   * Throws unless member `writerId` may store a checkpoint of `run` at `step` now: it is the
+   * current chief (ERR_NOT_CHIEF), a run is in progress (ERR_BAD_STATE), the checkpoint is
+   * this run's (ERR_STALE_RUN), and its step lies between the run's start and the class's
+   * reported step plus a margin (ERR_STEP_OUT_OF_RANGE). Returns the writer's name.
+   */
+  admitCheckpoint(writerId: string, run: number, step: number): string {
+    const chief = this.members.chief;
+    if (!chief || chief.id !== writerId) throw new WebringError('ERR_NOT_CHIEF', 'only the current chief writes checkpoints');
+    if (!this.isTraining) throw new WebringError('ERR_BAD_STATE', `room ${this.name} has no run in progress: checkpoints are stored only during a run`);
+    if (run !== this.runState.run) throw new WebringError('ERR_STALE_RUN', `a checkpoint of run ${run}; the room's run is ${this.runState.run}`, 'run');
+    this.runState.checkpointGuard.admitStep(step, this.runState.step);
+    return chief.name;
+  }
+
+  /**
+   * Checkpoint `id` passed admitCheckpoint and is about to be stored: whether another rank
+   * already vouched for its hash (a chief alone in the ring vouches for itself); otherwise it
+   * waits for a report of its step.
+   */
+  noteCheckpoint(id: string, writerId: string, step: number, weightsHash: string): CheckpointTrust {
+    const ring = this.members.ring;
+    const alone = ring.length === 1 && ring[0]!.id === writerId;
+    return this.runState.checkpointGuard.noteCheckpoint(id, step, weightsHash, writerId, alone);
+  }
+
+  /**
+   * A member's own examples per class (counts only): the teacher's page shows them live.
+   * Only for the classes the room collects for, or else those of its run on own data (the
+   * running one, or the last); ERR_BAD_STATE while it has neither, ERR_BAD_REQUEST for any
+   * other label, and nothing changes: a student cannot fill the teacher's page with labels of
+   * its own.
+   */
   recordOwnExamples(memberId: string, report: OwnExamplesReport): void {
     const m = this.members.find(memberId);
     if (!m || this.members.isHub(memberId)) throw new WebringError('ERR_NOT_IN_ROOM', 'only students and Node workers hold examples');
+    const config = this.runState.config;
+    const classes = this.collectSetting?.classes ?? (config && config.data !== 'mnist' ? config.classes : null);
+    if (!classes) throw new WebringError('ERR_BAD_STATE', `room ${this.name} collects no examples and has no run on own data`);
+    const stranger = Object.keys(report.counts).find((label) => !classes.includes(label));
+    if (stranger !== undefined) throw new WebringError('ERR_BAD_REQUEST', `room ${this.name} collects ${classes.join(', ')}; not ${JSON.stringify(stranger)}`, 'counts');
     m.ownExamples = { ...report.counts };
   }
 
@@ -480,7 +675,14 @@ export class Room {
       data: { dataset: run.config?.dataset ?? null, datasetBytes: run.config ? trainingSetBytes(run.config.dataset) : 0, bytesServed: 0 },
       joins: run.joins ?? [],
       collect: this.collectSetting,
+      hubAccess: this.hubAccess(),
     };
+  }
+
+  private hubAccess(): RoomStatus['hubAccess'] {
+    const ring = this.members.ring;
+    const accusers = this.members.hub ? this.accusations.hubAccusersAmong(ring.map((m) => m.id)) : [];
+    return { barred: this.hubBarred(), accusers: accusers.map((id) => ring.find((m) => m.id === id)!.name), accusersNeeded: hubAccusersNeeded(ring.length) };
   }
 
   metrics(): RoomMetrics {
@@ -522,7 +724,7 @@ export class Room {
   }
 
   private bumpGeneration(): Generation {
-    this.members.bumpGeneration();
+    this.members.bumpGeneration(this.clock.now());
     return this.snapshot();
   }
 }

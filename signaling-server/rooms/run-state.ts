@@ -5,9 +5,10 @@
  * chief reports, so every signaling node can show the same run.
  */
 import { WebringError, type ErrorBody } from '../../shared/protocol/errors';
-import { MAX_JOIN_COSTS, type DroppedMember, type EvaluationReport, type JoinCost, type MetricPoint, type ProgressReport, type ResumePoint, type RoomMetrics, type RoomState, type StartConfig } from '../../shared/protocol';
+import { DEFAULT_START_CONFIG, MAX_JOIN_COSTS, type DroppedMember, type EvaluationReport, type JoinCost, type MetricPoint, type ProgressReport, type ResumePoint, type RoomMetrics, type RoomState, type StartConfig } from '../../shared/protocol';
 import { DATASETS } from '../../shared/data/data-service';
 import { stepsPerEpoch } from '../../shared/training/sharding';
+import { CheckpointGuard, newCheckpointGuard, type CheckpointGuardRecord } from './checkpoint-guard';
 
 /** Enough for a whole lesson's loss curve at one point per step; older points are dropped. */
 export const MAX_HISTORY_POINTS = 5_000;
@@ -37,6 +38,8 @@ export interface RunRecord {
   consistency: Consistency;
   /** What this run's admissions cost; absent in records written before they were measured. */
   joins?: JoinCost[];
+  /** The run's start step and the hashes that vouch for its checkpoints; absent in records from before. */
+  guard?: CheckpointGuardRecord;
 }
 
 /** A room that has not trained yet. */
@@ -94,10 +97,21 @@ export class RunState {
     return this.r.state === 'training' || this.r.state === 'paused';
   }
 
+  /** This run's checkpoint bounds and vouching; a record from before them bounds nothing below. */
+  get checkpointGuard(): CheckpointGuard {
+    return new CheckpointGuard((this.r.guard ??= newCheckpointGuard(0)));
+  }
+
+  /** How often the chief saves: the steps whose hashes are kept longest for vouching. */
+  get saveEverySteps(): number {
+    return this.r.config?.saveEverySteps ?? DEFAULT_START_CONFIG.saveEverySteps;
+  }
+
   /** A new run: everything the last one recorded is forgotten. Returns its number. */
   start(config: StartConfig, resume: ResumePoint | null): number {
     const run = this.r.run + 1;
-    Object.assign(this.r, idleRun(), { state: 'training', config, run, step: resume?.step ?? 0, epoch: resume?.dataCursor.epoch ?? 0 });
+    const step = resume?.step ?? 0;
+    Object.assign(this.r, idleRun(), { state: 'training', config, run, step, epoch: resume?.dataCursor.epoch ?? 0, guard: newCheckpointGuard(step) });
     this.history = [];
     return run;
   }

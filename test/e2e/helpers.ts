@@ -1,5 +1,5 @@
 import { expect, type Browser, type BrowserContext, type Page } from '@playwright/test';
-import { joinCodeFor } from '../../signaling-server/edge/join-codes';
+import { hubKeyFor, joinCodeFor } from '../../signaling-server/edge/join-codes';
 import { E2E_JOIN_SECRET, E2E_TOKEN } from '../../playwright.config';
 
 /** Reading a room's API needs its join code, a member token or the teacher token: the tests read as the teacher. */
@@ -7,6 +7,17 @@ export const asTeacher = { headers: { authorization: `Bearer ${E2E_TOKEN}` } };
 
 /** The join code of `room` on the e2e server. */
 export const codeFor = (room: string): string => joinCodeFor(Buffer.from(E2E_JOIN_SECRET), room);
+
+/** The hub key of `room` on the e2e server: what the teacher's server hands its hub (HUB_KEY). */
+export const hubKeyOf = (room: string): string => hubKeyFor(Buffer.from(E2E_JOIN_SECRET), room);
+
+/**
+ * Chromium logs a Content-Security-Policy violation where Playwright's console events do not
+ * see it; this init script turns each into a console error, which the tests fail on.
+ */
+export function reportCspViolations(): void {
+  document.addEventListener('securitypolicyviolation', (e) => console.error(`CSP violation: ${e.violatedDirective} blocked ${e.blockedURI || 'inline'} in ${e.sourceFile}:${e.lineNumber}`));
+}
 
 export interface Student {
   context: BrowserContext;
@@ -28,6 +39,7 @@ export async function openStudent(
   options: { code?: string; initScript?: () => void } = {},
 ): Promise<Student> {
   const context = await browser.newContext();
+  await context.addInitScript(reportCspViolations);
   if (options.initScript) await context.addInitScript(options.initScript);
   const page = await context.newPage();
   const errors: string[] = [];

@@ -8,7 +8,7 @@ import { test, expect, type Page } from '@playwright/test';
 import { readFileSync, mkdirSync } from 'node:fs';
 import path from 'node:path';
 import { E2E_TOKEN } from '../../playwright.config';
-import { draw, openStudent, readStatus, status, type Student } from './helpers';
+import { codeFor, draw, openStudent, readStatus, reportCspViolations, status, type Student } from './helpers';
 
 const ROOM = 'e2e-lesson';
 const STEPS = 60;
@@ -53,11 +53,20 @@ test('a whole lesson: join, configure, start, pause, resume, draw a digit, downl
   const teacherErrors: string[] = [];
   teacher.on('console', (m) => m.type() === 'error' && teacherErrors.push(m.text()));
   teacher.on('pageerror', (e) => teacherErrors.push(e.message));
-  await teacher.goto(`/teacher?room=${ROOM}&token=${E2E_TOKEN}`);
+  await teacherContext.addInitScript(reportCspViolations);
+  const opened = await teacher.goto(`/teacher?room=${ROOM}&token=${E2E_TOKEN}`);
+  // A page for the projector: the token leaves the address bar once read, and no request names the page.
+  await expect(teacher).toHaveURL(new RegExp(`/teacher\\?room=${ROOM}$`));
+  expect(opened!.headers()['referrer-policy']).toBe('no-referrer');
+  expect(opened!.headers()['content-security-policy']).toContain("script-src 'self'");
 
   const students: Student[] = [];
   for (const name of ['ada', 'bo', 'cy']) students.push(await openStudent(browser, ROOM, name, '&backend=cpu'));
   await expect(teacher.getByTestId('members').locator('tr')).toHaveCount(3);
+  // A reload keeps the dashboard working: the tab kept the token.
+  await teacher.reload();
+  await expect(teacher.getByTestId('members').locator('tr')).toHaveCount(3);
+  await expect(teacher.getByTestId('join-code')).toHaveText(codeFor(ROOM));
 
   // Configure: a bad value is explained at its field, then the real lesson settings.
   const lr = teacher.locator('input[name=learningRate]');

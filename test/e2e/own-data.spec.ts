@@ -95,6 +95,9 @@ test.afterAll(() => rmSync(root, { recursive: true, force: true }));
 test('three machines that each hold only some digits learn all ten together, and one alone does not; the server learns counts per class', async ({ browser, request, baseURL }) => {
   test.setTimeout(480_000);
   const together = 'e2e-own-class';
+  // The teacher names the lesson's classes (collecting): the server takes counts only for them.
+  const digits = Array.from({ length: 10 }, (_, d) => String(d));
+  expect((await request.put(`/api/rooms/${together}/collect`, { headers: teacher, data: { classes: digits } })).status()).toBe(200);
   const workers = HOLDINGS.map((h) => startWorker(baseURL!, together, h.name, path.join(root, h.name)));
   try {
     // Each worker tells the server its counts per class; the unreadable files are named and skipped.

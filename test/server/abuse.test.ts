@@ -24,6 +24,7 @@ import { io as connect } from 'socket.io-client';
 import type { RunningServer } from '../../signaling-server/server';
 import type { Logger } from '../../signaling-server/logger';
 import { RoomPersistence } from '../../signaling-server/rooms/room-persistence';
+import { CHECKPOINT_TRUST_FILE } from '../../signaling-server/checkpoint-store';
 import { wallClock } from '../../signaling-server/rooms/wall-clock';
 import { DEFAULT_RATE_LIMITS } from '../../signaling-server/edge/rate-limits';
 import {
@@ -677,6 +678,13 @@ test('forged chief uploads are refused, and no checkpoint lands but the real chi
   }
 
   // The forgers' own chief: everything malformed or mismatched is a 400 or 413, nothing stored.
+  // Its room trains (run 1, as the forged metadata says): checkpoints are stored only during a run.
+  const forgersRun = await fetch(`${server.url}/api/rooms/${FORGE_ROOM}/start`, {
+    method: 'POST',
+    headers: { ...teacher, 'content-type': 'application/json' },
+    body: JSON.stringify({ model: 'mlp', optimizer: 'sgd', resumeFrom: 'none' }),
+  });
+  assert.equal(forgersRun.status, 200, await forgersRun.text());
   const chiefToken = mine.memberToken;
   {
     const listBefore = (await checkpoints(FORGE_ROOM)).map((c) => c.id);
@@ -829,7 +837,8 @@ test('what it proves: the server is up, the other rooms are unaffected, the disk
   const diskAfter = await settledSnapshot(root);
   const allowed = [
     new RegExp(`^data/rooms/(${ROOMS.join('|')})/room\\.json$`),
-    new RegExp(`^data/rooms/${TRAIN_ROOM}/checkpoints/ckpt-[0-9]{10}-[a-z0-9]{6}/(${CHECKPOINT_FILE_NAMES.map((f) => f.replace('.', '\\.')).join('|')})$`),
+    // A checkpoint's five files, and the server's verdict on it (which a later report may rewrite).
+    new RegExp(`^data/rooms/${TRAIN_ROOM}/checkpoints/ckpt-[0-9]{10}-[a-z0-9]{6}/(${[...CHECKPOINT_FILE_NAMES, CHECKPOINT_TRUST_FILE].map((f) => f.replace('.', '\\.')).join('|')})$`),
   ];
   for (const [file, digest] of diskAfter) {
     if (diskBefore.get(file) === digest) continue;

@@ -15,6 +15,7 @@ import { CheckpointStore, type StoreFs } from '../../signaling-server/checkpoint
 import * as tf from '@tensorflow/tfjs';
 import type { RunningServer } from '../../signaling-server/server';
 import type { CheckpointInfo } from '../../shared/checkpoints/checkpoint';
+import type { RoomStatus, TrainStart } from '../../shared/protocol';
 import { restoreFromServer, uploadCheckpoint, type CapturedCheckpoint } from '../../shared/checkpoints/checkpoint-io';
 import { WebringError } from '../../shared/protocol/errors';
 import { AS_TEACHER, connectClient, join, nextEvent, startTestServer, TEST_TOKEN, type TestSocket } from '../support/server';
@@ -47,12 +48,35 @@ async function member(name: string): Promise<{ socket: TestSocket; token: string
   return { socket, token: joined.memberToken, id: joined.memberId };
 }
 
+const roomState = async (): Promise<RoomStatus> => (await fetch(`${server.url}/api/rooms/${ROOM}`, AS_TEACHER)).json() as Promise<RoomStatus>;
+async function waitForState(state: RoomStatus['state']): Promise<void> {
+  for (let i = 0; i < 100 && (await roomState()).state !== state; i++) await new Promise((r) => setTimeout(r, 20));
+  assert.equal((await roomState()).state, state);
+}
 const list = async (): Promise<CheckpointInfo[]> => (await fetch(`${server.url}/api/rooms/${ROOM}/checkpoints`, AS_TEACHER)).json() as Promise<CheckpointInfo[]>;
 const refusedWith = (code: string) => (e: unknown) => e instanceof WebringError && e.code === code;
+
+/** Starts a run in `room` (what the captured checkpoints' metadata says: run 1, an Adam MLP) and returns its train:start. */
+async function startRun(room: string, socket: TestSocket, config: object = {}): Promise<TrainStart> {
+  const started = nextEvent(socket, 'train:start');
+  const res = await fetch(`${server.url}/api/rooms/${room}/start`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${TEST_TOKEN}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ model: 'mlp', optimizer: 'adam', batchSizePerWorker: 8, resumeFrom: 'none', ...config }),
+  });
+  assert.equal(res.status, 200, await res.text());
+  return started;
+}
+
+/** The first run of ROOM, which the first two tests upload into; the third ends it. */
+let firstRun: TrainStart;
+let lastChief: { socket: TestSocket; token: string; id: string };
 
 test('only the current chief may upload; the list, the files and tf.loadLayersModel work', async () => {
   const chief = await member('chief');
   const other = await member('other');
+  // Checkpoints are stored only during a run.
+  firstRun = await startRun(ROOM, chief.socket);
   await assert.rejects(uploadCheckpoint(server.url, other.token, checkpoint), refusedWith('ERR_NOT_CHIEF'));
   await assert.rejects(uploadCheckpoint(server.url, 'not-a-member-token', checkpoint), refusedWith('ERR_NOT_CHIEF'));
   const noToken = await fetch(`${server.url}/api/rooms/${ROOM}/checkpoints`, { method: 'POST', body: new FormData() });
@@ -90,6 +114,7 @@ test('only the current chief may upload; the list, the files and tf.loadLayersMo
   const next = await uploadCheckpoint(server.url, other.token, { ...checkpoint, metadata: { ...checkpoint.metadata, step: 4 } });
   assert.equal(next.writer, other.id);
   currentChiefToken = other.token;
+  lastChief = other;
 });
 
 test('a tampered upload gets a 400 and nothing is kept; an oversized one a 413', async () => {
@@ -103,6 +128,9 @@ test('a tampered upload gets a 400 and nothing is kept; an oversized one a 413',
 });
 
 test('a checkpoint resumes only on the data and classes it trained: naming it for others is a 409 at resumeFrom, and nothing starts', async () => {
+  // The chief ends the first run (its last checkpoint is stored), as after the teacher's Stop.
+  lastChief.socket.emit('worker:finished', { run: firstRun.run, generation: (await roomState()).generation, step: 4, reason: 'stopped' });
+  await waitForState('done');
   const [newest] = await list();
   assert.ok(newest);
   const res = await fetch(`${server.url}/api/rooms/${ROOM}/start`, {
@@ -128,8 +156,8 @@ test('a checkpoint resumes only on the data and classes it trained: naming it fo
   const digits = await start({ classes: ['cat', 'sun'] });
   const digitsBody = (await digits.json()) as { error: { code: string; field: string } };
   assert.deepEqual([digits.status, digitsBody.error.code, digitsBody.error.field], [400, 'ERR_BAD_REQUEST', 'classes']);
-  const room = (await (await fetch(`${server.url}/api/rooms/${ROOM}`, AS_TEACHER)).json()) as { state: string };
-  assert.equal(room.state, 'idle');
+  // Still the first run's end: none of the refused starts started anything.
+  assert.equal((await roomState()).state, 'done');
 });
 
 test('starting resumes from the latest checkpoint of the same model, and restore is exact', async () => {
@@ -168,14 +196,9 @@ test('a ring that cannot heal makes the room resume from the latest checkpoint b
   };
   const a = await join2('a');
   const b = await join2('b');
-  const saved = await uploadCheckpoint(server.url, a.token, await capture(trainer, room));
-  const first = nextEvent(a.socket, 'train:start');
-  await fetch(`${server.url}/api/rooms/${room}/start`, {
-    method: 'POST',
-    headers: { authorization: `Bearer ${TEST_TOKEN}`, 'content-type': 'application/json' },
-    body: JSON.stringify({ model: 'mlp', optimizer: 'adam', batchSizePerWorker: 8, resumeFrom: 'none' }),
-  });
+  const first = startRun(room, a.socket);
   assert.equal((await first).resume, null);
+  const saved = await uploadCheckpoint(server.url, a.token, await capture(trainer, room));
   const stop = nextEvent(a.socket, 'train:stop');
   const resumed = nextEvent(a.socket, 'train:start');
   b.socket.emit('worker:finished', { run: (await first).run, generation: (await first).generation, step: 0, reason: 'failed', code: 'ERR_TIMEOUT' });

@@ -12,7 +12,7 @@ import os from 'node:os';
 import path from 'node:path';
 import type { RunningServer } from '../../signaling-server/server';
 import type { AckResult, EvictRequest, JoinAccepted, RoomStatus, TrainStart } from '../../shared/protocol';
-import { AS_TEACHER, connectClient, join, nextEvent, startTestServer, TEST_TOKEN, type TestSocket } from '../support/server';
+import { AS_TEACHER, connectClient, hubKeyOf, join, nextEvent, startTestServer, TEST_TOKEN, type TestSocket } from '../support/server';
 
 let server: RunningServer;
 const sockets: TestSocket[] = [];
@@ -38,7 +38,7 @@ async function status(room: string): Promise<RoomStatus> {
 }
 
 function joinHub(socket: TestSocket, room: string, name = 'hub'): Promise<AckResult<JoinAccepted>> {
-  return new Promise((resolve) => socket.emit('room:join', { room, name, kind: 'hub', backend: 'cpu' }, resolve));
+  return new Promise((resolve) => socket.emit('room:join', { room, name, kind: 'hub', backend: 'cpu', hubKey: hubKeyOf(room) }, resolve));
 }
 
 function evict(socket: TestSocket, request: EvictRequest): Promise<AckResult<{ evicted: string[] }>> {
@@ -200,7 +200,7 @@ test('the hub leaving mid-run is a new generation without it; the run goes on', 
   assert.deepEqual([(await status(room)).state, (await status(room)).hub], ['training', null]);
 });
 
-test('ring:evict with a hub: the hub may name any ring member; a ring member may name the hub, which goes while the run goes on', async () => {
+test('ring:evict with a hub: the hub may name any ring member; a ring member naming the hub is recorded and the hub stays; the teacher removes it', async () => {
   const room = 'hubevict';
   const { students, ids, hub, hubId } = await classWithHub(room, ['ada', 'bob', 'cy', 'dee']);
   const [ada, , , dee] = students as [TestSocket, TestSocket, TestSocket, TestSocket];
@@ -216,17 +216,28 @@ test('ring:evict with a hub: the hub may name any ring member; a ring member may
   let s = await status(room);
   assert.deepEqual(s.dropped.map((d) => [d.name, d.reason, d.reportedBy]), [['cy', 'evicted', 'hub']]);
 
-  // dee names the hub: it is told, and a generation without it follows; the run goes on.
+  // dee names the hub: one student's word is recorded and answered, and the teacher's hub stays.
+  const hubNotTold = nextEvent(hub, 'member:dropped', () => true, 500).then(
+    () => 'told',
+    () => 'not told',
+  );
+  assert.deepEqual(await evict(dee, { ...base, generation: g.generation, member: hubId, reason: 'length' }), { ok: true, evicted: [] });
+  assert.equal(await hubNotTold, 'not told');
+  s = await status(room);
+  assert.deepEqual([s.state, s.hub?.id, s.generation, s.events.at(-1)?.kind, s.events.at(-1)?.members], ['training', hubId, g.generation, 'hub-accused', ['dee']]);
+  assert.deepEqual(s.hubAccess, { barred: null, accusers: ['dee'], accusersNeeded: 2 });
+  assert.deepEqual(s.dropped.map((d) => [d.name, d.reason, d.misbehaviour, d.reportedBy]), [['cy', 'evicted', 'non-finite', 'hub']]);
+
+  // The teacher removes it: a generation without it follows; the run goes on.
   const hubTold = nextEvent(hub, 'member:dropped');
   const hubGone = nextEvent(ada, 'ring:generation', (x) => x.hub === null);
-  assert.deepEqual(await evict(dee, { ...base, generation: g.generation, member: hubId, reason: 'length' }), { ok: true, evicted: [hubId] });
-  const notice = await hubTold;
-  assert.ok(notice.reason === 'evicted' && notice.misbehaviour === 'length');
+  const removed = await fetch(`${server.url}/api/rooms/${room}/hub`, { method: 'DELETE', headers: { authorization: `Bearer ${TEST_TOKEN}` } });
+  assert.equal(removed.status, 200);
+  assert.equal((await hubTold).reason, 'removed');
   const without = await hubGone;
   assert.deepEqual(without.members.map((m) => m.name), ['ada', 'bob', 'dee']);
   s = await status(room);
-  assert.deepEqual([s.state, s.hub, s.events.at(-1)?.kind], ['training', null, 'hub-left']);
-  assert.deepEqual(s.dropped.map((d) => [d.name, d.reason, d.misbehaviour, d.reportedBy]), [['cy', 'evicted', 'non-finite', 'hub'], ['hub', 'evicted', 'length', 'dee']]);
+  assert.deepEqual([s.state, s.hub, s.events.at(-1)?.kind, s.hubAccess.barred?.by], ['training', null, 'hub-removed', 'teacher']);
 
   // Without a hub in the generation, naming it is refused and mutes the reporter.
   const refused = await evict(ada, { ...base, generation: without.generation, member: hubId });

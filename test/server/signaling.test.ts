@@ -3,6 +3,7 @@ import assert from 'node:assert/strict';
 import type { RunningServer } from '../../signaling-server/server';
 import type { AckResult, RoomStatus } from '../../shared/protocol';
 import { AS_TEACHER, connectClient, join, nextEvent, startTestServer, TEST_TOKEN, type TestSocket } from '../support/server';
+import { REFORM_AFTER_MS } from '../../shared/training/generation-tracker';
 
 let server: RunningServer;
 const sockets: TestSocket[] = [];
@@ -344,6 +345,8 @@ test('a member leaving mid-run re-forms the ring and the run goes on; the chief 
   assert.equal(stopped, false, 'nobody was told to stop');
 
   // A broken link with everyone present: a member asks for a re-form; repeated asks for the same generation count once.
+  // Honest workers ask only after trying the generation for REFORM_AFTER_MS; so does this test.
+  await new Promise((r) => setTimeout(r, REFORM_AFTER_MS));
   const again = nextEvent(c, 'ring:generation');
   b.emit('ring:reform', { generation: g.generation, reason: 'link closed' });
   c.emit('ring:reform', { generation: g.generation, reason: 'link closed' });
@@ -372,6 +375,11 @@ test('only the chief drops a straggler; the straggler is told why and may join a
   await post('/api/rooms/slow/start', {});
   const { run, generation } = await start;
   const drop = { run, generation, member: jc.memberId, step: 12, computeMs: 3100, deadlineMs: 1000 };
+  // The class trained to step 12, c slowly (its own report carries the compute time the chief saw): the server checks drops against these.
+  for (const [s, computeMs] of [[a, 400], [b, 420], [c, 3100]] as const) {
+    s.emit('worker:progress', { run, generation, step: 12, epoch: 0, loss: 1, trainAccuracy: 0.5, examplesPerSec: 1, weightsHash: '0123456789abcdef', ...EXTRA, computeMs });
+  }
+  await new Promise((r) => setTimeout(r, 100));
   const refused = nextEvent(b, 'server:error');
   b.emit('ring:drop', drop);
   assert.equal((await refused).code, 'ERR_NOT_CHIEF');
@@ -404,6 +412,9 @@ test("each member's own examples per class show in the room API, counts only; a 
   const [a, b] = [await client(), await client()];
   await join(a, 'collecting', 'ana');
   await join(b, 'collecting', 'ben');
+  // Counts are taken only for the classes the room collects for (small-defects.test.ts shows the refusals).
+  const opened = await fetch(`${server.url}/api/rooms/collecting/collect`, { method: 'PUT', headers: { 'content-type': 'application/json', authorization: `Bearer ${TEST_TOKEN}` }, body: JSON.stringify({ classes: ['cat', 'house', 'sun'] }) });
+  assert.equal(opened.status, 200);
   a.emit('worker:own-examples', { counts: { cat: 12, sun: 3 } });
   b.emit('worker:own-examples', { counts: { cat: 0, house: 7 } });
   // A later report replaces the earlier one (a deletion lowers a count).

@@ -5,7 +5,7 @@ import { io as connect, type Socket } from 'socket.io-client';
 import { startServer, type RunningServer } from '../../signaling-server/server';
 import { createLogger, type Logger } from '../../signaling-server/logger';
 import type { RateLimitOptions, RateLimits } from '../../signaling-server/edge/rate-limits';
-import { joinCodeFor } from '../../signaling-server/edge/join-codes';
+import { hubKeyFor, joinCodeFor } from '../../signaling-server/edge/join-codes';
 import type { IceOptions } from '../../signaling-server/turn';
 import type { AckResult, ClientToServerEvents, JoinAccepted, JoinRequest, ServerToClientEvents, SocketAuth } from '../../shared/protocol';
 
@@ -19,6 +19,9 @@ export const LOBBY_ROOM = 'lobby';
 
 /** The join code of `room` on every test server. */
 export const codeFor = (room: string): string => joinCodeFor(TEST_JOIN_SECRET, room);
+
+/** The hub key of `room` on every test server: what the teacher's server hands its hub. */
+export const hubKeyOf = (room: string): string => hubKeyFor(TEST_JOIN_SECRET, room);
 
 export async function startTestServer(
   overrides: { pingIntervalMs?: number; pingTimeoutMs?: number; rateLimits?: Partial<RateLimitOptions>; rateLimiter?: RateLimits; dataDir?: string; redisUrl?: string; reconnectGraceMs?: number; trustProxy?: string; ice?: IceOptions; log?: Logger } = {},

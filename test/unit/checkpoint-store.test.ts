@@ -4,7 +4,7 @@ import * as realFs from 'node:fs/promises';
 import { mkdtempSync, existsSync, readdirSync, mkdirSync, writeFileSync, utimesSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { CheckpointStore, type CheckpointUpload, type StoreFs } from '../../signaling-server/checkpoint-store';
+import { CheckpointStore, type CheckpointAdmission, type CheckpointUpload, type StoreFs } from '../../signaling-server/checkpoint-store';
 import { WebringError } from '../../shared/protocol/errors';
 import { asUpload, capture, trainedReplica } from '../support/checkpoint-fixture';
 import type { CapturedCheckpoint } from '../../shared/checkpoints/checkpoint-io';
@@ -31,7 +31,8 @@ test('a checkpoint is written as one folder of five files and listed newest firs
   assert.ok(list[0]!.bytes > checkpoint.weights.byteLength);
   const found = await store.resolve(ROOM, 'latest');
   assert.equal(found?.id, second.id);
-  assert.deepEqual(readdirSync(found!.dir).sort(), ['metadata.json', 'model.json', 'model.weights.bin', 'optimizer.bin', 'optimizer.json']);
+  // The five files of the upload, and the server's verdict on it (never served).
+  assert.deepEqual(readdirSync(found!.dir).sort(), ['metadata.json', 'model.json', 'model.weights.bin', 'optimizer.bin', 'optimizer.json', 'trust.json']);
 });
 
 test('a crash between the temp write and the rename leaves the previous checkpoint valid', async () => {
@@ -86,6 +87,29 @@ test('maxToKeep is enforced, deleting the oldest', async () => {
   await store.write(ROOM, atStep(60), 'chief', 1);
   assert.deepEqual((await store.list(ROOM)).map((c) => c.step), [60]);
   assert.equal(readdirSync(store.roomDir(ROOM)).length, 1);
+});
+
+test('pruning and latest rank vouched checkpoints first: a forged one never deletes an honest one, nor is the one just written deleted', async () => {
+  const store = new CheckpointStore(tempDir());
+  const vouched: CheckpointAdmission = async () => ({ writerName: 'Ada', trust: { state: 'vouched', by: 'student' } });
+  const unvouched: CheckpointAdmission = async () => ({ writerName: 'Ada', trust: { state: 'unvouched', by: null } });
+  const honest = await store.write(ROOM, atStep(10), 'chief', 1, vouched);
+  // A higher step nobody vouched for: kept beside the honest one, which stays latest.
+  const forged = await store.write(ROOM, atStep(9_000_000_000), 'chief', 1, unvouched);
+  assert.deepEqual((await store.list(ROOM)).map((c) => c.id), [honest.id, forged.id]);
+  assert.equal((await store.resolve(ROOM, 'latest'))?.id, honest.id);
+  // The next vouched one prunes both older ones; a later vouch (setTrust) promotes a waiting one.
+  const next = await store.write(ROOM, atStep(20), 'chief', 1, vouched);
+  assert.deepEqual((await store.list(ROOM)).map((c) => c.id), [next.id]);
+  const waiting = await store.write(ROOM, atStep(30), 'chief', 1, unvouched);
+  assert.equal((await store.resolve(ROOM, 'latest'))?.id, next.id);
+  assert.equal(await store.setTrust(ROOM, waiting.id, { state: 'vouched', by: 'student' }), true);
+  assert.equal((await store.resolve(ROOM, 'latest'))?.id, waiting.id);
+  assert.deepEqual((await store.list(ROOM))[0]!.trust, { state: 'vouched', by: 'student' });
+  // A deleted checkpoint's late vouch is no error, and changes nothing.
+  assert.equal(await store.remove(ROOM, waiting.id), true);
+  assert.equal(await store.setTrust(ROOM, waiting.id, { state: 'vouched', by: 'student' }), false);
+  assert.deepEqual((await store.list(ROOM)).map((c) => c.id), [next.id]);
 });
 
 test('room names and checkpoint ids cannot reach outside DATA_DIR', async () => {

@@ -227,10 +227,13 @@ test('the fetcher: a server that cannot answer is retried with backoff and the w
     baseUrl: 'http://server',
     room: 'class',
     dataset: 'mnist-60k',
-    joinCode: 'ABC-DEF',
+    memberToken: () => 'a1'.repeat(24),
     onWait: (why) => waits.push(why),
     fetch: async (url, init) => {
-      urls.push(`${String(url)} ${(init?.headers as Record<string, string>)['X-Join-Code']}`);
+      const headers = init?.headers as Record<string, string>;
+      // A worker reads as a member: a lockout of its address for wrong join codes never touches it.
+      assert.deepEqual(Object.keys(headers), ['Authorization'], 'no join code travels with a member\'s read');
+      urls.push(`${String(url)} ${headers.Authorization}`);
       return answers.shift()!();
     },
   });
@@ -238,7 +241,7 @@ test('the fetcher: a server that cannot answer is retried with backoff and the w
   assert.deepEqual([...got.labels], [9, 9]);
   assert.equal(got.pixels.length, 2 * MNIST_PIXELS);
   assert.equal(urls.length, 4);
-  assert.equal(urls[0], 'http://server/api/rooms/class/data/mnist-60k/train?ranges=4-5 ABC-DEF');
+  assert.equal(urls[0], `http://server/api/rooms/class/data/mnist-60k/train?ranges=4-5 Bearer ${'a1'.repeat(24)}`);
   assert.equal(waits.length, 4, JSON.stringify(waits));
   assert.match(waits[0]!, /waiting for the data service \(HTTP 429: too many requests\); trying again in 0\.3 s/);
   assert.match(waits[1]!, /fetch failed.*trying again in 0\.5 s/);
@@ -250,17 +253,38 @@ test('the fetcher: a server that cannot answer is retried with backoff and the w
     baseUrl: '',
     room: 'class',
     dataset: 'mnist-60k',
-    joinCode: 'WRONG',
-    fetch: async () => new Response(JSON.stringify({ ok: false, error: { code: 'ERR_BAD_JOIN_CODE', message: 'that join code does not open room class' } }), { status: 403 }),
+    memberToken: () => 'b2'.repeat(24),
+    fetch: async () => new Response(JSON.stringify({ ok: false, error: { code: 'ERR_UNAUTHORIZED', message: 'reading room class needs a member token' } }), { status: 401 }),
   });
-  await assert.rejects(refusing('test', Uint32Array.of(1), 1), (err: unknown) => err instanceof WebringError && err.code === 'ERR_BAD_JOIN_CODE');
+  await assert.rejects(refusing('test', Uint32Array.of(1), 1), (err: unknown) => err instanceof WebringError && err.code === 'ERR_UNAUTHORIZED');
+
+  // A fresh join after a drop replaces the token while a request is out: the 401 for the old one is asked again with the new one.
+  let token = 'c3'.repeat(24);
+  const sent: string[] = [];
+  const rejoined = httpExampleFetcher({
+    baseUrl: '',
+    room: 'class',
+    dataset: 'mnist-60k',
+    memberToken: () => token,
+    fetch: async (_url, init) => {
+      const used = (init?.headers as Record<string, string>).Authorization!;
+      sent.push(used);
+      if (used.endsWith('c3'.repeat(24))) {
+        token = 'd4'.repeat(24);
+        return new Response(JSON.stringify({ ok: false, error: { code: 'ERR_UNAUTHORIZED', message: 'not a member' } }), { status: 401 });
+      }
+      return new Response(new Uint8Array(EXAMPLE_BYTES), { status: 200 });
+    },
+  });
+  assert.equal((await rejoined('train', Uint32Array.of(3), 1)).labels.length, 1);
+  assert.deepEqual(sent, [`Bearer ${'c3'.repeat(24)}`, `Bearer ${'d4'.repeat(24)}`]);
 
   const ended = new AbortController();
   const down = httpExampleFetcher({
     baseUrl: '',
     room: 'class',
     dataset: 'mnist-60k',
-    joinCode: 'ABC-DEF',
+    memberToken: () => 'a1'.repeat(24),
     signal: ended.signal,
     fetch: async () => new Response('bad gateway', { status: 502 }),
   });

@@ -30,7 +30,7 @@ test('--hub or HUB=1/true turns the hub on; HUB=0/false/unset leaves it off; any
   assert.equal(codeOf(() => hubRequested(['extra'], {})), 'ERR_HUB_CONFIG');
 });
 
-test('the hub dials the plain-http listener on this machine, with the join code in its environment, never its arguments', () => {
+test('the hub dials the plain-http listener on this machine, with the join code and hub key in its environment, never its arguments', () => {
   assert.equal(hubServerUrl(undefined, 8080), 'http://127.0.0.1:8080');
   assert.equal(hubServerUrl('0.0.0.0', 8080), 'http://127.0.0.1:8080');
   assert.equal(hubServerUrl('::', 8080), 'http://[::1]:8080');
@@ -38,9 +38,12 @@ test('the hub dials the plain-http listener on this machine, with the join code 
   assert.equal(hubServerUrl('fd00::5', 8080), 'http://[fd00::5]:8080');
   const args = hubArguments('http://127.0.0.1:8080', 'class');
   assert.deepEqual(args, ['--import', 'tsx', 'node-worker/hub.ts', '--url', 'http://127.0.0.1:8080', '--room', 'class', '--name', 'hub']);
-  const env = hubEnvironment({ PATH: '/bin', JOIN_SECRET: 's', TEACHER_TOKEN: 't', TURN_SECRET: 'u' }, 'K7M-Q2P');
-  assert.deepEqual(env, { PATH: '/bin', JOIN_CODE: 'K7M-Q2P', WEBRING_HUB_EXIT_WITH_STDIN: '1' });
+  const hubKey = 'ab'.repeat(32);
+  // A HUB_KEY the server itself was started with is no key of this room's: the server's own replaces it.
+  const env = hubEnvironment({ PATH: '/bin', JOIN_SECRET: 's', TEACHER_TOKEN: 't', TURN_SECRET: 'u', HUB_KEY: 'stale' }, 'K7M-Q2P', hubKey);
+  assert.deepEqual(env, { PATH: '/bin', JOIN_CODE: 'K7M-Q2P', HUB_KEY: hubKey, WEBRING_HUB_EXIT_WITH_STDIN: '1' });
   assert.ok(!args.includes('K7M-Q2P'));
+  assert.ok(!args.some((a) => a.includes(hubKey)), 'the hub key never appears in the process list');
 });
 
 /** Supervises `script` (run by this Node) with short delays; what it logged and printed. */
