@@ -1,7 +1,7 @@
 /**
  * The teacher's say over the room's hub: remove it (and refuse hub joins until the teacher
- * allows one again), or allow one again. The room keeps the rule (Room.removeHubAsTeacher,
- * Room.allowHub, Room.hubBarred); this file tells the sockets. The HTTP routes are in
+ * allows one again), or allow one again. The room keeps the rule (hub-role.ts, applied by
+ * Room.removeHubAsTeacher, Room.allowHub, Room.hubBarred); this file tells the sockets. The HTTP routes are in
  * edge/http-api.ts.
  */
 import type { Room } from './room';

@@ -101,7 +101,7 @@ export class Membership {
     return this.s.hub;
   }
 
-  /** The recorded removal of the hub, expired or not (Room decides whether it still holds). */
+  /** The recorded removal of the hub, expired or not (hub-role.ts decides whether it still holds). */
   get hubBar(): HubBar | null {
     return this.s.hubBar ?? null;
   }

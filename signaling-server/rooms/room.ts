@@ -1,13 +1,16 @@
 /**
- * The folder signaling-server/rooms/ owns the classroom as shared state: who is in it and
- * in which generation (membership.ts), the training run (run-state.ts), the ring:evict trust
- * rule (accusations.ts), how a room is written down for Redis and room.json (room-codec.ts),
- * where rooms live (room-store.ts, redis-room-store.ts, and persisting-room-store.ts over
- * room-persistence.ts), starting runs and admissions (runs.ts), dropping members who did not
- * come back (reconnect-sweep.ts), several nodes sharing rooms (cluster.ts), and the clock and
- * timers rooms run on (wall-clock.ts, timers.ts). It may import shared/, the server's
- * context and logger, and handlers/rooms.ts's broadcast of a membership change; never edge/
- * (HTTP, the handshake and rate limits use rooms, not the other way round).
+ * The folder signaling-server/rooms/ owns the classroom as shared state: who is in it and in
+ * which generation (membership.ts), the training run (run-state.ts), the ring:evict trust
+ * rule (accusations.ts), the hub's role and its bar (hub-role.ts) and the teacher's say over
+ * it (hub-access.ts), the seats one client address may hold (seats.ts), the checks on a
+ * chief's drop (drop-check.ts) and on its checkpoints (checkpoint-guard.ts), how a room is
+ * written down for Redis and room.json (room-codec.ts), where rooms live (room-store.ts,
+ * redis-room-store.ts, and persisting-room-store.ts over room-persistence.ts), starting runs
+ * and admissions (runs.ts), dropping members who did not come back (reconnect-sweep.ts),
+ * several nodes sharing rooms (cluster.ts), and the clock and timers rooms run on
+ * (wall-clock.ts, timers.ts). It may import shared/, the server's context and logger, and
+ * handlers/rooms.ts's broadcast of a membership change; never edge/ (HTTP, the handshake and
+ * rate limits use rooms, not the other way round).
  *
  * This file: one classroom, the facade the handlers use. Pure state, no sockets and no
  * timers: the handlers translate events into these calls and broadcast what they return,
@@ -44,10 +47,11 @@ import { Membership, type Member, type MembershipState, type NewMember } from '.
 import { RunState, type RunRecord } from './run-state';
 import type { TrustChange } from './checkpoint-guard';
 import type { CheckpointTrust } from '../../shared/checkpoints/checkpoint';
-import { Accusations, hubAccusersNeeded, type AccusationRecord } from './accusations';
+import { Accusations, type AccusationRecord } from './accusations';
+import { HubRole } from './hub-role';
+import { checkDrop } from './drop-check';
 import { trainingSetBytes } from '../../shared/data/data-service';
 import { REFORM_AFTER_MS } from '../../shared/training/generation-tracker';
-import { DEFAULT_STRAGGLER_POLICY } from '../../shared/training/straggler';
 
 export type { NewMember } from './membership';
 
@@ -63,13 +67,6 @@ const ROOM_EVENTS_SHOWN = 50;
  * 1.8 s, a write and a log line each.
  */
 export const REFORM_MIN_GENERATION_AGE_MS = REFORM_AFTER_MS - 1_000;
-/**
- * How far past the other members' reported step a chief's drop may be. The chief drops after
- * its step's report; the others' reports of the step before have reached the server by
- * then (they sent them before taking part in this step's all-reduce), so one step would do;
- * the second absorbs a report still in flight between signaling nodes.
- */
-const DROP_STEPS_AHEAD = 2;
 
 /** A room's parts as plain data, but the loss history: what the codec stores and builds a Room from. */
 export interface RoomParts {
@@ -113,6 +110,7 @@ export class Room {
   private readonly members: Membership;
   private readonly runState: RunState;
   private readonly accusations: Accusations;
+  private readonly hubRole: HubRole;
   private readonly events: RoomEvent[];
   private collectSetting: CollectSetting | null;
 
@@ -126,6 +124,7 @@ export class Room {
     this.members = new Membership(name, parts?.membership);
     this.runState = new RunState(name, parts?.run, history);
     this.accusations = new Accusations(parts?.accusations);
+    this.hubRole = new HubRole(this.members, this.runState, this.accusations);
     this.events = parts?.events ?? [];
     this.collectSetting = parts?.collect ?? null;
   }
@@ -261,15 +260,9 @@ export class Room {
    */
   join(member: NewMember): { index: number; change: MembershipChange; awaitingAdmission: boolean } {
     if (member.kind === 'hub') {
-      const bar = this.hubBarred();
-      if (bar) {
-        const until = bar.by === 'teacher' ? 'until the teacher lets a hub in again' : 'until this run ends';
-        throw new WebringError('ERR_HUB_REMOVED', `the ${bar.by} removed room ${this.name}'s hub (${bar.detail}); no hub joins ${until}`);
-      }
+      this.hubRole.refuseWhileBarred(this.name);
       const hub = this.members.addHub(member);
-      // A server bar that ended with its run, and what was said of an earlier hub, are history.
-      this.members.hubBar = null;
-      this.accusations.newHub();
+      this.hubRole.hubJoined();
       const change = { generation: this.bumpGeneration(), trainingAborted: false };
       this.log('hub-joined', [hub.name], '');
       return { index: hub.index, change, awaitingAdmission: false };
@@ -313,14 +306,17 @@ export class Room {
     return this.afterRemoval();
   }
 
-  /** The chief drops a straggler; it may join again. Refused from anyone but the chief. */
+  /**
+   * The chief drops a straggler; it may join again. Refused from anyone but the chief, and
+   * where the members' own reports contradict it (drop-check.ts).
+   */
   drop(reporterId: string, request: DropRequest): MembershipChange {
     const reporter = this.requireMemberOfRun(reporterId, request.run);
     if (this.members.chief !== reporter) throw new WebringError('ERR_NOT_CHIEF', 'only the chief drops stragglers');
     this.requireCurrentGeneration('drop', request.generation);
     const accused = this.members.findInRing(request.member);
     if (!accused) throw new WebringError('ERR_NOT_IN_ROOM', `member ${request.member} is not in the ring`);
-    this.checkDrop(reporter, accused, request);
+    checkDrop(reporter, accused, this.members.ring, this.runState.record.dropped, request);
     const gone = this.members.removeFromRing(request.member)!;
     const m = gone.member;
     this.runState.recordDropped({
@@ -338,43 +334,6 @@ export class Room {
     });
     this.log('dropped', [m.name], `straggler: ${Math.round(request.computeMs)} ms per step against a ${Math.round(request.deadlineMs)} ms deadline`);
     return this.afterRemoval();
-  }
-
-  /**
-   * What the server can check of a chief's drop against what it saw; what it cannot check
-   * (a plausible compute time the accused never reported) stays the chief's word. Refused
-   * drops change nothing:
-   * - the chief cannot drop itself, and the numbers must be a miss the straggler detector
-   *   can report: a deadline at or above its floor, and a compute time past it
-   *   (ERR_BAD_ACCUSATION);
-   * - the step must be one the other ring members have reached, give or take
-   *   DROP_STEPS_AHEAD (their own progress reports, not the chief's: ERR_BAD_ACCUSATION);
-   * - one drop per step in a run (ERR_RATE_LIMITED): an honest chief drops one straggler
-   *   per generation, and a new generation takes at least a step;
-   * - the accused's own reports must not contradict it: a report of one of the steps it is
-   *   said to have missed with a compute time under the floor, or of the step itself
-   *   within the deadline (ERR_BAD_ACCUSATION). Every rank learns every rank's compute time
-   *   from the same all-reduce, so an honest straggler's report carries the very number
-   *   the chief saw.
-   */
-  private checkDrop(reporter: Member, accused: Member, request: DropRequest): void {
-    const { step, computeMs, deadlineMs } = request;
-    if (accused === reporter) throw new WebringError('ERR_BAD_ACCUSATION', 'the chief does not drop itself');
-    const floorMs = DEFAULT_STRAGGLER_POLICY.floorMs;
-    if (deadlineMs < floorMs || computeMs <= deadlineMs) {
-      throw new WebringError('ERR_BAD_ACCUSATION', `a straggler takes longer than a deadline of at least ${floorMs} ms; ${Math.round(computeMs)} ms against ${Math.round(deadlineMs)} ms is no miss`);
-    }
-    const others = this.members.ring.filter((m) => m !== reporter);
-    const classStep = Math.max(...others.map((m) => m.step));
-    if (step > classStep + DROP_STEPS_AHEAD) {
-      throw new WebringError('ERR_BAD_ACCUSATION', `drop at step ${step}; the other ring members have reported step ${classStep} at most`);
-    }
-    const lastDrop = this.runState.record.dropped.filter((d) => d.reason === 'straggler').reduce((top, d) => Math.max(top, d.step), -1);
-    if (step <= lastDrop) throw new WebringError('ERR_RATE_LIMITED', `a straggler was already dropped at step ${lastDrop} of this run; one drop per step`);
-    const missed = accused.step <= step && accused.step > step - DEFAULT_STRAGGLER_POLICY.strikes;
-    if ((missed && accused.computeMs > 0 && accused.computeMs <= floorMs) || (accused.step === step && accused.computeMs <= deadlineMs)) {
-      throw new WebringError('ERR_BAD_ACCUSATION', `${accused.name} reported ${Math.round(accused.computeMs)} ms at step ${accused.step}: no miss of the ${Math.round(deadlineMs)} ms deadline`);
-    }
   }
 
   /**
@@ -419,18 +378,16 @@ export class Room {
   /**
    * A ring member names the hub. The hub is the teacher's, so one student's word does not
    * remove it: the accusation is logged and shown, the reporter is answered, and nobody
-   * goes, until a majority of the ring has accused this hub in this run (accusations.ts).
+   * goes, until a majority of the ring has accused this hub in this run (hub-role.ts).
    */
   private accuseHub(reporter: Member, request: EvictRequest): Eviction {
     const hub = this.members.hub!;
     const ring = this.members.ring;
-    const accusers = this.accusations.hubAccusersAmong(ring.map((m) => m.id));
-    const needed = hubAccusersNeeded(ring.length);
+    const { accusers, needed, majority } = this.hubRole.accusationsOf(ring, hub);
     const said = `${reporter.name} says the hub sent ${request.reason} ring data at step ${request.step}`;
     this.log('hub-accused', [reporter.name], `${said}; ${accusers.length} of the ${needed} ring members it takes to remove the hub have accused it in this run`);
-    if (accusers.length < needed) return { change: NO_CHANGE, evicted: [], refused: null };
-    const names = accusers.map((id) => ring.find((m) => m.id === id)!.name);
-    return this.evictHub(hub, request.step, request.reason, names.join(', '), `${accusers.length} of ${ring.length} ring members accused the hub in this run, a majority`);
+    if (!majority) return { change: NO_CHANGE, evicted: [], refused: null };
+    return this.evictHub(hub, request.step, request.reason, accusers.join(', '), `${accusers.length} of ${ring.length} ring members accused the hub in this run, a majority`);
   }
 
   /**
@@ -440,21 +397,18 @@ export class Room {
    */
   private evictHub(hub: Member, step: number, misbehaviour: Misbehaviour | 'accusations', reportedBy: string | null, detail: string): Eviction {
     this.recordEvicted(hub, step, misbehaviour, reportedBy, detail);
-    this.members.hubBar = { by: 'server', run: this.runNumber, at: this.clock.now(), detail };
+    this.hubRole.barByServer(this.clock.now(), detail);
     const change = this.removeHub(hub.id, `evicted: ${detail}`, 'hub-removed');
     const notice: Extract<MemberDropped, { reason: 'evicted' }> = { reason: 'evicted', step, misbehaviour, detail };
     return { change, evicted: [{ id: hub.id, socketId: hub.socketId, notice }], refused: null };
   }
 
   /**
-   * Why hub joins are refused now, or null. The teacher's removal holds until the teacher
-   * allows a hub again (allowHub); the server's, until the run it was made in ends.
+   * Why hub joins are refused now, or null (hub-role.ts). The teacher's removal holds until
+   * the teacher allows a hub again (allowHub); the server's, until the run it was made in ends.
    */
   hubBarred(): HubBar | null {
-    const bar = this.members.hubBar;
-    if (!bar) return null;
-    if (bar.by === 'teacher') return bar;
-    return this.isTraining && bar.run === this.runNumber ? bar : null;
+    return this.hubRole.barred();
   }
 
   /**
@@ -464,7 +418,7 @@ export class Room {
    */
   removeHubAsTeacher(): { change: MembershipChange; removed: { id: string; socketId: string | null; notice: Extract<MemberDropped, { reason: 'removed' }> } | null } {
     const detail = 'removed by the teacher; the class trains without a hub until the teacher lets one in again';
-    this.members.hubBar = { by: 'teacher', run: this.runNumber, at: this.clock.now(), detail: 'removed by the teacher' };
+    this.hubRole.barByTeacher(this.clock.now());
     const hub = this.members.hub;
     if (!hub) {
       this.log('hub-removed', [], detail);
@@ -476,8 +430,7 @@ export class Room {
 
   /** The teacher lets a hub join again (POST /api/rooms/:room/hub/allow); whether hub joins were refused. */
   allowHub(): boolean {
-    const barred = this.hubBarred() !== null;
-    this.members.hubBar = null;
+    const barred = this.hubRole.allow();
     if (barred) this.log('hub-allowed', [], 'the teacher lets a hub join again');
     return barred;
   }
@@ -680,9 +633,8 @@ export class Room {
   }
 
   private hubAccess(): RoomStatus['hubAccess'] {
-    const ring = this.members.ring;
-    const accusers = this.members.hub ? this.accusations.hubAccusersAmong(ring.map((m) => m.id)) : [];
-    return { barred: this.hubBarred(), accusers: accusers.map((id) => ring.find((m) => m.id === id)!.name), accusersNeeded: hubAccusersNeeded(ring.length) };
+    const { accusers, needed } = this.hubRole.accusationsOf(this.members.ring, this.members.hub);
+    return { barred: this.hubBarred(), accusers, accusersNeeded: needed };
   }
 
   metrics(): RoomMetrics {

@@ -4,26 +4,17 @@
  * is refused with a code and changes nothing. The evicted member is told why and is named
  * in the room API.
  */
-import { test, before, after } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import type { RunningServer } from '../../signaling-server/server';
 import type { AckResult, EvictRequest, RoomStatus } from '../../shared/protocol';
 import { sendersOf } from '../../shared/collectives/topology';
-import { AS_TEACHER, connectClient, join, nextEvent, startTestServer, TEST_TOKEN, type TestSocket } from '../support/server';
+import { AS_TEACHER, join, nextEvent, TEST_TOKEN, useTestServer, type TestSocket } from '../support/server';
 
-let server: RunningServer;
-const sockets: TestSocket[] = [];
-
-before(async () => {
-  server = await startTestServer();
-});
-after(async () => {
-  for (const s of sockets) s.disconnect();
-  await server.close();
-});
+const testServer = useTestServer();
+const { client } = testServer;
 
 async function status(room: string): Promise<RoomStatus> {
-  return (await (await fetch(`${server.url}/api/rooms/${room}`, AS_TEACHER)).json()) as RoomStatus;
+  return (await (await fetch(`${testServer.server.url}/api/rooms/${room}`, AS_TEACHER)).json()) as RoomStatus;
 }
 
 function evict(socket: TestSocket, request: EvictRequest | Record<string, unknown>): Promise<AckResult<{ evicted: string[] }>> {
@@ -45,8 +36,7 @@ test('only a reporter\'s own sender is evicted on its word, once per run; the ev
   const socks: TestSocket[] = [];
   const ids: string[] = [];
   for (const name of names) {
-    const s = await connectClient(server);
-    sockets.push(s);
+    const s = await client();
     socks.push(s);
     const j = await join(s, room, name);
     assert.ok(j.ok);
@@ -54,7 +44,7 @@ test('only a reporter\'s own sender is evicted on its word, once per run; the ev
   }
   const [ada, bob, cy, dee] = socks as [TestSocket, TestSocket, TestSocket, TestSocket, TestSocket];
   const started = nextEvent(ada, 'train:start');
-  const res = await fetch(`${server.url}/api/rooms/${room}/start`, {
+  const res = await fetch(`${testServer.server.url}/api/rooms/${room}/start`, {
     method: 'POST',
     headers: { 'content-type': 'application/json', authorization: `Bearer ${TEST_TOKEN}` },
     body: JSON.stringify({ maxSteps: 100, resumeFrom: 'none' }),
@@ -79,8 +69,7 @@ test('only a reporter\'s own sender is evicted on its word, once per run; the ev
   assert.equal(refusedWith(await evict(bob, { ...base, member: ids[0]!, reason: 'bogus' })), 'ERR_BAD_REQUEST');
   assert.equal(refusedWith(await evict(bob, { ...base, member: ids[0]!, generation: generation - 1 })), 'ERR_STALE_GENERATION');
   assert.equal(refusedWith(await evict(bob, { ...base, member: ids[0]!, run: run + 1 })), 'ERR_STALE_RUN');
-  const outsider = await connectClient(server);
-  sockets.push(outsider);
+  const outsider = await client();
   assert.equal(refusedWith(await evict(outsider, { ...base, member: ids[0]! })), 'ERR_NOT_IN_ROOM');
   await unchanged();
 

@@ -7,37 +7,16 @@
  * again; the hub key is the teacher's to read; and a real HubMember that the server let go
  * comes back by itself, while one the teacher removed waits to be allowed.
  */
-import { test, before, after } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { io as connect } from 'socket.io-client';
-import type { RunningServer } from '../../signaling-server/server';
 import type { AckResult, EvictRequest, HubKeyInfo, JoinAccepted, RoomStatus, TrainStart } from '../../shared/protocol';
 import { HubMember } from '../../shared/training/hub-member';
 import type { PeerFactory } from '../../shared/network/peer';
-import { AS_TEACHER, codeFor, connectClient, hubKeyOf, join, nextEvent, startTestServer, TEST_TOKEN, type TestSocket } from '../support/server';
+import { AS_TEACHER, codeFor, hubKeyOf, join, nextEvent, TEST_TOKEN, useTestServer, type TestSocket } from '../support/server';
 
-let server: RunningServer;
-const sockets: TestSocket[] = [];
-
-before(async () => {
-  server = await startTestServer();
-});
-after(async () => {
-  for (const s of sockets) s.disconnect();
-  await server.close();
-});
-
-async function client(room: string): Promise<TestSocket> {
-  const s = await connectClient(server, room);
-  sockets.push(s);
-  return s;
-}
-
-async function status(room: string): Promise<RoomStatus> {
-  const res = await fetch(`${server.url}/api/rooms/${room}`, AS_TEACHER);
-  assert.equal(res.status, 200);
-  return (await res.json()) as RoomStatus;
-}
+const testServer = useTestServer();
+const { client, status } = testServer;
 
 function joinAsHub(socket: TestSocket, room: string, hubKey?: string, name = 'hub'): Promise<AckResult<JoinAccepted>> {
   return new Promise((resolve) => socket.emit('room:join', { room, name, kind: 'hub', backend: 'cpu', ...(hubKey === undefined ? {} : { hubKey }) }, resolve));
@@ -53,7 +32,7 @@ const teacher = (method: string) => ({ method, headers: { authorization: `Bearer
 
 async function startRun(room: string, first: TestSocket): Promise<TrainStart> {
   const started = nextEvent(first, 'train:start');
-  const res = await fetch(`${server.url}/api/rooms/${room}/start`, {
+  const res = await fetch(`${testServer.server.url}/api/rooms/${room}/start`, {
     method: 'POST',
     headers: { 'content-type': 'application/json', authorization: `Bearer ${TEST_TOKEN}` },
     body: JSON.stringify({ maxSteps: 100, resumeFrom: 'none' }),
@@ -184,7 +163,7 @@ test('the teacher removes the hub: it is told, the run goes on, and its key is r
   const memberToken = ((await join(await client(room), room, 'cy')) as JoinAccepted).memberToken;
   const notTeacher: Array<Record<string, string>> = [{}, { authorization: `Bearer ${memberToken}` }, { 'x-join-code': codeFor(room) }];
   for (const headers of notTeacher) {
-    const res = await fetch(`${server.url}/api/rooms/${room}/hub`, { method: 'DELETE', headers });
+    const res = await fetch(`${testServer.server.url}/api/rooms/${room}/hub`, { method: 'DELETE', headers });
     assert.equal(res.status, 401);
     assert.equal(((await res.json()) as { error: { code: string } }).error.code, 'ERR_UNAUTHORIZED');
   }
@@ -192,7 +171,7 @@ test('the teacher removes the hub: it is told, the run goes on, and its key is r
 
   const hubTold = nextEvent(hub, 'member:dropped');
   const without = nextEvent(ada, 'ring:generation', (g) => g.hub === null);
-  const res = await fetch(`${server.url}/api/rooms/${room}/hub`, teacher('DELETE'));
+  const res = await fetch(`${testServer.server.url}/api/rooms/${room}/hub`, teacher('DELETE'));
   assert.equal(res.status, 200);
   const body = (await res.json()) as { status: RoomStatus };
   assert.deepEqual([body.status.hub, body.status.hubAccess.barred?.by, body.status.state], [null, 'teacher', 'training']);
@@ -205,7 +184,7 @@ test('the teacher removes the hub: it is told, the run goes on, and its key is r
   assert.ok(!refused.ok && /until the teacher lets a hub in again/.test(refused.error.message));
   assert.equal((await status(room)).hub, null);
 
-  const allowed = await fetch(`${server.url}/api/rooms/${room}/hub/allow`, teacher('POST'));
+  const allowed = await fetch(`${testServer.server.url}/api/rooms/${room}/hub/allow`, teacher('POST'));
   assert.equal(allowed.status, 200);
   let s = await status(room);
   assert.deepEqual([s.hubAccess.barred, s.events.at(-1)?.kind], [null, 'hub-allowed']);
@@ -216,7 +195,7 @@ test('the teacher removes the hub: it is told, the run goes on, and its key is r
 
 test('a room the teacher barred hubs from keeps the bar with nobody in it', async () => {
   const room = 'hub-barred-empty';
-  assert.equal((await fetch(`${server.url}/api/rooms/${room}/hub`, teacher('DELETE'))).status, 200);
+  assert.equal((await fetch(`${testServer.server.url}/api/rooms/${room}/hub`, teacher('DELETE'))).status, 200);
   const hub = await client(room);
   assert.equal(codeOf(await joinAsHub(hub, room, hubKeyOf(room))), 'ERR_HUB_REMOVED');
   assert.equal((await status(room)).hubAccess.barred?.by, 'teacher');
@@ -229,12 +208,12 @@ test('the hub key is the teacher\'s: GET /api/rooms/:room/hub-key needs the teac
   assert.ok(j.ok);
   const notTeacher: Array<Record<string, string>> = [{}, { authorization: `Bearer ${j.memberToken}` }, { 'x-join-code': codeFor(room) }, { authorization: 'Bearer wrong' }];
   for (const headers of notTeacher) {
-    const res = await fetch(`${server.url}/api/rooms/${room}/hub-key`, { headers });
+    const res = await fetch(`${testServer.server.url}/api/rooms/${room}/hub-key`, { headers });
     assert.equal(res.status, 401, JSON.stringify(headers));
     const text = await res.text();
     assert.ok(!text.includes(hubKeyOf(room)));
   }
-  const res = await fetch(`${server.url}/api/rooms/${room}/hub-key`, AS_TEACHER);
+  const res = await fetch(`${testServer.server.url}/api/rooms/${room}/hub-key`, AS_TEACHER);
   assert.equal(res.status, 200);
   assert.equal(res.headers.get('cache-control'), 'no-store');
   const info = (await res.json()) as HubKeyInfo;
@@ -259,8 +238,8 @@ async function until(what: string, ok: () => Promise<boolean>, timeoutMs = 15_00
 
 test('a real hub the server let go joins again by itself; one the teacher removed waits, and comes back once allowed', async () => {
   const room = 'hub-comeback';
-  const socket: TestSocket = connect(server.url, { transports: ['websocket'], forceNew: true, autoConnect: false, reconnectionDelay: 100, reconnectionDelayMax: 200 });
-  sockets.push(socket);
+  const socket: TestSocket = connect(testServer.server.url, { transports: ['websocket'], forceNew: true, autoConnect: false, reconnectionDelay: 100, reconnectionDelayMax: 200 });
+  testServer.keep(socket);
   const logged: string[] = [];
   const member = new HubMember({ socket, factory: noPeers, log: (m) => logged.push(m) });
   try {
@@ -277,7 +256,7 @@ test('a real hub the server let go joins again by itself; one the teacher remove
     assert.ok(logged.some((l) => l.includes('rejoin refused: ERR_NOT_IN_ROOM')), logged.join('\n'));
     // The server closes its connection (socket.io does not reconnect by itself then): back all the same.
     const second = (await status(room)).hub!.id;
-    server.io.in(socket.id!).disconnectSockets(true);
+    testServer.server.io.in(socket.id!).disconnectSockets(true);
     await until('the hub back after the server closed its connection', async () => {
       const hub = (await status(room)).hub;
       return hub !== null && hub.id !== second;
@@ -285,11 +264,11 @@ test('a real hub the server let go joins again by itself; one the teacher remove
     assert.deepEqual((await status(room)).hubAccess.barred, null, 'a drop bars nothing');
 
     // The teacher removes it: it stays out, and is back within the back-off once allowed.
-    assert.equal((await fetch(`${server.url}/api/rooms/${room}/hub`, teacher('DELETE'))).status, 200);
+    assert.equal((await fetch(`${testServer.server.url}/api/rooms/${room}/hub`, teacher('DELETE'))).status, 200);
     await until('a refused retry', async () => logged.some((l) => l.includes('ERR_HUB_REMOVED')));
     assert.equal((await status(room)).hub, null);
     assert.equal(member.joined, false);
-    assert.equal((await fetch(`${server.url}/api/rooms/${room}/hub/allow`, teacher('POST'))).status, 200);
+    assert.equal((await fetch(`${testServer.server.url}/api/rooms/${room}/hub/allow`, teacher('POST'))).status, 200);
     await until('the hub back after the teacher allowed it', async () => (await status(room)).hub?.name === 'teacher-hub');
     assert.equal(member.joined, true);
   } finally {

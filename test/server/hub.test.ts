@@ -4,38 +4,17 @@
  * reports, leaves without ending a run, and takes part in ring:evict's trust rule both ways.
  * And `npm start` refusing a bad HUB value.
  */
-import { test, before, after } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { mkdtempSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import type { RunningServer } from '../../signaling-server/server';
-import type { AckResult, EvictRequest, JoinAccepted, RoomStatus, TrainStart } from '../../shared/protocol';
-import { AS_TEACHER, connectClient, hubKeyOf, join, nextEvent, startTestServer, TEST_TOKEN, type TestSocket } from '../support/server';
+import type { AckResult, EvictRequest, JoinAccepted, TrainStart } from '../../shared/protocol';
+import { hubKeyOf, join, nextEvent, TEST_TOKEN, useTestServer, type TestSocket } from '../support/server';
 
-let server: RunningServer;
-const sockets: TestSocket[] = [];
-
-before(async () => {
-  server = await startTestServer();
-});
-after(async () => {
-  for (const s of sockets) s.disconnect();
-  await server.close();
-});
-
-async function client(room: string): Promise<TestSocket> {
-  const s = await connectClient(server, room);
-  sockets.push(s);
-  return s;
-}
-
-async function status(room: string): Promise<RoomStatus> {
-  const res = await fetch(`${server.url}/api/rooms/${room}`, AS_TEACHER);
-  assert.equal(res.status, 200);
-  return (await res.json()) as RoomStatus;
-}
+const testServer = useTestServer();
+const { client, status } = testServer;
 
 function joinHub(socket: TestSocket, room: string, name = 'hub'): Promise<AckResult<JoinAccepted>> {
   return new Promise((resolve) => socket.emit('room:join', { room, name, kind: 'hub', backend: 'cpu', hubKey: hubKeyOf(room) }, resolve));
@@ -47,7 +26,7 @@ function evict(socket: TestSocket, request: EvictRequest): Promise<AckResult<{ e
 
 async function startRun(room: string, first: TestSocket): Promise<TrainStart> {
   const started = nextEvent(first, 'train:start');
-  const res = await fetch(`${server.url}/api/rooms/${room}/start`, {
+  const res = await fetch(`${testServer.server.url}/api/rooms/${room}/start`, {
     method: 'POST',
     headers: { 'content-type': 'application/json', authorization: `Bearer ${TEST_TOKEN}` },
     body: JSON.stringify({ maxSteps: 100, resumeFrom: 'none' }),
@@ -103,7 +82,7 @@ test('a hub joins: the generation names it apart from the ring, the API shows it
   assert.deepEqual([s.events.at(-1)?.kind, s.events.at(-1)?.members], ['hub-joined', ['the hub']]);
 
   // Its token reads the room, as any member's does.
-  const asHub = await fetch(`${server.url}/api/rooms/${room}`, { headers: { authorization: `Bearer ${j.memberToken}` } });
+  const asHub = await fetch(`${testServer.server.url}/api/rooms/${room}`, { headers: { authorization: `Bearer ${j.memberToken}` } });
   assert.equal(asHub.status, 200);
 
   // A student joining later comes after the hub's index but is a ring member, and the hub stays.
@@ -131,7 +110,7 @@ test('a hub alone cannot start a run (ERR_NO_WORKERS)', async () => {
   const room = 'hubalone';
   const hub = await client(room);
   assert.ok((await joinHub(hub, room)).ok);
-  const res = await fetch(`${server.url}/api/rooms/${room}/start`, {
+  const res = await fetch(`${testServer.server.url}/api/rooms/${room}/start`, {
     method: 'POST',
     headers: { 'content-type': 'application/json', authorization: `Bearer ${TEST_TOKEN}` },
     body: JSON.stringify({ resumeFrom: 'none' }),
@@ -231,7 +210,7 @@ test('ring:evict with a hub: the hub may name any ring member; a ring member nam
   // The teacher removes it: a generation without it follows; the run goes on.
   const hubTold = nextEvent(hub, 'member:dropped');
   const hubGone = nextEvent(ada, 'ring:generation', (x) => x.hub === null);
-  const removed = await fetch(`${server.url}/api/rooms/${room}/hub`, { method: 'DELETE', headers: { authorization: `Bearer ${TEST_TOKEN}` } });
+  const removed = await fetch(`${testServer.server.url}/api/rooms/${room}/hub`, { method: 'DELETE', headers: { authorization: `Bearer ${TEST_TOKEN}` } });
   assert.equal(removed.status, 200);
   assert.equal((await hubTold).reason, 'removed');
   const without = await hubGone;

@@ -1,3 +1,5 @@
+import { before, after } from 'node:test';
+import assert from 'node:assert/strict';
 import { mkdtempSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -7,7 +9,7 @@ import { createLogger, type Logger } from '../../signaling-server/logger';
 import type { RateLimitOptions, RateLimits } from '../../signaling-server/edge/rate-limits';
 import { hubKeyFor, joinCodeFor } from '../../signaling-server/edge/join-codes';
 import type { IceOptions } from '../../signaling-server/turn';
-import type { AckResult, ClientToServerEvents, JoinAccepted, JoinRequest, ServerToClientEvents, SocketAuth } from '../../shared/protocol';
+import type { AckResult, ClientToServerEvents, JoinAccepted, JoinRequest, RoomStatus, ServerToClientEvents, SocketAuth } from '../../shared/protocol';
 
 export type TestSocket = Socket<ServerToClientEvents, ClientToServerEvents>;
 export const TEST_TOKEN = 'test-teacher-token';
@@ -23,9 +25,10 @@ export const codeFor = (room: string): string => joinCodeFor(TEST_JOIN_SECRET, r
 /** The hub key of `room` on every test server: what the teacher's server hands its hub. */
 export const hubKeyOf = (room: string): string => hubKeyFor(TEST_JOIN_SECRET, room);
 
-export async function startTestServer(
-  overrides: { pingIntervalMs?: number; pingTimeoutMs?: number; rateLimits?: Partial<RateLimitOptions>; rateLimiter?: RateLimits; dataDir?: string; redisUrl?: string; reconnectGraceMs?: number; trustProxy?: string; ice?: IceOptions; log?: Logger } = {},
-): Promise<RunningServer> {
+/** What a test server may be started with, over the defaults every test server has. */
+export type TestServerOptions = { pingIntervalMs?: number; pingTimeoutMs?: number; rateLimits?: Partial<RateLimitOptions>; rateLimiter?: RateLimits; dataDir?: string; redisUrl?: string; reconnectGraceMs?: number; trustProxy?: string; ice?: IceOptions; log?: Logger };
+
+export async function startTestServer(overrides: TestServerOptions = {}): Promise<RunningServer> {
   return startServer({
     port: 0,
     host: '127.0.0.1',
@@ -36,6 +39,53 @@ export async function startTestServer(
     log: createLogger(process.env.LOG_LEVEL ?? 'silent'),
     ...overrides,
   });
+}
+
+/** A test file's server, as useTestServer hands it out. */
+export interface TestServer {
+  /** The running server; there once the file's before() has run. */
+  readonly server: RunningServer;
+  /** A connection let in for `room` (the lobby by default), disconnected after the file's tests. */
+  client(room?: string): Promise<TestSocket>;
+  /** Keeps `socket`, opened some other way, to be disconnected after the file's tests; returns it. */
+  keep(socket: TestSocket): TestSocket;
+  /** Room `room` as the teacher reads it from the room API (asserts a 200). */
+  status(room: string): Promise<RoomStatus>;
+}
+
+/**
+ * One server for a test file: started in node:test's before(), closed in after() once every
+ * socket `client` opened is disconnected. Call it at the file's top level.
+ */
+export function useTestServer(options: TestServerOptions = {}): TestServer {
+  let running: RunningServer | null = null;
+  const sockets: TestSocket[] = [];
+  before(async () => {
+    running = await startTestServer(options);
+  });
+  after(async () => {
+    for (const s of sockets) s.disconnect();
+    await running?.close();
+  });
+  const testServer: TestServer = {
+    get server(): RunningServer {
+      if (!running) throw new Error('the test server starts in before(); use it inside a test');
+      return running;
+    },
+    async client(room = LOBBY_ROOM) {
+      return testServer.keep(await connectClient(testServer.server, room));
+    },
+    keep(socket) {
+      sockets.push(socket);
+      return socket;
+    },
+    async status(room) {
+      const res = await fetch(`${testServer.server.url}/api/rooms/${room}`, AS_TEACHER);
+      assert.equal(res.status, 200);
+      return (await res.json()) as RoomStatus;
+    },
+  };
+  return testServer;
 }
 
 /** A connection let in with `room`'s join code (or the `auth` given: a wrong one is refused). */

@@ -1,0 +1,55 @@
+/**
+ * What the server can check of a chief's drop of a straggler against what it saw (issue 25):
+ * the chief's word decides a drop, but only within what the other members' own reports
+ * allow. Pure: the room hands in the members and the run's dropped records, and removes the
+ * straggler only when this does not throw.
+ */
+import { WebringError } from '../../shared/protocol/errors';
+import type { DroppedMember, DropRequest } from '../../shared/protocol';
+import { DEFAULT_STRAGGLER_POLICY } from '../../shared/training/straggler';
+import type { Member } from './membership';
+
+/**
+ * How far past the other members' reported step a chief's drop may be. The chief drops after
+ * its step's report; the others' reports of the step before have reached the server by
+ * then (they sent them before taking part in this step's all-reduce), so one step would do;
+ * the second absorbs a report still in flight between signaling nodes.
+ */
+export const DROP_STEPS_AHEAD = 2;
+
+/**
+ * Throws unless chief `reporter` may drop `accused` from `ring` as `request` says, given the
+ * run's `dropped` records. What it cannot check (a plausible compute time the accused never
+ * reported) stays the chief's word. Refused drops change nothing:
+ * - the chief cannot drop itself, and the numbers must be a miss the straggler detector
+ *   can report: a deadline at or above its floor, and a compute time past it
+ *   (ERR_BAD_ACCUSATION);
+ * - the step must be one the other ring members have reached, give or take
+ *   DROP_STEPS_AHEAD (their own progress reports, not the chief's: ERR_BAD_ACCUSATION);
+ * - one drop per step in a run (ERR_RATE_LIMITED): an honest chief drops one straggler
+ *   per generation, and a new generation takes at least a step;
+ * - the accused's own reports must not contradict it: a report of one of the steps it is
+ *   said to have missed with a compute time under the floor, or of the step itself
+ *   within the deadline (ERR_BAD_ACCUSATION). Every rank learns every rank's compute time
+ *   from the same all-reduce, so an honest straggler's report carries the very number
+ *   the chief saw.
+ */
+export function checkDrop(reporter: Member, accused: Member, ring: readonly Member[], dropped: readonly DroppedMember[], request: DropRequest): void {
+  const { step, computeMs, deadlineMs } = request;
+  if (accused === reporter) throw new WebringError('ERR_BAD_ACCUSATION', 'the chief does not drop itself');
+  const floorMs = DEFAULT_STRAGGLER_POLICY.floorMs;
+  if (deadlineMs < floorMs || computeMs <= deadlineMs) {
+    throw new WebringError('ERR_BAD_ACCUSATION', `a straggler takes longer than a deadline of at least ${floorMs} ms; ${Math.round(computeMs)} ms against ${Math.round(deadlineMs)} ms is no miss`);
+  }
+  const others = ring.filter((m) => m !== reporter);
+  const classStep = Math.max(...others.map((m) => m.step));
+  if (step > classStep + DROP_STEPS_AHEAD) {
+    throw new WebringError('ERR_BAD_ACCUSATION', `drop at step ${step}; the other ring members have reported step ${classStep} at most`);
+  }
+  const lastDrop = dropped.filter((d) => d.reason === 'straggler').reduce((top, d) => Math.max(top, d.step), -1);
+  if (step <= lastDrop) throw new WebringError('ERR_RATE_LIMITED', `a straggler was already dropped at step ${lastDrop} of this run; one drop per step`);
+  const missed = accused.step <= step && accused.step > step - DEFAULT_STRAGGLER_POLICY.strikes;
+  if ((missed && accused.computeMs > 0 && accused.computeMs <= floorMs) || (accused.step === step && accused.computeMs <= deadlineMs)) {
+    throw new WebringError('ERR_BAD_ACCUSATION', `${accused.name} reported ${Math.round(accused.computeMs)} ms at step ${accused.step}: no miss of the ${Math.round(deadlineMs)} ms deadline`);
+  }
+}
