@@ -6,8 +6,6 @@
  * userDefinedMetadata.
  */
 import * as tf from '@tensorflow/tfjs';
-import { checkpointMetadataSchema, optimizerSpecsSchema } from '../shared/checkpoints/checkpoint';
-import type { CapturedCheckpoint } from '../shared/checkpoints/checkpoint-io';
 import type { LocalCheckpointStore } from '../shared/checkpoints/checkpoint-writer';
 import { WebringError } from '../shared/protocol/errors';
 
@@ -49,22 +47,4 @@ export const indexedDbCheckpoints: LocalCheckpointStore = {
     for (const old of (await keysOf(metadata.room)).slice(maxToKeep)) await tf.io.removeModel(old);
   },
 
-  async latest(room) {
-    const [newest] = await keysOf(room);
-    if (!newest) return null;
-    const [handler] = tf.io.getLoadHandlers(newest);
-    const artifacts = await handler!.load!();
-    const extras = (artifacts.userDefinedMetadata as { webring?: StoredExtras } | undefined)?.webring;
-    if (!extras) throw new WebringError('ERR_BAD_DATA', `${newest} is not a webring checkpoint`);
-    const { weightData, userDefinedMetadata: _ignored, ...topology } = artifacts;
-    const bytes = new Uint8Array(weightData as ArrayBuffer);
-    const checkpoint: CapturedCheckpoint = {
-      artifacts: topology,
-      weights: bytes.slice(0, extras.modelWeightBytes),
-      optimizerData: bytes.slice(extras.modelWeightBytes),
-      optimizerSpecs: optimizerSpecsSchema.parse(extras.optimizerSpecs),
-      metadata: checkpointMetadataSchema.parse(extras.metadata),
-    };
-    return checkpoint;
-  },
 };

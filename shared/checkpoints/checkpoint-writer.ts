@@ -16,11 +16,13 @@ import { withDeadline } from '../util/deadline';
  */
 export const CHECKPOINT_FLUSH_TIMEOUT_MS = 3 * CHECKPOINT_UPLOAD_TIMEOUT_MS;
 
-/** Where the chief keeps its own copies: IndexedDB in a tab; tests pass a map. */
+/**
+ * Where the chief keeps its own copies: IndexedDB in a tab (each loads with
+ * tf.loadLayersModel('indexeddb://…')); tests pass a map. Nothing uploads them later: the
+ * server takes checkpoints only during a run and near the class's step (docs/security.md).
+ */
 export interface LocalCheckpointStore {
   save(checkpoint: CapturedCheckpoint, maxToKeep: number): Promise<void>;
-  /** The newest local checkpoint of a room, or null. */
-  latest(room: string): Promise<CapturedCheckpoint | null>;
 }
 
 export interface CheckpointWriterOptions {

@@ -18,7 +18,6 @@ function harness(answer: () => Promise<Response>) {
   const localCopies: CapturedCheckpoint[] = [];
   const local: LocalCheckpointStore = {
     save: async (c) => void localCopies.push(c),
-    latest: async () => localCopies.at(-1) ?? null,
   };
   const writer = new CheckpointWriter({
     serverUrl: 'http://server.invalid',

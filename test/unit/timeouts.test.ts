@@ -92,7 +92,7 @@ test("the chief's final flush gives up with ERR_TIMEOUT; a timed-out upload is k
   const stuck = new CheckpointWriter({
     serverUrl: 'http://server.invalid',
     memberToken: 'token',
-    local: { save: () => new Promise(() => {}), latest: async () => null },
+    local: { save: () => new Promise(() => {}) },
     clock,
     onSaved: () => {},
     onError: () => {},
