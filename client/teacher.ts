@@ -18,6 +18,7 @@ import { renderMembers } from './teacher/members-table';
 import { renderProgress } from './teacher/progress';
 import { renderJoinCard } from './teacher/qr';
 import { renderHub, renderRing } from './teacher/ring-view';
+import { mountSeatsSetting } from './teacher/seats-setting';
 import { renderStepSplit } from './teacher/step-split';
 import { renderRoomLog } from './teacher/room-log';
 import { takeTeacherToken } from './teacher/token';
@@ -194,6 +195,7 @@ function afterHubChange(result: Result<RoomStatus>): void {
   if (result.ok) applyStatus(result.value);
   else showActionError(result.error);
 }
+const seatsSetting = mountSeatsSetting(byId<HTMLSelectElement>('seats-per-address'), byId('seats-error'), (n) => api.seats(n), applyStatus);
 buttons.pause.addEventListener('click', () => void act('pause'));
 buttons.resume.addEventListener('click', () => void act('resume'));
 buttons.stop.addEventListener('click', () => void act('stop'));
@@ -270,6 +272,7 @@ function applyStatus(s: RoomStatus): void {
   renderStepSplit(byId('step-split'), s);
   renderRoomLog(s);
   renderCollecting(s);
+  seatsSetting.render(s);
   const roomError = byId('room-error');
   roomError.hidden = !s.lastError;
   roomError.textContent = s.lastError ? `The last run stopped: ${s.lastError.message} (${s.lastError.code})` : '';

@@ -90,6 +90,11 @@ export class RoomApi {
     return this.send('PUT', 'collect', { classes });
   }
 
+  /** Sets (1 to MAX_ROOM_MEMBERS) or clears (null: the defaults) the seats one client address may hold. */
+  seats(perAddress: number | null): Promise<Result<RoomStatus>> {
+    return this.send('PUT', 'seats', { perAddress });
+  }
+
   act(action: RoomAction, body: unknown = {}): Promise<Result<RoomStatus>> {
     return this.send('POST', action, body);
   }

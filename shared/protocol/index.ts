@@ -683,6 +683,13 @@ export interface RoomStatus {
    * (a majority of the ring) before the server removes it.
    */
   hubAccess: { barred: HubBar | null; accusers: string[]; accusersNeeded: number };
+  /**
+   * How many of the room's seats one client address may hold (signaling-server/rooms/seats.ts):
+   * `perAddress`, the teacher's cap (PUT /api/rooms/:room/seats), or null for the defaults by
+   * address, of which a class-network address's is `defaultPerLanAddress`. The server's own
+   * machine is never capped.
+   */
+  seats: { perAddress: number | null; defaultPerLanAddress: number };
 }
 
 /** Admissions a room remembers the cost of. */

@@ -223,9 +223,9 @@ export function createHttpApp(ctx: ServerContext, options: HttpOptions): express
   app.put('/api/rooms/:room/seats', requireTeacher, json, async (req, res) => {
     const name = roomName(req);
     const { perAddress } = parseOrThrow(seatsRequestSchema, req.body ?? {});
-    await ctx.rooms.update(name, (r) => r.setSeatsPerAddress(perAddress), { create: true });
+    const { room } = (await ctx.rooms.update(name, (r) => r.setSeatsPerAddress(perAddress), { create: true }))!;
     await ctx.rooms.releaseIfIdle(name);
-    res.json({ ok: true, perAddress });
+    res.json({ ok: true, perAddress, status: statusOf(room) });
   });
 
   app.post('/api/rooms/:room/start', requireTeacher, json, async (req, res) => {

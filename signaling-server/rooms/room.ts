@@ -50,6 +50,7 @@ import type { CheckpointTrust } from '../../shared/checkpoints/checkpoint';
 import { Accusations, type AccusationRecord } from './accusations';
 import { HubRole } from './hub-role';
 import { checkDrop } from './drop-check';
+import { DEFAULT_SEATS_PER_LAN_ADDRESS } from './seats';
 import { trainingSetBytes } from '../../shared/data/data-service';
 import { REFORM_AFTER_MS } from '../../shared/training/generation-tracker';
 
@@ -629,6 +630,7 @@ export class Room {
       joins: run.joins ?? [],
       collect: this.collectSetting,
       hubAccess: this.hubAccess(),
+      seats: { perAddress: this.seatsPerAddress, defaultPerLanAddress: DEFAULT_SEATS_PER_LAN_ADDRESS },
     };
   }
 

@@ -1,15 +1,16 @@
 /**
  * Access from a student's and a teacher's seat: the teacher's card shows the
- * room's join code and a class link that carries it; a student with a wrong code is told in
- * plain words and let in with the right one.
+ * room's join code and a class link that carries it, and sets the seats one device address
+ * may hold; a student with a wrong code is told in plain words and let in with the right one.
  */
 import { test, expect } from '@playwright/test';
 import { E2E_TOKEN } from '../../playwright.config';
-import { codeFor, status } from './helpers';
+import type { RoomStatus } from '../../shared/protocol';
+import { asTeacher, codeFor, status } from './helpers';
 
 const ROOM = 'e2e-access';
 
-test('the teacher shows the join code; a wrong code is explained in plain words, the right one joins', async ({ browser }) => {
+test('the teacher shows the join code and sets the seats per address; a wrong code is explained in plain words, the right one joins', async ({ browser, request }) => {
   const code = codeFor(ROOM);
   const teacherContext = await browser.newContext();
   const teacher = await teacherContext.newPage();
@@ -18,6 +19,20 @@ test('the teacher shows the join code; a wrong code is explained in plain words,
   const link = await teacher.locator('.student-url').getAttribute('href');
   expect(new URL(link!).searchParams.get('code')).toBe(code);
   expect(new URL(link!).searchParams.get('room')).toBe(ROOM);
+
+  // A lab behind NAT: the teacher raises the seats one address may hold, and the room API reports it.
+  const seats = teacher.getByLabel('Seats per device address on the class network');
+  await expect(seats.locator('option').first()).toHaveText('default (4)');
+  await expect(seats).toHaveValue('');
+  const seatsNow = async () => ((await (await request.get(`/api/rooms/${ROOM}`, asTeacher)).json()) as RoomStatus).seats;
+  await seats.selectOption('12');
+  await expect.poll(seatsNow).toEqual({ perAddress: 12, defaultPerLanAddress: 4 });
+  // A reload shows the room's setting, read from its status.
+  await teacher.reload();
+  await expect(seats).toHaveValue('12');
+  await seats.selectOption('');
+  await expect.poll(seatsNow).toEqual({ perAddress: null, defaultPerLanAddress: 4 });
+  await expect(seats).toHaveValue('');
 
   // Without the teacher token the card says why there is no code, and shows none.
   const stranger = await teacherContext.newPage();

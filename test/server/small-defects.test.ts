@@ -203,6 +203,24 @@ test('a whole class behind one public (school NAT) address joins by default; the
   assert.ok((await joinAs(local, open, 'teacher-laptop')).ok);
 });
 
+test("the room status shows the teacher's seat setting: the cap after a PUT, null after going back to the defaults", async () => {
+  const room = 'seat-status';
+  const defaults = { perAddress: null, defaultPerLanAddress: DEFAULT_SEATS_PER_LAN_ADDRESS };
+  assert.deepEqual((await status(room)).seats, defaults);
+  const set = await teacher('PUT', `/api/rooms/${room}/seats`, { perAddress: 12 });
+  assert.equal(set.status, 200);
+  // The answer carries the room's new status, as the teacher's other room requests do.
+  const answer = (await set.json()) as { ok: boolean; perAddress: number | null; status: RoomStatus };
+  assert.equal(answer.perAddress, 12);
+  assert.deepEqual(answer.status.seats, { ...defaults, perAddress: 12 });
+  // The room stays while it has a cap, even with nobody in it.
+  assert.deepEqual((await status(room)).seats, { ...defaults, perAddress: 12 });
+  const reset = await teacher('PUT', `/api/rooms/${room}/seats`, { perAddress: null });
+  assert.equal(reset.status, 200);
+  assert.deepEqual(((await reset.json()) as { status: RoomStatus }).status.seats, defaults);
+  assert.deepEqual((await status(room)).seats, defaults);
+});
+
 test("a chief's ring:drop with made-up numbers is refused with a code and drops nobody; a real straggler is dropped, once per step", async () => {
   const room = 'drop-check';
   const [a, b, c] = [await client(), await client(), await client()];
