@@ -8,7 +8,8 @@
 import { openDB, type DBSchema, type IDBPDatabase } from 'idb';
 import { MNIST_PIXELS } from '../shared/data/mnist-format';
 import { WebringError } from '../shared/protocol/errors';
-import { MAX_OWN_SEQ, newStoreKey, type OwnExample, type OwnExamples } from '../shared/training/own-examples';
+import { MAX_OWN_SEQ } from '../shared/protocol';
+import { newStoreKey, type OwnExample, type OwnExamples } from '../shared/training/own-examples';
 
 const DB_NAME = 'webring-own-examples';
 const DB_VERSION = 1;

@@ -27,7 +27,8 @@ import { TRAINING_ROW_OPTIONS, trainingRow, type TrainingNet, type TrainingRow, 
 import { mixedClassRows } from './mixed-class';
 import { CheckpointScorer, timeToAccuracyRow } from './tta-rows';
 import { joinRow } from './join-rows';
-import { classTargets, scalingTable, timeSplit, whereTimeGoes, type ClassReport, type ClassSection, type JoinRow, type TtaRow } from './class-report';
+import { classTargets, scalingTable, timeSplit, whereTimeGoes } from './class-report';
+import type { ClassReport, ClassSection, JoinRow, TtaRow } from './report-types';
 import { progress } from './progress';
 
 export interface ClassPlan {

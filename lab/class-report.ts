@@ -6,19 +6,26 @@
  * report without touching its other sections; test/unit/lab-class.test.ts checks it all
  * against hand-made rows.
  */
-import type { JoinCost, MetricPoint, StepTimingReport } from '../shared/protocol';
-import type { LabReport, Target } from './report';
+import type { MetricPoint, StepTimingReport } from '../shared/protocol';
+import {
+  CLASS_TARGET_IDS,
+  type CheckpointPoint,
+  type ClassReport,
+  type ClassSection,
+  type ClassTargetId,
+  type JoinRecord,
+  type JoinRow,
+  type LabReport,
+  type Reached,
+  type ScalingEntry,
+  type Target,
+  type TimeSplit,
+  type TtaRow,
+} from './report-types';
 import type { ModelName, ModelProfile } from './network-models';
 import type { TrainingNet, TrainingRow } from './training-rows';
-import type { MixedClassReport } from './mixed-class';
-import type { CpuSample } from './cpu-monitor';
-import type { DroppedMember } from '../shared/protocol';
 import { boundMs } from './bounds';
-import type { CpuBudget } from './cpu-budget';
 import { UNRECORDED_CFS_PERIOD_US } from './cpu-caps';
-
-export const CLASS_TARGET_IDS = ['cnn-scaling-n8', 'time-to-accuracy-n8-vs-n1', 'mixed-class-phone', 'join-pause-n8', 'joiner-lockstep-n8'] as const;
-export type ClassTargetId = (typeof CLASS_TARGET_IDS)[number];
 
 /** CNN examples/s at N = 8 against 8 × one device, on wired-lab. */
 export const CNN_SCALING_GOAL = 0.8;
@@ -40,19 +47,6 @@ export const GRADIENT_BYTES: Record<TrainingNet, number> = { mlp: 101_770 * 4, c
 // Scaling
 // ---------------------------------------------------------------------------
 
-export interface ScalingEntry {
-  model: ModelName;
-  net: TrainingNet;
-  n: number;
-  examplesPerSec: number;
-  stepMs: number;
-  /** examples/s(N) ÷ (N × examples/s(1)); null for the one-device row or without one. */
-  efficiency: number | null;
-  algorithm: string;
-  /** Both this row and the one-device row it is set against counted. */
-  counts: boolean;
-}
-
 /**
  * One entry per row with N > 1, plus each net's one-device row, with efficiency against
  * that one device. One device sends nothing, so its row (measured once, on any network)
@@ -66,20 +60,6 @@ export function scalingTable(rows: TrainingRow[]): ScalingEntry[] {
     out.push({ model: r.model, net: r.net, n: r.n, examplesPerSec: r.examplesPerSec, stepMs: r.stepMs, efficiency, algorithm: r.n > 1 ? r.algorithm : 'none', counts: r.counts && (r.n === 1 || (one?.counts ?? false)) });
   }
   return out.sort((a, b) => a.net.localeCompare(b.net) || a.model.localeCompare(b.model) || a.n - b.n);
-}
-
-export interface TimeSplit {
-  stepMs: number;
-  /** The chief's mean split over the window (its last step's when no mean was kept), ms. */
-  dataMs: number;
-  computeMs: number;
-  readbackMs: number;
-  allReduceMs: number;
-  applyMs: number;
-  /** What the split does not name: the step's bookkeeping, progress reports, waiting on others beyond the all-reduce. */
-  otherMs: number;
-  /** The least time the gradient's all-reduce can take on the row's network with the algorithm the chief used; null for one device. */
-  allReduceBoundMs: number | null;
 }
 
 /** Where one row's step time goes, from the chief's timing and the network's bound. */
@@ -129,18 +109,6 @@ export function whereTimeGoes(row: TrainingRow, entry: ScalingEntry | undefined,
 // Time to accuracy
 // ---------------------------------------------------------------------------
 
-/** One checkpoint of a time-to-accuracy row, scored after (or beside) the run on the official test set. */
-export interface CheckpointPoint {
-  id: string;
-  step: number;
-  /** Its capture time (metadata.createdAt) after the harness asked the run to start, ms. */
-  ms: number;
-  /** Accuracy on the screening subset (every 10th test digit), or null when not scored. */
-  screen: number | null;
-  /** Accuracy on all 10,000 test digits, or null when not scored. */
-  accuracy: number | null;
-}
-
 export interface EvaluationPolicy {
   threshold: number;
   /** A checkpoint whose screen is more than this below the threshold is not scored in full. */
@@ -186,15 +154,6 @@ export function thresholdSeen(points: CheckpointPoint[], threshold: number, budg
   return points.some((p) => p.ms <= budgetMs && p.accuracy !== null && p.accuracy >= threshold);
 }
 
-export interface Reached {
-  /** The first checkpoint at the threshold: its time after the start, step and full-test accuracy. */
-  ms: number;
-  step: number;
-  accuracy: number;
-  /** The checkpoint before it (below the threshold): the threshold was crossed between the two; 0 when none. */
-  previousMs: number;
-}
-
 /** The first checkpoint within the budget whose full-test accuracy reaches the threshold; null when none did. */
 export function timeToThreshold(points: CheckpointPoint[], threshold: number, budgetMs: number): Reached | null {
   const sorted = [...points].sort((a, b) => a.step - b.step);
@@ -204,44 +163,6 @@ export function timeToThreshold(points: CheckpointPoint[], threshold: number, bu
     if (p.accuracy !== null && p.accuracy >= threshold) return { ms: p.ms, step: p.step, accuracy: p.accuracy, previousMs: i > 0 ? sorted[i - 1]!.ms : 0 };
   }
   return null;
-}
-
-export type TtaStop = 'threshold' | 'budget' | 'lost-member' | 'run-ended';
-
-export interface TtaRow {
-  model: ModelName;
-  net: TrainingNet;
-  n: number;
-  scaleLearningRate: boolean;
-  /** The same run stands for both settings: its global batch is the reference batch, so scaling changes nothing. */
-  sameWithScaling: boolean;
-  referenceBatch: number;
-  batchSizePerWorker: number;
-  globalBatch: number;
-  /** The config's rate, and the rate the schedule aims at after the warm-up. */
-  learningRate: number;
-  targetRate: number;
-  warmupSteps: number;
-  threshold: number;
-  budgetMs: number;
-  saveEverySteps: number;
-  points: CheckpointPoint[];
-  reached: Reached | null;
-  /** Examples trained up to the first checkpoint at the threshold: its step × the global batch. */
-  examplesToThreshold: number | null;
-  stoppedBy: TtaStop;
-  /** From the start to the stop, and the chief's steps in it. */
-  runMs: number;
-  steps: number;
-  /** Over the chief's reports from its first step to its last. */
-  examplesPerSec: number;
-  /** What the run's own end-of-epoch evaluation said, if an epoch ended. */
-  runEvaluations: Array<{ epoch: number; step: number; accuracy: number }>;
-  dropped: DroppedMember[];
-  cpu: CpuSample;
-  /** The scorer runs beside the row at idle priority (SCHED_IDLE): its CPU, and the machine's busy share without it. */
-  evaluator: { screens: number; fulls: number; cpuSeconds: number; machineBusyWithout: number };
-  counts: boolean;
 }
 
 const reachedMs = (r: TtaRow | undefined): number => (r?.reached ? r.reached.ms : Number.POSITIVE_INFINITY);
@@ -288,9 +209,6 @@ export function timeToAccuracyTarget(rows: TtaRow[]): Target {
 // ---------------------------------------------------------------------------
 // Joins
 // ---------------------------------------------------------------------------
-
-/** One entry of RoomStatus `joins` (the join telemetry of issue 16). */
-export type JoinRecord = JoinCost;
 
 const nullableMs = (v: unknown): v is number | null => v === null || (typeof v === 'number' && Number.isFinite(v) && v >= 0);
 
@@ -345,36 +263,6 @@ export function stallAround(history: MetricPoint[], fromStep: number, toStep: nu
   return { stallMs, typicalStepMs };
 }
 
-export interface JoinMeasurement {
-  repetition: number;
-  /** The joiner's member name. */
-  name: string;
-  /** The telemetry's entry for this joiner, or null when none was complete in time. */
-  record: JoinRecord | null;
-  /** The harness's own view: the chief's stall on the server's clock, and the joiner's first report past its admission step. */
-  observedStallMs: number | null;
-  observedLockStepMs: number | null;
-  /** From starting the joiner's process to the telemetry's complete entry. */
-  waitedMs: number;
-  error: string | null;
-}
-
-export interface JoinRow {
-  model: ModelName;
-  net: TrainingNet;
-  /** The class after the join: N − 1 training, one joining. */
-  n: number;
-  measurements: JoinMeasurement[];
-  /** Members of the class dropped during the row. */
-  dropped: DroppedMember[];
-  /** Why the row ended before its last join (the class did not settle after a join or a leave); null when it ran them all. */
-  error: string | null;
-  /** The server's PING_TIMEOUT_MS for the row; null: the product's. */
-  pingTimeoutMs: number | null;
-  cpu: CpuSample;
-  counts: boolean;
-}
-
 function worstOf(rows: JoinRow[], pick: (r: JoinRecord) => number | null): { value: number | null; all: Array<number | null> } {
   const all = rows.flatMap((r) => r.measurements.map((m) => (m.record ? pick(m.record) : null)));
   if (all.length === 0 || all.some((v) => v === null)) return { value: null, all };
@@ -401,33 +289,6 @@ export function joinTargets(rows: JoinRow[]): Target[] {
 // ---------------------------------------------------------------------------
 // The section and its targets
 // ---------------------------------------------------------------------------
-
-export const CLASS_SECTIONS = ['joins', 'scaling', 'mixed', 'timeToAccuracy'] as const;
-export type ClassSection = (typeof CLASS_SECTIONS)[number];
-
-export interface ClassReport {
-  generatedAt: string;
-  machine: { cores: number; kernel: string; node: string };
-  quick: boolean;
-  minutes: number;
-  /** The largest class's caps against the machine: caps + the share kept for the server ≤ cores (lab/cpu-budget.ts). */
-  cpuBudget: CpuBudget;
-  /** Wall-clock minutes each section took. */
-  sectionMinutes: Partial<Record<ClassSection, number>>;
-  /**
-   * The CFS period (µs) each section's CPU caps ran with (lab/cpu-caps.ts): a quota over a
-   * long period stalls a capped device between bursts, so figures taken with different
-   * periods are different regimes. Absent in reports from before it was recorded (100 ms).
-   */
-  sectionCfsPeriodUs?: Partial<Record<ClassSection, number>>;
-  scaling: { rows: TrainingRow[]; table: ScalingEntry[]; splits: Array<{ model: ModelName; net: TrainingNet; n: number; split: TimeSplit | null; sentence: string }> } | null;
-  timeToAccuracy: { threshold: number; budgetMs: number; screenMargin: number; rows: TtaRow[] } | null;
-  mixed: MixedClassReport | null;
-  joins: { rows: JoinRow[] } | null;
-  /** A section that could not be measured, and why (its coded error). */
-  errors: Array<{ section: ClassSection; code: string; message: string }>;
-  targets: Target[];
-}
 
 /** `cnn-scaling-n8` from the scaling table. */
 export function cnnScalingTarget(table: ScalingEntry[]): Target {

@@ -15,7 +15,8 @@ import type { Lab } from './netlab';
 import { startLabServer, startLabWorker, waitForRoom, type LabServer } from './lab-server';
 import { machineBound, startCpuMonitor, type CpuSample } from './cpu-monitor';
 import { BASE_CONFIG, chiefOf, lostMember, roomMetrics, stopRun, type TrainingNet } from './training-rows';
-import { parseJoins, stallAround, type JoinMeasurement, type JoinRecord, type JoinRow } from './class-report';
+import { parseJoins, stallAround } from './class-report';
+import type { JoinMeasurement, JoinRecord, JoinRow } from './report-types';
 import { tail, type LabProcess } from './spawn';
 import { progress } from './progress';
 

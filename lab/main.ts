@@ -32,12 +32,13 @@ import { cleanupLab, installTeardownHandlers, withLab } from './netlab';
 import { MODEL_NAMES, internet, wifi, wiredLab, type ModelName, type ModelProfile } from './network-models';
 import { assertModelValid, validateModel, DEFAULT_FLOW_SECONDS, type ModelValidation } from './validate-models';
 import { allReduceRows, type AllReducePlan, type AllReduceRow, type AutoRow } from './allreduce-rows';
-import { markdown, modelSvg, targets, type LabReport, type TrainingRow } from './report';
+import { markdown, modelSvg, targets, type TrainingRow } from './report';
 import { TRAINING_ROW_OPTIONS, trainingRow, type TrainingNet } from './training-rows';
 import { progress } from './progress';
 import { RESERVED_CORES } from './cpu-budget';
 import { FULL_CLASS_PLAN, QUICK_CLASS_PLAN, narrowPlan, runClassLab } from './class-lab';
-import { CLASS_SECTIONS, emptyLabReport, foldClass, keepClass, mergeClass, profilesOf, type ClassReport, type ClassSection } from './class-report';
+import { emptyLabReport, foldClass, keepClass, mergeClass, profilesOf } from './class-report';
+import { CLASS_SECTIONS, type ClassReport, type ClassSection, type LabReport } from './report-types';
 
 const USAGE = 'usage: npm run lab -- [--quick] [--models wifi,wired-lab,internet] [--no-training] | --mixed | --class [--quick] [--only joins,scaling,mixed,timeToAccuracy] [--ns 1,8] | --class-quick';
 const QUICK_FLOW_SECONDS = 1;

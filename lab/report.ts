@@ -6,47 +6,14 @@
  */
 import type { Algorithm, WireFormat } from '../shared/protocol';
 import type { AllReduceRow, AutoRow } from './allreduce-rows';
-import type { ModelValidation } from './validate-models';
 import type { ModelName, ModelProfile } from './network-models';
 import type { TrainingRow } from './training-rows';
-import { classMarkdown, type ClassReport, type ClassTargetId } from './class-report';
+import type { LabReport, Target } from './report-types';
+import { classMarkdown } from './class-report';
 
 export type { TrainingRow };
 
 const MB = 2 ** 20;
-export const TARGET_IDS = ['ring-vs-hub-wired-n4-16mb', 'bus-vs-port-wired-n4-16mb', 'auto-vs-ring-wifi-n8-16mb', 'auto-vs-best-worst-case'] as const;
-export type TargetId = (typeof TARGET_IDS)[number];
-
-export interface Target {
-  /** The all-reduce targets (TARGET_IDS), or the class's (`npm run lab -- --class`, lab/class-report.ts). */
-  id: TargetId | ClassTargetId;
-  /** The goal in words, with its threshold. */
-  goal: string;
-  /** The figure, or null when this run did not measure what it needs (--quick, or fewer models). */
-  value: number | null;
-  met: boolean;
-  /** Where the figure comes from. */
-  detail: string;
-}
-
-export interface LabReport {
-  generatedAt: string;
-  machine: { cores: number; kernel: string; node: string };
-  /** Whether the kernel had netem: without it no model adds delay. */
-  netem: boolean;
-  quick: boolean;
-  /** Wall-clock minutes of the whole run. */
-  minutes: number;
-  targets: Target[];
-  models: Array<Pick<ModelValidation, 'name' | 'params' | 'measured' | 'expected' | 'ok' | 'delayMs' | 'firstAttempt'>>;
-  allreduce: AllReduceRow[];
-  auto: AutoRow[];
-  training: TrainingRow[];
-  /** A real-GPU device's figure, when the session had one; why not, otherwise. */
-  gpu: { measured: false; why: string };
-  /** `npm run lab -- --class`: scaling, time to accuracy, the mixed class and joins; a full run keeps the one it finds. */
-  class?: ClassReport;
-}
 
 const find = (rows: AllReduceRow[], model: ModelName, n: number, bytes: number, wire: WireFormat, algorithm: Algorithm) =>
   rows.find((r) => r.model === model && r.n === n && r.bytes === bytes && r.wire === wire && r.algorithm === algorithm);

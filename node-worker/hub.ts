@@ -14,54 +14,31 @@
  * A hub the server let go joins again by itself; one the teacher removed waits until the
  * teacher allows a hub again. Every 30 s it logs what it summed.
  */
-import { parseArgs } from 'node:util';
 import SimplePeer from 'simple-peer';
 import wrtc from '@roamhq/wrtc';
 import { io, type Socket } from 'socket.io-client';
-import { hubKeySchema, memberNameSchema, roomNameSchema, type ClientToServerEvents, type ServerToClientEvents } from '../shared/protocol';
-import { normalizeJoinCode } from '../shared/protocol/join-code';
+import { hubKeySchema, type ClientToServerEvents, type ServerToClientEvents } from '../shared/protocol';
 import { toWebringError } from '../shared/protocol/errors';
 import { HUB_WAIT_OUT_CODES, HubMember } from '../shared/training/hub-member';
 import { createSimplePeerFactory } from '../shared/network/simple-peer-factory';
 import { IceConfigHolder, ICE_REQUEST_TIMEOUT_MS } from '../shared/network/ice-config';
+import { EXIT_FAILURE, failUsage, parseMemberArgs, type CommandLine, type MemberArgs } from './args';
 
-const USAGE = 'usage: HUB_KEY=<the room\'s hub key> node --import tsx node-worker/hub.ts --url http://HOST:PORT --room NAME --code JOIN-CODE [--name hub]';
-const EXIT_USAGE = 2;
-const EXIT_FAILURE = 1;
+const COMMAND_LINE: CommandLine<never> = {
+  program: 'webring hub',
+  usage: 'usage: HUB_KEY=<the room\'s hub key> node --import tsx node-worker/hub.ts --url http://HOST:PORT --room NAME --code JOIN-CODE [--name hub]',
+  flags: [],
+  defaultName: 'hub',
+  codeHint: '',
+};
 /** How often the hub logs what it summed. */
 const STATS_EVERY_MS = 30_000;
 
-function fail(message: string, code = EXIT_USAGE): never {
-  console.error(`webring hub: ${message}\n${USAGE}`);
-  process.exit(code);
-}
-
-function parse(): { url: URL; room: string; code: string; name: string; hubKey: string } {
-  let values;
-  try {
-    ({ values } = parseArgs({ options: { url: { type: 'string' }, room: { type: 'string' }, code: { type: 'string' }, name: { type: 'string' } }, strict: true }));
-  } catch (err) {
-    fail((err as Error).message);
-  }
-  if (!values.url || !values.room) fail('--url and --room are required');
-  let url: URL;
-  try {
-    url = new URL(values.url);
-  } catch {
-    fail(`--url ${values.url} is not a URL`);
-  }
-  if (url.protocol !== 'http:' && url.protocol !== 'https:') fail('--url must be http:// or https://');
-  const room = roomNameSchema.safeParse(values.room);
-  if (!room.success) fail(`--room ${values.room}: letters, digits, "-" and "_" only, at most 64`);
-  const typed = values.code ?? process.env.JOIN_CODE;
-  if (!typed) fail('--code (or JOIN_CODE) is required: the room\'s join code');
-  const code = normalizeJoinCode(typed);
-  if (code === null) fail(`--code ${typed}: a join code is 6 letters and digits, like K7M-Q2P`);
-  const name = memberNameSchema.safeParse(values.name ?? 'hub');
-  if (!name.success) fail('--name must be 1 to 40 characters');
+function parse(): MemberArgs & { hubKey: string } {
+  const { member } = parseMemberArgs(COMMAND_LINE);
   const hubKey = hubKeySchema.safeParse(process.env.HUB_KEY);
-  if (!hubKey.success) fail(`HUB_KEY is required in the environment: the room's hub key, 64 hex digits (npm start -- --hub passes it; else GET /api/rooms/${room.data}/hub-key with the teacher token)`);
-  return { url, room: room.data, code, name: name.data, hubKey: hubKey.data };
+  if (!hubKey.success) failUsage(COMMAND_LINE, `HUB_KEY is required in the environment: the room's hub key, 64 hex digits (npm start -- --hub passes it; else GET /api/rooms/${member.room}/hub-key with the teacher token)`);
+  return { ...member, hubKey: hubKey.data };
 }
 
 async function main(): Promise<void> {

@@ -16,63 +16,37 @@
  */
 import os from 'node:os';
 import { statSync } from 'node:fs';
-import { parseArgs } from 'node:util';
 import SimplePeer from 'simple-peer';
 import wrtc from '@roamhq/wrtc';
 import { io, type Socket } from 'socket.io-client';
-import { BACKENDS, DEVICE_CLASSES, roomNameSchema, memberNameSchema, type Backend, type DeviceClass, type ClientToServerEvents, type ServerToClientEvents } from '../shared/protocol';
+import { BACKENDS, DEVICE_CLASSES, type Backend, type DeviceClass, type ClientToServerEvents, type ServerToClientEvents } from '../shared/protocol';
 import { TrainingWorker } from '../shared/training/worker';
 import type { WorkerStatus } from '../shared/training/worker-status';
 import { createSimplePeerFactory } from '../shared/network/simple-peer-factory';
 import { IceConfigHolder, ICE_REQUEST_TIMEOUT_MS } from '../shared/network/ice-config';
 import { toWebringError } from '../shared/protocol/errors';
 import { selectNodeBackend } from './node-backend';
-import { normalizeJoinCode } from '../shared/protocol/join-code';
 import { countByLabel, type OwnExamples } from '../shared/training/own-examples';
 import { readOwnFolder } from './own-folder';
+import { EXIT_FAILURE, failUsage, parseMemberArgs, type CommandLine, type MemberArgs } from './args';
 
-const USAGE = 'usage: npm run worker -- --url http://HOST:PORT --room NAME --code JOIN-CODE [--name X] [--backend webgpu|cpu] [--device laptop|tablet|phone|node] [--data DIR]';
-/** Exit code for bad arguments, as for the server's bad configuration. */
-const EXIT_USAGE = 2;
-const EXIT_FAILURE = 1;
+const COMMAND_LINE: CommandLine<'backend' | 'device' | 'data'> = {
+  program: 'webring worker',
+  usage: 'usage: npm run worker -- --url http://HOST:PORT --room NAME --code JOIN-CODE [--name X] [--backend webgpu|cpu] [--device laptop|tablet|phone|node] [--data DIR]',
+  flags: ['backend', 'device', 'data'],
+  defaultName: `node-${os.hostname()}`.slice(0, 40),
+  codeHint: ', from the teacher page or the server\'s start-up output',
+};
+const fail = (message: string) => failUsage(COMMAND_LINE, message);
 
-function fail(message: string, code = EXIT_USAGE): never {
-  console.error(`webring worker: ${message}\n${USAGE}`);
-  process.exit(code);
-}
-
-function parse(): { url: URL; room: string; code: string; name: string; backend: Backend | null; device: DeviceClass; data: string | null } {
-  let values;
-  try {
-    ({ values } = parseArgs({
-      options: { url: { type: 'string' }, room: { type: 'string' }, code: { type: 'string' }, name: { type: 'string' }, backend: { type: 'string' }, device: { type: 'string' }, data: { type: 'string' } },
-      strict: true,
-    }));
-  } catch (err) {
-    fail((err as Error).message);
-  }
-  if (!values.url || !values.room) fail('--url and --room are required');
-  let url: URL;
-  try {
-    url = new URL(values.url);
-  } catch {
-    fail(`--url ${values.url} is not a URL`);
-  }
-  if (url.protocol !== 'http:' && url.protocol !== 'https:') fail('--url must be http:// or https://');
-  const room = roomNameSchema.safeParse(values.room);
-  if (!room.success) fail(`--room ${values.room}: letters, digits, "-" and "_" only, at most 64`);
-  const typedCode = values.code ?? process.env.JOIN_CODE;
-  if (!typedCode) fail('--code (or JOIN_CODE) is required: the room\'s join code, from the teacher page or the server\'s start-up output');
-  const code = normalizeJoinCode(typedCode);
-  if (code === null) fail(`--code ${typedCode}: a join code is 6 letters and digits, like K7M-Q2P`);
-  const name = memberNameSchema.safeParse(values.name ?? `node-${os.hostname()}`.slice(0, 40));
-  if (!name.success) fail('--name must be 1 to 40 characters');
-  const backend = values.backend ?? null;
+function parse(): MemberArgs & { backend: Backend | null; device: DeviceClass; data: string | null } {
+  const { member, flags } = parseMemberArgs(COMMAND_LINE);
+  const backend = flags.backend ?? null;
   if (backend !== null && !(BACKENDS as readonly string[]).includes(backend)) fail(`--backend ${backend}: one of ${BACKENDS.join(', ')}`);
-  const device = values.device ?? 'node';
+  const device = flags.device ?? 'node';
   if (!(DEVICE_CLASSES as readonly string[]).includes(device)) fail(`--device ${device}: one of ${DEVICE_CLASSES.join(', ')}`);
-  if (values.data !== undefined && !isDirectory(values.data)) fail(`--data ${values.data}: not a folder (a folder per class, each holding PNG files)`);
-  return { url, room: room.data, code, name: name.data, backend: backend as Backend | null, device: device as DeviceClass, data: values.data ?? null };
+  if (flags.data !== undefined && !isDirectory(flags.data)) fail(`--data ${flags.data}: not a folder (a folder per class, each holding PNG files)`);
+  return { ...member, backend: backend as Backend | null, device: device as DeviceClass, data: flags.data ?? null };
 }
 
 function isDirectory(where: string): boolean {

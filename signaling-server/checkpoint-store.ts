@@ -24,7 +24,7 @@ import {
   type CheckpointTrustState,
 } from '../shared/checkpoints/checkpoint';
 import { roomNameSchema } from '../shared/protocol';
-import { WeightsHasher } from '../shared/training/weights-hash';
+import { WeightsHasher } from '../shared/util/weights-hash';
 
 export type StoreFs = Pick<typeof nodeFs, 'mkdir' | 'open' | 'rename' | 'rm' | 'readdir' | 'readFile' | 'stat'>;
 
@@ -87,7 +87,7 @@ const specBytes = (specs: Array<{ shape: number[] }>): number => specs.reduce((s
 
 const sha256 = (b: Buffer) => createHash('sha256').update(b).digest('hex');
 
-/** The replicas' weights fingerprint (shared/training/weights-hash.ts) of a weights file. */
+/** The replicas' weights fingerprint (shared/util/weights-hash.ts) of a weights file. */
 function weightsHashOf(weights: Buffer): string {
   // A Float32Array view needs 4-byte alignment; multer's buffers may sit anywhere in a pool.
   const aligned = weights.byteOffset % 4 === 0 ? weights : new Uint8Array(weights);

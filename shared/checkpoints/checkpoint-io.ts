@@ -1,8 +1,9 @@
 /**
  * The folder shared/checkpoints/ owns checkpoints: what one is (checkpoint.ts), capturing a
  * replica's state and moving it to and from the server (this file), the chief's background
- * writer, and the optimizer state's layout. It may import protocol/, training/ (the Trainer
- * and the weights hash), data/ and util/; the server's store and the workers import it.
+ * writer, and the optimizer state's layout. It may import protocol/, data/ and util/, never
+ * training/: a replica is anything with the members of ReplicaState (replica-state.ts),
+ * which the Trainer has. The server's store and the workers import it.
  *
  * Capturing a replica's full state as a checkpoint, uploading it, listing the server's, and
  * restoring from one. Used by the chief (capture, upload, list) and by every worker
@@ -21,8 +22,8 @@ import {
   type OptimizerSpecs,
 } from './checkpoint';
 import type { Backend, MemberInfo } from '../protocol';
-import type { Trainer } from '../training/trainer';
-import { WeightsHasher } from '../training/weights-hash';
+import type { ReplicaState } from './replica-state';
+import { WeightsHasher } from '../util/weights-hash';
 import { withDeadline } from '../util/deadline';
 import type { Clock } from '../util/clock';
 
@@ -85,7 +86,7 @@ function concatBuffers(data: tf.io.WeightData | undefined): Uint8Array {
  * Reads the replica's weights, optimizer state and position. Everything is read before
  * this resolves, so training may go on while the result is being written.
  */
-export async function captureCheckpoint(trainer: Trainer, ctx: CaptureContext): Promise<CapturedCheckpoint> {
+export async function captureCheckpoint(trainer: ReplicaState, ctx: CaptureContext): Promise<CapturedCheckpoint> {
   let artifacts: tf.io.ModelArtifacts | null = null;
   await trainer.model.save(
     tf.io.withSaveHandler(async (a) => {
@@ -210,7 +211,7 @@ export function restoreFromServer(
   baseUrl: string,
   room: string,
   id: string,
-  trainer: Trainer,
+  trainer: ReplicaState,
   memberToken: string,
   options: CheckpointRequestOptions = {},
 ): Promise<CheckpointMetadata> {
@@ -220,7 +221,7 @@ export function restoreFromServer(
   );
 }
 
-async function downloadInto(baseUrl: string, room: string, id: string, trainer: Trainer, memberToken: string, fetchImpl: FetchLike): Promise<CheckpointMetadata> {
+async function downloadInto(baseUrl: string, room: string, id: string, trainer: ReplicaState, memberToken: string, fetchImpl: FetchLike): Promise<CheckpointMetadata> {
   const base = `${checkpointsUrl(baseUrl, room)}/${encodeURIComponent(id)}`;
   // Reading a room's checkpoints takes a member's token (or the join code, or the teacher's).
   const authorization = `Bearer ${memberToken}`;
@@ -248,7 +249,7 @@ async function downloadInto(baseUrl: string, room: string, id: string, trainer: 
 }
 
 /** Loads a captured or downloaded checkpoint into a replica, and proves it by the weights hash. */
-export async function applyCheckpoint(trainer: Trainer, checkpoint: CapturedCheckpoint): Promise<void> {
+export async function applyCheckpoint(trainer: ReplicaState, checkpoint: CapturedCheckpoint): Promise<void> {
   const specs = checkpoint.artifacts.weightSpecs ?? [];
   const weights = tf.io.decodeWeights(checkpoint.weights.slice().buffer, specs);
   // By position: layer names differ between pages, the order of the weights does not.

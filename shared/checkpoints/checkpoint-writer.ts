@@ -6,7 +6,7 @@
 import { WebringError, toWebringError, type ErrorBody } from '../protocol/errors';
 import type { CheckpointInfo } from './checkpoint';
 import { CHECKPOINT_UPLOAD_TIMEOUT_MS, captureCheckpoint, uploadCheckpoint, type CaptureContext, type CapturedCheckpoint, type FetchLike } from './checkpoint-io';
-import type { Trainer } from '../training/trainer';
+import type { ReplicaState } from './replica-state';
 import { systemClock, type Clock } from '../util/clock';
 import { withDeadline } from '../util/deadline';
 
@@ -48,7 +48,7 @@ export class CheckpointWriter {
   constructor(private readonly options: CheckpointWriterOptions) {}
 
   /** Captures now (awaited: the next step may not start before), writes in the background. */
-  async save(trainer: Trainer, ctx: CaptureContext, maxToKeep: number): Promise<void> {
+  async save(trainer: ReplicaState, ctx: CaptureContext, maxToKeep: number): Promise<void> {
     const checkpoint = await captureCheckpoint(trainer, ctx);
     this.queue = this.queue.then(() => this.write(checkpoint, maxToKeep));
   }

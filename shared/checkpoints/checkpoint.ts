@@ -6,8 +6,7 @@
 import { z } from 'zod';
 import { sha256 } from '@noble/hashes/sha2.js';
 import { bytesToHex } from '@noble/hashes/utils.js';
-import { BACKENDS, MAX_ROOM_MEMBERS, WORKER_KINDS, roomNameSchema, startConfigSchema } from '../protocol';
-import { MAX_OWN_SEQ } from '../training/own-examples';
+import { BACKENDS, MAX_OWN_SEQ, MAX_ROOM_MEMBERS, WORKER_KINDS, roomNameSchema, startConfigSchema } from '../protocol';
 
 /** The files of one checkpoint folder, and the multipart field names of an upload. */
 export const CHECKPOINT_FILES = {
@@ -82,7 +81,7 @@ export const checkpointMetadataSchema = z.strictObject({
   /** sha256 of model.weights.bin exactly as uploaded; the server refuses a mismatch. */
   weightsSha256: sha256Schema,
   optimizerSha256: sha256Schema,
-  /** Fingerprint of the weights in replica order (shared/weights-hash.ts), to compare with live tabs. */
+  /** Fingerprint of the weights in replica order (shared/util/weights-hash.ts), to compare with live tabs. */
   weightsHash: z.string().regex(/^[0-9a-f]{16}$/),
 });
 export type CheckpointMetadata = z.output<typeof checkpointMetadataSchema>;

@@ -5,7 +5,6 @@
  */
 import type { Algorithm, WireFormat } from '../protocol';
 import type { WebringError } from '../protocol/errors';
-import type { BroadcastChain } from './chain-broadcast-schedule';
 
 /**
  * Which collective of a step a message belongs to. Collectives run in (step, tag) order, so
@@ -103,6 +102,12 @@ export interface RingLink {
   bufferedAmount(): number;
   /** Resolves once the link is open and its send buffer is below the low-water mark; rejects if the link fails. */
   whenWritable(): Promise<void>;
+}
+
+/** Who sends and who receives in a broadcast: `from` holds the values, from+1 … `to` (mod N) receive them. */
+export interface BroadcastChain {
+  from: number;
+  to: number;
 }
 
 /** Bytes this rank sent in one collective, and how long the collective took. */

@@ -37,7 +37,7 @@ import { ALGORITHMS, WIRE_FORMATS, type Misbehaviour, type WireFormat } from '..
 import { systemClock, type Clock } from '../util/clock';
 import { leftOf, sendersOf } from './topology';
 import { HubSchedule } from './hub-schedule';
-import { ChainBroadcastSchedule, type BroadcastChain } from './chain-broadcast-schedule';
+import { ChainBroadcastSchedule } from './chain-broadcast-schedule';
 import { Admission, PeerMisbehavedError } from './admission';
 import { ChunkLayout } from './chunk-layout';
 import { ChunkWriter } from './chunk-writer';
@@ -46,6 +46,7 @@ import {
   MAX_RUN,
   collectiveKey,
   createCollectiveStats,
+  type BroadcastChain,
   type CollectiveEngine,
   type CollectiveOptions,
   type CollectiveStats,

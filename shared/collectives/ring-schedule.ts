@@ -6,40 +6,32 @@
  * copied, so every replica ends with bit-identical results.
  */
 import { roundToHalves } from './fp16';
-import { flagsSaturated } from './admission';
-import { noteOverflows, type ActiveCollective, type EngineParts, type Schedule } from './schedule';
+import { noteOverflows, type ActiveCollective, type EngineParts } from './schedule';
+import { CountingSchedule } from './counting-schedule';
 import { PHASE_ALL_GATHER, PHASE_REDUCE_SCATTER, WIRE_FP16, type ChunkHeader } from './wire';
 import type { RingLink } from './collective';
 
 const mod = (a: number, n: number): number => ((a % n) + n) % n;
 
-export class RingSchedule implements Schedule {
-  private received = 0;
-  private expected = 0;
+export class RingSchedule extends CountingSchedule {
   /** Chunks per (phase, ring step) in the arrival marks: segment 0 is never shorter than another. */
   private seenStride = 0;
 
-  constructor(
-    private readonly parts: EngineParts,
-    private readonly right: RingLink | null,
-    private readonly left: number,
-  ) {}
+  constructor(parts: EngineParts, right: RingLink | null, left: number) {
+    super(parts, right, 'no right neighbour', left);
+  }
 
   start(_c: ActiveCollective): void {
     const { rank: r, worldSize: n, layout, queue } = this.parts;
-    this.received = 0;
-    this.expected = 0;
     this.seenStride = layout.segmentChunks(0);
     this.parts.admission.resetSeen(2 * (n - 1) * this.seenStride);
+    let expected = 0;
     for (let k = 0; k < n - 1; k++) {
-      this.expected += layout.segmentChunks(mod(r - k - 1, n)) + layout.segmentChunks(mod(r - k, n));
+      expected += layout.segmentChunks(mod(r - k - 1, n)) + layout.segmentChunks(mod(r - k, n));
     }
+    this.expect(expected);
     const own = layout.segmentChunks(r);
     for (let c = 0; c < own; c++) queue.push(PHASE_REDUCE_SCATTER, 0, c);
-  }
-
-  resume(_c: ActiveCollective): void {
-    this.parts.pump();
   }
 
   receive(c: ActiveCollective, h: ChunkHeader, bytes: Uint8Array, from: number): void {
@@ -56,9 +48,8 @@ export class RingSchedule implements Schedule {
     }
     const seenAt = ((h.phase - 1) * (n - 1) + h.ringStep) * this.seenStride + h.chunk;
     if (!admission.chunk(h, bytes, from, at, seenAt)) return;
-    if (flagsSaturated(h)) c.saturated = true;
     const last = h.ringStep === n - 2;
-    this.parts.payload.addOrCopy(bytes, c.buf, at, reduce);
+    this.take(c, h, bytes, reduce);
     // The owner keeps what it will send, so that it ends equal to every other rank.
     if (reduce && last && at.wire === WIRE_FP16) noteOverflows(this.parts.stats, c, roundToHalves(c.buf, at.start, at.length));
     const queue = this.parts.queue;
@@ -70,32 +61,13 @@ export class RingSchedule implements Schedule {
     } else if (!last) {
       queue.push(PHASE_ALL_GATHER, h.ringStep + 1, h.chunk);
     }
-    this.received++;
     this.parts.pump();
   }
 
-  linkFor(_phase: number, _step: number): RingLink | null {
-    return this.right;
-  }
-
-  missingLinkDetail(): string {
-    return 'no right neighbour';
-  }
-
-  locateSend(phase: number, ringStep: number, chunk: number): void {
+  override locateSend(phase: number, ringStep: number, chunk: number): void {
     const { rank, worldSize: n } = this.parts;
     // Reduce-scatter step k sends segment (r-k); all-gather step k sends segment (r+1-k).
     const s = phase === PHASE_REDUCE_SCATTER ? mod(rank - ringStep, n) : mod(rank + 1 - ringStep, n);
     this.parts.layout.locateInSegment(s, chunk);
   }
-
-  isDone(): boolean {
-    return this.received === this.expected;
-  }
-
-  owedBy(from: number): number {
-    return from === this.left ? this.expected - this.received : 0;
-  }
-
-  stop(): void {}
 }

@@ -94,6 +94,8 @@ export const MAX_CLASSES = 20;
 export const CLASS_LABEL_MAX_CHARS = 24;
 /** One device holds at most this many own examples: counts and positions travel as exact float32 integers. */
 export const MAX_OWN_EXAMPLES_PER_DEVICE = 2 ** 24;
+/** Sequence numbers and store counts travel as float32 integers: exact below 2^24. */
+export const MAX_OWN_SEQ = MAX_OWN_EXAMPLES_PER_DEVICE - 1;
 
 export const OPTIMIZER_KINDS = ['sgd', 'adam'] as const;
 export type OptimizerKind = (typeof OPTIMIZER_KINDS)[number];

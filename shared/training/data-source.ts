@@ -10,7 +10,6 @@ import { MNIST_PIXELS, type MnistDataset } from '../data/mnist-format';
 import { PIXEL_SCALE } from '../data/example-cache';
 import type { StartConfig } from '../protocol';
 import { maxShareOf } from './share-balancer';
-import type { EpochRoster } from './own-data';
 import { EpochPermutation, nextBatch, shardOf, testShardOf, type DataCursor, type GlobalBatch } from './sharding';
 
 export interface DataSource {
@@ -70,6 +69,22 @@ export interface DataAgreement {
   /** The position as a checkpoint keeps it; null before there is one. */
   readonly roster: EpochRoster | null;
   restore(roster: EpochRoster | null): void;
+}
+
+/** One device's block of an epoch. */
+export interface RosterDevice {
+  /** Its store's key (own-examples.ts). */
+  key: number;
+  /** Its training examples when the epoch began, tombstones included. */
+  examples: number;
+  /** The seq of the last of them: later ones wait for the next epoch. */
+  lastSeq: number;
+}
+
+/** The devices whose examples epoch `epoch` passes over, in rank order when it began. */
+export interface EpochRoster {
+  epoch: number;
+  devices: RosterDevice[];
 }
 
 /** What a worker hands its data source for one run. */

@@ -10,7 +10,7 @@
  * of the ring is served by its left neighbour over one link, a drifted replica by the rank
  * before it, and the survivors of a leave, who agree, send nothing at all.
  */
-import type { BroadcastChain } from '../collectives/chain-broadcast-schedule';
+import type { BroadcastChain } from '../collectives/collective';
 
 const FP_STEP = 0;
 const FP_EPOCH = 1;
@@ -30,7 +30,7 @@ export interface Fingerprint {
   /** The epoch whose evaluation is owed, or null. */
   pendingEvaluation: number | null;
   stopped: boolean;
-  /** 16 hex digits (weights-hash.ts). */
+  /** 16 hex digits (shared/util/weights-hash.ts). */
   weightsHash: string;
 }
 

@@ -44,11 +44,11 @@
  * perWorker × N places, since every rank can train MNIST.
  */
 import { MNIST_PIXELS } from '../data/mnist-format';
-import { MAX_OWN_EXAMPLES_PER_DEVICE, MAX_ROOM_MEMBERS, type StartConfig } from '../protocol';
+import { MAX_OWN_EXAMPLES_PER_DEVICE, MAX_OWN_SEQ, MAX_ROOM_MEMBERS, type StartConfig } from '../protocol';
 import { WebringError } from '../protocol/errors';
 import { mixSeed, permutationInto } from '../util/random';
-import type { DataAgreement, DataSource } from './data-source';
-import { isHeldOut, MAX_OWN_SEQ, type OwnExample, type OwnExamples } from './own-examples';
+import type { DataAgreement, DataSource, EpochRoster, RosterDevice } from './data-source';
+import { isHeldOut, type OwnExample, type OwnExamples } from './own-examples';
 import { shardOf, type DataCursor, type GlobalBatch } from './sharding';
 
 /** The server's digits beside the class's own: any DataSource, and a streamed one can be told what to fetch ahead. */
@@ -56,22 +56,6 @@ export type SharedDigits = DataSource & {
   fetchAhead?(batches: readonly GlobalBatch[], rank: number): void;
   readonly stepsAhead?: number;
 };
-
-/** One device's block of an epoch. */
-export interface RosterDevice {
-  /** Its store's key (own-examples.ts). */
-  key: number;
-  /** Its training examples when the epoch began, tombstones included. */
-  examples: number;
-  /** The seq of the last of them: later ones wait for the next epoch. */
-  lastSeq: number;
-}
-
-/** The devices whose examples epoch `epoch` passes over, in rank order when it began. */
-export interface EpochRoster {
-  epoch: number;
-  devices: RosterDevice[];
-}
 
 /** The roster's key for the server's digits in a `mnist+own` run: no store has it (newStoreKey never returns 0). */
 export const SHARED_BLOCK_KEY = 0;

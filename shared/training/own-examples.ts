@@ -11,13 +11,11 @@
  */
 import { MNIST_PIXELS } from '../data/mnist-format';
 import { mixSeed } from '../util/random';
-import { MAX_OWN_EXAMPLES_PER_DEVICE } from '../protocol';
+import { MAX_OWN_SEQ } from '../protocol';
 
 /** Every device holds out this fraction of its own examples to score the model on (custom classes). */
 export const HOLDOUT_FRACTION = 0.2;
 const UINT32_RANGE = 2 ** 32;
-/** Sequence numbers and store counts travel as float32 integers: exact below 2^24. */
-export const MAX_OWN_SEQ = MAX_OWN_EXAMPLES_PER_DEVICE - 1;
 
 export interface OwnExample {
   /** Its place in collection order on this device: increasing, never reused. */

@@ -38,7 +38,7 @@ import {
   type RoomStatus,
 } from '../../shared/protocol';
 import { CHECKPOINT_FILE_NAMES, CHECKPOINT_FILES, sha256Hex, type CheckpointInfo, type CheckpointMetadata } from '../../shared/checkpoints/checkpoint';
-import { WeightsHasher } from '../../shared/training/weights-hash';
+import { WeightsHasher } from '../../shared/util/weights-hash';
 import { mulberry32 } from '../../shared/util/random';
 import { AS_TEACHER, codeFor, connectClient, join, startTestServer, TEST_TOKEN, type TestSocket } from '../support/server';
 

@@ -7,7 +7,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import {
-  CLASS_TARGET_IDS,
   GRADIENT_BYTES,
   classTargets,
   cnnScalingTarget,
@@ -28,14 +27,10 @@ import {
   timeToAccuracyTarget,
   timeToThreshold,
   whereTimeGoes,
-  type CheckpointPoint,
-  type ClassReport,
-  type JoinRecord,
-  type JoinRow,
-  type TtaRow,
 } from '../../lab/class-report';
+import { CLASS_TARGET_IDS, type CheckpointPoint, type ClassReport, type JoinRecord, type JoinRow, type LabReport, type TtaRow } from '../../lab/report-types';
 import { cpuBudget } from '../../lab/cpu-budget';
-import { markdown, type LabReport } from '../../lab/report';
+import { markdown } from '../../lab/report';
 import { wiredLab } from '../../lab/network-models';
 import { boundMs } from '../../lab/bounds';
 import { buildModel } from '../../shared/training/models';
