@@ -10,6 +10,7 @@
  * to the one worker that trains it. A change of world size moves the shard boundaries; the
  * examples the new shard lacks are fetched on the spot (a short wait at the step after a
  * join or a leave), and the ones fetched for the old shard are dropped from the cache in turn.
+ * The step being read pins its examples in the cache, so no prefetch evicts them meanwhile.
  *
  * The test set is fetched the same way, only the rank's shard of it, and once: the
  * replicas keep it for every later evaluation.
@@ -95,7 +96,8 @@ export class StreamedMnist implements DataSource {
     this.planAhead = options.planAhead ?? true;
     this.permutations = [new EpochPermutation(this.trainCount, options.seed), new EpochPermutation(this.trainCount, options.seed)];
     const window = this.prefetchSteps * this.maxShare;
-    this.cache = new ExampleCache(Math.min(this.trainCount, CACHE_WINDOWS * window + this.maxShare), this.trainCount);
+    // A step pins its shard (at most maxShare) while it waits: the windows around it are for prefetching.
+    this.cache = new ExampleCache(Math.min(this.trainCount, CACHE_WINDOWS * window + this.maxShare), this.trainCount, this.maxShare);
     this.pendingIn = new Int32Array(this.trainCount);
     this.wanted = new Uint32Array(window + this.maxShare);
   }
@@ -133,22 +135,30 @@ export class StreamedMnist implements DataSource {
   async readShard(batch: GlobalBatch, rank: number, images: Float32Array, labels: Int32Array): Promise<number> {
     if (this.failure) throw this.failure;
     const { start, count } = shardOf(batch, rank);
-    // What this step needs goes first; the steps after it follow in a second request.
-    this.fetchMissing(batch.epoch, start, count);
-    if (this.planAhead) this.prefetchAfter(batch, rank);
-    if (++this.shardsRead === this.prefetchSteps) this.prefetchTest(rank, batch.worldSize);
-    // Usually the prefetch brought everything: then this step waits for nothing and allocates nothing.
-    while (!this.holdsAll(batch.epoch, start, count)) {
-      const waits: Array<Promise<void>> = [];
-      for (let i = 0; i < count; i++) {
-        const index = this.indexAt(batch.epoch, start + i);
-        if (!this.cache.has(index)) waits.push(this.requests.get(this.pendingIn[index]!) ?? this.request([index]));
+    try {
+      // The step holds its examples until it has read them: however far a prefetch plan drifts,
+      // its replies cannot evict what the step waits for (the mnist+own livelock). One step
+      // reads at a time (the trainer has one input buffer), so the pins are the step's alone.
+      for (let i = 0; i < count; i++) this.cache.pin(this.indexAt(batch.epoch, start + i));
+      // What this step needs goes first; the steps after it follow in a second request.
+      this.fetchMissing(batch.epoch, start, count);
+      if (this.planAhead) this.prefetchAfter(batch, rank);
+      if (++this.shardsRead === this.prefetchSteps) this.prefetchTest(rank, batch.worldSize);
+      // Usually the prefetch brought everything: then this step waits for nothing and allocates nothing.
+      while (!this.holdsAll(batch.epoch, start, count)) {
+        const waits: Array<Promise<void>> = [];
+        for (let i = 0; i < count; i++) {
+          const index = this.indexAt(batch.epoch, start + i);
+          if (!this.cache.has(index)) waits.push(this.requests.get(this.pendingIn[index]!) ?? this.request([index]));
+        }
+        await Promise.all(waits);
+        if (this.failure) throw this.failure;
       }
-      await Promise.all(waits);
-      if (this.failure) throw this.failure;
+      for (let i = 0; i < count; i++) this.cache.read(this.indexAt(batch.epoch, start + i), images, labels, i);
+      return count;
+    } finally {
+      this.cache.unpinAll();
     }
-    for (let i = 0; i < count; i++) this.cache.read(this.indexAt(batch.epoch, start + i), images, labels, i);
-    return count;
   }
 
   prefetch(batch: GlobalBatch, rank: number): void {

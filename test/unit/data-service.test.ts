@@ -116,6 +116,40 @@ test('the example cache never holds more than its capacity, and drops the oldest
   assert.equal(held, 50);
 });
 
+test('the example cache never evicts what the current step pinned, however many other examples arrive; unpinned, they age out as any other', () => {
+  const cache = new ExampleCache(10, 1_000, 4);
+  const pixels = new Uint8Array(MNIST_PIXELS);
+  const put = (index: number): void => {
+    pixels.fill(index % 256);
+    cache.put(index, index % 10, pixels, 0);
+  };
+  for (let i = 0; i < 10; i++) put(i);
+  // The step holds three examples already here and one still on its way.
+  const step = [0, 5, 9, 700];
+  for (const index of step) cache.pin(index);
+  for (let i = 0; i < 500; i++) {
+    put(100 + i);
+    if (i === 250) put(700);
+    assert.ok(cache.size <= 10, `holds ${cache.size}`);
+    for (const index of step) if (index !== 700 || i >= 250) assert.ok(cache.has(index), `pinned ${index} evicted by the burst at ${i}`);
+  }
+  const images = new Float32Array(MNIST_PIXELS);
+  const labels = new Int32Array(1);
+  for (const index of step) {
+    cache.read(index, images, labels, 0);
+    assert.equal(labels[0], index % 10);
+    assert.equal(Math.round(images[400]! * 255), index % 256);
+  }
+  cache.unpinAll();
+  for (let i = 0; i < 10; i++) put(600 + i);
+  for (const index of step) assert.ok(!cache.has(index), `${index} outlived its step`);
+  // The bound: a step pins at most maxPinned, which leaves the cache room for new examples.
+  for (const index of step) cache.pin(index);
+  assert.throws(() => cache.pin(1), (err: unknown) => err instanceof WebringError && err.code === 'ERR_INTERNAL');
+  assert.throws(() => new ExampleCache(10, 1_000, 10), (err: unknown) => err instanceof WebringError && err.code === 'ERR_INTERNAL');
+  assert.doesNotThrow(() => new ExampleCache(1_000, 1_000, 1_000), 'a cache of the whole split never evicts');
+});
+
 /** The packed 10k subset as a data service in memory, recording what each fetch asked for. */
 let subset: LoadedDataset;
 
@@ -125,18 +159,24 @@ before(() => {
 
 function memoryService(log: Array<{ split: string; indices: number[] }>): ExampleFetcher {
   return async (split, indices, count) => {
-    const data = subset[split];
     log.push({ split, indices: [...indices.subarray(0, count)] });
-    const labels = new Uint8Array(count);
-    const pixels = new Uint8Array(count * MNIST_PIXELS);
-    for (let i = 0; i < count; i++) {
-      labels[i] = data.labels[indices[i]!]!;
-      pixels.set(data.pixels.subarray(indices[i]! * MNIST_PIXELS, (indices[i]! + 1) * MNIST_PIXELS), i * MNIST_PIXELS);
-    }
+    const reply = replyOf(split, indices, count);
     // A reply arrives later, never within the call.
     await new Promise((resolve) => setImmediate(resolve));
-    return { labels, pixels };
+    return reply;
   };
+}
+
+/** The subset's examples `indices[0, count)` of `split`, as the service sends them. */
+function replyOf(split: 'train' | 'test', indices: ArrayLike<number>, count: number): { labels: Uint8Array; pixels: Uint8Array } {
+  const data = subset[split];
+  const labels = new Uint8Array(count);
+  const pixels = new Uint8Array(count * MNIST_PIXELS);
+  for (let i = 0; i < count; i++) {
+    labels[i] = data.labels[indices[i]!]!;
+    pixels.set(data.pixels.subarray(indices[i]! * MNIST_PIXELS, (indices[i]! + 1) * MNIST_PIXELS), i * MNIST_PIXELS);
+  }
+  return { labels, pixels };
 }
 
 test('the prefetch plan: a steady class fetches exactly what each rank will train, ahead of time; through joins and leaves every example arrives, once per epoch', async () => {
@@ -321,4 +361,53 @@ test('digits cut elsewhere (mnist+own): without its own plan a source fetches on
   const wanted = new Set([0, 69, 138].flatMap((o) => Array.from({ length: 23 }, (_, i) => permutation.forEpoch(0)[o + 23 + i]!)));
   assert.deepEqual([...fetched].sort((a, b) => a - b), [...wanted].sort((a, b) => a - b), 'rank 1\'s slices of the three named steps, nothing more');
   assert.equal(source.stepsAhead, PREFETCH_STEPS);
+});
+
+test('the mnist+own livelock cannot come back: a plan drifting ahead by more than the cache, its replies landing while a step waits, never evicts the step\'s examples', async () => {
+  // A service whose replies the test hands out one at a time, in the order that livelocked the workers.
+  const pending: Array<{ indices: number[]; reply: () => void }> = [];
+  const fetched: number[] = [];
+  const fetcher: ExampleFetcher = (split, indices, count) =>
+    new Promise((resolve) => {
+      const list = [...indices.subarray(0, count)];
+      if (split === 'train') fetched.push(...list);
+      pending.push({ indices: list, reply: () => resolve(replyOf(split, list, count)) });
+    });
+  const flush = () => new Promise((r) => setImmediate(r));
+  const deliver = async (at: number): Promise<void> => {
+    pending.splice(at, 1)[0]!.reply();
+    await flush();
+  };
+  const source = new StreamedMnist({ dataset: 'mnist-10k', perWorker: 4, seed: 9, fetcher, prefetchSteps: 2, planAhead: false });
+  const capacity = source.cacheCapacity;
+  assert.equal(capacity, 28);
+  const permutation = new EpochPermutation(8_000, 9).forEpoch(0);
+  const step = { epoch: 0, offset: 0, size: 4, worldSize: 1 };
+  const mine = new Set([0, 1, 2, 3].map((p) => permutation[p]!));
+  // Half the step comes in an earlier request (the planner's), half in the step's own.
+  source.fetchAhead([{ ...step, size: 2 }], 0);
+  const images = new Float32Array(4 * MNIST_PIXELS);
+  const labels = new Int32Array(4);
+  let read = false;
+  const reading = source.readShard(step, 0, images, labels).then((n) => {
+    read = true;
+    return n;
+  });
+  let rounds = 0;
+  for (; rounds < 12 && !read; rounds++) {
+    // One reply with the step's examples lands...
+    const forStep = pending.findIndex((p) => p.indices.some((i) => mine.has(i)));
+    assert.ok(forStep >= 0, `round ${rounds}: the step waits for nothing`);
+    await deliver(forStep);
+    if (read) break;
+    // ...then the drifted plan's: 32 other digits, further ahead than the cache holds, before the step's next.
+    source.fetchAhead(Array.from({ length: 8 }, (_, b) => ({ epoch: 0, offset: capacity + 4 + rounds * 32 + b * 4, size: 4, worldSize: 1 })), 0);
+    for (let at = pending.findIndex((p) => !p.indices.some((i) => mine.has(i))); at >= 0; at = pending.findIndex((p) => !p.indices.some((i) => mine.has(i)))) await deliver(at);
+    assert.ok(source.cachedExamples <= capacity);
+  }
+  assert.ok(read, `the step still waits after ${rounds} rounds: its examples were evicted and fetched again`);
+  assert.equal(await reading, 4);
+  assert.ok(rounds <= 1, `the step completed as soon as its last reply landed, not after ${rounds} rounds`);
+  assert.equal(fetched.filter((i) => mine.has(i)).length, 4, 'each of the step\'s examples travelled once');
+  [0, 1, 2, 3].forEach((p, i) => assert.equal(labels[i], subset.train.labels[permutation[p]!]));
 });
