@@ -1,7 +1,7 @@
 /**
  * The checkpoint list: when and by whom each was saved, whether another student's replica
  * vouched for it, its two model files to download (tf.loadLayersModel needs model.json and
- * model.weights.bin side by side), "Restore this one", which starts a run from it with the
+ * model.weights.bin, one above the other), "Restore", which starts a run from it with the
  * form's config, and Delete (a checkpoint the teacher does not trust).
  */
 import type { CheckpointInfo, CheckpointTrustState } from '../../shared/checkpoints/checkpoint';
@@ -42,9 +42,10 @@ export function renderCheckpoints(body: HTMLElement, empty: HTMLElement, view: C
         h('td', { class: 'num' }, String(c.epoch + 1)),
         h('td', { title: c.createdAt }, clockTime(c.createdAt)),
         h('td', { class: 'num' }, bytes(c.bytes)),
-        h('td', { title: `member ${c.writer}` }, c.writerName || names.get(c.writer) || c.writer.slice(0, 8), ' ', h('span', { class: 'hint' }, c.writer.slice(0, 8))),
+        // The member id stays in the tooltip: the table must fit its card with the actions visible.
+        h('td', { title: `member ${c.writer}` }, c.writerName || names.get(c.writer) || c.writer.slice(0, 8)),
         h('td', { title: TRUST_TITLE[c.trust.state] }, TRUST_LABEL[c.trust.state], c.trust.by && c.trust.by !== c.writer ? ` by ${names.get(c.trust.by) ?? c.trust.by.slice(0, 8)}` : ''),
-        h('td', { class: 'downloads' }, download('model.json', 'model.json'), ' + ', download('model.weights.bin', 'weights.bin')),
+        h('td', { class: 'downloads' }, download('model.json', 'model.json'), download('model.weights.bin', 'weights.bin')),
         h(
           'td',
           {},
@@ -58,7 +59,7 @@ export function renderCheckpoints(body: HTMLElement, empty: HTMLElement, view: C
               disabled: !view.canRestore || view.busy,
               title: view.canRestore ? 'Start a run from this checkpoint with the config above' : 'Stop the run first',
             },
-            'Restore this one',
+            'Restore',
           ),
           ' ',
           h(
