@@ -10,6 +10,7 @@
  * computes exactly what the chief computes.
  */
 import type { StartConfig } from '../protocol';
+import type { LedgerSection } from './ledger';
 
 /** Steps over which the rate moves to a new target after the global batch changed. */
 export const RESCALE_RAMP_STEPS = 20;
@@ -25,6 +26,16 @@ type ScheduleConfig = Pick<StartConfig, 'learningRate' | 'warmupSteps' | 'scaleL
 
 export class LearningRateSchedule {
   private ramp: RateRamp | null = null;
+  /** The hand-over state's section (ledger.ts): the ramp's float32 ends and its first step, -1 for none yet. */
+  readonly section: LedgerSection<unknown> = {
+    floats: () => 3,
+    write: (view) => {
+      view[0] = this.ramp?.from ?? 0;
+      view[1] = this.ramp?.to ?? 0;
+      view[2] = this.ramp?.startStep ?? -1;
+    },
+    read: (view) => this.restore(view[2]! < 0 ? null : { from: view[0]!, to: view[1]!, startStep: view[2]! }),
+  };
 
   constructor(private readonly config: ScheduleConfig) {}
 

@@ -23,6 +23,8 @@
  * does a resumed run. The probes are in the generation every replica holds, so every
  * replica starts from the same shares.
  */
+import type { GlobalBatch } from './sharding';
+import type { StepFacts, TailSection } from './step-ledger';
 
 /** Steps between two re-balancings: enough samples for a stable average. */
 export const REBALANCE_EVERY_STEPS = 5;
@@ -191,6 +193,52 @@ export class ShareBalancer {
       const own = this.msPerExample[r]!;
       this.vsMedian[r] = own > 0 ? middle / own : 0;
     }
+  }
+}
+
+/**
+ * The balancer's section of the tail: each rank's compute time and its overhead before the
+ * step, in its own slot (capacity slots each). Every replica reads the same times and
+ * cuts the same batch, so every replica re-balances alike.
+ */
+export class ShareTimes implements TailSection {
+  private capacity = 0;
+  /** Views of the first N slots, made when the ring changes. */
+  private computeView: Float32Array = new Float32Array(0);
+  private overheadView: Float32Array = new Float32Array(0);
+  /** Every rank's example count of the step just trained (reused). */
+  private examples = new Float64Array(0);
+
+  constructor(
+    private readonly balancer: ShareBalancer,
+    /** How many of the batch's examples are rank r's (DataSource.shareOf). */
+    private readonly shareOf: (batch: GlobalBatch, rank: number) => number,
+  ) {}
+
+  floats(capacity: number): number {
+    this.capacity = capacity;
+    this.examples = new Float64Array(capacity);
+    return 2 * capacity;
+  }
+
+  bind(view: Float32Array, worldSize: number): void {
+    this.computeView = view.subarray(0, worldSize);
+    this.overheadView = view.subarray(this.capacity, this.capacity + worldSize);
+  }
+
+  write(view: Float32Array, facts: StepFacts): void {
+    view[facts.rank] = facts.computeMs;
+    view[this.capacity + facts.rank] = facts.overheadMs;
+  }
+
+  read(_view: Float32Array, facts: StepFacts): void {
+    for (let r = 0; r < facts.worldSize; r++) this.examples[r] = this.shareOf(facts.batch, r);
+    this.balancer.observe(this.computeView, this.examples, this.overheadView);
+  }
+
+  /** Each rank's compute time in the step just read, by rank. */
+  computeMs(): number[] {
+    return Array.from(this.computeView);
   }
 }
 

@@ -17,15 +17,19 @@ import type { FaultInjector } from './faults';
 import { sleep, systemClock, type Clock } from '../util/clock';
 import { buildModel, buildOptimizer, setLearningRate } from './models';
 import { LearningRateSchedule } from './lr-schedule';
-import { ShareBalancer } from './share-balancer';
-import { yieldToEventLoop } from '../util/yield';
+import { ShareBalancer, ShareTimes } from './share-balancer';
 import { WeightsHasher } from '../util/weights-hash';
-import { MAX_ROOM_MEMBERS, type Algorithm, type StartConfig } from '../protocol';
-import { chooseAlgorithm, createProbeBuffers, explainChoice, measureLinkModels, type LinkModel, type LinkModels, type LinkReadiness, type ProbeBuffers } from '../collectives/choice';
+import { MAX_ROOM_MEMBERS, type StartConfig } from '../protocol';
+import type { LinkModels } from '../collectives/choice';
 import { WebringError } from '../protocol/errors';
-import { HASH_VOTE_FLOATS, VOTE_FLOATS, counterVote, hashesDiffer, unanimous, writeHashVotes, writeVote } from './agreement';
-import { FINGERPRINT_FLOATS, fingerprintCursor, handOverChain, ranksBehind, writeFingerprint } from './hand-over';
+import { StepVotes } from './agreement';
+import { FINGERPRINT_FLOATS, fingerprintCursor, handOverChain, ranksBehind, sitOutFrom, writeFingerprint } from './hand-over';
 import { chainPosition } from '../collectives/chain-broadcast-schedule';
+import { Ledger, type LedgerSection } from './ledger';
+import { StepCount, StepMetrics, initialFacts, type StepOptions, type StepFacts, type StepResult, type StepTiming, type TailSection } from './step-ledger';
+import { LinkSelection } from './link-selection';
+import { DataAgreementTail, dataAgreementState } from './data-sections';
+import { Evaluation } from './evaluation';
 import {
   createOptimizerSlots,
   loadOptimizerWeights,
@@ -35,37 +39,7 @@ import {
   setOptimizerIterations,
 } from '../checkpoints/optimizer-state';
 
-/**
- * Appended to the gradients so that one all-reduce also agrees on the metrics, on stopping,
- * on admitting the next generation, on whether the replicas still hold the same weights,
- * tells every replica how long each rank took to compute (straggler detection), and
- * averages the link measurements from which every replica picks the same algorithm for
- * the next step.
- */
-const TAIL_LOSS = 0;
-const TAIL_CORRECT = 1;
-const TAIL_STOP = 2;
-const TAIL_PAUSE = 3;
-const TAIL_ADMIT = 4;
-const TAIL_HASH = TAIL_ADMIT + VOTE_FLOATS;
-const TAIL_COMPUTE_MS = TAIL_HASH + HASH_VOTE_FLOATS;
-/** Each rank's overhead before the step (ms from the end of its previous all-reduce), for the share balancer; 0: not measured. */
-const TAIL_OVERHEAD_MS = TAIL_COMPUTE_MS + MAX_ROOM_MEMBERS;
-/** α and β of the ring, of halving-doubling, then of the hub: each rank's measurement, summed. */
-const TAIL_MODELS = TAIL_OVERHEAD_MS + MAX_ROOM_MEMBERS;
-const MODEL_FLOATS = 6;
-/** Votes: this replica's halving-doubling partner links are open; its link to the hub is open. */
-const TAIL_MESH_READY = TAIL_MODELS + MODEL_FLOATS;
-const TAIL_HUB_READY = TAIL_MESH_READY + 1;
-/** How many replicas' own gradient or loss was not finite (or absurdly large); they sent zeros instead. */
-const TAIL_NON_FINITE = TAIL_HUB_READY + 1;
-/**
- * Examples trained in the step, summed: the divisor of the mean. It is what the gradients'
- * sum holds, even where a device skipped a deleted example of its own data (own-data.ts).
- */
-const TAIL_EXAMPLES = TAIL_NON_FINITE + 1;
-/** Then, for a source that needs them (DataAgreement), each rank's numbers: MAX_ROOM_MEMBERS slots. */
-const TAIL_LENGTH = TAIL_EXAMPLES + 1;
+export type { StepOptions, StepResult, StepTiming } from './step-ledger';
 
 /**
  * A replica's own gradient values must stay below this magnitude to travel: then no
@@ -78,109 +52,19 @@ export const MAX_LOCAL_GRADIENT = 2 ** 100;
 /** Replicas compare weight hashes at least this often (every step whose number is a multiple). */
 export const HASH_CHECK_EVERY_STEPS = 10;
 
-/** Layout of the state a live replica hands over: position first, then weights, then optimizer. */
-const STATE_STEP = 0;
-const STATE_EPOCH = 1;
-const STATE_OFFSET = 2;
-const STATE_PENDING_EVAL = 3;
-const STATE_STOPPED = 4;
-const STATE_ITERATIONS = 5;
-/** The learning-rate ramp (lr-schedule.ts): its float32 ends and its first step, -1 for none yet. */
-const STATE_RAMP_FROM = 6;
-const STATE_RAMP_TO = 7;
-const STATE_RAMP_START = 8;
-/**
- * The sender's link measurements (α, β of the ring, halving-doubling and the hub; -1 for
- * one not measured): a joiner appended to measured links takes them instead of the whole
- * class probing again (setCollective's keepLinkModels).
- */
-const STATE_MODELS = 9;
-const STATE_MODEL_FLOATS = 6;
-const STATE_HEADER = STATE_MODELS + STATE_MODEL_FLOATS;
-
-/**
- * Test examples scored per forward pass. Between passes the evaluation yields to the event
- * loop, so a slow device scoring 10,000 digits still answers the server's heartbeats: 100
- * CNN examples take about 0.25 s on one CPU core.
- */
-const EVAL_BATCH = 100;
+/** What the hand-over's weights section takes: the variables, and on the sender their values, read back before the state is written. */
+interface HandOver {
+  /** The weights', then the optimizer's variables. */
+  variables: tf.Variable[];
+  /** Their values, read back on the sender. */
+  values: Float32Array[];
+}
 
 export interface TrainerOptions {
   /** Measures compute and communication times, and paces injected slowness. */
   clock?: Clock;
   /** Faults a test plays on purpose (slowness, drift); production passes none. */
   faults?: FaultInjector;
-}
-
-export interface StepOptions {
-  /** This replica asks the ring to stop after this step. */
-  requestStop?: boolean;
-  /** This replica asks the ring to pause after this step (the teacher's Pause). */
-  requestPause?: boolean;
-  /**
-   * The pending generation this replica is ready to switch to (links open), or null. A
-   * function is asked only when the tail is written, after the forward and backward pass:
-   * links that opened during the compute already count, which saves the class a step of
-   * waiting for a joiner.
-   */
-  readyFor?: number | null | (() => number | null);
-  /** Every link halving-doubling needs is open on this replica (RingNetwork.meshReady). */
-  meshReady?: boolean;
-  /** This replica's link to the room's hub is open (RingNetwork.hubReady); false without a hub. */
-  hubReady?: boolean;
-}
-
-/** Where one step's time went on this replica, in ms. */
-export interface StepTiming {
-  /** Waiting for this step's examples to arrive from the data service (0 when the prefetch kept up). */
-  dataMs: number;
-  /** Forward and backward until the device finished them (the loss read back). */
-  computeMs: number;
-  /** Reading the gradients back from the device into the all-reduce buffer. */
-  readbackMs: number;
-  /** The gradient all-reduce, including waiting for the slowest rank. */
-  commMs: number;
-  /** Averaging and handing the update to the optimizer. */
-  applyMs: number;
-}
-
-export interface StepResult {
-  /** The step just completed (0-based); the replica's step counter is now step + 1. */
-  step: number;
-  epoch: number;
-  /** Mean loss over the whole global batch. */
-  loss: number;
-  /** Accuracy over the whole global batch. */
-  trainAccuracy: number;
-  /** L2 norm of the averaged gradient: zero would mean a broken backend readback. */
-  gradNorm: number;
-  /** True when any replica asked to stop; every replica sees the same value. */
-  stop: boolean;
-  /** True when any replica asked to pause after this step. */
-  pause: boolean;
-  /** True when this step was the last of its epoch. */
-  epochEnd: boolean;
-  /** Examples this replica trained on in this step. */
-  examples: number;
-  globalBatchSize: number;
-  /** True when every replica was ready for the same pending generation: switch to it now. */
-  admit: boolean;
-  /** Whether this step compared the replicas' weights hashes, and whether they differed. */
-  hashChecked: boolean;
-  hashMismatch: boolean;
-  /** Each rank's compute time for this step in ms, indexed by rank (identical on every replica). */
-  computeMs: number[];
-  /** The algorithm this step's gradients took. */
-  algorithm: Algorithm;
-  /** Each algorithm's mean link measurements as agreed in this step (null before any). */
-  models: LinkModels | null;
-  /** One sentence for the teacher: why the next step's algorithm was picked (choice.ts explainChoice). */
-  reason: string;
-  /** This rank's measured speed against the ring's median; 0 before it is measured. */
-  speedVsMedian: number;
-  /** The learning rate the step applied. */
-  learningRate: number;
-  timing: StepTiming;
 }
 
 export class Trainer {
@@ -190,8 +74,8 @@ export class Trainer {
   readonly schedule: LearningRateSchedule;
   /** Each rank's share of the global batch when shares follow speed (balanceShares). */
   private readonly balancer: ShareBalancer;
-  /** Every rank's example count of the step just trained, for the balancer (reused). */
-  private readonly rankExamples = new Float64Array(MAX_ROOM_MEMBERS);
+  /** Which collective the next step takes, from the links every replica measured and voted open. */
+  private readonly links: LinkSelection;
   readonly config: StartConfig;
   private readonly variables: tf.Variable[];
   private readonly offsets: number[];
@@ -213,37 +97,25 @@ export class Trainer {
 
   // Reused across steps: the per-step path allocates no JS buffers of its own.
   private readonly flat: Float32Array;
-  /** Floats after the gradients: TAIL_LENGTH, and the data source's per-rank numbers if it has any. */
-  private readonly tailLength: number;
-  /** Examples this replica trained in the current step (its share, less any deleted example of its own). */
-  private trained = 0;
+  /**
+   * The gradient tail (step-ledger.ts): every participant's section, laid over `flat` after
+   * the gradients. The trainer keeps the sections it reads itself: the metrics, the count
+   * and the votes.
+   */
+  private readonly tail: Ledger<StepFacts>;
+  private readonly facts = initialFacts();
+  private readonly metrics = new StepMetrics();
+  private readonly count = new StepCount();
+  private readonly votes = new StepVotes();
+  private readonly times: ShareTimes;
+  /** The hand-over's state: every participant's section around the weights. */
+  private readonly handOver: Ledger<HandOver>;
   private readonly images: Float32Array;
   private readonly labels: Int32Array;
-  /** Allocated on the first evaluation, then reused. */
-  private evalImages: Float32Array | null = null;
-  private evalLabels: Int32Array | null = null;
-  private readonly evalBuffer = new Float32Array(2);
+  /** Scores the test set; its buffers are allocated on the first evaluation, then reused. */
+  private readonly evaluation = new Evaluation();
   /** Every replica's fingerprint (hand-over.ts), sized for the largest ring so far. */
   private agreeBuffer = new Float32Array(0);
-  /** Allocated on the first measurement (a ring of one never measures), then reused. */
-  private probes: ProbeBuffers | null = null;
-  /** This replica's link measurements in this generation; null until measured. */
-  private measured: LinkModels | null = null;
-  /** Which algorithms' links were open on every replica in the last step: the agreed vote. */
-  private ready: LinkReadiness = { mesh: false, hub: false };
-  /**
-   * Set when every replica's partner links were open in the last step and the links of
-   * this generation are not measured yet (or the hub's link opened since): the worker then
-   * calls measureLinks before the next step. Derived from the agreed tail, so it is the
-   * same on every replica.
-   */
-  measureDue = false;
-  /** The last sentence explainChoice gave, and the inputs it was for: it is rebuilt only when they change, not every step. */
-  private reason = '';
-  private readonly reasonInputs = new Float64Array(REASON_INPUTS);
-  private readonly reasonScratch = new Float64Array(REASON_INPUTS);
-  /** What the next gradient all-reduce uses; every replica derives the same from the tail. */
-  private nextAlgorithm: Algorithm = 'ring';
   private readonly timing: StepTiming = { dataMs: 0, computeMs: 0, readbackMs: 0, commMs: 0, applyMs: 0 };
   /**
    * The gradients travel in the configured format (the tail's votes and counts stay exact)
@@ -266,7 +138,6 @@ export class Trainer {
    * overhead (a new ring, a hand-over, an evaluation, a link measurement).
    */
   private lastReduceEnd: number | null = null;
-  private rankTimesViews: { worldSize: number; computeMs: Float32Array; overheadMs: Float32Array } | null = null;
 
   constructor(config: StartConfig, data: DataSource, collective: Collective, options: TrainerOptions = {}) {
     this.config = config;
@@ -279,6 +150,8 @@ export class Trainer {
     this.schedule = new LearningRateSchedule(config);
     this.balancer = new ShareBalancer(config.balanceShares);
     this.balancer.reset(collective.worldSize);
+    this.links = new LinkSelection(config);
+    this.times = new ShareTimes(this.balancer, (batch, rank) => data.shareOf(batch, rank));
     this.variables = this.model.trainableWeights.map((w) => (w as unknown as { val: tf.Variable }).val);
     createOptimizerSlots(config.optimizer, this.optimizer, this.variables);
     this.offsets = [];
@@ -288,9 +161,19 @@ export class Trainer {
       total += v.size;
     }
     this.parameterCount = total;
-    this.tailLength = TAIL_LENGTH + (data.agreement ? MAX_ROOM_MEMBERS * data.agreement.floatsPerRank : 0);
-    this.flat = new Float32Array(total + this.tailLength);
-    this.gradientOptions = { wire: config.wire, exactTail: this.tailLength, algorithm: 'ring' };
+    // The participants of every step, in the tail's order; a new one is one more section here.
+    const agreement = data.agreement;
+    const tail: TailSection[] = [this.metrics, this.votes, this.times, this.links, this.count];
+    if (agreement) tail.push(new DataAgreementTail(agreement));
+    this.tail = new Ledger(tail, MAX_ROOM_MEMBERS);
+    this.flat = new Float32Array(total + this.tail.length);
+    this.tail.attach(this.flat, total, collective.worldSize);
+    this.links.sizeFor(total, this.tail.length);
+    // And of the hand-over, in the state's order.
+    const state: Array<LedgerSection<HandOver>> = [this.positionSection(), this.schedule.section, this.links.state, this.weightsSection()];
+    if (agreement) state.push(dataAgreementState(agreement));
+    this.handOver = new Ledger(state, MAX_ROOM_MEMBERS);
+    this.gradientOptions = { wire: config.wire, exactTail: this.tail.length, algorithm: 'ring' };
     const b = this.data.maxShardExamples;
     this.images = new Float32Array(b * MNIST_PIXELS);
     this.labels = new Int32Array(b);
@@ -333,6 +216,11 @@ export class Trainer {
     return this.config.maxSteps === undefined ? end : Math.min(end, this.config.maxSteps);
   }
 
+  /** Set when the links should be measured before the next step (link-selection.ts); the same on every replica. */
+  get measureDue(): boolean {
+    return this.links.measureDue;
+  }
+
   /**
    * Trains on over a new generation's collective. With `keepLinkModels` (the generation only
    * appends members to links already measured) the link measurements stay, and the
@@ -341,11 +229,8 @@ export class Trainer {
   setCollective(collective: Collective, options: { keepLinkModels?: boolean; probeMsPerExample?: ArrayLike<number> | null } = {}): void {
     this.collective = collective;
     this.lastReduceEnd = null;
-    // A new generation starts on the ring until its own measurements are agreed.
-    this.nextAlgorithm = 'ring';
-    if (!options.keepLinkModels) this.measured = null;
-    this.ready = { mesh: false, hub: false };
-    this.measureDue = false;
+    this.links.reset(options.keepLinkModels ?? false);
+    this.tail.bind(collective.worldSize);
     // Ranks moved: shares start again from the members' probes (or equal), the same on every replica.
     this.balancer.reset(collective.worldSize, options.probeMsPerExample ?? null);
   }
@@ -359,36 +244,9 @@ export class Trainer {
    * Measures both algorithms' links (collective-choice.ts) when measureDue says so; every
    * replica calls it before the same step. The next step's tail averages the measurements.
    */
-  async measureLinks(): Promise<LinkModels> {
-    this.measureDue = false;
+  measureLinks(): Promise<LinkModels> {
     this.lastReduceEnd = null;
-    // Probed at the gradient buffer's own size and format: β where the choice is made.
-    this.probes ??= createProbeBuffers(this.flat.length);
-    this.measured = await measureLinkModels(this.collective, this.stepCounter, this.probes, this.ready, this.config.wire);
-    return this.measured;
-  }
-
-  /** Why the next step takes `nextAlgorithm`, in one sentence; the same sentence as long as its inputs stay the same. */
-  private explain(worldSize: number, wireBytes: number, models: LinkModels | null, ready: LinkReadiness): string {
-    const next = this.reasonScratch;
-    next[0] = ALGORITHM_CODES[this.nextAlgorithm];
-    next[1] = worldSize;
-    next[2] = wireBytes;
-    next[3] = ready.mesh ? 1 : 0;
-    next[4] = ready.hub ? 1 : 0;
-    next[5] = models?.ring?.alphaMs ?? -1;
-    next[6] = models?.ring?.betaBytesPerMs ?? -1;
-    next[7] = models?.halvingDoubling?.alphaMs ?? -1;
-    next[8] = models?.halvingDoubling?.betaBytesPerMs ?? -1;
-    next[9] = models?.hub?.alphaMs ?? -1;
-    next[10] = models?.hub?.betaBytesPerMs ?? -1;
-    let changed = this.reason === '';
-    for (let i = 0; i < REASON_INPUTS; i++) {
-      if (this.reasonInputs[i] !== next[i]) changed = true;
-      this.reasonInputs[i] = next[i]!;
-    }
-    if (changed) this.reason = explainChoice(this.config.allreduce, this.nextAlgorithm, worldSize, wireBytes, models, ready);
-    return this.reason;
+    return this.links.measure(this.collective, this.stepCounter);
   }
 
   /** Replaces the weights, given in variable order (checkpoint restore). */
@@ -427,9 +285,9 @@ export class Trainer {
     return this.data.agreement?.roster ?? null;
   }
 
-  /** Floats of the state a replica hands over: position, weights, optimizer state. */
+  /** Floats of the state a replica hands over (its ledger: position, ramp, links, weights, optimizer state, roster). */
   get stateLength(): number {
-    return STATE_HEADER + this.parameterCount + optimizerStateLength(this.config.optimizer, this.parameterCount) + (this.data.agreement?.stateFloats ?? 0);
+    return this.handOver.length;
   }
 
   /**
@@ -475,62 +333,76 @@ export class Trainer {
     this.sitOutFrom = sitOutFrom(behind, n);
     if (!chain) return 0;
 
-    const state = (this.stateBuffer ??= new Float32Array(this.stateLength));
-    const optimizerVars = optimizerStateVariables(this.config.optimizer, this.optimizer);
+    const state = this.stateBufferFor(n);
+    const handOver: HandOver = { variables: [...this.variables, ...optimizerStateVariables(this.config.optimizer, this.optimizer)], values: [] };
     const { at: position, hops } = chainPosition(this.collective.rank, n, chain);
     const receives = position >= 1 && position <= hops;
     // The agreement round told us where rank 0 is: fetch the first examples while the state travels.
     if (receives && this.data.prefetch) this.data.prefetch(this.nextGlobalBatch(fingerprintCursor(check, 0)), this.collective.rank);
-    if (position === 0) await this.writeState(state, optimizerVars);
+    if (position === 0) {
+      handOver.values = await Promise.all(handOver.variables.map((v) => v.data() as Promise<Float32Array>));
+      this.handOver.write(handOver);
+    }
     await this.collective.broadcast(state, keyStep, COLLECTIVE_TAG.sync, chain);
-    if (receives) this.loadState(state, optimizerVars);
+    if (receives) {
+      this.handOver.read(handOver);
+      this.weightsVersion++;
+    }
     return behind.length;
   }
 
-  /** This replica's whole state into `state` (the hand-over's sender). */
-  private async writeState(state: Float32Array, optimizerVars: tf.Variable[]): Promise<void> {
-    state[STATE_STEP] = this.stepCounter;
-    state[STATE_EPOCH] = this.cursor.epoch;
-    state[STATE_OFFSET] = this.cursor.offset;
-    state[STATE_PENDING_EVAL] = this.pendingEvaluation === null ? 0 : this.pendingEvaluation + 1;
-    state[STATE_STOPPED] = this.stopped ? 1 : 0;
-    state[STATE_ITERATIONS] = optimizerIterations(this.optimizer);
-    const ramp = this.schedule.state;
-    state[STATE_RAMP_FROM] = ramp?.from ?? 0;
-    state[STATE_RAMP_TO] = ramp?.to ?? 0;
-    state[STATE_RAMP_START] = ramp?.startStep ?? -1;
-    writeStateModels(state, STATE_MODELS, this.measured);
-    const values = await Promise.all([...this.variables, ...optimizerVars].map((v) => v.data() as Promise<Float32Array>));
-    let at = STATE_HEADER;
-    for (const vals of values) {
-      state.set(vals, at);
-      at += vals.length;
-    }
-    this.data.agreement?.writeState(state, at);
+  /** The hand-over's buffer, laid out by its ledger on the first hand-over: joins and resyncs are rare. */
+  private stateBufferFor(worldSize: number): Float32Array {
+    if (this.stateBuffer) return this.stateBuffer;
+    this.stateBuffer = new Float32Array(this.handOver.length);
+    this.handOver.attach(this.stateBuffer, 0, worldSize);
+    return this.stateBuffer;
   }
 
-  /** Takes the sender's state (the hand-over's receivers). */
-  private loadState(state: Float32Array, optimizerVars: tf.Variable[]): void {
-    this.stepCounter = state[STATE_STEP]!;
-    this.cursor = { epoch: state[STATE_EPOCH]!, offset: state[STATE_OFFSET]! };
-    const pending = state[STATE_PENDING_EVAL]!;
-    this.pendingEvaluation = pending === 0 ? null : pending - 1;
-    this.stopped = state[STATE_STOPPED]! > 0;
-    setOptimizerIterations(this.optimizer, state[STATE_ITERATIONS]!);
-    const rampStart = state[STATE_RAMP_START]!;
-    this.schedule.restore(rampStart < 0 ? null : { from: state[STATE_RAMP_FROM]!, to: state[STATE_RAMP_TO]!, startStep: rampStart });
-    this.measured = readStateModels(state, STATE_MODELS);
-    tf.tidy(() => {
-      let at = STATE_HEADER;
-      for (const v of [...this.variables, ...optimizerVars]) {
-        // slice, not subarray: the CPU backend keeps the array it is given as the tensor's
-        // storage, and the variable would then change whenever the buffer is reused.
-        v.assign(tf.tensor(state.slice(at, at + v.size), v.shape, 'float32'));
-        at += v.size;
-      }
-      this.data.agreement?.readState(state, at);
-    });
-    this.weightsVersion++;
+  /** The position's section of the hand-over: step, data cursor, owed evaluation, stop, the optimizer's iterations. */
+  private positionSection(): LedgerSection<unknown> {
+    return {
+      floats: () => 6,
+      write: (s) => {
+        s[0] = this.stepCounter;
+        s[1] = this.cursor.epoch;
+        s[2] = this.cursor.offset;
+        s[3] = this.pendingEvaluation === null ? 0 : this.pendingEvaluation + 1;
+        s[4] = this.stopped ? 1 : 0;
+        s[5] = optimizerIterations(this.optimizer);
+      },
+      read: (s) => {
+        this.stepCounter = s[0]!;
+        this.cursor = { epoch: s[1]!, offset: s[2]! };
+        this.pendingEvaluation = s[3] === 0 ? null : s[3]! - 1;
+        this.stopped = s[4]! > 0;
+        setOptimizerIterations(this.optimizer, s[5]!);
+      },
+    };
+  }
+
+  /** The weights' and the optimizer's section of the hand-over, in variable order. */
+  private weightsSection(): LedgerSection<HandOver> {
+    return {
+      floats: () => this.parameterCount + optimizerStateLength(this.config.optimizer, this.parameterCount),
+      write: (s, { values }) => {
+        let at = 0;
+        for (const vals of values) {
+          s.set(vals, at);
+          at += vals.length;
+        }
+      },
+      read: (s, { variables }) =>
+        tf.tidy(() => {
+          let at = 0;
+          for (const v of variables) {
+            // slice, not subarray: the CPU backend keeps the array it is given as the tensor's
+            // storage, and the variable would then change whenever the buffer is reused.
+            v.assign(tf.tensor(s.slice(at, at + v.size), v.shape, 'float32'));
+            at += v.size;
+          }
+        }),
+    };
   }
 
   /** One synchronous step on the next global batch. */
@@ -549,38 +421,33 @@ export class Trainer {
     const flat = this.flat;
     const P = this.parameterCount;
     const timing = this.timing;
-    flat.fill(0, P);
+    const facts = this.facts;
+    facts.loss = 0;
+    facts.correct = 0;
     timing.dataMs = 0;
     timing.computeMs = 0;
     timing.readbackMs = 0;
-    this.trained = n > 0 ? await this.computeGradients(batch, rank) : 0;
+    const trained = n > 0 ? await this.computeGradients(batch, rank) : 0;
     // More ranks than examples left in the epoch, or none of its own: contribute nothing.
-    if (this.trained === 0) flat.fill(0, 0, P);
+    if (trained === 0) flat.fill(0, 0, P);
     const slowMs = (this.faults?.slowComputeMs?.(step) ?? 0) + n * (this.faults?.slowMsPerExample?.(step) ?? 0);
     if (slowMs > 0) await sleep(this.clock, slowMs);
-    flat[P + TAIL_STOP] = options.requestStop ? 1 : 0;
-    flat[P + TAIL_PAUSE] = options.requestPause ? 1 : 0;
-    const readyFor = typeof options.readyFor === 'function' ? options.readyFor() : options.readyFor;
-    writeVote(flat, P + TAIL_ADMIT, readyFor == null ? 0 : counterVote(readyFor));
-    if (hash) writeHashVotes(flat, P + TAIL_HASH, hash);
-    flat[P + TAIL_COMPUTE_MS + rank] = this.clock.now() - t0;
-    flat[P + TAIL_OVERHEAD_MS + rank] = this.lastReduceEnd === null ? 0 : Math.max(0, t0 - this.lastReduceEnd);
-    writeModels(flat, P + TAIL_MODELS, this.measured);
-    flat[P + TAIL_MESH_READY] = options.meshReady ? 1 : 0;
-    flat[P + TAIL_HUB_READY] = options.hubReady ? 1 : 0;
     // The sender's own check: a diverged replica sends zeros and says so, rather than NaN.
-    const ownNonFinite = !finiteBelow(flat, 0, P, MAX_LOCAL_GRADIENT) || !Number.isFinite(flat[P + TAIL_LOSS]!);
-    if (ownNonFinite) {
-      flat.fill(0, 0, P);
-      flat[P + TAIL_LOSS] = 0;
-      flat[P + TAIL_CORRECT] = 0;
-    }
-    flat[P + TAIL_NON_FINITE] = ownNonFinite ? 1 : 0;
-    flat[P + TAIL_EXAMPLES] = ownNonFinite ? 0 : this.trained;
-    const agreement = this.data.agreement;
-    if (agreement) agreement.writeOwn(flat, P + TAIL_LENGTH + rank * agreement.floatsPerRank);
+    const nonFinite = !finiteBelow(flat, 0, P, MAX_LOCAL_GRADIENT) || !Number.isFinite(facts.loss);
+    if (nonFinite) flat.fill(0, 0, P);
+    facts.step = step;
+    facts.rank = rank;
+    facts.worldSize = worldSize;
+    facts.batch = batch;
+    facts.options = options;
+    facts.hash = hash;
+    facts.trained = trained;
+    facts.nonFinite = nonFinite;
+    facts.computeMs = this.clock.now() - t0;
+    facts.overheadMs = this.lastReduceEnd === null ? 0 : Math.max(0, t0 - this.lastReduceEnd);
+    this.tail.write(facts);
 
-    const algorithm = this.nextAlgorithm;
+    const algorithm = this.links.next;
     this.gradientOptions.algorithm = algorithm;
     const tComm = this.clock.now();
     await this.collective.allReduce(flat, step, COLLECTIVE_TAG.gradients, this.gradientOptions);
@@ -588,19 +455,14 @@ export class Trainer {
     timing.commMs = tApply - tComm;
     this.lastReduceEnd = tApply;
 
-    // Each rank sent the sum of its examples' gradients: divide by the global batch for the mean.
-    const diverged = flat[P + TAIL_NON_FINITE]!;
-    if (diverged > 0) {
-      // Every replica holds the same sum, so every replica stops here, before applying anything.
-      throw new WebringError(
-        'ERR_BAD_DATA',
-        `step ${step}: ${diverged} replica(s) computed a gradient or loss that is not finite (the model diverged); resume from a checkpoint with a lower learning rate`,
-      );
-    }
-    if (agreement) agreement.agree(flat.subarray(P + TAIL_LENGTH, P + TAIL_LENGTH + worldSize * agreement.floatsPerRank), worldSize);
-    // Every replica holds the same count: a step in which nobody trained anything (every
-    // example of it deleted) applies nothing, on every replica.
-    const trainedExamples = flat[P + TAIL_EXAMPLES]!;
+    // Every replica holds the same sums, so every section reads the same: the count stops a
+    // diverged step here, the data agreement agrees, the balancer re-balances and link
+    // selection picks the next step's algorithm alike on every replica.
+    this.tail.read(facts);
+    // Each rank sent the sum of its examples' gradients: divide by the global batch for the
+    // mean. Every replica holds the same count: a step in which nobody trained anything
+    // (every example of it deleted) applies nothing, on every replica.
+    const trainedExamples = this.count.examples;
     const inv = trainedExamples > 0 ? 1 / trainedExamples : 0;
     let sq = 0;
     for (let i = 0; i < P; i++) {
@@ -623,64 +485,35 @@ export class Trainer {
     if (trainedExamples > 0) this.applyFlat();
     timing.applyMs = this.clock.now() - tApply;
 
-    // Every replica holds the same sums, so every replica picks the same next algorithm.
-    const models = readModels(flat, P + TAIL_MODELS, worldSize);
-    const ready: LinkReadiness = { mesh: flat[P + TAIL_MESH_READY] === worldSize, hub: flat[P + TAIL_HUB_READY] === worldSize };
-    this.ready = ready;
-    const wireBytes = P * (this.config.wire === 'fp16' ? 2 : 4) + this.tailLength * 4;
-    this.nextAlgorithm = chooseAlgorithm(this.config.allreduce, worldSize, wireBytes, models, ready);
-    const reason = this.explain(worldSize, wireBytes, models, ready);
-    // Measure once the partner links are open, and again when the hub's links open later.
-    this.measureDue = worldSize > 1 && ready.mesh && (this.measured === null || (ready.hub && this.measured.hub === null));
-
-    // Every replica holds the same times and cuts the same batch, so every replica re-balances alike.
-    for (let r = 0; r < worldSize; r++) this.rankExamples[r] = this.data.shareOf(batch, r);
-    const times = this.rankTimes(worldSize);
-    this.balancer.observe(times.computeMs, this.rankExamples, times.overheadMs);
     this.cursor = advance(batch, this.data.trainCount);
     this.stepCounter = step + 1;
-    const stop = flat[P + TAIL_STOP]! > 0;
+    const { stop, pause, admit, hashMismatch } = this.votes;
     const epochEnd = this.cursor.epoch !== batch.epoch;
     if (stop) this.stopped = true;
     // The evaluation that closes an epoch, or the run, is owed until it has run.
     if (epochEnd || this.finished) this.pendingEvaluation = batch.epoch;
-    const computeMs: number[] = [];
-    for (let r = 0; r < worldSize; r++) computeMs.push(flat[P + TAIL_COMPUTE_MS + r]!);
     return {
       step,
       epoch: batch.epoch,
-      loss: flat[P + TAIL_LOSS]! * inv,
-      trainAccuracy: flat[P + TAIL_CORRECT]! * inv,
+      loss: this.metrics.lossSum * inv,
+      trainAccuracy: this.metrics.correctSum * inv,
       gradNorm: Math.sqrt(sq),
       stop,
-      pause: flat[P + TAIL_PAUSE]! > 0,
+      pause,
       epochEnd,
-      examples: this.trained,
+      examples: trained,
       globalBatchSize: trainedExamples,
-      admit: unanimous(flat, P + TAIL_ADMIT, worldSize),
+      admit,
       hashChecked,
-      hashMismatch: hashChecked && hashesDiffer(flat, P + TAIL_HASH, worldSize),
-      computeMs,
+      hashMismatch,
+      computeMs: this.times.computeMs(),
       algorithm,
-      models,
-      reason,
+      models: this.links.models,
+      reason: this.links.reason,
       learningRate,
       speedVsMedian: this.balancer.speedVsMedian(rank),
       timing: { ...timing },
     };
-  }
-
-  /** The tail's per-rank compute and overhead times at `worldSize`, as views of the reused buffer: made once per world size, not per step. */
-  private rankTimes(worldSize: number): { computeMs: Float32Array; overheadMs: Float32Array } {
-    const P = this.parameterCount;
-    if (this.rankTimesViews?.worldSize !== worldSize) {
-      this.rankTimesViews = {
-        worldSize,
-        computeMs: this.flat.subarray(P + TAIL_COMPUTE_MS, P + TAIL_COMPUTE_MS + worldSize),
-        overheadMs: this.flat.subarray(P + TAIL_OVERHEAD_MS, P + TAIL_OVERHEAD_MS + worldSize),
-      };
-    }
-    return this.rankTimesViews;
   }
 
   /** The global batch the next step trains from `cursor`: cut by the current shares, without the ranks sitting it out. */
@@ -722,7 +555,6 @@ export class Trainer {
       return { value: result.value, grads: result.grads, correct: correctCount as unknown as tf.Tensor };
     });
     const flat = this.flat;
-    const P = this.parameterCount;
     try {
       // All the step's kernels were queued together, so the loss arrives once the device
       // has finished the forward and backward passes: the split between compute and read-back.
@@ -731,8 +563,8 @@ export class Trainer {
       // Read every gradient back at once; the GPU queue overlaps the copies.
       const gradData = await Promise.all(this.variables.map((v) => grads[v.name]!.data()));
       gradData.forEach((g, i) => flat.set(g as Float32Array, this.offsets[i]));
-      flat[P + TAIL_LOSS] = lossData[0]!;
-      flat[P + TAIL_CORRECT] = correctData[0]!;
+      this.facts.loss = lossData[0]!;
+      this.facts.correct = correctData[0]!;
       this.timing.computeMs = tReadback - tCompute;
       this.timing.readbackMs = this.clock.now() - tReadback;
     } finally {
@@ -773,36 +605,12 @@ export class Trainer {
   }
 
   /**
-   * Test-set accuracy, evaluated data-parallel: each rank scores its shard, one tiny
-   * all-reduce sums. Null when the class holds no test example (own data, none held out yet).
+   * Test-set accuracy, evaluated data-parallel (evaluation.ts); null when the class holds no
+   * test example (own data, none held out yet).
    */
-  async evaluate(): Promise<number | null> {
+  evaluate(): Promise<number | null> {
     this.lastReduceEnd = null;
-    const { rank, worldSize } = this.collective;
-    const shard = this.data.testShard(rank, worldSize);
-    const from = shard.start;
-    const to = shard.start + shard.count;
-    const images = (this.evalImages ??= new Float32Array(EVAL_BATCH * MNIST_PIXELS));
-    const labels = (this.evalLabels ??= new Int32Array(EVAL_BATCH));
-    let correct = 0;
-    for (let start = from; start < to; start += EVAL_BATCH) {
-      const n = Math.min(EVAL_BATCH, to - start);
-      await this.data.readTest(start, n, images, labels);
-      // The tensors may alias the reused buffers (the CPU backend does not copy); they live
-      // only inside this tidy, and the count is read back before the buffers are written again.
-      const hits = tf.tidy(() => {
-        const logits = this.model.apply(tf.tensor4d(images.subarray(0, n * MNIST_PIXELS), [n, 28, 28, 1]), { training: false }) as tf.Tensor2D;
-        return tf.sum(tf.cast(tf.equal(tf.argMax(logits, -1), tf.tensor1d(labels.subarray(0, n), 'int32')), 'float32'));
-      });
-      correct += (await hits.data())[0]!;
-      hits.dispose();
-      // The CPU backend's data() resolves as a microtask: without this, the whole test set is one blocking task.
-      await yieldToEventLoop();
-    }
-    this.evalBuffer[0] = correct;
-    this.evalBuffer[1] = to - from;
-    await this.collective.allReduce(this.evalBuffer, this.stepCounter, COLLECTIVE_TAG.evaluation);
-    return this.evalBuffer[1]! > 0 ? this.evalBuffer[0]! / this.evalBuffer[1]! : null;
+    return this.evaluation.run(this.model, this.data, this.collective, this.stepCounter);
   }
 
   /** Fingerprint of all weights, in variable order; equal hashes mean bit-identical replicas. */
@@ -838,43 +646,6 @@ export class Trainer {
   }
 }
 
-/**
- * The first rank to sit the step after a hand-over out, when the ranks that took it are
- * the last of the ring (joiners are appended there): the chain's sender, the rank just
- * before them, sits out with them, because a device that computes while it sends starves
- * its own sending (measured in the lab: 1.2 MB took 2.6 s from a 0.2-core laptop that was
- * computing, against 1.3 s from an idle one). Rank 0 always trains, so a step never has
- * no examples. Null, and everyone trains, for a drifted replica in the middle of the ring:
- * resyncs are rare, and the ranks after it would lose their share too.
- */
-function sitOutFrom(behind: readonly number[], worldSize: number): number | null {
-  const first = behind[0];
-  if (first === undefined || behind.length !== worldSize - first) return null;
-  return Math.max(1, first - 1);
-}
-
-/** The numbers the teacher's sentence depends on: algorithm, world size, bytes, votes, and each model's α and β. */
-const REASON_INPUTS = 11;
-const ALGORITHM_CODES: Record<Algorithm, number> = { ring: 0, 'halving-doubling': 1, hub: 2 };
-
-/** This replica's measurements into the tail (zeros when not measured: they then sum to zero). */
-function writeModels(flat: Float32Array, at: number, models: LinkModels | null): void {
-  const values = [models?.ring, models?.halvingDoubling, models?.hub];
-  values.forEach((m, i) => {
-    flat[at + 2 * i] = m?.alphaMs ?? 0;
-    flat[at + 2 * i + 1] = m?.betaBytesPerMs ?? 0;
-  });
-}
-
-/** The ring's mean measurements; null when nobody has measured in this generation. */
-function readModels(flat: Float32Array, at: number, n: number): LinkModels | null {
-  const model = (i: number): LinkModel | null => (flat[at + 2 * i]! > 0 ? { alphaMs: flat[at + 2 * i]! / n, betaBytesPerMs: flat[at + 2 * i + 1]! / n } : null);
-  const ring = model(0);
-  const halvingDoubling = model(1);
-  const hub = model(2);
-  return ring || halvingDoubling || hub ? { ring, halvingDoubling, hub } : null;
-}
-
 /** True when every value of `values[from, from + length)` is finite and below `bound` in magnitude. */
 function finiteBelow(values: Float32Array, from: number, length: number, bound: number): boolean {
   for (let i = from; i < from + length; i++) {
@@ -883,19 +654,4 @@ function finiteBelow(values: Float32Array, from: number, length: number, bound: 
     if (!(v < bound && v > -bound)) return false;
   }
   return true;
-}
-
-/** Link measurements into the hand-over's header: α and β per algorithm, -1 for none. */
-function writeStateModels(state: Float32Array, at: number, models: LinkModels | null): void {
-  const each = [models?.ring ?? null, models?.halvingDoubling ?? null, models?.hub ?? null];
-  each.forEach((m, i) => {
-    state[at + 2 * i] = m ? m.alphaMs : -1;
-    state[at + 2 * i + 1] = m ? m.betaBytesPerMs : -1;
-  });
-}
-
-function readStateModels(state: Float32Array, at: number): LinkModels | null {
-  const one = (i: number): LinkModel | null => (state[at + 2 * i]! < 0 ? null : { alphaMs: state[at + 2 * i]!, betaBytesPerMs: state[at + 2 * i + 1]! });
-  const ring = one(0);
-  return ring ? { ring, halvingDoubling: one(1), hub: one(2) } : null;
 }
