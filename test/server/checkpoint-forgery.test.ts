@@ -18,7 +18,7 @@ import { uploadCheckpoint, type CapturedCheckpoint } from '../../shared/checkpoi
 import { WebringError } from '../../shared/protocol/errors';
 import type { ProgressReport, RoomStatus, TrainStart } from '../../shared/protocol';
 import { CHECKPOINT_STEPS_AHEAD } from '../../signaling-server/rooms/checkpoint-guard';
-import { AS_TEACHER, codeFor, connectClient, join, nextEvent, startTestServer, TEST_TOKEN, type TestSocket } from '../support/server';
+import { AS_TEACHER, codeFor, connectClient, join, startTestRun, startTestServer, type TestSocket } from '../support/server';
 import { capture, trainedReplica } from '../support/checkpoint-fixture';
 
 let server: RunningServer;
@@ -73,16 +73,8 @@ const folders = (room: string): string[] => {
 };
 const refusedWith = (code: string, status: number) => (e: unknown) => e instanceof WebringError && e.code === code && e.message.includes(`HTTP ${status}`);
 
-async function startRun(room: string, socket: TestSocket, config: object = {}): Promise<TrainStart> {
-  const started = nextEvent(socket, 'train:start');
-  const res = await fetch(`${server.url}/api/rooms/${room}/start`, {
-    method: 'POST',
-    headers: { authorization: `Bearer ${TEST_TOKEN}`, 'content-type': 'application/json' },
-    body: JSON.stringify({ model: 'mlp', optimizer: 'adam', batchSizePerWorker: 8, resumeFrom: 'none', ...config }),
-  });
-  assert.equal(res.status, 200, await res.text());
-  return started;
-}
+const startRun = (room: string, socket: TestSocket, config: object = {}): Promise<TrainStart> =>
+  startTestRun(server, room, socket, { model: 'mlp', optimizer: 'adam', batchSizePerWorker: 8, resumeFrom: 'none', ...config });
 
 /** A member's progress report of `step` with weights `hash`, as a worker sends one after every step; resolves once the server has it. */
 async function report(room: string, m: Member, run: number, step: number, hash: string): Promise<void> {

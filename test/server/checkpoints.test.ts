@@ -18,7 +18,7 @@ import type { CheckpointInfo } from '../../shared/checkpoints/checkpoint';
 import type { RoomStatus, TrainStart } from '../../shared/protocol';
 import { restoreFromServer, uploadCheckpoint, type CapturedCheckpoint } from '../../shared/checkpoints/checkpoint-io';
 import { WebringError } from '../../shared/protocol/errors';
-import { AS_TEACHER, connectClient, join, nextEvent, startTestServer, TEST_TOKEN, type TestSocket } from '../support/server';
+import { AS_TEACHER, connectClient, join, nextEvent, startTestRun, startTestServer, TEST_TOKEN, type TestSocket } from '../support/server';
 import { capture, mnist, trainedReplica } from '../support/checkpoint-fixture';
 import { Trainer } from '../../shared/training/trainer';
 import { createMemoryRing } from '../support/memory-ring';
@@ -57,16 +57,8 @@ const list = async (): Promise<CheckpointInfo[]> => (await fetch(`${server.url}/
 const refusedWith = (code: string) => (e: unknown) => e instanceof WebringError && e.code === code;
 
 /** Starts a run in `room` (what the captured checkpoints' metadata says: run 1, an Adam MLP) and returns its train:start. */
-async function startRun(room: string, socket: TestSocket, config: object = {}): Promise<TrainStart> {
-  const started = nextEvent(socket, 'train:start');
-  const res = await fetch(`${server.url}/api/rooms/${room}/start`, {
-    method: 'POST',
-    headers: { authorization: `Bearer ${TEST_TOKEN}`, 'content-type': 'application/json' },
-    body: JSON.stringify({ model: 'mlp', optimizer: 'adam', batchSizePerWorker: 8, resumeFrom: 'none', ...config }),
-  });
-  assert.equal(res.status, 200, await res.text());
-  return started;
-}
+const startRun = (room: string, socket: TestSocket, config: object = {}): Promise<TrainStart> =>
+  startTestRun(server, room, socket, { model: 'mlp', optimizer: 'adam', batchSizePerWorker: 8, resumeFrom: 'none', ...config });
 
 /** The first run of ROOM, which the first two tests upload into; the third ends it. */
 let firstRun: TrainStart;

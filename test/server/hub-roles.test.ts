@@ -13,7 +13,7 @@ import { io as connect } from 'socket.io-client';
 import type { AckResult, EvictRequest, HubKeyInfo, JoinAccepted, RoomStatus, TrainStart } from '../../shared/protocol';
 import { HubMember } from '../../shared/training/hub-member';
 import type { PeerFactory } from '../../shared/network/peer';
-import { AS_TEACHER, codeFor, hubKeyOf, join, nextEvent, TEST_TOKEN, useTestServer, type TestSocket } from '../support/server';
+import { AS_TEACHER, codeFor, hubKeyOf, join, nextEvent, startTestRun, TEST_TOKEN, useTestServer, type TestSocket } from '../support/server';
 
 const testServer = useTestServer();
 const { client, status } = testServer;
@@ -30,16 +30,7 @@ const codeOf = (r: AckResult<unknown>): string => (r.ok ? 'accepted' : r.error.c
 
 const teacher = (method: string) => ({ method, headers: { authorization: `Bearer ${TEST_TOKEN}` } });
 
-async function startRun(room: string, first: TestSocket): Promise<TrainStart> {
-  const started = nextEvent(first, 'train:start');
-  const res = await fetch(`${testServer.server.url}/api/rooms/${room}/start`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', authorization: `Bearer ${TEST_TOKEN}` },
-    body: JSON.stringify({ maxSteps: 100, resumeFrom: 'none' }),
-  });
-  assert.equal(res.status, 200);
-  return started;
-}
+const startRun = (room: string, first: TestSocket): Promise<TrainStart> => startTestRun(testServer.server, room, first, { maxSteps: 100, resumeFrom: 'none' });
 
 /** Students `names`, then the real hub (with the key); a run started. */
 async function trainingClassWithHub(room: string, names: string[]) {

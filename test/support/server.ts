@@ -9,7 +9,7 @@ import { createLogger, type Logger } from '../../signaling-server/logger';
 import type { RateLimitOptions, RateLimits } from '../../signaling-server/edge/rate-limits';
 import { hubKeyFor, joinCodeFor } from '../../signaling-server/edge/join-codes';
 import type { IceOptions } from '../../signaling-server/turn';
-import type { AckResult, ClientToServerEvents, JoinAccepted, JoinRequest, RoomStatus, ServerToClientEvents, SocketAuth } from '../../shared/protocol';
+import type { AckResult, ClientToServerEvents, JoinAccepted, JoinRequest, RoomStatus, ServerToClientEvents, SocketAuth, TrainStart } from '../../shared/protocol';
 
 export type TestSocket = Socket<ServerToClientEvents, ClientToServerEvents>;
 export const TEST_TOKEN = 'test-teacher-token';
@@ -116,6 +116,22 @@ export async function join(socket: TestSocket, room: string, name: string, extra
     await back;
   }
   return new Promise((resolve) => socket.emit('room:join', { room, name, kind: 'node', backend: 'cpu', ...extra }, resolve));
+}
+
+/**
+ * The teacher starts a run in `room` with `config` over the form's defaults (the API's own
+ * defaults fill the rest); resolves with the train:start `socket` hears. The start must be
+ * accepted (200).
+ */
+export async function startTestRun(server: { url: string }, room: string, socket: TestSocket, config: object = {}): Promise<TrainStart> {
+  const started = nextEvent(socket, 'train:start');
+  const res = await fetch(`${server.url}/api/rooms/${room}/start`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${TEST_TOKEN}`, 'content-type': 'application/json' },
+    body: JSON.stringify(config),
+  });
+  assert.equal(res.status, 200, await res.text());
+  return started;
 }
 
 export function nextEvent<E extends keyof ServerToClientEvents>(
