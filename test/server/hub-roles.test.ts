@@ -34,15 +34,7 @@ const startRun = (room: string, first: TestSocket): Promise<TrainStart> => start
 
 /** Students `names`, then the real hub (with the key); a run started. */
 async function trainingClassWithHub(room: string, names: string[]) {
-  const students: TestSocket[] = [];
-  const ids: string[] = [];
-  for (const name of names) {
-    const s = await client(room);
-    const j = await join(s, room, name);
-    assert.ok(j.ok);
-    students.push(s);
-    ids.push(j.memberId);
-  }
+  const { students, ids } = await testServer.students(room, names);
   const hub = await client(room);
   const j = await joinAsHub(hub, room, hubKeyOf(room), 'teacher-hub');
   assert.ok(j.ok, JSON.stringify(j));

@@ -37,15 +37,7 @@ async function startRun(room: string, first: TestSocket): Promise<TrainStart> {
 
 /** Students `names` in `room`, then a hub; their sockets and member ids. */
 async function classWithHub(room: string, names: string[]): Promise<{ students: TestSocket[]; ids: string[]; hub: TestSocket; hubId: string }> {
-  const students: TestSocket[] = [];
-  const ids: string[] = [];
-  for (const name of names) {
-    const s = await client(room);
-    const j = await join(s, room, name);
-    assert.ok(j.ok);
-    students.push(s);
-    ids.push(j.memberId);
-  }
+  const { students, ids } = await testServer.students(room, names);
   const hub = await client(room);
   const withHub = nextEvent(hub, 'ring:generation', (g) => g.hub != null);
   const j = await joinHub(hub, room);

@@ -51,6 +51,8 @@ export interface TestServer {
   keep(socket: TestSocket): TestSocket;
   /** Room `room` as the teacher reads it from the room API (asserts a 200). */
   status(room: string): Promise<RoomStatus>;
+  /** Students `names` join `room` in this order, each on a connection of its own (every join asserted); their sockets and member ids. */
+  students(room: string, names: readonly string[]): Promise<{ students: TestSocket[]; ids: string[] }>;
 }
 
 /**
@@ -83,6 +85,18 @@ export function useTestServer(options: TestServerOptions = {}): TestServer {
       const res = await fetch(`${testServer.server.url}/api/rooms/${room}`, AS_TEACHER);
       assert.equal(res.status, 200);
       return (await res.json()) as RoomStatus;
+    },
+    async students(room, names) {
+      const students: TestSocket[] = [];
+      const ids: string[] = [];
+      for (const name of names) {
+        const s = await testServer.client(room);
+        const j = await join(s, room, name);
+        assert.ok(j.ok, JSON.stringify(j));
+        students.push(s);
+        ids.push(j.memberId);
+      }
+      return { students, ids };
     },
   };
   return testServer;
