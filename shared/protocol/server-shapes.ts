@@ -1,0 +1,247 @@
+/** What the server sends: the generation, run starts and stops, the room API's shapes (part of the one protocol; index.ts re-exports it). */
+import type { ErrorBody } from './errors';
+import type { IceConfig } from './ice';
+import type { CollectSetting, CollectiveReport, DeviceProbe, HubBar, Misbehaviour, StartConfig } from './messages';
+import type { Backend, DatasetKind, RoomState, WorkerKind } from './vocabulary';
+// ---------------------------------------------------------------------------
+// Shapes the server sends
+// ---------------------------------------------------------------------------
+export interface MemberInfo {
+  id: string;
+  name: string;
+  /** Monotonically increasing within a room; never reused. */
+  index: number;
+  /** Position in the generation's ring, or null while waiting to be admitted. */
+  rank: number | null;
+  backend: Backend;
+  kind: WorkerKind;
+  adapter: string | null;
+  examplesPerSec: number;
+  step: number;
+  weightsHash: string | null;
+  /** Last reported compute time of one step, in ms. */
+  computeMs: number;
+  /** Share of the last global batch this member trained on (0..1). */
+  batchShare: number;
+  /** Measured throughput of the link from this member to the next rank (MB/s), 0 before any step. */
+  linkMBps: number;
+  /** The learning rate of the member's last step; 0 before any. */
+  learningRate: number;
+  /** Its measured speed against the ring's median (share-balancer.ts); 0 before it is measured. */
+  speedVsMedian: number;
+  /** The algorithm, link model and time split of the member's last step; null before any. */
+  collective: CollectiveReport | null;
+  /** Its admission probe (DeviceProbe), or null when it sent none. */
+  probe: DeviceProbe | null;
+  /** Its own examples per class (counts only; the examples never leave its device); {} when it reported none. */
+  ownExamples: Record<string, number>;
+  /** False while the member's signaling connection is down (it may be reconnecting). */
+  connected: boolean;
+  /** The signaling node holding its connection, when several share rooms over Redis; else null. */
+  node: string | null;
+}
+
+/** One numbered membership: the ring is `members` in this order, rank 0 is the chief. */
+export interface Generation {
+  room: string;
+  generation: number;
+  members: MemberInfo[];
+  /**
+   * The room's hub member (kind 'hub', rank null), linked to every ring member for the hub
+   * collective; absent or null when the room has none. Its joining or leaving is a new
+   * generation.
+   */
+  hub?: MemberInfo | null;
+}
+
+/** What a resumed run starts from; sent with train:start. */
+export interface ResumePoint {
+  checkpointId: string;
+  step: number;
+  dataCursor: { epoch: number; offset: number };
+  weightsHash: string;
+}
+
+export interface TrainStart {
+  /** Counts the room's runs; reports carry it back. */
+  run: number;
+  generation: number;
+  config: StartConfig;
+  startStep: number;
+  /** The checkpoint every worker restores before the first step, or null for a fresh start. */
+  resume: ResumePoint | null;
+  /**
+   * True for late joiners of a run in progress: they take the whole state (weights,
+   * optimizer, cursor) from the live chief when the ring admits them, not from a checkpoint.
+   */
+  admitted: boolean;
+}
+
+/**
+ * Sent to a member taken out of the ring: 'straggler', dropped by the chief for missing the
+ * step deadline; 'evicted', for sending data no honest peer sends (or, as a reporter, for a
+ * second accusation in one run: signaling-server/rooms/accusations.ts).
+ */
+export type MemberDropped =
+  | { reason: 'straggler'; step: number; computeMs: number; deadlineMs: number }
+  | { reason: 'evicted'; step: number; misbehaviour: Misbehaviour | 'accusations'; detail: string }
+  /** To the hub only: the teacher removed it (DELETE /api/rooms/:room/hub). */
+  | { reason: 'removed'; step: number; detail: string };
+
+/**
+ * 'hub-accused': a ring member named the hub (recorded; the hub stays unless the accusers
+ * are a majority, see accusations.ts); 'hub-removed': the teacher or the server removed it
+ * and refuses hub joins for now; 'hub-allowed': the teacher lets a hub in again.
+ */
+export const ROOM_EVENT_KINDS = ['joined', 'left', 'admitted', 'dropped', 'evicted', 'resynced', 'reformed', 'hub-joined', 'hub-left', 'hub-accused', 'hub-removed', 'hub-allowed'] as const;
+export type RoomEventKind = (typeof ROOM_EVENT_KINDS)[number];
+
+/** What happened to a room's ring, newest last: the teacher page's log and the recovery timings. */
+export interface RoomEvent {
+  /** Server time, ms since the epoch. */
+  at: number;
+  kind: RoomEventKind;
+  generation: number;
+  step: number;
+  /** Member names concerned, if any. */
+  members: string[];
+  detail: string;
+}
+
+export interface DroppedMember {
+  id: string;
+  name: string;
+  index: number;
+  /** 'straggler': too slow (computeMs, deadlineMs); 'evicted': sent bad ring data (misbehaviour, reportedBy). */
+  reason: 'straggler' | 'evicted';
+  step: number;
+  /** Stragglers: the member's compute time and the ring's deadline, ms; 0 for evictions. */
+  computeMs: number;
+  deadlineMs: number;
+  /** Evictions: what the member sent, or 'accusations' for a reporter over its allowance; null for stragglers. */
+  misbehaviour: Misbehaviour | 'accusations' | null;
+  /** Evictions: the name of the member whose ring rejected the data; null otherwise. */
+  reportedBy: string | null;
+  detail: string;
+  at: number;
+}
+
+export interface TrainStop {
+  /**
+   * 'failure': the ring could not heal itself; the room goes back to the latest checkpoint.
+   * 'ended': to joiners still waiting for the state when the run finished.
+   */
+  reason: 'teacher' | 'failure' | 'ended';
+}
+
+export interface RoomStatus {
+  room: string;
+  state: RoomState;
+  /** The current or last run, 0 before the first Start. */
+  run: number;
+  generation: number;
+  step: number;
+  epoch: number;
+  chief: string | null;
+  members: MemberInfo[];
+  /** The room's hub member (see Generation.hub), or null. It sees every student's gradient when the hub collective runs. */
+  hub: MemberInfo | null;
+  /** Students who joined while training ran; they enter at the next generation. */
+  waiting: MemberInfo[];
+  config: StartConfig | null;
+  totalSteps: number | null;
+  /** Members dropped as stragglers or evicted for bad ring data during this run; they may join again. */
+  dropped: DroppedMember[];
+  /** Weight-hash comparisons around the ring, and how many found drift (then resynced from the chief). */
+  consistency: { checks: number; mismatches: number; lastMismatchStep: number | null };
+  /** The ring's recent history: joins, leaves, admissions, drops, resyncs. */
+  events: RoomEvent[];
+  /** loss and trainAccuracy: global, from the last step; accuracy: test set, after the last epoch. */
+  metrics: { loss: number | null; accuracy: number | null; trainAccuracy: number | null };
+  lastError: ErrorBody | null;
+  /**
+   * The data service: the run's training set on the wire (examples × 785 B), and what this
+   * server has sent of it, and of the test set, since the current run started. Near one
+   * training set per epoch means each example travelled once, to the worker that trained it.
+   */
+  data: { dataset: DatasetKind | null; datasetBytes: number; bytesServed: number };
+  /** What the run's recent admissions cost (newest last, at most MAX_JOIN_COSTS). */
+  joins: JoinCost[];
+  /** The classes the students collect examples for (PUT /api/rooms/:room/collect), or null. */
+  collect: CollectSetting | null;
+  /**
+   * Who may be the hub: `barred` while the teacher (or the server) has removed it; the
+   * distinct ring members who accused the current hub in this run, and how many it takes
+   * (a majority of the ring) before the server removes it.
+   */
+  hubAccess: { barred: HubBar | null; accusers: string[]; accusersNeeded: number };
+  /**
+   * How many of the room's seats one client address may hold (signaling-server/rooms/seats.ts):
+   * `perAddress`, the teacher's cap (PUT /api/rooms/:room/seats), or null for the defaults by
+   * address, of which a class-network address's is `defaultPerLanAddress`. The server's own
+   * machine is never capped.
+   */
+  seats: { perAddress: number | null; defaultPerLanAddress: number };
+}
+
+/** Admissions a room remembers the cost of. */
+export const MAX_JOIN_COSTS = 50;
+
+/** One admission of joiners into a running ring, and what it cost. */
+export interface JoinCost {
+  generation: number;
+  /** The joiners' names. */
+  joiners: string[];
+  /** The chief's step when they were admitted. */
+  atStep: number;
+  /** The class's pause for the switch (the chief's ProgressReport.switchPauseMs); null until reported. */
+  pauseMs: number | null;
+  /** The slowest joiner's time from admission to its first step in lock-step; null until reported. */
+  lockStepMs: number | null;
+}
+
+export interface MetricPoint {
+  /** Server time of the report, ms since the epoch (for rates and the ETA). */
+  at: number;
+  step: number;
+  loss: number;
+  trainAccuracy: number;
+}
+
+export interface RoomMetrics {
+  room: string;
+  history: MetricPoint[];
+  evaluations: Array<{ epoch: number; step: number; accuracy: number }>;
+}
+
+/**
+ * GET /api/info: how students reach this server, so a page loaded over plain http from a
+ * LAN address (not a secure context: no WebGPU) can offer its https twin.
+ */
+export interface ServerInfo {
+  /** The room printed at start-up: ROOM, or the generated join code ("K7M-Q2P"). */
+  defaultRoom: string;
+  httpPort: number;
+  /** null when the server runs without HTTPS. */
+  httpsPort: number | null;
+  /** Student URLs of the default room: https on each LAN address first, then plain http. */
+  studentUrls: string[];
+  /** The student URL on this machine itself (http://localhost is a secure context). */
+  localUrl: string;
+}
+
+export type AckResult<T> = ({ ok: true } & T) | { ok: false; error: ErrorBody };
+export type Ack<T> = (result: AckResult<T>) => void;
+
+export interface JoinAccepted {
+  memberId: string;
+  index: number;
+  room: string;
+  /** Secret of this membership: the chief's checkpoint uploads carry it (Authorization: Bearer). */
+  memberToken: string;
+  /** ICE servers and fresh TURN credentials for this member's peer connections. */
+  ice: IceConfig;
+  /** The classes the room collects examples for, or null (then `room:collect` tells of a change). */
+  collect: CollectSetting | null;
+}
+

@@ -1,0 +1,88 @@
+/** Limits and the protocol's vocabulary (part of the one protocol; index.ts re-exports it). */
+// ---------------------------------------------------------------------------
+// Limits (units in the names)
+// ---------------------------------------------------------------------------
+export const ROOM_NAME_MAX_CHARS = 64;
+export const MEMBER_NAME_MAX_CHARS = 40;
+export const MAX_ROOM_MEMBERS = 32;
+/** SDP offers with many candidates stay well under this; anything larger is abuse. */
+export const MAX_SIGNAL_BYTES = 32 * 1024;
+/** socket.io closes a connection whose single packet exceeds this. */
+export const MAX_SOCKET_PACKET_BYTES = 128 * 1024;
+export const MAX_HTTP_JSON_BYTES = 16 * 1024;
+
+export const ROOM_NAME_PATTERN = /^[A-Za-z0-9][A-Za-z0-9_-]*$/;
+
+// ---------------------------------------------------------------------------
+// Vocabulary
+// ---------------------------------------------------------------------------
+export const BACKENDS = ['webgpu', 'webgl', 'cpu'] as const;
+export type Backend = (typeof BACKENDS)[number];
+
+/**
+ * 'hub': a non-training member that sums the class's gradients for the hub collective
+ * (node-worker/hub.ts, started beside the server with --hub). It is never in the ring's
+ * members, never chief, and trains nothing; a generation names it apart (Generation.hub).
+ */
+export const WORKER_KINDS = ['browser', 'node', 'hub'] as const;
+export type WorkerKind = (typeof WORKER_KINDS)[number];
+
+/**
+ * What kind of device a worker runs on, for the teacher ("3 laptops, 1 slow tablet"): a
+ * browser's from its user agent (client/device-class.ts; a desktop counts as a laptop), a
+ * Node worker's from its --device flag ('node' by default).
+ */
+export const DEVICE_CLASSES = ['laptop', 'tablet', 'phone', 'node'] as const;
+export type DeviceClass = (typeof DEVICE_CLASSES)[number];
+
+export const ROOM_STATES = ['idle', 'training', 'paused', 'done'] as const;
+export type RoomState = (typeof ROOM_STATES)[number];
+
+export const MODEL_KINDS = ['mlp', 'cnn'] as const;
+export type ModelKind = (typeof MODEL_KINDS)[number];
+
+/** Number format of the gradients on the ring's data channels: fp16 halves the bytes. */
+export const WIRE_FORMATS = ['fp32', 'fp16'] as const;
+export type WireFormat = (typeof WIRE_FORMATS)[number];
+/**
+ * The all-reduce algorithms: the bandwidth-optimal pipelined ring; recursive
+ * halving-doubling (shared/collectives/halving-doubling.ts), latency-optimal for small
+ * buffers on many peers; and the hub (shared/collectives/hub-reducer.ts), where every rank
+ * sends its buffer to the room's hub member and gets the sum back, which wins on one shared
+ * medium (Wi-Fi: a peer-to-peer frame crosses the air twice). 'auto' picks per step from
+ * the measured link latency and bandwidth.
+ */
+export const ALGORITHMS = ['ring', 'halving-doubling', 'hub'] as const;
+export type Algorithm = (typeof ALGORITHMS)[number];
+export const ALLREDUCE_CHOICES = ['auto', ...ALGORITHMS] as const;
+export type AllReduceChoice = (typeof ALLREDUCE_CHOICES)[number];
+
+/**
+ * What a run trains on (shared/data/data-service.ts): 'mnist-60k' is the official MNIST
+ * split, 60,000 training and 10,000 test digits; 'mnist-10k' a 10,000-digit subset
+ * (8,000/2,000), for a lesson that must finish in minutes.
+ */
+export const DATASET_KINDS = ['mnist-60k', 'mnist-10k'] as const;
+export type DatasetKind = (typeof DATASET_KINDS)[number];
+
+/**
+ * Whose examples a run trains on: 'mnist' the server's digits (`dataset`), streamed to every
+ * worker; 'own' the examples each student collected on their own device, which never leave
+ * it (shared/training/own-data.ts); 'mnist+own' both, in one epoch.
+ */
+export const DATA_KINDS = ['mnist', 'own', 'mnist+own'] as const;
+export type DataKind = (typeof DATA_KINDS)[number];
+
+/** The classes of a digits run, in output order: MNIST's labels. */
+export const DIGIT_CLASSES = ['0', '1', '2', '3', '4', '5', '6', '7', '8', '9'] as const;
+export const MIN_CLASSES = 2;
+export const MAX_CLASSES = 20;
+export const CLASS_LABEL_MAX_CHARS = 24;
+/** One device holds at most this many own examples: counts and positions travel as exact float32 integers. */
+export const MAX_OWN_EXAMPLES_PER_DEVICE = 2 ** 24;
+/** Sequence numbers and store counts travel as float32 integers: exact below 2^24. */
+export const MAX_OWN_SEQ = MAX_OWN_EXAMPLES_PER_DEVICE - 1;
+
+export const OPTIMIZER_KINDS = ['sgd', 'adam'] as const;
+export type OptimizerKind = (typeof OPTIMIZER_KINDS)[number];
+
