@@ -5,7 +5,7 @@
 import * as tf from '@tensorflow/tfjs';
 import '@tensorflow/tfjs-backend-webgpu';
 import type { Backend } from '../shared/protocol';
-import { describeAdapter } from '../shared/training/models';
+import { describeAdapter } from '../shared/compute/models';
 
 export interface BackendChoice {
   backend: Backend;

@@ -7,7 +7,7 @@ import * as tf from '@tensorflow/tfjs';
 import type { CheckpointInfo } from '../shared/checkpoints/checkpoint';
 import { toWebringError } from '../shared/protocol/errors';
 import { mountDigitPad } from './digit-pad';
-import { predictDigit } from '../shared/training/models';
+import { predictDigit } from '../shared/compute/models';
 import { areDigitClasses } from '../shared/protocol';
 
 export interface TeacherTry {

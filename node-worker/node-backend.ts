@@ -4,7 +4,7 @@
  */
 import * as tf from '@tensorflow/tfjs';
 import type { Backend } from '../shared/protocol';
-import { describeAdapter } from '../shared/training/models';
+import { describeAdapter } from '../shared/compute/models';
 
 export interface NodeBackendChoice {
   backend: Backend;

@@ -6,7 +6,7 @@
 import type { DroppedMember, MemberInfo, RoomEvent, RoomStatus } from '../../shared/protocol';
 import { h } from './dom';
 import { explainShare } from '../../shared/training/share-balancer';
-import { describeClass } from '../../shared/training/device-probe';
+import { describeClass } from '../../shared/compute/device-probe';
 import { BACKEND_LABELS, dash, duration, fixed, percent } from './format';
 
 /** A member whose step compute time is this many times the others' median is flagged. */

@@ -10,6 +10,7 @@ import { fixed } from './format';
 const PARTS: Array<{ key: keyof StepTimingReport; label: string }> = [
   { key: 'computeMs', label: 'compute' },
   { key: 'readbackMs', label: 'read-back' },
+  { key: 'crossMs', label: 'thread crossing' },
   { key: 'commMs', label: 'all-reduce' },
   { key: 'applyMs', label: 'apply' },
 ];

@@ -23,6 +23,7 @@ import {
 } from './checkpoint';
 import type { Backend, MemberInfo } from '../protocol';
 import type { ReplicaState } from './replica-state';
+import { concatBuffers } from '../compute/local-replica';
 import { WeightsHasher } from '../util/weights-hash';
 import { withDeadline } from '../util/deadline';
 import type { Clock } from '../util/clock';
@@ -70,43 +71,14 @@ export interface CaptureContext {
   members: MemberInfo[];
 }
 
-function concatBuffers(data: tf.io.WeightData | undefined): Uint8Array {
-  if (!data) return new Uint8Array(0);
-  const parts = Array.isArray(data) ? data : [data];
-  const out = new Uint8Array(parts.reduce((n, p) => n + p.byteLength, 0));
-  let at = 0;
-  for (const p of parts) {
-    out.set(new Uint8Array(p), at);
-    at += p.byteLength;
-  }
-  return out;
-}
-
 /**
  * Reads the replica's weights, optimizer state and position. Everything is read before
  * this resolves, so training may go on while the result is being written.
  */
 export async function captureCheckpoint(trainer: ReplicaState, ctx: CaptureContext): Promise<CapturedCheckpoint> {
-  let artifacts: tf.io.ModelArtifacts | null = null;
-  await trainer.model.save(
-    tf.io.withSaveHandler(async (a) => {
-      artifacts = a;
-      return { modelArtifactsInfo: { dateSaved: new Date(), modelTopologyType: 'JSON' } };
-    }),
-  );
-  if (!artifacts) throw new WebringError('ERR_INTERNAL', 'the model produced no artifacts');
-  const { weightData, ...captured } = artifacts as tf.io.ModelArtifacts;
-  const weights = concatBuffers(weightData);
-
-  const optimizerWeights = await trainer.optimizer.getWeights();
-  const encoded = await tf.io.encodeWeights(optimizerWeights);
-  // getWeights() makes a fresh tensor for the iteration count; the rest are live variables.
-  for (const w of optimizerWeights) if (w.name === 'iter') w.tensor.dispose();
-  const optimizerData = new Uint8Array(encoded.data);
-  const optimizerSpecs = optimizerSpecsSchema.parse({
-    optimizer: trainer.config.optimizer,
-    weightSpecs: encoded.specs.map((s) => ({ name: s.name, shape: s.shape, dtype: s.dtype })),
-  });
+  const { weights, optimizerData, optimizerSpecs: specs, optimizer, weightSpecs, ...topology } = await trainer.replica.snapshot();
+  const captured: tf.io.ModelArtifacts = { ...(topology as tf.io.ModelArtifacts), weightSpecs };
+  const optimizerSpecs = optimizerSpecsSchema.parse({ optimizer, weightSpecs: specs });
 
   const cursor = trainer.dataCursor;
   const metadata: CheckpointMetadata = {
@@ -250,15 +222,12 @@ async function downloadInto(baseUrl: string, room: string, id: string, trainer: 
 
 /** Loads a captured or downloaded checkpoint into a replica, and proves it by the weights hash. */
 export async function applyCheckpoint(trainer: ReplicaState, checkpoint: CapturedCheckpoint): Promise<void> {
-  const specs = checkpoint.artifacts.weightSpecs ?? [];
-  const weights = tf.io.decodeWeights(checkpoint.weights.slice().buffer, specs);
-  // By position: layer names differ between pages, the order of the weights does not.
-  trainer.setWeights(specs.map((s) => weights[s.name]!));
-  tf.dispose(Object.values(weights));
-  const opt = tf.io.decodeWeights(checkpoint.optimizerData.slice().buffer, checkpoint.optimizerSpecs.weightSpecs);
-  await trainer.loadOptimizerWeights(checkpoint.optimizerSpecs.weightSpecs.map((s) => ({ name: s.name, tensor: opt[s.name]! })));
-  // setWeights keeps copies as variables (and reads the iteration count), so the decoded tensors can go.
-  tf.dispose(Object.values(opt));
+  await trainer.replica.load({
+    weightSpecs: (checkpoint.artifacts.weightSpecs ?? []).map((s) => ({ name: s.name, shape: [...s.shape], dtype: s.dtype })),
+    weights: checkpoint.weights,
+    optimizerSpecs: checkpoint.optimizerSpecs.weightSpecs,
+    optimizerData: checkpoint.optimizerData,
+  });
   trainer.setPosition(checkpoint.metadata.step, checkpoint.metadata.dataCursor, checkpoint.metadata.ownRoster ?? null);
   // A checkpoint without a ramp (older ones) lets the schedule start afresh at the resumed step.
   trainer.schedule.restore(checkpoint.metadata.learningRateRamp ?? null);

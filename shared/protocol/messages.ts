@@ -160,7 +160,7 @@ export const startConfigSchema = z.strictObject({
 export type StartConfig = z.output<typeof startConfigSchema>;
 
 /**
- * The admission probe (shared/training/device-probe.ts): before it joins, a worker times a
+ * The admission probe (shared/compute/device-probe.ts): before it joins, a worker times a
  * few forward and backward passes of the default model on a small batch, on its own
  * backend. Its first share of the global batch follows from it (with balanceShares), and
  * the teacher sees the class's devices before pressing Start.
@@ -251,6 +251,8 @@ export const stepTimingSchema = z.strictObject({
   dataMs: finite.min(0),
   computeMs: finite.min(0),
   readbackMs: finite.min(0),
+  /** Crossing to the compute thread and back, beyond the maths (0 when it runs in the network's thread). */
+  crossMs: finite.min(0),
   commMs: finite.min(0),
   applyMs: finite.min(0),
 });

@@ -2,11 +2,11 @@
  * Test-set accuracy, evaluated data-parallel: each rank scores its shard of the test set,
  * one tiny all-reduce sums the counts.
  */
-import * as tf from '@tensorflow/tfjs';
 import { COLLECTIVE_TAG, type Collective } from '../collectives/collective';
 import { MNIST_PIXELS } from '../data/mnist-format';
 import { yieldToEventLoop } from '../util/yield';
 import type { DataSource } from './data-source';
+import type { Replica } from '../compute/replica';
 
 /**
  * Test examples scored per forward pass. Between passes the evaluation yields to the event
@@ -16,7 +16,7 @@ import type { DataSource } from './data-source';
 const EVAL_BATCH = 100;
 
 export class Evaluation {
-  /** Allocated on the first evaluation, then reused. */
+  /** Allocated on the first evaluation, then reused: they cross to the replica and come back. */
   private images: Float32Array | null = null;
   private labels: Int32Array | null = null;
   private readonly sums = new Float32Array(2);
@@ -25,26 +25,22 @@ export class Evaluation {
    * Test-set accuracy, evaluated data-parallel: each rank scores its shard, one tiny
    * all-reduce sums. Null when the class holds no test example (own data, none held out yet).
    */
-  async run(model: tf.LayersModel, data: DataSource, collective: Collective, keyStep: number): Promise<number | null> {
+  async run(replica: Replica, data: DataSource, collective: Collective, keyStep: number): Promise<number | null> {
     const { rank, worldSize } = collective;
     const shard = data.testShard(rank, worldSize);
     const from = shard.start;
     const to = shard.start + shard.count;
-    const images = (this.images ??= new Float32Array(EVAL_BATCH * MNIST_PIXELS));
-    const labels = (this.labels ??= new Int32Array(EVAL_BATCH));
+    let images = (this.images ??= new Float32Array(EVAL_BATCH * MNIST_PIXELS));
+    let labels = (this.labels ??= new Int32Array(EVAL_BATCH));
     let correct = 0;
     for (let start = from; start < to; start += EVAL_BATCH) {
       const n = Math.min(EVAL_BATCH, to - start);
       await data.readTest(start, n, images, labels);
-      // The tensors may alias the reused buffers (the CPU backend does not copy); they live
-      // only inside this tidy, and the count is read back before the buffers are written again.
-      const hits = tf.tidy(() => {
-        const logits = model.apply(tf.tensor4d(images.subarray(0, n * MNIST_PIXELS), [n, 28, 28, 1]), { training: false }) as tf.Tensor2D;
-        return tf.sum(tf.cast(tf.equal(tf.argMax(logits, -1), tf.tensor1d(labels.subarray(0, n), 'int32')), 'float32'));
-      });
-      correct += (await hits.data())[0]!;
-      hits.dispose();
-      // The CPU backend's data() resolves as a microtask: without this, the whole test set is one blocking task.
+      const scored = await replica.score({ images, labels, n });
+      correct += scored.correct;
+      images = this.images = scored.images;
+      labels = this.labels = scored.labels;
+      // In-process, the CPU backend's data() resolves as a microtask: without this, the whole test set is one blocking task.
       await yieldToEventLoop();
     }
     this.sums[0] = correct;

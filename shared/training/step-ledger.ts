@@ -42,6 +42,8 @@ export interface StepTiming {
   computeMs: number;
   /** Reading the gradients back from the device into the all-reduce buffer. */
   readbackMs: number;
+  /** Crossing to the compute thread and back (the messages and transfers), beyond the maths; 0 in-process. */
+  crossMs: number;
   /** The gradient all-reduce, including waiting for the slowest rank. */
   commMs: number;
   /** Averaging and handing the update to the optimizer. */

@@ -8,17 +8,14 @@
  * an in-memory ring in the unit tests. So are where the examples come from (a DataSource),
  * the clock that times the step, and the faults a test plays.
  */
-import * as tf from '@tensorflow/tfjs';
 import { COLLECTIVE_TAG, type Collective, type CollectiveOptions } from '../collectives/collective';
 import { advance, stepsRemaining, withoutRanksFrom, type DataCursor, type GlobalBatch } from './sharding';
 import { MNIST_PIXELS } from '../data/mnist-format';
 import type { DataSource, EpochRoster } from './data-source';
 import type { FaultInjector } from './faults';
 import { sleep, systemClock, type Clock } from '../util/clock';
-import { buildModel, buildOptimizer, setLearningRate } from './models';
 import { LearningRateSchedule } from './lr-schedule';
 import { ShareBalancer, ShareTimes } from './share-balancer';
-import { WeightsHasher } from '../util/weights-hash';
 import { MAX_ROOM_MEMBERS, type StartConfig } from '../protocol';
 import type { LinkModels } from '../collectives/choice';
 import { WebringError } from '../protocol/errors';
@@ -30,14 +27,8 @@ import { StepCount, StepMetrics, initialFacts, type StepOptions, type StepFacts,
 import { LinkSelection } from './link-selection';
 import { DataAgreementTail, dataAgreementState } from './data-sections';
 import { Evaluation } from './evaluation';
-import {
-  createOptimizerSlots,
-  loadOptimizerWeights,
-  optimizerIterations,
-  optimizerStateLength,
-  optimizerStateVariables,
-  setOptimizerIterations,
-} from '../checkpoints/optimizer-state';
+import { LocalReplica } from '../compute/local-replica';
+import type { Replica } from '../compute/replica';
 
 export type { StepOptions, StepResult, StepTiming } from './step-ledger';
 
@@ -52,12 +43,9 @@ export const MAX_LOCAL_GRADIENT = 2 ** 100;
 /** Replicas compare weight hashes at least this often (every step whose number is a multiple). */
 export const HASH_CHECK_EVERY_STEPS = 10;
 
-/** What the hand-over's weights section takes: the variables, and on the sender their values, read back before the state is written. */
+/** What the hand-over's replica section takes: on the sender the replica's state, read before the ledger is written; on a receiver the state it took. */
 interface HandOver {
-  /** The weights', then the optimizer's variables. */
-  variables: tf.Variable[];
-  /** Their values, read back on the sender. */
-  values: Float32Array[];
+  state: Float32Array | null;
 }
 
 export interface TrainerOptions {
@@ -65,11 +53,13 @@ export interface TrainerOptions {
   clock?: Clock;
   /** Faults a test plays on purpose (slowness, drift); production passes none. */
   faults?: FaultInjector;
+  /** The model and its maths (compute/replica.ts), in a compute thread or not; default one in this thread. */
+  replica?: Replica;
 }
 
 export class Trainer {
-  readonly model: tf.LayersModel;
-  readonly optimizer: tf.Optimizer;
+  /** The model, its optimizer and the maths of a step; the trainer coordinates, the replica computes. */
+  readonly replica: Replica;
   /** The rate of every step: warm-up, and linear scaling with the global batch when configured. */
   readonly schedule: LearningRateSchedule;
   /** Each rank's share of the global batch when shares follow speed (balanceShares). */
@@ -77,8 +67,6 @@ export class Trainer {
   /** Which collective the next step takes, from the links every replica measured and voted open. */
   private readonly links: LinkSelection;
   readonly config: StartConfig;
-  private readonly variables: tf.Variable[];
-  private readonly offsets: number[];
   readonly parameterCount: number;
 
   private collective: Collective;
@@ -91,12 +79,9 @@ export class Trainer {
   pendingEvaluation: number | null = null;
   /** Set once the ring agreed to stop; part of the shared state, like the step. */
   stopped = false;
-  /** Bumped whenever the weights change, so the hash is read back only when needed. */
-  private weightsVersion = 0;
-  private hashCache: { version: number; hash: string } | null = null;
-
-  // Reused across steps: the per-step path allocates no JS buffers of its own.
-  private readonly flat: Float32Array;
+  // Reused across steps: the per-step path allocates no JS buffers of its own. They cross
+  // to the replica's thread and come back by transfer, so each step takes them anew.
+  private flat: Float32Array;
   /**
    * The gradient tail (step-ledger.ts): every participant's section, laid over `flat` after
    * the gradients. The trainer keeps the sections it reads itself: the metrics, the count
@@ -110,13 +95,15 @@ export class Trainer {
   private readonly times: ShareTimes;
   /** The hand-over's state: every participant's section around the weights. */
   private readonly handOver: Ledger<HandOver>;
-  private readonly images: Float32Array;
-  private readonly labels: Int32Array;
+  private images: Float32Array;
+  private labels: Int32Array;
   /** Scores the test set; its buffers are allocated on the first evaluation, then reused. */
   private readonly evaluation = new Evaluation();
   /** Every replica's fingerprint (hand-over.ts), sized for the largest ring so far. */
   private agreeBuffer = new Float32Array(0);
-  private readonly timing: StepTiming = { dataMs: 0, computeMs: 0, readbackMs: 0, commMs: 0, applyMs: 0 };
+  private readonly timing: StepTiming = { dataMs: 0, computeMs: 0, readbackMs: 0, crossMs: 0, commMs: 0, applyMs: 0 };
+  /** Tensors alive in the replica's engine after the last step. */
+  numTensors = 0;
   /**
    * The gradients travel in the configured format (the tail's votes and counts stay exact)
    * with the algorithm picked for the step; one object, updated, not one per step.
@@ -145,21 +132,13 @@ export class Trainer {
     this.clock = options.clock ?? systemClock;
     this.faults = options.faults ?? null;
     this.collective = collective;
-    this.model = buildModel(config.model, config.seed, config.classes.length);
-    this.optimizer = buildOptimizer(config.optimizer, config.learningRate);
+    this.replica = options.replica ?? new LocalReplica({ config });
     this.schedule = new LearningRateSchedule(config);
     this.balancer = new ShareBalancer(config.balanceShares);
     this.balancer.reset(collective.worldSize);
     this.links = new LinkSelection(config);
     this.times = new ShareTimes(this.balancer, (batch, rank) => data.shareOf(batch, rank));
-    this.variables = this.model.trainableWeights.map((w) => (w as unknown as { val: tf.Variable }).val);
-    createOptimizerSlots(config.optimizer, this.optimizer, this.variables);
-    this.offsets = [];
-    let total = 0;
-    for (const v of this.variables) {
-      this.offsets.push(total);
-      total += v.size;
-    }
+    const total = this.replica.parameterCount;
     this.parameterCount = total;
     // The participants of every step, in the tail's order; a new one is one more section here.
     const agreement = data.agreement;
@@ -170,7 +149,7 @@ export class Trainer {
     this.tail.attach(this.flat, total, collective.worldSize);
     this.links.sizeFor(total, this.tail.length);
     // And of the hand-over, in the state's order.
-    const state: Array<LedgerSection<HandOver>> = [this.positionSection(), this.schedule.section, this.links.state, this.weightsSection()];
+    const state: Array<LedgerSection<HandOver>> = [this.positionSection(), this.schedule.section, this.links.state, this.replicaSection()];
     if (agreement) state.push(dataAgreementState(agreement));
     this.handOver = new Ledger(state, MAX_ROOM_MEMBERS);
     this.gradientOptions = { wire: config.wire, exactTail: this.tail.length, algorithm: 'ring' };
@@ -249,26 +228,6 @@ export class Trainer {
     return this.links.measure(this.collective, this.stepCounter);
   }
 
-  /** Replaces the weights, given in variable order (checkpoint restore). */
-  setWeights(values: tf.Tensor[]): void {
-    if (values.length !== this.variables.length) {
-      throw new WebringError('ERR_BAD_DATA', `checkpoint has ${values.length} weights, the ${this.config.model} has ${this.variables.length}`);
-    }
-    this.variables.forEach((v, i) => {
-      const value = values[i]!;
-      if (value.shape.join('x') !== v.shape.join('x')) {
-        throw new WebringError('ERR_BAD_DATA', `checkpoint weight ${i} has shape ${value.shape}, the model needs ${v.shape}`);
-      }
-    });
-    this.variables.forEach((v, i) => v.assign(values[i]!));
-    this.weightsVersion++;
-  }
-
-  /** Replaces the optimizer state with saved weights (checkpoint restore). */
-  loadOptimizerWeights(weights: Parameters<tf.Optimizer['setWeights']>[0]): Promise<void> {
-    return loadOptimizerWeights(this.config.optimizer, this.optimizer, weights, this.variables);
-  }
-
   /**
    * Positions the replica, e.g. at a resumed step; the cursor must come from the same run,
    * and so must the epoch's roster for a run on the class's own data (null: none yet).
@@ -334,19 +293,19 @@ export class Trainer {
     if (!chain) return 0;
 
     const state = this.stateBufferFor(n);
-    const handOver: HandOver = { variables: [...this.variables, ...optimizerStateVariables(this.config.optimizer, this.optimizer)], values: [] };
+    const handOver: HandOver = { state: null };
     const { at: position, hops } = chainPosition(this.collective.rank, n, chain);
     const receives = position >= 1 && position <= hops;
     // The agreement round told us where rank 0 is: fetch the first examples while the state travels.
     if (receives && this.data.prefetch) this.data.prefetch(this.nextGlobalBatch(fingerprintCursor(check, 0)), this.collective.rank);
     if (position === 0) {
-      handOver.values = await Promise.all(handOver.variables.map((v) => v.data() as Promise<Float32Array>));
+      handOver.state = await this.replica.readState();
       this.handOver.write(handOver);
     }
     await this.collective.broadcast(state, keyStep, COLLECTIVE_TAG.sync, chain);
     if (receives) {
       this.handOver.read(handOver);
-      this.weightsVersion++;
+      await this.replica.writeState(handOver.state!);
     }
     return behind.length;
   }
@@ -359,56 +318,42 @@ export class Trainer {
     return this.stateBuffer;
   }
 
-  /** The position's section of the hand-over: step, data cursor, owed evaluation, stop, the optimizer's iterations. */
+  /** The position's section of the hand-over: step, data cursor, owed evaluation, stop. */
   private positionSection(): LedgerSection<unknown> {
     return {
-      floats: () => 6,
+      floats: () => 5,
       write: (s) => {
         s[0] = this.stepCounter;
         s[1] = this.cursor.epoch;
         s[2] = this.cursor.offset;
         s[3] = this.pendingEvaluation === null ? 0 : this.pendingEvaluation + 1;
         s[4] = this.stopped ? 1 : 0;
-        s[5] = optimizerIterations(this.optimizer);
       },
       read: (s) => {
         this.stepCounter = s[0]!;
         this.cursor = { epoch: s[1]!, offset: s[2]! };
         this.pendingEvaluation = s[3] === 0 ? null : s[3]! - 1;
         this.stopped = s[4]! > 0;
-        setOptimizerIterations(this.optimizer, s[5]!);
       },
     };
   }
 
-  /** The weights' and the optimizer's section of the hand-over, in variable order. */
-  private weightsSection(): LedgerSection<HandOver> {
+  /** The replica's section of the hand-over: its weights, optimizer slots and iterations (Replica.readState). */
+  private replicaSection(): LedgerSection<HandOver> {
     return {
-      floats: () => this.parameterCount + optimizerStateLength(this.config.optimizer, this.parameterCount),
-      write: (s, { values }) => {
-        let at = 0;
-        for (const vals of values) {
-          s.set(vals, at);
-          at += vals.length;
-        }
+      floats: () => this.replica.stateLength,
+      write: (s, handOver) => s.set(handOver.state!),
+      // A copy: the state buffer is reused, and the replica's thread may take what it is given.
+      read: (s, handOver) => {
+        handOver.state = s.slice();
       },
-      read: (s, { variables }) =>
-        tf.tidy(() => {
-          let at = 0;
-          for (const v of variables) {
-            // slice, not subarray: the CPU backend keeps the array it is given as the tensor's
-            // storage, and the variable would then change whenever the buffer is reused.
-            v.assign(tf.tensor(s.slice(at, at + v.size), v.shape, 'float32'));
-            at += v.size;
-          }
-        }),
     };
   }
 
   /** One synchronous step on the next global batch. */
   async trainStep(options: StepOptions = {}): Promise<StepResult> {
     const step = this.stepCounter;
-    if (this.faults?.driftBefore?.(step)) this.nudgeWeights();
+    if (this.faults?.driftBefore?.(step)) await this.replica.nudge();
     const t0 = this.clock.now();
     const { rank, worldSize } = this.collective;
     const batch = this.nextGlobalBatch(this.cursor);
@@ -427,6 +372,7 @@ export class Trainer {
     timing.dataMs = 0;
     timing.computeMs = 0;
     timing.readbackMs = 0;
+    timing.crossMs = 0;
     const trained = n > 0 ? await this.computeGradients(batch, rank) : 0;
     // More ranks than examples left in the epoch, or none of its own: contribute nothing.
     if (trained === 0) flat.fill(0, 0, P);
@@ -479,10 +425,7 @@ export class Trainer {
     }
     // Every replica is at the same step, world and ramp, so every replica applies the same rate.
     const learningRate = this.schedule.rateAt(step, this.data.globalBatchSize(worldSize));
-    setLearningRate(this.optimizer, learningRate);
-    // These tensors may alias `flat` (the CPU backend does not copy); that is safe because
-    // they live only inside this tidy, and `flat` is not written again until the next step.
-    if (trainedExamples > 0) this.applyFlat();
+    if (trainedExamples > 0) this.takeFlat(await this.replica.applyGradients(flat, learningRate));
     timing.applyMs = this.clock.now() - tApply;
 
     this.cursor = advance(batch, this.data.trainCount);
@@ -526,66 +469,37 @@ export class Trainer {
   }
 
   /**
-   * Forward and backward on this rank's examples of `batch`. The loss is the SUM over the shard,
-   * so `flat` receives the sum of the examples' gradients straight from autodiff (shards
-   * of different sizes then average exactly, with no extra pass over the buffer), and the
-   * tail the summed loss and the correct count.
+   * Forward and backward on this rank's examples of `batch` in the replica. The loss is the
+   * SUM over the shard, so `flat` receives the sum of the examples' gradients straight from
+   * autodiff (shards of different sizes then average exactly, with no extra pass over the
+   * buffer), and the tail the summed loss and the correct count.
    */
   private async computeGradients(batch: GlobalBatch, rank: number): Promise<number> {
     const tData = this.clock.now();
     const n = await this.data.readShard(batch, rank, this.images, this.labels);
     const tCompute = this.clock.now();
     this.timing.dataMs = tCompute - tData;
-    if (n > 0) await this.backprop(n, tCompute);
+    if (n === 0) return 0;
+    const result = await this.replica.computeGradients({ images: this.images, labels: this.labels, n }, this.flat);
+    const wallMs = this.clock.now() - tCompute;
+    this.takeFlat(result.flat);
+    this.images = result.images;
+    this.labels = result.labels;
+    this.facts.loss = result.loss;
+    this.facts.correct = result.correct;
+    this.numTensors = result.numTensors;
+    this.timing.computeMs = result.computeMs;
+    this.timing.readbackMs = result.readbackMs;
+    // What the thread's two messages and their transfers cost beyond the maths itself.
+    this.timing.crossMs = Math.max(0, wallMs - result.computeMs - result.readbackMs);
     return n;
   }
 
-  /** Forward and backward over the first `n` examples of the batch buffers, gradients into `flat`. */
-  private async backprop(n: number, tCompute: number): Promise<void> {
-    const { value, grads, correct } = tf.tidy(() => {
-      const x = tf.tensor4d(this.images.subarray(0, n * MNIST_PIXELS), [n, 28, 28, 1]);
-      const labels = tf.tensor1d(this.labels.subarray(0, n), 'int32');
-      const y = tf.oneHot(labels, this.config.classes.length);
-      let correctCount: tf.Tensor | null = null;
-      const result = tf.variableGrads(() => {
-        const logits = this.model.apply(x, { training: true }) as tf.Tensor2D;
-        correctCount = tf.keep(tf.sum(tf.cast(tf.equal(tf.argMax(logits, -1), labels), 'float32')));
-        return tf.losses.softmaxCrossEntropy(y, logits, undefined, undefined, tf.Reduction.SUM) as tf.Scalar;
-      }, this.variables);
-      return { value: result.value, grads: result.grads, correct: correctCount as unknown as tf.Tensor };
-    });
-    const flat = this.flat;
-    try {
-      // All the step's kernels were queued together, so the loss arrives once the device
-      // has finished the forward and backward passes: the split between compute and read-back.
-      const [lossData, correctData] = await Promise.all([value.data(), correct.data()]);
-      const tReadback = this.clock.now();
-      // Read every gradient back at once; the GPU queue overlaps the copies.
-      const gradData = await Promise.all(this.variables.map((v) => grads[v.name]!.data()));
-      gradData.forEach((g, i) => flat.set(g as Float32Array, this.offsets[i]));
-      this.facts.loss = lossData[0]!;
-      this.facts.correct = correctData[0]!;
-      this.timing.computeMs = tReadback - tCompute;
-      this.timing.readbackMs = this.clock.now() - tReadback;
-    } finally {
-      value.dispose();
-      correct.dispose();
-      tf.dispose(grads);
-    }
-  }
-
-  /** Applies the gradients in `flat` through the optimizer. */
-  private applyFlat(): void {
-    const flat = this.flat;
-    tf.tidy(() => {
-      const named: tf.NamedTensorMap = {};
-      this.variables.forEach((v, i) => {
-        const off = this.offsets[i]!;
-        named[v.name] = tf.tensor(flat.subarray(off, off + v.size), v.shape, 'float32');
-      });
-      this.optimizer.applyGradients(named);
-    });
-    this.weightsVersion++;
+  /** The gradient buffer, back from the replica: when it is new memory (a thread's transfer), the tail is laid over it again. */
+  private takeFlat(flat: Float32Array): void {
+    if (flat === this.flat) return;
+    this.flat = flat;
+    this.tail.attach(flat, this.parameterCount, this.collective.worldSize);
   }
 
   /**
@@ -597,11 +511,7 @@ export class Trainer {
    */
   async rehearse(): Promise<void> {
     const share = Math.round(this.globalBatchSize / this.collective.worldSize);
-    const n = Math.min(this.data.maxShardExamples, Math.max(1, share));
-    this.images.fill(0, 0, n * MNIST_PIXELS);
-    this.labels.fill(0, 0, n);
-    await this.backprop(n, this.clock.now());
-    this.applyFlat();
+    await this.replica.rehearse(Math.min(this.data.maxShardExamples, Math.max(1, share)));
   }
 
   /**
@@ -610,39 +520,21 @@ export class Trainer {
    */
   evaluate(): Promise<number | null> {
     this.lastReduceEnd = null;
-    return this.evaluation.run(this.model, this.data, this.collective, this.stepCounter);
+    return this.evaluation.run(this.replica, this.data, this.collective, this.stepCounter);
   }
 
   /** Fingerprint of all weights, in variable order; equal hashes mean bit-identical replicas. */
-  async weightsHash(): Promise<string> {
-    const version = this.weightsVersion;
-    if (this.hashCache?.version === version) return this.hashCache.hash;
-    const values = await Promise.all(this.variables.map((v) => v.data() as Promise<Float32Array>));
-    const hasher = new WeightsHasher();
-    for (const vals of values) hasher.update(vals);
-    const hash = hasher.digest();
-    this.hashCache = { version, hash };
-    return hash;
-  }
-
-  /** Nudges one weight on this replica, as numeric drift between backends would (an injected fault). */
-  private nudgeWeights(): void {
-    const v = this.variables[0]!;
-    tf.tidy(() => v.assign(v.add(tf.scalar(1e-3))));
-    this.weightsVersion++;
+  weightsHash(): Promise<string> {
+    return this.replica.weightsHash();
   }
 
   /** All weights concatenated in variable order (for tests and state transfer). */
-  async readWeights(): Promise<Float32Array> {
-    const values = await Promise.all(this.variables.map((v) => v.data() as Promise<Float32Array>));
-    const out = new Float32Array(this.parameterCount);
-    values.forEach((vals, i) => out.set(vals, this.offsets[i]));
-    return out;
+  readWeights(): Promise<Float32Array> {
+    return this.replica.readWeights();
   }
 
-  dispose(): void {
-    this.optimizer.dispose();
-    this.model.dispose();
+  dispose(): Promise<void> {
+    return this.replica.dispose();
   }
 }
 

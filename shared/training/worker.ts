@@ -19,7 +19,6 @@ import type { PeerFactory } from '../network/peer';
 import { areDigitClasses, type Backend, type ClientToServerEvents, type DeviceClass, type DeviceProbe, type Generation, type JoinAccepted, type JoinRequest, type MemberDropped, type ServerToClientEvents, type TrainStart, type TrainStop, type WorkerKind, type CollectSetting } from '../protocol';
 import { RingNetwork } from '../network/ring-network';
 import type { Trainer } from './trainer';
-import { predictDigit } from './models';
 import { CheckpointWriter, type LocalCheckpointStore } from '../checkpoints/checkpoint-writer';
 import { restoreFromServer } from '../checkpoints/checkpoint-io';
 import { systemClock, type Clock } from '../util/clock';
@@ -32,7 +31,7 @@ import { SignalingSession } from './signaling-session';
 import { GenerationTracker } from './generation-tracker';
 import { WorkerStatusView, type WorkerStatus } from './worker-status';
 import { TrainingRun, type RunCheckpoints, type RunControl } from './training-run';
-import { probeDevice } from './device-probe';
+import { probeDevice } from '../compute/device-probe';
 
 export interface WorkerOptions {
   socket: Socket<ServerToClientEvents, ClientToServerEvents>;
@@ -187,8 +186,7 @@ export class TrainingWorker {
    * or null before the first run. Runs between training steps on the same backend.
    */
   async predict(image: Float32Array): Promise<Float32Array | null> {
-    const model = this.trainer?.model;
-    return model ? predictDigit(model, image) : null;
+    return this.trainer ? this.trainer.replica.predict(image) : null;
   }
 
   /** This tab's member token while it is a member, for its reads of the room (never the join code); null before joining. */

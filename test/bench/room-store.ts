@@ -32,7 +32,7 @@ function report(run: number, step: number): ProgressReport {
   return {
     run, generation: MAX_ROOM_MEMBERS, step, epoch: 0, loss: 2.3 / step, trainAccuracy: 0.5, examplesPerSec: 500, weightsHash: '0123456789abcdef',
     totalSteps: 500, computeMs: 40, batchShare: 1 / MAX_ROOM_MEMBERS, linkMBps: 30, learningRate: 0.001, speedVsMedian: 1, hashChecked: false, hashMismatch: false,
-    collective: { algorithm: 'ring', alphaMs: 0.6, betaMBps: 30, reason: 'test', timing: { dataMs: 0, computeMs: 40, readbackMs: 2, commMs: 20, applyMs: 3 } },
+    collective: { algorithm: 'ring', alphaMs: 0.6, betaMBps: 30, reason: 'test', timing: { dataMs: 0, computeMs: 40, readbackMs: 2, crossMs: 0, commMs: 20, applyMs: 3 } },
   };
 }
 

@@ -371,7 +371,7 @@ function garbage(rand: () => number, depth = 0): unknown {
 
 /** A valid-looking payload of `event`, with one field broken (or none: then it is valid, from a non-member or for a stale run). */
 function nearlyValid(rand: () => number, event: string, targets: string[] = []): unknown {
-  const timing = { computeMs: 1, readbackMs: 1, commMs: 1, applyMs: 1 };
+  const timing = { computeMs: 1, readbackMs: 1, crossMs: 0, commMs: 1, applyMs: 1 };
   const run = 1 + Math.floor(rand() * 3);
   const valid: Record<string, Record<string, unknown>> = {
     'room:join': { room: rand() < 0.8 ? ATTACK_ROOM : TRAIN_ROOM, name: `bot-${Math.floor(rand() * 1000)}`, kind: 'node', backend: 'cpu' },
@@ -744,7 +744,7 @@ test('stale and replayed room messages from strangers and other rooms\' members 
   // A stranger: let in with the attackers' code, never joined.
   const stranger = await attackerIn(ATTACK_ROOM, IP.random);
   const replays: Array<[string, unknown]> = [
-    ['worker:progress', { run, generation, step: train.step + 1_000, epoch: 0, loss: 0, trainAccuracy: 1, examplesPerSec: 1e9, weightsHash: 'ffffffffffffffff', totalSteps: 1, computeMs: 0, hashChecked: true, hashMismatch: true, batchShare: 1, linkMBps: 0, learningRate: 0.001, speedVsMedian: 1, collective: { algorithm: 'ring', alphaMs: 0, betaMBps: 0, reason: 'test', timing: { dataMs: 0, computeMs: 0, readbackMs: 0, commMs: 0, applyMs: 0 } } }],
+    ['worker:progress', { run, generation, step: train.step + 1_000, epoch: 0, loss: 0, trainAccuracy: 1, examplesPerSec: 1e9, weightsHash: 'ffffffffffffffff', totalSteps: 1, computeMs: 0, hashChecked: true, hashMismatch: true, batchShare: 1, linkMBps: 0, learningRate: 0.001, speedVsMedian: 1, collective: { algorithm: 'ring', alphaMs: 0, betaMBps: 0, reason: 'test', timing: { dataMs: 0, computeMs: 0, readbackMs: 0, crossMs: 0, commMs: 0, applyMs: 0 } } }],
     ['worker:finished', { run, generation, step: train.step, reason: 'failed', code: 'ERR_TIMEOUT' }],
     ['worker:finished', { run: Math.max(1, run - 1), generation: Math.max(0, generation - 1), step: 0, reason: 'completed' }],
     ['worker:evaluated', { run, generation, step: train.step, epoch: 0, accuracy: 0 }],

@@ -82,7 +82,7 @@ async function report(room: string, m: Member, run: number, step: number, hash: 
   const payload: ProgressReport = {
     run, generation: s.generation, step, epoch: 0, loss: 1, trainAccuracy: 0.5, examplesPerSec: 100, weightsHash: hash, totalSteps: 1_000,
     computeMs: 5, hashChecked: false, hashMismatch: false, batchShare: 0.5, linkMBps: 1, learningRate: 0.001, speedVsMedian: 1,
-    collective: { algorithm: 'ring', alphaMs: 0, betaMBps: 0, reason: 'test', timing: { dataMs: 0, computeMs: 0, readbackMs: 0, commMs: 0, applyMs: 0 } },
+    collective: { algorithm: 'ring', alphaMs: 0, betaMBps: 0, reason: 'test', timing: { dataMs: 0, computeMs: 0, readbackMs: 0, crossMs: 0, commMs: 0, applyMs: 0 } },
   };
   m.socket.emit('worker:progress', payload);
   for (let i = 0; i < 200; i++) {

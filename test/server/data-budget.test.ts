@@ -110,7 +110,7 @@ test('a member past its bytes for the epoch gets ERR_DATA_BUDGET; its classmate 
   chief.socket.emit('worker:progress', {
     run: status.run, generation: status.generation, step: 130, epoch: 1, loss: 1, trainAccuracy: 0.5, examplesPerSec: 100, weightsHash: '0123456789abcdef', totalSteps: 250, computeMs: 10,
     hashChecked: false, hashMismatch: false, batchShare: 0.5, linkMBps: 10, learningRate: 0.003, speedVsMedian: 1,
-    collective: { algorithm: 'ring', alphaMs: 0, betaMBps: 0, reason: 'test', timing: { dataMs: 0, computeMs: 10, readbackMs: 0, commMs: 0, applyMs: 0 } },
+    collective: { algorithm: 'ring', alphaMs: 0, betaMBps: 0, reason: 'test', timing: { dataMs: 0, computeMs: 10, readbackMs: 0, crossMs: 0, commMs: 0, applyMs: 0 } },
   });
   for (let i = 0; ; i++) {
     const now = (await (await fetch(`${server.url}/api/rooms/budget`, AS_TEACHER)).json()) as RoomStatus;

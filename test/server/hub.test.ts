@@ -133,7 +133,7 @@ test('the hub relays signals to ring members and hears theirs, but its training 
   hub.emit('worker:progress', {
     run: start.run, generation: before.generation, step: 3, epoch: 0, loss: 0.5, trainAccuracy: 0.5, examplesPerSec: 100, weightsHash: '0123456789abcdef', totalSteps: 100,
     computeMs: 10, batchShare: 0.5, linkMBps: 20, learningRate: 0.001, speedVsMedian: 1, hashChecked: false, hashMismatch: false,
-    collective: { algorithm: 'hub', alphaMs: 0.5, betaMBps: 20, reason: 'test', timing: { dataMs: 0, computeMs: 10, readbackMs: 1, commMs: 5, applyMs: 1 } },
+    collective: { algorithm: 'hub', alphaMs: 0.5, betaMBps: 20, reason: 'test', timing: { dataMs: 0, computeMs: 10, readbackMs: 1, crossMs: 0, commMs: 5, applyMs: 1 } },
   });
   assert.equal((await refused).code, 'ERR_NOT_IN_ROOM');
   const finishRefused = nextEvent(hub, 'server:error');

@@ -187,7 +187,7 @@ const EXTRA = {
   hashMismatch: false,
   batchShare: 0.5,
   linkMBps: 3, learningRate: 0.001, speedVsMedian: 1,
-  collective: { algorithm: 'ring' as const, alphaMs: 0.4, betaMBps: 9, reason: 'test', timing: { dataMs: 0, computeMs: 10, readbackMs: 2, commMs: 5, applyMs: 1 } },
+  collective: { algorithm: 'ring' as const, alphaMs: 0.4, betaMBps: 9, reason: 'test', timing: { dataMs: 0, computeMs: 10, readbackMs: 2, crossMs: 0, commMs: 5, applyMs: 1 } },
 };
 
 test('progress reports feed the room status; a report of another run is refused', async () => {

@@ -82,7 +82,7 @@ const EXTRA = {
   linkMBps: 1,
   learningRate: 0.001,
   speedVsMedian: 1,
-  collective: { algorithm: 'ring' as const, alphaMs: 0, betaMBps: 0, reason: 'test', timing: { dataMs: 0, computeMs: 0, readbackMs: 0, commMs: 0, applyMs: 0 } },
+  collective: { algorithm: 'ring' as const, alphaMs: 0, betaMBps: 0, reason: 'test', timing: { dataMs: 0, computeMs: 0, readbackMs: 0, crossMs: 0, commMs: 0, applyMs: 0 } },
 };
 
 function progress(s: TestSocket, run: number, generation: number, step: number, computeMs: number): void {

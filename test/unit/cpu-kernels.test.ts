@@ -6,7 +6,7 @@
 import { test, before } from 'node:test';
 import assert from 'node:assert/strict';
 import * as tf from '@tensorflow/tfjs';
-import { useFastCpuKernels } from '../../shared/training/cpu-kernels';
+import { useFastCpuKernels } from '../../shared/compute/cpu-kernels';
 import { mulberry32 } from '../../shared/util/random';
 
 before(async () => {

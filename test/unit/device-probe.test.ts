@@ -2,7 +2,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import * as tf from '@tensorflow/tfjs';
-import { describeClass, probeDevice } from '../../shared/training/device-probe';
+import { describeClass, probeDevice } from '../../shared/compute/device-probe';
 import { ShareBalancer } from '../../shared/training/share-balancer';
 import { deviceClassOf } from '../../client/device-class';
 import type { DeviceProbe } from '../../shared/protocol';

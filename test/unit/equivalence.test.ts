@@ -76,7 +76,11 @@ test('after syncState every replica trains on from rank 0 state, and evaluation 
   const { rings } = createMemoryRing(3);
   const trainers = rings.map((ring) => new Trainer(config, mnistShards(config, dataset), ring));
   // Replicas 1 and 2 start from other weights, as a late joiner or a drifted replica would.
-  trainers.slice(1).forEach((t, i) => tf.tidy(() => t.model.setWeights(t.model.getWeights().map((w) => w.mul(i + 2)))));
+  for (const [i, t] of trainers.slice(1).entries()) {
+    const state = await t.replica.readState();
+    for (let p = 0; p < t.parameterCount; p++) state[p]! *= i + 2;
+    await t.replica.writeState(state);
+  }
   // The ranks that took the state sit the first step out (Trainer.sitOutFrom): that step is
   // rank 0's slice, 8 examples, and the steps after it are whole global batches of 24.
   const firstStep = new Trainer(config, mnistShards(config, dataset), createMemoryRing(1).rings[0]!);
@@ -93,7 +97,7 @@ test('after syncState every replica trains on from rank 0 state, and evaluation 
   const first = await Promise.all(trainers.map((t) => t.trainStep()));
   assert.deepEqual(first.map((r) => r.examples), [8, 0, 0], 'the replicas that took the state sit the first step out');
   await firstStep.trainStep();
-  reference.setWeights(firstStep.model.getWeights());
+  await reference.replica.writeState(await firstStep.replica.readState());
   reference.setPosition(firstStep.step, firstStep.dataCursor);
   const accuracies = await Promise.all(trainers.map((t) => t.evaluate()));
   assert.equal(new Set(accuracies).size, 1);

@@ -17,7 +17,7 @@ import { integerBuffer } from '../support/test-buffers';
 import { packMnistFromPackage } from '../../signaling-server/mnist-pack';
 import { Trainer } from '../../shared/training/trainer';
 import { startConfigSchema, type Misbehaviour } from '../../shared/protocol';
-import type { MnistDataset } from '../../shared/data/mnist-format';
+import { MNIST_PIXELS, type MnistDataset } from '../../shared/data/mnist-format';
 
 let dataset: MnistDataset;
 
@@ -171,8 +171,9 @@ test('an honest replica whose own gradient is not finite sends zeros and a flag:
   await Promise.all(trainers.map((t) => t.syncState()));
   await Promise.all(trainers.map((t) => t.trainStep()));
   // Rank 2 diverged: one of its weights is NaN, so its loss and gradient are too.
-  const v = (trainers[2]!.model.trainableWeights[0] as unknown as { val: tf.Variable }).val;
-  tf.tidy(() => v.assign(tf.fill(v.shape, Number.NaN)));
+  const state = await trainers[2]!.replica.readState();
+  state.fill(Number.NaN, 0, MNIST_PIXELS * 128);
+  await trainers[2]!.replica.writeState(state);
   const before = await Promise.all(trainers.slice(0, 2).map(weights));
   const outcomes = await Promise.all(trainers.map((t) => t.trainStep().then(() => null, (e: unknown) => e)));
   for (const e of outcomes) assert.ok(e instanceof WebringError && e.code === 'ERR_BAD_DATA' && /not finite/.test(e.message), String(e));

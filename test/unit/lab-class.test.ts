@@ -33,13 +33,13 @@ import { cpuBudget } from '../../lab/cpu-budget';
 import { markdown } from '../../lab/report';
 import { wiredLab } from '../../lab/network-models';
 import { boundMs } from '../../lab/bounds';
-import { buildModel } from '../../shared/training/models';
+import { buildModel } from '../../shared/compute/models';
 import type { TrainingRow } from '../../lab/training-rows';
 import type { MetricPoint } from '../../shared/protocol';
 
 const close = (a: number, b: number) => assert.ok(Math.abs(a - b) <= 1e-9 * Math.max(1, Math.abs(b)), `${a} ≠ ${b}`);
 const cpu = { mean: 0.5, peak: 0.7, cores: 2, intervals: 4 };
-const timing = (computeMs: number, commMs: number, applyMs = 10) => ({ dataMs: 1, computeMs, readbackMs: 2, commMs, applyMs });
+const timing = (computeMs: number, commMs: number, applyMs = 10) => ({ dataMs: 1, computeMs, readbackMs: 2, crossMs: 0, commMs, applyMs });
 
 function row(model: TrainingRow['model'], net: TrainingRow['net'], n: number, examplesPerSec: number, extra: Partial<TrainingRow> = {}): TrainingRow {
   return {

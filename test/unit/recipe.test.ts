@@ -9,7 +9,7 @@
 import { test, before } from 'node:test';
 import assert from 'node:assert/strict';
 import * as tf from '@tensorflow/tfjs';
-import { buildOptimizer, setLearningRate } from '../../shared/training/models';
+import { buildOptimizer, setLearningRate } from '../../shared/compute/models';
 import { LearningRateSchedule, RESCALE_RAMP_STEPS } from '../../shared/training/lr-schedule';
 import { DEFAULT_START_CONFIG, startConfigSchema } from '../../shared/protocol';
 import { Trainer } from '../../shared/training/trainer';

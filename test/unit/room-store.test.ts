@@ -34,7 +34,7 @@ function progress(run: number, step: number): ProgressReport {
   return {
     run, generation: 1, step, epoch: 0, loss: 1, trainAccuracy: 0.5, examplesPerSec: 10 * step, weightsHash: '0123456789abcdef', totalSteps: 10,
     computeMs: 1, batchShare: 1, linkMBps: 1, learningRate: 0.001, speedVsMedian: 1, hashChecked: false, hashMismatch: false,
-    collective: { algorithm: 'ring', alphaMs: 1, betaMBps: 1, reason: 'test', timing: { dataMs: 0, computeMs: 1, readbackMs: 1, commMs: 1, applyMs: 1 } },
+    collective: { algorithm: 'ring', alphaMs: 1, betaMBps: 1, reason: 'test', timing: { dataMs: 0, computeMs: 1, readbackMs: 1, crossMs: 0, commMs: 1, applyMs: 1 } },
   };
 }
 

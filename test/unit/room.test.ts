@@ -50,7 +50,7 @@ function progress(run: number, step: number, extra: Partial<ProgressReport> = {}
   return {
     run, generation: 0, step, epoch: 0, loss: 1 / step, trainAccuracy: 0.5, examplesPerSec: 100, weightsHash: '0123456789abcdef', totalSteps: 100,
     computeMs: 10, batchShare: 0.5, linkMBps: 20, learningRate: 0.001, speedVsMedian: 1, hashChecked: false, hashMismatch: false,
-    collective: { algorithm: 'ring', alphaMs: 0.5, betaMBps: 20, reason: 'test', timing: { dataMs: 0, computeMs: 10, readbackMs: 1, commMs: 5, applyMs: 1 } }, ...extra,
+    collective: { algorithm: 'ring', alphaMs: 0.5, betaMBps: 20, reason: 'test', timing: { dataMs: 0, computeMs: 10, readbackMs: 1, crossMs: 0, commMs: 5, applyMs: 1 } }, ...extra,
   };
 }
 

@@ -1,0 +1,265 @@
+/**
+ * The replica in this thread: a tfjs model, its optimizer and the maths of a step. In a
+ * tab and a Node worker it lives in the compute thread (thread-host.ts serves it there);
+ * unit tests use it in-process. Identical inputs in, identical weights out.
+ */
+import * as tf from '@tensorflow/tfjs';
+import { MNIST_PIXELS } from '../data/mnist-format';
+import { WeightsHasher } from '../util/weights-hash';
+import { WebringError } from '../protocol/errors';
+import { buildModel, buildOptimizer, predictDigit, setLearningRate } from './models';
+import {
+  createOptimizerSlots,
+  loadOptimizerWeights,
+  optimizerIterations,
+  optimizerStateLength,
+  optimizerStateVariables,
+  setOptimizerIterations,
+} from './optimizer-state';
+import type { Examples, Gradients, Replica, ReplicaSnapshot, ReplicaSpec, WeightSpec } from './replica';
+
+export class LocalReplica implements Replica {
+  readonly parameterCount: number;
+  readonly stateLength: number;
+  private readonly model: tf.LayersModel;
+  private readonly optimizer: tf.Optimizer;
+  private readonly variables: tf.Variable[];
+  private readonly offsets: number[] = [];
+  private readonly spec: ReplicaSpec;
+  /** Bumped whenever the weights change, so the hash is read back only when needed. */
+  private weightsVersion = 0;
+  private hashCache: { version: number; hash: string } | null = null;
+
+  constructor(spec: ReplicaSpec) {
+    const { config } = spec;
+    this.spec = spec;
+    this.model = buildModel(config.model, config.seed, config.classes.length);
+    this.optimizer = buildOptimizer(config.optimizer, config.learningRate);
+    this.variables = this.model.trainableWeights.map((w) => (w as unknown as { val: tf.Variable }).val);
+    createOptimizerSlots(config.optimizer, this.optimizer, this.variables);
+    let total = 0;
+    for (const v of this.variables) {
+      this.offsets.push(total);
+      total += v.size;
+    }
+    this.parameterCount = total;
+    // The weights, the optimizer's slots, and its iteration count last.
+    this.stateLength = total + optimizerStateLength(config.optimizer, total) + 1;
+  }
+
+  async computeGradients(examples: Examples, flat: Float32Array): Promise<Gradients> {
+    const t0 = performance.now();
+    if (this.spec.busyComputeMs) holdThread(this.spec.busyComputeMs);
+    const { value, grads, correct } = this.backprop(examples);
+    let result: Gradients;
+    try {
+      // All the step's kernels were queued together, so the loss arrives once the device
+      // has finished the forward and backward passes: the split between compute and read-back.
+      const [lossData, correctData] = await Promise.all([value.data(), correct.data()]);
+      const tReadback = performance.now();
+      // Read every gradient back at once; the GPU queue overlaps the copies.
+      const gradData = await Promise.all(this.variables.map((v) => grads[v.name]!.data()));
+      gradData.forEach((g, i) => flat.set(g as Float32Array, this.offsets[i]));
+      const { images, labels } = examples;
+      const timing = { computeMs: tReadback - t0, readbackMs: performance.now() - tReadback };
+      result = { flat, images, labels, loss: lossData[0]!, correct: correctData[0]!, ...timing, numTensors: 0 };
+    } finally {
+      value.dispose();
+      correct.dispose();
+      tf.dispose(grads);
+    }
+    result.numTensors = tf.memory().numTensors;
+    return result;
+  }
+
+  /** Forward and backward over the first `n` examples, with a SUM loss; the caller disposes what it returns. */
+  private backprop({ images, labels, n }: Examples): { value: tf.Scalar; grads: tf.NamedTensorMap; correct: tf.Tensor } {
+    return tf.tidy(() => {
+      const x = tf.tensor4d(images.subarray(0, n * MNIST_PIXELS), [n, 28, 28, 1]);
+      const y = tf.tensor1d(labels.subarray(0, n), 'int32');
+      const oneHot = tf.oneHot(y, this.spec.config.classes.length);
+      let correctCount: tf.Tensor | null = null;
+      const result = tf.variableGrads(() => {
+        const logits = this.model.apply(x, { training: true }) as tf.Tensor2D;
+        correctCount = tf.keep(tf.sum(tf.cast(tf.equal(tf.argMax(logits, -1), y), 'float32')));
+        return tf.losses.softmaxCrossEntropy(oneHot, logits, undefined, undefined, tf.Reduction.SUM) as tf.Scalar;
+      }, this.variables);
+      return { value: result.value, grads: result.grads, correct: correctCount as unknown as tf.Tensor };
+    });
+  }
+
+  async applyGradients(flat: Float32Array, learningRate: number): Promise<Float32Array> {
+    setLearningRate(this.optimizer, learningRate);
+    // These tensors may alias `flat` (the CPU backend does not copy); that is safe because
+    // they live only inside this tidy, and `flat` is not written again until the next step.
+    tf.tidy(() => {
+      const named: tf.NamedTensorMap = {};
+      this.variables.forEach((v, i) => {
+        const off = this.offsets[i]!;
+        named[v.name] = tf.tensor(flat.subarray(off, off + v.size), v.shape, 'float32');
+      });
+      this.optimizer.applyGradients(named);
+    });
+    this.weightsVersion++;
+    return flat;
+  }
+
+  async score({ images, labels, n }: Examples): Promise<{ correct: number; images: Float32Array; labels: Int32Array }> {
+    // As in applyGradients, the tensors may alias the buffers and live only inside this tidy.
+    const hits = tf.tidy(() => {
+      const logits = this.model.apply(tf.tensor4d(images.subarray(0, n * MNIST_PIXELS), [n, 28, 28, 1]), { training: false }) as tf.Tensor2D;
+      return tf.sum(tf.cast(tf.equal(tf.argMax(logits, -1), tf.tensor1d(labels.subarray(0, n), 'int32')), 'float32'));
+    });
+    try {
+      return { correct: (await hits.data())[0]!, images, labels };
+    } finally {
+      hits.dispose();
+    }
+  }
+
+  predict(image: Float32Array): Promise<Float32Array> {
+    return predictDigit(this.model, image);
+  }
+
+  async rehearse(n: number): Promise<void> {
+    const examples = { images: new Float32Array(n * MNIST_PIXELS), labels: new Int32Array(n), n };
+    const { flat } = await this.computeGradients(examples, new Float32Array(this.parameterCount));
+    await this.applyGradients(flat, 0);
+  }
+
+  async weightsHash(): Promise<string> {
+    const version = this.weightsVersion;
+    if (this.hashCache?.version === version) return this.hashCache.hash;
+    const values = await Promise.all(this.variables.map((v) => v.data() as Promise<Float32Array>));
+    const hasher = new WeightsHasher();
+    for (const vals of values) hasher.update(vals);
+    const hash = hasher.digest();
+    this.hashCache = { version, hash };
+    return hash;
+  }
+
+  async readWeights(): Promise<Float32Array> {
+    const values = await Promise.all(this.variables.map((v) => v.data() as Promise<Float32Array>));
+    const out = new Float32Array(this.parameterCount);
+    values.forEach((vals, i) => out.set(vals, this.offsets[i]));
+    return out;
+  }
+
+  private stateVariables(): tf.Variable[] {
+    return [...this.variables, ...optimizerStateVariables(this.spec.config.optimizer, this.optimizer)];
+  }
+
+  async readState(): Promise<Float32Array> {
+    const values = await Promise.all(this.stateVariables().map((v) => v.data() as Promise<Float32Array>));
+    const out = new Float32Array(this.stateLength);
+    let at = 0;
+    for (const vals of values) {
+      out.set(vals, at);
+      at += vals.length;
+    }
+    out[at] = optimizerIterations(this.optimizer);
+    return out;
+  }
+
+  async writeState(state: Float32Array): Promise<void> {
+    if (state.length !== this.stateLength) throw new WebringError('ERR_BAD_DATA', `a state of ${state.length} floats, this replica's has ${this.stateLength}`);
+    let at = 0;
+    tf.tidy(() => {
+      for (const v of this.stateVariables()) {
+        // slice, not subarray: the CPU backend keeps the array it is given as the tensor's
+        // storage, and the variable would then change whenever the buffer is reused.
+        v.assign(tf.tensor(state.slice(at, at + v.size), v.shape, 'float32'));
+        at += v.size;
+      }
+    });
+    setOptimizerIterations(this.optimizer, state[at]!);
+    this.weightsVersion++;
+  }
+
+  async snapshot(): Promise<ReplicaSnapshot> {
+    let artifacts: tf.io.ModelArtifacts | null = null;
+    await this.model.save(
+      tf.io.withSaveHandler(async (a) => {
+        artifacts = a;
+        return { modelArtifactsInfo: { dateSaved: new Date(), modelTopologyType: 'JSON' } };
+      }),
+    );
+    if (!artifacts) throw new WebringError('ERR_INTERNAL', 'the model produced no artifacts');
+    const { modelTopology, format, generatedBy, convertedBy, weightSpecs, weightData } = artifacts as tf.io.ModelArtifacts;
+    const optimizerWeights = await this.optimizer.getWeights();
+    const encoded = await tf.io.encodeWeights(optimizerWeights);
+    // getWeights() makes a fresh tensor for the iteration count; the rest are live variables.
+    for (const w of optimizerWeights) if (w.name === 'iter') w.tensor.dispose();
+    return {
+      modelTopology: modelTopology ?? {},
+      ...(format !== undefined ? { format } : {}),
+      ...(generatedBy !== undefined ? { generatedBy } : {}),
+      ...(convertedBy !== undefined ? { convertedBy } : {}),
+      weightSpecs: specsOf(weightSpecs ?? []),
+      weights: concatBuffers(weightData),
+      optimizer: this.spec.config.optimizer,
+      optimizerSpecs: specsOf(encoded.specs),
+      optimizerData: new Uint8Array(encoded.data),
+    };
+  }
+
+  async load(snapshot: Pick<ReplicaSnapshot, 'weightSpecs' | 'weights' | 'optimizerSpecs' | 'optimizerData'>): Promise<void> {
+    const specs = snapshot.weightSpecs;
+    if (specs.length !== this.variables.length) {
+      throw new WebringError('ERR_BAD_DATA', `checkpoint has ${specs.length} weights, the ${this.spec.config.model} has ${this.variables.length}`);
+    }
+    // By position: layer names differ between pages, the order of the weights does not.
+    specs.forEach((s, i) => {
+      if (s.shape.join('x') !== this.variables[i]!.shape.join('x')) {
+        throw new WebringError('ERR_BAD_DATA', `checkpoint weight ${i} has shape ${s.shape}, the model needs ${this.variables[i]!.shape}`);
+      }
+    });
+    const weights = tf.io.decodeWeights(snapshot.weights.slice().buffer, specs);
+    this.variables.forEach((v, i) => v.assign(weights[specs[i]!.name]!));
+    tf.dispose(Object.values(weights));
+    const opt = tf.io.decodeWeights(snapshot.optimizerData.slice().buffer, snapshot.optimizerSpecs);
+    await loadOptimizerWeights(
+      this.spec.config.optimizer,
+      this.optimizer,
+      snapshot.optimizerSpecs.map((s) => ({ name: s.name, tensor: opt[s.name]! })),
+      this.variables,
+    );
+    // setWeights keeps copies as variables (and reads the iteration count), so the decoded tensors can go.
+    tf.dispose(Object.values(opt));
+    this.weightsVersion++;
+  }
+
+  async nudge(): Promise<void> {
+    const v = this.variables[0]!;
+    tf.tidy(() => v.assign(v.add(tf.scalar(1e-3))));
+    this.weightsVersion++;
+  }
+
+  async dispose(): Promise<void> {
+    this.optimizer.dispose();
+    this.model.dispose();
+  }
+}
+
+/** Busy-waits `ms`: a compute that holds its thread, as slow maths does (the busyComputeMs fault). */
+function holdThread(ms: number): void {
+  const end = performance.now() + ms;
+  while (performance.now() < end);
+}
+
+function specsOf(specs: ReadonlyArray<tf.io.WeightsManifestEntry>): WeightSpec[] {
+  return specs.map((s) => ({ name: s.name, shape: [...s.shape], dtype: s.dtype }));
+}
+
+/** tfjs weight data (one buffer or several) as one byte array. */
+export function concatBuffers(data: tf.io.WeightData | undefined): Uint8Array {
+  if (!data) return new Uint8Array(0);
+  const parts = Array.isArray(data) ? data : [data];
+  const out = new Uint8Array(parts.reduce((n, p) => n + p.byteLength, 0));
+  let at = 0;
+  for (const p of parts) {
+    out.set(new Uint8Array(p), at);
+    at += p.byteLength;
+  }
+  return out;
+}

@@ -1,0 +1,104 @@
+/**
+ * The replica: the model, its optimizer and the maths of a step, behind one interface that
+ * runs either in this thread (LocalReplica, local-replica.ts) or in a compute thread of its
+ * own (a Web Worker in a tab, worker_threads in Node: thread-compute.ts). The trainer is
+ * the step's coordinator and owns the network side (the tail, the votes, the collective);
+ * everything it asks of the maths goes through this interface, so the network never waits
+ * for a kernel.
+ *
+ * Buffers cross by transfer, not by copy: a method that takes a buffer hands it over, and
+ * its reply hands it (or the same memory) back. The caller must use the returned views
+ * afterwards; in a thread, the ones it passed are detached. Every buffer passed must own
+ * its whole ArrayBuffer (no subarray views), so that transferring it moves nothing else.
+ */
+import type { OptimizerKind, StartConfig } from '../protocol';
+
+/** Tensors' and weights' names, shapes and types, as tfjs's weight specs give them. */
+export interface WeightSpec {
+  name: string;
+  shape: number[];
+  dtype: 'float32' | 'int32' | 'bool' | 'string' | 'complex64';
+}
+
+/** The replica's whole trained state in the checkpoint's formats: the bytes a tfjs model and its optimizer save. */
+export interface ReplicaSnapshot {
+  /** model.json's model topology (tfjs's), so `tf.loadLayersModel` loads a checkpoint. */
+  modelTopology: object | ArrayBuffer;
+  format?: string;
+  generatedBy?: string;
+  convertedBy?: string | null;
+  /** The weights' specs in variable order, and their bytes. */
+  weightSpecs: WeightSpec[];
+  weights: Uint8Array;
+  optimizer: OptimizerKind;
+  optimizerSpecs: WeightSpec[];
+  optimizerData: Uint8Array;
+}
+
+/** A batch of examples in the trainer's reused buffers: `n` images of 28×28 floats and their labels. */
+export interface Examples {
+  images: Float32Array;
+  labels: Int32Array;
+  n: number;
+}
+
+/** What a gradient computation returns: the buffers back, the summed loss and correct count, and where the time went. */
+export interface Gradients {
+  /** The buffer that was passed, holding the gradient sums in [0, parameterCount). */
+  flat: Float32Array;
+  images: Float32Array;
+  labels: Int32Array;
+  /** Sum of the examples' losses, and how many the model got right. */
+  loss: number;
+  correct: number;
+  /** Forward and backward on the device, then reading the gradients back. */
+  computeMs: number;
+  readbackMs: number;
+  /** Tensors alive in the replica's tfjs engine after the step. */
+  numTensors: number;
+}
+
+export interface Replica {
+  /** Floats of the model's weights, in variable order. */
+  readonly parameterCount: number;
+  /** Floats of the replica's whole state: weights, optimizer slots and the optimizer's iteration count. */
+  readonly stateLength: number;
+  /**
+   * Forward and backward on the first `n` examples: the SUM of their gradients goes into
+   * `flat[0, parameterCount)` (the loss is summed, so shares of different sizes average exactly).
+   */
+  computeGradients(examples: Examples, flat: Float32Array): Promise<Gradients>;
+  /** Applies `flat[0, parameterCount)` (the mean gradient) through the optimizer at `learningRate`. */
+  applyGradients(flat: Float32Array, learningRate: number): Promise<Float32Array>;
+  /** How many of the first `n` examples the model classifies right (evaluation). */
+  score(examples: Examples): Promise<{ correct: number; images: Float32Array; labels: Int32Array }>;
+  /** Class probabilities for one 28×28 image (values 0..1), from the live weights: the digit pad's guess. */
+  predict(image: Float32Array): Promise<Float32Array>;
+  /** One blank forward, backward and update, so the first real step runs on warm kernels (what it changes, the hand-over replaces). */
+  rehearse(n: number): Promise<void>;
+  /** The weights' fingerprint (shared/util/weights-hash.ts); cached until the weights change. */
+  weightsHash(): Promise<string>;
+  /** All weights concatenated in variable order. */
+  readWeights(): Promise<Float32Array>;
+  /** The whole state (weights, optimizer slots, iterations) in `stateLength` floats, for a hand-over. */
+  readState(): Promise<Float32Array>;
+  /** Replaces the whole state with one `readState` gave on another replica. */
+  writeState(state: Float32Array): Promise<void>;
+  /** The state as a checkpoint keeps it. */
+  snapshot(): Promise<ReplicaSnapshot>;
+  /** Loads a checkpoint's weights and optimizer state; weights are matched by position, shapes checked. */
+  load(snapshot: Pick<ReplicaSnapshot, 'weightSpecs' | 'weights' | 'optimizerSpecs' | 'optimizerData'>): Promise<void>;
+  /** Nudges one weight, as numeric drift between backends would (an injected fault). */
+  nudge(): Promise<void>;
+  dispose(): Promise<void>;
+}
+
+/** What a replica is built from: the run's model, its seed and optimizer, and a test's fault. */
+export interface ReplicaSpec {
+  config: Pick<StartConfig, 'model' | 'seed' | 'classes' | 'optimizer' | 'learningRate'>;
+  /**
+   * A fault a test plays: every gradient computation holds the compute thread this long, as
+   * a device whose maths is slow does (in a thread, the network side still answers).
+   */
+  busyComputeMs?: number;
+}
