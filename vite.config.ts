@@ -24,6 +24,8 @@ export default defineConfig(({ mode }) => ({
     __WEBRING_FAULT_FLAGS__: JSON.stringify(mode === TEST_MODE),
   },
   plugins: [recordMode(mode)],
+  // The tab's compute thread (client/compute-thread.ts) is a module worker, like the pages' own scripts.
+  worker: { format: 'es' as const },
   build: {
     outDir: resolve(import.meta.dirname, 'dist/client'),
     emptyOutDir: true,

@@ -1,18 +1,15 @@
 /**
  * Picks the fastest tfjs backend that can train: WebGPU, then WebGL, then CPU. The wasm
  * backend is not an option: it has no Conv2DBackpropFilter kernel, so it cannot train a CNN.
+ * It runs in the tab's compute thread (a dedicated Web Worker, compute-thread.ts), or on the
+ * page when the tab computes there: so it uses only what both have (navigator.gpu,
+ * OffscreenCanvas, isSecureContext), never the document.
  */
 import * as tf from '@tensorflow/tfjs';
 import '@tensorflow/tfjs-backend-webgpu';
 import type { Backend } from '../shared/protocol';
 import { describeAdapter } from '../shared/compute/models';
-
-export interface BackendChoice {
-  backend: Backend;
-  adapter: string | undefined;
-  /** Why WebGPU is not in use, in words a student can act on; null when it is. */
-  webgpuUnavailable: string | null;
-}
+import type { BackendInfo } from '../shared/compute/compute';
 
 const ORDER: Backend[] = ['webgpu', 'webgl', 'cpu'];
 
@@ -24,17 +21,17 @@ async function webgpuAdapterName(): Promise<string | undefined> {
 }
 
 function webglRendererName(): string | undefined {
-  const gl = document.createElement('canvas').getContext('webgl2');
+  const gl = new OffscreenCanvas(1, 1).getContext('webgl2');
   const ext = gl?.getExtension('WEBGL_debug_renderer_info');
   return gl && ext ? String(gl.getParameter(ext.UNMASKED_RENDERER_WEBGL)) : undefined;
 }
 
 /** `preferred` (from ?backend=) is tried first; the others follow in order. */
-export async function selectBackend(preferred: Backend | null): Promise<BackendChoice> {
+export async function selectBackend(preferred: Backend | null): Promise<BackendInfo> {
   const order = preferred ? [preferred, ...ORDER.filter((b) => b !== preferred)] : ORDER;
   let webgpuUnavailable: string | null = null;
   if (!('gpu' in navigator)) {
-    webgpuUnavailable = window.isSecureContext
+    webgpuUnavailable = globalThis.isSecureContext
       ? 'this browser has no WebGPU'
       : 'WebGPU needs a secure context (https or localhost); this page was opened over plain http';
   }

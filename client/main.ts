@@ -238,6 +238,8 @@ async function join(event: Event): Promise<void> {
       const { startSession } = await session;
       worker = await startSession({
         preferredBackend: params.get('backend'),
+        // ?compute=main keeps the maths on the page (the benchmarks' before); a thread of its own otherwise.
+        compute: params.get('compute') === 'main' ? 'main' : 'thread',
         faults: faultsFromQuery(),
         onStatus: render,
         onServerError: (e) => showError(describeRefusal(e, room)),

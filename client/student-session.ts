@@ -1,6 +1,6 @@
 /**
- * The heavy half of the student page, loaded after the first paint: TensorFlow.js and its
- * backends, and the training worker, which streams its examples from the data service. The page itself (form, status, chart)
+ * The heavy half of the student page, loaded after the first paint: the compute thread
+ * (TensorFlow.js and its backends, in a Web Worker), and the training worker, which streams its examples from the data service. The page itself (form, status, chart)
  * paints without any of it.
  */
 import { deviceClassOf } from './device-class';
@@ -11,7 +11,8 @@ import type { ErrorBody } from '../shared/protocol/errors';
 import { TrainingWorker } from '../shared/training/worker';
 import type { WorkerStatus } from '../shared/training/worker-status';
 import type { FaultInjector } from '../shared/training/faults';
-import { selectBackend } from './backend';
+import { openCompute } from './open-compute';
+import type { ComputePlace } from '../shared/compute/compute';
 import { createBrowserPeerFactory } from './browser-peer';
 import { IceConfigHolder, ICE_REQUEST_TIMEOUT_MS } from '../shared/network/ice-config';
 import { indexedDbCheckpoints } from './indexeddb-checkpoints';
@@ -19,6 +20,8 @@ import { indexedDbCheckpoints } from './indexeddb-checkpoints';
 export interface SessionOptions {
   /** The page's `?backend=` value, if any: that backend is tried first. */
   preferredBackend: string | null;
+  /** Where the maths runs: the tab's compute thread (the default), or the page (`?compute=main`). */
+  compute: ComputePlace;
   /** Faults to play (test builds only). */
   faults?: FaultInjector;
   onStatus(status: WorkerStatus): void;
@@ -36,21 +39,21 @@ export interface SessionOptions {
 export async function startSession(options: SessionOptions): Promise<TrainingWorker> {
   const requested = options.preferredBackend;
   const preferred = requested !== null && (BACKENDS as readonly string[]).includes(requested) ? (requested as Backend) : null;
-  const choice = await selectBackend(preferred);
+  const log = (m: string) => console.info(`[webring] ${m}`);
+  const compute = await openCompute(preferred, options.compute, log);
+  const choice = compute.info;
   if (choice.webgpuUnavailable) options.onFallback(choice.webgpuUnavailable, choice.backend);
   // It connects when the student joins: the handshake carries the room and its join code.
   const socket: Socket<ServerToClientEvents, ClientToServerEvents> = io({ transports: ['websocket'], autoConnect: false });
-  const log = (m: string) => console.info(`[webring] ${m}`);
   const ice = new IceConfigHolder({ request: () => socket.timeout(ICE_REQUEST_TIMEOUT_MS).emitWithAck('ice:config'), log });
   socket.on('ring:generation', (g) => options.onHub(g.hub ?? null));
   return new TrainingWorker({
     socket,
     peerFactory: createBrowserPeerFactory(() => ice.rtcConfiguration()),
     onIceConfig: (raw) => ice.update(raw),
-    backend: choice.backend,
+    compute,
     kind: 'browser',
     device: deviceClassOf(navigator as Navigator & { userAgentData?: { mobile: boolean } }),
-    adapter: choice.adapter,
     serverUrl: location.origin,
     localCheckpoints: indexedDbCheckpoints,
     onStatus: options.onStatus,

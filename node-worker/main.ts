@@ -3,7 +3,7 @@
  * TrainingWorker, the ring, the trainer), over simple-peer + @roamhq/wrtc. A lab machine
  * with a real GPU can join a class of browsers this way.
  *
- *   npm run worker -- --url http://HOST:PORT --room NAME --code K7M-Q2P [--name X] [--backend webgpu|cpu] [--device laptop|tablet|phone|node] [--data DIR]
+ *   npm run worker -- --url http://HOST:PORT --room NAME --code K7M-Q2P [--name X] [--backend webgpu|cpu] [--device laptop|tablet|phone|node] [--data DIR] [--compute thread|main]
  *
  * --data DIR holds this worker's own examples for a run on the class's own data: a folder
  * per class of PNG files (node-worker/own-folder.ts). They never leave this machine; the
@@ -11,6 +11,13 @@
  *
  * --device says what the teacher's class summary calls this worker (default node): the lab
  * runs its capped workers as the devices they stand for.
+ *
+ * --compute says where tfjs runs: in a worker thread of its own (thread, the default), so
+ * the worker answers the server's pings while a step computes, or in the worker's own
+ * thread (main), as before the compute thread, for comparison in the benchmarks.
+ *
+ * --hold-compute-ms N is a fault for tests and the lab: every gradient computation holds
+ * the compute thread N ms, busy, as a slow device's maths does.
  *
  * The join code may also come from JOIN_CODE, which keeps it out of the process list.
  */
@@ -25,28 +32,46 @@ import type { WorkerStatus } from '../shared/training/worker-status';
 import { createSimplePeerFactory } from '../shared/network/simple-peer-factory';
 import { IceConfigHolder, ICE_REQUEST_TIMEOUT_MS } from '../shared/network/ice-config';
 import { toWebringError } from '../shared/protocol/errors';
-import { selectNodeBackend } from './node-backend';
+import { openNodeCompute } from './node-compute';
+import type { ComputePlace } from '../shared/compute/compute';
+
+/** The longest --hold-compute-ms: a minute, past any straggler deadline a test needs. */
+const MAX_HOLD_COMPUTE_MS = 60_000;
 import { countByLabel, type OwnExamples } from '../shared/training/own-examples';
 import { readOwnFolder } from './own-folder';
 import { EXIT_FAILURE, failUsage, parseMemberArgs, type CommandLine, type MemberArgs } from './args';
 
-const COMMAND_LINE: CommandLine<'backend' | 'device' | 'data'> = {
+const COMPUTE_PLACES: readonly ComputePlace[] = ['thread', 'main'];
+
+const COMMAND_LINE: CommandLine<'backend' | 'device' | 'data' | 'compute' | 'hold-compute-ms'> = {
   program: 'webring worker',
-  usage: 'usage: npm run worker -- --url http://HOST:PORT --room NAME --code JOIN-CODE [--name X] [--backend webgpu|cpu] [--device laptop|tablet|phone|node] [--data DIR]',
-  flags: ['backend', 'device', 'data'],
+  usage: 'usage: npm run worker -- --url http://HOST:PORT --room NAME --code JOIN-CODE [--name X] [--backend webgpu|cpu] [--device laptop|tablet|phone|node] [--data DIR] [--compute thread|main]',
+  flags: ['backend', 'device', 'data', 'compute', 'hold-compute-ms'],
   defaultName: `node-${os.hostname()}`.slice(0, 40),
   codeHint: ', from the teacher page or the server\'s start-up output',
 };
 const fail = (message: string) => failUsage(COMMAND_LINE, message);
 
-function parse(): MemberArgs & { backend: Backend | null; device: DeviceClass; data: string | null } {
+interface WorkerArgs extends MemberArgs {
+  backend: Backend | null;
+  device: DeviceClass;
+  data: string | null;
+  compute: ComputePlace;
+  holdComputeMs: number;
+}
+
+function parse(): WorkerArgs {
   const { member, flags } = parseMemberArgs(COMMAND_LINE);
   const backend = flags.backend ?? null;
   if (backend !== null && !(BACKENDS as readonly string[]).includes(backend)) fail(`--backend ${backend}: one of ${BACKENDS.join(', ')}`);
   const device = flags.device ?? 'node';
   if (!(DEVICE_CLASSES as readonly string[]).includes(device)) fail(`--device ${device}: one of ${DEVICE_CLASSES.join(', ')}`);
   if (flags.data !== undefined && !isDirectory(flags.data)) fail(`--data ${flags.data}: not a folder (a folder per class, each holding PNG files)`);
-  return { ...member, backend: backend as Backend | null, device: device as DeviceClass, data: flags.data ?? null };
+  const compute = flags.compute ?? 'thread';
+  if (!(COMPUTE_PLACES as readonly string[]).includes(compute)) fail(`--compute ${compute}: one of ${COMPUTE_PLACES.join(', ')}`);
+  const holdComputeMs = Number(flags['hold-compute-ms'] ?? 0);
+  if (!Number.isInteger(holdComputeMs) || holdComputeMs < 0 || holdComputeMs > MAX_HOLD_COMPUTE_MS) fail(`--hold-compute-ms ${flags['hold-compute-ms']}: whole milliseconds from 0 to ${MAX_HOLD_COMPUTE_MS}`);
+  return { ...member, backend: backend as Backend | null, device: device as DeviceClass, data: flags.data ?? null, compute: compute as ComputePlace, holdComputeMs };
 }
 
 function isDirectory(where: string): boolean {
@@ -78,8 +103,9 @@ async function main(): Promise<void> {
   const args = parse();
   const base = args.url.origin;
   const own = readOwnExamples(args.data);
-  const choice = await selectNodeBackend(args.backend);
-  console.log(`webring worker: backend ${choice.backend}${choice.adapter ? ` (${choice.adapter})` : ''}${choice.webgpuUnavailable ? `; WebGPU unavailable: ${choice.webgpuUnavailable}` : ''}`);
+  const compute = await openNodeCompute(args.backend, args.compute);
+  const choice = compute.info;
+  console.log(`webring worker: backend ${choice.backend}${choice.adapter ? ` (${choice.adapter})` : ''} in ${args.compute === 'thread' ? 'a compute thread' : 'the main thread'}${choice.webgpuUnavailable ? `; WebGPU unavailable: ${choice.webgpuUnavailable}` : ''}`);
   // The worker connects when it joins: the handshake carries the room and its join code.
   const socket: Socket<ServerToClientEvents, ClientToServerEvents> = io(base, { transports: ['websocket'], autoConnect: false });
   let last = '';
@@ -91,10 +117,10 @@ async function main(): Promise<void> {
     // reaches students at home through the relay too.
     peerFactory: createSimplePeerFactory(SimplePeer, { rtcConfig: () => ice.rtcConfiguration(), wrtc }),
     onIceConfig: (raw) => ice.update(raw),
-    backend: choice.backend,
+    compute,
     kind: 'node',
     device: args.device,
-    adapter: choice.adapter,
+    ...(args.holdComputeMs > 0 ? { faults: { busyComputeMs: args.holdComputeMs } } : {}),
     serverUrl: base,
     localCheckpoints: null,
     ownExamples: () => own,

@@ -10,6 +10,11 @@ export interface FaultInjector {
   slowComputeMs?(step: number): number;
   /** Extra milliseconds per example trained in `step`: a device whose slowness grows with its share (balanceShares). */
   slowMsPerExample?(step: number): number;
+  /**
+   * Milliseconds each gradient computation holds the compute thread, busy: a device whose
+   * maths is slow and blocks the thread it runs on (in its own thread, the network still answers).
+   */
+  busyComputeMs?: number;
   /** Whether to nudge this replica's weights just before `step`: plays backend drift (resync). */
   driftBefore?(step: number): boolean;
   /** What to write into this replica's ring messages of `step`, past its own check; null for nothing. */

@@ -363,7 +363,6 @@ export class Trainer {
     const hashChecked = step % HASH_CHECK_EVERY_STEPS === 0;
     const hash = hashChecked ? await this.weightsHash() : null;
 
-    const flat = this.flat;
     const P = this.parameterCount;
     const timing = this.timing;
     const facts = this.facts;
@@ -374,6 +373,8 @@ export class Trainer {
     timing.readbackMs = 0;
     timing.crossMs = 0;
     const trained = n > 0 ? await this.computeGradients(batch, rank) : 0;
+    // Taken after the compute: the buffer came back from the replica's thread as new memory.
+    const flat = this.flat;
     // More ranks than examples left in the epoch, or none of its own: contribute nothing.
     if (trained === 0) flat.fill(0, 0, P);
     const slowMs = (this.faults?.slowComputeMs?.(step) ?? 0) + n * (this.faults?.slowMsPerExample?.(step) ?? 0);

@@ -9,7 +9,6 @@
  * The server side (reports, checkpoint storage, generations) and time come in through
  * small interfaces, so a unit test runs real trainers over an in-memory ring.
  */
-import * as tf from '@tensorflow/tfjs';
 import { WebringError, toWebringError, type ErrorBody, type ErrorCode } from '../protocol/errors';
 import type { DropRequest, EvictRequest, Generation, ReformRequest, TrainStart, TrainStop } from '../protocol';
 import type { LinkModel } from '../collectives/choice';
@@ -21,6 +20,7 @@ import { yieldToEventLoop } from '../util/yield';
 import { Trainer, type StepResult } from './trainer';
 import { StragglerDetector } from './straggler';
 import type { DataSource } from './data-source';
+import type { Replica } from '../compute/replica';
 import type { FaultInjector } from './faults';
 import { extendsRing, type RingView } from './generation-tracker';
 import type { WorkerStatus, WorkerStatusView } from './worker-status';
@@ -98,6 +98,8 @@ export interface TrainingRunOptions {
   control: RunControl;
   /** Where this replica's examples come from. */
   data: DataSource;
+  /** The model and its maths (compute/replica.ts), in the device's compute thread; default one in this thread. */
+  replica?: Replica;
   clock: Clock;
   faults?: FaultInjector;
   log(message: string): void;
@@ -134,7 +136,7 @@ export class TrainingRun {
     this.ring = ring;
     this.trainedOn = options.network.generation;
     ring.setRun(options.start.run);
-    this.trainer = new Trainer(options.start.config, options.data, ring, { clock: options.clock, faults: options.faults });
+    this.trainer = new Trainer(options.start.config, options.data, ring, { clock: options.clock, faults: options.faults, ...(options.replica ? { replica: options.replica } : {}) });
     this.trainer.seedShares(probesOf(options.network.generation));
     this.joinedAt = options.start.admitted ? options.clock.now() : null;
     this.admittedAt = this.joinedAt;
@@ -338,7 +340,7 @@ export class TrainingRun {
       weightsHash,
       examplesPerSec: r.examples / Math.max((clock.now() - t0) / 1000, 1e-6),
       examplesProcessed: this.status.examplesProcessed + r.examples,
-      numTensors: tf.memory().numTensors,
+      numTensors: this.trainer.numTensors,
       computeMs: r.computeMs[this.ring.rank] ?? 0,
       dataMs: r.timing.dataMs,
       stepsPerSec,

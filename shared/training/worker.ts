@@ -12,11 +12,10 @@
  * tfjs backend differ. It composes four parts: the signaling session (the room), the
  * generation tracker (the ring), the status view (what the page shows) and the run.
  */
-import * as tf from '@tensorflow/tfjs';
 import type { Socket } from 'socket.io-client';
 import { WebringError, toWebringError, type ErrorBody } from '../protocol/errors';
 import type { PeerFactory } from '../network/peer';
-import { areDigitClasses, type Backend, type ClientToServerEvents, type DeviceClass, type DeviceProbe, type Generation, type JoinAccepted, type JoinRequest, type MemberDropped, type ServerToClientEvents, type TrainStart, type TrainStop, type WorkerKind, type CollectSetting } from '../protocol';
+import { areDigitClasses, type ClientToServerEvents, type DeviceClass, type DeviceProbe, type Generation, type JoinAccepted, type JoinRequest, type MemberDropped, type ServerToClientEvents, type TrainStart, type TrainStop, type WorkerKind, type CollectSetting } from '../protocol';
 import { RingNetwork } from '../network/ring-network';
 import type { Trainer } from './trainer';
 import { CheckpointWriter, type LocalCheckpointStore } from '../checkpoints/checkpoint-writer';
@@ -31,7 +30,7 @@ import { SignalingSession } from './signaling-session';
 import { GenerationTracker } from './generation-tracker';
 import { WorkerStatusView, type WorkerStatus } from './worker-status';
 import { TrainingRun, type RunCheckpoints, type RunControl } from './training-run';
-import { probeDevice } from '../compute/device-probe';
+import type { Compute } from '../compute/compute';
 
 export interface WorkerOptions {
   socket: Socket<ServerToClientEvents, ClientToServerEvents>;
@@ -49,11 +48,11 @@ export interface WorkerOptions {
   ownExamples?: (classes: readonly string[]) => OwnExamples | null;
   /** Hears what the room collects examples for (the join reply, then `room:collect`): its classes, or null. */
   onCollect?(collect: CollectSetting | null): void;
-  backend: Backend;
+  /** The device's maths: tfjs, its backend and the replicas, in a compute thread or in this one (compute/compute.ts). */
+  compute: Compute;
   kind: WorkerKind;
   /** What kind of device this is, for the admission probe ('node' for a Node worker by default). */
   device: DeviceClass;
-  adapter?: string;
   /** Base URL of the signaling server's HTTP API (checkpoints). */
   serverUrl: string;
   /** The chief's own checkpoint copies; null where there is nowhere to keep them. */
@@ -106,7 +105,7 @@ export class TrainingWorker {
     const { socket, log } = options;
     this.session = new SignalingSession(socket, this.clock, options.onIceConfig);
     this.generations = new GenerationTracker(this.clock, log);
-    this.status = new WorkerStatusView({ backend: options.backend, connected: socket.connected, numTensors: tf.memory().numTensors }, options.onStatus);
+    this.status = new WorkerStatusView({ backend: options.compute.info.backend, connected: socket.connected, numTensors: 0 }, options.onStatus);
     socket.on('ring:generation', (g) => this.onGeneration(g));
     socket.on('signal:relay', ({ from, linkId, data }) => this.network?.handleSignal(from, linkId, data));
     socket.on('train:start', (start) => {
@@ -218,9 +217,10 @@ export class TrainingWorker {
   private async runProbe(): Promise<DeviceProbe | null> {
     const { log, device } = this.options;
     try {
-      const probe = await probeDevice({ device, clock: this.clock, slowMsPerExample: this.options.faults?.slowMsPerExample?.(0) });
-      log(`admission probe: ${probe.device}, ${probe.model} ${probe.msPerExample.toFixed(2)} ms per example on ${this.options.backend}`);
-      this.status.update({ probe, numTensors: tf.memory().numTensors });
+      const { compute } = this.options;
+      const probe = await compute.probe(device, this.options.faults?.slowMsPerExample?.(0));
+      log(`admission probe: ${probe.device}, ${probe.model} ${probe.msPerExample.toFixed(2)} ms per example on ${compute.info.backend}`);
+      this.status.update({ probe, numTensors: await compute.numTensors() });
       return probe;
     } catch (err) {
       const e = toWebringError(err);
@@ -230,7 +230,8 @@ export class TrainingWorker {
   }
 
   private joinRequest(room: string, name: string): JoinRequest {
-    const { backend, kind, adapter } = this.options;
+    const { kind, compute } = this.options;
+    const { backend, adapter } = compute.info;
     return { room, name, kind, backend, ...(adapter ? { adapter } : {}) };
   }
 
@@ -330,9 +331,12 @@ export class TrainingWorker {
     // Ends the run's fetches: a data service retried for a run that is over wastes the class's link.
     const dataAbort = new AbortController();
     try {
-      this.trainer?.dispose();
+      await this.trainer?.dispose();
       this.trainer = null;
+      const busyComputeMs = this.options.faults?.busyComputeMs;
+      const replica = await this.options.compute.createReplica({ config: start.config, ...(busyComputeMs ? { busyComputeMs } : {}) });
       const run = new TrainingRun({
+        replica,
         start,
         network,
         generations: this.generations,
@@ -412,7 +416,7 @@ export class TrainingWorker {
   private runCheckpoints(): RunCheckpoints {
     return {
       save: (trainer, run, maxToKeep) =>
-        this.writer!.save(trainer, { room: this.room!, run, backend: this.options.backend, members: this.generations.latest?.members ?? [] }, maxToKeep),
+        this.writer!.save(trainer, { room: this.room!, run, backend: this.options.compute.info.backend, members: this.generations.latest?.members ?? [] }, maxToKeep),
       flush: () => this.writer!.flush(),
       restore: async (id, trainer) => {
         await restoreFromServer(this.options.serverUrl, this.room!, id, trainer, this.session.identity?.memberToken ?? '', { clock: this.clock });

