@@ -97,14 +97,6 @@ export function narrowPlan(plan: ClassPlan, sections: readonly ClassSection[] | 
   };
 }
 
-/**
- * The join rows' server liveness. A Node worker at 0.2 core blocks its event loop for
- * seconds at a time while it starts (tfjs, the model, the first steps), and the product's
- * 2.8 s then drops it as gone (seen in the quick run: a one-member class lost its member at
- * step 10). A joiner that leaves says goodbye, so nothing here waits on liveness.
- */
-const JOIN_PING_TIMEOUT_MS = 20_000;
-
 const laptops = (n: number): DeviceProfile[] => Array.from({ length: n }, () => 'laptop' as const);
 
 /**
@@ -171,7 +163,7 @@ export async function runClassLab(plan: ClassPlan, profiles: Record<ModelName, M
     for (const n of j.ns) {
       assertFits(laptops(n), `joins at N = ${n}`);
       const r = await attempt('joins', () =>
-        withLab(profiles[j.network], n, (lab) => joinRow(lab, { net: j.net, n, repetitions: j.repetitions, hub: true, warmupSteps: j.warmupSteps, settleSteps: j.settleSteps, pingTimeoutMs: Math.max(JOIN_PING_TIMEOUT_MS, TRAINING_ROW_OPTIONS[j.net].pingTimeoutMs ?? 0) }), capabilities),
+        withLab(profiles[j.network], n, (lab) => joinRow(lab, { net: j.net, n, repetitions: j.repetitions, hub: true, warmupSteps: j.warmupSteps, settleSteps: j.settleSteps }), capabilities),
       );
       if (r) rows.push(r);
       finish();
@@ -222,7 +214,7 @@ export async function runClassLab(plan: ClassPlan, profiles: Record<ModelName, M
         for (const scaleLearningRate of t.scalings) {
           // Scaling multiplies the rate by globalBatch / referenceBatch: 1 when they are equal, so the row without it stands for both.
           if (scaleLearningRate && t.scalings.includes(false) && DEFAULT_START_CONFIG.batchSizePerWorker * n === DEFAULT_START_CONFIG.referenceBatch) continue;
-          const rowPlan = { net: t.net, n, scaleLearningRate, threshold: t.threshold, screenMargin: t.screenMargin, budgetMs: t.budgetMs, saveEverySteps: t.saveEverySteps, hub: n > 1, pingTimeoutMs: TRAINING_ROW_OPTIONS[t.net].pingTimeoutMs };
+          const rowPlan = { net: t.net, n, scaleLearningRate, threshold: t.threshold, screenMargin: t.screenMargin, budgetMs: t.budgetMs, saveEverySteps: t.saveEverySteps, hub: n > 1 };
           const r = await attempt('timeToAccuracy', () => withLab(profiles[t.network], n, (lab) => timeToAccuracyRow(lab, rowPlan, scorer), capabilities));
           if (r) rows.push(r);
           finish();

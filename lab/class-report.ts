@@ -465,12 +465,11 @@ export function classMarkdown(c: ClassReport): string[] {
   if (c.joins && c.joins.rows.length > 0) {
     lines.push('', '### Joins: the class\'s pause and the joiner\'s way into lock-step', '');
     lines.push(
-      'N − 1 laptops train the MLP; one more laptop (a Node worker) joins mid-run, is measured, leaves, and the next joins. The figures are the server\'s join telemetry (`joins` in GET /api/rooms/:room): pauseMs, the chief\'s extra stall at the switch; lockStepMs, the joiner\'s time from its admission to its first step in lock-step. Beside them, the harness\'s own view: the largest excess of a chief report interval over its median step, from the admission until the joiner steps with the class (server clock), and the joiner\'s first report past its admission step (polled every 250 ms). The server runs with a longer liveness (PING_TIMEOUT_MS below): a Node worker at 0.2 core answers no ping while tfjs blocks its event loop, and would be dropped as gone.',
+      'N − 1 laptops train the MLP; one more laptop (a Node worker) joins mid-run, is measured, leaves, and the next joins. The figures are the server\'s join telemetry (`joins` in GET /api/rooms/:room): pauseMs, the chief\'s extra stall at the switch; lockStepMs, the joiner\'s time from its admission to its first step in lock-step. Beside them, the harness\'s own view: the largest excess of a chief report interval over its median step, from the admission until the joiner steps with the class (server clock), and the joiner\'s first report past its admission step (polled every 250 ms). The server runs on its default liveness: the workers compute in a thread of their own.',
       '',
     );
     lines.push('| network | N | join | generation | at step | pause | lock-step | observed stall | observed lock-step | |', '|---|---|---|---|---|---|---|---|---|---|');
     for (const r of c.joins.rows) {
-      if (r.pingTimeoutMs !== null) lines.push(`| ${r.model} | ${r.n} | PING_TIMEOUT_MS ${r.pingTimeoutMs} | | | | | | | |`);
       if (r.error !== null) lines.push(`| ${r.model} | ${r.n} | the row ended early: ${r.error.split('\n')[0]!.replace(/\|/g, '/')} | | | | | | | ✗ |`);
       for (const m of r.measurements) {
         const rec = m.record;

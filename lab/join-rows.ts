@@ -44,8 +44,6 @@ export interface JoinPlan {
   warmupSteps: number;
   /** Steps the chief must take after a join (and after a leave) before the next thing happens. */
   settleSteps: number;
-  /** The server's PING_TIMEOUT_MS; default the product's. */
-  pingTimeoutMs?: number;
 }
 
 /** The error a server without the join telemetry gets: the row cannot read what it measures. */
@@ -70,7 +68,6 @@ export async function joinRow(lab: Lab, plan: JoinPlan): Promise<JoinRow> {
   if (n < 2 || n > lab.n) throw new LabError('ERR_LAB_USAGE', `a join row needs 2 to ${lab.n} workers, got ${n}`);
   const label = `${lab.profile.name}, ${net}, joins at N = ${n}`;
   const env: NodeJS.ProcessEnv = {};
-  if (plan.pingTimeoutMs !== undefined) env.PING_TIMEOUT_MS = String(plan.pingTimeoutMs);
   if (plan.hub) env.HUB = '1';
   progress(`${label}: starting the server and ${n - 1} workers`);
   const server = await startLabServer(lab, `join-${net}-${n}`, { env });
@@ -193,5 +190,5 @@ export async function joinRow(lab: Lab, plan: JoinPlan): Promise<JoinRow> {
     await server.stop();
   }
   const dropped = classDrops(lastRoom, joinerPrefix);
-  return { model: lab.profile.name, net, n, measurements, dropped, error: rowError, pingTimeoutMs: plan.pingTimeoutMs ?? null, cpu, counts: rowError === null && dropped.length === 0 && !machineBound(cpu) };
+  return { model: lab.profile.name, net, n, measurements, dropped, error: rowError, cpu, counts: rowError === null && dropped.length === 0 && !machineBound(cpu) };
 }

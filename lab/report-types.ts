@@ -162,8 +162,6 @@ export interface JoinRow {
   dropped: DroppedMember[];
   /** Why the row ended before its last join (the class did not settle after a join or a leave); null when it ran them all. */
   error: string | null;
-  /** The server's PING_TIMEOUT_MS for the row; null: the product's. */
-  pingTimeoutMs: number | null;
   cpu: CpuSample;
   counts: boolean;
 }

@@ -118,16 +118,13 @@ export function markdown(r: LabReport, profiles: ModelProfile[]): string {
   if (r.training.length > 0) {
     lines.push('', '## Training: examples/s of N devices against one', '');
     lines.push('Real Node workers (tfjs CPU backend) capped as `laptop`s, the server\'s hub beside the server, `allreduce: \'auto\'`. "×1" is the class against one device alone.', '');
-    lines.push('| network | net | N | examples/s | ×1 | step ms | all-reduce | why (the chief\'s report) | server liveness | machine CPU |', '|---|---|---|---|---|---|---|---|---|---|');
+    lines.push('| network | net | N | examples/s | ×1 | step ms | all-reduce | why (the chief\'s report) | machine CPU |', '|---|---|---|---|---|---|---|---|---|');
     for (const t of r.training) {
       const one = r.training.find((x) => x.net === t.net && x.n === 1);
       const speedup = one && t.n > 1 ? `${f(t.examplesPerSec / one.examplesPerSec, 2)}×` : '–';
-      const liveness = t.pingTimeoutMs === null ? 'default' : `PING_TIMEOUT_MS ${t.pingTimeoutMs}`;
-      lines.push(`| ${t.n === 1 ? '(one device)' : t.model} | ${t.net} | ${t.n} | ${f(t.examplesPerSec)} | ${speedup} | ${f(t.stepMs, 0)} | ${t.n === 1 ? '–' : t.algorithm} | ${t.reason} | ${liveness} | ${pct(t.cpu.mean)}${t.counts ? '' : ' ✗'} |`);
+      lines.push(`| ${t.n === 1 ? '(one device)' : t.model} | ${t.net} | ${t.n} | ${f(t.examplesPerSec)} | ${speedup} | ${f(t.stepMs, 0)} | ${t.n === 1 ? '–' : t.algorithm} | ${t.reason} | ${pct(t.cpu.mean)}${t.counts ? '' : ' ✗'} |`);
     }
-    if (r.training.some((t) => t.pingTimeoutMs !== null)) {
-      lines.push('', 'The CNN rows run with a longer server liveness: tfjs\'s CPU backend runs a step\'s kernels synchronously, so a Node worker at 0.2 core answers no socket.io ping while a CNN step runs (about 1 s, and seconds while tfjs starts), and the default liveness (2.8 s) drops it as gone.');
-    }
+    lines.push('', 'Every row runs on the server\'s default liveness (2.8 s): the workers compute in a thread of their own, so a step of seconds leaves their pings answered.');
   }
   if (r.class) lines.push(...classMarkdown(r.class));
   lines.push('', `Real GPU: ${r.gpu.why}`, '');

@@ -45,8 +45,6 @@ export interface TrainingRowOptions {
   n?: number;
   /** Start the server with its hub (HUB=1), so that 'auto' can pick the hub collective. */
   hub?: boolean;
-  /** The server's PING_TIMEOUT_MS (docs/configuration.md); default the product's. */
-  pingTimeoutMs?: number;
   /** Each worker's device, for a mixed class; default every worker the row's `device`. */
   devices?: DeviceProfile[];
   /** Start-config fields beyond the row's fixed ones (balanceShares, say). */
@@ -56,17 +54,14 @@ export interface TrainingRowOptions {
 /**
  * Warm-up and window per net at 0.2 core (a `laptop`), from steps measured here: an MLP
  * step takes about 0.4 s, a CNN step about 1 s (12 s before the fast Conv2DBackpropFilter of
- * shared/training/cpu-kernels.ts), so each row measures at least three.
+ * shared/compute/cpu-kernels.ts), so each row measures at least three.
  *
- * The CNN needs a longer liveness timeout than the product's. tfjs's CPU backend runs a
- * step's kernels synchronously, so a Node worker's event loop is blocked for the whole
- * forward and backward pass (about 1 s for the CNN at 0.2 core, and seconds while tfjs starts), it answers no socket.io ping,
- * and the server drops it after PING_INTERVAL_MS + PING_TIMEOUT_MS (2.8 s by default) as
- * if its network had been cut. The row records the timeout it ran with.
+ * Every row runs on the server's default liveness: the workers compute in a thread of
+ * their own (shared/compute/), so a step of seconds at 0.2 core leaves their pings answered.
  */
 export const TRAINING_ROW_OPTIONS: Record<TrainingNet, TrainingRowOptions> = {
   mlp: { warmupSteps: 5, windowSeconds: 10, minSteps: 3 },
-  cnn: { warmupSteps: 1, windowSeconds: 24, minSteps: 3, pingTimeoutMs: 60_000 },
+  cnn: { warmupSteps: 1, windowSeconds: 24, minSteps: 3 },
 };
 
 export interface TrainingRow {
@@ -108,8 +103,6 @@ export interface TrainingRow {
   /** Members the room dropped (stragglers, evictions) from the start to the window's end. */
   dropped: DroppedMember[];
   cpu: CpuSample;
-  /** The server's PING_TIMEOUT_MS when the row set one; null: the product's default. */
-  pingTimeoutMs: number | null;
   /** Seconds from the first process started to the window's opening, and for the whole row. */
   setupSeconds: number;
   totalSeconds: number;
@@ -171,7 +164,6 @@ export async function trainingRow(lab: Lab, net: TrainingNet, device: DeviceProf
   const t0 = Date.now();
   progress(`${label}: starting the server and ${n} workers`);
   const env: NodeJS.ProcessEnv = {};
-  if (options.pingTimeoutMs !== undefined) env.PING_TIMEOUT_MS = String(options.pingTimeoutMs);
   if (options.hub) env.HUB = '1';
   const server = await startLabServer(lab, `train-${net}-${n}`, { env });
   if (options.hub) await waitForRoom(server, (r) => r.hub !== null, 'the hub joining', JOIN_TIMEOUT_MS);
@@ -275,7 +267,6 @@ export async function trainingRow(lab: Lab, net: TrainingNet, device: DeviceProf
       timingByRank: Array.from({ length: n }, (_, r) => meanTiming(rankTimings.get(r)?.timings ?? [])),
       dropped: room.dropped,
       cpu,
-      pingTimeoutMs: options.pingTimeoutMs ?? null,
       setupSeconds,
       totalSeconds: 0,
       counts: !machineBound(cpu) && lost === null,

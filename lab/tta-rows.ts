@@ -154,8 +154,6 @@ export interface TtaPlan {
   saveEverySteps: number;
   /** Start the server with its hub (HUB=1), as the class's other rows. */
   hub: boolean;
-  /** The server's PING_TIMEOUT_MS, as the net's training rows set it. */
-  pingTimeoutMs?: number;
 }
 
 /**
@@ -170,7 +168,6 @@ export async function timeToAccuracyRow(lab: Lab, plan: TtaPlan, scorer: Checkpo
   const label = `${lab.profile.name}, ${net}, N = ${n}, time to ${pct}, scaleLearningRate ${plan.scaleLearningRate ? 'on' : 'off'}`;
   const policy: EvaluationPolicy = { threshold: plan.threshold, screenMargin: plan.screenMargin, budgetMs: plan.budgetMs };
   const env: NodeJS.ProcessEnv = {};
-  if (plan.pingTimeoutMs !== undefined) env.PING_TIMEOUT_MS = String(plan.pingTimeoutMs);
   if (plan.hub) env.HUB = '1';
   progress(`${label}: starting the server and ${n} workers`);
   const tmp = mkdtempSync(path.join(os.tmpdir(), 'webring-lab-tta-'));

@@ -16,7 +16,7 @@ import {
   optimizerStateVariables,
   setOptimizerIterations,
 } from './optimizer-state';
-import type { Examples, Gradients, Replica, ReplicaSnapshot, ReplicaSpec, WeightSpec } from './replica';
+import type { Applied, Examples, Gradients, Replica, ReplicaSnapshot, ReplicaSpec, WeightSpec } from './replica';
 
 export class LocalReplica implements Replica {
   readonly parameterCount: number;
@@ -62,13 +62,14 @@ export class LocalReplica implements Replica {
       gradData.forEach((g, i) => flat.set(g as Float32Array, this.offsets[i]));
       const { images, labels } = examples;
       const timing = { computeMs: tReadback - t0, readbackMs: performance.now() - tReadback };
-      result = { flat, images, labels, loss: lossData[0]!, correct: correctData[0]!, ...timing, numTensors: 0 };
+      result = { flat, images, labels, loss: lossData[0]!, correct: correctData[0]!, ...timing, replicaMs: 0, numTensors: 0 };
     } finally {
       value.dispose();
       correct.dispose();
       tf.dispose(grads);
     }
     result.numTensors = tf.memory().numTensors;
+    result.replicaMs = performance.now() - t0;
     return result;
   }
 
@@ -88,7 +89,8 @@ export class LocalReplica implements Replica {
     });
   }
 
-  async applyGradients(flat: Float32Array, learningRate: number): Promise<Float32Array> {
+  async applyGradients(flat: Float32Array, learningRate: number): Promise<Applied> {
+    const t0 = performance.now();
     setLearningRate(this.optimizer, learningRate);
     // These tensors may alias `flat` (the CPU backend does not copy); that is safe because
     // they live only inside this tidy, and `flat` is not written again until the next step.
@@ -101,7 +103,7 @@ export class LocalReplica implements Replica {
       this.optimizer.applyGradients(named);
     });
     this.weightsVersion++;
-    return flat;
+    return { flat, replicaMs: performance.now() - t0 };
   }
 
   async score({ images, labels, n }: Examples): Promise<{ correct: number; images: Float32Array; labels: Int32Array }> {

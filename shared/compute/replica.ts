@@ -54,8 +54,16 @@ export interface Gradients {
   /** Forward and backward on the device, then reading the gradients back. */
   computeMs: number;
   readbackMs: number;
+  /** The whole call inside the replica, disposal included: the caller's wall time beyond it is the thread crossing. */
+  replicaMs: number;
   /** Tensors alive in the replica's tfjs engine after the step. */
   numTensors: number;
+}
+
+/** What applying the gradients returns: the buffer back, and the replica's own time for it. */
+export interface Applied {
+  flat: Float32Array;
+  replicaMs: number;
 }
 
 export interface Replica {
@@ -68,8 +76,8 @@ export interface Replica {
    * `flat[0, parameterCount)` (the loss is summed, so shares of different sizes average exactly).
    */
   computeGradients(examples: Examples, flat: Float32Array): Promise<Gradients>;
-  /** Applies `flat[0, parameterCount)` (the mean gradient) through the optimizer at `learningRate`. */
-  applyGradients(flat: Float32Array, learningRate: number): Promise<Float32Array>;
+  /** Applies `flat[0, parameterCount)` (the mean gradient) through the optimizer at `learningRate`; the buffer comes back. */
+  applyGradients(flat: Float32Array, learningRate: number): Promise<Applied>;
   /** How many of the first `n` examples the model classifies right (evaluation). */
   score(examples: Examples): Promise<{ correct: number; images: Float32Array; labels: Int32Array }>;
   /** Class probabilities for one 28×28 image (values 0..1), from the live weights: the digit pad's guess. */

@@ -8,7 +8,7 @@
 import { WebringError } from '../protocol/errors';
 import type { Backend, DeviceClass, DeviceProbe } from '../protocol';
 import type { BackendInfo, Compute } from './compute';
-import type { Examples, Gradients, Replica, ReplicaSnapshot, ReplicaSpec } from './replica';
+import type { Applied, Examples, Gradients, Replica, ReplicaSnapshot, ReplicaSpec } from './replica';
 import { buffersOf, type ComputeReply, type ComputeRequest, type CreateReply, type ReplicaMethod, type ThreadPort } from './thread-messages';
 
 /** The caller's port also learns when the thread is gone (it failed to load, or crashed). */
@@ -99,15 +99,15 @@ class ThreadReplica implements Replica {
   }
 
   /** Calls `method` in the thread; with `moving`, the buffers among the arguments are transferred. */
-  private call<T>(method: ReplicaMethod, args: unknown[], moving = false): Promise<T> {
-    return this.thread.request({ op: 'call', replica: this.id, method, args }, moving ? buffersOf(args) : []) as Promise<T>;
+  private async call<T>(method: ReplicaMethod, args: unknown[], moving = false): Promise<T> {
+    return (await this.thread.request({ op: 'call', replica: this.id, method, args }, moving ? buffersOf(args) : [])) as T;
   }
 
   computeGradients(examples: Examples, flat: Float32Array): Promise<Gradients> {
     return this.call('computeGradients', [examples, flat], true);
   }
 
-  applyGradients(flat: Float32Array, learningRate: number): Promise<Float32Array> {
+  applyGradients(flat: Float32Array, learningRate: number): Promise<Applied> {
     return this.call('applyGradients', [flat, learningRate], true);
   }
 

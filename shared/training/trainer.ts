@@ -10,7 +10,6 @@
  */
 import { COLLECTIVE_TAG, type Collective, type CollectiveOptions } from '../collectives/collective';
 import { advance, stepsRemaining, withoutRanksFrom, type DataCursor, type GlobalBatch } from './sharding';
-import { MNIST_PIXELS } from '../data/mnist-format';
 import type { DataSource, EpochRoster } from './data-source';
 import type { FaultInjector } from './faults';
 import { sleep, systemClock, type Clock } from '../util/clock';
@@ -20,33 +19,21 @@ import { MAX_ROOM_MEMBERS, type StartConfig } from '../protocol';
 import type { LinkModels } from '../collectives/choice';
 import { WebringError } from '../protocol/errors';
 import { StepVotes } from './agreement';
-import { FINGERPRINT_FLOATS, fingerprintCursor, handOverChain, ranksBehind, sitOutFrom, writeFingerprint } from './hand-over';
-import { chainPosition } from '../collectives/chain-broadcast-schedule';
-import { Ledger, type LedgerSection } from './ledger';
+import { Ledger } from './ledger';
+import { RunPosition } from './run-position';
+import { StateSync } from './state-sync';
+import { StepBuffers } from './step-buffers';
 import { StepCount, StepMetrics, initialFacts, type StepOptions, type StepFacts, type StepResult, type StepTiming, type TailSection } from './step-ledger';
 import { LinkSelection } from './link-selection';
-import { DataAgreementTail, dataAgreementState } from './data-sections';
+import { DataAgreementTail } from './data-sections';
 import { Evaluation } from './evaluation';
 import { LocalReplica } from '../compute/local-replica';
 import type { Replica } from '../compute/replica';
 
 export type { StepOptions, StepResult, StepTiming } from './step-ledger';
 
-/**
- * A replica's own gradient values must stay below this magnitude to travel: then no
- * honest float32 partial sum can overflow (a received finite value plus one below 2^100
- * rounds back below 2^128), so a non-finite value on the wire can only come from a broken or
- * hostile sender. Anything larger is a diverged model.
- */
-export const MAX_LOCAL_GRADIENT = 2 ** 100;
-
 /** Replicas compare weight hashes at least this often (every step whose number is a multiple). */
 export const HASH_CHECK_EVERY_STEPS = 10;
-
-/** What the hand-over's replica section takes: on the sender the replica's state, read before the ledger is written; on a receiver the state it took. */
-interface HandOver {
-  state: Float32Array | null;
-}
 
 export interface TrainerOptions {
   /** Measures compute and communication times, and paces injected slowness. */
@@ -73,19 +60,14 @@ export class Trainer {
   private readonly data: DataSource;
   private readonly clock: Clock;
   private readonly faults: FaultInjector | null;
-  private cursor: DataCursor = { epoch: 0, offset: 0 };
-  private stepCounter = 0;
-  /** The epoch whose closing evaluation is still owed (after an epoch's last step), or null. */
-  pendingEvaluation: number | null = null;
-  /** Set once the ring agreed to stop; part of the shared state, like the step. */
-  stopped = false;
-  // Reused across steps: the per-step path allocates no JS buffers of its own. They cross
-  // to the replica's thread and come back by transfer, so each step takes them anew.
-  private flat: Float32Array;
+  /** The step, the data cursor, the owed evaluation and the stop: the same on every replica. */
+  private readonly position = new RunPosition();
+  /** The examples and the gradient buffer, reused by every step; they cross to the replica and back (step-buffers.ts). */
+  private readonly buffers: StepBuffers;
   /**
-   * The gradient tail (step-ledger.ts): every participant's section, laid over `flat` after
-   * the gradients. The trainer keeps the sections it reads itself: the metrics, the count
-   * and the votes.
+   * The gradient tail (step-ledger.ts): every participant's section, laid over the gradient
+   * buffer after the gradients. The trainer keeps the sections it reads itself: the
+   * metrics, the count and the votes.
    */
   private readonly tail: Ledger<StepFacts>;
   private readonly facts = initialFacts();
@@ -93,24 +75,16 @@ export class Trainer {
   private readonly count = new StepCount();
   private readonly votes = new StepVotes();
   private readonly times: ShareTimes;
-  /** The hand-over's state: every participant's section around the weights. */
-  private readonly handOver: Ledger<HandOver>;
-  private images: Float32Array;
-  private labels: Int32Array;
+  /** The hand-over of the whole state to replicas that differ from rank 0 (state-sync.ts). */
+  private readonly stateSync: StateSync;
   /** Scores the test set; its buffers are allocated on the first evaluation, then reused. */
   private readonly evaluation = new Evaluation();
-  /** Every replica's fingerprint (hand-over.ts), sized for the largest ring so far. */
-  private agreeBuffer = new Float32Array(0);
   private readonly timing: StepTiming = { dataMs: 0, computeMs: 0, readbackMs: 0, crossMs: 0, commMs: 0, applyMs: 0 };
-  /** Tensors alive in the replica's engine after the last step. */
-  numTensors = 0;
   /**
    * The gradients travel in the configured format (the tail's votes and counts stay exact)
    * with the algorithm picked for the step; one object, updated, not one per step.
    */
   private readonly gradientOptions: CollectiveOptions;
-  /** Allocated on the first state hand-over: joins and resyncs are rare. */
-  private stateBuffer: Float32Array | null = null;
   /**
    * The first rank that sits the next step out, or null: the ranks a hand-over just brought
    * in at the end of the ring (joiners), and the rank that sends it to them, train no
@@ -145,29 +119,37 @@ export class Trainer {
     const tail: TailSection[] = [this.metrics, this.votes, this.times, this.links, this.count];
     if (agreement) tail.push(new DataAgreementTail(agreement));
     this.tail = new Ledger(tail, MAX_ROOM_MEMBERS);
-    this.flat = new Float32Array(total + this.tail.length);
-    this.tail.attach(this.flat, total, collective.worldSize);
+    this.buffers = new StepBuffers(total, this.tail, data.maxShardExamples, collective.worldSize);
     this.links.sizeFor(total, this.tail.length);
-    // And of the hand-over, in the state's order.
-    const state: Array<LedgerSection<HandOver>> = [this.positionSection(), this.schedule.section, this.links.state, this.replicaSection()];
-    if (agreement) state.push(dataAgreementState(agreement));
-    this.handOver = new Ledger(state, MAX_ROOM_MEMBERS);
+    // And of the hand-over, in the state's order between the position and the replica's.
+    this.stateSync = new StateSync(this.position, this.replica, data, [this.schedule.section, this.links.state]);
     this.gradientOptions = { wire: config.wire, exactTail: this.tail.length, algorithm: 'ring' };
-    const b = this.data.maxShardExamples;
-    this.images = new Float32Array(b * MNIST_PIXELS);
-    this.labels = new Int32Array(b);
   }
 
   get step(): number {
-    return this.stepCounter;
+    return this.position.step;
   }
 
   get epoch(): number {
-    return this.cursor.epoch;
+    return this.position.cursor.epoch;
   }
 
   get dataCursor(): DataCursor {
-    return { ...this.cursor };
+    return { ...this.position.cursor };
+  }
+
+  /** The epoch whose closing evaluation is still owed (after an epoch's last step), or null. */
+  get pendingEvaluation(): number | null {
+    return this.position.pendingEvaluation;
+  }
+
+  set pendingEvaluation(epoch: number | null) {
+    this.position.pendingEvaluation = epoch;
+  }
+
+  /** Set once the ring agreed to stop; part of the shared state, like the step. */
+  get stopped(): boolean {
+    return this.position.stopped;
   }
 
   get worldSize(): number {
@@ -185,13 +167,14 @@ export class Trainer {
   /** True once the run has nothing left to train: all epochs done, maxSteps reached, or stopped. */
   get finished(): boolean {
     const { epochs, maxSteps } = this.config;
-    return this.stopped || this.cursor.epoch >= epochs || (maxSteps !== undefined && this.stepCounter >= maxSteps);
+    const { stopped, cursor, step } = this.position;
+    return stopped || cursor.epoch >= epochs || (maxSteps !== undefined && step >= maxSteps);
   }
 
   /** The step the run will end at if the world size stays as it is now. */
   get totalSteps(): number {
-    const left = stepsRemaining(this.cursor, this.config.epochs, this.data.trainCount, this.globalBatchSize);
-    const end = this.stepCounter + left;
+    const left = stepsRemaining(this.position.cursor, this.config.epochs, this.data.trainCount, this.globalBatchSize);
+    const end = this.position.step + left;
     return this.config.maxSteps === undefined ? end : Math.min(end, this.config.maxSteps);
   }
 
@@ -209,7 +192,7 @@ export class Trainer {
     this.collective = collective;
     this.lastReduceEnd = null;
     this.links.reset(options.keepLinkModels ?? false);
-    this.tail.bind(collective.worldSize);
+    this.buffers.bind(collective.worldSize);
     // Ranks moved: shares start again from the members' probes (or equal), the same on every replica.
     this.balancer.reset(collective.worldSize, options.probeMsPerExample ?? null);
   }
@@ -225,7 +208,7 @@ export class Trainer {
    */
   measureLinks(): Promise<LinkModels> {
     this.lastReduceEnd = null;
-    return this.links.measure(this.collective, this.stepCounter);
+    return this.links.measure(this.collective, this.position.step);
   }
 
   /**
@@ -234,8 +217,8 @@ export class Trainer {
    */
   setPosition(step: number, cursor: DataCursor, roster: EpochRoster | null = null): void {
     this.lastReduceEnd = null;
-    this.stepCounter = step;
-    this.cursor = { ...cursor };
+    this.position.step = step;
+    this.position.cursor = { ...cursor };
     this.data.agreement?.restore(roster);
   }
 
@@ -246,124 +229,34 @@ export class Trainer {
 
   /** Floats of the state a replica hands over (its ledger: position, ramp, links, weights, optimizer state, roster). */
   get stateLength(): number {
-    return this.handOver.length;
+    return this.stateSync.length;
   }
 
   /**
-   * Makes every replica's whole state (weights, optimizer state, step, data cursor, owed
-   * evaluation, learning-rate ramp, link measurements) equal to rank 0's.
-   *
-   * First a small all-reduce gives every replica every replica's fingerprint
-   * (hand-over.ts); survivors of a leave usually agree, and then nothing more is sent.
-   * Otherwise the state travels as a pipelined chain broadcast along the ring, from the
-   * rank just before the first replica that differs, to the last one: a joiner at the end
-   * of the ring takes it from its left neighbour over one link, while the rest of the class
-   * only waits, instead of all-reducing the state against zeros over every link.
-   *
-   * The first collectives of every generation are this hand-over, keyed at step 0: a
-   * joiner does not know the step yet; it learns it from the state. Returns how many
+   * Makes every replica's whole state equal to rank 0's (state-sync.ts), first in every
+   * generation, keyed at step 0: a joiner learns the step from the state. Returns how many
    * replicas took the state (0: they already agreed).
    */
   async syncState(keyStep = 0): Promise<number> {
     this.lastReduceEnd = null;
-    const n = this.collective.worldSize;
-    // The fingerprints, then the data source's per-rank numbers: a new ring agrees on them before its first step.
-    const agreement = this.data.agreement;
-    const dataFloats = agreement ? n * agreement.floatsPerRank : 0;
-    const length = n * FINGERPRINT_FLOATS + dataFloats;
-    if (this.agreeBuffer.length < length) this.agreeBuffer = new Float32Array(length);
-    const buffer = this.agreeBuffer.subarray(0, length);
-    buffer.fill(0);
-    const check = buffer.subarray(0, n * FINGERPRINT_FLOATS);
-    const dataValues = buffer.subarray(n * FINGERPRINT_FLOATS);
-    if (agreement) agreement.writeOwn(dataValues, this.collective.rank * agreement.floatsPerRank);
-    writeFingerprint(check, this.collective.rank, {
-      step: this.stepCounter,
-      epoch: this.cursor.epoch,
-      offset: this.cursor.offset,
-      pendingEvaluation: this.pendingEvaluation,
-      stopped: this.stopped,
-      weightsHash: await this.weightsHash(),
-    });
-    await this.collective.allReduce(buffer, keyStep, COLLECTIVE_TAG.agree);
-    if (agreement) agreement.agree(dataValues, n);
-    const behind = ranksBehind(check, n);
-    const chain = handOverChain(behind);
-    this.sitOutFrom = sitOutFrom(behind, n);
-    if (!chain) return 0;
-
-    const state = this.stateBufferFor(n);
-    const handOver: HandOver = { state: null };
-    const { at: position, hops } = chainPosition(this.collective.rank, n, chain);
-    const receives = position >= 1 && position <= hops;
-    // The agreement round told us where rank 0 is: fetch the first examples while the state travels.
-    if (receives && this.data.prefetch) this.data.prefetch(this.nextGlobalBatch(fingerprintCursor(check, 0)), this.collective.rank);
-    if (position === 0) {
-      handOver.state = await this.replica.readState();
-      this.handOver.write(handOver);
-    }
-    await this.collective.broadcast(state, keyStep, COLLECTIVE_TAG.sync, chain);
-    if (receives) {
-      this.handOver.read(handOver);
-      await this.replica.writeState(handOver.state!);
-    }
-    return behind.length;
-  }
-
-  /** The hand-over's buffer, laid out by its ledger on the first hand-over: joins and resyncs are rare. */
-  private stateBufferFor(worldSize: number): Float32Array {
-    if (this.stateBuffer) return this.stateBuffer;
-    this.stateBuffer = new Float32Array(this.handOver.length);
-    this.handOver.attach(this.stateBuffer, 0, worldSize);
-    return this.stateBuffer;
-  }
-
-  /** The position's section of the hand-over: step, data cursor, owed evaluation, stop. */
-  private positionSection(): LedgerSection<unknown> {
-    return {
-      floats: () => 5,
-      write: (s) => {
-        s[0] = this.stepCounter;
-        s[1] = this.cursor.epoch;
-        s[2] = this.cursor.offset;
-        s[3] = this.pendingEvaluation === null ? 0 : this.pendingEvaluation + 1;
-        s[4] = this.stopped ? 1 : 0;
-      },
-      read: (s) => {
-        this.stepCounter = s[0]!;
-        this.cursor = { epoch: s[1]!, offset: s[2]! };
-        this.pendingEvaluation = s[3] === 0 ? null : s[3]! - 1;
-        this.stopped = s[4]! > 0;
-      },
-    };
-  }
-
-  /** The replica's section of the hand-over: its weights, optimizer slots and iterations (Replica.readState). */
-  private replicaSection(): LedgerSection<HandOver> {
-    return {
-      floats: () => this.replica.stateLength,
-      write: (s, handOver) => s.set(handOver.state!),
-      // A copy: the state buffer is reused, and the replica's thread may take what it is given.
-      read: (s, handOver) => {
-        handOver.state = s.slice();
-      },
-    };
+    const { took, sitOutFrom } = await this.stateSync.sync(this.collective, keyStep, (cursor) => this.nextGlobalBatch(cursor));
+    this.sitOutFrom = sitOutFrom;
+    return took;
   }
 
   /** One synchronous step on the next global batch. */
   async trainStep(options: StepOptions = {}): Promise<StepResult> {
-    const step = this.stepCounter;
+    const step = this.position.step;
     if (this.faults?.driftBefore?.(step)) await this.replica.nudge();
     const t0 = this.clock.now();
     const { rank, worldSize } = this.collective;
-    const batch = this.nextGlobalBatch(this.cursor);
+    const batch = this.nextGlobalBatch(this.position.cursor);
     this.sitOutFrom = null;
     const n = this.data.shareOf(batch, rank);
     // Compare hashes of the weights this step starts from, every HASH_CHECK_EVERY_STEPS.
     const hashChecked = step % HASH_CHECK_EVERY_STEPS === 0;
     const hash = hashChecked ? await this.weightsHash() : null;
 
-    const P = this.parameterCount;
     const timing = this.timing;
     const facts = this.facts;
     facts.loss = 0;
@@ -373,15 +266,14 @@ export class Trainer {
     timing.readbackMs = 0;
     timing.crossMs = 0;
     const trained = n > 0 ? await this.computeGradients(batch, rank) : 0;
-    // Taken after the compute: the buffer came back from the replica's thread as new memory.
-    const flat = this.flat;
+    const buffers = this.buffers;
     // More ranks than examples left in the epoch, or none of its own: contribute nothing.
-    if (trained === 0) flat.fill(0, 0, P);
+    if (trained === 0) buffers.clearGradients();
     const slowMs = (this.faults?.slowComputeMs?.(step) ?? 0) + n * (this.faults?.slowMsPerExample?.(step) ?? 0);
     if (slowMs > 0) await sleep(this.clock, slowMs);
     // The sender's own check: a diverged replica sends zeros and says so, rather than NaN.
-    const nonFinite = !finiteBelow(flat, 0, P, MAX_LOCAL_GRADIENT) || !Number.isFinite(facts.loss);
-    if (nonFinite) flat.fill(0, 0, P);
+    const nonFinite = !buffers.gradientsTravel() || !Number.isFinite(facts.loss);
+    if (nonFinite) buffers.clearGradients();
     facts.step = step;
     facts.rank = rank;
     facts.worldSize = worldSize;
@@ -397,7 +289,7 @@ export class Trainer {
     const algorithm = this.links.next;
     this.gradientOptions.algorithm = algorithm;
     const tComm = this.clock.now();
-    await this.collective.allReduce(flat, step, COLLECTIVE_TAG.gradients, this.gradientOptions);
+    await this.collective.allReduce(buffers.flat, step, COLLECTIVE_TAG.gradients, this.gradientOptions);
     const tApply = this.clock.now();
     timing.commMs = tApply - tComm;
     this.lastReduceEnd = tApply;
@@ -411,12 +303,7 @@ export class Trainer {
     // (every example of it deleted) applies nothing, on every replica.
     const trainedExamples = this.count.examples;
     const inv = trainedExamples > 0 ? 1 / trainedExamples : 0;
-    let sq = 0;
-    for (let i = 0; i < P; i++) {
-      const g = flat[i]! * inv;
-      flat[i] = g;
-      sq += g * g;
-    }
+    const sq = buffers.mean(trainedExamples);
     if (this.config.wire === 'fp16' && !Number.isFinite(sq)) {
       // Every replica holds the same sum, so every replica stops here, before applying it.
       throw new WebringError(
@@ -426,16 +313,16 @@ export class Trainer {
     }
     // Every replica is at the same step, world and ramp, so every replica applies the same rate.
     const learningRate = this.schedule.rateAt(step, this.data.globalBatchSize(worldSize));
-    if (trainedExamples > 0) this.takeFlat(await this.replica.applyGradients(flat, learningRate));
+    if (trainedExamples > 0) await buffers.apply(this.replica, learningRate, timing);
     timing.applyMs = this.clock.now() - tApply;
 
-    this.cursor = advance(batch, this.data.trainCount);
-    this.stepCounter = step + 1;
+    this.position.cursor = advance(batch, this.data.trainCount);
+    this.position.step = step + 1;
     const { stop, pause, admit, hashMismatch } = this.votes;
-    const epochEnd = this.cursor.epoch !== batch.epoch;
-    if (stop) this.stopped = true;
+    const epochEnd = this.position.cursor.epoch !== batch.epoch;
+    if (stop) this.position.stopped = true;
     // The evaluation that closes an epoch, or the run, is owed until it has run.
-    if (epochEnd || this.finished) this.pendingEvaluation = batch.epoch;
+    if (epochEnd || this.finished) this.position.pendingEvaluation = batch.epoch;
     return {
       step,
       epoch: batch.epoch,
@@ -469,38 +356,14 @@ export class Trainer {
     return this.sitOutFrom === null ? batch : withoutRanksFrom(batch, this.sitOutFrom);
   }
 
-  /**
-   * Forward and backward on this rank's examples of `batch` in the replica. The loss is the
-   * SUM over the shard, so `flat` receives the sum of the examples' gradients straight from
-   * autodiff (shards of different sizes then average exactly, with no extra pass over the
-   * buffer), and the tail the summed loss and the correct count.
-   */
+  /** This rank's examples of `batch`, then forward and backward on them in the replica; how many it trained. */
   private async computeGradients(batch: GlobalBatch, rank: number): Promise<number> {
     const tData = this.clock.now();
-    const n = await this.data.readShard(batch, rank, this.images, this.labels);
-    const tCompute = this.clock.now();
-    this.timing.dataMs = tCompute - tData;
-    if (n === 0) return 0;
-    const result = await this.replica.computeGradients({ images: this.images, labels: this.labels, n }, this.flat);
-    const wallMs = this.clock.now() - tCompute;
-    this.takeFlat(result.flat);
-    this.images = result.images;
-    this.labels = result.labels;
-    this.facts.loss = result.loss;
-    this.facts.correct = result.correct;
-    this.numTensors = result.numTensors;
-    this.timing.computeMs = result.computeMs;
-    this.timing.readbackMs = result.readbackMs;
-    // What the thread's two messages and their transfers cost beyond the maths itself.
-    this.timing.crossMs = Math.max(0, wallMs - result.computeMs - result.readbackMs);
+    const { images, labels } = this.buffers;
+    const n = await this.data.readShard(batch, rank, images, labels);
+    this.timing.dataMs = this.clock.now() - tData;
+    if (n > 0) await this.buffers.compute(this.replica, n, this.facts, this.timing);
     return n;
-  }
-
-  /** The gradient buffer, back from the replica: when it is new memory (a thread's transfer), the tail is laid over it again. */
-  private takeFlat(flat: Float32Array): void {
-    if (flat === this.flat) return;
-    this.flat = flat;
-    this.tail.attach(flat, this.parameterCount, this.collective.worldSize);
   }
 
   /**
@@ -521,7 +384,7 @@ export class Trainer {
    */
   evaluate(): Promise<number | null> {
     this.lastReduceEnd = null;
-    return this.evaluation.run(this.replica, this.data, this.collective, this.stepCounter);
+    return this.evaluation.run(this.replica, this.data, this.collective, this.position.step);
   }
 
   /** Fingerprint of all weights, in variable order; equal hashes mean bit-identical replicas. */
@@ -534,17 +397,12 @@ export class Trainer {
     return this.replica.readWeights();
   }
 
+  /** Tensors alive in the replica's engine after the last step. */
+  get numTensors(): number {
+    return this.buffers.numTensors;
+  }
+
   dispose(): Promise<void> {
     return this.replica.dispose();
   }
-}
-
-/** True when every value of `values[from, from + length)` is finite and below `bound` in magnitude. */
-function finiteBelow(values: Float32Array, from: number, length: number, bound: number): boolean {
-  for (let i = from; i < from + length; i++) {
-    const v = values[i]!;
-    // NaN fails both comparisons.
-    if (!(v < bound && v > -bound)) return false;
-  }
-  return true;
 }

@@ -23,7 +23,7 @@ const sockets: TestSocket[] = [];
 
 before(async () => {
   redis = await startRedis();
-  const node = () => startTestServer({ redisUrl: redis.url, reconnectGraceMs: GRACE_MS, pingIntervalMs: 300, pingTimeoutMs: 500 });
+  const node = () => startTestServer({ redisUrl: redis.url, reconnectGraceMs: GRACE_MS });
   [nodeA, nodeB] = await Promise.all([node(), node()]);
 });
 after(async () => {
@@ -119,7 +119,7 @@ test('students on two nodes are one room: one ring, signals and broadcasts cross
 });
 
 test('a node goes: its student rejoins through the other with the same index; one who does not is dropped after the grace', async () => {
-  const spare = await startTestServer({ redisUrl: redis.url, reconnectGraceMs: GRACE_MS, pingIntervalMs: 300, pingTimeoutMs: 500 });
+  const spare = await startTestServer({ redisUrl: redis.url, reconnectGraceMs: GRACE_MS });
   const stay = await client(nodeA, 'failover');
   const moving = await client(spare, 'failover');
   const lost = await client(spare, 'failover');

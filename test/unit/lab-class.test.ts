@@ -63,7 +63,6 @@ function row(model: TrainingRow['model'], net: TrainingRow['net'], n: number, ex
     computeMs: [],
     dropped: [],
     cpu,
-    pingTimeoutMs: null,
     setupSeconds: 1,
     totalSeconds: 2,
     counts: true,
@@ -267,7 +266,6 @@ function joins(n: number, values: Array<[number | null, number | null]>, counts 
     })),
     dropped: [],
     error: null,
-    pingTimeoutMs: 20_000,
     cpu,
     counts,
   };
