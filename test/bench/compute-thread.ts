@@ -51,6 +51,8 @@ interface Row {
   /** The step's wall time (node), or compute + read-back + crossing + all-reduce + apply as the chief reports it (tab). */
   stepMs: number;
   computeMs: number;
+  /** Waiting for the step's examples (0 while the prefetch keeps ahead of the steps). */
+  dataMs: number;
   crossMs: number;
   /** The crossing's share of the step. */
   crossShare: number;
@@ -76,6 +78,7 @@ async function nodeRows(): Promise<Row[]> {
       delay.enable();
       const wall: number[] = [];
       const computeMs: number[] = [];
+      const dataMs: number[] = [];
       const crossMs: number[] = [];
       for (let s = 0; s < STEPS[model]; s++) {
         const t0 = performance.now();
@@ -83,11 +86,12 @@ async function nodeRows(): Promise<Row[]> {
         wall.push(performance.now() - t0);
         computeMs.push(r.timing.computeMs + r.timing.readbackMs);
         crossMs.push(r.timing.crossMs);
+        dataMs.push(r.timing.dataMs);
         // A turn of the event loop between steps, as the worker's run takes one.
         await sleep(0);
       }
       delay.disable();
-      const row: Row = { where: 'node', model, backend: 'cpu', compute: place, steps: wall.length, stepMs: mean(wall), computeMs: mean(computeMs), crossMs: mean(crossMs), crossShare: mean(crossMs) / mean(wall), worstBlockMs: delay.max / 1e6 };
+      const row: Row = { where: 'node', model, backend: 'cpu', compute: place, steps: wall.length, stepMs: mean(wall), computeMs: mean(computeMs), dataMs: mean(dataMs), crossMs: mean(crossMs), crossShare: mean(crossMs) / mean(wall), worstBlockMs: delay.max / 1e6 };
       console.log(describe(row));
       rows.push(row);
       await trainer.dispose();
@@ -134,7 +138,7 @@ async function tabRows(browser: Browser, server: RunningServer): Promise<Row[]> 
         const longTasks = await page.evaluate(() => (window as unknown as { __longTasks: number[] }).__longTasks);
         const stepMs = mean(t.map((x) => x.dataMs + x.computeMs + x.readbackMs + x.crossMs + x.commMs + x.applyMs));
         const crossMs = mean(t.map((x) => x.crossMs));
-        const row: Row = { where: 'tab', model, backend, compute: place, steps: t.length, stepMs, computeMs: mean(t.map((x) => x.computeMs + x.readbackMs)), crossMs, crossShare: crossMs / stepMs, worstBlockMs: Math.max(0, ...longTasks) };
+        const row: Row = { where: 'tab', model, backend, compute: place, steps: t.length, stepMs, computeMs: mean(t.map((x) => x.computeMs + x.readbackMs)), dataMs: mean(t.map((x) => x.dataMs)), crossMs, crossShare: crossMs / stepMs, worstBlockMs: Math.max(0, ...longTasks) };
         console.log(describe(row));
         rows.push(row);
         await context.close();
@@ -145,7 +149,7 @@ async function tabRows(browser: Browser, server: RunningServer): Promise<Row[]> 
 }
 
 function describe(r: Row): string {
-  return `${r.where} ${r.model} ${r.backend} compute=${r.compute}: ${r.steps} steps, step ${r.stepMs.toFixed(1)} ms, maths ${r.computeMs.toFixed(1)} ms, crossing ${r.crossMs.toFixed(2)} ms (${(100 * r.crossShare).toFixed(2)} %), network thread held at most ${r.worstBlockMs.toFixed(0)} ms`;
+  return `${r.where} ${r.model} ${r.backend} compute=${r.compute}: ${r.steps} steps, step ${r.stepMs.toFixed(1)} ms, maths ${r.computeMs.toFixed(1)} ms, waiting for data ${r.dataMs.toFixed(2)} ms, crossing ${r.crossMs.toFixed(2)} ms (${(100 * r.crossShare).toFixed(2)} %), network thread held at most ${r.worstBlockMs.toFixed(0)} ms`;
 }
 
 function markdown(rows: Row[], machine: string): string {
@@ -155,9 +159,9 @@ function markdown(rows: Row[], machine: string): string {
     `\`npm run bench:compute\` on ${machine}. Default settings throughout (batch 32 per worker, the server's default liveness).`,
     '"held at most": the event loop\'s worst delay (Node) or the page\'s longest task (tab, 0 when none reached the browser\'s 50 ms threshold): what the server\'s pings, the data channels and the pad wait on.',
     '',
-    '| where | model | backend | compute | steps | step ms | maths ms | crossing ms | crossing share | network thread held at most |',
-    '|---|---|---|---|---|---|---|---|---|---|',
-    ...rows.map((r) => `| ${r.where} | ${r.model} | ${r.backend} | ${r.compute} | ${r.steps} | ${r.stepMs.toFixed(1)} | ${r.computeMs.toFixed(1)} | ${r.crossMs.toFixed(2)} | ${(100 * r.crossShare).toFixed(2)} % | ${r.worstBlockMs.toFixed(0)} ms |`),
+    '| where | model | backend | compute | steps | step ms | maths ms | waiting for data ms | crossing ms | crossing share | network thread held at most |',
+    '|---|---|---|---|---|---|---|---|---|---|---|',
+    ...rows.map((r) => `| ${r.where} | ${r.model} | ${r.backend} | ${r.compute} | ${r.steps} | ${r.stepMs.toFixed(1)} | ${r.computeMs.toFixed(1)} | ${r.dataMs.toFixed(2)} | ${r.crossMs.toFixed(2)} | ${(100 * r.crossShare).toFixed(2)} % | ${r.worstBlockMs.toFixed(0)} ms |`),
     '',
   ];
   return lines.join('\n');
