@@ -13,7 +13,7 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
 import * as tf from '@tensorflow/tfjs';
-import { loadOfficialMnist } from '../signaling-server/datasets';
+import { loadOfficialMnist } from '../signaling-server/data/datasets';
 import { MNIST_PIXELS } from '../shared/data/mnist-format';
 import { PIXEL_SCALE } from '../shared/data/example-cache';
 import { READY_LINE, REPLY_PREFIX, SCREEN_STRIDE, type ScoreReply, type ScoreRequest } from './checkpoint-eval-protocol';

@@ -11,7 +11,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import { parseArgs } from 'node:util';
-import type { Logger } from './logger';
+import type { Logger } from './rooms/room-context';
 
 /** The first restart waits this long; each further one twice as long as the last. */
 export const HUB_RESTART_DELAY_MS = 1_000;

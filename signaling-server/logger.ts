@@ -1,8 +1,4 @@
-export interface Logger {
-  info(message: string): void;
-  warn(message: string): void;
-  error(message: string): void;
-}
+import type { Logger } from './rooms/room-context';
 
 const LEVELS = { debug: 0, info: 1, warn: 2, error: 3, silent: 4 } as const;
 type Level = keyof typeof LEVELS;

@@ -5,7 +5,7 @@
  * TLS_CERT and TLS_KEY (PEM files; a self-signed certificate is made and kept in
  * DATA_DIR/tls/ when unset), DATA_DIR (./data), TEACHER_TOKEN (generated and printed when
  * unset), LOG_LEVEL (info), PING_INTERVAL_MS and PING_TIMEOUT_MS (liveness), TURN_URL,
- * TURN_SECRET, TURN_TTL_S and ICE_TRANSPORT_POLICY (TURN; see signaling-server/turn.ts),
+ * TURN_SECRET, TURN_TTL_S and ICE_TRANSPORT_POLICY (TURN; see signaling-server/edge/turn.ts),
  * REDIS_URL (share rooms with other signaling nodes; see signaling-server/rooms/cluster.ts),
  * TRUST_PROXY (load balancers whose X-Forwarded-For is believed; see client-address.ts),
  * HUB (0/1/true/false; or the flag `--hub`: run the hub member beside the server, see
@@ -23,7 +23,7 @@ import { DEFAULT_PING_INTERVAL_MS, DEFAULT_PING_TIMEOUT_MS, startServer } from '
 import { loadTlsCredentials, TlsError, type TlsCredentials } from './edge/tls';
 import { ClusterError } from './rooms/cluster';
 import { compileTrustProxy } from './edge/client-address';
-import { describeIce, iceOptionsFromEnv, TurnConfigError, type IceOptions } from './turn';
+import { describeIce, iceOptionsFromEnv, TurnConfigError, type IceOptions } from './edge/turn';
 import { HUB_SCRIPT, HubConfigError, hubArguments, hubEnvironment, hubRequested, hubServerUrl, superviseHub, type HubProcess } from './hub-process';
 
 const DEFAULT_HTTPS_PORT = 8443;

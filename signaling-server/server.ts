@@ -9,7 +9,8 @@
  *  - every connection passes edge/socket-auth.ts (join code) before any event, and every
  *    event the rate limits (edge/rate-limits.ts) and the known-event check below before its
  *    handler; handlers register per concern (handlers/rooms, signals, training, ice) and all
- *    receive one ServerContext (context.ts);
+ *    receive one ServerContext (handlers/context.ts), which is also the rooms' and the HTTP
+ *    API's context (rooms/room-context.ts);
  *  - time: rooms run on wallClock, the server's own timers (ctx.timers) on systemClock, and
  *    close() clears them, closes the sockets and the servers, then the room store.
  * Members who vanish without a goodbye are dropped by one sweep (rooms/reconnect-sweep.ts).
@@ -20,7 +21,8 @@ import path from 'node:path';
 import type { AddressInfo, Server as NetServer } from 'node:net';
 import { Server } from 'socket.io';
 import { CLIENT_EVENT_NAMES, MAX_SOCKET_PACKET_BYTES, type RoomJoinInfo, type ServerInfo } from '../shared/protocol';
-import type { IoServer, ServerContext } from './context';
+import type { IoServer, IoSocket, Logger } from './rooms/room-context';
+import type { ServerContext } from './handlers/context';
 import { systemClock } from '../shared/util/clock';
 import { MemoryRoomStore } from './rooms/room-store';
 import { PersistingRoomStore } from './rooms/persisting-room-store';
@@ -29,22 +31,21 @@ import { Timers } from './rooms/timers';
 import { dropOverdueMembers } from './rooms/reconnect-sweep';
 import { connectCluster } from './rooms/cluster';
 import { createHttpApp } from './edge/http-api';
-import { createLogger, type Logger } from './logger';
-import { DatasetLibrary } from './datasets';
+import { createLogger } from './logger';
+import { DatasetLibrary } from './data/datasets';
 import { ServedBytes } from './edge/data-api';
-import { CheckpointStore } from './checkpoint-store';
+import { CheckpointStore } from './rooms/checkpoint-store';
 import { RoomPersistence } from './rooms/room-persistence';
 import { registerRoomHandlers } from './handlers/rooms';
 import { registerSignalHandlers } from './handlers/signals';
 import { registerTrainingHandlers } from './handlers/training';
 import { registerIceHandlers } from './handlers/ice';
-import { NO_TURN, type IceOptions } from './turn';
+import { NO_TURN, type IceOptions } from './edge/turn';
 import { joinCodeFor } from './edge/join-codes';
 import { authenticateSocket } from './edge/socket-auth';
 import { clientAddress, compileTrustProxy } from './edge/client-address';
 import { lanAddresses } from './edge/tls';
 import { DEFAULT_RATE_LIMITS, RateLimits, type RateLimitOptions } from './edge/rate-limits';
-import type { IoSocket } from './context';
 
 /**
  * socket.io's defaults (25 s interval, 20 s timeout) notice a vanished tab only after ~45 s.
@@ -87,7 +88,7 @@ export interface ServerOptions {
   redisUrl?: string;
   /** Load balancers whose X-Forwarded-For is believed (TRUST_PROXY; edge/client-address.ts). */
   trustProxy?: string;
-  /** TURN server and ICE policy for the workers (turn.ts); none by default. */
+  /** TURN server and ICE policy for the workers (edge/turn.ts); none by default. */
   ice?: IceOptions;
   log?: Logger;
   /** The room the printed URLs and GET /api/info name (default 'class'). */
@@ -177,6 +178,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   // With REDIS_URL, rooms live in Redis and broadcasts cross nodes; else one process holds them.
   const cluster = options.redisUrl ? await connectCluster(options.redisUrl, String(options.port), log, wallClock) : null;
   if (cluster) io.adapter(cluster.adapter);
+  const limits = options.rateLimiter ?? new RateLimits({ ...DEFAULT_RATE_LIMITS, ...options.rateLimits });
   const memory = cluster ? null : new MemoryRoomStore(wallClock);
   const persistence = cluster ? null : new RoomPersistence(options.dataDir, log, wallClock);
   const ctx: ServerContext = {
@@ -187,7 +189,6 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     timers: new Timers(systemClock),
     node: cluster?.node ?? null,
     draining: false,
-    limits: options.rateLimiter ?? new RateLimits({ ...DEFAULT_RATE_LIMITS, ...options.rateLimits }),
     ice: options.ice ?? NO_TURN,
     joinSecret: options.joinSecret,
     log,
@@ -229,6 +230,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     startedAt: Date.now(),
     datasets: new DatasetLibrary(path.join(options.dataDir, 'cache')),
     served: new ServedBytes(),
+    limits,
   });
   const handle: http.RequestListener = (req, res) => void app(req, res);
   httpServer.on('request', handle);
@@ -237,7 +239,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   // Before any event: a connection without its room's join code is turned away.
   io.use((socket, next) => {
     socket.data.address = clientAddress(socket.request, trustProxy);
-    authenticateSocket(socket, { joinSecret: options.joinSecret, limits: ctx.limits, log }).then(() => next(), next);
+    authenticateSocket(socket, { joinSecret: options.joinSecret, limits, log }).then(() => next(), next);
   });
 
   io.on('connection', (socket) => {
@@ -246,7 +248,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     // socket.io calls those before any middleware, so a flood of unknown events was answered
     // one for one, past the budget (found by test/server/abuse.test.ts).
     socket.use((packet, next) => {
-      ctx.limits.socketEvent(socket.id, socket.data.address).then(
+      limits.socketEvent(socket.id, socket.data.address).then(
         (limited) => {
           if (limited) return refuseRateLimited(socket, packet, limited.retryAfterMs, log);
           if (typeof packet[0] !== 'string' || !KNOWN_EVENTS.has(packet[0])) return refuseUnknown(socket, packet, log);

@@ -1,7 +1,7 @@
 /**
  * What a checkpoint is, on the wire and on disk: five files in one folder, the metadata
  * schema both sides validate, and the checkpoint id rules. The chief writes checkpoints
- * (checkpoint-writer.ts); the server stores them (signaling-server/checkpoint-store.ts).
+ * (checkpoint-writer.ts); the server stores them (signaling-server/rooms/checkpoint-store.ts).
  */
 import { z } from 'zod';
 import { sha256 } from '@noble/hashes/sha2.js';

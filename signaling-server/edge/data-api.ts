@@ -21,8 +21,8 @@ import { EXAMPLE_BYTES, decodeRanges, isDataSplit, isDatasetKind, splitCount } f
 import { MNIST_PIXELS } from '../../shared/data/mnist-format';
 import { examplesPerRequest } from '../../shared/training/streamed-mnist';
 import { DATA_BUDGET_RETRY_AFTER_S, DataBudgets, UnsentReplies, budgetPlan } from './data-budget';
-import type { DatasetLibrary } from '../datasets';
-import type { ServerContext } from '../context';
+import type { DatasetLibrary } from '../data/datasets';
+import type { RoomContext } from '../rooms/room-context';
 
 /** The examples of a dataset are fixed, so a reply holds for as long as a browser cares to keep it. */
 const EXAMPLES_CACHE_CONTROL = 'private, max-age=86400, immutable';
@@ -57,7 +57,7 @@ function budgetReader(res: Response): string | null {
   return reader === TEACHER_READER ? null : reader;
 }
 
-export function registerDataApi(app: Express, ctx: ServerContext, library: DatasetLibrary, served: ServedBytes, requireRoomReader: RequestHandler): void {
+export function registerDataApi(app: Express, ctx: RoomContext, library: DatasetLibrary, served: ServedBytes, requireRoomReader: RequestHandler): void {
   const budgets = new DataBudgets();
   const unsent = new UnsentReplies(ctx.timers);
   app.get('/api/rooms/:room/data/:dataset/:split', requireRoomReader, async (req, res) => {

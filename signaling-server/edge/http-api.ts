@@ -2,9 +2,10 @@
  * The folder signaling-server/edge/ owns what faces the network before a handler runs:
  * the HTTP API (this file), the socket handshake's join code (socket-auth.ts, join-codes.ts),
  * tokens (tokens.ts), rate limits (rate-limits.ts), the client's address behind a load
- * balancer (client-address.ts) and the HTTPS certificate (tls.ts). It may import shared/,
- * the server's context and logger, and rooms/ for what the API reads and starts; never
- * handlers/ (socket events are theirs), and rooms/ never imports edge/.
+ * balancer (client-address.ts), the HTTPS certificate (tls.ts) and the TURN credentials
+ * workers relay through (turn.ts). It may import shared/, data/ (the datasets it serves) and
+ * rooms/ (the rooms' context, and what the API reads and starts); never handlers/ (socket
+ * events are theirs) or the top-level wiring, and rooms/ never imports edge/.
  *
  * This file: HTTP, the room API (the contract the dashboard, Node workers and tests use),
  * health, and the built client; data-api.ts adds the data service's examples.
@@ -12,6 +13,7 @@
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import type { TrustProxy } from './client-address';
+import type { RateLimits } from './rate-limits';
 import { hubKeyFor, joinCodeMatches } from './join-codes';
 import { normalizeJoinCode } from '../../shared/protocol/join-code';
 import express, { type NextFunction, type Request, type Response } from 'express';
@@ -22,11 +24,11 @@ import { CHECKPOINT_FILES, CHECKPOINT_FILE_NAMES, LATEST_CHECKPOINT, type Checkp
 import { startRun } from '../rooms/runs';
 import { allowHubAgain, removeHubAsTeacher } from '../rooms/hub-access';
 import { Room } from '../rooms/room';
-import { channelOf, type ServerContext } from '../context';
+import { channelOf, type RoomContext } from '../rooms/room-context';
 import { bearerToken, tokenHash, tokensEqual } from './tokens';
 import { TEACHER_READER, registerDataApi, type ServedBytes } from './data-api';
-import type { CheckpointAdmission } from '../checkpoint-store';
-import type { DatasetLibrary } from '../datasets';
+import type { CheckpointAdmission } from '../rooms/checkpoint-store';
+import type { DatasetLibrary } from '../data/datasets';
 import { pageHeaders } from './page-headers';
 
 /** Per file of a checkpoint upload; the MLP's weights and Adam state are ~1.2 MB, the CNN's far less. */
@@ -72,9 +74,11 @@ export interface HttpOptions {
   trustProxy: TrustProxy;
   /** Derives the join codes that also let a reader see a room. */
   joinSecret: Buffer;
+  /** The same limits as the sockets' (edge/rate-limits.ts): requests per address, and wrong join codes. */
+  limits: RateLimits;
 }
 
-export function createHttpApp(ctx: ServerContext, options: HttpOptions): express.Express {
+export function createHttpApp(ctx: RoomContext, options: HttpOptions): express.Express {
   const app = express();
   app.disable('x-powered-by');
   app.set('trust proxy', options.trustProxy);
@@ -121,7 +125,7 @@ export function createHttpApp(ctx: ServerContext, options: HttpOptions): express
     }
     const typed = req.get('x-join-code') ?? (typeof req.query.code === 'string' ? req.query.code : undefined);
     if (typed !== undefined) {
-      const blocked = await ctx.limits.joinCodeGuessesBlocked(ip);
+      const blocked = await options.limits.joinCodeGuessesBlocked(ip);
       if (blocked) {
         res.set('Retry-After', String(Math.ceil(blocked.retryAfterMs / 1000)));
         return next(new WebringError('ERR_RATE_LIMITED', `too many wrong join codes from this address; try again in ${Math.ceil(blocked.retryAfterMs / 1000)} s`));
@@ -131,7 +135,7 @@ export function createHttpApp(ctx: ServerContext, options: HttpOptions): express
         res.locals.roomReader = `address ${ip}`;
         return next();
       }
-      await ctx.limits.wrongJoinCode(ip);
+      await options.limits.wrongJoinCode(ip);
       return next(new WebringError('ERR_BAD_JOIN_CODE', `that join code does not open room ${name}`, 'code'));
     }
     next(new WebringError('ERR_UNAUTHORIZED', `reading room ${name} needs its join code (X-Join-Code), a member token or the teacher token (Authorization: Bearer)`));
@@ -139,7 +143,7 @@ export function createHttpApp(ctx: ServerContext, options: HttpOptions): express
 
   // Every /api request counts against its client IP; over the budget, 429 and nothing else runs.
   app.use('/api', (req, res, next) => {
-    ctx.limits.httpRequest(req.ip ?? req.socket.remoteAddress ?? 'unknown').then(
+    options.limits.httpRequest(req.ip ?? req.socket.remoteAddress ?? 'unknown').then(
       (limited) => {
         if (!limited) return next();
         res.set('Retry-After', String(Math.ceil(limited.retryAfterMs / 1000)));

@@ -7,9 +7,8 @@
 import type { ExtendedError } from 'socket.io';
 import { WebringError } from '../../shared/protocol/errors';
 import { parseOrThrow, socketAuthSchema } from '../../shared/protocol';
-import type { IoSocket } from '../context';
+import type { IoSocket, Logger } from '../rooms/room-context';
 import { joinCodeMatches } from './join-codes';
-import type { Logger } from '../logger';
 import type { RateLimits } from './rate-limits';
 
 export interface SocketAuthOptions {

@@ -1,6 +1,7 @@
 import { toWebringError, type ErrorBody } from '../../shared/protocol/errors';
 import type { AckResult } from '../../shared/protocol';
-import type { IoSocket, ServerContext } from '../context';
+import type { IoSocket } from '../rooms/room-context';
+import type { ServerContext } from './context';
 
 /** Registers an effect that runs after the reply is sent (a broadcast the joiner must hear after its ack). */
 export type AfterReply = (effect: () => void) => void;

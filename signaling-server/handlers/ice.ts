@@ -1,8 +1,9 @@
 /** ice:config: fresh TURN credentials for a member whose current ones are close to expiry. */
 import { WebringError } from '../../shared/protocol/errors';
 import type { IceConfig } from '../../shared/protocol';
-import type { IoSocket, ServerContext } from '../context';
-import { iceConfigFor } from '../turn';
+import type { IoSocket } from '../rooms/room-context';
+import { iceConfigFor } from '../edge/turn';
+import type { ServerContext } from './context';
 import { guarded } from './errors';
 
 export function registerIceHandlers(ctx: ServerContext, socket: IoSocket): void {

@@ -2,13 +2,14 @@
 import { randomBytes } from 'node:crypto';
 import { WebringError } from '../../shared/protocol/errors';
 import { joinRequestSchema, parseOrThrow, type DeviceProbe, type JoinAccepted } from '../../shared/protocol';
-import type { MembershipChange, Room } from '../rooms/room';
-import { scheduleAdmission, scheduleAutoResume } from '../rooms/runs';
-import { channelOf, type IoSocket, type ServerContext } from '../context';
+import { scheduleAdmission } from '../rooms/runs';
+import { broadcastChange } from '../rooms/membership-broadcast';
+import { channelOf, type IoSocket } from '../rooms/room-context';
+import type { ServerContext } from './context';
 import { guarded, type AfterReply } from './errors';
 import { tokenHash } from '../edge/tokens';
 import { hubKeyMatches } from '../edge/join-codes';
-import { iceConfigFor } from '../turn';
+import { iceConfigFor } from '../edge/turn';
 
 export function registerRoomHandlers(ctx: ServerContext, socket: IoSocket): void {
   socket.on('room:join', (raw: unknown, ack: unknown) => {
@@ -118,19 +119,4 @@ async function leave(ctx: ServerContext, socket: IoSocket): Promise<boolean> {
   broadcastChange(ctx, updated.room, updated.result);
   await ctx.rooms.releaseIfIdle(name);
   return true;
-}
-
-/** Tells the room about a membership change, and recovers a broken run. */
-export function broadcastChange(ctx: ServerContext, room: Room, change: MembershipChange): void {
-  const name = room.name;
-  if (change.trainingAborted) {
-    ctx.log.warn(`room ${name}: the run could not go on with its ring; back to the latest checkpoint`);
-    ctx.io.to(channelOf(name)).emit('train:stop', { reason: 'failure' });
-  }
-  if (change.generation) {
-    const g = change.generation;
-    ctx.log.info(`room ${name}: generation ${g.generation} with ${g.members.length} member(s)${g.hub ? ` and hub ${g.hub.id}` : ''}`);
-    ctx.io.to(channelOf(name)).emit('ring:generation', g);
-  }
-  if (change.trainingAborted) scheduleAutoResume(ctx, name, room.runConfig);
 }

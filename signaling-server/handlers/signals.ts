@@ -1,7 +1,8 @@
 /** signal:relay: SDP and ICE between members of one room; the server never reads them. */
 import { WebringError } from '../../shared/protocol/errors';
 import { MAX_SIGNAL_BYTES, parseOrThrow, signalRelaySchema } from '../../shared/protocol';
-import type { IoSocket, ServerContext } from '../context';
+import type { IoSocket } from '../rooms/room-context';
+import type { ServerContext } from './context';
 import { guarded } from './errors';
 
 /** simple-peer's signals are objects of strings and small objects; anything deeper is abuse. */

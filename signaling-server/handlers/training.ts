@@ -12,9 +12,10 @@ import {
   type MemberDropped,
 } from '../../shared/protocol';
 import type { Room } from '../rooms/room';
-import { channelOf, type IoSocket, type ServerContext } from '../context';
+import { channelOf, type IoSocket } from '../rooms/room-context';
+import { broadcastChange } from '../rooms/membership-broadcast';
+import type { ServerContext } from './context';
 import { guarded } from './errors';
-import { broadcastChange } from './rooms';
 
 /**
  * A member the ring let go (a straggler, an evicted peer) is told why and leaves the room's

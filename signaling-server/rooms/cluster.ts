@@ -11,10 +11,9 @@ import { randomBytes } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { createAdapter } from '@socket.io/redis-adapter';
 import type { Clock } from '../../shared/util/clock';
-import type { ServerContext } from '../context';
+import type { Logger, RoomContext } from './room-context';
 import { RedisRoomStore, REDIS_KEY_PREFIX } from './redis-room-store';
 import { dropOverdueMembers } from './reconnect-sweep';
-import type { Logger } from '../logger';
 
 /** A node's key lives this long (ms) without renewal: how long a dead node's members look connected. */
 const NODE_TTL_MS = 3_000;
@@ -35,7 +34,7 @@ export interface Cluster {
   store: RedisRoomStore;
   adapter: ReturnType<typeof createAdapter>;
   /** Starts announcing this node and sweeping (once the server listens and knows its port). */
-  start(ctx: ServerContext, reconnectGraceMs: number): void;
+  start(ctx: RoomContext, reconnectGraceMs: number): void;
   close(): Promise<void>;
 }
 
@@ -101,7 +100,7 @@ export async function connectCluster(url: string, label: string, log: Logger, cl
   };
 
   let sweeping = false;
-  const sweep = async (ctx: ServerContext, graceMs: number) => {
+  const sweep = async (ctx: RoomContext, graceMs: number) => {
     if (sweeping) return; // the last one is still going (a slow Redis): skip a beat, do not pile up
     sweeping = true;
     try {
@@ -110,7 +109,7 @@ export async function connectCluster(url: string, label: string, log: Logger, cl
       sweeping = false;
     }
   };
-  const sweepRooms = async (ctx: ServerContext, graceMs: number) => {
+  const sweepRooms = async (ctx: RoomContext, graceMs: number) => {
     const alive = await aliveNodes();
     alive.add(node);
     for (const name of await store.names()) {

@@ -5,15 +5,15 @@
  * edge/http-api.ts.
  */
 import type { Room } from './room';
-import { channelOf, type ServerContext } from '../context';
-import { broadcastChange } from '../handlers/rooms';
+import { channelOf, type RoomContext } from './room-context';
+import { broadcastChange } from './membership-broadcast';
 
 /**
  * Removes `name`'s hub, if it has one, and bars hub joins with ERR_HUB_REMOVED until
  * allowHubAgain; the removed hub hears `member:dropped` with reason 'removed', the class a
  * generation without it. A room without a hub is barred all the same: the teacher wants none.
  */
-export async function removeHubAsTeacher(ctx: ServerContext, name: string): Promise<Room> {
+export async function removeHubAsTeacher(ctx: RoomContext, name: string): Promise<Room> {
   const { room, result } = (await ctx.rooms.update(name, (r) => r.removeHubAsTeacher(), { create: true }))!;
   if (result.removed) {
     const { id, socketId, notice } = result.removed;
@@ -30,7 +30,7 @@ export async function removeHubAsTeacher(ctx: ServerContext, name: string): Prom
 }
 
 /** Lets a hub join `name` again; a hub waiting outside (hub-member.ts) comes back by itself. */
-export async function allowHubAgain(ctx: ServerContext, name: string): Promise<Room | null> {
+export async function allowHubAgain(ctx: RoomContext, name: string): Promise<Room | null> {
   const updated = await ctx.rooms.update(name, (r) => r.allowHub());
   if (!updated) return null;
   if (updated.result) ctx.log.info(`room ${name}: the teacher allows a hub again`);

@@ -5,12 +5,12 @@
  * not, like a closed tab. The one place for it: after a restart (server.ts) and after a
  * node's loss (cluster.ts).
  */
-import type { ServerContext } from '../context';
-import { broadcastChange } from '../handlers/rooms';
+import type { RoomContext } from './room-context';
+import { broadcastChange } from './membership-broadcast';
 import { scheduleAdmission } from './runs';
 
 /** Drops the members of room `name` disconnected for `graceMs` or longer, and lets in anyone left waiting. */
-export async function dropOverdueMembers(ctx: ServerContext, name: string, graceMs: number): Promise<void> {
+export async function dropOverdueMembers(ctx: RoomContext, name: string, graceMs: number): Promise<void> {
   let room = await ctx.rooms.read(name);
   if (!room) return;
   for (const id of room.overdue(graceMs)) {

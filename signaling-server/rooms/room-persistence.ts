@@ -11,7 +11,7 @@ import { BACKENDS, ROOM_STATES, WORKER_KINDS, collectSettingSchema, roomNameSche
 import type { Clock } from '../../shared/util/clock';
 import type { Room } from './room';
 import { decodeRoom, encodeRoom, fromRoomFile, toRoomFile, type RoomFile } from './room-codec';
-import type { Logger } from '../logger';
+import type { Logger } from './room-context';
 
 const ROOM_FILE = 'room.json';
 

@@ -5,12 +5,14 @@
  * it (hub-access.ts), the seats one client address may hold (seats.ts), the checks on a
  * chief's drop (drop-check.ts) and on its checkpoints (checkpoint-guard.ts), how a room is
  * written down for Redis and room.json (room-codec.ts), where rooms live (room-store.ts,
- * redis-room-store.ts, and persisting-room-store.ts over room-persistence.ts), starting runs
- * and admissions (runs.ts), dropping members who did not come back (reconnect-sweep.ts),
- * several nodes sharing rooms (cluster.ts), and the clock and timers rooms run on
- * (wall-clock.ts, timers.ts). It may import shared/, the server's context and logger, and
- * handlers/rooms.ts's broadcast of a membership change; never edge/ (HTTP, the handshake and
- * rate limits use rooms, not the other way round).
+ * redis-room-store.ts, and persisting-room-store.ts over room-persistence.ts), the rooms'
+ * checkpoints on disk (checkpoint-store.ts), starting runs and admissions (runs.ts), telling
+ * the sockets of a membership change (membership-broadcast.ts), dropping members who did not
+ * come back (reconnect-sweep.ts), several nodes sharing rooms (cluster.ts), the clock and
+ * timers rooms run on (wall-clock.ts, timers.ts), and what its socket-facing parts receive
+ * (room-context.ts: the typed io server, the Logger, RoomContext). It is the server's lowest
+ * layer and imports only shared/: edge/ (HTTP, the handshake and rate limits), handlers/
+ * and the top-level wiring use rooms, never the other way round.
  *
  * This file: one classroom, the facade the handlers use. Pure state, no sockets and no
  * timers: the handlers translate events into these calls and broadcast what they return,

@@ -7,7 +7,7 @@ import { WebringError } from '../../shared/protocol/errors';
 import { LATEST_CHECKPOINT } from '../../shared/checkpoints/checkpoint';
 import { sameClasses, type ResumePoint, type StartConfig, type TrainStart } from '../../shared/protocol';
 import type { Room } from './room';
-import { channelOf, type ServerContext } from '../context';
+import { channelOf, type RoomContext } from './room-context';
 
 /** Lets the new generation reach every worker before the resumed run's start does. */
 const AUTO_RESUME_DELAY_MS = 500;
@@ -24,14 +24,14 @@ const ADMISSION_WINDOW_MS = 750;
  * several signaling nodes each may schedule one; the first admits, the others find nobody
  * waiting.
  */
-export function scheduleAdmission(ctx: ServerContext, name: string): void {
+export function scheduleAdmission(ctx: RoomContext, name: string): void {
   // Keyed by room name: rooms are re-read when the timer fires, never held.
   ctx.timers.once(`admission:${name}`, ADMISSION_WINDOW_MS, () => {
     admit(ctx, name).catch((err: unknown) => ctx.log.error(`room ${name}: admission failed: ${String(err)}`));
   });
 }
 
-async function admit(ctx: ServerContext, name: string): Promise<void> {
+async function admit(ctx: RoomContext, name: string): Promise<void> {
   const updated = await ctx.rooms.update(name, (r) => r.admitWaiting());
   const admission = updated?.result;
   if (!updated || !admission) return;
@@ -57,7 +57,7 @@ function otherDataThan(saved: StartConfig, config: StartConfig): string | null {
 }
 
 /** The newest checkpoint of the same model and data for 'latest', or the named one. */
-async function resumePoint(ctx: ServerContext, room: string, config: StartConfig): Promise<ResumePoint | null> {
+async function resumePoint(ctx: RoomContext, room: string, config: StartConfig): Promise<ResumePoint | null> {
   if (config.resumeFrom === 'none') return null;
   const found = await ctx.checkpoints.metadata(room, config.resumeFrom);
   if (!found) {
@@ -79,7 +79,7 @@ async function resumePoint(ctx: ServerContext, room: string, config: StartConfig
 }
 
 /** Starts a run in the room (throws a coded error when it cannot start), and tells its members. */
-export async function startRun(ctx: ServerContext, name: string, config: StartConfig): Promise<{ room: Room; start: TrainStart }> {
+export async function startRun(ctx: RoomContext, name: string, config: StartConfig): Promise<{ room: Room; start: TrainStart }> {
   const before = await ctx.rooms.read(name);
   if (!before) throw new WebringError('ERR_NO_WORKERS', `no workers have joined room ${name}`);
   before.assertCanStart();
@@ -99,7 +99,7 @@ export async function startRun(ctx: ServerContext, name: string, config: StartCo
  * checkpoint by themselves, as TensorFlow's BackupAndRestore restarts a job. Without a
  * checkpoint there is nothing to go back to, and the room waits for the teacher.
  */
-export function scheduleAutoResume(ctx: ServerContext, name: string, config: StartConfig | null): void {
+export function scheduleAutoResume(ctx: RoomContext, name: string, config: StartConfig | null): void {
   if (!config) return;
   ctx.timers.after(AUTO_RESUME_DELAY_MS, () => {
     void (async () => {

@@ -29,7 +29,7 @@ import { joinCodeFor } from '../../signaling-server/edge/join-codes';
 import { startConfigSchema, type ModelKind, type RoomStatus, type StepTimingReport } from '../../shared/protocol';
 import { Trainer } from '../../shared/training/trainer';
 import { mnistShards } from '../../shared/training/data-source';
-import { packMnistFromPackage } from '../../signaling-server/mnist-pack';
+import { packMnistFromPackage } from '../../signaling-server/data/mnist-pack';
 import { createMemoryRing } from '../support/memory-ring';
 import { openNodeCompute } from '../../node-worker/node-compute';
 import type { ComputePlace } from '../../shared/compute/compute';

@@ -7,7 +7,7 @@ import * as tf from '@tensorflow/tfjs';
 import { E2E_TOKEN } from '../../playwright.config';
 import type { CheckpointInfo } from '../../shared/checkpoints/checkpoint';
 import type { RoomMetrics } from '../../shared/protocol';
-import { packMnistFromPackage } from '../../signaling-server/mnist-pack';
+import { packMnistFromPackage } from '../../signaling-server/data/mnist-pack';
 import { MNIST_PIXELS } from '../../shared/data/mnist-format';
 import { asTeacher, openStudent, readStatus, status } from './helpers';
 

@@ -13,7 +13,7 @@ import { test, expect, type CDPSession, type Page } from '@playwright/test';
 import { E2E_TOKEN } from '../../playwright.config';
 import type { RoomStatus } from '../../shared/protocol';
 import { MNIST_PIXELS } from '../../shared/data/mnist-format';
-import { packMnistFromPackage } from '../../signaling-server/mnist-pack';
+import { packMnistFromPackage } from '../../signaling-server/data/mnist-pack';
 import { asTeacher, openStudent, status, type Student } from './helpers';
 
 const teacher = { authorization: `Bearer ${E2E_TOKEN}` };

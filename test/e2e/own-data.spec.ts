@@ -15,7 +15,7 @@ import { PNG } from 'pngjs';
 import { E2E_TOKEN } from '../../playwright.config';
 import type { RoomStatus } from '../../shared/protocol';
 import { MNIST_PIXELS } from '../../shared/data/mnist-format';
-import { packMnistFromPackage } from '../../signaling-server/mnist-pack';
+import { packMnistFromPackage } from '../../signaling-server/data/mnist-pack';
 import { asTeacher, codeFor } from './helpers';
 
 const teacher = { authorization: `Bearer ${E2E_TOKEN}` };

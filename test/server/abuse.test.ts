@@ -22,9 +22,9 @@ import path from 'node:path';
 import * as tf from '@tensorflow/tfjs';
 import { io as connect } from 'socket.io-client';
 import type { RunningServer } from '../../signaling-server/server';
-import type { Logger } from '../../signaling-server/logger';
+import type { Logger } from '../../signaling-server/rooms/room-context';
 import { RoomPersistence } from '../../signaling-server/rooms/room-persistence';
-import { CHECKPOINT_TRUST_FILE } from '../../signaling-server/checkpoint-store';
+import { CHECKPOINT_TRUST_FILE } from '../../signaling-server/rooms/checkpoint-store';
 import { wallClock } from '../../signaling-server/rooms/wall-clock';
 import { DEFAULT_RATE_LIMITS } from '../../signaling-server/edge/rate-limits';
 import {

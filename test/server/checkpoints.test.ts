@@ -11,7 +11,7 @@ import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import * as nodeFs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { CheckpointStore, type StoreFs } from '../../signaling-server/checkpoint-store';
+import { CheckpointStore, type StoreFs } from '../../signaling-server/rooms/checkpoint-store';
 import * as tf from '@tensorflow/tfjs';
 import type { RunningServer } from '../../signaling-server/server';
 import type { CheckpointInfo } from '../../shared/checkpoints/checkpoint';

@@ -10,7 +10,7 @@ import { mkdtempSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import type { RunningServer } from '../../signaling-server/server';
-import { iceOptionsFromEnv, turnCredential, type IceOptions } from '../../signaling-server/turn';
+import { iceOptionsFromEnv, turnCredential, type IceOptions } from '../../signaling-server/edge/turn';
 import { iceConfigSchema, type AckResult, type IceConfig } from '../../shared/protocol';
 import { connectClient, join, startTestServer } from '../support/server';
 

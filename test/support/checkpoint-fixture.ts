@@ -1,10 +1,10 @@
 import * as tf from '@tensorflow/tfjs';
 import { mnistShards } from '../../shared/training/data-source';
-import { packMnistFromPackage } from '../../signaling-server/mnist-pack';
+import { packMnistFromPackage } from '../../signaling-server/data/mnist-pack';
 import { startConfigSchema, type StartConfig } from '../../shared/protocol';
 import { Trainer } from '../../shared/training/trainer';
 import { captureCheckpoint, type CapturedCheckpoint } from '../../shared/checkpoints/checkpoint-io';
-import type { CheckpointUpload } from '../../signaling-server/checkpoint-store';
+import type { CheckpointUpload } from '../../signaling-server/rooms/checkpoint-store';
 import type { MnistDataset } from '../../shared/data/mnist-format';
 import { createMemoryRing } from './memory-ring';
 

@@ -5,10 +5,11 @@ import os from 'node:os';
 import path from 'node:path';
 import { io as connect, type Socket } from 'socket.io-client';
 import { startServer, type RunningServer } from '../../signaling-server/server';
-import { createLogger, type Logger } from '../../signaling-server/logger';
+import { createLogger } from '../../signaling-server/logger';
+import type { Logger } from '../../signaling-server/rooms/room-context';
 import type { RateLimitOptions, RateLimits } from '../../signaling-server/edge/rate-limits';
 import { hubKeyFor, joinCodeFor } from '../../signaling-server/edge/join-codes';
-import type { IceOptions } from '../../signaling-server/turn';
+import type { IceOptions } from '../../signaling-server/edge/turn';
 import type { AckResult, ClientToServerEvents, JoinAccepted, JoinRequest, RoomStatus, ServerToClientEvents, SocketAuth, TrainStart } from '../../shared/protocol';
 
 export type TestSocket = Socket<ServerToClientEvents, ClientToServerEvents>;

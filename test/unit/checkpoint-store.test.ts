@@ -4,7 +4,7 @@ import * as realFs from 'node:fs/promises';
 import { mkdtempSync, existsSync, readdirSync, mkdirSync, writeFileSync, utimesSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { CheckpointStore, type CheckpointAdmission, type CheckpointUpload, type StoreFs } from '../../signaling-server/checkpoint-store';
+import { CheckpointStore, type CheckpointAdmission, type CheckpointUpload, type StoreFs } from '../../signaling-server/rooms/checkpoint-store';
 import { WebringError } from '../../shared/protocol/errors';
 import { asUpload, capture, trainedReplica } from '../support/checkpoint-fixture';
 import type { CapturedCheckpoint } from '../../shared/checkpoints/checkpoint-io';

@@ -8,7 +8,7 @@ import { test, before } from 'node:test';
 import assert from 'node:assert/strict';
 import * as tf from '@tensorflow/tfjs';
 import { chooseAlgorithm, predictAllReduceMs, type LinkModel, type LinkModels } from '../../shared/collectives/choice';
-import { packMnistFromPackage } from '../../signaling-server/mnist-pack';
+import { packMnistFromPackage } from '../../signaling-server/data/mnist-pack';
 import { createMemoryMesh } from '../support/memory-ring';
 import { Trainer } from '../../shared/training/trainer';
 import { startConfigSchema } from '../../shared/protocol';

@@ -6,7 +6,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import * as tf from '@tensorflow/tfjs';
-import { packMnistFromPackage } from '../../signaling-server/mnist-pack';
+import { packMnistFromPackage } from '../../signaling-server/data/mnist-pack';
 import { createMemoryRing } from '../support/memory-ring';
 import { Trainer } from '../../shared/training/trainer';
 import { mnistShards } from '../../shared/training/data-source';

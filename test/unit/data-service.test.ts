@@ -15,8 +15,8 @@ import { httpExampleFetcher, RETRY_FIRST_MS, type ExampleFetcher } from '../../s
 import { MNIST_PIXELS, decodeMnist } from '../../shared/data/mnist-format';
 import { StreamedMnist, PREFETCH_STEPS } from '../../shared/training/streamed-mnist';
 import { EpochPermutation, advance, type DataCursor } from '../../shared/training/sharding';
-import { loadOfficialMnist, splitPacked, type LoadedDataset } from '../../signaling-server/datasets';
-import { packMnistFromPackage } from '../../signaling-server/mnist-pack';
+import { loadOfficialMnist, splitPacked, type LoadedDataset } from '../../signaling-server/data/datasets';
+import { packMnistFromPackage } from '../../signaling-server/data/mnist-pack';
 import { encodeMnist } from '../../shared/data/mnist-format';
 import { mulberry32 } from '../../shared/util/random';
 

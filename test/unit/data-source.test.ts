@@ -6,7 +6,7 @@
 import { test, before } from 'node:test';
 import assert from 'node:assert/strict';
 import * as tf from '@tensorflow/tfjs';
-import { packMnistFromPackage } from '../../signaling-server/mnist-pack';
+import { packMnistFromPackage } from '../../signaling-server/data/mnist-pack';
 import { startConfigSchema } from '../../shared/protocol';
 import { MNIST_PIXELS, type MnistDataset } from '../../shared/data/mnist-format';
 import { Trainer } from '../../shared/training/trainer';

@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { packMnistFromPackage } from '../../signaling-server/mnist-pack';
+import { packMnistFromPackage } from '../../signaling-server/data/mnist-pack';
 import { decodeMnist, encodeMnist, MNIST_PIXELS } from '../../shared/data/mnist-format';
 import { EpochPermutation, advance, nextBatch, shardOf, stepsPerEpoch } from '../../shared/training/sharding';
 import { WebringError } from '../../shared/protocol/errors';

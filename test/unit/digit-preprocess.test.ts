@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { packMnistFromPackage } from '../../signaling-server/mnist-pack';
+import { packMnistFromPackage } from '../../signaling-server/data/mnist-pack';
 import { MNIST_PIXELS } from '../../shared/data/mnist-format';
 import { inkFromRgba, preprocessDigit, type InkImage } from '../../shared/data/digit-preprocess';
 

@@ -14,7 +14,7 @@ import { PeerMisbehavedError } from '../../shared/collectives/admission';
 import { HEADER_BYTES } from '../../shared/collectives/wire';
 import { WebringError } from '../../shared/protocol/errors';
 import { integerBuffer } from '../support/test-buffers';
-import { packMnistFromPackage } from '../../signaling-server/mnist-pack';
+import { packMnistFromPackage } from '../../signaling-server/data/mnist-pack';
 import { Trainer } from '../../shared/training/trainer';
 import { startConfigSchema, type Misbehaviour } from '../../shared/protocol';
 import { MNIST_PIXELS, type MnistDataset } from '../../shared/data/mnist-format';

@@ -20,7 +20,7 @@ import { WebringError } from '../../shared/protocol/errors';
 import type { Misbehaviour } from '../../shared/protocol';
 import { Trainer } from '../../shared/training/trainer';
 import { startConfigSchema } from '../../shared/protocol';
-import { packMnistFromPackage } from '../../signaling-server/mnist-pack';
+import { packMnistFromPackage } from '../../signaling-server/data/mnist-pack';
 import type { MnistDataset } from '../../shared/data/mnist-format';
 
 const HUB: CollectiveOptions = { algorithm: 'hub' };

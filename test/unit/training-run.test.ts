@@ -7,7 +7,7 @@ import { mnistShards } from '../../shared/training/data-source';
 import { test, before } from 'node:test';
 import assert from 'node:assert/strict';
 import * as tf from '@tensorflow/tfjs';
-import { packMnistFromPackage } from '../../signaling-server/mnist-pack';
+import { packMnistFromPackage } from '../../signaling-server/data/mnist-pack';
 import { startConfigSchema, type Generation, type MemberInfo, type StartConfig, type TrainStart } from '../../shared/protocol';
 import type { MnistDataset } from '../../shared/data/mnist-format';
 import { WebringError } from '../../shared/protocol/errors';

@@ -1,5 +1,5 @@
 /**
- * TURN credentials in coturn's use-auth-secret scheme (signaling-server/turn.ts), the env
+ * TURN credentials in coturn's use-auth-secret scheme (signaling-server/edge/turn.ts), the env
  * checks that refuse a bad TURN setting at start-up, and the worker's IceConfigHolder.
  */
 import { test } from 'node:test';
@@ -13,7 +13,7 @@ import {
   restCredentials,
   turnCredential,
   TurnConfigError,
-} from '../../signaling-server/turn';
+} from '../../signaling-server/edge/turn';
 import { ICE_REFRESH_MARGIN_MS, IceConfigHolder } from '../../shared/network/ice-config';
 import { iceConfigSchema, type AckResult, type IceConfig } from '../../shared/protocol';
 import { WebringError } from '../../shared/protocol/errors';

@@ -10,7 +10,7 @@ import assert from 'node:assert/strict';
 import * as tf from '@tensorflow/tfjs';
 import { LocalCompute } from '../../shared/compute/compute';
 import type { Socket } from 'socket.io-client';
-import { packMnistFromPackage } from '../../signaling-server/mnist-pack';
+import { packMnistFromPackage } from '../../signaling-server/data/mnist-pack';
 import { startConfigSchema, type ClientToServerEvents, type Generation, type MemberInfo, type ServerToClientEvents, type TrainStart } from '../../shared/protocol';
 import type { MnistDataset } from '../../shared/data/mnist-format';
 import { mnistShards } from '../../shared/training/data-source';

@@ -14,9 +14,9 @@ import {
   decodeMnist,
   encodeMnist,
   type MnistDataset,
-} from '../shared/data/mnist-format';
-import { permutationInto } from '../shared/util/random';
-import { WebringError } from '../shared/protocol/errors';
+} from '../../shared/data/mnist-format';
+import { permutationInto } from '../../shared/util/random';
+import { WebringError } from '../../shared/protocol/errors';
 
 /** Fixed, so the train/test split is the same on every server. */
 const SPLIT_SHUFFLE_SEED = 20_171_024;

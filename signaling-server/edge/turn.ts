@@ -15,7 +15,7 @@
  * (all | relay, default all).
  */
 import { createHmac } from 'node:crypto';
-import { ICE_TRANSPORT_POLICIES, iceConfigSchema, type IceConfig, type IceTransportPolicy } from '../shared/protocol';
+import { ICE_TRANSPORT_POLICIES, iceConfigSchema, type IceConfig, type IceTransportPolicy } from '../../shared/protocol';
 
 /**
  * Long enough for a double lesson and the breaks around it, short enough that a credential

@@ -1,18 +1,28 @@
-/** What every handler receives: the typed io server, the rooms, and a logger. */
+/**
+ * What the room actions that tell sockets (runs.ts, membership-broadcast.ts, hub-access.ts,
+ * reconnect-sweep.ts, cluster.ts) and the HTTP API (edge/http-api.ts, data-api.ts) receive:
+ * the typed io server, the rooms, their checkpoints, time and a logger. Handlers receive more
+ * (handlers/context.ts). It is defined here, in the lowest layer, so that rooms/ imports
+ * nothing above it; server.ts builds the one object that satisfies every layer's context.
+ */
 import type { Server, Socket } from 'socket.io';
-import type { ClientToServerEvents, ServerToClientEvents } from '../shared/protocol';
-import type { RoomStore } from './rooms/room-store';
-import type { Logger } from './logger';
+import type { ClientToServerEvents, ServerToClientEvents } from '../../shared/protocol';
+import type { Clock } from '../../shared/util/clock';
+import type { RoomStore } from './room-store';
 import type { CheckpointStore } from './checkpoint-store';
-import type { Timers } from './rooms/timers';
-import type { Clock } from '../shared/util/clock';
-import type { RateLimits } from './edge/rate-limits';
-import type { IceOptions } from './turn';
+import type { Timers } from './timers';
+
+/** Where every layer logs; the console's (createLogger, logger.ts) is wired in at the top. */
+export interface Logger {
+  info(message: string): void;
+  warn(message: string): void;
+  error(message: string): void;
+}
 
 export interface SocketData {
-  /** The room whose join code this connection presented (socket-auth.ts); it may join only that room. */
+  /** The room whose join code this connection presented (edge/socket-auth.ts); it may join only that room. */
   authorizedRoom: string;
-  /** The client's address: the peer's, or X-Forwarded-For's from a trusted load balancer (client-address.ts). */
+  /** The client's address: the peer's, or X-Forwarded-For's from a trusted load balancer (edge/client-address.ts). */
   address: string;
   room: string | null;
   memberId: string | null;
@@ -27,7 +37,7 @@ export interface SocketData {
 export type IoServer = Server<ClientToServerEvents, ServerToClientEvents, Record<string, never>, SocketData>;
 export type IoSocket = Socket<ClientToServerEvents, ServerToClientEvents, Record<string, never>, SocketData>;
 
-export interface ServerContext {
+export interface RoomContext {
   io: IoServer;
   rooms: RoomStore;
   checkpoints: CheckpointStore;
@@ -35,15 +45,6 @@ export interface ServerContext {
   clock: Clock;
   /** This server's pending timers (admissions, automatic resumes), cleared on close. */
   timers: Timers;
-  /** This signaling node's id when several share rooms over Redis; null on a single server. */
-  node: string | null;
-  /** Set while the server closes: with other nodes about, its connections' members are not leaving, they move. */
-  draining: boolean;
-  limits: RateLimits;
-  /** TURN and the ICE policy every worker gets (turn.ts). */
-  ice: IceOptions;
-  /** Derives each room's hub key (edge/join-codes.ts), which a hub's join must carry. */
-  joinSecret: Buffer;
   log: Logger;
 }
 

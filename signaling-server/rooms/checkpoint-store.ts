@@ -9,7 +9,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import * as nodeFs from 'node:fs/promises';
 import path from 'node:path';
 import { z } from 'zod';
-import { WebringError } from '../shared/protocol/errors';
+import { WebringError } from '../../shared/protocol/errors';
 import {
   CHECKPOINT_FILES,
   checkpointIdSchema,
@@ -22,9 +22,9 @@ import {
   type CheckpointMetadata,
   type CheckpointTrust,
   type CheckpointTrustState,
-} from '../shared/checkpoints/checkpoint';
-import { roomNameSchema } from '../shared/protocol';
-import { WeightsHasher } from '../shared/util/weights-hash';
+} from '../../shared/checkpoints/checkpoint';
+import { roomNameSchema } from '../../shared/protocol';
+import { WeightsHasher } from '../../shared/util/weights-hash';
 
 export type StoreFs = Pick<typeof nodeFs, 'mkdir' | 'open' | 'rename' | 'rm' | 'readdir' | 'readFile' | 'stat'>;
 

@@ -11,10 +11,10 @@
 import { createRequire } from 'node:module';
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
-import type { DatasetKind } from '../shared/protocol';
-import { DATASETS, type DataSplit } from '../shared/data/data-service';
-import { parseIdxDigits } from '../shared/data/idx';
-import { MNIST_CLASSES, MNIST_PIXELS, decodeMnist, type MnistDataset } from '../shared/data/mnist-format';
+import type { DatasetKind } from '../../shared/protocol';
+import { DATASETS, type DataSplit } from '../../shared/data/data-service';
+import { parseIdxDigits } from '../../shared/data/idx';
+import { MNIST_CLASSES, MNIST_PIXELS, decodeMnist, type MnistDataset } from '../../shared/data/mnist-format';
 import { loadPackedMnist } from './mnist-pack';
 
 export interface DatasetSplit {
