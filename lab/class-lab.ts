@@ -17,6 +17,7 @@
  */
 import os from 'node:os';
 import { DEFAULT_START_CONFIG } from '../shared/protocol';
+import { globalBatchSize } from '../shared/training/batch-plan';
 import { LabError } from './lab-error';
 import { withLab } from './netlab';
 import { CFS_PERIOD_US, type DeviceProfile } from './cpu-caps';
@@ -213,7 +214,7 @@ export async function runClassLab(plan: ClassPlan, profiles: Record<ModelName, M
         assertFits(laptops(n), `time to accuracy at N = ${n}`);
         for (const scaleLearningRate of t.scalings) {
           // Scaling multiplies the rate by globalBatch / referenceBatch: 1 when they are equal, so the row without it stands for both.
-          if (scaleLearningRate && t.scalings.includes(false) && DEFAULT_START_CONFIG.batchSizePerWorker * n === DEFAULT_START_CONFIG.referenceBatch) continue;
+          if (scaleLearningRate && t.scalings.includes(false) && globalBatchSize(DEFAULT_START_CONFIG.batchSizePerWorker, n) === DEFAULT_START_CONFIG.referenceBatch) continue;
           const rowPlan = { net: t.net, n, scaleLearningRate, threshold: t.threshold, screenMargin: t.screenMargin, budgetMs: t.budgetMs, saveEverySteps: t.saveEverySteps, hub: n > 1 };
           const r = await attempt('timeToAccuracy', () => withLab(profiles[t.network], n, (lab) => timeToAccuracyRow(lab, rowPlan, scorer), capabilities));
           if (r) rows.push(r);

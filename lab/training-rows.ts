@@ -12,6 +12,7 @@
  * cross-check.
  */
 import type { CollectiveReport, DroppedMember, ModelKind, RoomMetrics, RoomStatus, StartConfig, StepTimingReport } from '../shared/protocol';
+import { globalBatchSize } from '../shared/training/batch-plan';
 import { LabError } from './lab-error';
 import { withLab, type Lab } from './netlab';
 import type { DeviceProfile } from './cpu-caps';
@@ -187,7 +188,7 @@ export async function trainingRow(lab: Lab, net: TrainingNet, device: DeviceProf
     if (lostEarly !== null) throw new LabError('ERR_LAB_PROCESS', `${label}: before the window opened, ${lostEarly}\n${explain()}`);
     const config = started.config;
     if (!config) throw new LabError('ERR_LAB_PROCESS', `${label}: the room echoes no config while training: ${JSON.stringify(started)}`);
-    const globalBatch = config.batchSizePerWorker * n;
+    const globalBatch = globalBatchSize(config.batchSizePerWorker, n);
 
     const first = await lastChiefStep(server);
     if (!first) throw new LabError('ERR_LAB_PROCESS', `${label}: the room holds no step of the chief past the warm-up`);

@@ -19,6 +19,7 @@ import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import type { CheckpointInfo } from '../shared/checkpoints/checkpoint';
 import type { RoomMetrics, StartConfig } from '../shared/protocol';
+import { globalBatchSize } from '../shared/training/batch-plan';
 import { LabError } from './lab-error';
 import type { Lab } from './netlab';
 import { startLabServer, startLabWorker, waitForRoom, type LabServer } from './lab-server';
@@ -286,7 +287,7 @@ export async function timeToAccuracyRow(lab: Lab, plan: TtaPlan, scorer: Checkpo
   }
   const list = [...points.values()].sort((a, b) => a.step - b.step).map(({ id, step, ms, screen, accuracy }) => ({ id, step, ms, screen, accuracy }));
   const reached = timeToThreshold(list, plan.threshold, plan.budgetMs);
-  const globalBatch = config.batchSizePerWorker * n;
+  const globalBatch = globalBatchSize(config.batchSizePerWorker, n);
   const h = metrics.history;
   const first = h[0];
   const last = h.at(-1);

@@ -1,8 +1,9 @@
 /** Step and epoch progress, a bar, and the time left from the recent step rate. */
-import type { MetricPoint, RoomStatus } from '../../shared/protocol';
+import type { MemberInfo, MetricPoint, RoomStatus, StartConfig } from '../../shared/protocol';
 import { byId } from './dom';
 import { bytes, dash, duration, fixed, percent } from './format';
 import { EXAMPLE_BYTES } from '../../shared/data/data-service';
+import { globalBatchSize, ranksThatTrain } from '../../shared/training/batch-plan';
 
 /** The step rate is measured over the reports of this last stretch of time. */
 export const RATE_WINDOW_MS = 20_000;
@@ -56,12 +57,23 @@ export function renderProgress(s: RoomStatus, history: readonly MetricPoint[]): 
   byId('p-lr').textContent = learningRateText(s);
 }
 
+/**
+ * The run's global batch as the workers size it (batch-plan.ts), from what the members
+ * report: on the class's own data alone only a member holding examples of the run's
+ * classes trains. The workers count the devices of the epoch's roster: a device that joined
+ * mid-epoch counts here an epoch early, one whose examples are all held out counts only here.
+ */
+export function globalBatchOf(config: StartConfig, members: readonly MemberInfo[]): number {
+  const holdingExamples = members.filter((m) => config.classes.some((c) => (m.ownExamples[c] ?? 0) > 0)).length;
+  return globalBatchSize(config.batchSizePerWorker, ranksThatTrain({ ranks: members.length, holdingExamples, digits: config.data !== 'own' }));
+}
+
 /** The chief's rate of its last step, and why it is what it is (warm-up, scaling). */
 export function learningRateText(s: RoomStatus): string {
   const rate = s.members[0]?.learningRate ?? 0;
   if (!s.config || rate <= 0) return dash;
   const c = s.config;
-  const why = c.scaleLearningRate ? ` (scaled with a global batch of ${c.batchSizePerWorker * s.members.length} against ${c.referenceBatch})` : s.step < c.warmupSteps ? ' (warming up)' : '';
+  const why = c.scaleLearningRate ? ` (scaled with a global batch of ${globalBatchOf(c, s.members)} against ${c.referenceBatch})` : s.step < c.warmupSteps ? ' (warming up)' : '';
   return `${rate.toPrecision(3)}${why}`;
 }
 
@@ -74,7 +86,7 @@ export function dataServedText(s: RoomStatus): string {
   const { datasetBytes, bytesServed } = s.data;
   if (!s.config || datasetBytes === 0) return dash;
   const trainCount = datasetBytes / EXAMPLE_BYTES;
-  const epochs = (s.step * s.config.batchSizePerWorker * Math.max(1, s.members.length)) / trainCount;
+  const epochs = (s.step * globalBatchOf(s.config, s.members)) / trainCount;
   const perEpoch = epochs > 0.05 ? ` · ≈ ${fixed(bytesServed / datasetBytes / epochs, 2)}× the set per epoch` : '';
   return `${bytes(bytesServed)} of a ${bytes(datasetBytes)} training set${perEpoch}`;
 }

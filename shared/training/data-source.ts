@@ -10,21 +10,24 @@ import { MNIST_PIXELS, type MnistDataset } from '../data/mnist-format';
 import { PIXEL_SCALE } from '../data/example-cache';
 import type { StartConfig } from '../protocol';
 import { maxShareOf } from './share-balancer';
-import { EpochPermutation, nextBatch, shardOf, testShardOf, type DataCursor, type GlobalBatch } from './sharding';
+import { globalBatchSize, nextBatch, type BatchSplit, type DataCursor, type GlobalBatch } from './batch-plan';
+import { EpochPermutation, testShardOf } from './sharding';
 
 export interface DataSource {
   /** Training examples in one epoch, over the whole ring. */
   readonly trainCount: number;
   /** The most examples one replica trains on in one step: the trainer sizes its batch buffers by it. */
   readonly maxShardExamples: number;
-  /** Examples one step trains on over the whole ring at `worldSize`, away from an epoch's end. */
+  /** Examples one step trains on over the whole ring at `worldSize`, away from an epoch's end (batch-plan.ts globalBatchSize). */
   globalBatchSize(worldSize: number): number;
-  /** The global batch the step at `cursor` trains on with `worldSize` replicas. */
-  nextBatch(cursor: DataCursor, worldSize: number): GlobalBatch;
-  /** How many of `batch`'s examples are rank `rank`'s: its share of the global batch. */
-  shareOf(batch: GlobalBatch, rank: number): number;
   /**
-   * Writes rank `rank`'s examples of `batch` to the front of `images` (pixels 0..1, row-major
+   * The global batch the step at `cursor` trains on with `worldSize` replicas, and each
+   * rank's slice of it (batch-plan.ts): cut by `split`, or as the source decides where it
+   * decides who trains what (own data ignores `split`).
+   */
+  nextBatch(cursor: DataCursor, worldSize: number, split?: BatchSplit): GlobalBatch;
+  /**
+   * Writes rank `rank`'s examples of `batch` (its slice, `batch.slices[rank]`) to the front of `images` (pixels 0..1, row-major
    * 28×28) and `labels`; resolves to how many. Called once per step, so it reuses its
    * buffers; a streamed source resolves once the examples have arrived, and rejects
    * rather than hand over anything else.
@@ -105,8 +108,8 @@ export type DataFactory = (config: StartConfig, context: DataContext) => DataSou
 
 /**
  * The MNIST training split sharded as tf.data shards for MultiWorkerMirroredStrategy
- * (sharding.ts): one seeded permutation per epoch, each rank a contiguous, near-equal slice
- * of every global batch of `perWorker` × N examples.
+ * (sharding.ts): one seeded permutation per epoch, each rank a contiguous slice of every
+ * global batch of `perWorker` × N examples, as the batch plan cut it (batch-plan.ts).
  */
 export class MnistShards implements DataSource {
   private readonly permutation: EpochPermutation;
@@ -132,15 +135,11 @@ export class MnistShards implements DataSource {
   }
 
   globalBatchSize(worldSize: number): number {
-    return this.perWorker * worldSize;
+    return globalBatchSize(this.perWorker, worldSize);
   }
 
-  nextBatch(cursor: DataCursor, worldSize: number): GlobalBatch {
-    return nextBatch(cursor, this.perWorker, worldSize, this.dataset.trainCount);
-  }
-
-  shareOf(batch: GlobalBatch, rank: number): number {
-    return shardOf(batch, rank).count;
+  nextBatch(cursor: DataCursor, worldSize: number, split?: BatchSplit): GlobalBatch {
+    return nextBatch(cursor, this.perWorker, worldSize, this.dataset.trainCount, split);
   }
 
   readShard(batch: GlobalBatch, rank: number, images: Float32Array, labels: Int32Array): Promise<number> {

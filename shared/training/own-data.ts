@@ -49,7 +49,7 @@ import { WebringError } from '../protocol/errors';
 import { mixSeed, permutationInto } from '../util/random';
 import type { DataAgreement, DataSource, EpochRoster, RosterDevice } from './data-source';
 import { isHeldOut, type OwnExample, type OwnExamples } from './own-examples';
-import { shardOf, type DataCursor, type GlobalBatch } from './sharding';
+import { batchOfSlices, cutBatch, globalBatchSize, ranksThatTrain, type DataCursor, type GlobalBatch } from './batch-plan';
 
 /** The server's digits beside the class's own: any DataSource, and a streamed one can be told what to fetch ahead. */
 export type SharedDigits = DataSource & {
@@ -201,7 +201,7 @@ export class OwnDataSource implements DataSource, DataAgreement {
    * one that joined mid-epoch) neither grows the batch nor changes what the others train.
    */
   globalBatchSize(worldSize: number): number {
-    return this.perWorker * Math.max(1, this.shared ? worldSize : this.presentDevices(worldSize));
+    return globalBatchSize(this.perWorker, this.trainingRanks(worldSize));
   }
 
   nextBatch(cursor: DataCursor, worldSize: number): GlobalBatch {
@@ -216,30 +216,25 @@ export class OwnDataSource implements DataSource, DataAgreement {
         offset = 0;
         this.beginEpoch(epoch);
       }
-      // Every rank can train the server's digits; only its own examples otherwise.
-      const present = this.shared ? worldSize : this.presentDevices(worldSize);
-      if (present === 0) {
+      const training = this.trainingRanks(worldSize);
+      if (training === 0) {
         // Every device of this epoch has left: the rest of it is theirs.
         offset = this.trainCount;
         continue;
       }
-      const span = Math.min(this.perWorker * present, this.trainCount - offset);
-      const shares = new Array<number>(worldSize);
-      const digits = this.sharedBatch(offset, span, worldSize);
-      let size = 0;
-      for (let r = 0; r < worldSize; r++) {
+      const span = Math.min(globalBatchSize(this.perWorker, training), this.trainCount - offset);
+      const at = { epoch, offset };
+      const digits = this.sharedBatch(at.offset, span, worldSize);
+      // Each rank trains what its device holds of the span, and its slice of the digits in it.
+      const slices = Array.from({ length: worldSize }, (_, r) => {
         const d = this.rankDevice[r] ?? -1;
-        shares[r] = (d < 0 ? 0 : this.line!.consumed(d, offset + span) - this.line!.consumed(d, offset)) + shardOf(digits, r).count;
-        size += shares[r]!;
-      }
-      if (size > 0) return { epoch, offset, size, span, worldSize, shares };
+        return (d < 0 ? 0 : this.line!.consumed(d, at.offset + span) - this.line!.consumed(d, at.offset)) + digits.slices[r]!;
+      });
+      const batch = batchOfSlices(at, span, slices);
+      if (batch.size > 0) return batch;
       // Only departed devices' places here: nobody can train them.
       offset += span;
     }
-  }
-
-  shareOf(batch: GlobalBatch, rank: number): number {
-    return batch.shares?.[rank] ?? 0;
   }
 
   /**
@@ -249,7 +244,7 @@ export class OwnDataSource implements DataSource, DataAgreement {
   async readShard(batch: GlobalBatch, rank: number, images: Float32Array, labels: Int32Array): Promise<number> {
     const line = this.line;
     if (!line || line.roster.epoch !== batch.epoch) return 0;
-    const span = batch.span ?? batch.size;
+    const span = batch.span;
     let n = 0;
     if (this.store && this.ownDevice >= 0) {
       const from = line.consumed(this.ownDevice, batch.offset);
@@ -288,14 +283,14 @@ export class OwnDataSource implements DataSource, DataAgreement {
   /**
    * The server's digits a step covering [offset, offset + span) trains, as the digits' own
    * global batch: their permutation's epoch and offset, cut equally among the ranks
-   * (shardOf); size 0 without them.
+   * (cutBatch); size 0 without them.
    */
   private sharedBatch(offset: number, span: number, worldSize: number): GlobalBatch {
     const line = this.line!;
     const epoch = line.roster.epoch;
-    if (!this.shared || line.roster.devices[0]?.key !== SHARED_BLOCK_KEY) return { epoch, offset: 0, size: 0, worldSize };
+    if (!this.shared || line.roster.devices[0]?.key !== SHARED_BLOCK_KEY) return cutBatch({ epoch, offset: 0 }, 0, worldSize);
     const from = line.consumed(0, offset);
-    return { epoch, offset: from, size: line.consumed(0, offset + span) - from, worldSize };
+    return cutBatch({ epoch, offset: from }, line.consumed(0, offset + span) - from, worldSize);
   }
 
   testShard(rank: number, worldSize: number): { start: number; count: number } {
@@ -388,6 +383,11 @@ export class OwnDataSource implements DataSource, DataAgreement {
     this.ownBlock = Uint32Array.from(block);
     this.ownOrder = permutationInto(new Uint32Array(block.length), mixSeed(mixSeed(this.seed, roster.epoch), key!));
     this.ownDevice = index;
+  }
+
+  /** Ranks that can train a step: all of them beside the server's digits, else those whose device is in the epoch's roster. */
+  private trainingRanks(worldSize: number): number {
+    return ranksThatTrain({ ranks: worldSize, holdingExamples: this.presentDevices(worldSize), digits: this.shared !== null });
   }
 
   /** Ranks of the ring whose device is in the current roster (before any roster: ranks holding examples). */

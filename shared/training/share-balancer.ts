@@ -23,7 +23,6 @@
  * does a resumed run. The probes are in the generation every replica holds, so every
  * replica starts from the same shares.
  */
-import type { GlobalBatch } from './sharding';
 import type { StepFacts, TailSection } from './step-ledger';
 
 /** Steps between two re-balancings: enough samples for a stable average. */
@@ -206,18 +205,11 @@ export class ShareTimes implements TailSection {
   /** Views of the first N slots, made when the ring changes. */
   private computeView: Float32Array = new Float32Array(0);
   private overheadView: Float32Array = new Float32Array(0);
-  /** Every rank's example count of the step just trained (reused). */
-  private examples = new Float64Array(0);
 
-  constructor(
-    private readonly balancer: ShareBalancer,
-    /** How many of the batch's examples are rank r's (DataSource.shareOf). */
-    private readonly shareOf: (batch: GlobalBatch, rank: number) => number,
-  ) {}
+  constructor(private readonly balancer: ShareBalancer) {}
 
   floats(capacity: number): number {
     this.capacity = capacity;
-    this.examples = new Float64Array(capacity);
     return 2 * capacity;
   }
 
@@ -232,8 +224,8 @@ export class ShareTimes implements TailSection {
   }
 
   read(_view: Float32Array, facts: StepFacts): void {
-    for (let r = 0; r < facts.worldSize; r++) this.examples[r] = this.shareOf(facts.batch, r);
-    this.balancer.observe(this.computeView, this.examples, this.overheadView);
+    // The slices the step's batch planned: what each rank's time was spent on.
+    this.balancer.observe(this.computeView, facts.batch.slices, this.overheadView);
   }
 
   /** Each rank's compute time in the step just read, by rank. */

@@ -16,7 +16,7 @@ import { chainPosition } from '../collectives/chain-broadcast-schedule';
 import { MAX_ROOM_MEMBERS } from '../protocol';
 import type { Replica } from '../compute/replica';
 import type { DataSource } from './data-source';
-import type { DataCursor, GlobalBatch } from './sharding';
+import type { DataCursor, GlobalBatch } from './batch-plan';
 import { FINGERPRINT_FLOATS, fingerprintCursor, handOverChain, ranksBehind, sitOutFrom, writeFingerprint } from './hand-over';
 import { Ledger, type LedgerSection } from './ledger';
 import { dataAgreementState } from './data-sections';

@@ -13,7 +13,7 @@
 import type { Algorithm } from '../protocol';
 import type { LinkModels } from '../collectives/choice';
 import type { LedgerSection } from './ledger';
-import type { GlobalBatch } from './sharding';
+import { cutBatch, type GlobalBatch } from './batch-plan';
 import { WebringError } from '../protocol/errors';
 
 export interface StepOptions {
@@ -120,7 +120,7 @@ export function initialFacts(): StepFacts {
     step: 0,
     rank: 0,
     worldSize: 1,
-    batch: { epoch: 0, offset: 0, size: 0, worldSize: 1 },
+    batch: cutBatch({ epoch: 0, offset: 0 }, 0, 1),
     options: {},
     hash: null,
     computeMs: 0,

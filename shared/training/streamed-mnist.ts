@@ -22,7 +22,8 @@ import type { DatasetKind, StartConfig } from '../protocol';
 import { WebringError } from '../protocol/errors';
 import type { DataContext, DataSource } from './data-source';
 import { maxShareOf } from './share-balancer';
-import { EpochPermutation, advance, nextBatch, shardOf, testShardOf, type DataCursor, type GlobalBatch } from './sharding';
+import { advance, globalBatchSize, nextBatch, shardOf, type BatchSplit, type DataCursor, type GlobalBatch } from './batch-plan';
+import { EpochPermutation, testShardOf } from './sharding';
 
 /** How many steps ahead a worker holds its examples: enough to ride out a slow reply. */
 export const PREFETCH_STEPS = 8;
@@ -81,6 +82,8 @@ export class StreamedMnist implements DataSource {
   /** The first failure of a prefetch, thrown at the step that needs its examples. */
   private failure: Error | null = null;
   private shardsRead = 0;
+  /** The balancer's weights of the last batch planned: the prefetch cuts the next steps by them too. */
+  private weights: ArrayLike<number> | null = null;
   /** The test shard on its way, fetched once when training is under way. */
   private testLoading: { start: number; count: number; done: Promise<void> } | null = null;
 
@@ -116,15 +119,12 @@ export class StreamedMnist implements DataSource {
   }
 
   globalBatchSize(worldSize: number): number {
-    return this.perWorker * worldSize;
+    return globalBatchSize(this.perWorker, worldSize);
   }
 
-  nextBatch(cursor: DataCursor, worldSize: number): GlobalBatch {
-    return nextBatch(cursor, this.perWorker, worldSize, this.trainCount);
-  }
-
-  shareOf(batch: GlobalBatch, rank: number): number {
-    return shardOf(batch, rank).count;
+  nextBatch(cursor: DataCursor, worldSize: number, split?: BatchSplit): GlobalBatch {
+    this.weights = split?.weights ?? null;
+    return nextBatch(cursor, this.perWorker, worldSize, this.trainCount, split);
   }
 
   /** The dataset index at `position` of epoch `epoch`'s permutation. */
@@ -203,8 +203,8 @@ export class StreamedMnist implements DataSource {
     let planned = 0;
     let n = 0;
     for (let s = 0; s < this.prefetchSteps && n + this.maxShare <= this.wanted.length; s++) {
-      // The shares the next steps will most likely use: this step's.
-      const next: GlobalBatch = { ...nextBatch(cursor, this.perWorker, batch.worldSize, this.trainCount), weights: batch.weights };
+      // The shares the next steps will most likely use: this step's, with every rank training.
+      const next = nextBatch(cursor, this.perWorker, batch.worldSize, this.trainCount, { weights: this.weights, sitOutFrom: null });
       const { start, count } = shardOf(next, rank);
       planned += count;
       for (let i = 0; i < count; i++) {

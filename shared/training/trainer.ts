@@ -9,7 +9,8 @@
  * the clock that times the step, and the faults a test plays.
  */
 import { COLLECTIVE_TAG, type Collective, type CollectiveOptions } from '../collectives/collective';
-import { advance, stepsRemaining, withoutRanksFrom, type DataCursor, type GlobalBatch } from './sharding';
+import { advance, type DataCursor, type GlobalBatch } from './batch-plan';
+import { stepsRemaining } from './sharding';
 import type { DataSource, EpochRoster } from './data-source';
 import type { FaultInjector } from './faults';
 import { sleep, systemClock, type Clock } from '../util/clock';
@@ -111,7 +112,7 @@ export class Trainer {
     this.balancer = new ShareBalancer(config.balanceShares);
     this.balancer.reset(collective.worldSize);
     this.links = new LinkSelection(config);
-    this.times = new ShareTimes(this.balancer, (batch, rank) => data.shareOf(batch, rank));
+    this.times = new ShareTimes(this.balancer);
     const total = this.replica.parameterCount;
     this.parameterCount = total;
     // The participants of every step, in the tail's order; a new one is one more section here.
@@ -252,7 +253,7 @@ export class Trainer {
     const { rank, worldSize } = this.collective;
     const batch = this.nextGlobalBatch(this.position.cursor);
     this.sitOutFrom = null;
-    const n = this.data.shareOf(batch, rank);
+    const n = batch.slices[rank]!;
     // Compare hashes of the weights this step starts from, every HASH_CHECK_EVERY_STEPS.
     const hashChecked = step % HASH_CHECK_EVERY_STEPS === 0;
     const hash = hashChecked ? await this.weightsHash() : null;
@@ -347,13 +348,13 @@ export class Trainer {
     };
   }
 
-  /** The global batch the next step trains from `cursor`: cut by the current shares, without the ranks sitting it out. */
+  /**
+   * The global batch the next step trains from `cursor`: cut by the current shares, without
+   * the ranks sitting it out (a source that decides the slices itself, own data, cuts it as
+   * where the examples are says).
+   */
   private nextGlobalBatch(cursor: DataCursor): GlobalBatch {
-    const batch = this.data.nextBatch(cursor, this.collective.worldSize);
-    // A source that decides the shares (own data: where the examples are) is cut as it says.
-    if (batch.shares) return batch;
-    batch.weights = this.balancer.current;
-    return this.sitOutFrom === null ? batch : withoutRanksFrom(batch, this.sitOutFrom);
+    return this.data.nextBatch(cursor, this.collective.worldSize, { weights: this.balancer.current, sitOutFrom: this.sitOutFrom });
   }
 
   /** This rank's examples of `batch`, then forward and backward on them in the replica; how many it trained. */

@@ -23,6 +23,7 @@ import { DEFAULT_START_CONFIG, MAX_ROOM_MEMBERS, type DatasetKind, type StartCon
 import { WebringError } from '../../shared/protocol/errors';
 import { DATASETS, EXAMPLE_BYTES } from '../../shared/data/data-service';
 import { PREFETCH_STEPS } from '../../shared/training/streamed-mnist';
+import { globalBatchSize } from '../../shared/training/batch-plan';
 import { maxShareOf } from '../../shared/training/share-balancer';
 import type { Timers } from '../rooms/timers';
 
@@ -93,7 +94,7 @@ const refetchExamples = (examplesPerStep: number): number => (PREFETCH_STEPS + 1
  */
 export function roomWindowBudget(plan: BudgetPlan, seen: WindowSeen): number {
   const { trainCount, testCount } = DATASETS[plan.dataset];
-  const perChange = refetchExamples(plan.perWorker * seen.largestRing) + Math.ceil(testCount / seen.smallestRing);
+  const perChange = refetchExamples(globalBatchSize(plan.perWorker, seen.largestRing)) + Math.ceil(testCount / seen.smallestRing);
   return Math.ceil((EPOCH_TRAIN_FACTOR * trainCount + 2 * testCount + (seen.changes + 1) * perChange) * EXAMPLE_BYTES);
 }
 
@@ -105,7 +106,7 @@ export function roomWindowBudget(plan: BudgetPlan, seen: WindowSeen): number {
  */
 export function readerWindowBudget(plan: BudgetPlan, seen: WindowSeen): number {
   const { trainCount, testCount } = DATASETS[plan.dataset];
-  const share = Math.min(1, plan.maxShare / (plan.perWorker * seen.smallestRing));
+  const share = Math.min(1, plan.maxShare / globalBatchSize(plan.perWorker, seen.smallestRing));
   return Math.ceil((EPOCH_TRAIN_FACTOR * trainCount * share + testCount + (seen.changes + 1) * refetchExamples(plan.maxShare)) * EXAMPLE_BYTES);
 }
 

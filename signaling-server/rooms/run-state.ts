@@ -7,6 +7,7 @@
 import { WebringError, type ErrorBody } from '../../shared/protocol/errors';
 import { DEFAULT_START_CONFIG, MAX_JOIN_COSTS, type DroppedMember, type EvaluationReport, type JoinCost, type MetricPoint, type ProgressReport, type ResumePoint, type RoomMetrics, type RoomState, type StartConfig } from '../../shared/protocol';
 import { DATASETS } from '../../shared/data/data-service';
+import { globalBatchSize } from '../../shared/training/batch-plan';
 import { stepsPerEpoch } from '../../shared/training/sharding';
 import { CheckpointGuard, newCheckpointGuard, type CheckpointGuardRecord } from './checkpoint-guard';
 
@@ -194,7 +195,7 @@ export class RunState {
     // The class's own data: only the devices know how many examples an epoch has.
     const estimate =
       config && ringSize > 0 && config.data === 'mnist'
-        ? Math.min(config.epochs * stepsPerEpoch(DATASETS[config.dataset].trainCount, config.batchSizePerWorker * ringSize), config.maxSteps ?? Number.POSITIVE_INFINITY)
+        ? Math.min(config.epochs * stepsPerEpoch(DATASETS[config.dataset].trainCount, globalBatchSize(config.batchSizePerWorker, ringSize)), config.maxSteps ?? Number.POSITIVE_INFINITY)
         : null;
     return this.r.reportedTotalSteps ?? estimate;
   }

@@ -17,7 +17,8 @@ import { DATASETS, EXAMPLE_BYTES, trainingSetBytes } from '../../shared/data/dat
 import { MNIST_PIXELS } from '../../shared/data/mnist-format';
 import type { ExampleFetcher } from '../../shared/data/example-fetcher';
 import { StreamedMnist, examplesPerRequest } from '../../shared/training/streamed-mnist';
-import { advance, testShardOf, type DataCursor } from '../../shared/training/sharding';
+import { advance, type DataCursor } from '../../shared/training/batch-plan';
+import { testShardOf } from '../../shared/training/sharding';
 import type { DatasetKind } from '../../shared/protocol';
 import { DataBudgets, MAX_COUNTED_CHANGES, UnsentReplies, budgetPlan, readerWindowBudget, roomWindowBudget, type BudgetPlan, type RoomWindow } from '../../signaling-server/edge/data-budget';
 

@@ -14,7 +14,8 @@ import { ExampleCache } from '../../shared/data/example-cache';
 import { httpExampleFetcher, RETRY_FIRST_MS, type ExampleFetcher } from '../../shared/data/example-fetcher';
 import { MNIST_PIXELS, decodeMnist } from '../../shared/data/mnist-format';
 import { StreamedMnist, PREFETCH_STEPS } from '../../shared/training/streamed-mnist';
-import { EpochPermutation, advance, type DataCursor } from '../../shared/training/sharding';
+import { advance, cutBatch, type DataCursor } from '../../shared/training/batch-plan';
+import { EpochPermutation } from '../../shared/training/sharding';
 import { loadOfficialMnist, splitPacked, type LoadedDataset } from '../../signaling-server/data/datasets';
 import { packMnistFromPackage } from '../../signaling-server/data/mnist-pack';
 import { encodeMnist } from '../../shared/data/mnist-format';
@@ -214,7 +215,7 @@ test('the prefetch plan: a steady class fetches exactly what each rank will trai
       const source = sources[rank]!;
       const before = new Set(asked(rank));
       const n = await source.readShard(batch, rank, images, labels);
-      assert.equal(n, source.shareOf(batch, rank));
+      assert.equal(n, batch.slices[rank]);
       const indices = permutation.sliceInto(want, batch, rank);
       for (let i = 0; i < n; i++) {
         const index = indices[i]!;
@@ -351,7 +352,7 @@ test('digits cut elsewhere (mnist+own): without its own plan a source fetches on
   const source = new StreamedMnist({ dataset: 'mnist-10k', perWorker: 32, seed: 5, fetcher: memoryService(log), planAhead: false });
   const permutation = new EpochPermutation(8_000, 5);
   // The digits of a step beside the class's own: 69 of a 96-place window, cut among 3 ranks.
-  const step = (offset: number) => ({ epoch: 0, offset, size: 69, worldSize: 3 });
+  const step = (offset: number) => cutBatch({ epoch: 0, offset }, 69, 3);
   source.fetchAhead([step(69), step(138)], 1);
   const images = new Float32Array(32 * MNIST_PIXELS);
   const labels = new Int32Array(32);
@@ -382,10 +383,10 @@ test('the mnist+own livelock cannot come back: a plan drifting ahead by more tha
   const capacity = source.cacheCapacity;
   assert.equal(capacity, 28);
   const permutation = new EpochPermutation(8_000, 9).forEpoch(0);
-  const step = { epoch: 0, offset: 0, size: 4, worldSize: 1 };
+  const step = cutBatch({ epoch: 0, offset: 0 }, 4, 1);
   const mine = new Set([0, 1, 2, 3].map((p) => permutation[p]!));
   // Half the step comes in an earlier request (the planner's), half in the step's own.
-  source.fetchAhead([{ ...step, size: 2 }], 0);
+  source.fetchAhead([cutBatch({ epoch: 0, offset: 0 }, 2, 1)], 0);
   const images = new Float32Array(4 * MNIST_PIXELS);
   const labels = new Int32Array(4);
   let read = false;
@@ -401,7 +402,7 @@ test('the mnist+own livelock cannot come back: a plan drifting ahead by more tha
     await deliver(forStep);
     if (read) break;
     // ...then the drifted plan's: 32 other digits, further ahead than the cache holds, before the step's next.
-    source.fetchAhead(Array.from({ length: 8 }, (_, b) => ({ epoch: 0, offset: capacity + 4 + rounds * 32 + b * 4, size: 4, worldSize: 1 })), 0);
+    source.fetchAhead(Array.from({ length: 8 }, (_, b) => cutBatch({ epoch: 0, offset: capacity + 4 + rounds * 32 + b * 4 }, 4, 1)), 0);
     for (let at = pending.findIndex((p) => !p.indices.some((i) => mine.has(i))); at >= 0; at = pending.findIndex((p) => !p.indices.some((i) => mine.has(i)))) await deliver(at);
     assert.ok(source.cachedExamples <= capacity);
   }

@@ -11,7 +11,8 @@ import { startConfigSchema } from '../../shared/protocol';
 import { MNIST_PIXELS, type MnistDataset } from '../../shared/data/mnist-format';
 import { Trainer } from '../../shared/training/trainer';
 import { MnistShards, mnistShards, type DataSource } from '../../shared/training/data-source';
-import { EpochPermutation, nextBatch, type DataCursor, type GlobalBatch } from '../../shared/training/sharding';
+import { batchOfSlices, nextBatch, type DataCursor, type GlobalBatch } from '../../shared/training/batch-plan';
+import { EpochPermutation } from '../../shared/training/sharding';
 import { createMemoryRing } from '../support/memory-ring';
 
 let dataset: MnistDataset;
@@ -56,16 +57,16 @@ class WeightedShards implements DataSource {
   }
 
   nextBatch(cursor: DataCursor, worldSize: number): GlobalBatch {
-    return { ...nextBatch(cursor, this.batchSize, 1, this.data.trainCount), worldSize };
+    const whole = nextBatch(cursor, this.batchSize, 1, this.data.trainCount);
+    const slices = Array.from({ length: worldSize }, (_, rank) => {
+      const [from, to] = this.range(whole, rank);
+      return to - from;
+    });
+    return batchOfSlices(whole, whole.size, slices);
   }
 
-  private range(batch: GlobalBatch, rank: number): [number, number] {
+  private range(batch: { size: number }, rank: number): [number, number] {
     return [Math.floor(batch.size * this.cumulative[rank]!), Math.floor(batch.size * this.cumulative[rank + 1]!)];
-  }
-
-  shareOf(batch: GlobalBatch, rank: number): number {
-    const [from, to] = this.range(batch, rank);
-    return to - from;
   }
 
   async readShard(batch: GlobalBatch, rank: number, images: Float32Array, labels: Int32Array): Promise<number> {

@@ -2,7 +2,8 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { packMnistFromPackage } from '../../signaling-server/data/mnist-pack';
 import { decodeMnist, encodeMnist, MNIST_PIXELS } from '../../shared/data/mnist-format';
-import { EpochPermutation, advance, nextBatch, shardOf, stepsPerEpoch } from '../../shared/training/sharding';
+import { advance, cutBatch, nextBatch, shardOf } from '../../shared/training/batch-plan';
+import { EpochPermutation, stepsPerEpoch } from '../../shared/training/sharding';
 import { WebringError } from '../../shared/protocol/errors';
 
 test('the packed MNIST file holds 10,000 real digits split 8,000/2,000 with every class in both', () => {
@@ -56,7 +57,7 @@ test('the shards of N workers are exactly the global batch, and an epoch uses ea
   assert.equal(steps, 48);
   assert.equal(steps, stepsPerEpoch(trainCount, perWorker * n));
   assert.equal(seen.size, trainCount);
-  assert.deepEqual([0, 1, 2].map((r) => shardOf({ epoch: 0, offset: 987, size: 13, worldSize: 3 }, r).count), [4, 4, 5]);
+  assert.deepEqual([0, 1, 2].map((r) => shardOf(cutBatch({ epoch: 0, offset: 987 }, 13, 3), r).count), [4, 4, 5]);
   // A new epoch reshuffles deterministically.
   const e1 = Array.from(perm.forEpoch(1));
   assert.notDeepEqual(e1, Array.from(new EpochPermutation(trainCount, 42).forEpoch(0)));

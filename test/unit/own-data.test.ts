@@ -12,7 +12,7 @@ import { Trainer } from '../../shared/training/trainer';
 import { OwnDataSource, EpochLine } from '../../shared/training/own-data';
 import { HOLDOUT_FRACTION, MemoryOwnExamples, isHeldOut, type OwnExamples } from '../../shared/training/own-examples';
 import type { DataSource, EpochRoster } from '../../shared/training/data-source';
-import type { GlobalBatch } from '../../shared/training/sharding';
+import { cutBatch, type GlobalBatch } from '../../shared/training/batch-plan';
 import { DIGIT_CLASSES, startConfigSchema, type StartConfig } from '../../shared/protocol';
 import { MNIST_PIXELS, type MnistDataset } from '../../shared/data/mnist-format';
 import { PIXEL_SCALE } from '../../shared/data/example-cache';
@@ -83,10 +83,7 @@ class UnionReplay implements DataSource {
     return this.recording.steps[this.step]?.length ?? 1;
   }
   nextBatch(): GlobalBatch {
-    return { epoch: 0, offset: this.step, size: this.globalBatchSize(), worldSize: 1 };
-  }
-  shareOf(batch: GlobalBatch): number {
-    return batch.size;
+    return cutBatch({ epoch: 0, offset: this.step }, this.globalBatchSize(), 1);
   }
   readShard(batch: GlobalBatch, _rank: number, images: Float32Array, labels: Int32Array): Promise<number> {
     const examples = this.recording.steps[batch.offset]!;

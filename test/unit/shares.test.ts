@@ -12,7 +12,7 @@ import { startConfigSchema } from '../../shared/protocol';
 import type { MnistDataset } from '../../shared/data/mnist-format';
 import { MnistShards, mnistShards } from '../../shared/training/data-source';
 import { ShareBalancer, MAX_SHARE_FACTOR, MIN_SHARE_FACTOR, REBALANCE_EVERY_STEPS, explainShare, maxShareOf } from '../../shared/training/share-balancer';
-import { advance, shardOf, withoutRanksFrom, type GlobalBatch } from '../../shared/training/sharding';
+import { advance, cutBatch, shardOf, withoutRanksFrom, type GlobalBatch } from '../../shared/training/batch-plan';
 import { Trainer } from '../../shared/training/trainer';
 import { mulberry32 } from '../../shared/util/random';
 import type { Clock } from '../../shared/util/clock';
@@ -38,7 +38,7 @@ test('weighted shards tile every global batch exactly, in rank order, whatever t
     const worldSize = 1 + Math.floor(rand() * 8);
     const weights = randomWeights(rand, worldSize);
     const size = 1 + Math.floor(rand() * 300);
-    const batch: GlobalBatch = { epoch: 0, offset: 1000, size, worldSize, weights };
+    const batch = cutBatch({ epoch: 0, offset: 1000 }, size, worldSize, weights);
     let next = 1000;
     for (let r = 0; r < worldSize; r++) {
       const { start, count } = shardOf(batch, r);
@@ -49,8 +49,8 @@ test('weighted shards tile every global batch exactly, in rank order, whatever t
     assert.equal(next, 1000 + size, `trial ${trial}: the parts cover the batch`);
   }
   // Equal weights cut as the unweighted rule does.
-  const even: GlobalBatch = { epoch: 0, offset: 0, size: 97, worldSize: 4, weights: [0.25, 0.25, 0.25, 0.25] };
-  for (let r = 0; r < 4; r++) assert.deepEqual(shardOf(even, r), shardOf({ ...even, weights: null }, r));
+  const even = cutBatch({ epoch: 0, offset: 0 }, 97, 4, [0.25, 0.25, 0.25, 0.25]);
+  for (let r = 0; r < 4; r++) assert.deepEqual(shardOf(even, r), shardOf(cutBatch({ epoch: 0, offset: 0 }, 97, 4, null), r));
 });
 
 test('ranks sitting a step out: the others keep their slices exactly, the batch ends where the first idle one began, the cursor loses nothing', () => {
@@ -59,7 +59,7 @@ test('ranks sitting a step out: the others keep their slices exactly, the batch 
     const worldSize = 2 + Math.floor(rand() * 7);
     const shares = randomWeights(rand, worldSize);
     const weights = rand() < 0.5 ? shares : null;
-    const whole: GlobalBatch = { epoch: 0, offset: 500, size: 1 + Math.floor(rand() * 300), worldSize, weights };
+    const whole = cutBatch({ epoch: 0, offset: 500 }, 1 + Math.floor(rand() * 300), worldSize, weights);
     const firstIdle = 1 + Math.floor(rand() * (worldSize - 1));
     const cut = withoutRanksFrom(whole, firstIdle);
     const ownBefore = shardOf(whole, firstIdle).start - whole.offset;
@@ -73,7 +73,7 @@ test('ranks sitting a step out: the others keep their slices exactly, the batch 
     // The next batch starts at the first idle rank's examples: none skipped, none twice.
     assert.deepEqual(advance(cut, 10_000), { epoch: 0, offset: shardOf(whole, firstIdle).start });
   }
-  const whole: GlobalBatch = { epoch: 0, offset: 0, size: 96, worldSize: 4 };
+  const whole = cutBatch({ epoch: 0, offset: 0 }, 96, 4);
   assert.equal(withoutRanksFrom(whole, 0), whole, 'rank 0 always trains');
   assert.equal(withoutRanksFrom(whole, 4), whole, 'a rank past the ring changes nothing');
 });
