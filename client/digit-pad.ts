@@ -3,10 +3,15 @@
  * model's answer as ten labelled probability bars. The pad never touches TensorFlow.js:
  * it hands the caller a preprocessed 28 × 28 input (shared/digit-preprocess.ts) and shows
  * whatever probabilities come back, so it leaks no tensors and works with any model.
+ * This file owns the pad's page and its drawing and asking; the answer is digit-answer.ts's,
+ * the painting of strokes digit-ink.ts's.
  */
 import './digit-pad.css';
 import { MNIST_SIZE_PX, inkFromRgba, preprocessDigit } from '../shared/data/digit-preprocess';
 import { DIGIT_CLASSES, sameClasses } from '../shared/protocol';
+import { el } from './element';
+import { AnswerView, toProbabilities } from './digit-answer';
+import { INK_BUFFER_PX, drawPreview, paintDot, paintSegment, paintStrokes, type Point } from './digit-ink';
 
 export interface DigitPadOptions {
   /**
@@ -38,30 +43,12 @@ export interface DigitPad {
   setClasses(classes: readonly string[], emptyHint?: string): void;
 }
 
-/**
- * Strokes are rendered for preprocessing at this fixed size, whatever the screen, so a
- * phone and a projector give the model the same input. 10 × MNIST's frame.
- */
-export const INK_BUFFER_PX = 280;
-/**
- * Line width as a fraction of the pad's side. A digit drawn across about two thirds of the
- * pad is scaled by roughly 20 / 190 px, which turns this 25 px line into the 2–3 px stroke
- * of real MNIST digits.
- */
-export const LINE_WIDTH_FRACTION = 1 / 11;
 /** After a stroke ends, wait this long for the next one before asking the model. */
 export const PREDICT_DEBOUNCE_MS = 150;
 const DEFAULT_TITLE = 'Draw a digit';
 const DEFAULT_EMPTY_HINT = 'Draw one digit, 0 to 9, in the box.';
 const DEFAULT_DISABLED_REASON = 'The model is not available right now.';
 const NOT_READY_TEXT = 'No answer yet: the model is not ready.';
-const INK_COLOUR = '#000';
-
-interface Point {
-  /** 0..1 across the pad. */
-  x: number;
-  y: number;
-}
 
 let padCount = 0;
 
@@ -69,7 +56,6 @@ let padCount = 0;
 export function mountDigitPad(container: HTMLElement, options: DigitPadOptions): DigitPad {
   const id = `digit-pad-${++padCount}`;
   let emptyHint = options.emptyHint ?? DEFAULT_EMPTY_HINT;
-  let classes: readonly string[] = options.classes ?? DIGIT_CLASSES;
 
   const root = el('div', 'digit-pad');
   root.dataset.testid = 'digit-pad';
@@ -110,39 +96,10 @@ export function mountDigitPad(container: HTMLElement, options: DigitPadOptions):
   controls.append(clearButton, preview);
   drawing.append(frame, controls);
 
-  const result = el('div', 'digit-pad__result');
-  result.dataset.testid = 'digit-prediction';
-  const answer = el('p', 'digit-pad__class', '–');
-  answer.setAttribute('aria-hidden', 'true');
-  // Only this sentence is live, and it changes only when the answer does: refresh() runs
-  // every second while the class trains, and re-reading ten percentages each time would
-  // drown a screen reader. The bars stay readable on demand.
-  const status = el('p', 'digit-pad__status', emptyHint);
-  status.id = `${id}-status`;
-  status.setAttribute('role', 'status');
-  status.setAttribute('aria-live', 'polite');
-  const bars = el('ol', 'digit-pad__bars');
-  bars.setAttribute('aria-label', 'Probability of each class');
-  const makeBars = () =>
-    classes.map((name, index) => {
-      const row = el('li', 'digit-pad__bar');
-      row.dataset.digit = String(index);
-      row.dataset.class = name;
-      const label = el('span', 'digit-pad__bar-label', name);
-      const track = el('span', 'digit-pad__bar-track');
-      track.setAttribute('aria-hidden', 'true');
-      const fill = el('span', 'digit-pad__bar-fill');
-      track.append(fill);
-      const value = el('span', 'digit-pad__bar-value', '–');
-      row.append(label, track, value);
-      return { row, fill, value };
-    });
-  let barRows = makeBars();
-  bars.replaceChildren(...barRows.map((b) => b.row));
-  result.append(answer, status, bars);
+  const answer = new AnswerView(id, emptyHint, options.classes ?? DIGIT_CLASSES);
 
   const body = el('div', 'digit-pad__body');
-  body.append(drawing, result);
+  body.append(drawing, answer.element);
   root.append(title, body);
   container.append(root);
 
@@ -165,41 +122,6 @@ export function mountDigitPad(container: HTMLElement, options: DigitPadOptions):
   let inFlight = false;
   let again = false;
 
-  const setStatus = (text: string) => {
-    if (status.textContent !== text) status.textContent = text;
-  };
-
-  const showNoAnswer = (state: 'empty' | 'unavailable' | 'disabled' | 'error', text: string) => {
-    result.dataset.state = state;
-    delete result.dataset.predicted;
-    delete result.dataset.probabilities;
-    answer.textContent = '–';
-    for (const { row, fill, value } of barRows) {
-      row.classList.remove('is-top');
-      fill.style.width = '0%';
-      value.textContent = '–';
-    }
-    setStatus(text);
-  };
-
-  const showAnswer = (probabilities: Float32Array) => {
-    let top = 0;
-    probabilities.forEach((p, i) => {
-      if (p > probabilities[top]!) top = i;
-    });
-    result.dataset.state = 'predicted';
-    result.dataset.predicted = classes[top]!;
-    result.dataset.probabilities = Array.from(probabilities, (p) => p.toFixed(4)).join(',');
-    answer.textContent = classes[top]!;
-    barRows.forEach(({ row, fill, value }, digit) => {
-      const p = probabilities[digit]!;
-      row.classList.toggle('is-top', digit === top);
-      fill.style.width = `${(p * 100).toFixed(1)}%`;
-      value.textContent = `${Math.round(p * 100)}%`;
-    });
-    setStatus(`Looks like ${/^[aeiou]/i.test(classes[top]!) ? 'an' : 'a'} ${classes[top]}.`);
-  };
-
   /** Preprocesses the ink buffer once per drawing; refresh() reuses it as weights change. */
   const currentInput = (): Float32Array | null => {
     if (cachedInput?.version !== drawingVersion) {
@@ -214,7 +136,7 @@ export function mountDigitPad(container: HTMLElement, options: DigitPadOptions):
     if (destroyed || !enabled || activePointer !== null) return;
     const input = currentInput();
     if (input === null) {
-      showNoAnswer('empty', emptyHint);
+      answer.showNoAnswer('empty', emptyHint);
       return;
     }
     // One question at a time: a model asked faster than it answers only queues work.
@@ -227,11 +149,11 @@ export function mountDigitPad(container: HTMLElement, options: DigitPadOptions):
     try {
       const out = await options.predict(input.slice());
       if (destroyed || !enabled || version !== drawingVersion) return;
-      if (out === null) showNoAnswer('unavailable', NOT_READY_TEXT);
-      else showAnswer(toProbabilities(out, classes.length));
+      if (out === null) answer.showNoAnswer('unavailable', NOT_READY_TEXT);
+      else answer.showAnswer(toProbabilities(out, answer.classes.length));
     } catch (err) {
       if (destroyed || !enabled || version !== drawingVersion) return;
-      showNoAnswer('error', `No answer: ${err instanceof Error ? err.message : String(err)}`);
+      answer.showNoAnswer('error', `No answer: ${err instanceof Error ? err.message : String(err)}`);
     } finally {
       inFlight = false;
       if (again && !destroyed) {
@@ -251,40 +173,7 @@ export function mountDigitPad(container: HTMLElement, options: DigitPadOptions):
 
   const drawingChanged = () => {
     drawingVersion++;
-    // The answer on screen is about the previous drawing until the new one arrives.
-    if (result.dataset.state === 'predicted') {
-      result.dataset.state = 'pending';
-      delete result.dataset.predicted;
-      delete result.dataset.probabilities;
-    }
-  };
-
-  const lineWidth = (side: number) => side * LINE_WIDTH_FRACTION;
-
-  const paintDot = (ctx: CanvasRenderingContext2D, side: number, p: Point) => {
-    ctx.fillStyle = INK_COLOUR;
-    ctx.beginPath();
-    ctx.arc(p.x * side, p.y * side, lineWidth(side) / 2, 0, 2 * Math.PI);
-    ctx.fill();
-  };
-
-  const paintSegment = (ctx: CanvasRenderingContext2D, side: number, a: Point, b: Point) => {
-    ctx.strokeStyle = INK_COLOUR;
-    ctx.lineWidth = lineWidth(side);
-    ctx.lineCap = 'round';
-    ctx.lineJoin = 'round';
-    ctx.beginPath();
-    ctx.moveTo(a.x * side, a.y * side);
-    ctx.lineTo(b.x * side, b.y * side);
-    ctx.stroke();
-  };
-
-  const paintAll = (ctx: CanvasRenderingContext2D, side: number) => {
-    ctx.clearRect(0, 0, side, side);
-    for (const stroke of strokes) {
-      paintDot(ctx, side, stroke[0]!);
-      for (let i = 1; i < stroke.length; i++) paintSegment(ctx, side, stroke[i - 1]!, stroke[i]!);
-    }
+    answer.markPending();
   };
 
   /** The visible canvas gets a devicePixelRatio backing store, redrawn from the strokes on resize. */
@@ -293,7 +182,7 @@ export function mountDigitPad(container: HTMLElement, options: DigitPadOptions):
     if (canvas.width === side && canvas.height === side) return;
     canvas.width = side;
     canvas.height = side;
-    paintAll(view, side);
+    paintStrokes(view, side, strokes);
   };
   const resizeObserver = new ResizeObserver(fitBackingStore);
   resizeObserver.observe(canvas);
@@ -359,7 +248,7 @@ export function mountDigitPad(container: HTMLElement, options: DigitPadOptions):
     ink.clearRect(0, 0, INK_BUFFER_PX, INK_BUFFER_PX);
     drawingChanged();
     currentInput();
-    if (enabled) showNoAnswer('empty', emptyHint);
+    if (enabled) answer.showNoAnswer('empty', emptyHint);
   };
 
   canvas.addEventListener('pointerdown', onPointerDown);
@@ -369,7 +258,7 @@ export function mountDigitPad(container: HTMLElement, options: DigitPadOptions):
   canvas.addEventListener('lostpointercapture', onPointerEnd);
   clearButton.addEventListener('click', clear);
 
-  showNoAnswer('empty', emptyHint);
+  answer.showNoAnswer('empty', emptyHint);
   drawPreview(previewCtx, null);
 
   return {
@@ -389,7 +278,7 @@ export function mountDigitPad(container: HTMLElement, options: DigitPadOptions):
         activePointer = null;
         if (timer !== null) clearTimeout(timer);
         timer = null;
-        showNoAnswer('disabled', reason ?? DEFAULT_DISABLED_REASON);
+        answer.showNoAnswer('disabled', reason ?? DEFAULT_DISABLED_REASON);
       } else {
         // Whatever was drawn before still deserves an answer.
         drawingVersion++;
@@ -399,11 +288,9 @@ export function mountDigitPad(container: HTMLElement, options: DigitPadOptions):
     input: () => currentInput()?.slice() ?? null,
     clear,
     setClasses(next, hint) {
-      if (destroyed || sameClasses(next, classes)) return;
-      classes = [...next];
+      if (destroyed || sameClasses(next, answer.classes)) return;
+      answer.setClasses(next);
       if (hint !== undefined) emptyHint = hint;
-      barRows = makeBars();
-      bars.replaceChildren(...barRows.map((b) => b.row));
       drawingVersion++;
       schedulePredict(0);
     },
@@ -421,38 +308,4 @@ export function mountDigitPad(container: HTMLElement, options: DigitPadOptions):
       root.remove();
     },
   };
-}
-
-/** Accepts probabilities as they are; anything else (logits) goes through a softmax. */
-function toProbabilities(out: Float32Array, classes: number): Float32Array {
-  if (out.length !== classes) throw new Error(`the model returned ${out.length} values, expected ${classes}`);
-  let sum = 0;
-  let isDistribution = true;
-  for (const v of out) {
-    if (!Number.isFinite(v)) throw new Error('the model returned a value that is not a number');
-    if (v < 0 || v > 1) isDistribution = false;
-    sum += v;
-  }
-  if (isDistribution && Math.abs(sum - 1) < 1e-3) return out;
-  const max = Math.max(...out);
-  const exp = out.map((v) => Math.exp(v - max));
-  const total = exp.reduce((a, b) => a + b, 0);
-  return exp.map((v) => v / total);
-}
-
-/** Dark ink on white, one canvas pixel per MNIST pixel; CSS enlarges it without smoothing. */
-function drawPreview(ctx: CanvasRenderingContext2D, input: Float32Array | null): void {
-  const image = ctx.createImageData(MNIST_SIZE_PX, MNIST_SIZE_PX);
-  for (let i = 0; i < MNIST_SIZE_PX * MNIST_SIZE_PX; i++) {
-    const shade = Math.round(255 * (1 - (input?.[i] ?? 0)));
-    image.data.set([shade, shade, shade, 255], i * 4);
-  }
-  ctx.putImageData(image, 0, 0);
-}
-
-function el<K extends keyof HTMLElementTagNameMap>(tag: K, className: string, text?: string): HTMLElementTagNameMap[K] {
-  const node = document.createElement(tag);
-  if (className) node.className = className;
-  if (text !== undefined) node.textContent = text;
-  return node;
 }

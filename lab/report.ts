@@ -9,7 +9,7 @@ import type { AllReduceRow, AutoRow } from './allreduce-rows';
 import type { ModelName, ModelProfile } from './network-models';
 import type { TrainingRow } from './training-rows';
 import type { LabReport, Target } from './report-types';
-import { classMarkdown } from './class-report';
+import { classMarkdown } from './class-markdown';
 
 export type { TrainingRow };
 

@@ -14,15 +14,18 @@
  *
  * Of every pair, the member with the lower index starts the connection, so a pair shares
  * one link in both directions. Links survive a generation change when the peer is still
- * needed.
+ * needed. One link is a PeerLink (peer-link.ts); whom a generation links this worker to
+ * comes from neighbours.ts.
  */
 import { WebringError } from '../protocol/errors';
-import { LOW_WATER_BYTES, type PeerFactory, type PeerHandle } from './peer';
+import type { PeerFactory } from './peer';
+import { PeerLink, newLinkId } from './peer-link';
+import { neighboursIn, type Neighbours } from './neighbours';
 import type { Generation, MemberInfo } from '../protocol';
 import { RingAllReduce, type RingAllReduceOptions } from '../collectives/ring-allreduce';
 import { HubReducer, type HubReducerOptions } from '../collectives/hub-reducer';
 import type { RingLink } from '../collectives/collective';
-import { HUB_RANK, leftOf, linkedRanks, rightOf } from '../collectives/topology';
+import { HUB_RANK } from '../collectives/topology';
 import { HEADER_BYTES } from '../collectives/wire';
 import { systemClock, type Clock } from '../util/clock';
 
@@ -43,13 +46,6 @@ const NO_LINK = 'none';
 /** How long a connection we are dialling may stay unanswered after the peer asked for one. */
 export const DIAL_REQUEST_GRACE_MS = 5_000;
 /**
- * While a sender waits for a full link to drain, the link looks at its buffer this often
- * as well as listening for bufferedamountlow: @roamhq/wrtc never fires that event (checked
- * with 16 MB queued on a channel), so a Node peer with more than the high-water mark queued
- * would wait forever.
- */
-export const DRAIN_POLL_MS = 20;
-/**
  * A link the new generation no longer needs stays open this long before it is closed. Its
  * peer may still be finishing the step before the switch and waiting for this worker's
  * last messages of it, still in the channel's buffer or in flight: closing the connection
@@ -68,35 +64,6 @@ function generationOf(bytes: Uint8Array): number | null {
   return (bytes[g]! | (bytes[g + 1]! << 8) | (bytes[g + 2]! << 16) | (bytes[g + 3]! << 24)) >>> 0;
 }
 
-interface Neighbours {
-  /** This worker's rank, or HUB_RANK when it is the generation's hub. */
-  rank: number;
-  self: MemberInfo;
-  /** The ring neighbours; null for the hub. */
-  left: MemberInfo | null;
-  right: MemberInfo | null;
-  /**
-   * Every member this worker links to: the ring neighbours, then the halving-doubling
-   * partners, then the hub; never itself. The hub links to every ring member.
-   */
-  peers: MemberInfo[];
-  /** The generation's hub, when this worker is a ring member of a generation that has one. */
-  hub: MemberInfo | null;
-}
-
-function neighboursIn(g: Generation, selfId: string): Neighbours | null {
-  const hub = g.hub ?? null;
-  if (hub?.id === selfId) return { rank: HUB_RANK, self: hub, left: null, right: null, peers: [...g.members], hub: null };
-  const n = g.members.length;
-  const rank = g.members.findIndex((m) => m.id === selfId);
-  if (rank < 0) return null;
-  const left = g.members[leftOf(rank, n)]!;
-  const right = g.members[rightOf(rank, n)]!;
-  const peers = linkedRanks(rank, n).map((r) => g.members[r]!);
-  if (hub) peers.push(hub);
-  return { rank, self: g.members[rank]!, left, right, peers, hub };
-}
-
 export interface RingNetworkOptions {
   selfId: string;
   factory: PeerFactory;
@@ -109,135 +76,6 @@ export interface RingNetworkOptions {
   clock?: Clock;
   /** On the hub: a rank sent what no honest rank sends (the hub asks the server to evict it). */
   onHubMisbehaviour?: HubReducerOptions['onMisbehaviour'];
-}
-
-let linkCounter = 0;
-function newLinkId(selfId: string): string {
-  linkCounter++;
-  return `${selfId.slice(0, 8)}-${Date.now().toString(36)}-${linkCounter}`;
-}
-
-/** The link to one neighbour; its WebRTC connection may be replaced underneath. */
-class PeerLink implements RingLink {
-  linkId: string | null = null;
-  /** Automatic redials of this link in the current generation. */
-  autoRedials = 0;
-  private handle: PeerHandle | null = null;
-  private open = false;
-  private failure: WebringError | null = null;
-  private waiters: Array<{ resolve: () => void; reject: (e: WebringError) => void }> = [];
-  private drainPoll: unknown = null;
-
-  constructor(
-    readonly peerId: string,
-    private readonly network: RingNetwork,
-  ) {}
-
-  connect(initiator: boolean, linkId: string): PeerHandle {
-    this.handle?.destroy();
-    this.linkId = linkId;
-    this.open = false;
-    this.failure = null;
-    const handle = this.network.factory({ initiator }, {
-      onSignal: (data) => this.network.sendSignal(this.peerId, linkId, data),
-      onConnect: () => {
-        if (this.handle !== handle) return;
-        this.open = true;
-        this.network.log(`link to ${this.peerId} open`);
-        this.wake();
-      },
-      onData: (bytes) => {
-        if (this.handle === handle) this.network.route(this.peerId, bytes);
-      },
-      onDrain: () => this.wake(),
-      onClose: () => this.fail(handle, new WebringError('ERR_PEER_FAILED', `link to ${this.peerId} closed`)),
-      onError: (code, message) => this.fail(handle, new WebringError(code, `link to ${this.peerId}: ${message}`)),
-    });
-    this.handle = handle;
-    return handle;
-  }
-
-  signal(data: Record<string, unknown>): void {
-    this.handle?.signal(data);
-  }
-
-  send(bytes: Uint8Array): void {
-    if (!this.handle || !this.open) throw new WebringError('ERR_PEER_FAILED', `link to ${this.peerId} is not open`);
-    this.handle.send(bytes);
-  }
-
-  isOpen(): boolean {
-    return this.open;
-  }
-
-  /** Closed or errored: it must be dialled again before it can carry a ring. */
-  get failed(): boolean {
-    return this.failure !== null;
-  }
-
-  bufferedAmount(): number {
-    return this.handle?.bufferedAmount() ?? 0;
-  }
-
-  whenWritable(): Promise<void> {
-    if (this.failure) return Promise.reject(this.failure);
-    if (this.open && this.bufferedAmount() <= LOW_WATER_BYTES) return Promise.resolve();
-    return new Promise((resolve, reject) => {
-      this.waiters.push({ resolve, reject });
-      this.pollDrain();
-    });
-  }
-
-  /** Looks at the buffer every DRAIN_POLL_MS while anyone waits (see DRAIN_POLL_MS). */
-  private pollDrain(): void {
-    if (this.drainPoll !== null) return;
-    const clock = this.network.clock;
-    const tick = () => {
-      this.drainPoll = null;
-      this.wake();
-      if (this.waiters.length > 0 && this.failure === null && this.handle !== null) this.drainPoll = clock.setTimeout(tick, DRAIN_POLL_MS);
-    };
-    this.drainPoll = clock.setTimeout(tick, DRAIN_POLL_MS);
-  }
-
-  /**
-   * No longer needed: whoever waits on it is let go now, and the connection closes after
-   * `graceMs`, so that what is still queued or in flight on it arrives.
-   */
-  retire(graceMs: number): void {
-    this.rejectAll(new WebringError('ERR_ABORTED', `link to ${this.peerId} no longer needed`));
-    this.network.clock.setTimeout(() => this.destroy(), graceMs);
-  }
-
-  destroy(): void {
-    const h = this.handle;
-    this.handle = null;
-    this.open = false;
-    h?.destroy();
-    this.rejectAll(new WebringError('ERR_ABORTED', `link to ${this.peerId} no longer needed`));
-  }
-
-  private wake(): void {
-    if (!this.open || this.bufferedAmount() > LOW_WATER_BYTES) return;
-    const waiters = this.waiters;
-    this.waiters = [];
-    for (const w of waiters) w.resolve();
-  }
-
-  private fail(handle: PeerHandle, error: WebringError): void {
-    if (this.handle !== handle) return;
-    this.open = false;
-    this.failure = error;
-    this.network.log(error.message);
-    this.rejectAll(error);
-    this.network.linkFailed(this);
-  }
-
-  private rejectAll(error: WebringError): void {
-    const waiters = this.waiters;
-    this.waiters = [];
-    for (const w of waiters) w.reject(error);
-  }
 }
 
 export class RingNetwork {

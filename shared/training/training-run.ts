@@ -7,10 +7,11 @@
  * step a ring change interrupted is redone on the new ring from the chief's state.
  *
  * The server side (reports, checkpoint storage, generations) and time come in through
- * small interfaces, so a unit test runs real trainers over an in-memory ring.
+ * small interfaces (run-ports.ts), so a unit test runs real trainers over an in-memory
+ * ring. What an admission costs is measured in join-cost.ts.
  */
-import { WebringError, toWebringError, type ErrorBody, type ErrorCode } from '../protocol/errors';
-import type { DropRequest, EvictRequest, Generation, ReformRequest, TrainStart, TrainStop } from '../protocol';
+import { WebringError, toWebringError, type ErrorCode } from '../protocol/errors';
+import type { Generation, TrainStart } from '../protocol';
 import type { LinkModel } from '../collectives/choice';
 import { HUB_RANK } from '../collectives/topology';
 import { PeerMisbehavedError } from '../collectives/admission';
@@ -24,68 +25,15 @@ import type { Replica } from '../compute/replica';
 import type { FaultInjector } from './faults';
 import { extendsRing, type RingView } from './generation-tracker';
 import type { WorkerStatus, WorkerStatusView } from './worker-status';
-import type { ReportEvent, ReportOf } from './signaling-session';
+import { JoinCostMeter, type JoinCost } from './join-cost';
+import type { RunCheckpoints, RunControl, RunGenerations, RunReporter } from './run-ports';
 
 /** Steps/s is measured over this many recent steps. */
 const STEP_RATE_WINDOW = 10;
-/** Steps after a switch whose median is the new ring's normal step time, against which its pause is measured. */
-const PAUSE_BASELINE_STEPS = 3;
-
-/** A switch to a generation that admitted joiners, while its cost is being measured. */
-interface SwitchClock {
-  switchedAt: number;
-  /** The end of the first step on the new ring, then of each later one until the baseline is complete. */
-  firstStepEnd: number | null;
-  lastStepEnd: number;
-  stepMs: number[];
-}
-
 /** The members' admission probes (ms per example) by rank; 0 for a member without one. */
 const probesOf = (g: Generation | null): number[] | null => g?.members.map((m) => m.probe?.msPerExample ?? 0) ?? null;
 /** Errors of a collective that a new generation heals: the step is redone from the chief's state. */
 const RECOVERABLE: ReadonlySet<ErrorCode> = new Set<ErrorCode>(['ERR_STALE_GENERATION', 'ERR_PEER_FAILED', 'ERR_TIMEOUT', 'ERR_ABORTED', 'ERR_PEER_MISBEHAVED']);
-
-/** Where a run's reports and requests go: the signaling server, or a test's recorder. */
-export interface RunReporter {
-  report<E extends ReportEvent>(event: E, payload: ReportOf<E>): void;
-  dropStraggler(request: DropRequest): void;
-  accuse(request: EvictRequest, onRefused: (error: ErrorBody) => void): void;
-  askReform(request: ReformRequest): void;
-}
-
-/** The chief's checkpoints of this run, and the restore every replica does on a resumed start. */
-export interface RunCheckpoints {
-  /** Captures the replica now (the next step waits for it); the writing goes on in the background. */
-  save(trainer: Trainer, run: number, maxToKeep: number): Promise<void>;
-  /** Resolves once every save has been written, or has failed. */
-  flush(): Promise<void>;
-  /** Makes the trainer's weights, optimizer state and position equal to checkpoint `id`. */
-  restore(id: string, trainer: Trainer): Promise<void>;
-}
-
-/** The part of the generation tracker a run waits on and consumes. */
-export interface RunGenerations {
-  /** A generation admitting joiners, whose links are opening; null when none. */
-  readonly pending: Generation | null;
-  admitted(g: Generation): void;
-  /** Resolves at the next generation, resume or stop. */
-  nextChange(): Promise<void>;
-  awaitRingChange(
-    network: RingView,
-    ring: CollectiveEngine,
-    cause: WebringError,
-    selfId: string | null,
-    askReform: (generation: number, reason: string) => void,
-  ): Promise<void>;
-}
-
-/** The teacher's requests, as they arrive between steps; the worker sets them, the run reads them. */
-export interface RunControl {
-  stopRequested: boolean;
-  stopReason: TrainStop['reason'] | null;
-  /** The teacher's Pause is in force (until train:resume). */
-  pauseRequested: boolean;
-}
 
 export interface TrainingRunOptions {
   start: TrainStart;
@@ -112,14 +60,10 @@ export class TrainingRun {
   private readonly detector = new StragglerDetector();
   /** The key of the state hand-over still owed (0 on every new ring), or null. */
   private syncKey: number | null = 0;
-  /** For a late joiner: when it was admitted, until it holds the live state. */
-  private joinedAt: number | null;
-  /** For a late joiner: when it was admitted, until its first step in lock-step. */
-  private admittedAt: number | null;
-  /** The last switch to a generation with joiners, until its pause is measured. */
-  private switchClock: SwitchClock | null = null;
+  /** What the admissions of this run cost, as this worker sees them. */
+  private readonly joinCosts: JoinCostMeter;
   /** Join costs measured by the last step, for its progress report. */
-  private joinCost: { switchPauseMs?: number; lockStepMs?: number } = {};
+  private joinCost: JoinCost = {};
   /** Set after a step the ring agreed to pause after; cleared on resume. */
   private holding = false;
   private readonly recentStepEnds: number[] = [];
@@ -138,8 +82,7 @@ export class TrainingRun {
     ring.setRun(options.start.run);
     this.trainer = new Trainer(options.start.config, options.data, ring, { clock: options.clock, faults: options.faults, ...(options.replica ? { replica: options.replica } : {}) });
     this.trainer.seedShares(probesOf(options.network.generation));
-    this.joinedAt = options.start.admitted ? options.clock.now() : null;
-    this.admittedAt = this.joinedAt;
+    this.joinCosts = new JoinCostMeter(options.start.admitted ? options.clock.now() : null, options.status, options.log);
   }
 
   private get status(): Readonly<WorkerStatus> {
@@ -237,8 +180,7 @@ export class TrainingRun {
     if (!latest) throw new WebringError('ERR_DROPPED', 'this worker is no longer in the ring');
     const before = this.trainedOn;
     const now = this.options.network.generation;
-    // Another ring change after the admission's first step: its cost is not the admission's.
-    if (this.switchClock?.firstStepEnd != null) this.switchClock = null;
+    this.joinCosts.ringChanged();
     this.ring = latest;
     this.trainedOn = now;
     latest.setRun(this.options.start.run);
@@ -266,10 +208,7 @@ export class TrainingRun {
         : `replicas already agree at step ${trainer.step} (checked in ${syncMs.toFixed(0)} ms)`,
     );
     this.update({ weightsHash: hash, step: trainer.step, epoch: trainer.epoch, lastSyncMs: syncMs, totalSteps: trainer.totalSteps });
-    if (this.joinedAt !== null) {
-      this.update({ joinMs: clock.now() - this.joinedAt });
-      this.joinedAt = null;
-    }
+    this.joinCosts.stateArrived(clock.now());
   }
 
   /** The evaluation owed at an epoch's end (or the run's), data-parallel over the test digits. */
@@ -323,7 +262,7 @@ export class TrainingRun {
       hubReady: network.hubReady,
     });
     if (r.pause) this.holding = true;
-    this.measureJoinCost(clock.now(), r.examples > 0);
+    this.joinCost = this.joinCosts.stepEnded(clock.now(), r.examples > 0);
     const stepTimes = this.recentStepEnds;
     stepTimes.push(clock.now());
     if (stepTimes.length > STEP_RATE_WINDOW) stepTimes.shift();
@@ -349,39 +288,6 @@ export class TrainingRun {
       speedVsMedian: r.speedVsMedian,
     });
     return r;
-  }
-
-  /**
-   * What the last admission cost, once known: for a survivor, the class's pause (from the
-   * switch to the end of the first step on the new ring, less the median of the next
-   * PAUSE_BASELINE_STEPS steps); for the joiner, its time from admission to the end of its
-   * first step with examples of its own (its first step on the new ring trains none while
-   * the hand-over reaches it: Trainer.sitOutFrom). Each goes out once, with the step's
-   * progress report.
-   */
-  private measureJoinCost(stepEnd: number, trained: boolean): void {
-    this.joinCost = {};
-    if (this.admittedAt !== null && trained) {
-      this.joinCost.lockStepMs = stepEnd - this.admittedAt;
-      this.update({ lockStepMs: this.joinCost.lockStepMs });
-      this.options.log(`in lock-step ${this.joinCost.lockStepMs.toFixed(0)} ms after admission`);
-      this.admittedAt = null;
-    }
-    const sc = this.switchClock;
-    if (!sc) return;
-    if (sc.firstStepEnd === null) {
-      sc.firstStepEnd = stepEnd;
-    } else {
-      sc.stepMs.push(stepEnd - sc.lastStepEnd);
-    }
-    sc.lastStepEnd = stepEnd;
-    if (sc.stepMs.length < PAUSE_BASELINE_STEPS) return;
-    const baseline = [...sc.stepMs].sort((a, b) => a - b)[sc.stepMs.length >> 1]!;
-    const pause = Math.max(0, sc.firstStepEnd! - sc.switchedAt - baseline);
-    this.joinCost.switchPauseMs = pause;
-    this.update({ switchPauseMs: pause });
-    this.options.log(`the admission cost the class ${pause.toFixed(0)} ms (a step takes ${baseline.toFixed(0)} ms)`);
-    this.switchClock = null;
   }
 
   /** The step's progress report; a weights mismatch owes a hand-over from the chief. */
@@ -450,8 +356,7 @@ export class TrainingRun {
     const { network, generations, log } = this.options;
     if (!r.admit || !voted || voted.generation <= (network.generation?.generation ?? -1)) return;
     log(`switching to generation ${voted.generation} after step ${r.step}`);
-    const now = this.options.clock.now();
-    this.switchClock = { switchedAt: now, firstStepEnd: null, lastStepEnd: now, stepMs: [] };
+    this.joinCosts.switched(this.options.clock.now());
     network.applyGeneration(voted);
     generations.admitted(voted);
   }

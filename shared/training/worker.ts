@@ -29,7 +29,8 @@ import type { OwnExamples } from './own-examples';
 import { SignalingSession } from './signaling-session';
 import { GenerationTracker } from './generation-tracker';
 import { WorkerStatusView, type WorkerStatus } from './worker-status';
-import { TrainingRun, type RunCheckpoints, type RunControl } from './training-run';
+import { TrainingRun } from './training-run';
+import type { RunCheckpoints, RunControl } from './run-ports';
 import type { Compute } from '../compute/compute';
 
 export interface WorkerOptions {

@@ -4,7 +4,8 @@
  * (handlers/training.ts); the teacher removing the hub (hub-access.ts); or the sweep of
  * members who did not come back (reconnect-sweep.ts).
  */
-import type { MembershipChange, Room } from './room';
+import type { Room } from './room';
+import type { MembershipChange } from './room-core';
 import { channelOf, type RoomContext } from './room-context';
 import { scheduleAutoResume } from './runs';
 

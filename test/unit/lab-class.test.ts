@@ -18,7 +18,6 @@ import {
   keepClass,
   mergeClass,
   foldClass,
-  classMarkdown,
   nextEvaluation,
   parseJoins,
   scalingTable,
@@ -28,6 +27,7 @@ import {
   timeToThreshold,
   whereTimeGoes,
 } from '../../lab/class-report';
+import { classMarkdown } from '../../lab/class-markdown';
 import { CLASS_TARGET_IDS, type CheckpointPoint, type ClassReport, type JoinRecord, type JoinRow, type LabReport, type TtaRow } from '../../lab/report-types';
 import { cpuBudget } from '../../lab/cpu-budget';
 import { markdown } from '../../lab/report';

@@ -15,7 +15,8 @@ import type { RingAllReduce } from '../../shared/collectives/ring-allreduce';
 import { ManualClock } from '../../shared/util/clock';
 import { GenerationTracker, type RingView } from '../../shared/training/generation-tracker';
 import { WorkerStatusView, type WorkerStatus } from '../../shared/training/worker-status';
-import { TrainingRun, type RunCheckpoints, type RunControl, type RunReporter } from '../../shared/training/training-run';
+import { TrainingRun } from '../../shared/training/training-run';
+import type { RunCheckpoints, RunControl, RunReporter } from '../../shared/training/run-ports';
 import type { FaultInjector } from '../../shared/training/faults';
 import { createMemoryRing } from '../support/memory-ring';
 

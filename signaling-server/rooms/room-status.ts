@@ -1,0 +1,48 @@
+/**
+ * What the room API and the teacher's page show of a room (RoomStatus): the ring, the
+ * waiting members and the hub, the run and its metrics, the newest events, and the hub's
+ * and the seats' settings.
+ */
+import type { RoomStatus } from '../../shared/protocol';
+import { trainingSetBytes } from '../../shared/data/data-service';
+import { DEFAULT_SEATS_PER_LAN_ADDRESS } from './seats';
+import type { RoomCore } from './room-core';
+
+/** The room API shows this many of the newest events. */
+const ROOM_EVENTS_SHOWN = 50;
+
+/** The room as the room API (GET /api/rooms/:room) and the teacher's page show it. */
+export function roomStatus(core: RoomCore): RoomStatus {
+  const run = core.runState.record;
+  const ring = core.members.ring;
+  return {
+    room: core.name,
+    state: run.state,
+    run: run.run,
+    generation: core.currentGeneration,
+    step: run.step,
+    epoch: run.epoch,
+    chief: ring[0]?.id ?? null,
+    members: ring.map((m, rank) => core.members.info(m, rank)),
+    hub: core.hubInfo(),
+    waiting: core.members.waiting.map((m) => core.members.info(m, null)),
+    config: run.config,
+    totalSteps: core.runState.totalSteps(ring.length),
+    metrics: { loss: run.loss, accuracy: run.accuracy, trainAccuracy: run.trainAccuracy },
+    lastError: run.lastError,
+    dropped: [...run.dropped],
+    consistency: { ...run.consistency },
+    events: core.events.slice(-ROOM_EVENTS_SHOWN),
+    // What was served is counted where it is served (edge/data-api.ts), which fills it in.
+    data: { dataset: run.config?.dataset ?? null, datasetBytes: run.config ? trainingSetBytes(run.config.dataset) : 0, bytesServed: 0 },
+    joins: run.joins ?? [],
+    collect: core.collectSetting,
+    hubAccess: hubAccess(core),
+    seats: { perAddress: core.members.seatsPerAddress, defaultPerLanAddress: DEFAULT_SEATS_PER_LAN_ADDRESS },
+  };
+}
+
+function hubAccess(core: RoomCore): RoomStatus['hubAccess'] {
+  const { accusers, needed } = core.hubRole.accusationsOf(core.members.ring, core.members.hub);
+  return { barred: core.hubRole.barred(), accusers, accusersNeeded: needed };
+}
