@@ -6,6 +6,7 @@
 import * as tf from '@tensorflow/tfjs';
 import { MNIST_PIXELS } from '../data/mnist-format';
 import { WeightsHasher } from '../util/weights-hash';
+import { threadsNow } from '../util/clock';
 import { WebringError } from '../protocol/errors';
 import { buildModel, buildOptimizer, predictDigit, setLearningRate } from './models';
 import {
@@ -48,6 +49,7 @@ export class LocalReplica implements Replica {
   }
 
   async computeGradients(examples: Examples, flat: Float32Array): Promise<Gradients> {
+    const startedAt = threadsNow();
     const t0 = performance.now();
     if (this.spec.busyComputeMs) holdThread(this.spec.busyComputeMs);
     const { value, grads, correct } = this.backprop(examples);
@@ -62,14 +64,14 @@ export class LocalReplica implements Replica {
       gradData.forEach((g, i) => flat.set(g as Float32Array, this.offsets[i]));
       const { images, labels } = examples;
       const timing = { computeMs: tReadback - t0, readbackMs: performance.now() - tReadback };
-      result = { flat, images, labels, loss: lossData[0]!, correct: correctData[0]!, ...timing, replicaMs: 0, numTensors: 0 };
+      result = { flat, images, labels, loss: lossData[0]!, correct: correctData[0]!, ...timing, startedAt, endedAt: 0, numTensors: 0 };
     } finally {
       value.dispose();
       correct.dispose();
       tf.dispose(grads);
     }
     result.numTensors = tf.memory().numTensors;
-    result.replicaMs = performance.now() - t0;
+    result.endedAt = threadsNow();
     return result;
   }
 
@@ -90,7 +92,7 @@ export class LocalReplica implements Replica {
   }
 
   async applyGradients(flat: Float32Array, learningRate: number): Promise<Applied> {
-    const t0 = performance.now();
+    const startedAt = threadsNow();
     setLearningRate(this.optimizer, learningRate);
     // These tensors may alias `flat` (the CPU backend does not copy); that is safe because
     // they live only inside this tidy, and `flat` is not written again until the next step.
@@ -103,7 +105,8 @@ export class LocalReplica implements Replica {
       this.optimizer.applyGradients(named);
     });
     this.weightsVersion++;
-    return { flat, replicaMs: performance.now() - t0 };
+    const weightsHash = await this.weightsHash();
+    return { flat, weightsHash, startedAt, endedAt: threadsNow() };
   }
 
   async score({ images, labels, n }: Examples): Promise<{ correct: number; images: Float32Array; labels: Int32Array }> {

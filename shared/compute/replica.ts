@@ -54,16 +54,20 @@ export interface Gradients {
   /** Forward and backward on the device, then reading the gradients back. */
   computeMs: number;
   readbackMs: number;
-  /** The whole call inside the replica, disposal included: the caller's wall time beyond it is the thread crossing. */
-  replicaMs: number;
+  /** When the replica began and ended the call, disposal included (threadsNow): outside it, the time went on the crossing. */
+  startedAt: number;
+  endedAt: number;
   /** Tensors alive in the replica's tfjs engine after the step. */
   numTensors: number;
 }
 
-/** What applying the gradients returns: the buffer back, and the replica's own time for it. */
+/** What applying the gradients returns: the buffer back, the new weights' hash, and when the replica began and ended it (threadsNow). */
 export interface Applied {
   flat: Float32Array;
-  replicaMs: number;
+  /** Every step reports it: answered with the update, it costs no message of its own. */
+  weightsHash: string;
+  startedAt: number;
+  endedAt: number;
 }
 
 export interface Replica {

@@ -88,6 +88,11 @@ class ThreadReplica implements Replica {
   readonly parameterCount: number;
   readonly stateLength: number;
   private readonly id: number;
+  /**
+   * The weights' hash the last update answered with, until anything else may change the
+   * weights: every step's report reads it, and then it costs no round trip to the thread.
+   */
+  private knownHash: string | null = null;
 
   constructor(
     private readonly thread: ThreadCompute,
@@ -103,12 +108,20 @@ class ThreadReplica implements Replica {
     return (await this.thread.request({ op: 'call', replica: this.id, method, args }, moving ? buffersOf(args) : [])) as T;
   }
 
+  /** Calls a method that may change the weights: the known hash goes first. */
+  private changing<T>(method: ReplicaMethod, args: unknown[], moving = false): Promise<T> {
+    this.knownHash = null;
+    return this.call(method, args, moving);
+  }
+
   computeGradients(examples: Examples, flat: Float32Array): Promise<Gradients> {
     return this.call('computeGradients', [examples, flat], true);
   }
 
-  applyGradients(flat: Float32Array, learningRate: number): Promise<Applied> {
-    return this.call('applyGradients', [flat, learningRate], true);
+  async applyGradients(flat: Float32Array, learningRate: number): Promise<Applied> {
+    const applied = await this.changing<Applied>('applyGradients', [flat, learningRate], true);
+    this.knownHash = applied.weightsHash;
+    return applied;
   }
 
   score(examples: Examples): Promise<{ correct: number; images: Float32Array; labels: Int32Array }> {
@@ -120,11 +133,11 @@ class ThreadReplica implements Replica {
   }
 
   rehearse(n: number): Promise<void> {
-    return this.call('rehearse', [n]);
+    return this.changing('rehearse', [n]);
   }
 
-  weightsHash(): Promise<string> {
-    return this.call('weightsHash', []);
+  async weightsHash(): Promise<string> {
+    return this.knownHash ?? this.call('weightsHash', []);
   }
 
   readWeights(): Promise<Float32Array> {
@@ -136,7 +149,7 @@ class ThreadReplica implements Replica {
   }
 
   writeState(state: Float32Array): Promise<void> {
-    return this.call('writeState', [state]);
+    return this.changing('writeState', [state]);
   }
 
   snapshot(): Promise<ReplicaSnapshot> {
@@ -144,14 +157,14 @@ class ThreadReplica implements Replica {
   }
 
   load(snapshot: Pick<ReplicaSnapshot, 'weightSpecs' | 'weights' | 'optimizerSpecs' | 'optimizerData'>): Promise<void> {
-    return this.call('load', [snapshot]);
+    return this.changing('load', [snapshot]);
   }
 
   nudge(): Promise<void> {
-    return this.call('nudge', []);
+    return this.changing('nudge', []);
   }
 
   dispose(): Promise<void> {
-    return this.call('dispose', []);
+    return this.changing('dispose', []);
   }
 }

@@ -240,6 +240,7 @@ export class Trainer {
    */
   async syncState(keyStep = 0): Promise<number> {
     this.lastReduceEnd = null;
+    await this.buffers.settle();
     const { took, sitOutFrom } = await this.stateSync.sync(this.collective, keyStep, (cursor) => this.nextGlobalBatch(cursor));
     this.sitOutFrom = sitOutFrom;
     return took;
@@ -314,8 +315,9 @@ export class Trainer {
     }
     // Every replica is at the same step, world and ramp, so every replica applies the same rate.
     const learningRate = this.schedule.rateAt(step, this.data.globalBatchSize(worldSize));
-    if (trainedExamples > 0) await buffers.apply(this.replica, learningRate, timing);
-    timing.applyMs = this.clock.now() - tApply;
+    if (trainedExamples > 0) await buffers.apply(this.replica, learningRate);
+    // Averaging and posting the update here, and the optimizer's last time in the replica.
+    timing.applyMs = this.clock.now() - tApply + (trainedExamples > 0 ? buffers.lastApplyMs : 0);
 
     this.position.cursor = advance(batch, this.data.trainCount);
     this.position.step = step + 1;
@@ -376,6 +378,7 @@ export class Trainer {
    */
   async rehearse(): Promise<void> {
     const share = Math.round(this.globalBatchSize / this.collective.worldSize);
+    await this.buffers.settle();
     await this.replica.rehearse(Math.min(this.data.maxShardExamples, Math.max(1, share)));
   }
 
@@ -383,18 +386,21 @@ export class Trainer {
    * Test-set accuracy, evaluated data-parallel (evaluation.ts); null when the class holds no
    * test example (own data, none held out yet).
    */
-  evaluate(): Promise<number | null> {
+  async evaluate(): Promise<number | null> {
     this.lastReduceEnd = null;
+    await this.buffers.settle();
     return this.evaluation.run(this.replica, this.data, this.collective, this.position.step);
   }
 
   /** Fingerprint of all weights, in variable order; equal hashes mean bit-identical replicas. */
-  weightsHash(): Promise<string> {
+  async weightsHash(): Promise<string> {
+    await this.buffers.settle();
     return this.replica.weightsHash();
   }
 
   /** All weights concatenated in variable order (for tests and state transfer). */
-  readWeights(): Promise<Float32Array> {
+  async readWeights(): Promise<Float32Array> {
+    await this.buffers.settle();
     return this.replica.readWeights();
   }
 
@@ -403,6 +409,10 @@ export class Trainer {
     return this.buffers.numTensors;
   }
 
+  /**
+   * Frees the replica. An update still on its way is applied first (the thread takes its
+   * messages in order); a run checks its last update when it reads the final weights hash.
+   */
   dispose(): Promise<void> {
     return this.replica.dispose();
   }

@@ -19,6 +19,13 @@ export const systemClock: Clock = {
   clearTimeout: (handle) => clearTimeout(handle as ReturnType<typeof setTimeout>),
 };
 
+/**
+ * Milliseconds since the epoch, to the microsecond: unlike performance.now(), whose origin
+ * is each thread's own start, comparable between the threads of one machine (the compute
+ * thread's crossing is measured with it).
+ */
+export const threadsNow = (): number => performance.timeOrigin + performance.now();
+
 /** Resolves after `ms` on `clock`. */
 export const sleep = (clock: Clock, ms: number): Promise<void> => new Promise((resolve) => clock.setTimeout(resolve, ms));
 
