@@ -74,13 +74,9 @@ export class StepBuffers {
     // The last update answered before this (the thread answers in order): surface its error now.
     await this.settle();
     this.take(result.flat);
-    this.images = result.images;
-    this.labels = result.labels;
-    this.numTensors = result.numTensors;
-    facts.loss = result.loss;
-    facts.correct = result.correct;
-    timing.computeMs = result.computeMs;
-    timing.readbackMs = result.readbackMs;
+    ({ images: this.images, labels: this.labels, numTensors: this.numTensors } = result);
+    ({ loss: facts.loss, correct: facts.correct } = result);
+    ({ computeMs: timing.computeMs, readbackMs: timing.readbackMs } = result);
     // The crossing: from sending to the replica's start (not counting the wait behind the
     // last update, which is the update's time), and from its end to the answer here.
     const queuedUntil = Math.max(sentAt, this.lastApply.endedAt);

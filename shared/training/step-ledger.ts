@@ -46,7 +46,7 @@ export interface StepTiming {
   crossMs: number;
   /** The gradient all-reduce, including waiting for the slowest rank. */
   commMs: number;
-  /** Averaging and handing the update to the optimizer. */
+  /** Averaging and posting the update here, plus the optimizer's last update in the replica (it runs while the next step starts). */
   applyMs: number;
 }
 

@@ -14,7 +14,6 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import http from 'node:http';
-import { spawn, type ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { mkdtempSync, mkdirSync, readFileSync, readdirSync, statSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
@@ -23,6 +22,7 @@ import * as tf from '@tensorflow/tfjs';
 import { io as connect } from 'socket.io-client';
 import type { RunningServer } from '../../signaling-server/server';
 import type { Logger } from '../../signaling-server/rooms/room-context';
+import { lastLines, pollUntil, spawnNodeWorker, type SpawnedWorker } from '../support/processes';
 import { RoomPersistence } from '../../signaling-server/rooms/room-persistence';
 import { CHECKPOINT_TRUST_FILE } from '../../signaling-server/rooms/checkpoint-store';
 import { wallClock } from '../../signaling-server/rooms/wall-clock';
@@ -63,7 +63,7 @@ let outsideDir: string;
 let server: RunningServer;
 const serverErrors: string[] = [];
 const processErrors: string[] = [];
-const workers: Array<{ child: ChildProcess; output: string[] }> = [];
+const workers: SpawnedWorker[] = [];
 const sockets: TestSocket[] = [];
 let quiet: TestSocket;
 const quietDisconnects: string[] = [];
@@ -208,25 +208,10 @@ async function hashesAtOneStep(room: string, n: number): Promise<{ step: number;
   throw new Error('the members never reported the same step at once');
 }
 
-async function waitFor<T>(what: string, probe: () => Promise<T | null | undefined | false>, timeoutMs: number): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    const got = await probe();
-    if (got) return got;
-    await sleep(100);
-  }
-  throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}\n${workers.map((w) => w.output.slice(-15).join('\n')).join('\n---\n')}`);
-}
+const waitFor = <T>(what: string, probe: () => Promise<T | null | undefined | false>, timeoutMs: number): Promise<T> => pollUntil(what, probe, timeoutMs, () => lastLines(workers, 15));
 
 function spawnWorker(name: string): void {
-  const output: string[] = [];
-  const child = spawn(
-    process.execPath,
-    ['--import', 'tsx', 'node-worker/main.ts', '--url', server.url, '--room', TRAIN_ROOM, '--code', codeFor(TRAIN_ROOM), '--name', name, '--backend', 'cpu'],
-    { stdio: ['ignore', 'pipe', 'pipe'] },
-  );
-  for (const stream of [child.stdout!, child.stderr!]) stream.on('data', (d: Buffer) => output.push(...d.toString().split('\n').filter(Boolean)));
-  workers.push({ child, output });
+  workers.push(spawnNodeWorker(server.url, TRAIN_ROOM, codeFor(TRAIN_ROOM), name));
 }
 
 // ---------------------------------------------------------------------------
@@ -807,7 +792,7 @@ test('what it proves: the server is up, the other rooms are unaffected, the disk
     return s.step >= trainBefore.step + 20 ? s : null;
   }, 30_000);
   assert.equal(after.state, 'training');
-  assert.equal(after.generation, trainBefore.generation, `the ring never re-formed: ${JSON.stringify(after.events.slice(-4))}\n${workers.map((w) => w.output.slice(-20).join('\n')).join('\n---\n')}`);
+  assert.equal(after.generation, trainBefore.generation, `the ring never re-formed: ${JSON.stringify(after.events.slice(-4))}\n${lastLines(workers, 20)}`);
   assert.deepEqual(after.members.map((m) => m.id), trainBefore.members.map((m) => m.id));
   assert.ok(after.members.every((m) => m.connected));
   assert.deepEqual(after.dropped, []);

@@ -8,7 +8,7 @@
  */
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn, type ChildProcess } from 'node:child_process';
+import { lastLines, pollUntil, spawnNodeWorker, type SpawnedWorker } from '../support/processes';
 import { startTestServer, codeFor, AS_TEACHER } from '../support/server';
 import type { RunningServer } from '../../signaling-server/server';
 import type { RoomStatus } from '../../shared/protocol';
@@ -17,35 +17,19 @@ const ROOM = 'slow-compute';
 /** Each gradient computation holds the compute thread this long: past the 2.8 s liveness window. */
 const HOLD_MS = 4_000;
 const STEPS = 3;
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 let server: RunningServer;
-const workers: Array<{ name: string; child: ChildProcess; output: string[] }> = [];
+const workers: SpawnedWorker[] = [];
 
 function spawnWorker(name: string): void {
-  const output: string[] = [];
-  const child = spawn(
-    process.execPath,
-    ['--import', 'tsx', 'node-worker/main.ts', '--url', server.url, '--room', ROOM, '--code', codeFor(ROOM), '--name', name, '--backend', 'cpu', '--hold-compute-ms', String(HOLD_MS)],
-    { stdio: ['ignore', 'pipe', 'pipe'] },
-  );
-  for (const stream of [child.stdout!, child.stderr!]) stream.on('data', (d: Buffer) => output.push(...d.toString().split('\n').filter(Boolean)));
-  workers.push({ name, child, output });
+  workers.push(spawnNodeWorker(server.url, ROOM, codeFor(ROOM), name, ['--hold-compute-ms', String(HOLD_MS)]));
 }
 
 async function room(): Promise<RoomStatus> {
   return (await (await fetch(`${server.url}/api/rooms/${ROOM}`, AS_TEACHER)).json()) as RoomStatus;
 }
 
-async function waitFor<T>(what: string, probe: () => Promise<T | null | undefined | false>, timeoutMs: number): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    const got = await probe();
-    if (got) return got;
-    await sleep(50);
-  }
-  throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}\n${workers.map((w) => w.output.slice(-12).join('\n')).join('\n---\n')}`);
-}
+const waitFor = <T>(what: string, probe: () => Promise<T | null | undefined | false>, timeoutMs: number): Promise<T> => pollUntil(what, probe, timeoutMs, () => lastLines(workers, 12), 50);
 
 before(async () => {
   server = await startTestServer();

@@ -2,7 +2,7 @@
  * The programs tests start beside the server (redis-server, coturn, HAProxy, signaling
  * processes): a free port, waiting for a ready line, and stopping them.
  */
-import type { ChildProcess } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import dgram from 'node:dgram';
 import net from 'node:net';
 
@@ -65,4 +65,35 @@ export function stopProcess(proc: ChildProcess | null, signal: NodeJS.Signals = 
     proc.once('exit', () => resolve());
     proc.kill(signal);
   });
+}
+
+/** A Node worker (`npm run worker`) started by a test, with everything it printed, line by line. */
+export interface SpawnedWorker {
+  name: string;
+  child: ChildProcess;
+  output: string[];
+}
+
+/** Starts a Node worker on the CPU backend that joins `room` with `code`; `extra` adds flags. */
+export function spawnNodeWorker(url: string, room: string, code: string, name: string, extra: string[] = []): SpawnedWorker {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'node-worker/main.ts', '--url', url, '--room', room, '--code', code, '--name', name, '--backend', 'cpu', ...extra], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const output: string[] = [];
+  for (const stream of [child.stdout!, child.stderr!]) stream.on('data', (d: Buffer) => output.push(...d.toString().split('\n').filter(Boolean)));
+  return { name, child, output };
+}
+
+/** The last lines each worker printed, for a failure's message. */
+export const lastLines = (workers: readonly SpawnedWorker[], lines: number): string => workers.map((w) => w.output.slice(-lines).join('\n')).join('\n---\n');
+
+/** Polls `probe` until it gives something truthy, and returns it; after `timeoutMs` fails naming `what`, with `context()` for the reader. */
+export async function pollUntil<T>(what: string, probe: () => Promise<T | null | undefined | false>, timeoutMs: number, context: () => string = () => '', intervalMs = 100): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    const got = await probe();
+    if (got) return got;
+    await new Promise((r) => setTimeout(r, intervalMs));
+  }
+  throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}\n${context()}`);
 }
