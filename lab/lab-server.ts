@@ -82,7 +82,9 @@ export async function startLabServer(lab: Lab, room: string, options: { env?: No
 export const deviceClassOf = (cpu: CpuCapSpec): DeviceClass => (cpu === 'phone' ? 'phone' : typeof cpu === 'string' ? 'laptop' : 'node');
 
 export function startLabWorker(lab: Lab, i: number, server: LabServer, cpu: CpuCapSpec, name = `lab-w${i}`): LabProcess {
-  const args = ['--import', 'tsx', 'node-worker/main.ts', '--url', server.url, '--room', server.room, '--name', name, '--backend', 'cpu', '--device', deviceClassOf(cpu)];
+  // LAB_WORKER_COMPUTE=main runs the maths on the workers' network thread, as before the compute thread: the comparison's other side.
+  const compute = process.env.LAB_WORKER_COMPUTE ? ['--compute', process.env.LAB_WORKER_COMPUTE] : [];
+  const args = ['--import', 'tsx', 'node-worker/main.ts', '--url', server.url, '--room', server.room, '--name', name, '--backend', 'cpu', '--device', deviceClassOf(cpu), ...compute];
   return lab.spawnInWorker(i, process.execPath, args, {
     label: 'node worker',
     cwd: PROJECT_ROOT,
