@@ -10,7 +10,7 @@
  */
 import { sameClasses, type CollectSetting } from '../shared/protocol';
 import { WebringError, toWebringError } from '../shared/protocol/errors';
-import type { OwnExamples } from '../shared/training/own-examples';
+import type { OwnExamples } from '../shared/data/own-examples';
 import { IndexedDbOwnExamples } from './own-examples-db';
 
 /** Counts go to the server at most this often while a student (or a script) adds many. */

@@ -1,7 +1,7 @@
 /**
  * This tab's own examples (a run on the class's own data), kept in its IndexedDB only: one
  * collection per room and class set, which survives a reload and never leaves the device
- * (shared/training/own-examples.ts has the rules: sequence numbers that only grow,
+ * (shared/data/own-examples.ts has the rules: sequence numbers that only grow,
  * tombstones for deletions, a new key when the collection is cleared). The trainer reads
  * the in-memory copy this keeps in step with the database.
  */
@@ -9,7 +9,7 @@ import { openDB, type DBSchema, type IDBPDatabase } from 'idb';
 import { MNIST_PIXELS } from '../shared/data/mnist-format';
 import { WebringError } from '../shared/protocol/errors';
 import { MAX_OWN_SEQ } from '../shared/protocol';
-import { newStoreKey, type OwnExample, type OwnExamples } from '../shared/training/own-examples';
+import { newStoreKey, type OwnExample, type OwnExamples } from '../shared/data/own-examples';
 
 const DB_NAME = 'webring-own-examples';
 const DB_VERSION = 1;

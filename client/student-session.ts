@@ -6,7 +6,7 @@
 import { deviceClassOf } from './device-class';
 import { io, type Socket } from 'socket.io-client';
 import { BACKENDS, type Backend, type ClientToServerEvents, type CollectSetting, type MemberInfo, type ServerToClientEvents } from '../shared/protocol';
-import type { OwnExamples } from '../shared/training/own-examples';
+import type { OwnExamples } from '../shared/data/own-examples';
 import type { ErrorBody } from '../shared/protocol/errors';
 import { TrainingWorker } from '../shared/training/worker';
 import type { WorkerStatus } from '../shared/training/worker-status';

@@ -17,7 +17,7 @@
  */
 import os from 'node:os';
 import { DEFAULT_START_CONFIG } from '../shared/protocol';
-import { globalBatchSize } from '../shared/training/batch-plan';
+import { globalBatchSize } from '../shared/data/batch-plan';
 import { LabError } from './lab-error';
 import { withLab } from './netlab';
 import { CFS_PERIOD_US, type DeviceProfile } from './cpu-caps';

@@ -12,7 +12,7 @@
  * cross-check.
  */
 import type { CollectiveReport, DroppedMember, ModelKind, RoomMetrics, RoomStatus, StartConfig, StepTimingReport } from '../shared/protocol';
-import { globalBatchSize } from '../shared/training/batch-plan';
+import { globalBatchSize } from '../shared/data/batch-plan';
 import { LabError } from './lab-error';
 import { withLab, type Lab } from './netlab';
 import type { DeviceProfile } from './cpu-caps';

@@ -19,7 +19,7 @@ import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import type { CheckpointInfo } from '../shared/checkpoints/checkpoint';
 import type { RoomMetrics, StartConfig } from '../shared/protocol';
-import { globalBatchSize } from '../shared/training/batch-plan';
+import { globalBatchSize } from '../shared/data/batch-plan';
 import { LabError } from './lab-error';
 import type { Lab } from './netlab';
 import { startLabServer, startLabWorker, waitForRoom, type LabServer } from './lab-server';

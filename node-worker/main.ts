@@ -37,7 +37,7 @@ import type { ComputePlace } from '../shared/compute/compute';
 
 /** The longest --hold-compute-ms: a minute, past any straggler deadline a test needs. */
 const MAX_HOLD_COMPUTE_MS = 60_000;
-import { countByLabel, type OwnExamples } from '../shared/training/own-examples';
+import { countByLabel, type OwnExamples } from '../shared/data/own-examples';
 import { readOwnFolder } from './own-folder';
 import { EXIT_FAILURE, failUsage, parseMemberArgs, type CommandLine, type MemberArgs } from './args';
 

@@ -14,7 +14,7 @@ import { closeSync, openSync, readdirSync, readFileSync, readSync, statSync, typ
 import path from 'node:path';
 import { PNG } from 'pngjs';
 import { inkFromRgba, preprocessDigit } from '../shared/data/digit-preprocess';
-import { MemoryOwnExamples } from '../shared/training/own-examples';
+import { MemoryOwnExamples } from '../shared/data/own-examples';
 import { classLabelSchema } from '../shared/protocol';
 import { mixSeed } from '../shared/util/random';
 

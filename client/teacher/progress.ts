@@ -3,7 +3,7 @@ import type { MemberInfo, MetricPoint, RoomStatus, StartConfig } from '../../sha
 import { byId } from './dom';
 import { bytes, dash, duration, fixed, percent } from './format';
 import { EXAMPLE_BYTES } from '../../shared/data/data-service';
-import { globalBatchSize, ranksThatTrain } from '../../shared/training/batch-plan';
+import { globalBatchSize, ranksThatTrain } from '../../shared/data/batch-plan';
 
 /** The step rate is measured over the reports of this last stretch of time. */
 export const RATE_WINDOW_MS = 20_000;

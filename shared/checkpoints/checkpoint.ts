@@ -50,7 +50,7 @@ export const checkpointMetadataSchema = z.strictObject({
     .optional(),
   /**
    * A run on the class's own data: the epoch's roster, each device's store key and count of
-   * examples (key 0: the server's digits in `mnist+own`; shared/training/own-data.ts), never
+   * examples (key 0: the server's digits in `mnist+own`; shared/data/own-data.ts), never
    * an example. Null or absent otherwise.
    */
   ownRoster: z

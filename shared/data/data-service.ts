@@ -2,7 +2,7 @@
  * The data service's wire format (TensorFlow's tf.data service, done for a class): which
  * datasets a run can train on, how a worker names the examples it wants, and how they come
  * back. The server (signaling-server/edge/data-api.ts) and every worker
- * (shared/training/streamed-mnist.ts) import this one file.
+ * (shared/data/streamed-mnist.ts) import this one file.
  *
  *   GET /api/rooms/:room/data/:dataset/:split?ranges=3-5,9,12-40
  *
@@ -26,7 +26,7 @@ export const EXAMPLE_BYTES = 1 + MNIST_PIXELS;
  * The most examples one request may name, whatever the run: 1024 examples are 804 KB, and
  * the longest `ranges` that many scattered indices make (about 6 KB) stays inside every
  * server's URL limit. A run's own bound is smaller (examplesPerRequest in
- * shared/training/streamed-mnist.ts).
+ * shared/data/streamed-mnist.ts).
  */
 export const MAX_EXAMPLES_PER_REQUEST = 1024;
 /** A `ranges` longer than this is refused before it is parsed. */

@@ -1,6 +1,6 @@
 /**
  * A bounded store of examples by dataset index, for a worker that streams its share of
- * the training set (shared/training/streamed-mnist.ts). It holds at most `capacity`
+ * the training set (shared/data/streamed-mnist.ts). It holds at most `capacity`
  * examples in two preallocated arrays; a new example takes the slot of the oldest one
  * stored (first in, first out: a worker consumes its examples in the order it fetched
  * them), so memory stays at capacity × 785 B however long the run.

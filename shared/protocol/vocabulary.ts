@@ -68,7 +68,7 @@ export type DatasetKind = (typeof DATASET_KINDS)[number];
 /**
  * Whose examples a run trains on: 'mnist' the server's digits (`dataset`), streamed to every
  * worker; 'own' the examples each student collected on their own device, which never leave
- * it (shared/training/own-data.ts); 'mnist+own' both, in one epoch.
+ * it (shared/data/own-data.ts); 'mnist+own' both, in one epoch.
  */
 export const DATA_KINDS = ['mnist', 'own', 'mnist+own'] as const;
 export type DataKind = (typeof DATA_KINDS)[number];

@@ -5,7 +5,7 @@
  * them after the all-reduce; in the hand-over's state the sender's position (an epoch's
  * roster) travels to the joiners.
  */
-import type { DataAgreement } from './data-source';
+import type { DataAgreement } from '../data/data-source';
 import type { LedgerSection } from './ledger';
 import type { StepFacts, TailSection } from './step-ledger';
 

@@ -5,7 +5,7 @@
 import { COLLECTIVE_TAG, type Collective } from '../collectives/collective';
 import { MNIST_PIXELS } from '../data/mnist-format';
 import { yieldToEventLoop } from '../util/yield';
-import type { DataSource } from './data-source';
+import type { DataSource } from '../data/data-source';
 import type { Replica } from '../compute/replica';
 
 /**

@@ -3,7 +3,7 @@
  * whether the ring agreed to stop. Every replica holds the same position after every step;
  * the hand-over carries it to a joiner as the first section of the state (state-sync.ts).
  */
-import type { DataCursor } from './batch-plan';
+import type { DataCursor } from '../data/batch-plan';
 import type { LedgerSection } from './ledger';
 
 export class RunPosition {

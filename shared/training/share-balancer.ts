@@ -24,21 +24,12 @@
  * replica starts from the same shares.
  */
 import type { StepFacts, TailSection } from './step-ledger';
+import { MAX_SHARE_FACTOR, MIN_SHARE_FACTOR } from '../data/batch-plan';
 
 /** Steps between two re-balancings: enough samples for a stable average. */
 export const REBALANCE_EVERY_STEPS = 5;
 /** A proposal moving no rank's share by more than this fraction of it is ignored. */
 export const SHARE_HYSTERESIS = 0.15;
-/** No rank takes more than this many equal shares: it bounds each replica's batch buffers. */
-export const MAX_SHARE_FACTOR = 4;
-/** Nor fewer than this fraction of an equal share: a slow device still contributes and is still measured. */
-export const MIN_SHARE_FACTOR = 1 / 8;
-/** The most examples one replica trains in a step under `config`: its batch buffers' size. */
-export function maxShareOf(config: { batchSizePerWorker: number; balanceShares: boolean }): number {
-  // +1: cutting the batch by weights rounds each end down, so a share may hold one example more.
-  return config.balanceShares ? config.batchSizePerWorker * MAX_SHARE_FACTOR + 1 : config.batchSizePerWorker;
-}
-
 /** Weight of the newest step in the moving average of ms per example. */
 const AVERAGE_WEIGHT = 0.3;
 /**

@@ -13,7 +13,7 @@
 import type { Algorithm } from '../protocol';
 import type { LinkModels } from '../collectives/choice';
 import type { LedgerSection } from './ledger';
-import { cutBatch, type GlobalBatch } from './batch-plan';
+import { cutBatch, type GlobalBatch } from '../data/batch-plan';
 import { WebringError } from '../protocol/errors';
 
 export interface StepOptions {

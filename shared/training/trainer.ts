@@ -9,9 +9,9 @@
  * the clock that times the step, and the faults a test plays.
  */
 import { COLLECTIVE_TAG, type Collective, type CollectiveOptions } from '../collectives/collective';
-import { advance, type DataCursor, type GlobalBatch } from './batch-plan';
-import { stepsRemaining } from './sharding';
-import type { DataSource, EpochRoster } from './data-source';
+import { advance, type DataCursor, type GlobalBatch } from '../data/batch-plan';
+import { stepsRemaining } from '../data/sharding';
+import type { DataSource, EpochRoster } from '../data/data-source';
 import type { FaultInjector } from './faults';
 import { sleep, systemClock, type Clock } from '../util/clock';
 import { LearningRateSchedule } from './lr-schedule';

@@ -20,7 +20,7 @@ import type { Clock } from '../util/clock';
 import { yieldToEventLoop } from '../util/yield';
 import { Trainer, type StepResult } from './trainer';
 import { StragglerDetector } from './straggler';
-import type { DataSource } from './data-source';
+import type { DataSource } from '../data/data-source';
 import type { Replica } from '../compute/replica';
 import type { FaultInjector } from './faults';
 import { extendsRing, type RingView } from './generation-tracker';

@@ -22,10 +22,10 @@ import { CheckpointWriter, type LocalCheckpointStore } from '../checkpoints/chec
 import { restoreFromServer } from '../checkpoints/checkpoint-io';
 import { systemClock, type Clock } from '../util/clock';
 import type { FaultInjector } from './faults';
-import type { DataFactory } from './data-source';
-import { streamFromDataService } from './streamed-mnist';
-import { OwnDataSource } from './own-data';
-import type { OwnExamples } from './own-examples';
+import type { DataFactory } from '../data/data-source';
+import { streamFromDataService } from '../data/streamed-mnist';
+import { OwnDataSource } from '../data/own-data';
+import type { OwnExamples } from '../data/own-examples';
 import { SignalingSession } from './signaling-session';
 import { GenerationTracker } from './generation-tracker';
 import { WorkerStatusView, type WorkerStatus } from './worker-status';

@@ -19,7 +19,7 @@ import { WebringError } from '../../shared/protocol/errors';
 import { parseOrThrow, roomNameSchema } from '../../shared/protocol';
 import { EXAMPLE_BYTES, decodeRanges, isDataSplit, isDatasetKind, splitCount } from '../../shared/data/data-service';
 import { MNIST_PIXELS } from '../../shared/data/mnist-format';
-import { examplesPerRequest } from '../../shared/training/streamed-mnist';
+import { examplesPerRequest } from '../../shared/data/streamed-mnist';
 import { DATA_BUDGET_RETRY_AFTER_S, DataBudgets, UnsentReplies, budgetPlan } from './data-budget';
 import type { DatasetLibrary } from '../data/datasets';
 import type { RoomContext } from '../rooms/room-context';

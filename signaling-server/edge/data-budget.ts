@@ -4,7 +4,7 @@
  *  - Bytes per epoch. Each reader of a room (a member, by its token; a join-code reader, by
  *    its address) and the room as a whole may take so many bytes of examples per *window*:
  *    the room's run and the epoch its chief last reported. The sizes follow from what an
- *    honest class fetches (shared/training/streamed-mnist.ts): each example of the epoch
+ *    honest class fetches (shared/data/streamed-mnist.ts): each example of the epoch
  *    once, to the rank that trains it; each rank's test shard; one prefetch window reaching
  *    into the next epoch; and, after every change of the ring (a join, a leave, a reload, a
  *    drop), a prefetch window and a test shard again, because every shard boundary moved.
@@ -22,9 +22,9 @@ import type { Request, Response } from 'express';
 import { DEFAULT_START_CONFIG, MAX_ROOM_MEMBERS, type DatasetKind, type StartConfig } from '../../shared/protocol';
 import { WebringError } from '../../shared/protocol/errors';
 import { DATASETS, EXAMPLE_BYTES } from '../../shared/data/data-service';
-import { PREFETCH_STEPS } from '../../shared/training/streamed-mnist';
-import { globalBatchSize } from '../../shared/training/batch-plan';
-import { maxShareOf } from '../../shared/training/share-balancer';
+import { PREFETCH_STEPS } from '../../shared/data/streamed-mnist';
+import { globalBatchSize } from '../../shared/data/batch-plan';
+import { maxShareOf } from '../../shared/data/batch-plan';
 import type { Timers } from '../rooms/timers';
 
 /** A window's budget is this many training sets for the class, plus the slack below. */

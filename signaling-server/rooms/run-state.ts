@@ -7,8 +7,8 @@
 import { WebringError, type ErrorBody } from '../../shared/protocol/errors';
 import { DEFAULT_START_CONFIG, MAX_JOIN_COSTS, type DroppedMember, type EvaluationReport, type JoinCost, type MetricPoint, type ProgressReport, type ResumePoint, type RoomMetrics, type RoomState, type StartConfig } from '../../shared/protocol';
 import { DATASETS } from '../../shared/data/data-service';
-import { globalBatchSize } from '../../shared/training/batch-plan';
-import { stepsPerEpoch } from '../../shared/training/sharding';
+import { globalBatchSize } from '../../shared/data/batch-plan';
+import { stepsPerEpoch } from '../../shared/data/sharding';
 import { CheckpointGuard, newCheckpointGuard, type CheckpointGuardRecord } from './checkpoint-guard';
 
 /** Enough for a whole lesson's loss curve at one point per step; older points are dropped. */

@@ -28,7 +28,7 @@ import { startServer, type RunningServer } from '../../signaling-server/server';
 import { joinCodeFor } from '../../signaling-server/edge/join-codes';
 import { startConfigSchema, type ModelKind, type RoomStatus, type StepTimingReport } from '../../shared/protocol';
 import { Trainer } from '../../shared/training/trainer';
-import { mnistShards } from '../../shared/training/data-source';
+import { mnistShards } from '../../shared/data/data-source';
 import { packMnistFromPackage } from '../../signaling-server/data/mnist-pack';
 import { createMemoryRing } from '../support/memory-ring';
 import { openNodeCompute } from '../../node-worker/node-compute';

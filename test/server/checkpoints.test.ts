@@ -4,7 +4,7 @@
  * and a start resumes from it. A checkpoint that exists but cannot be read is a server
  * error, not "not found".
  */
-import { mnistShards } from '../../shared/training/data-source';
+import { mnistShards } from '../../shared/data/data-source';
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';

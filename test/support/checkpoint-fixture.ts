@@ -1,5 +1,5 @@
 import * as tf from '@tensorflow/tfjs';
-import { mnistShards } from '../../shared/training/data-source';
+import { mnistShards } from '../../shared/data/data-source';
 import { packMnistFromPackage } from '../../signaling-server/data/mnist-pack';
 import { startConfigSchema, type StartConfig } from '../../shared/protocol';
 import { Trainer } from '../../shared/training/trainer';

@@ -3,7 +3,7 @@
  * the decision at the crossover, and trainers that measure their links, agree on the models
  * through the gradient tail and switch algorithm together, staying bit-identical.
  */
-import { mnistShards } from '../../shared/training/data-source';
+import { mnistShards } from '../../shared/data/data-source';
 import { test, before } from 'node:test';
 import assert from 'node:assert/strict';
 import * as tf from '@tensorflow/tfjs';

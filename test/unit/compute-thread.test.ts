@@ -9,7 +9,7 @@ import * as tf from '@tensorflow/tfjs';
 import { packMnistFromPackage } from '../../signaling-server/data/mnist-pack';
 import { createMemoryRing } from '../support/memory-ring';
 import { Trainer } from '../../shared/training/trainer';
-import { mnistShards } from '../../shared/training/data-source';
+import { mnistShards } from '../../shared/data/data-source';
 import { startConfigSchema } from '../../shared/protocol';
 import { WebringError } from '../../shared/protocol/errors';
 import { MNIST_PIXELS, type MnistDataset } from '../../shared/data/mnist-format';

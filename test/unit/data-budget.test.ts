@@ -16,9 +16,9 @@ import { WebringError } from '../../shared/protocol/errors';
 import { DATASETS, EXAMPLE_BYTES, trainingSetBytes } from '../../shared/data/data-service';
 import { MNIST_PIXELS } from '../../shared/data/mnist-format';
 import type { ExampleFetcher } from '../../shared/data/example-fetcher';
-import { StreamedMnist, examplesPerRequest } from '../../shared/training/streamed-mnist';
-import { advance, type DataCursor } from '../../shared/training/batch-plan';
-import { testShardOf } from '../../shared/training/sharding';
+import { StreamedMnist, examplesPerRequest } from '../../shared/data/streamed-mnist';
+import { advance, type DataCursor } from '../../shared/data/batch-plan';
+import { testShardOf } from '../../shared/data/sharding';
 import type { DatasetKind } from '../../shared/protocol';
 import { DataBudgets, MAX_COUNTED_CHANGES, UnsentReplies, budgetPlan, readerWindowBudget, roomWindowBudget, type BudgetPlan, type RoomWindow } from '../../signaling-server/edge/data-budget';
 

@@ -13,9 +13,9 @@ import { EXAMPLE_BYTES, MAX_EXAMPLES_PER_REQUEST, decodeRanges, encodeRanges } f
 import { ExampleCache } from '../../shared/data/example-cache';
 import { httpExampleFetcher, RETRY_FIRST_MS, type ExampleFetcher } from '../../shared/data/example-fetcher';
 import { MNIST_PIXELS, decodeMnist } from '../../shared/data/mnist-format';
-import { StreamedMnist, PREFETCH_STEPS } from '../../shared/training/streamed-mnist';
-import { advance, cutBatch, type DataCursor } from '../../shared/training/batch-plan';
-import { EpochPermutation } from '../../shared/training/sharding';
+import { StreamedMnist, PREFETCH_STEPS } from '../../shared/data/streamed-mnist';
+import { advance, cutBatch, type DataCursor } from '../../shared/data/batch-plan';
+import { EpochPermutation } from '../../shared/data/sharding';
 import { loadOfficialMnist, splitPacked, type LoadedDataset } from '../../signaling-server/data/datasets';
 import { packMnistFromPackage } from '../../signaling-server/data/mnist-pack';
 import { encodeMnist } from '../../shared/data/mnist-format';

@@ -10,9 +10,9 @@ import { packMnistFromPackage } from '../../signaling-server/data/mnist-pack';
 import { startConfigSchema } from '../../shared/protocol';
 import { MNIST_PIXELS, type MnistDataset } from '../../shared/data/mnist-format';
 import { Trainer } from '../../shared/training/trainer';
-import { MnistShards, mnistShards, type DataSource } from '../../shared/training/data-source';
-import { batchOfSlices, nextBatch, type DataCursor, type GlobalBatch } from '../../shared/training/batch-plan';
-import { EpochPermutation } from '../../shared/training/sharding';
+import { MnistShards, mnistShards, type DataSource } from '../../shared/data/data-source';
+import { batchOfSlices, nextBatch, type DataCursor, type GlobalBatch } from '../../shared/data/batch-plan';
+import { EpochPermutation } from '../../shared/data/sharding';
 import { createMemoryRing } from '../support/memory-ring';
 
 let dataset: MnistDataset;

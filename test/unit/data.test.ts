@@ -2,8 +2,8 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { packMnistFromPackage } from '../../signaling-server/data/mnist-pack';
 import { decodeMnist, encodeMnist, MNIST_PIXELS } from '../../shared/data/mnist-format';
-import { advance, cutBatch, nextBatch, shardOf } from '../../shared/training/batch-plan';
-import { EpochPermutation, stepsPerEpoch } from '../../shared/training/sharding';
+import { advance, cutBatch, nextBatch, shardOf } from '../../shared/data/batch-plan';
+import { EpochPermutation, stepsPerEpoch } from '../../shared/data/sharding';
 import { WebringError } from '../../shared/protocol/errors';
 
 test('the packed MNIST file holds 10,000 real digits split 8,000/2,000 with every class in both', () => {

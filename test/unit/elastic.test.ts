@@ -3,13 +3,13 @@
  * and aborted steps, and the hand-over of a live replica's whole state to survivors and
  * joiners of a new generation.
  */
-import { mnistShards } from '../../shared/training/data-source';
+import { mnistShards } from '../../shared/data/data-source';
 import { test, before } from 'node:test';
 import assert from 'node:assert/strict';
 import * as tf from '@tensorflow/tfjs';
 import { packMnistFromPackage } from '../../signaling-server/data/mnist-pack';
-import { advance, nextBatch, type DataCursor } from '../../shared/training/batch-plan';
-import { EpochPermutation } from '../../shared/training/sharding';
+import { advance, nextBatch, type DataCursor } from '../../shared/data/batch-plan';
+import { EpochPermutation } from '../../shared/data/sharding';
 import { Trainer } from '../../shared/training/trainer';
 import { startConfigSchema } from '../../shared/protocol';
 import type { MnistDataset } from '../../shared/data/mnist-format';

@@ -2,7 +2,7 @@
  * The proof that the ring is real data parallelism: 3 workers training K steps over the
  * ring end with the same weights as 1 worker training on the same global batches.
  */
-import { mnistShards } from '../../shared/training/data-source';
+import { mnistShards } from '../../shared/data/data-source';
 import { test, before } from 'node:test';
 import assert from 'node:assert/strict';
 import * as tf from '@tensorflow/tfjs';

@@ -4,7 +4,7 @@
  * of it, fails at once (no 120 s timeout) naming the sender, and nothing it sent reaches
  * the weights: the survivors, re-formed, train on bit-identical to a ring that never had it.
  */
-import { mnistShards } from '../../shared/training/data-source';
+import { mnistShards } from '../../shared/data/data-source';
 import { test, before } from 'node:test';
 import assert from 'node:assert/strict';
 import * as tf from '@tensorflow/tfjs';

@@ -5,7 +5,7 @@
  * and the ranks refuse what no honest peer sends, and the hub leaving hands the class
  * back to the ring. The real data channels are exercised by the E2E test with a hub.
  */
-import { mnistShards } from '../../shared/training/data-source';
+import { mnistShards } from '../../shared/data/data-source';
 import { test, before } from 'node:test';
 import assert from 'node:assert/strict';
 import * as tf from '@tensorflow/tfjs';

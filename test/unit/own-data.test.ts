@@ -1,5 +1,5 @@
 /**
- * Training on the class's own examples (shared/training/own-data.ts): each device trains
+ * Training on the class's own examples (shared/data/own-data.ts): each device trains
  * only its own, the update weighs every example alike, every example of an epoch is trained
  * once whatever the class does, and a device with nothing changes nothing.
  */
@@ -9,14 +9,14 @@ import * as tf from '@tensorflow/tfjs';
 import { packMnistFromPackage } from '../../signaling-server/data/mnist-pack';
 import { createMemoryRing } from '../support/memory-ring';
 import { Trainer } from '../../shared/training/trainer';
-import { OwnDataSource, EpochLine } from '../../shared/training/own-data';
-import { HOLDOUT_FRACTION, MemoryOwnExamples, isHeldOut, type OwnExamples } from '../../shared/training/own-examples';
-import type { DataSource, EpochRoster } from '../../shared/training/data-source';
-import { cutBatch, type GlobalBatch } from '../../shared/training/batch-plan';
+import { OwnDataSource, EpochLine } from '../../shared/data/own-data';
+import { HOLDOUT_FRACTION, MemoryOwnExamples, isHeldOut, type OwnExamples } from '../../shared/data/own-examples';
+import type { DataSource, EpochRoster } from '../../shared/data/data-source';
+import { cutBatch, type GlobalBatch } from '../../shared/data/batch-plan';
 import { DIGIT_CLASSES, startConfigSchema, type StartConfig } from '../../shared/protocol';
 import { MNIST_PIXELS, type MnistDataset } from '../../shared/data/mnist-format';
 import { PIXEL_SCALE } from '../../shared/data/example-cache';
-import { MnistShards } from '../../shared/training/data-source';
+import { MnistShards } from '../../shared/data/data-source';
 import { WebringError } from '../../shared/protocol/errors';
 
 let dataset: MnistDataset;

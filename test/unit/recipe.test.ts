@@ -13,7 +13,7 @@ import { buildOptimizer, setLearningRate } from '../../shared/compute/models';
 import { LearningRateSchedule, RESCALE_RAMP_STEPS } from '../../shared/training/lr-schedule';
 import { DEFAULT_START_CONFIG, startConfigSchema } from '../../shared/protocol';
 import { Trainer } from '../../shared/training/trainer';
-import { mnistShards } from '../../shared/training/data-source';
+import { mnistShards } from '../../shared/data/data-source';
 import { applyCheckpoint } from '../../shared/checkpoints/checkpoint-io';
 import { createMemoryRing } from '../support/memory-ring';
 import { capture, mnist } from '../support/checkpoint-fixture';

@@ -1,5 +1,5 @@
 /**
- * A peer's roster entries (shared/training/own-data.ts) are range-checked where they are
+ * A peer's roster entries (shared/data/own-data.ts) are range-checked where they are
  * read: the agreement every step carries (each rank's store key, count and last seq) and the
  * roster a hand-over's state carries. A count of 1e10 or −5 used to reach EpochLine and throw
  * a RangeError on every replica; now every replica refuses it with ERR_BAD_DATA, alike.
@@ -9,8 +9,8 @@ import assert from 'node:assert/strict';
 import * as tf from '@tensorflow/tfjs';
 import { createMemoryRing } from '../support/memory-ring';
 import { Trainer } from '../../shared/training/trainer';
-import { OwnDataSource } from '../../shared/training/own-data';
-import { MemoryOwnExamples } from '../../shared/training/own-examples';
+import { OwnDataSource } from '../../shared/data/own-data';
+import { MemoryOwnExamples } from '../../shared/data/own-examples';
 import { startConfigSchema, MAX_ROOM_MEMBERS, type StartConfig } from '../../shared/protocol';
 import { MNIST_PIXELS } from '../../shared/data/mnist-format';
 import { WebringError } from '../../shared/protocol/errors';

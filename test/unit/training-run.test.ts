@@ -3,7 +3,7 @@
  * server side faked (generations are handed to each replica's tracker by the test, reports
  * and checkpoints are recorded) and time on a manual clock.
  */
-import { mnistShards } from '../../shared/training/data-source';
+import { mnistShards } from '../../shared/data/data-source';
 import { test, before } from 'node:test';
 import assert from 'node:assert/strict';
 import * as tf from '@tensorflow/tfjs';

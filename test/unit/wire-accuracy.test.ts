@@ -3,7 +3,7 @@
  * one epoch of the real MNIST digits, once with fp32 and once with fp16 on the wire, from
  * the same seed; test accuracy after the epoch must agree within 0.5 percentage points.
  */
-import { mnistShards } from '../../shared/training/data-source';
+import { mnistShards } from '../../shared/data/data-source';
 import { test, before } from 'node:test';
 import assert from 'node:assert/strict';
 import * as tf from '@tensorflow/tfjs';

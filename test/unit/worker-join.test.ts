@@ -13,7 +13,7 @@ import type { Socket } from 'socket.io-client';
 import { packMnistFromPackage } from '../../signaling-server/data/mnist-pack';
 import { startConfigSchema, type ClientToServerEvents, type Generation, type MemberInfo, type ServerToClientEvents, type TrainStart } from '../../shared/protocol';
 import type { MnistDataset } from '../../shared/data/mnist-format';
-import { mnistShards } from '../../shared/training/data-source';
+import { mnistShards } from '../../shared/data/data-source';
 import { TrainingWorker } from '../../shared/training/worker';
 import type { WorkerStatus } from '../../shared/training/worker-status';
 import type { PeerFactory } from '../../shared/network/peer';

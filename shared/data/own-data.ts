@@ -43,7 +43,7 @@
  * pass over MNIST and the class's examples together, each once. A step then covers
  * perWorker × N places, since every rank can train MNIST.
  */
-import { MNIST_PIXELS } from '../data/mnist-format';
+import { MNIST_PIXELS } from './mnist-format';
 import { MAX_OWN_EXAMPLES_PER_DEVICE, MAX_OWN_SEQ, MAX_ROOM_MEMBERS, type StartConfig } from '../protocol';
 import { WebringError } from '../protocol/errors';
 import { mixSeed, permutationInto } from '../util/random';

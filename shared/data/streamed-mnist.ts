@@ -15,13 +15,13 @@
  * The test set is fetched the same way, only the rank's shard of it, and once: the
  * replicas keep it for every later evaluation.
  */
-import { DATASETS, MAX_EXAMPLES_PER_REQUEST } from '../data/data-service';
-import { ExampleCache } from '../data/example-cache';
-import { httpExampleFetcher, type ExampleFetcher } from '../data/example-fetcher';
+import { DATASETS, MAX_EXAMPLES_PER_REQUEST } from './data-service';
+import { ExampleCache } from './example-cache';
+import { httpExampleFetcher, type ExampleFetcher } from './example-fetcher';
 import type { DatasetKind, StartConfig } from '../protocol';
 import { WebringError } from '../protocol/errors';
 import type { DataContext, DataSource } from './data-source';
-import { maxShareOf } from './share-balancer';
+import { maxShareOf } from './batch-plan';
 import { advance, globalBatchSize, nextBatch, shardOf, type BatchSplit, type DataCursor, type GlobalBatch } from './batch-plan';
 import { EpochPermutation, testShardOf } from './sharding';
 

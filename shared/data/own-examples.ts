@@ -9,7 +9,7 @@
  * already counted it still finds every other example where it was. Clearing the store
  * starts a new store, with a new key: to the class it is another device.
  */
-import { MNIST_PIXELS } from '../data/mnist-format';
+import { MNIST_PIXELS } from './mnist-format';
 import { mixSeed } from '../util/random';
 import { MAX_OWN_SEQ } from '../protocol';
 

@@ -143,3 +143,13 @@ export function advance(batch: GlobalBatch, trainCount: number): DataCursor {
   const offset = batch.offset + batch.span;
   return offset >= trainCount ? { epoch: batch.epoch + 1, offset: 0 } : { epoch: batch.epoch, offset };
 }
+
+/** No rank takes more than this many equal shares: it bounds each replica's batch buffers. */
+export const MAX_SHARE_FACTOR = 4;
+/** Nor fewer than this fraction of an equal share: a slow device still contributes and is still measured. */
+export const MIN_SHARE_FACTOR = 1 / 8;
+/** The most examples one replica trains in a step under `config`: its batch buffers' size. */
+export function maxShareOf(config: { batchSizePerWorker: number; balanceShares: boolean }): number {
+  // +1: cutting the batch by weights rounds each end down, so a share may hold one example more.
+  return config.balanceShares ? config.batchSizePerWorker * MAX_SHARE_FACTOR + 1 : config.batchSizePerWorker;
+}

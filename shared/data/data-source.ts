@@ -6,10 +6,10 @@
  * Another source (a class's own drawings, say, in unequal shares) plugs in without touching
  * the training loop, as long as every replica's source agrees on the global batches.
  */
-import { MNIST_PIXELS, type MnistDataset } from '../data/mnist-format';
-import { PIXEL_SCALE } from '../data/example-cache';
+import { MNIST_PIXELS, type MnistDataset } from './mnist-format';
+import { PIXEL_SCALE } from './example-cache';
 import type { StartConfig } from '../protocol';
-import { maxShareOf } from './share-balancer';
+import { maxShareOf } from './batch-plan';
 import { globalBatchSize, nextBatch, type BatchSplit, type DataCursor, type GlobalBatch } from './batch-plan';
 import { EpochPermutation, testShardOf } from './sharding';
 
