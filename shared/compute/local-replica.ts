@@ -105,8 +105,9 @@ export class LocalReplica implements Replica {
       this.optimizer.applyGradients(named);
     });
     this.weightsVersion++;
+    const appliedAt = threadsNow();
     const weightsHash = await this.weightsHash();
-    return { flat, weightsHash, startedAt, endedAt: threadsNow() };
+    return { flat, weightsHash, startedAt, appliedAt, endedAt: threadsNow() };
   }
 
   async score({ images, labels, n }: Examples): Promise<{ correct: number; images: Float32Array; labels: Int32Array }> {

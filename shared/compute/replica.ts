@@ -67,6 +67,8 @@ export interface Applied {
   /** Every step reports it: answered with the update, it costs no message of its own. */
   weightsHash: string;
   startedAt: number;
+  /** When the optimizer's update was done; the hash follows until `endedAt`. */
+  appliedAt: number;
   endedAt: number;
 }
 

@@ -102,7 +102,7 @@ export class StepBuffers {
     this.applying = replica.applyGradients(sending, learningRate).then(
       (applied) => {
         this.spare = applied.flat;
-        this.lastApply = { endedAt: applied.endedAt, ms: applied.endedAt - applied.startedAt };
+        this.lastApply = { endedAt: applied.endedAt, ms: applied.appliedAt - applied.startedAt };
       },
       (err: unknown) => {
         this.applyError = err;
