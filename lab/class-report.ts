@@ -334,28 +334,39 @@ export function emptyLabReport(machine: LabReport['machine'], netem: boolean, ge
 }
 
 /**
- * A partial run (`--only`) folded into the class section it found: the sections it ran
- * replace the old ones, except that time-to-accuracy rows replace only the rows of the same
- * N and setting (a run of N = 8 keeps the N = 1 it is compared with); the sections it did
- * not run, and their errors, stay. The targets are computed again from the result.
+ * A partial run (`--only`, `--ns`) folded into the class section it found: the sections it
+ * ran replace the old ones row by row (scaling and joins by network, net and N;
+ * time-to-accuracy by N and setting), so a run of N = 8 keeps the N = 1 it is compared
+ * with; the sections it did not run, and their errors, stay. The targets and the scaling
+ * table are computed again from the result.
  */
 export function foldClass(previous: ClassReport | null, fresh: ClassReport, ran: readonly ClassSection[]): ClassReport {
   if (!previous) return fresh;
   const out: ClassReport = { ...previous, generatedAt: fresh.generatedAt, minutes: previous.minutes + fresh.minutes, sectionMinutes: { ...previous.sectionMinutes, ...fresh.sectionMinutes },
     sectionCfsPeriodUs: { ...previous.sectionCfsPeriodUs, ...fresh.sectionCfsPeriodUs },
   };
-  if (ran.includes('joins')) out.joins = fresh.joins;
-  if (ran.includes('scaling')) out.scaling = fresh.scaling;
+  if (ran.includes('joins') && fresh.joins) out.joins = { rows: foldRows(previous.joins?.rows ?? [], fresh.joins.rows, placeOf) };
+  if (ran.includes('scaling') && fresh.scaling) {
+    const rows = foldRows(previous.scaling?.rows ?? [], fresh.scaling.rows, placeOf);
+    out.scaling = { rows, table: scalingTable(rows), splits: foldRows(previous.scaling?.splits ?? [], fresh.scaling.splits, placeOf) };
+  }
   if (ran.includes('mixed')) out.mixed = fresh.mixed;
   if (ran.includes('timeToAccuracy') && fresh.timeToAccuracy) {
-    const key = (r: TtaRow) => `${r.n}/${r.scaleLearningRate}`;
-    const replaced = new Set(fresh.timeToAccuracy.rows.map(key));
-    const kept = (previous.timeToAccuracy?.rows ?? []).filter((r) => !replaced.has(key(r)));
-    out.timeToAccuracy = { ...fresh.timeToAccuracy, rows: [...kept, ...fresh.timeToAccuracy.rows].sort((a, b) => a.n - b.n || Number(a.scaleLearningRate) - Number(b.scaleLearningRate)) };
+    const rows = foldRows(previous.timeToAccuracy?.rows ?? [], fresh.timeToAccuracy.rows, (r) => `${r.n}/${r.scaleLearningRate}`);
+    out.timeToAccuracy = { ...fresh.timeToAccuracy, rows: rows.sort((a, b) => a.n - b.n || Number(a.scaleLearningRate) - Number(b.scaleLearningRate)) };
   }
   out.errors = [...previous.errors.filter((e) => !ran.includes(e.section)), ...fresh.errors];
   out.targets = classTargets(out);
   return out;
+}
+
+/** A row's place in a section: its network, net and class size. */
+const placeOf = (r: { model: string; net: string; n: number }): string => `${r.model}/${r.net}/${r.n}`;
+
+/** The previous rows whose key the fresh rows do not have, then the fresh rows, ordered by class size. */
+function foldRows<T extends { n: number }>(previous: readonly T[], fresh: readonly T[], key: (row: T) => string): T[] {
+  const replaced = new Set(fresh.map(key));
+  return [...previous.filter((r) => !replaced.has(key(r))), ...fresh].sort((a, b) => a.n - b.n);
 }
 
 const isClassTarget = (id: string): boolean => (CLASS_TARGET_IDS as readonly string[]).includes(id);

@@ -371,3 +371,16 @@ test('a partial run (--only, --ns) folds into the class section: time-to-accurac
   assert.equal(folded.targets.find((t) => t.id === 'time-to-accuracy-n8-vs-n1')!.value, 0.2, 'the target is computed again: 60 s against 300 s');
   assert.equal(foldClass(null, fresh, ['timeToAccuracy']), fresh);
 });
+
+test('a partial run of some sizes (--ns) keeps the scaling and join rows of the other sizes, and the table follows', () => {
+  const scaling = (rows: TrainingRow[]): ClassReport['scaling'] => ({ rows, table: scalingTable(rows), splits: rows.map((r) => ({ model: r.model, net: r.net, n: r.n, split: null, sentence: `${r.n}` })) });
+  const previous = classReport({ scaling: scaling([row('wired-lab', 'cnn', 1, 50), row('wired-lab', 'cnn', 2, 90), row('wired-lab', 'cnn', 8, 280)]), joins: { rows: [joins(4, [[500, 3_000]]), joins(8, [[400, 2_000]])] } });
+  const fresh = classReport({ scaling: scaling([row('wired-lab', 'cnn', 1, 40), row('wired-lab', 'cnn', 4, 150)]), joins: { rows: [joins(4, [[300, 2_500]])] } });
+  const folded = foldClass(previous, fresh, ['scaling', 'joins']);
+  assert.deepEqual(folded.scaling!.rows.map((r) => [r.n, r.examplesPerSec]), [[1, 40], [2, 90], [4, 150], [8, 280]]);
+  assert.deepEqual(folded.scaling!.splits.map((x) => x.n), [1, 2, 4, 8]);
+  // The table is computed again: N = 8 is now measured against the fresh one-device row.
+  assert.equal(folded.scaling!.table.find((e) => e.n === 8)!.efficiency, 280 / (8 * 40));
+  assert.deepEqual(folded.joins!.rows.map((r) => [r.n, r.measurements[0]!.record!.pauseMs]), [[4, 300], [8, 400]]);
+  assert.equal(folded.targets.find((t) => t.id === 'cnn-scaling-n8')!.value, 280 / (8 * 40), 'the target follows the folded table');
+});
