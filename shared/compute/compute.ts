@@ -38,7 +38,8 @@ export interface Compute {
 export class LocalCompute implements Compute {
   readonly place = 'main';
 
-  constructor(readonly info: BackendInfo = { backend: tf.getBackend() as Backend, adapter: undefined, webgpuUnavailable: null }) {}
+  /** `info`: the backend the caller set up in this thread (client/backend.ts, node-worker/node-backend.ts). */
+  constructor(readonly info: BackendInfo) {}
 
   probe(device: DeviceClass, slowMsPerExample?: number): Promise<DeviceProbe> {
     return probeDevice({ device, ...(slowMsPerExample ? { slowMsPerExample } : {}) });

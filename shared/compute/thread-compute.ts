@@ -18,7 +18,8 @@ export interface ComputeThreadPort extends ThreadPort {
 }
 
 type Pending = { resolve(value: unknown): void; reject(error: Error): void };
-type RequestBody = ComputeRequest extends infer R ? (R extends { id: number } ? Omit<R, 'id'> : never) : never;
+/** A request before its id is given: the union's members each without `id`. */
+type RequestBody = ComputeRequest extends infer R ? (R extends unknown ? Omit<R, 'id'> : never) : never;
 
 export class ThreadCompute implements Compute {
   readonly place = 'thread';

@@ -4,10 +4,9 @@
  * answered once, with a value or a coded error. Both ends are this project's code, built
  * together, so the messages are typed rather than validated.
  */
-import type { Backend } from '../protocol';
+import type { Backend, DeviceClass } from '../protocol';
 import type { ErrorBody } from '../protocol/errors';
-import type { BackendInfo } from './compute';
-import type { Replica } from './replica';
+import type { Replica, ReplicaSpec } from './replica';
 
 /** A replica's methods that cross the thread boundary, by name. */
 export type ReplicaMethod = Exclude<keyof Replica, 'parameterCount' | 'stateLength'>;
@@ -20,15 +19,13 @@ export interface ThreadPort {
 
 export type ComputeRequest =
   | { id: number; op: 'init'; preferred: Backend | null }
-  | { id: number; op: 'probe'; device: import('../protocol').DeviceClass; slowMsPerExample: number }
-  | { id: number; op: 'create'; spec: import('./replica').ReplicaSpec }
+  | { id: number; op: 'probe'; device: DeviceClass; slowMsPerExample: number }
+  | { id: number; op: 'create'; spec: ReplicaSpec }
   | { id: number; op: 'call'; replica: number; method: ReplicaMethod; args: unknown[] }
   | { id: number; op: 'numTensors' };
 
 export type ComputeReply = { id: number; ok: true; value: unknown } | { id: number; ok: false; error: ErrorBody };
 
-/** What 'init' answers: the backend the thread set up. */
-export type InitReply = BackendInfo;
 /** What 'create' answers: the replica's handle and sizes. */
 export interface CreateReply {
   replica: number;

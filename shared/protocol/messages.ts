@@ -271,11 +271,16 @@ export const collectiveReportSchema = z.strictObject({
 });
 export type CollectiveReport = z.output<typeof collectiveReportSchema>;
 
-export const progressReportSchema = z.strictObject({
+/** Where in a run a member's report stands: every report about a step carries it. */
+const reportPosition = {
   run: runSchema,
   generation: z.number().int().min(0),
   step: z.number().int().min(0),
   epoch: z.number().int().min(0),
+};
+
+export const progressReportSchema = z.strictObject({
+  ...reportPosition,
   loss: finite,
   trainAccuracy: finite.min(0).max(1),
   examplesPerSec: finite.min(0),
@@ -307,10 +312,7 @@ export const progressReportSchema = z.strictObject({
 export type ProgressReport = z.output<typeof progressReportSchema>;
 
 export const evaluationReportSchema = z.strictObject({
-  run: runSchema,
-  generation: z.number().int().min(0),
-  step: z.number().int().min(0),
-  epoch: z.number().int().min(0),
+  ...reportPosition,
   accuracy: finite.min(0).max(1),
 });
 export type EvaluationReport = z.output<typeof evaluationReportSchema>;

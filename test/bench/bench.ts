@@ -53,8 +53,6 @@ const SPLIT_STEPS = { mlp: 40, cnn: 16 } as const;
 /** Steps before these are left out of the split: the first steps compile kernels and measure links. */
 const SPLIT_WARMUP_STEPS = 4;
 const RELAY_MAX_BYTES = 64 * MB;
-const BENCH_PING_INTERVAL_MS = 5_000;
-const BENCH_PING_TIMEOUT_MS = 20_000;
 /** Child processes of the Node peers; killed on the way out, whatever happened. */
 const children: ChildProcess[] = [];
 process.on('exit', () => {
@@ -310,10 +308,6 @@ async function main(): Promise<void> {
     joinSecret: JOIN_SECRET,
     clientDir: CLIENT_DIST,
     log: createLogger('warn'),
-    // 32 peers' connection set-up starves 2 cores for seconds; the bench measures
-    // collectives, so the server must not drop members for missing a heartbeat meanwhile.
-    pingIntervalMs: BENCH_PING_INTERVAL_MS,
-    pingTimeoutMs: BENCH_PING_TIMEOUT_MS,
   });
   const relay = await startRelay();
   const browser = await chromium.launch({ executablePath: process.env.CHROMIUM_PATH ?? '/usr/bin/chromium', args: CHROMIUM_ARGS });

@@ -1,6 +1,6 @@
 /**
  * The defaults are the truth: Node workers whose every step computes for longer than the
- * server's default liveness (PING_INTERVAL_MS + PING_TIMEOUT_MS = 2.8 s) stay in the class,
+ * server's default liveness (a ping every 1 s, 1.8 s to answer it: 2.8 s in all) stay in the class,
  * because the maths runs in the worker's compute thread and the network thread answers the
  * pings; and a worker that stops answering (SIGSTOP: a frozen process, as a cut network
  * looks to the server) is still gone within the liveness window. The server runs on the
