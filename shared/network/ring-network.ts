@@ -94,6 +94,8 @@ export class RingNetwork {
   private rankOf = new Map<string, number>();
   /** This worker's place in the applied generation, worked out once per generation. */
   private appliedAt: Neighbours | null = null;
+  /** Its place in the generation being prepared (joiners admitted, not switched to yet), or null. */
+  private preparingAt: Neighbours | null = null;
   private current: RingAllReduce | null = null;
   /** The hub's sums of the applied generation, when this network is the hub's. */
   private reducer: HubReducer | null = null;
@@ -143,6 +145,7 @@ export class RingNetwork {
     const n = g.members.length;
     const at = neighboursIn(g, this.selfId);
     this.appliedAt = at;
+    this.preparingAt = null;
     this.rankOf = new Map(g.members.map((m, r) => [m.id, r]));
     if (g.hub) this.rankOf.set(g.hub.id, HUB_RANK);
     for (const link of this.links.values()) link.autoRedials = 0;
@@ -194,7 +197,21 @@ export class RingNetwork {
    */
   prepare(g: Generation): void {
     const at = neighboursIn(g, this.selfId);
-    if (at) this.dialNeighbours(at, false);
+    this.preparingAt = at;
+    // A link that failed is dialled again: a joiner's link that failed once must not keep
+    // the whole class from switching (neededPeer counts the prepared generation's peers).
+    if (at) this.dialNeighbours(at, true);
+  }
+
+  /**
+   * This worker's ring neighbours in `g` whose links are not open: what it reports when
+   * they stay shut past their deadline (link-watchdog.ts), so that the server sheds whoever
+   * cannot be reached. Empty for the hub and for a ring of one.
+   */
+  unreachableIn(g: Generation): string[] {
+    const at = neighboursIn(g, this.selfId);
+    if (!at || at.rank === HUB_RANK || g.members.length === 1) return [];
+    return [...new Set([at.left!.id, at.right!.id])].filter((id) => this.links.get(id)?.isOpen() !== true);
   }
 
   /** True when both of this worker's ring links in `g` are open. */
@@ -248,11 +265,13 @@ export class RingNetwork {
     this.sendSignal(peerId, link.linkId ?? NO_LINK, { type: DIAL_REQUEST });
   }
 
-  /** The member `peerId` if the applied generation needs a link to it, with whether this worker dials it. */
+  /** The member `peerId` if the applied (or the prepared) generation needs a link to it, with whether this worker dials it. */
   private neededPeer(peerId: string): { member: MemberInfo; dials: boolean } | null {
-    const at = this.appliedAt;
-    const member = at?.peers.find((m) => m.id === peerId);
-    return at && member ? { member, dials: at.self.index < member.index } : null;
+    for (const at of [this.appliedAt, this.preparingAt]) {
+      const member = at?.peers.find((m) => m.id === peerId);
+      if (at && member) return { member, dials: at.self.index < member.index };
+    }
+    return null;
   }
 
   /**
@@ -375,6 +394,7 @@ export class RingNetwork {
     this.reducer = null;
     this.applied = null;
     this.appliedAt = null;
+    this.preparingAt = null;
     for (const id of [...this.links.keys()]) this.dropLink(id);
   }
 

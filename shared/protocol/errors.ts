@@ -20,6 +20,8 @@ export const ERROR_CODES = [
   'ERR_TIMEOUT',
   'ERR_PEER_FAILED',
   'ERR_UNREACHABLE',
+  /** This member's ring links would not open: the class shed it and trains on (signaling-server/rooms/formation.ts). */
+  'ERR_RING_UNREACHABLE',
   'ERR_MEMBER_LEFT',
   'ERR_DROPPED',
   'ERR_RUN_ENDED',

@@ -386,6 +386,12 @@ export type EvictRequest = z.output<typeof evictRequestSchema>;
 export const reformRequestSchema = z.strictObject({
   generation: z.number().int().min(0),
   reason: z.string().max(200),
+  /**
+   * The ring neighbours (at most two) this member's links to stayed shut past their
+   * deadline in `generation`: the server sheds whoever cannot be reached
+   * (signaling-server/rooms/formation.ts). Absent: re-dial the same ring.
+   */
+  unreachable: z.array(memberIdSchema).max(2).optional(),
 });
 export type ReformRequest = z.output<typeof reformRequestSchema>;
 

@@ -80,10 +80,15 @@ export interface TrainStart {
 /**
  * Sent to a member taken out of the ring: 'straggler', dropped by the chief for missing the
  * step deadline; 'evicted', for sending data no honest peer sends (or, as a reporter, for a
- * second accusation in one run: signaling-server/rooms/accusations.ts).
+ * second accusation in one run: signaling-server/rooms/accusations.ts); 'unreachable', shed
+ * because its ring links would not open (signaling-server/rooms/formation.ts); 'failed', its
+ * own run failed (`detail` has the code), and the class trains on without it. Stragglers,
+ * unreachable and failed members join again by themselves; evicted ones do not.
  */
 export type MemberDropped =
   | { reason: 'straggler'; step: number; computeMs: number; deadlineMs: number }
+  | { reason: 'unreachable'; step: number; detail: string }
+  | { reason: 'failed'; step: number; detail: string }
   | { reason: 'evicted'; step: number; misbehaviour: Misbehaviour | 'accusations'; detail: string }
   /** To the hub only: the teacher removed it (DELETE /api/rooms/:room/hub). */
   | { reason: 'removed'; step: number; detail: string };
@@ -108,12 +113,19 @@ export interface RoomEvent {
   detail: string;
 }
 
+/** Why a member left the ring against its will (DroppedMember.reason). */
+export type DroppedReason = 'straggler' | 'evicted' | 'unreachable' | 'failed';
+
 export interface DroppedMember {
   id: string;
   name: string;
   index: number;
-  /** 'straggler': too slow (computeMs, deadlineMs); 'evicted': sent bad ring data (misbehaviour, reportedBy). */
-  reason: 'straggler' | 'evicted';
+  /**
+   * 'straggler': too slow (computeMs, deadlineMs); 'evicted': sent bad ring data
+   * (misbehaviour, reportedBy); 'unreachable': its ring links would not open (detail names
+   * who could not reach it); 'failed': its own run failed (detail has the code).
+   */
+  reason: DroppedReason;
   step: number;
   /** Stragglers: the member's compute time and the ring's deadline, ms; 0 for evictions. */
   computeMs: number;

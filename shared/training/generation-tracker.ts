@@ -31,7 +31,12 @@ export interface RingView {
   prepare(g: Generation): void;
   /** Both of this worker's ring links in `g` are open. */
   isReadyFor(g: Generation): boolean;
+  /** This worker's ring neighbours in `g` whose links are not open. */
+  unreachableIn(g: Generation): string[];
 }
+
+/** Asks the server to re-form generation `generation`, naming the ring neighbours this worker cannot reach (if any). */
+export type AskReform = (generation: number, reason: string, unreachable: string[]) => void;
 
 /** What a generation did on arrival. */
 export type GenerationOutcome =
@@ -128,25 +133,29 @@ export class GenerationTracker {
   }
 
   /**
-   * After an interrupted collective on `ring`: waits until a newer generation is applied. A
-   * broken link with nobody gone brings no new generation by itself, so after a grace period
-   * this asks (through `askReform`) for the ring to be re-formed (links are dialled again).
+   * After an interrupted collective on `ring`: waits until a newer generation is applied.
+   * An admission still being prepared is applied at once: the server has moved on to it,
+   * and the old ring is broken anyway. A broken link with nobody gone brings no new
+   * generation by itself, so after a grace period (and again after each one) this asks,
+   * through `askReform`, for the ring to be re-formed, naming the neighbours whose links
+   * are shut: the server sheds those it cannot reach rather than wait on them.
    */
-  async awaitRingChange(
-    network: RingView,
-    ring: CollectiveEngine,
-    cause: WebringError,
-    selfId: string | null,
-    askReform: (generation: number, reason: string) => void,
-  ): Promise<void> {
+  async awaitRingChange(network: RingView, ring: CollectiveEngine, cause: WebringError, selfId: string | null, askReform: AskReform): Promise<void> {
+    const pending = this.pending;
+    if (pending && network.collective === ring && pending.generation > ring.generation) {
+      this.log(`interrupted while generation ${pending.generation} was forming; switching to it now`);
+      network.applyGeneration(pending);
+      this.pending = null;
+    }
     const started = this.clock.now();
-    let asked = false;
+    let askedAt = started;
     while (network.collective === ring || (network.collective === null && network.generation?.members.some((m) => m.id === selfId))) {
-      const waited = this.clock.now() - started;
-      if (waited > RECOVERY_TIMEOUT_MS) throw new WebringError('ERR_TIMEOUT', `the ring did not re-form within ${RECOVERY_TIMEOUT_MS} ms after ${cause.code}`);
-      if (!asked && waited >= REFORM_AFTER_MS && ring.generation === network.generation?.generation) {
-        asked = true;
-        askReform(ring.generation, `${cause.code}: ${cause.message}`.slice(0, 200));
+      const now = this.clock.now();
+      if (now - started > RECOVERY_TIMEOUT_MS) throw new WebringError('ERR_TIMEOUT', `the ring did not re-form within ${RECOVERY_TIMEOUT_MS} ms after ${cause.code}`);
+      const applied = network.generation;
+      if (now - askedAt >= REFORM_AFTER_MS && applied && ring.generation === applied.generation) {
+        askedAt = now;
+        askReform(ring.generation, `${cause.code}: ${cause.message}`.slice(0, 200), network.unreachableIn(applied));
       }
       await this.nextChange(REFORM_AFTER_MS);
     }

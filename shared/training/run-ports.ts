@@ -7,7 +7,7 @@ import type { ErrorBody, WebringError } from '../protocol/errors';
 import type { DropRequest, EvictRequest, Generation, ReformRequest, TrainStop } from '../protocol';
 import type { CollectiveEngine } from '../collectives/collective';
 import type { Trainer } from './trainer';
-import type { RingView } from './generation-tracker';
+import type { AskReform, RingView } from './generation-tracker';
 import type { ReportEvent, ReportOf } from './signaling-session';
 
 /** Where a run's reports and requests go: the signaling server, or a test's recorder. */
@@ -35,13 +35,7 @@ export interface RunGenerations {
   admitted(g: Generation): void;
   /** Resolves at the next generation, resume or stop. */
   nextChange(): Promise<void>;
-  awaitRingChange(
-    network: RingView,
-    ring: CollectiveEngine,
-    cause: WebringError,
-    selfId: string | null,
-    askReform: (generation: number, reason: string) => void,
-  ): Promise<void>;
+  awaitRingChange(network: RingView, ring: CollectiveEngine, cause: WebringError, selfId: string | null, askReform: AskReform): Promise<void>;
 }
 
 /** The teacher's requests, as they arrive between steps; the worker sets them, the run reads them. */

@@ -368,7 +368,9 @@ export class TrainingRun {
     const { network, generations, reporter, log } = this.options;
     if (e instanceof PeerMisbehavedError) this.accuse(ring, e);
     log(`step interrupted (${e.code}: ${e.message}); waiting for the ring to re-form`);
-    await generations.awaitRingChange(network, ring, e, this.status.memberId, (generation, reason) => reporter.askReform({ generation, reason }));
+    await generations.awaitRingChange(network, ring, e, this.status.memberId, (generation, reason, unreachable) =>
+      reporter.askReform({ generation, reason, ...(unreachable.length > 0 ? { unreachable } : {}) }),
+    );
   }
 
   /**

@@ -28,6 +28,8 @@ import { OwnDataSource } from '../data/own-data';
 import type { OwnExamples } from '../data/own-examples';
 import { SignalingSession } from './signaling-session';
 import { GenerationTracker } from './generation-tracker';
+import { LinkWatchdog } from './link-watchdog';
+import { RejoinBackoff } from './rejoin-backoff';
 import { WorkerStatusView, type WorkerStatus } from './worker-status';
 import { TrainingRun } from './training-run';
 import type { RunCheckpoints, RunControl } from './run-ports';
@@ -75,6 +77,10 @@ export class TrainingWorker {
   private readonly clock: Clock;
   private readonly session: SignalingSession;
   private readonly generations: GenerationTracker;
+  /** Names the ring neighbours whose links stay shut, so that the server sheds them (link-watchdog.ts). */
+  private readonly linkWatchdog: LinkWatchdog;
+  /** When to join again after the class let this worker go (rejoin-backoff.ts). */
+  private readonly rejoinBackoff = new RejoinBackoff();
   private readonly status: WorkerStatusView;
   private readonly control: RunControl = { stopRequested: false, stopReason: null, pauseRequested: false };
   private network: RingNetwork | null = null;
@@ -106,6 +112,13 @@ export class TrainingWorker {
     const { socket, log } = options;
     this.session = new SignalingSession(socket, this.clock, options.onIceConfig);
     this.generations = new GenerationTracker(this.clock, log);
+    this.linkWatchdog = new LinkWatchdog({
+      clock: this.clock,
+      unreachableIn: (g) => this.network?.unreachableIn(g) ?? null,
+      latest: () => this.generations.latest,
+      report: (request) => this.session.askReform(request),
+      log,
+    });
     this.status = new WorkerStatusView({ backend: options.compute.info.backend, connected: socket.connected, numTensors: 0 }, options.onStatus);
     socket.on('ring:generation', (g) => this.onGeneration(g));
     socket.on('signal:relay', ({ from, linkId, data }) => this.network?.handleSignal(from, linkId, data));
@@ -264,6 +277,11 @@ export class TrainingWorker {
       return;
     }
     log(`the server no longer knows this tab (${result.error.code}); joining afresh`);
+    await this.joinAfresh(id);
+  }
+
+  /** A fresh membership in the same room, under the same name: the old one is forgotten. */
+  private async joinAfresh(id: { room: string; name: string; code: string }): Promise<void> {
     this.network?.close();
     this.network = null;
     this.session.identity = null;
@@ -272,12 +290,17 @@ export class TrainingWorker {
     try {
       await this.join(id.room, id.name, id.code);
     } catch (err) {
-      log(`join failed: ${toWebringError(err).message}`);
+      this.options.log(`join failed: ${toWebringError(err).message}`);
     }
   }
 
   private onGeneration(g: Generation): void {
-    if (this.generations.receive(g, this.network, this.running) === 'applied') this.showRing();
+    const outcome = this.generations.receive(g, this.network, this.running);
+    if (outcome === 'applied') this.showRing();
+    if (outcome === 'stale' || outcome === 'deferred') return;
+    const self = this.session.identity?.memberId;
+    if (g.members.some((m) => m.id === self)) this.linkWatchdog.watch(g);
+    else this.linkWatchdog.stop();
   }
 
   private onStop(reason: TrainStop['reason']): void {
@@ -294,15 +317,22 @@ export class TrainingWorker {
   }
 
   private onDropped(d: MemberDropped): void {
-    const message =
-      d.reason === 'straggler'
-        ? `this device took ${Math.round(d.computeMs)} ms per step; the ring's deadline is ${Math.round(d.deadlineMs)} ms. Join again to rejoin.`
-        : `evicted from the ring at step ${d.step}: ${d.detail}. Join again to rejoin.`;
-    this.options.log(d.reason === 'straggler' ? `dropped from the ring as a straggler at step ${d.step}: ${message}` : message);
+    const message = droppedMessage(d);
+    this.options.log(`dropped from the ring at step ${d.step} (${d.reason}): ${message}`);
+    const id = this.session.identity;
     this.session.identity = null;
+    this.linkWatchdog.stop();
     this.network?.close();
     this.network = null;
-    this.status.update({ state: 'dropped', rank: null, chief: false, error: { code: d.reason === 'straggler' ? 'ERR_DROPPED' : 'ERR_PEER_MISBEHAVED', message } });
+    this.status.update({ state: 'dropped', rank: null, chief: false, error: { code: DROPPED_CODES[d.reason], message } });
+    if (!id || d.reason === 'evicted' || d.reason === 'removed') return;
+    // A frozen phone that thawed, a link that would not open, a run that failed here: the
+    // class goes on, and this device comes back by itself.
+    const delay = this.rejoinBackoff.dropped(this.clock.now());
+    this.options.log(`joining again in ${delay} ms`);
+    this.clock.setTimeout(() => {
+      if (!this.session.identity) void this.joinAfresh(id);
+    }, delay);
   }
 
   /** Rank, world size and chief of the ring this worker is in now. */
@@ -423,5 +453,30 @@ export class TrainingWorker {
         await restoreFromServer(this.options.serverUrl, this.room!, id, trainer, this.session.identity?.memberToken ?? '', { clock: this.clock });
       },
     };
+  }
+}
+
+/** The code a dropped worker shows for each reason. */
+const DROPPED_CODES: Record<MemberDropped['reason'], ErrorBody['code']> = {
+  straggler: 'ERR_DROPPED',
+  unreachable: 'ERR_RING_UNREACHABLE',
+  failed: 'ERR_DROPPED',
+  evicted: 'ERR_PEER_MISBEHAVED',
+  removed: 'ERR_DROPPED',
+};
+
+/** What a dropped worker's page says, in the student's words. */
+function droppedMessage(d: MemberDropped): string {
+  switch (d.reason) {
+    case 'straggler':
+      return `this device took ${Math.round(d.computeMs)} ms per step; the ring's deadline is ${Math.round(d.deadlineMs)} ms. It joins again by itself.`;
+    case 'unreachable':
+      return `this device's links to its classmates would not open (${d.detail}). It joins again by itself.`;
+    case 'failed':
+      return `training failed on this device (${d.detail}); the class trains on. It joins again by itself.`;
+    case 'evicted':
+      return `evicted from the ring at step ${d.step}: ${d.detail}. Join again to rejoin.`;
+    case 'removed':
+      return `removed by the teacher: ${d.detail}`;
   }
 }

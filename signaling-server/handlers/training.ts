@@ -1,4 +1,4 @@
-/** worker:progress, worker:evaluated, worker:finished: what the dashboard and API show. */
+/** worker:progress, worker:evaluated, worker:finished: what the dashboard and API show; ring:drop, ring:evict and ring:reform: the ring's own removals and re-forms. */
 import { WebringError } from '../../shared/protocol/errors';
 import {
   dropRequestSchema,
@@ -14,6 +14,8 @@ import {
 import type { Room } from '../rooms/room';
 import { channelOf, type IoSocket } from '../rooms/room-context';
 import { broadcastChange } from '../rooms/membership-broadcast';
+import { scheduleAdmission } from '../rooms/runs';
+import { SHED_REPORT_WINDOW_MS } from '../rooms/formation';
 import type { ServerContext } from './context';
 import { guarded } from './errors';
 
@@ -42,14 +44,35 @@ async function updateMemberRoom<T>(ctx: ServerContext, member: { name: string; m
   return updated;
 }
 
+/**
+ * Sheds the members of `generation` nobody can reach, once the other ends of their links
+ * had SHED_REPORT_WINDOW_MS to report (formation.ts). Keyed by room: the room is re-read
+ * when the timer fires.
+ */
+function scheduleShedding(ctx: ServerContext, name: string, generation: number): void {
+  ctx.timers.once(`shed:${name}`, SHED_REPORT_WINDOW_MS, () => {
+    void (async () => {
+      const updated = await ctx.rooms.update(name, (r) => r.shedUnreachable(generation));
+      if (!updated || updated.result.shed.length === 0) return;
+      for (const { id, socketId, notice } of updated.result.shed) {
+        ctx.log.warn(`room ${name}: shed unreachable member ${id} (${notice.detail})`);
+        tellRemoved(ctx, name, socketId, notice);
+      }
+      broadcastChange(ctx, updated.room, updated.result.change);
+    })().catch((err: unknown) => ctx.log.error(`room ${name}: shedding failed: ${String(err)}`));
+  });
+}
+
 export function registerTrainingHandlers(ctx: ServerContext, socket: IoSocket): void {
   socket.on('worker:progress', (raw: unknown) => {
     guarded(ctx, socket, 'worker:progress', undefined, async () => {
       const member = requireMember(socket);
       const report = parseOrThrow(progressReportSchema, raw);
-      const { result: trustChanges } = await updateMemberRoom(ctx, member, (room, memberId) => room.recordProgress(memberId, report));
+      const { result } = await updateMemberRoom(ctx, member, (room, memberId) => room.recordProgress(memberId, report));
+      // The ring switched to the admission that was forming: the next students may come in.
+      if (result.admitNext) scheduleAdmission(ctx, member.name);
       // A second rank's hash vouched for (or contradicted) a stored checkpoint of this step.
-      for (const { id, trust } of trustChanges) {
+      for (const { id, trust } of result.trust) {
         if (await ctx.checkpoints.setTrust(member.name, id, trust)) ctx.log.info(`room ${member.name}: checkpoint ${id} ${trust.state}${trust.by ? ` by ${trust.by}` : ''}`);
       }
     });
@@ -78,13 +101,16 @@ export function registerTrainingHandlers(ctx: ServerContext, socket: IoSocket): 
       // Replicas all end at the same step; only the first report changes the room.
       const { room, result } = await updateMemberRoom(ctx, member, (r, memberId) => {
         const wasTraining = r.isTraining;
-        const change = r.recordFinished(memberId, report);
-        return { wasTraining, change, withoutState: wasTraining ? r.takeAdmittedWithoutState() : [] };
+        const { change, failed } = r.recordFinished(memberId, report);
+        const ended = !r.isTraining;
+        return { wasTraining, change, failed, withoutState: wasTraining && ended ? r.takeAdmittedWithoutState() : [] };
       });
       if (!result.wasTraining) return;
       if (report.reason === 'failed') {
-        // Why a ring could not heal belongs in the log, not only on the teacher page.
-        ctx.log.warn(`room ${room.name}: run failed at step ${report.step}, reported by ${member.memberId}: ${report.code ?? 'no code'} ${report.message ?? ''}`);
+        // Why a member could not go on belongs in the log, not only on the teacher page.
+        const what = result.failed ? 'left the ring, the class trains on' : 'was the last member: back to the latest checkpoint';
+        ctx.log.warn(`room ${room.name}: a member's run failed at step ${report.step} (${member.memberId}: ${report.code ?? 'no code'} ${report.message ?? ''}); it ${what}`);
+        if (result.failed) tellRemoved(ctx, room.name, result.failed.socketId, result.failed.notice);
       } else {
         ctx.log.info(`room ${room.name}: run ${report.reason} at step ${report.step}`);
       }
@@ -131,9 +157,10 @@ export function registerTrainingHandlers(ctx: ServerContext, socket: IoSocket): 
     guarded(ctx, socket, 'ring:reform', undefined, async () => {
       const member = requireMember(socket);
       const request = parseOrThrow(reformRequestSchema, raw);
-      const { room, result: change } = await updateMemberRoom(ctx, member, (r, memberId) => r.reform(memberId, request.generation, request.reason));
-      if (change.generation) ctx.log.warn(`room ${room.name}: ring re-formed at ${member.memberId}'s request (${request.reason})`);
-      broadcastChange(ctx, room, change);
+      const { room, result } = await updateMemberRoom(ctx, member, (r, memberId) => r.reform(memberId, request.generation, request.reason, request.unreachable));
+      if (result.change.generation) ctx.log.warn(`room ${room.name}: ring re-formed at ${member.memberId}'s request (${request.reason})`);
+      if (result.shedDue) scheduleShedding(ctx, room.name, request.generation);
+      broadcastChange(ctx, room, result.change);
     });
   });
 }

@@ -40,14 +40,15 @@ import {
   type StartConfig,
   type TrainStart,
   type ResumePoint,
+  type MemberDropped,
 } from '../../shared/protocol';
 import type { Clock } from '../../shared/util/clock';
 import type { NewMember } from './membership';
-import type { TrustChange } from './checkpoint-guard';
 import type { CheckpointTrust } from '../../shared/checkpoints/checkpoint';
 import { NO_CHANGE, RoomCore, type MembershipChange, type RoomParts } from './room-core';
 import * as removals from './removals';
 import type { Eviction, HubRemoval } from './removals';
+import { checkNamedNeighbours, type UnreachableReport } from './formation';
 import * as reports from './run-reports';
 import { roomStatus } from './room-status';
 import { REFORM_AFTER_MS } from '../../shared/training/generation-tracker';
@@ -69,6 +70,12 @@ export interface Admission {
   joiners: string[];
   /** What each joiner is told: the run in progress, to be joined with the chief's live state. */
   start: TrainStart;
+}
+
+/** An accepted shedding (Room.shedUnreachable): the change, and each member shed with what it is told. */
+export interface Shedding {
+  change: MembershipChange;
+  shed: Array<{ id: string; socketId: string | null; notice: Extract<MemberDropped, { reason: 'unreachable' }> }>;
 }
 
 export class Room {
@@ -238,6 +245,8 @@ export class Room {
   admitWaiting(): Admission | null {
     const config = this.core.runState.config;
     if (!this.isTraining || !this.hasWaiting || !config) return null;
+    // One admission at a time (formation.ts): the next waits until the ring switched to this one.
+    if (this.core.runState.formation.admissionForming) return null;
     const joiners = this.core.members.admitWaiting(this.core.runState.step);
     const generation = this.core.bumpGeneration();
     this.core.log('admitted', joiners.map((m) => m.name), `${joiners.length} joiner(s) take the chief's live state`);
@@ -296,19 +305,51 @@ export class Room {
    * Refused with ERR_RATE_LIMITED, changing nothing, while the generation is younger than
    * REFORM_MIN_GENERATION_AGE_MS: so one re-form per generation, and at most one every 2 s
    * per room, however many members ask and however fast.
+   *
+   * With `unreachable` (the ring neighbours its links to stayed shut), the request is a
+   * report instead: recorded for the generation, and `shedDue` is true for its first one, so
+   * that the caller sheds (shedUnreachable) once the other ends had time to report.
    */
-  reform(memberId: string, generation: number, reason: string): MembershipChange {
+  reform(memberId: string, generation: number, reason: string, unreachable: readonly string[] = []): { change: MembershipChange; shedDue: boolean } {
     const m = this.core.members.findInRing(memberId);
     if (!m) throw new WebringError('ERR_NOT_IN_ROOM', `${this.core.members.isHub(memberId) ? 'the hub is no ring member; ' : ''}only ring members ask for a re-form`);
     // Every member of a broken ring may ask; the first request for a generation is enough.
-    if (generation !== this.currentGeneration) return NO_CHANGE;
+    if (generation !== this.currentGeneration) return { change: NO_CHANGE, shedDue: false };
+    if (unreachable.length > 0) {
+      checkNamedNeighbours(this.core.members.ring, memberId, unreachable);
+      const report: UnreachableReport = { generation, reporter: memberId, unreachable: [...unreachable] };
+      return { change: NO_CHANGE, shedDue: this.isTraining && this.core.runState.formation.report(report) };
+    }
     const ageMs = this.core.members.generationAgeMs(this.core.clock.now());
     if (ageMs < REFORM_MIN_GENERATION_AGE_MS) {
       throw new WebringError('ERR_RATE_LIMITED', `generation ${generation} is ${Math.round(ageMs)} ms old; a ring is re-formed only once its generation is ${REFORM_MIN_GENERATION_AGE_MS} ms old`);
     }
     const change = { generation: this.core.bumpGeneration(), trainingAborted: false };
     this.core.log('reformed', [m.name], reason);
-    return change;
+    return { change, shedDue: false };
+  }
+
+  /**
+   * Sheds the members of `generation` that the reports say cannot be reached (formation.ts):
+   * each is told why and may join again. Nothing changes once the generation is gone.
+   */
+  shedUnreachable(generation: number): Shedding {
+    if (!this.isTraining || generation !== this.currentGeneration) return { change: NO_CHANGE, shed: [] };
+    const ring = this.core.members.ring;
+    const names = new Map(ring.map((m) => [m.id, m.name]));
+    const reports = this.core.runState.record.formation?.reports.filter((r) => r.generation === generation) ?? [];
+    const ids = this.core.runState.formation.shed(generation, ring);
+    if (ids.length === 0) return { change: NO_CHANGE, shed: [] };
+    const step = this.core.runState.step;
+    const shed = ids.map((id) => {
+      const by = reports.filter((r) => r.unreachable.includes(id)).map((r) => names.get(r.reporter) ?? r.reporter);
+      const detail = `its ring links did not open: ${by.join(' and ')} could not reach it`;
+      const m = this.core.members.removeFromRing(id)!.member;
+      this.core.runState.recordDropped({ id, name: m.name, index: m.index, reason: 'unreachable', step, computeMs: 0, deadlineMs: 0, misbehaviour: null, reportedBy: by.join(', ') || null, detail, at: this.core.clock.now() });
+      this.core.log('dropped', [m.name], `unreachable: ${detail}`);
+      return { id, socketId: m.socketId, notice: { reason: 'unreachable' as const, step, detail } };
+    });
+    return { change: this.core.afterRemoval(), shed };
   }
 
   /** Throws unless a run could start now. */
@@ -340,7 +381,7 @@ export class Room {
   }
 
   /** A ring member's report of a step (run-reports.ts): the checkpoints whose trust it changed, for the store to write down. */
-  recordProgress(memberId: string, report: ProgressReport): TrustChange[] {
+  recordProgress(memberId: string, report: ProgressReport): reports.ProgressOutcome {
     return reports.recordProgress(this.core, memberId, report);
   }
 
@@ -365,7 +406,7 @@ export class Room {
   }
 
   /** A ring member's report of the run's end (run-reports.ts): the chief's ends the run, and so does anyone's failure. */
-  recordFinished(memberId: string, report: FinishReport): MembershipChange {
+  recordFinished(memberId: string, report: FinishReport): reports.FinishOutcome {
     return reports.recordFinished(this.core, memberId, report);
   }
 

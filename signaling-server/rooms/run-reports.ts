@@ -8,15 +8,30 @@ import type { EvaluationReport, FinishReport, OwnExamplesReport, ProgressReport 
 import type { CheckpointTrust } from '../../shared/checkpoints/checkpoint';
 import type { TrustChange } from './checkpoint-guard';
 import { NO_CHANGE, type MembershipChange, type RoomCore } from './room-core';
+import type { Member } from './membership';
+import type { MemberDropped } from '../../shared/protocol';
 
 /**
  * A ring member's report of a step. The chief's is the room's progress; any other
  * member's weights hash may vouch for a checkpoint of that step (checkpoint-guard.ts):
  * the checkpoints whose trust it changed are returned, for the store to write down.
  */
-export function recordProgress(core: RoomCore, memberId: string, report: ProgressReport): TrustChange[] {
+export function recordProgress(core: RoomCore, memberId: string, report: ProgressReport): ProgressOutcome {
   const m = core.requireMemberOfRun(memberId, report.run);
   core.members.noteProgress(m, report);
+  // A step in the admitting generation: the ring switched, and whoever waits may be admitted next.
+  const admissionFormed = core.runState.formation.trainedIn(report.generation);
+  const trust = recordStep(core, m, report);
+  return { trust, admitNext: admissionFormed && core.members.waiting.length > 0 };
+}
+
+/** What a progress report changed beyond the room: checkpoint trust to store, and whether waiting students may be admitted now. */
+export interface ProgressOutcome {
+  trust: TrustChange[];
+  admitNext: boolean;
+}
+
+function recordStep(core: RoomCore, m: Member, report: ProgressReport): TrustChange[] {
   core.runState.recordJoinCost(report, core.members.chief === m);
   if (core.members.chief !== m) {
     return core.runState.checkpointGuard.noteReport(m.id, report.step, report.weightsHash, core.runState.step, core.runState.saveEverySteps);
@@ -76,22 +91,41 @@ export function recordEvaluation(core: RoomCore, memberId: string, report: Evalu
   if (core.members.chief === m) core.runState.recordEvaluation(report);
 }
 
+/** A finish report's effect: the membership change, and the member taken out for its own failure (told why), if any. */
+export interface FinishOutcome {
+  change: MembershipChange;
+  failed: { socketId: string | null; notice: Extract<MemberDropped, { reason: 'failed' }> } | null;
+}
+
 /**
  * Every replica ends at the same step; the chief's report ends the run, because the chief
- * reports only after its final checkpoint is stored. A failure report from anyone ends it.
+ * reports only after its final checkpoint is stored. A member whose own run failed leaves
+ * the ring and the class trains on without it (it joins again by itself); only when it was
+ * the last member does the run end, and the room goes back to the latest checkpoint.
  */
-export function recordFinished(core: RoomCore, memberId: string, report: FinishReport): MembershipChange {
+export function recordFinished(core: RoomCore, memberId: string, report: FinishReport): FinishOutcome {
   const m = core.requireMemberOfRun(memberId, report.run);
-  if (!core.isTraining) return NO_CHANGE;
-  if (report.reason !== 'failed' && core.members.chief !== m) return NO_CHANGE;
+  if (!core.isTraining) return { change: NO_CHANGE, failed: null };
+  if (report.reason === 'failed') return memberFailed(core, m, report);
+  if (core.members.chief !== m) return { change: NO_CHANGE, failed: null };
   const admitted = core.members.admitWaiting(null).length > 0;
-  if (report.reason === 'failed') {
-    // The ring could not heal itself: everyone stops, and the room goes back to the
-    // latest checkpoint in a fresh generation (a fresh ring).
-    core.runState.end('idle', { code: 'ERR_PEER_FAILED', message: report.message ?? report.code ?? 'a worker failed' });
-    return { generation: core.bumpGeneration(), trainingAborted: true };
-  }
   core.runState.finishAt(report.step);
   core.runState.end('done', null);
-  return admitted ? { generation: core.bumpGeneration(), trainingAborted: false } : NO_CHANGE;
+  return { change: admitted ? { generation: core.bumpGeneration(), trainingAborted: false } : NO_CHANGE, failed: null };
+}
+
+function memberFailed(core: RoomCore, m: Member, report: FinishReport): FinishOutcome {
+  const why = `${report.code ?? 'no code'}: ${report.message ?? 'its run failed'}`.slice(0, 200);
+  if (core.members.ring.length <= 1) {
+    // Nobody else holds the live state: the room goes back to the latest checkpoint in a
+    // fresh generation (a fresh ring), and the run starts again from it by itself.
+    core.members.admitWaiting(null);
+    core.runState.end('idle', { code: 'ERR_PEER_FAILED', message: why });
+    return { change: { generation: core.bumpGeneration(), trainingAborted: true }, failed: null };
+  }
+  const socketId = m.socketId;
+  core.members.removeFromRing(m.id);
+  core.runState.recordDropped({ id: m.id, name: m.name, index: m.index, reason: 'failed', step: report.step, computeMs: 0, deadlineMs: 0, misbehaviour: null, reportedBy: null, detail: why, at: core.clock.now() });
+  core.log('dropped', [m.name], `its run failed (${why}); the class trains on`);
+  return { change: core.afterRemoval(), failed: { socketId, notice: { reason: 'failed', step: report.step, detail: why } } };
 }

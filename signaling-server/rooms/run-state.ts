@@ -10,6 +10,7 @@ import { DATASETS } from '../../shared/data/data-service';
 import { globalBatchSize } from '../../shared/data/batch-plan';
 import { stepsPerEpoch } from '../../shared/data/sharding';
 import { CheckpointGuard, newCheckpointGuard, type CheckpointGuardRecord } from './checkpoint-guard';
+import { Formation, newFormation, type FormationRecord } from './formation';
 
 /** Enough for a whole lesson's loss curve at one point per step; older points are dropped. */
 export const MAX_HISTORY_POINTS = 5_000;
@@ -41,6 +42,8 @@ export interface RunRecord {
   joins?: JoinCost[];
   /** The run's start step and the hashes that vouch for its checkpoints; absent in records from before. */
   guard?: CheckpointGuardRecord;
+  /** The ring's admissions and shedding this run (formation.ts); absent in records from before. */
+  formation?: FormationRecord;
 }
 
 /** A room that has not trained yet. */
@@ -103,6 +106,11 @@ export class RunState {
     return new CheckpointGuard((this.r.guard ??= newCheckpointGuard(0)));
   }
 
+  /** This run's admissions and unreachable reports (formation.ts). */
+  get formation(): Formation {
+    return new Formation((this.r.formation ??= newFormation()));
+  }
+
   /** How often the chief saves: the steps whose hashes are kept longest for vouching. */
   get saveEverySteps(): number {
     return this.r.config?.saveEverySteps ?? DEFAULT_START_CONFIG.saveEverySteps;
@@ -112,7 +120,7 @@ export class RunState {
   start(config: StartConfig, resume: ResumePoint | null): number {
     const run = this.r.run + 1;
     const step = resume?.step ?? 0;
-    Object.assign(this.r, idleRun(), { state: 'training', config, run, step, epoch: resume?.dataCursor.epoch ?? 0, guard: newCheckpointGuard(step) });
+    Object.assign(this.r, idleRun(), { state: 'training', config, run, step, epoch: resume?.dataCursor.epoch ?? 0, guard: newCheckpointGuard(step), formation: newFormation() });
     this.history = [];
     return run;
   }
@@ -168,6 +176,7 @@ export class RunState {
 
   /** Joiners were admitted into the running ring in `generation`; their cost is reported later. */
   recordAdmission(generation: number, joiners: string[]): void {
+    this.formation.admitted(generation);
     const joins = (this.r.joins ??= []);
     joins.push({ generation, joiners, atStep: this.r.step, pauseMs: null, lockStepMs: null });
     if (joins.length > MAX_JOIN_COSTS) joins.splice(0, joins.length - MAX_JOIN_COSTS);

@@ -95,16 +95,17 @@ export async function startRun(ctx: RoomContext, name: string, config: StartConf
 }
 
 /**
- * After a run broke because a member vanished, the survivors go on from the latest
- * checkpoint by themselves, as TensorFlow's BackupAndRestore restarts a job. Without a
- * checkpoint there is nothing to go back to, and the room waits for the teacher.
+ * After a run broke (its last member failed or left), whoever is in the room goes on from
+ * the latest checkpoint by themselves, as TensorFlow's BackupAndRestore restarts a job;
+ * without a checkpoint of this model and data, from the start. A room never sits idle with
+ * its class still in it: only the teacher's Stop ends the lesson.
  */
 export function scheduleAutoResume(ctx: RoomContext, name: string, config: StartConfig | null): void {
   if (!config) return;
   ctx.timers.after(AUTO_RESUME_DELAY_MS, () => {
     void (async () => {
       const room = await ctx.rooms.read(name);
-      if (!room || room.isTraining || !room.hasWorkers || !(await ctx.checkpoints.resolve(name, LATEST_CHECKPOINT))) return;
+      if (!room || room.isTraining || !room.hasWorkers) return;
       await startRun(ctx, name, { ...config, resumeFrom: LATEST_CHECKPOINT });
     })().catch((err: unknown) => ctx.log.warn(`room ${name}: automatic resume failed: ${(err as Error).message}`));
   });

@@ -85,6 +85,68 @@ test('students arriving mid-run wait, then are admitted together in one generati
   assert.equal(room.admitWaiting(), null, 'nobody is left waiting');
 });
 
+test('admissions are batched: students arriving while one forms wait until the ring trained a step in it, then come in together', () => {
+  const { room } = roomWith(['a', 'b']);
+  const run = room.start(CONFIG, null).run;
+  room.join(member('c'));
+  const first = room.admitWaiting()!;
+  assert.deepEqual(first.joiners, ['c']);
+  // A class walking in: three more while the ring still trains on the old generation.
+  for (const id of ['d', 'e', 'f']) room.join(member(id));
+  room.recordProgress('a', { ...progress(run, 1), generation: first.generation.generation - 1 });
+  assert.equal(room.admitWaiting(), null, 'no second admission while the first forms');
+  assert.deepEqual(room.status().waiting.map((m) => m.id), ['d', 'e', 'f']);
+  // A step in the admitting generation: the ring switched, and says the next may come.
+  const outcome = room.recordProgress('b', { ...progress(run, 2), generation: first.generation.generation });
+  assert.equal(outcome.admitNext, true);
+  const second = room.admitWaiting()!;
+  assert.deepEqual(second.joiners, ['d', 'e', 'f'], 'everyone who waited, in one generation');
+  assert.deepEqual(ranks(room), ['a', 'b', 'c', 'd', 'e', 'f']);
+  assert.equal(room.recordProgress('a', { ...progress(run, 3), generation: second.generation.generation }).admitNext, false, 'nobody waits now');
+});
+
+test('a re-form that cannot reach a member sheds it, named and with a reason, and the run goes on', () => {
+  const { room, clock } = roomWith(['a', 'b', 'c', 'd']);
+  const run = room.start(CONFIG, null).run;
+  const g = room.currentGeneration;
+  // c's links are dead: both its neighbours name it; c names them too.
+  assert.equal(room.reform('b', g, 'links shut', ['c']).shedDue, true, 'the first report schedules the shedding');
+  assert.equal(room.reform('d', g, 'links shut', ['c']).shedDue, false);
+  assert.equal(room.reform('c', g, 'links shut', ['b', 'd']).shedDue, false);
+  assert.equal(codeOf(() => room.reform('a', g, 'links shut', ['c'])), 'ERR_BAD_REQUEST', 'a member names only its own ring neighbours');
+  clock.advance(1_500);
+  const shedding = room.shedUnreachable(g);
+  assert.deepEqual(shedding.shed.map((s) => s.id), ['c']);
+  assert.equal(shedding.shed[0]!.notice.reason, 'unreachable');
+  assert.match(shedding.shed[0]!.notice.detail, /student b and student d could not reach it/);
+  assert.equal(shedding.change.generation?.generation, g + 1);
+  assert.equal(shedding.change.trainingAborted, false);
+  assert.deepEqual(ranks(room), ['a', 'b', 'd']);
+  const status = room.status();
+  assert.equal(status.state, 'training');
+  assert.deepEqual(status.dropped.map((d) => [d.name, d.reason]), [['student c', 'unreachable']]);
+  assert.equal(status.events.at(-1)?.kind, 'dropped');
+  assert.deepEqual(room.shedUnreachable(g).shed, [], 'a generation already gone sheds nothing');
+
+  // One end naming the other is no evidence: nobody is shed on a single word.
+  const g2 = room.currentGeneration;
+  room.reform('b', g2, 'links shut', ['d']);
+  assert.deepEqual(room.shedUnreachable(g2).shed, []);
+  assert.deepEqual(ranks(room), ['a', 'b', 'd']);
+
+  // A member whose own run failed leaves the ring; the class trains on.
+  const failed = room.recordFinished('d', { run, generation: room.currentGeneration, step: 5, reason: 'failed', code: 'ERR_TIMEOUT', message: 'test' });
+  assert.equal(failed.failed?.notice.reason, 'failed');
+  assert.equal(failed.change.trainingAborted, false);
+  assert.deepEqual(ranks(room), ['a', 'b']);
+  assert.equal(room.status().state, 'training');
+  // The last one's failure ends the run, which goes back to its checkpoint.
+  room.leave('b');
+  const last = room.recordFinished('a', { run, generation: room.currentGeneration, step: 5, reason: 'failed', code: 'ERR_TIMEOUT', message: 'test' });
+  assert.equal(last.change.trainingAborted, true);
+  assert.equal(room.status().lastError?.code, 'ERR_PEER_FAILED');
+});
+
 test('a member whose node is gone has the reconnect grace to come back, measured on the room clock', () => {
   const { room, clock } = roomWith(['a', 'b'], 'node-1');
   assert.equal(room.markNodesGone((node) => node !== 'node-1'), true);
@@ -157,7 +219,8 @@ test('ring:evict: a sender is evicted; a non-sender is refused and mutes the rep
   assert.equal(codeOf(() => room.evict(ranks(room)[0]!, stale)), 'ERR_STALE_GENERATION');
 
   // A new run forgets the accusations and the muting.
-  room.recordFinished(ranks(room)[0]!, { run, generation: room.currentGeneration, step: 4, reason: 'failed', code: 'ERR_PEER_FAILED', message: 'test' });
+  room.requestStop();
+  room.recordFinished(ranks(room)[0]!, { run, generation: room.currentGeneration, step: 4, reason: 'stopped' });
   const next = room.start(CONFIG, null);
   const fresh: EvictRequest = { run: next.run, generation: room.currentGeneration, member: senderOf(liar), step: 0, reason: 'length', detail: '' };
   assert.equal(room.evict(liar, fresh).refused, null);
@@ -194,7 +257,7 @@ test('a run starts, records the chief\'s progress and evaluations, pauses, resum
   assert.equal(codeOf(() => room.pause()), 'ERR_BAD_STATE');
   room.resume();
   room.requestStop();
-  assert.deepEqual(room.recordFinished('b', { run: 1, generation: room.currentGeneration, step: 9, reason: 'stopped' }), { generation: null, trainingAborted: false }, 'only the chief ends a run');
+  assert.deepEqual(room.recordFinished('b', { run: 1, generation: room.currentGeneration, step: 9, reason: 'stopped' }).change, { generation: null, trainingAborted: false }, 'only the chief ends a run');
   room.recordFinished('a', { run: 1, generation: room.currentGeneration, step: 9, reason: 'stopped' });
   assert.equal(room.status().state, 'done');
   assert.equal(room.status().step, 9);

@@ -94,6 +94,10 @@ class MemoryNetwork implements RingView {
   isReadyFor(g: Generation): boolean {
     return g.members.some((m) => m.id === this.selfId);
   }
+
+  unreachableIn(): string[] {
+    return [];
+  }
 }
 
 interface Report {

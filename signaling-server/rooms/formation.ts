@@ -1,0 +1,143 @@
+/**
+ * How a running ring forms and re-forms in a class of thirty: one admission at a time, and
+ * shedding the members a new generation cannot reach instead of waiting on them forever.
+ *
+ * Admissions. Students who arrive while an admission is still forming (its generation
+ * announced, the ring not yet switched to it) wait for the next one: a class walking in
+ * over a minute is admitted in a few batches, never in a pile of generations that each
+ * restart the dialling before the last one finished (seen with 24 Node workers: twelve
+ * generations in 31 s, and the ring never switched). The ring has switched once any member
+ * reports a step trained in the admitting generation or a newer one.
+ *
+ * Shedding. A member whose ring links in the current generation stay shut past its
+ * deadline names the neighbours it cannot reach (ring:reform with `unreachable`). After a
+ * short window for the other side's report, the room sheds:
+ *   - every member named by both of its ring neighbours (it reaches nobody);
+ *   - else, for a link named from both ends, one end: the member that was party to a shed
+ *     link before in this run (the common factor of broken links), or else the newer of the
+ *     two (the class that was training keeps its ranks);
+ *   - a report from one end only sheds nobody: one client cannot drop a classmate by
+ *     naming it.
+ * The ring is never shed empty. A shed member is told why (ERR_UNREACHABLE) and may join
+ * again; a joiner shed this way never costs the class its run.
+ */
+import { WebringError } from '../../shared/protocol/errors';
+
+/** After the first unreachable report of a generation, the room waits this long for the other ends' reports before it sheds. */
+export const SHED_REPORT_WINDOW_MS = 1_500;
+
+/** One member's report of the neighbours it cannot reach in `generation`. */
+export interface UnreachableReport {
+  generation: number;
+  reporter: string;
+  unreachable: string[];
+}
+
+/** The formation's state as plain data, in the run's record (so every signaling node sees it). */
+export interface FormationRecord {
+  /** The newest generation a ring member reported a step trained in, this run. */
+  trained: number;
+  /** The generation of the newest admission, or null before any this run. */
+  admitting: number | null;
+  /** Unreachable reports of the current generation. */
+  reports: UnreachableReport[];
+  /** How many shed links each member was an end of this run (member id → count). */
+  shedLinks: Record<string, number>;
+}
+
+export const newFormation = (): FormationRecord => ({ trained: -1, admitting: null, reports: [], shedLinks: {} });
+
+/** A ring member as the shedding rule sees it: its id and its room index (lower is older). */
+export interface RingPosition {
+  id: string;
+  index: number;
+}
+
+export class Formation {
+  constructor(private readonly r: FormationRecord) {}
+
+  /** An admission was announced and the ring has not switched to it yet: joiners wait. */
+  get admissionForming(): boolean {
+    return this.r.admitting !== null && this.r.admitting > this.r.trained;
+  }
+
+  /** An admission went out in `generation`. */
+  admitted(generation: number): void {
+    this.r.admitting = generation;
+  }
+
+  /** A member trained a step in `generation`; true when that completed the forming admission. */
+  trainedIn(generation: number): boolean {
+    const wasForming = this.admissionForming;
+    this.r.trained = Math.max(this.r.trained, generation);
+    return wasForming && !this.admissionForming;
+  }
+
+  /**
+   * Records `reporter`'s unreachable neighbours in the current generation, replacing its
+   * earlier report. Returns true for the generation's first report: the caller schedules
+   * the shedding after SHED_REPORT_WINDOW_MS.
+   */
+  report(report: UnreachableReport): boolean {
+    this.r.reports = this.r.reports.filter((x) => x.generation === report.generation && x.reporter !== report.reporter);
+    this.r.reports.push(report);
+    return this.r.reports.length === 1;
+  }
+
+  /** The members to shed from `ring` (generation `generation`), by the rule above; records the links shed. */
+  shed(generation: number, ring: readonly RingPosition[]): string[] {
+    const reports = this.r.reports.filter((x) => x.generation === generation);
+    this.r.reports = [];
+    const shed = membersToShed(reports, ring, this.r.shedLinks);
+    for (const link of shed.links) for (const end of link) this.r.shedLinks[end] = (this.r.shedLinks[end] ?? 0) + 1;
+    return shed.members;
+  }
+}
+
+/**
+ * The shedding rule as a pure function: `reports` of one generation, the `ring` in rank
+ * order, and how many shed links each member was an end of before (`history`).
+ */
+export function membersToShed(reports: readonly UnreachableReport[], ring: readonly RingPosition[], history: Readonly<Record<string, number>>): { members: string[]; links: Array<[string, string]> } {
+  const inRing = new Map(ring.map((m) => [m.id, m]));
+  const named = new Map<string, Set<string>>();
+  for (const { reporter, unreachable } of reports) {
+    if (!inRing.has(reporter)) continue;
+    for (const id of unreachable) if (inRing.has(id) && id !== reporter) (named.get(id) ?? named.set(id, new Set()).get(id)!).add(reporter);
+  }
+  // Named by both ring neighbours: it reaches nobody.
+  const isolated = [...named].filter(([, by]) => by.size >= 2).map(([id]) => id);
+  const shed = new Set(isolated);
+  const links: Array<[string, string]> = [];
+  // Links named from both ends, between members not shed already: one end goes.
+  for (const [a, byA] of named) {
+    for (const b of byA) {
+      if (a >= b || shed.has(a) || shed.has(b) || !named.get(b)?.has(a)) continue;
+      links.push([a, b]);
+      shed.add(culpritOf(inRing.get(a)!, inRing.get(b)!, history));
+    }
+  }
+  // Never shed the whole ring: the oldest member stays.
+  if (shed.size >= ring.length) shed.delete(ring.reduce((o, m) => (m.index < o.index ? m : o)).id);
+  return { members: ring.filter((m) => shed.has(m.id)).map((m) => m.id), links };
+}
+
+/** Of a broken link's two ends: the one party to more shed links before, else the newer. */
+function culpritOf(a: RingPosition, b: RingPosition, history: Readonly<Record<string, number>>): string {
+  const ha = history[a.id] ?? 0;
+  const hb = history[b.id] ?? 0;
+  if (ha !== hb) return ha > hb ? a.id : b.id;
+  return a.index > b.index ? a.id : b.id;
+}
+
+/**
+ * Throws ERR_BAD_REQUEST unless every member `reporter` names is one of its ring
+ * neighbours in the current generation: nobody may name a member it does not link to.
+ */
+export function checkNamedNeighbours(ring: readonly RingPosition[], reporter: string, unreachable: readonly string[]): void {
+  const rank = ring.findIndex((m) => m.id === reporter);
+  const n = ring.length;
+  const neighbours = new Set(rank < 0 || n < 2 ? [] : [ring[(rank + n - 1) % n]!.id, ring[(rank + 1) % n]!.id]);
+  const stranger = unreachable.find((id) => !neighbours.has(id));
+  if (stranger !== undefined) throw new WebringError('ERR_BAD_REQUEST', `member ${stranger} is not a ring neighbour of the reporter in this generation`, 'unreachable');
+}
