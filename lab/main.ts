@@ -5,7 +5,7 @@
  * 1, 4 and 16 MB, N = 2, 4 and 8, with what 'auto' picks) and a training row (N = 4
  * laptops against one). Writes bench/lab.json, bench/lab.md and bench/lab-<model>.svg.
  *
- *   npm run lab -- [--quick] [--models wifi,wired-lab,internet] [--no-training]
+ *   npm run lab -- [--quick] [--models wifi,wired-lab,internet] [--no-training]   (--quick writes bench/lab-quick.*)
  *   npm run lab -- --mixed      three laptops and a phone, with and without balanceShares (lab/mixed-class.ts)
  *   npm run lab -- --class      the class in one run (lab/class-lab.ts): scaling with N = 1, 2, 4, 8 laptops,
  *                               time to 97 % test accuracy, the mixed class, joins; into bench/lab.json and
@@ -47,6 +47,8 @@ const EXIT_USAGE = 2;
 const MB = 2 ** 20;
 const BENCH_DIR = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'bench');
 export const LAB_REPORT = path.join(BENCH_DIR, 'lab.json');
+/** Where `--quick` writes (bench/lab-quick.json, .md and SVGs): a smoke test never replaces the measurement. */
+const QUICK_REPORT_BASE = 'lab-quick';
 /** Where `--class --quick` writes: a smoke test never replaces the measurement. */
 const CLASS_QUICK_REPORT = path.join(BENCH_DIR, 'lab-class-quick.json');
 /** Workers of the model validation: enough for "all flows at once" to mean something. */
@@ -263,18 +265,21 @@ async function main(): Promise<void> {
     training,
     gpu: { measured: false, why: 'no GPU machine was lent to the session that made this report; the figures above are CPU and network only.' },
   };
+  // A smoke test never replaces the measurement: --quick writes beside it (bench/lab-quick.*).
+  const base = args.quick ? QUICK_REPORT_BASE : 'lab';
+  const reportPath = path.join(BENCH_DIR, `${base}.json`);
   // The class's section comes from its own run (--class): kept, not thrown away.
-  const report = keepClass(fresh, readReport(LAB_REPORT));
+  const report = args.quick ? fresh : keepClass(fresh, readReport(LAB_REPORT));
   mkdirSync(BENCH_DIR, { recursive: true });
-  writeFileSync(LAB_REPORT, `${JSON.stringify(report, null, 2)}\n`);
-  writeFileSync(path.join(BENCH_DIR, 'lab.md'), markdown(report, args.models));
+  writeFileSync(reportPath, `${JSON.stringify(report, null, 2)}\n`);
+  writeFileSync(path.join(BENCH_DIR, `${base}.md`), markdown(report, args.models));
   for (const profile of args.models) {
     const svg = modelSvg(profile.name, rows);
-    if (svg) writeFileSync(path.join(BENCH_DIR, `lab-${profile.name}.svg`), svg);
+    if (svg) writeFileSync(path.join(BENCH_DIR, `${base}-${profile.name}.svg`), svg);
   }
   console.log(table(validations));
   for (const t of report.targets) console.log(`target ${t.id}: ${t.value === null ? 'not measured' : t.value.toFixed(2)} (${t.goal}) ${t.met ? 'met' : 'NOT met'}: ${t.detail}`);
-  progress(`wrote bench/lab.json, bench/lab.md and the SVGs in ${report.minutes.toFixed(1)} minutes`);
+  progress(`wrote bench/${base}.json, bench/${base}.md and the SVGs in ${report.minutes.toFixed(1)} minutes`);
 }
 
 main().catch((err: unknown) => {

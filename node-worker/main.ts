@@ -19,6 +19,10 @@
  * --hold-compute-ms N is a fault for tests and the lab: every gradient computation holds
  * the compute thread N ms, busy, as a slow device's maths does.
  *
+ * --peer-links off is a fault for tests and the lab: the worker sends its peers no signal,
+ * so none of its WebRTC links opens, as behind a network that lets no peer connection
+ * through. The class sheds it as unreachable, and it tries again by itself.
+ *
  * The join code may also come from JOIN_CODE, which keeps it out of the process list.
  */
 import os from 'node:os';
@@ -43,10 +47,10 @@ import { EXIT_FAILURE, failUsage, parseMemberArgs, type CommandLine, type Member
 
 const COMPUTE_PLACES: readonly ComputePlace[] = ['thread', 'main'];
 
-const COMMAND_LINE: CommandLine<'backend' | 'device' | 'data' | 'compute' | 'hold-compute-ms'> = {
+const COMMAND_LINE: CommandLine<'backend' | 'device' | 'data' | 'compute' | 'hold-compute-ms' | 'peer-links'> = {
   program: 'webring worker',
   usage: 'usage: npm run worker -- --url http://HOST:PORT --room NAME --code JOIN-CODE [--name X] [--backend webgpu|cpu] [--device laptop|tablet|phone|node] [--data DIR] [--compute thread|main]',
-  flags: ['backend', 'device', 'data', 'compute', 'hold-compute-ms'],
+  flags: ['backend', 'device', 'data', 'compute', 'hold-compute-ms', 'peer-links'],
   defaultName: `node-${os.hostname()}`.slice(0, 40),
   codeHint: ', from the teacher page or the server\'s start-up output',
 };
@@ -58,6 +62,8 @@ interface WorkerArgs extends MemberArgs {
   data: string | null;
   compute: ComputePlace;
   holdComputeMs: number;
+  /** --peer-links off: the fault that opens no peer link. */
+  peerLinks: boolean;
 }
 
 function parse(): WorkerArgs {
@@ -71,7 +77,9 @@ function parse(): WorkerArgs {
   if (!(COMPUTE_PLACES as readonly string[]).includes(compute)) fail(`--compute ${compute}: one of ${COMPUTE_PLACES.join(', ')}`);
   const holdComputeMs = Number(flags['hold-compute-ms'] ?? 0);
   if (!Number.isInteger(holdComputeMs) || holdComputeMs < 0 || holdComputeMs > MAX_HOLD_COMPUTE_MS) fail(`--hold-compute-ms ${flags['hold-compute-ms']}: whole milliseconds from 0 to ${MAX_HOLD_COMPUTE_MS}`);
-  return { ...member, backend: backend as Backend | null, device: device as DeviceClass, data: flags.data ?? null, compute: compute as ComputePlace, holdComputeMs };
+  const peerLinks = flags['peer-links'] ?? 'on';
+  if (peerLinks !== 'on' && peerLinks !== 'off') fail(`--peer-links ${peerLinks}: on or off`);
+  return { ...member, backend: backend as Backend | null, device: device as DeviceClass, data: flags.data ?? null, compute: compute as ComputePlace, holdComputeMs, peerLinks: peerLinks === 'on' };
 }
 
 function isDirectory(where: string): boolean {
@@ -120,7 +128,7 @@ async function main(): Promise<void> {
     compute,
     kind: 'node',
     device: args.device,
-    ...(args.holdComputeMs > 0 ? { faults: { busyComputeMs: args.holdComputeMs } } : {}),
+    ...(args.holdComputeMs > 0 || !args.peerLinks ? { faults: { ...(args.holdComputeMs > 0 ? { busyComputeMs: args.holdComputeMs } : {}), ...(args.peerLinks ? {} : { noPeerLinks: true }) } } : {}),
     serverUrl: base,
     localCheckpoints: null,
     ownExamples: () => own,

@@ -15,6 +15,11 @@ export interface FaultInjector {
    * maths is slow and blocks the thread it runs on (in its own thread, the network still answers).
    */
   busyComputeMs?: number;
+  /**
+   * Sends no signal to its peers, so that no peer connection of it ever opens: a device
+   * behind a network that lets no WebRTC through (the class sheds it as unreachable).
+   */
+  noPeerLinks?: boolean;
   /** Whether to nudge this replica's weights just before `step`: plays backend drift (resync). */
   driftBefore?(step: number): boolean;
   /** What to write into this replica's ring messages of `step`, past its own check; null for nothing. */

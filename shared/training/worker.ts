@@ -168,7 +168,7 @@ export class TrainingWorker {
     this.network = new RingNetwork({
       selfId: result.memberId,
       factory: this.options.peerFactory,
-      sendSignal: (to, linkId, data) => this.session.relaySignal(to, linkId, data),
+      sendSignal: faults?.noPeerLinks ? () => undefined : (to, linkId, data) => this.session.relaySignal(to, linkId, data),
       log: this.options.log,
       poison: faults?.poison ? (step) => faults.poison!(step) : undefined,
     });

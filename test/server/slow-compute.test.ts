@@ -1,6 +1,6 @@
 /**
  * The defaults are the truth: Node workers whose every step computes for longer than the
- * server's default liveness (a ping every 1 s, 1.8 s to answer it: 2.8 s in all) stay in the class,
+ * server's default liveness (a ping every 1 s, 4 s to answer it: 5 s in all) stay in the class,
  * because the maths runs in the worker's compute thread and the network thread answers the
  * pings; and a worker that stops answering (SIGSTOP: a frozen process, as a cut network
  * looks to the server) is still gone within the liveness window. The server runs on the
@@ -10,12 +10,12 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { lastLines, pollUntil, spawnNodeWorker, type SpawnedWorker } from '../support/processes';
 import { startTestServer, codeFor, AS_TEACHER } from '../support/server';
-import type { RunningServer } from '../../signaling-server/server';
+import { DEFAULT_PING_INTERVAL_MS, DEFAULT_PING_TIMEOUT_MS, type RunningServer } from '../../signaling-server/server';
 import type { RoomStatus } from '../../shared/protocol';
 
 const ROOM = 'slow-compute';
-/** Each gradient computation holds the compute thread this long: past the 2.8 s liveness window. */
-const HOLD_MS = 4_000;
+/** Each gradient computation holds the compute thread this long: past the 5 s liveness window. */
+const HOLD_MS = 6_000;
 const STEPS = 3;
 
 let server: RunningServer;
@@ -68,9 +68,10 @@ test(`workers whose steps compute ${HOLD_MS / 1000} s each stay in the class on 
   frozen.child.kill('SIGSTOP');
   await waitFor('the frozen worker gone', async () => !(await room()).members.some((m) => m.name === frozen.name), 15_000);
   const goneMs = Date.now() - frozenAt;
-  console.log(`# the frozen worker was gone ${goneMs} ms after SIGSTOP (liveness 1000 + 1800 ms, polled every 50 ms)`);
-  // The window is 2.8 s; the poll and a step's report add a little, a raised liveness would add far more.
-  assert.ok(goneMs < 5_000, `gone after ${goneMs} ms`);
+  const windowMs = DEFAULT_PING_INTERVAL_MS + DEFAULT_PING_TIMEOUT_MS;
+  console.log(`# the frozen worker was gone ${goneMs} ms after SIGSTOP (liveness ${DEFAULT_PING_INTERVAL_MS} + ${DEFAULT_PING_TIMEOUT_MS} ms, polled every 50 ms)`);
+  // The poll and a step's report add a little; a raised liveness would add far more.
+  assert.ok(goneMs < windowMs + 2_000, `gone after ${goneMs} ms`);
   // The two others go on training without it.
   const after = (await room()).step;
   await waitFor('a step without the frozen worker', async () => (await room()).step > after, 60_000);
