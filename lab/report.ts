@@ -124,7 +124,7 @@ export function markdown(r: LabReport, profiles: ModelProfile[]): string {
       const speedup = one && t.n > 1 ? `${f(t.examplesPerSec / one.examplesPerSec, 2)}×` : '–';
       lines.push(`| ${t.n === 1 ? '(one device)' : t.model} | ${t.net} | ${t.n} | ${f(t.examplesPerSec)} | ${speedup} | ${f(t.stepMs, 0)} | ${t.n === 1 ? '–' : t.algorithm} | ${t.reason} | ${pct(t.cpu.mean)}${t.counts ? '' : ' ✗'} |`);
     }
-    lines.push('', 'Every row runs on the server\'s default liveness (2.8 s): the workers compute in a thread of their own, so a step of seconds leaves their pings answered.');
+    lines.push('', 'Every row runs on the server\'s default liveness (5 s): the workers compute in a thread of their own, so a step of seconds leaves their pings answered.');
   }
   if (r.class) lines.push(...classMarkdown(r.class));
   lines.push('', `Real GPU: ${r.gpu.why}`, '');

@@ -54,7 +54,7 @@ export function markersOf(m: MemberInfo, s: RoomStatus): Marker[] {
   if (m.rank === null) markers.push('waiting');
   if (m.rank !== null && isStraggler(m, s.members)) markers.push('straggler');
   if (!m.connected) markers.push('reconnecting');
-  if (s.dropped.some((d: DroppedMember) => d.name === m.name && d.reason === 'straggler')) markers.push('dropped-before');
+  if (s.dropped.some((d: DroppedMember) => d.name === m.name && d.reason !== 'evicted')) markers.push('dropped-before');
   if (s.dropped.some((d: DroppedMember) => d.name === m.name && d.reason === 'evicted')) markers.push('evicted-before');
   return markers;
 }

@@ -1,5 +1,5 @@
-/** The ring's history: its event log, the students dropped as too slow or evicted for bad ring data, and the weight checks. */
-import type { RoomEvent, RoomStatus } from '../../shared/protocol';
+/** The ring's history: its event log, the students dropped (too slow, unreachable, failed) or evicted for bad ring data, and the weight checks. */
+import type { DroppedMember, RoomEvent, RoomStatus } from '../../shared/protocol';
 import { byId, h } from './dom';
 import { clockTime, fixed } from './format';
 
@@ -7,7 +7,7 @@ const EVENT_TEXT: Record<RoomEvent['kind'], string> = {
   joined: 'joined',
   left: 'left',
   admitted: 'admitted to the ring',
-  dropped: 'dropped as too slow',
+  dropped: 'dropped from the ring',
   evicted: 'evicted for bad ring data',
   resynced: 'weights resynced',
   reformed: 'ring re-formed',
@@ -16,6 +16,14 @@ const EVENT_TEXT: Record<RoomEvent['kind'], string> = {
   'hub-accused': 'accused the hub of bad ring data (recorded; the hub stays unless most of the ring says so)',
   'hub-removed': 'removed as the hub; no hub joins for now (the ring takes over)',
   'hub-allowed': 'a hub may join again',
+};
+
+/** What the dropped table says beside each reason but 'straggler' (which has its own columns). */
+const DROP_DETAIL: Record<DroppedMember['reason'], (d: DroppedMember) => string> = {
+  straggler: () => '',
+  evicted: (d) => `${d.misbehaviour ?? ''}${d.reportedBy ? `, seen by ${d.reportedBy}` : ''}`,
+  unreachable: (d) => `its links would not open${d.reportedBy ? ` (${d.reportedBy} could not reach it)` : ''}; it joins again by itself`,
+  failed: (d) => `training failed on it (${d.detail}); it joins again by itself`,
 };
 
 export function renderRoomLog(s: RoomStatus): void {
@@ -38,7 +46,7 @@ export function renderRoomLog(s: RoomStatus): void {
             { 'data-reason': d.reason, class: 'is-evicted', title: d.detail },
             h('th', { scope: 'row' }, d.name),
             h('td', { class: 'num' }, String(d.step)),
-            h('td', { colspan: 2 }, h('span', { class: 'badge badge-evicted' }, 'evicted'), ` ${d.misbehaviour ?? ''}${d.reportedBy ? `, seen by ${d.reportedBy}` : ''}`),
+            h('td', { colspan: 2 }, h('span', { class: 'badge badge-evicted' }, d.reason), ` ${DROP_DETAIL[d.reason](d)}`),
           ),
     ),
   );
