@@ -13,12 +13,15 @@ import { BACKEND_LABELS, dash, duration, fixed, percent } from './format';
 export const STRAGGLER_FACTOR = 3;
 /** Members that left stay on the table, greyed, this long. */
 export const GONE_SHOWN_MS = 30_000;
+/** Above this many members the table shows one line per student (no notes under the numbers). */
+const LARGE_TABLE = 12;
 
-export type Marker = 'chief' | 'waiting' | 'straggler' | 'reconnecting' | 'dropped-before' | 'evicted-before';
+export type Marker = 'chief' | 'waiting' | 'connecting' | 'straggler' | 'reconnecting' | 'dropped-before' | 'evicted-before';
 
 const MARKER_TEXT: Record<Marker, string> = {
   chief: 'chief',
   waiting: 'waiting',
+  connecting: 'connecting',
   straggler: 'straggler',
   reconnecting: 'reconnecting',
   'dropped-before': 'dropped before',
@@ -28,6 +31,7 @@ const MARKER_TEXT: Record<Marker, string> = {
 const MARKER_TITLE: Record<Marker, string> = {
   chief: 'Rank 0: coordinates the ring and writes the checkpoints',
   waiting: 'Joined during the run; enters the ring at the next generation',
+  connecting: 'Admitted into the ring; its links are opening or it is taking the chief\'s state',
   straggler: `Its compute time per step is over ${STRAGGLER_FACTOR}× the others' median: the ring waits for it`,
   reconnecting: 'Its connection to the server is down; it may be reconnecting',
   'dropped-before': 'Was dropped as too slow earlier in this run, then joined again',
@@ -52,6 +56,7 @@ export function markersOf(m: MemberInfo, s: RoomStatus): Marker[] {
   const markers: Marker[] = [];
   if (m.rank === 0) markers.push('chief');
   if (m.rank === null) markers.push('waiting');
+  if (m.connecting) markers.push('connecting');
   if (m.rank !== null && isStraggler(m, s.members)) markers.push('straggler');
   if (!m.connected) markers.push('reconnecting');
   if (s.dropped.some((d: DroppedMember) => d.name === m.name && d.reason !== 'evicted')) markers.push('dropped-before');
@@ -148,9 +153,13 @@ function goneRow(g: GoneMember, serverNow: number): HTMLTableRowElement {
 export function renderMembers(body: HTMLElement, goneBody: HTMLElement, summary: HTMLElement, s: RoomStatus, serverNow: number): void {
   const chief = s.members.find((m) => m.rank === 0);
   body.replaceChildren(...[...s.members, ...s.waiting].map((m) => memberRow(m, s, chief)));
+  // A class of thirty: one line per student, so that the whole class fits on one screen.
+  body.closest('table')?.classList.toggle('is-large', s.members.length + s.waiting.length > LARGE_TABLE);
   goneBody.replaceChildren(...recentlyGone(s.events, [...s.members, ...s.waiting], serverNow).map((g) => goneRow(g, serverNow)));
   const total = s.members.reduce((sum, m) => sum + m.examplesPerSec, 0);
+  const connecting = s.members.filter((m) => m.connecting).length;
   const parts = [`${s.members.length} in the ring`];
+  if (connecting > 0) parts.push(`${connecting} connecting`);
   if (s.waiting.length > 0) parts.push(`${s.waiting.length} waiting`);
   if (total > 0) parts.push(`${total.toFixed(0)} examples/s together`);
   const lastJoin = s.joins.at(-1);

@@ -1,7 +1,10 @@
 /**
  * The ring as a picture: members in rank order clockwise from the top, the chief filled, and
  * an arrow from each rank to the next labelled with the throughput the sender measured on
- * that link during the last all-reduce (MemberInfo.linkMBps). Below it, one line on the
+ * that link during the last all-reduce (MemberInfo.linkMBps). A class larger than
+ * LARGE_CLASS is drawn on a wider ring without the link labels (thirty of them overlap the
+ * names; the description keeps them), with the class's progress in the middle: how many
+ * are in step, how many are still connecting (a join storm) and how many wait. Below it, one line on the
  * room's hub member, when it has one (with the teacher's Remove), or on its absence when the
  * teacher or the server removed it (with Let a hub join again).
  */
@@ -13,10 +16,16 @@ const VIEW_W = 480;
 const VIEW_H = 440;
 const CX = VIEW_W / 2;
 const CY = VIEW_H / 2;
-const RADIUS = 140;
+const RING_RADIUS = 140;
+const LARGE_RADIUS = 172;
 const NAME_MAX_CHARS = 10;
+/** Names shorter still on a ring this crowded. */
+const CROWDED_NAME_MAX_CHARS = 7;
+/** Above this many members the ring is drawn for a class (see the file comment). */
+export const LARGE_CLASS = 12;
 
-const short = (name: string) => (name.length > NAME_MAX_CHARS ? `${name.slice(0, NAME_MAX_CHARS - 1)}…` : name);
+const shorten = (name: string, max: number) => (name.length > max ? `${name.slice(0, max - 1)}…` : name);
+const short = (name: string) => shorten(name, NAME_MAX_CHARS);
 const mbps = (v: number) => (v > 0 ? `${v.toFixed(1)} MB/s` : '… MB/s');
 
 /** Angle of rank `i` of `n`, clockwise from 12 o'clock. */
@@ -27,6 +36,9 @@ const n1 = (v: number) => v.toFixed(1);
 export function renderRing(container: HTMLElement, status: RoomStatus): void {
   const members = status.members;
   const n = members.length;
+  const large = n > LARGE_CLASS;
+  const RADIUS = large ? LARGE_RADIUS : RING_RADIUS;
+  const nameOf = (name: string) => shorten(name, n > 16 ? CROWDED_NAME_MAX_CHARS : NAME_MAX_CHARS);
   const nodeR = Math.max(12, Math.min(34, RADIUS * Math.sin(Math.PI / Math.max(n, 2)) * 0.55));
   const labelFont = n <= 8 ? 20 : n <= 16 ? 14 : 11;
   const nameFont = n <= 8 ? 18 : n <= 16 ? 13 : 10;
@@ -58,32 +70,45 @@ export function renderRing(container: HTMLElement, status: RoomStatus): void {
       const a1 = angleOf(i + 1, n) - gap;
       const p0 = at(a0, RADIUS);
       const p1 = at(a1, RADIUS);
-      const large = a1 - a0 > Math.PI ? 1 : 0;
+      const largeArc = a1 - a0 > Math.PI ? 1 : 0;
       const mid = (a0 + a1) / 2;
       const label = at(mid, RADIUS + nodeR * 0.3 + labelFont * 1.4);
-      svg.append(
-        s('path', { d: `M${n1(p0.x)},${n1(p0.y)} A${RADIUS},${RADIUS} 0 ${large} 1 ${n1(p1.x)},${n1(p1.y)}`, class: 'ring-link', 'marker-end': 'url(#ring-arrow)' }),
-        s('text', { x: n1(label.x), y: n1(label.y), class: 'ring-link-label', 'font-size': labelFont, 'text-anchor': 'middle', 'dominant-baseline': 'middle' }, mbps(m.linkMBps)),
-      );
+      svg.append(s('path', { d: `M${n1(p0.x)},${n1(p0.y)} A${RADIUS},${RADIUS} 0 ${largeArc} 1 ${n1(p1.x)},${n1(p1.y)}`, class: 'ring-link', 'marker-end': 'url(#ring-arrow)' }));
+      if (!large) svg.append(s('text', { x: n1(label.x), y: n1(label.y), class: 'ring-link-label', 'font-size': labelFont, 'text-anchor': 'middle', 'dominant-baseline': 'middle' }, mbps(m.linkMBps)));
     });
   }
   members.forEach((m: MemberInfo, i) => {
     const p = at(angleOf(i, n), RADIUS);
     const name = at(angleOf(i, n), RADIUS - nodeR - nameFont * 0.9);
-    const classes = ['ring-node', i === 0 ? 'is-chief' : '', m.connected ? '' : 'is-reconnecting', isStraggler(m, members) ? 'is-straggler' : ''].filter(Boolean).join(' ');
+    const classes = ['ring-node', i === 0 ? 'is-chief' : '', m.connected ? '' : 'is-reconnecting', m.connecting ? 'is-connecting' : '', isStraggler(m, members) ? 'is-straggler' : ''].filter(Boolean).join(' ');
     svg.append(
       s(
         'g',
         { class: classes },
         s('circle', { cx: n1(p.x), cy: n1(p.y), r: n1(nodeR) }),
         s('text', { x: n1(p.x), y: n1(p.y), class: 'ring-rank', 'font-size': n1(nodeR * 0.9), 'text-anchor': 'middle', 'dominant-baseline': 'central' }, String(i)),
-        s('text', { x: n1(name.x), y: n1(name.y), class: 'ring-name', 'font-size': nameFont, 'text-anchor': 'middle', 'dominant-baseline': 'middle' }, short(m.name)),
+        s('text', { x: n1(name.x), y: n1(name.y), class: 'ring-name', 'font-size': nameFont, 'text-anchor': 'middle', 'dominant-baseline': 'middle' }, nameOf(m.name)),
       ),
     );
   });
   const chief = members[0]!;
-  svg.append(s('text', { x: CX, y: CY, class: 'ring-center', 'text-anchor': 'middle', 'dominant-baseline': 'middle' }, `chief: ${short(chief.name)}`));
+  const centre = (y: number, text: string, testId?: string) =>
+    s('text', { x: CX, y, class: 'ring-center', 'text-anchor': 'middle', 'dominant-baseline': 'middle', ...(testId ? { 'data-testid': testId } : {}) }, text);
+  if (!large) {
+    svg.append(centre(CY, `chief: ${short(chief.name)}`));
+  } else {
+    svg.append(centre(CY - 24, `chief: ${short(chief.name)}`), centre(CY + 4, classProgress(status), 'ring-progress'));
+    const waiting = status.waiting.length;
+    if (waiting > 0) svg.append(centre(CY + 30, `${waiting} waiting to be admitted`));
+  }
   container.replaceChildren(svg);
+}
+
+/** "24 of 30 in step · 6 connecting": how far a join storm has come. */
+export function classProgress(status: RoomStatus): string {
+  const n = status.members.length;
+  const connecting = status.members.filter((m) => m.connecting).length;
+  return connecting === 0 ? `all ${n} in step` : `${n - connecting} of ${n} in step · ${connecting} connecting`;
 }
 
 export interface HubActions {

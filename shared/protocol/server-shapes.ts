@@ -37,6 +37,11 @@ export interface MemberInfo {
   ownExamples: Record<string, number>;
   /** False while the member's signaling connection is down (it may be reconnecting). */
   connected: boolean;
+  /**
+   * Admitted into the running ring and not in lock-step yet (no step reported since): its
+   * links are opening or it waits for the chief's state. What a join storm's progress counts.
+   */
+  connecting: boolean;
   /** The signaling node holding its connection, when several share rooms over Redis; else null. */
   node: string | null;
 }

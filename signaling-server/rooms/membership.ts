@@ -325,6 +325,7 @@ export class Membership {
       probe: m.probe ?? null,
       ownExamples: m.ownExamples ?? {},
       connected: m.socketId !== null,
+      connecting: m.awaitingState,
       node: m.node,
     };
   }

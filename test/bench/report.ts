@@ -29,6 +29,8 @@ export interface SmallBufferRow {
   auto: 'ring' | 'halving-doubling';
   autoMs: number;
   speedupAutoVsRing: number;
+  /** auto's time over the faster algorithm's (1: auto picked the faster); absent in rows from before. */
+  autoVsBest?: number;
 }
 
 export interface StepSplitRow {
@@ -69,10 +71,10 @@ export function markdown(r: BenchResults): string {
   }
   if (r.small.length) {
     lines.push('', '#### Small buffers: ring against halving-doubling, and what the automatic choice picks', '');
-    lines.push('| N | peers | buffer | ring α ms/hop, β MB/s | halving-doubling α, β | ring ms | halving-doubling ms | auto picks | auto vs ring |');
-    lines.push('|---|---|---|---|---|---|---|---|---|');
+    lines.push('| N | peers | buffer | ring α ms/hop, β MB/s | halving-doubling α, β | ring ms | halving-doubling ms | auto picks | auto vs ring | auto vs the faster |');
+    lines.push('|---|---|---|---|---|---|---|---|---|---|');
     for (const s of r.small) {
-      lines.push(`| ${s.n} | ${s.peers === 'tabs' ? 'Chromium tabs' : 'Node peers'} | ${size(s.bytes)} | ${f(s.alphaMs, 2)}, ${f(s.betaMBps)} | ${f(s.hdAlphaMs, 2)}, ${f(s.hdBetaMBps)} | ${f(s.ringMs)} | ${f(s.halvingDoublingMs)} | ${s.auto} | ${f(s.speedupAutoVsRing, 2)}× |`);
+      lines.push(`| ${s.n} | ${s.peers === 'tabs' ? 'Chromium tabs' : 'Node peers'} | ${size(s.bytes)} | ${f(s.alphaMs, 2)}, ${f(s.betaMBps)} | ${f(s.hdAlphaMs, 2)}, ${f(s.hdBetaMBps)} | ${f(s.ringMs)} | ${f(s.halvingDoublingMs)} | ${s.auto} | ${f(s.speedupAutoVsRing, 2)}× | ${s.autoVsBest === undefined ? '–' : `${f(s.autoVsBest, 2)}×`} |`);
     }
   }
   if (r.split.length) {

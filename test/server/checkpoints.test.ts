@@ -177,7 +177,7 @@ test('starting resumes from the latest checkpoint of the same model, and restore
   assert.equal(await fresh.weightsHash(), await trainer.weightsHash());
 });
 
-test('a ring that cannot heal makes the room resume from the latest checkpoint by itself', async () => {
+test('a member whose run fails leaves the ring and the class trains on; when the last one fails, the room resumes from the latest checkpoint by itself', async () => {
   const room = 'auto-resume';
   const join2 = async (name: string) => {
     const socket = await connectClient(server);
@@ -191,17 +191,27 @@ test('a ring that cannot heal makes the room resume from the latest checkpoint b
   const first = startRun(room, a.socket);
   assert.equal((await first).resume, null);
   const saved = await uploadCheckpoint(server.url, a.token, await capture(trainer, room));
+  const roomStatus = async () => (await (await fetch(`${server.url}/api/rooms/${room}`, AS_TEACHER)).json()) as RoomStatus;
+  // b's run fails: b alone leaves, told why; a trains on in the same run.
+  const dropped = nextEvent(b.socket, 'member:dropped');
+  const without = nextEvent(a.socket, 'ring:generation');
+  b.socket.emit('worker:finished', { run: (await first).run, generation: (await first).generation, step: 0, reason: 'failed', code: 'ERR_TIMEOUT' });
+  assert.equal((await dropped).reason, 'failed');
+  assert.deepEqual((await without).members.map((m) => m.name), ['a']);
+  const during = await roomStatus();
+  assert.deepEqual([during.state, during.run, during.dropped.map((d) => [d.name, d.reason])], ['training', (await first).run, [['b', 'failed']]]);
+  // Then the last member's run fails: nobody holds the live state, and the room goes back to the checkpoint by itself.
   const stop = nextEvent(a.socket, 'train:stop');
   const resumed = nextEvent(a.socket, 'train:start');
-  b.socket.emit('worker:finished', { run: (await first).run, generation: (await first).generation, step: 0, reason: 'failed', code: 'ERR_TIMEOUT' });
+  a.socket.emit('worker:finished', { run: (await first).run, generation: (await without).generation, step: 0, reason: 'failed', code: 'ERR_TIMEOUT' });
   assert.equal((await stop).reason, 'failure');
   const again = await resumed;
   assert.equal(again.resume?.checkpointId, saved.id);
   assert.equal(again.resume?.step, saved.step);
   assert.equal(again.config.resumeFrom, 'latest');
-  const status = (await (await fetch(`${server.url}/api/rooms/${room}`, AS_TEACHER)).json()) as { state: string; members: unknown[] };
-  assert.deepEqual([status.state, status.members.length], ['training', 2]);
-  assert.ok(again.generation > (await first).generation, 'a fresh ring');
+  const status = await roomStatus();
+  assert.deepEqual([status.state, status.members.length], ['training', 1]);
+  assert.ok(again.generation > (await without).generation, 'a fresh ring');
 });
 
 test('a checkpoint the server cannot read answers 500 ERR_INTERNAL and is logged; only a missing one is a 404', async () => {

@@ -48,6 +48,7 @@ function member(id: string, index: number): MemberInfo {
     probe: null,
     ownExamples: {},
     connected: true,
+    connecting: false,
     node: null,
   };
 }
