@@ -17,7 +17,7 @@ const VIEW_H = 440;
 const CX = VIEW_W / 2;
 const CY = VIEW_H / 2;
 const RING_RADIUS = 140;
-const LARGE_RADIUS = 172;
+const LARGE_RADIUS = 150;
 const NAME_MAX_CHARS = 10;
 /** Names shorter still on a ring this crowded. */
 const CROWDED_NAME_MAX_CHARS = 7;
@@ -41,7 +41,8 @@ export function renderRing(container: HTMLElement, status: RoomStatus): void {
   const nameOf = (name: string) => shorten(name, n > 16 ? CROWDED_NAME_MAX_CHARS : NAME_MAX_CHARS);
   const nodeR = Math.max(12, Math.min(34, RADIUS * Math.sin(Math.PI / Math.max(n, 2)) * 0.55));
   const labelFont = n <= 8 ? 20 : n <= 16 ? 14 : 11;
-  const nameFont = n <= 8 ? 18 : n <= 16 ? 13 : 10;
+  // A large class's names go outside the ring, where there is room for them at a size a projector shows.
+  const nameFont = n <= 8 ? 18 : 13;
 
   const desc =
     n === 0
@@ -79,7 +80,12 @@ export function renderRing(container: HTMLElement, status: RoomStatus): void {
   }
   members.forEach((m: MemberInfo, i) => {
     const p = at(angleOf(i, n), RADIUS);
-    const name = at(angleOf(i, n), RADIUS - nodeR - nameFont * 0.9);
+    const angle = angleOf(i, n);
+    const name = at(angle, large ? RADIUS + nodeR + 4 : RADIUS - nodeR - nameFont * 0.9);
+    // Outside the ring a name reads away from it: leftwards on the left half, rightwards on the right.
+    const cos = Math.cos(angle);
+    const anchor = !large || Math.abs(cos) < 0.2 ? 'middle' : cos > 0 ? 'start' : 'end';
+    const nameY = large ? name.y + Math.sin(angle) * nameFont * 0.6 : name.y;
     const classes = ['ring-node', i === 0 ? 'is-chief' : '', m.connected ? '' : 'is-reconnecting', m.connecting ? 'is-connecting' : '', isStraggler(m, members) ? 'is-straggler' : ''].filter(Boolean).join(' ');
     svg.append(
       s(
@@ -87,7 +93,7 @@ export function renderRing(container: HTMLElement, status: RoomStatus): void {
         { class: classes },
         s('circle', { cx: n1(p.x), cy: n1(p.y), r: n1(nodeR) }),
         s('text', { x: n1(p.x), y: n1(p.y), class: 'ring-rank', 'font-size': n1(nodeR * 0.9), 'text-anchor': 'middle', 'dominant-baseline': 'central' }, String(i)),
-        s('text', { x: n1(name.x), y: n1(name.y), class: 'ring-name', 'font-size': nameFont, 'text-anchor': 'middle', 'dominant-baseline': 'middle' }, nameOf(m.name)),
+        s('text', { x: n1(name.x), y: n1(nameY), class: 'ring-name', 'font-size': nameFont, 'text-anchor': anchor, 'dominant-baseline': 'middle' }, nameOf(m.name)),
       ),
     );
   });
@@ -97,9 +103,9 @@ export function renderRing(container: HTMLElement, status: RoomStatus): void {
   if (!large) {
     svg.append(centre(CY, `chief: ${short(chief.name)}`));
   } else {
-    svg.append(centre(CY - 24, `chief: ${short(chief.name)}`), centre(CY + 4, classProgress(status), 'ring-progress'));
+    svg.append(centre(CY - 28, `chief: ${short(chief.name)}`), centre(CY + 2, classProgress(status), 'ring-progress'));
     const waiting = status.waiting.length;
-    if (waiting > 0) svg.append(centre(CY + 30, `${waiting} waiting to be admitted`));
+    if (waiting > 0) svg.append(centre(CY + 32, `${waiting} waiting to be admitted`));
   }
   container.replaceChildren(svg);
 }
