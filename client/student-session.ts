@@ -9,6 +9,7 @@ import { BACKENDS, type Backend, type ClientToServerEvents, type CollectSetting,
 import type { OwnExamples } from '../shared/data/own-examples';
 import type { ErrorBody } from '../shared/protocol/errors';
 import { TrainingWorker } from '../shared/training/worker';
+import { RECONNECT_OPTIONS } from '../shared/training/signaling-session';
 import type { WorkerStatus } from '../shared/training/worker-status';
 import type { FaultInjector } from '../shared/training/faults';
 import { openCompute } from './open-compute';
@@ -44,7 +45,7 @@ export async function startSession(options: SessionOptions): Promise<TrainingWor
   const choice = compute.info;
   if (choice.webgpuUnavailable) options.onFallback(choice.webgpuUnavailable, choice.backend);
   // It connects when the student joins: the handshake carries the room and its join code.
-  const socket: Socket<ServerToClientEvents, ClientToServerEvents> = io({ transports: ['websocket'], autoConnect: false });
+  const socket: Socket<ServerToClientEvents, ClientToServerEvents> = io({ transports: ['websocket'], autoConnect: false, ...RECONNECT_OPTIONS });
   const ice = new IceConfigHolder({ request: () => socket.timeout(ICE_REQUEST_TIMEOUT_MS).emitWithAck('ice:config'), log });
   socket.on('ring:generation', (g) => options.onHub(g.hub ?? null));
   return new TrainingWorker({

@@ -20,6 +20,7 @@ import { io, type Socket } from 'socket.io-client';
 import { hubKeySchema, type ClientToServerEvents, type ServerToClientEvents } from '../shared/protocol';
 import { toWebringError } from '../shared/protocol/errors';
 import { HUB_WAIT_OUT_CODES, HubMember } from '../shared/training/hub-member';
+import { RECONNECT_OPTIONS } from '../shared/training/signaling-session';
 import { createSimplePeerFactory } from '../shared/network/simple-peer-factory';
 import { IceConfigHolder, ICE_REQUEST_TIMEOUT_MS } from '../shared/network/ice-config';
 import { EXIT_FAILURE, failUsage, parseMemberArgs, type CommandLine, type MemberArgs } from './args';
@@ -44,7 +45,7 @@ function parse(): MemberArgs & { hubKey: string } {
 async function main(): Promise<void> {
   const args = parse();
   const log = (m: string) => console.log(`webring hub: ${m}`);
-  const socket: Socket<ServerToClientEvents, ClientToServerEvents> = io(args.url.origin, { transports: ['websocket'], autoConnect: false });
+  const socket: Socket<ServerToClientEvents, ClientToServerEvents> = io(args.url.origin, { transports: ['websocket'], autoConnect: false, ...RECONNECT_OPTIONS });
   const ice = new IceConfigHolder({ request: () => socket.timeout(ICE_REQUEST_TIMEOUT_MS).emitWithAck('ice:config'), log });
   const hub = new HubMember({
     socket,

@@ -19,6 +19,9 @@
  * --hold-compute-ms N is a fault for tests and the lab: every gradient computation holds
  * the compute thread N ms, busy, as a slow device's maths does.
  *
+ * SIGUSR2 makes the worker leave the room (saying goodbye) and join again 5 s later, in the
+ * same process: a student closing the tab and opening it again (the churn of bench:class).
+ *
  * --peer-links off is a fault for tests and the lab: the worker sends its peers no signal,
  * so none of its WebRTC links opens, as behind a network that lets no peer connection
  * through. The class sheds it as unreachable, and it tries again by itself.
@@ -32,6 +35,7 @@ import wrtc from '@roamhq/wrtc';
 import { io, type Socket } from 'socket.io-client';
 import { BACKENDS, DEVICE_CLASSES, type Backend, type DeviceClass, type ClientToServerEvents, type ServerToClientEvents } from '../shared/protocol';
 import { TrainingWorker } from '../shared/training/worker';
+import { RECONNECT_OPTIONS } from '../shared/training/signaling-session';
 import type { WorkerStatus } from '../shared/training/worker-status';
 import { createSimplePeerFactory } from '../shared/network/simple-peer-factory';
 import { IceConfigHolder, ICE_REQUEST_TIMEOUT_MS } from '../shared/network/ice-config';
@@ -41,6 +45,8 @@ import type { ComputePlace } from '../shared/compute/compute';
 
 /** The longest --hold-compute-ms: a minute, past any straggler deadline a test needs. */
 const MAX_HOLD_COMPUTE_MS = 60_000;
+/** After SIGUSR2's leave, the worker joins again this much later. */
+const REJOIN_AFTER_LEAVE_MS = 5_000;
 import { countByLabel, type OwnExamples } from '../shared/data/own-examples';
 import { readOwnFolder } from './own-folder';
 import { EXIT_FAILURE, failUsage, parseMemberArgs, type CommandLine, type MemberArgs } from './args';
@@ -115,7 +121,7 @@ async function main(): Promise<void> {
   const choice = compute.info;
   console.log(`webring worker: backend ${choice.backend}${choice.adapter ? ` (${choice.adapter})` : ''} in ${args.compute === 'thread' ? 'a compute thread' : 'the main thread'}${choice.webgpuUnavailable ? `; WebGPU unavailable: ${choice.webgpuUnavailable}` : ''}`);
   // The worker connects when it joins: the handshake carries the room and its join code.
-  const socket: Socket<ServerToClientEvents, ClientToServerEvents> = io(base, { transports: ['websocket'], autoConnect: false });
+  const socket: Socket<ServerToClientEvents, ClientToServerEvents> = io(base, { transports: ['websocket'], autoConnect: false, ...RECONNECT_OPTIONS });
   let last = '';
   const log = (m: string) => console.log(`webring worker: ${m}`);
   const ice = new IceConfigHolder({ request: () => socket.timeout(ICE_REQUEST_TIMEOUT_MS).emitWithAck('ice:config'), log });
@@ -147,6 +153,18 @@ async function main(): Promise<void> {
       setTimeout(() => process.exit(0), 200).unref();
     });
   }
+  // SIGUSR2 plays a student who closes the tab and opens it again: it says goodbye and joins
+  // afresh REJOIN_AFTER_LEAVE_MS later, in the same process (the lab's and bench's churn).
+  process.on('SIGUSR2', () => {
+    log(`SIGUSR2: leaving, and joining again in ${REJOIN_AFTER_LEAVE_MS} ms`);
+    worker.leave();
+    setTimeout(() => {
+      worker.join(args.room, args.name, args.code).then(
+        (again) => log(`joined ${again.room} again as ${args.name} (index ${again.index})`),
+        (err: unknown) => log(`joining again failed: ${toWebringError(err).message}`),
+      );
+    }, REJOIN_AFTER_LEAVE_MS);
+  });
   if (own) worker.reportOwnExamples(countByLabel(own));
   const joined = await worker.join(args.room, args.name, args.code);
   console.log(`webring worker: joined ${joined.room} as ${args.name} (index ${joined.index})`);

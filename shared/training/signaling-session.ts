@@ -22,6 +22,14 @@ import type { Clock } from '../util/clock';
 /** The whole join (connecting included) fails after this long. */
 export const JOIN_TIMEOUT_MS = 10_000;
 
+/**
+ * How a member's socket reconnects (socket.io-client's options): a phone that thawed, or a
+ * laptop back on Wi-Fi, is back within about a quarter of a second, where socket.io's
+ * default first wait is a second; the wait still doubles up to 5 s and is randomized by half,
+ * so a class reconnecting to a restarted server does not arrive at once.
+ */
+export const RECONNECT_OPTIONS = { reconnectionDelay: 250, reconnectionDelayMax: 5_000, randomizationFactor: 0.5 } as const;
+
 /** Reports a training run sends; while disconnected, the latest of each kind waits for the rejoin. */
 export type ReportEvent = 'worker:progress' | 'worker:evaluated' | 'worker:finished' | 'worker:own-examples';
 export type ReportOf<E extends ReportEvent> = Parameters<ClientToServerEvents[E]>[0];

@@ -1,0 +1,285 @@
+/**
+ * `npm run bench:class`: a class of thirty on this machine, on the product's defaults, as
+ * Node workers on loopback (the CPU regime: thirty processes share this machine's cores, so
+ * the figures say what the class costs in CPU and coordination, not what a network does).
+ * Writes bench/class.json and bench/class.md; asserts nothing.
+ *
+ * One class of CLASS_SIZE (30) training the MLP goes through, in order:
+ *   1. a join storm: FIRST (8) train, then the other 22 join within STORM_SPREAD_MS (60 s):
+ *      the time from the last join to everyone in lock-step, the class's pause (each step's
+ *      time beyond twice the median of the ten before it, summed over the storm: the class
+ *      slows as it grows on shared cores, and that is not a pause) and the admissions it took;
+ *   2. the class without churn for CHURN_WINDOW_MS, then with churn for as long
+ *      (CHURN_PER_MINUTE workers a minute leave, saying goodbye, and join again 5 s later:
+ *      SIGUSR2, the same process, as a student closes the tab and opens it again; a new
+ *      process would spend this machine's shared cores on starting tfjs, which a student's
+ *      own device pays for): examples per second, the second against the first;
+ *   3. faults: a two-second hiccup on two devices at once (SIGSTOP for 2 s: the process
+ *      and its sockets stand still, as a Wi-Fi drop-out looks to the others), a freeze of
+ *      15 s on two devices (a locked phone: dropped, then back by itself after SIGCONT),
+ *      and a permanent cut of one (SIGSTOP for good: gone within the liveness window).
+ *      Each: who was dropped, the class's pause, and whether the hashes agreed after.
+ *
+ * BENCH_CLASS (30), BENCH_CLASS_FIRST (8) and BENCH_CHURN_MS (60000) change the run.
+ */
+import os from 'node:os';
+import path from 'node:path';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { pollUntil, spawnNodeWorker, type SpawnedWorker } from '../support/processes';
+import { startTestServer, codeFor, AS_TEACHER } from '../support/server';
+import type { RoomStatus } from '../../shared/protocol';
+import { globalBatchSize } from '../../shared/data/batch-plan';
+import { DEFAULT_PING_INTERVAL_MS, DEFAULT_PING_TIMEOUT_MS, type RunningServer } from '../../signaling-server/server';
+
+const CLASS_SIZE = Number(process.env.BENCH_CLASS ?? 30);
+const FIRST = Number(process.env.BENCH_CLASS_FIRST ?? 8);
+const STORM_SPREAD_MS = 60_000;
+const CHURN_WINDOW_MS = Number(process.env.BENCH_CHURN_MS ?? 60_000);
+const CHURN_PER_MINUTE = 5;
+const HICCUP_MS = 2_000;
+const FREEZE_MS = 15_000;
+const ROOM = 'bench-class';
+const BATCH_PER_WORKER = 32;
+const OUT_DIR = path.resolve(import.meta.dirname, '../../bench');
+const POLL_MS = 200;
+
+interface Target {
+  id: string;
+  goal: string;
+  value: number | null;
+  met: boolean;
+  detail: string;
+}
+
+interface FaultRow {
+  fault: string;
+  devices: string[];
+  dropped: string[];
+  pauseMs: number;
+  backInLockStepMs: number | null;
+  hashesAgree: boolean;
+}
+
+let server: RunningServer;
+const workers = new Map<string, SpawnedWorker>();
+const started = Date.now();
+const log = (m: string) => console.log(`[${((Date.now() - started) / 1000).toFixed(0)} s] ${m}`);
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+async function room(): Promise<RoomStatus> {
+  return (await (await fetch(`${server.url}/api/rooms/${ROOM}`, AS_TEACHER)).json()) as RoomStatus;
+}
+
+function spawn(name: string): SpawnedWorker {
+  const w = spawnNodeWorker(server.url, ROOM, codeFor(ROOM), name);
+  workers.set(name, w);
+  return w;
+}
+
+const waitFor = <T>(what: string, probe: () => Promise<T | null | undefined | false>, timeoutMs: number) => pollUntil(what, probe, timeoutMs, () => '', POLL_MS);
+
+/** Every ring member at one step, with one hash, and `size` of them. */
+function inLockStep(r: RoomStatus, size: number): boolean {
+  return r.members.length === size && r.waiting.length === 0 && new Set(r.members.map((m) => m.step)).size === 1 && new Set(r.members.map((m) => m.weightsHash)).size === 1 && r.members[0]!.weightsHash !== null;
+}
+
+/**
+ * Samples the chief's step every POLL_MS for `ms`: examples trained per second (each step's
+ * global batch at the ring's size then) and the longest time without a step.
+ */
+async function watch(ms: number, during?: (elapsed: number) => Promise<void>): Promise<{ examplesPerSec: number; longestStallMs: number; steps: number }> {
+  const t0 = Date.now();
+  let last = await room();
+  let examples = 0;
+  let lastStepAt = t0;
+  let longest = 0;
+  const firstStep = last.step;
+  while (Date.now() - t0 < ms) {
+    await during?.(Date.now() - t0);
+    await sleep(POLL_MS);
+    const r = await room();
+    if (r.step > last.step) {
+      examples += (r.step - last.step) * globalBatchSize(BATCH_PER_WORKER, r.members.length);
+      longest = Math.max(longest, Date.now() - lastStepAt);
+      lastStepAt = Date.now();
+    }
+    last = r;
+  }
+  longest = Math.max(longest, Date.now() - lastStepAt);
+  return { examplesPerSec: examples / ((Date.now() - t0) / 1000), longestStallMs: longest, steps: last.step - firstStep };
+}
+
+/** The usual step of the class now: the median interval between the chief's last steps. */
+async function usualStepMs(): Promise<number> {
+  const times: number[] = [];
+  let last = (await room()).step;
+  let at = Date.now();
+  while (times.length < 8) {
+    await sleep(50);
+    const s = (await room()).step;
+    if (s > last) {
+      times.push((Date.now() - at) / (s - last));
+      last = s;
+      at = Date.now();
+    }
+  }
+  return times.sort((a, b) => a - b)[times.length >> 1]!;
+}
+
+async function storm(): Promise<{ lockStepAfterLastJoinMs: number; pauseMs: number; admissions: number; usualStepMs: number; run: number }> {
+  for (let i = 0; i < FIRST; i++) spawn(`s${String(i).padStart(2, '0')}`);
+  await waitFor(`${FIRST} workers`, async () => (await room()).members.length === FIRST, 180_000);
+  const start = await fetch(`${server.url}/api/rooms/${ROOM}/start`, { method: 'POST', headers: { ...AS_TEACHER.headers, 'content-type': 'application/json' }, body: JSON.stringify({ model: 'mlp', maxSteps: 1_000_000, batchSizePerWorker: BATCH_PER_WORKER, resumeFrom: 'none' }) });
+  if (start.status !== 200) throw new Error(`start: ${start.status} ${await start.text()}`);
+  await waitFor('5 steps', async () => (await room()).step >= 5, 120_000);
+  const usual = await usualStepMs();
+  log(`${FIRST} training, a step every ${usual.toFixed(0)} ms; ${CLASS_SIZE - FIRST} join over ${STORM_SPREAD_MS / 1000} s`);
+  const stormStartStep = (await room()).step;
+  const stormStartAt = Date.now();
+  const joiners = CLASS_SIZE - FIRST;
+  let lastJoinAt = 0;
+  let stepAtLastJoin = 0;
+  // Steps beyond twice the recent usual one, summed: the class's pause while the storm went on.
+  let pauseMs = 0;
+  const recent: number[] = [usual];
+  let lastStep = stormStartStep;
+  let lastStepAt = Date.now();
+  let spawned = 0;
+  const deadline = Date.now() + STORM_SPREAD_MS + 240_000;
+  for (;;) {
+    const elapsed = Date.now() - stormStartAt;
+    while (spawned < joiners && elapsed >= (spawned * STORM_SPREAD_MS) / joiners) spawn(`s${String(FIRST + spawned++).padStart(2, '0')}`);
+    const r = await room();
+    if (r.step > lastStep) {
+      const perStep = (Date.now() - lastStepAt) / (r.step - lastStep);
+      const typical = [...recent].sort((a, b) => a - b)[recent.length >> 1]!;
+      pauseMs += Math.max(0, perStep - 2 * typical) * (r.step - lastStep);
+      recent.push(perStep);
+      if (recent.length > 10) recent.shift();
+      lastStep = r.step;
+      lastStepAt = Date.now();
+    }
+    if (!lastJoinAt && r.members.length + r.waiting.length === CLASS_SIZE) {
+      lastJoinAt = Date.now();
+      stepAtLastJoin = r.step;
+      log(`all ${CLASS_SIZE} joined, at step ${r.step}`);
+    }
+    if (lastJoinAt && inLockStep(r, CLASS_SIZE) && r.step > stepAtLastJoin) {
+      const lockStepAfterLastJoinMs = Date.now() - lastJoinAt;
+      log(`all ${CLASS_SIZE} in lock-step ${lockStepAfterLastJoinMs} ms after the last join; ${r.joins.length} admissions; pause ${pauseMs.toFixed(0)} ms; run ${r.run}`);
+      return { lockStepAfterLastJoinMs, pauseMs, admissions: r.joins.length, usualStepMs: usual, run: r.run };
+    }
+    if (Date.now() > deadline) throw new Error(`the storm did not settle: ${r.members.length} in the ring, ${r.waiting.length} waiting, run ${r.run}`);
+    await sleep(POLL_MS);
+  }
+}
+
+async function churn(): Promise<{ quiet: number; churned: number; ratio: number; leaves: number }> {
+  const quiet = await watch(CHURN_WINDOW_MS);
+  log(`no churn: ${quiet.examplesPerSec.toFixed(1)} examples/s over ${CHURN_WINDOW_MS / 1000} s`);
+  const everyMs = 60_000 / CHURN_PER_MINUTE;
+  let leaves = 0;
+  const churned = await watch(CHURN_WINDOW_MS, async (elapsed) => {
+    if (elapsed < leaves * everyMs) return;
+    // Never the chief: its leaving is a hand-over the faults below measure on their own.
+    const status = await room();
+    const candidates = status.members.slice(1).map((m) => m.name);
+    const name = candidates[(leaves * 7) % candidates.length]!;
+    leaves++;
+    workers.get(name)!.child.kill('SIGUSR2');
+  });
+  log(`churn (${CHURN_PER_MINUTE} a minute leave and come back): ${churned.examplesPerSec.toFixed(1)} examples/s, ${leaves} leaves`);
+  await waitFor('the class whole again after the churn', async () => inLockStep(await room(), CLASS_SIZE), 240_000);
+  return { quiet: quiet.examplesPerSec, churned: churned.examplesPerSec, ratio: churned.examplesPerSec / quiet.examplesPerSec, leaves };
+}
+
+/** Stops `names` (SIGSTOP) for `holdMs` (forever when null), and reports what the class made of it. */
+async function fault(kind: string, names: string[], holdMs: number | null): Promise<FaultRow> {
+  const before = await room();
+  const droppedBefore = new Set(before.events.filter((e) => e.kind === 'left' || e.kind === 'dropped').map((e) => `${e.at}`));
+  const size = before.members.length;
+  const stoppedAt = Date.now();
+  for (const n of names) workers.get(n)!.child.kill('SIGSTOP');
+  const during = await watch(holdMs ?? DEFAULT_PING_INTERVAL_MS + DEFAULT_PING_TIMEOUT_MS + 5_000);
+  let backInLockStepMs: number | null = null;
+  if (holdMs !== null) {
+    const thawedAt = Date.now();
+    for (const n of names) workers.get(n)!.child.kill('SIGCONT');
+    const back = await pollUntil(`the class whole after the ${kind}`, async () => inLockStep(await room(), size), 180_000, () => '', POLL_MS).catch(() => false);
+    backInLockStepMs = back ? Date.now() - thawedAt : null;
+  } else {
+    await pollUntil(`the class in step without the cut device`, async () => inLockStep(await room(), size - names.length), 180_000, () => '', POLL_MS).catch(() => false);
+  }
+  const after = await room();
+  const dropped = [...new Set(after.events.filter((e) => (e.kind === 'left' || e.kind === 'dropped') && !droppedBefore.has(`${e.at}`) && e.at >= before.events.at(-1)!.at).flatMap((e) => e.members))];
+  const row: FaultRow = { fault: kind, devices: names, dropped, pauseMs: during.longestStallMs, backInLockStepMs, hashesAgree: new Set(after.members.map((m) => m.weightsHash)).size === 1 };
+  log(`${kind} on ${names.join(', ')}: dropped [${dropped.join(', ')}], longest pause ${row.pauseMs} ms, back in lock-step ${backInLockStepMs ?? '–'} ms after, hashes agree: ${row.hashesAgree} (${Date.now() - stoppedAt} ms in all)`);
+  return row;
+}
+
+function markdown(result: Record<string, unknown>, targets: Target[], faults: FaultRow[]): string {
+  const lines = [
+    `# A class of ${CLASS_SIZE} on one machine`,
+    '',
+    `Measured ${new Date().toISOString()} on ${os.availableParallelism()} cores (${os.cpus()[0]?.model ?? 'unknown CPU'}), Node ${process.versions.node}, by \`npm run bench:class\`: ${CLASS_SIZE} Node workers on loopback training the MLP on the product's defaults (liveness ${DEFAULT_PING_INTERVAL_MS} + ${DEFAULT_PING_TIMEOUT_MS} ms). All of them share this machine's cores: the figures are the CPU regime, what the class costs in computation and coordination, not what a network does. A hiccup and a freeze are SIGSTOP (sockets and process stand still); a cut is SIGSTOP for good.`,
+    '',
+    '| target | goal | value | met | detail |',
+    '|---|---|---|---|---|',
+    ...targets.map((t) => `| ${t.id} | ${t.goal} | ${t.value === null ? '–' : t.value.toFixed(2)} | ${t.met ? 'yes' : 'no'} | ${t.detail} |`),
+    '',
+    '| fault | devices | dropped | longest pause (ms) | back in lock-step after (ms) | hashes agree |',
+    '|---|---|---|---|---|---|',
+    ...faults.map((f) => `| ${f.fault} | ${f.devices.join(', ')} | ${f.dropped.join(', ') || 'nobody'} | ${f.pauseMs} | ${f.backInLockStepMs ?? '–'} | ${f.hashesAgree ? 'yes' : 'no'} |`),
+    '',
+    '```json',
+    JSON.stringify(result, null, 2),
+    '```',
+    '',
+  ];
+  return lines.join('\n');
+}
+
+async function main(): Promise<void> {
+  server = await startTestServer();
+  try {
+    const s = await storm();
+    const c = await churn();
+    const members = (await room()).members.map((m) => m.name);
+    const chief = members[0]!;
+    const others = members.filter((n) => n !== chief);
+    const faults = [
+      await fault(`hiccup ${HICCUP_MS / 1000} s`, others.slice(2, 4), HICCUP_MS),
+      await fault(`freeze ${FREEZE_MS / 1000} s`, others.slice(6, 8), FREEZE_MS),
+      await fault('cut for good', others.slice(10, 11), null),
+    ];
+    const final = await room();
+    const [hiccup, freeze] = faults;
+    const targets: Target[] = [
+      { id: `class${CLASS_SIZE}-join-storm`, goal: 'all in lock-step ≤ 20 s after the last join; the class keeps training', value: s.lockStepAfterLastJoinMs / 1000, met: s.lockStepAfterLastJoinMs <= 20_000 && s.run === 1, detail: `${s.admissions} admissions for ${CLASS_SIZE - FIRST} joiners; steps beyond twice the recent step added up to ${(s.pauseMs / 1000).toFixed(1)} s during the storm (a step took ${s.usualStepMs.toFixed(0)} ms with ${FIRST}); run ${s.run}` },
+      { id: `class${CLASS_SIZE}-churn`, goal: '≥ 0.8 of the no-churn examples/s', value: c.ratio, met: c.ratio >= 0.8, detail: `${c.churned.toFixed(1)} against ${c.quiet.toFixed(1)} examples/s; ${c.leaves} leaves and returns in ${CHURN_WINDOW_MS / 1000} s` },
+      { id: `class${CLASS_SIZE}-hiccup`, goal: '0 dropped for a 2 s hiccup; the pause ≤ 3 s', value: hiccup!.pauseMs / 1000, met: hiccup!.dropped.length === 0 && hiccup!.pauseMs <= 3_000, detail: `dropped: ${hiccup!.dropped.join(', ') || 'nobody'}` },
+      { id: `class${CLASS_SIZE}-freeze`, goal: 'the frozen dropped, back in lock-step ≤ 5 s after SIGCONT; nobody else dropped', value: freeze!.backInLockStepMs === null ? null : freeze!.backInLockStepMs / 1000, met: freeze!.backInLockStepMs !== null && freeze!.backInLockStepMs <= 5_000 && freeze!.dropped.every((d) => freeze!.devices.includes(d)), detail: `dropped: ${freeze!.dropped.join(', ') || 'nobody'}; back in lock-step is the whole class's, at one step with one hash` },
+    ];
+    const result = { generatedAt: new Date().toISOString(), machine: { cores: os.availableParallelism(), node: process.versions.node }, classSize: CLASS_SIZE, first: FIRST, storm: s, churn: c, faults, finalRun: final.run, targets };
+    mkdirSync(OUT_DIR, { recursive: true });
+    writeFileSync(path.join(OUT_DIR, 'class.json'), `${JSON.stringify(result, null, 2)}\n`);
+    writeFileSync(path.join(OUT_DIR, 'class.md'), markdown(result, targets, faults));
+    for (const t of targets) console.log(`target ${t.id}: ${t.value === null ? '–' : t.value.toFixed(2)} (${t.goal}) ${t.met ? 'met' : 'NOT met'}: ${t.detail}`);
+    log('wrote bench/class.json and bench/class.md');
+  } finally {
+    for (const w of workers.values()) {
+      w.child.kill('SIGCONT');
+      w.child.kill('SIGKILL');
+    }
+    await server.close();
+  }
+}
+
+main().then(
+  () => process.exit(0),
+  (err: unknown) => {
+    console.error(err);
+    for (const w of workers.values()) w.child.kill('SIGKILL');
+    process.exit(1);
+  },
+);
