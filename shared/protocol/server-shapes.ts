@@ -87,8 +87,9 @@ export interface TrainStart {
  * step deadline; 'evicted', for sending data no honest peer sends (or, as a reporter, for a
  * second accusation in one run: signaling-server/rooms/accusations.ts); 'unreachable', shed
  * because its ring links would not open (signaling-server/rooms/formation.ts); 'failed', its
- * own run failed (`detail` has the code), and the class trains on without it. Stragglers,
- * unreachable and failed members join again by themselves; evicted ones do not.
+ * own run failed (`detail` has the code), and the class trains on without it. Unreachable
+ * and failed members join again by themselves; stragglers and evicted ones do not (a device
+ * still too slow would be dropped again and again).
  */
 export type MemberDropped =
   | { reason: 'straggler'; step: number; computeMs: number; deadlineMs: number }

@@ -68,7 +68,7 @@ export class LinkSelection implements TailSection {
     this.wireBytes = parameterCount * (this.config.wire === 'fp16' ? 2 : 4) + tailFloats * 4;
   }
 
-  /** A new generation starts on the ring until its own measurements are agreed; `keepModels` when it only appended members to measured links. */
+  /** A new generation starts on the ring until its links are voted open; `keepModels` keeps the measurements (same hub: training-run.ts adoptLatestRing). */
   reset(keepModels: boolean): void {
     this.next = 'ring';
     if (!keepModels) this.measured = null;

@@ -1,6 +1,7 @@
 /**
- * When a worker the class let go (a straggler, an unreachable link, its own failed run)
- * joins again by itself. A phone that locked for a minute is back in the class the moment
+ * When a worker the class let go (an unreachable link, its own failed run) joins again by
+ * itself. (A straggler does not: still too slow, it would be dropped again and again, each
+ * time costing the class a generation; its student presses Join again.) A phone that locked for a minute is back in the class the moment
  * it thaws, with no button to press; a device that keeps failing backs off, doubling its
  * wait, so that it costs the class a generation now and then rather than every few seconds.
  */

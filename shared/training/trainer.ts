@@ -185,9 +185,9 @@ export class Trainer {
   }
 
   /**
-   * Trains on over a new generation's collective. With `keepLinkModels` (the generation only
-   * appends members to links already measured) the link measurements stay, and the
-   * hand-over gives them to the joiners: the class does not stop to probe its links again.
+   * Trains on over a new generation's collective. With `keepLinkModels` (the generation has
+   * the same hub; members came or went) the link measurements stay, and the hand-over gives
+   * them to the joiners: the class does not stop to probe its links again.
    */
   setCollective(collective: Collective, options: { keepLinkModels?: boolean; probeMsPerExample?: ArrayLike<number> | null } = {}): void {
     this.collective = collective;

@@ -23,7 +23,7 @@ import { StragglerDetector } from './straggler';
 import type { DataSource } from '../data/data-source';
 import type { Replica } from '../compute/replica';
 import type { FaultInjector } from './faults';
-import { extendsRing, type RingView } from './generation-tracker';
+import type { RingView } from './generation-tracker';
 import type { WorkerStatus, WorkerStatusView } from './worker-status';
 import { JoinCostMeter, type JoinCost } from './join-cost';
 import type { RunCheckpoints, RunControl, RunGenerations, RunReporter } from './run-ports';
@@ -184,9 +184,12 @@ export class TrainingRun {
     this.ring = latest;
     this.trainedOn = now;
     latest.setRun(this.options.start.run);
-    // Joiners appended to the same ring and hub: the links already measured stay measured.
-    const appendsOnly = before !== null && now !== null && extendsRing(before, now) && before.hub?.id === now.hub?.id;
-    this.trainer.setCollective(latest, { keepLinkModels: appendsOnly, probeMsPerExample: probesOf(now) });
+    // The same hub: the links already measured stay measured. The models are the class's
+    // means per algorithm, agreed on every replica; a member joining or leaving barely moves
+    // them, while probing them again cost a class of thirty 2-3 s per change (bench:class's
+    // churn). A new hub (or none) changes what the hub's model describes: measure again.
+    const sameHub = before !== null && now !== null && before.hub?.id === now.hub?.id;
+    this.trainer.setCollective(latest, { keepLinkModels: sameHub, probeMsPerExample: probesOf(now) });
     // The first collective of every generation hands the chief's whole state to everyone:
     // survivors redo an interrupted step from it, joiners start from it.
     this.syncKey = 0;

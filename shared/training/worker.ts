@@ -325,9 +325,10 @@ export class TrainingWorker {
     this.network?.close();
     this.network = null;
     this.status.update({ state: 'dropped', rank: null, chief: false, error: { code: DROPPED_CODES[d.reason], message } });
-    if (!id || d.reason === 'evicted' || d.reason === 'removed') return;
-    // A frozen phone that thawed, a link that would not open, a run that failed here: the
-    // class goes on, and this device comes back by itself.
+    // A link that would not open, a run that failed here: the class goes on, and this device
+    // comes back by itself. A straggler does not: still too slow, it would be dropped again
+    // and again (its student presses Join again); an evicted one is not welcome back unasked.
+    if (!id || (d.reason !== 'unreachable' && d.reason !== 'failed')) return;
     const delay = this.rejoinBackoff.dropped(this.clock.now());
     this.options.log(`joining again in ${delay} ms`);
     this.clock.setTimeout(() => {
@@ -469,7 +470,7 @@ const DROPPED_CODES: Record<MemberDropped['reason'], ErrorBody['code']> = {
 function droppedMessage(d: MemberDropped): string {
   switch (d.reason) {
     case 'straggler':
-      return `this device took ${Math.round(d.computeMs)} ms per step; the ring's deadline is ${Math.round(d.deadlineMs)} ms. It joins again by itself.`;
+      return `this device took ${Math.round(d.computeMs)} ms per step; the ring's deadline is ${Math.round(d.deadlineMs)} ms. Join again to rejoin.`;
     case 'unreachable':
       return `this device's links to its classmates would not open (${d.detail}). It joins again by itself.`;
     case 'failed':
