@@ -7,6 +7,7 @@
  *
  *   npm run lab -- [--quick] [--models wifi,wired-lab,internet] [--no-training]   (--quick writes bench/lab-quick.*)
  *   npm run lab -- --mixed      three laptops and a phone, with and without balanceShares (lab/mixed-class.ts)
+ *   npm run lab -- --faults     a class on Wi-Fi through a 2 s link-down, a 15 s freeze and a cut (lab/fault-rows.ts), into bench/lab-faults.{json,md}
  *   npm run lab -- --class      the class in one run (lab/class-lab.ts): scaling with N = 1, 2, 4, 8 laptops,
  *                               time to 97 % test accuracy, the mixed class, joins; into bench/lab.json and
  *                               bench/lab.md as `class`, keeping their other sections
@@ -22,12 +23,13 @@
  */
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { mixedClassRows } from './mixed-class';
+import { faultRows, FREEZE_MS, HICCUP_MS, type FaultRow } from './fault-rows';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { LabError } from './lab-error';
-import { checkPreconditions } from './preconditions';
+import { checkPreconditions, type LabCapabilities } from './preconditions';
 import { cleanupLab, installTeardownHandlers, withLab } from './netlab';
 import { MODEL_NAMES, internet, wifi, wiredLab, type ModelName, type ModelProfile } from './network-models';
 import { assertModelValid, validateModel, DEFAULT_FLOW_SECONDS, type ModelValidation } from './validate-models';
@@ -40,7 +42,7 @@ import { FULL_CLASS_PLAN, QUICK_CLASS_PLAN, narrowPlan, runClassLab } from './cl
 import { emptyLabReport, foldClass, keepClass, mergeClass, profilesOf } from './class-report';
 import { CLASS_SECTIONS, type ClassReport, type ClassSection, type LabReport } from './report-types';
 
-const USAGE = 'usage: npm run lab -- [--quick] [--models wifi,wired-lab,internet] [--no-training] | --mixed | --class [--quick] [--only joins,scaling,mixed,timeToAccuracy] [--ns 1,8] | --class-quick';
+const USAGE = 'usage: npm run lab -- [--quick] [--models wifi,wired-lab,internet] [--no-training] | --mixed | --faults [--ns 8] | --class [--quick] [--only joins,scaling,mixed,timeToAccuracy] [--ns 1,8] | --class-quick';
 const QUICK_FLOW_SECONDS = 1;
 const EXIT_FAILURE = 1;
 const EXIT_USAGE = 2;
@@ -87,6 +89,8 @@ interface Args {
   quick: boolean;
   /** Only the mixed class's rows (lab/mixed-class.ts), into bench/lab-mixed.json. */
   mixed: boolean;
+  /** Only the fault rows (lab/fault-rows.ts), into bench/lab-faults.json and .md. */
+  faults: boolean;
   /** The class's section (lab/class-lab.ts), merged into bench/lab.json. */
   class: boolean;
   /** `--only`: the class's sections to run again, folded into the report's (class-report.ts foldClass). */
@@ -102,6 +106,7 @@ function parse(): Args {
     options: {
       quick: { type: 'boolean' },
       mixed: { type: 'boolean' },
+      faults: { type: 'boolean' },
       class: { type: 'boolean' },
       'class-quick': { type: 'boolean' },
       only: { type: 'string' },
@@ -113,7 +118,8 @@ function parse(): Args {
   });
   const cls = (values.class ?? false) || (values['class-quick'] ?? false);
   if (cls && (values.mixed || values.models !== undefined || values['no-training'])) throw new LabError('ERR_LAB_USAGE', '--class runs its own rows: it takes only --quick, --only and --ns');
-  if (!cls && (values.only !== undefined || values.ns !== undefined)) throw new LabError('ERR_LAB_USAGE', '--only and --ns go with --class');
+  if (!cls && values.only !== undefined) throw new LabError('ERR_LAB_USAGE', '--only goes with --class');
+  if (!cls && !values.faults && values.ns !== undefined) throw new LabError('ERR_LAB_USAGE', '--ns goes with --class or --faults');
   const only = values.only === undefined ? null : values.only.split(',').filter(Boolean);
   for (const s of only ?? []) {
     if (!(CLASS_SECTIONS as readonly string[]).includes(s)) throw new LabError('ERR_LAB_USAGE', `--only ${s}: one of ${CLASS_SECTIONS.join(', ')}`);
@@ -128,6 +134,7 @@ function parse(): Args {
   return {
     quick,
     mixed: values.mixed ?? false,
+    faults: values.faults ?? false,
     class: cls,
     only: only as ClassSection[] | null,
     ns,
@@ -196,6 +203,10 @@ async function main(): Promise<void> {
   progress(`netem ${capabilities.netem ? 'present: profiles add their delays' : 'missing in this kernel: rates only, no added delay'}`);
   if (args.class) {
     await classMain(args, capabilities);
+    return;
+  }
+  if (args.faults) {
+    await faultsMain(args.ns?.[0] ?? FAULT_CLASS, capabilities, startedAt);
     return;
   }
   if (args.mixed) {
@@ -280,6 +291,42 @@ async function main(): Promise<void> {
   console.log(table(validations));
   for (const t of report.targets) console.log(`target ${t.id}: ${t.value === null ? 'not measured' : t.value.toFixed(2)} (${t.goal}) ${t.met ? 'met' : 'NOT met'}: ${t.detail}`);
   progress(`wrote bench/${base}.json, bench/${base}.md and the SVGs in ${report.minutes.toFixed(1)} minutes`);
+}
+
+/** The class the fault rows run on: the largest whose laptops' CPU caps this 2-core machine holds beside the server. */
+const FAULT_CLASS = 8;
+
+/** `--faults`: the fault rows on Wi-Fi, with their targets, into bench/lab-faults.{json,md}. */
+async function faultsMain(n: number, capabilities: LabCapabilities, startedAt: number): Promise<void> {
+  const rows = await withLab(LAB_PROFILES.wifi, n, (lab) => faultRows(lab, 'mlp'), capabilities);
+  const [hiccup, freeze] = rows;
+  const targets = [
+    { id: `class${n}-hiccup`, goal: `0 dropped for a ${HICCUP_MS / 1000} s link-down; the pause ≤ 3 s`, value: hiccup ? hiccup.pauseMs / 1000 : null, met: !!hiccup && hiccup.dropped.length === 0 && hiccup.pauseMs <= 3_000 },
+    { id: `class${n}-freeze`, goal: `the frozen dropped, back in lock-step ≤ 5 s after SIGCONT; nobody else dropped`, value: freeze?.backInLockStepMs == null ? null : freeze.backInLockStepMs / 1000, met: !!freeze && freeze.backInLockStepMs !== null && freeze.backInLockStepMs <= 5_000 && freeze.dropped.every((d) => freeze.devices.includes(d)) },
+  ];
+  const out = { generatedAt: new Date().toISOString(), machine: { cores: os.availableParallelism(), kernel: os.release(), node: process.versions.node }, netem: capabilities.netem, minutes: (Date.now() - startedAt) / 60_000, model: 'wifi', n, net: 'mlp', freezeMs: FREEZE_MS, rows, targets };
+  mkdirSync(BENCH_DIR, { recursive: true });
+  writeFileSync(path.join(BENCH_DIR, 'lab-faults.json'), `${JSON.stringify(out, null, 2)}\n`);
+  writeFileSync(path.join(BENCH_DIR, 'lab-faults.md'), faultsMarkdown(out.generatedAt, n, rows, targets));
+  for (const t of targets) console.log(`target ${t.id}: ${t.value === null ? 'not measured' : t.value.toFixed(2)} (${t.goal}) ${t.met ? 'met' : 'NOT met'}`);
+  progress(`wrote bench/lab-faults.json and .md in ${out.minutes.toFixed(1)} minutes`);
+}
+
+function faultsMarkdown(at: string, n: number, rows: FaultRow[], targets: Array<{ id: string; goal: string; value: number | null; met: boolean }>): string {
+  return [
+    `# Faults in the lab: ${n} laptops on Wi-Fi`,
+    '',
+    `Measured ${at} by \`npm run lab -- --faults\`: ${n} Node workers, each a 0.2-core laptop in its own network namespace on the Wi-Fi model, training the MLP on the product's defaults. A link-down takes the device's port on the access point's bridge down (\`ip link set down\`) and up again; a freeze is SIGSTOP on the worker, then SIGCONT; a cut leaves the port down.`,
+    '',
+    '| target | goal | value | met |',
+    '|---|---|---|---|',
+    ...targets.map((t) => `| ${t.id} | ${t.goal} | ${t.value === null ? '–' : t.value.toFixed(2)} | ${t.met ? 'yes' : 'no'} |`),
+    '',
+    '| fault | devices | dropped | longest pause (ms) | back in lock-step after (ms) | hashes agree |',
+    '|---|---|---|---|---|---|',
+    ...rows.map((r) => `| ${r.fault} | ${r.devices.join(', ')} | ${r.dropped.join(', ') || 'nobody'} | ${r.pauseMs} | ${r.backInLockStepMs ?? '–'} | ${r.hashesAgree ? 'yes' : 'no'} |`),
+    '',
+  ].join('\n');
 }
 
 main().catch((err: unknown) => {
