@@ -38,6 +38,24 @@ export interface FaultRow {
   /** From the fault's end to the class whole and in lock-step; null when it was not within BACK_TIMEOUT_MS (and for a cut). */
   backInLockStepMs: number | null;
   hashesAgree: boolean;
+  /** The first faulted device's log after the fault ended, each line with its ms since then: where its way back went. */
+  timeline: string[];
+}
+
+/** Lines of `p`'s output from now on, each stamped with its ms since now. */
+function timeline(p: LabProcess): () => string[] {
+  const t0 = Date.now();
+  const lines: string[] = [];
+  const take = (d: Buffer) => {
+    for (const line of d.toString().split('\n').filter(Boolean)) lines.push(`${Date.now() - t0} ${line.replace(/^webring worker: /, '')}`);
+  };
+  p.child.stdout?.on('data', take);
+  p.child.stderr?.on('data', take);
+  return () => {
+    p.child.stdout?.off('data', take);
+    p.child.stderr?.off('data', take);
+    return lines;
+  };
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -107,6 +125,7 @@ export async function faultRows(lab: Lab, net: TrainingNet): Promise<FaultRow[]>
       let endedAt: number | null = null;
       const watching = watch(server, FREEZE_MS + BACK_TIMEOUT_MS + CUT_WATCH_MS, (r) => endedAt !== null && (release ? inLockStep(r, n) : Date.now() - endedAt > CUT_WATCH_MS));
       await hold();
+      const log = timeline(workers[devices[0]!]!);
       release?.();
       endedAt = Date.now();
       const back = await watching;
@@ -118,6 +137,7 @@ export async function faultRows(lab: Lab, net: TrainingNet): Promise<FaultRow[]>
         pauseMs: back.longestStallMs,
         backInLockStepMs: release && back.doneAt !== null ? back.doneAt - endedAt : null,
         hashesAgree: new Set(room.members.map((m) => m.weightsHash)).size === 1,
+        timeline: log().slice(0, 40),
       };
       progress(`${label}: ${kind}: dropped [${row.dropped.join(', ')}], longest pause ${row.pauseMs} ms, back in lock-step ${row.backInLockStepMs ?? '–'} ms after, hashes agree: ${row.hashesAgree}`);
       return row;

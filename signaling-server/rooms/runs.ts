@@ -13,9 +13,11 @@ import { channelOf, type RoomContext } from './room-context';
 const AUTO_RESUME_DELAY_MS = 500;
 /**
  * Students who arrive within this window of the first are admitted in one generation
- * change: a class walking in at once costs the ring one pause, not thirty.
+ * change. Short, because it only gathers those arriving together: whoever arrives while an
+ * admission forms waits for the next one anyway (formation.ts), so a class walking in costs
+ * the ring a few pauses, not thirty, and a thawed phone is not kept waiting (750 ms before).
  */
-const ADMISSION_WINDOW_MS = 750;
+const ADMISSION_WINDOW_MS = 250;
 
 /**
  * Admits everyone waiting into the running ring after the admission window: one new
