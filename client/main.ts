@@ -6,7 +6,7 @@
 import './zod-jitless';
 import type { WorkerStatus } from '../shared/training/worker-status';
 import type { MemberInfo, RoomMetrics, ServerInfo } from '../shared/protocol';
-import { toWebringError } from '../shared/protocol/errors';
+import { toWebringError, type ErrorCode } from '../shared/protocol/errors';
 import { explainShare } from '../shared/training/share-balancer';
 import { showSecureContextNotice } from './secure-context';
 import { normalizeJoinCode } from '../shared/protocol/join-code';
@@ -94,11 +94,19 @@ function bannerText(s: WorkerStatus): { key: string; text: string } {
     case 'done':
       return { key: 'done', text: `Done at step ${s.step}. Draw a digit below and see what the class's network thinks.` };
     case 'dropped':
-      return { key: 'dropped', text: 'This device was too slow for the ring, so the class went on without it. Press "Join again" to rejoin.' };
+      return { key: 'dropped', text: DROPPED_TEXT[s.error?.code ?? 'ERR_DROPPED'] ?? DROPPED_TEXT.ERR_DROPPED! };
     case 'error':
       return { key: 'error', text: describeRefusal(s.error ?? { code: 'ERR_INTERNAL', message: 'unknown error' }, roomInput.value.trim()) };
   }
 }
+
+/** What the page says when the class let this device go, by the code it was told (shared/training/worker.ts). */
+const DROPPED_TEXT: Partial<Record<ErrorCode, string>> = {
+  ERR_DROPPED: 'This device was too slow for the ring, so the class went on without it. Press "Join again" to rejoin.',
+  ERR_RING_UNREACHABLE: 'This device could not connect to its classmates (the network let no direct connection through), so the class went on without it. It tries again by itself.',
+  ERR_TRAINING_FAILED: 'Training failed on this device, so the class went on without it. It joins again by itself.',
+  ERR_PEER_MISBEHAVED: 'This device sent the ring data no honest device sends, so the class removed it. Press "Join again" to rejoin.',
+};
 
 function render(s: WorkerStatus): void {
   Object.assign(statusEl.dataset, {

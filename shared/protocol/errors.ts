@@ -22,6 +22,8 @@ export const ERROR_CODES = [
   'ERR_UNREACHABLE',
   /** This member's ring links would not open: the class shed it and trains on (signaling-server/rooms/formation.ts). */
   'ERR_RING_UNREACHABLE',
+  /** Training failed on this member (its own run, not the class's): the class shed it and trains on. */
+  'ERR_TRAINING_FAILED',
   'ERR_MEMBER_LEFT',
   'ERR_DROPPED',
   'ERR_RUN_ENDED',

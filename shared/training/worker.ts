@@ -461,7 +461,7 @@ export class TrainingWorker {
 const DROPPED_CODES: Record<MemberDropped['reason'], ErrorBody['code']> = {
   straggler: 'ERR_DROPPED',
   unreachable: 'ERR_RING_UNREACHABLE',
-  failed: 'ERR_DROPPED',
+  failed: 'ERR_TRAINING_FAILED',
   evicted: 'ERR_PEER_MISBEHAVED',
   removed: 'ERR_DROPPED',
 };
