@@ -38,8 +38,8 @@ export interface FaultRow {
   /** From the fault's end to the class whole and in lock-step; null when it was not within BACK_TIMEOUT_MS (and for a cut). */
   backInLockStepMs: number | null;
   hashesAgree: boolean;
-  /** The first faulted device's log after the fault ended, each line with its ms since then: where its way back went. */
-  timeline: string[];
+  /** The first faulted device's log after the fault ended, each line with its ms since then: where its way back went (the lab records it). */
+  timeline?: string[];
 }
 
 /** Lines of `p`'s output from now on, each stamped with its ms since now. */

@@ -15,7 +15,7 @@
 import type { Socket } from 'socket.io-client';
 import { WebringError, toWebringError, type ErrorBody } from '../protocol/errors';
 import type { PeerFactory } from '../network/peer';
-import { areDigitClasses, type ClientToServerEvents, type DeviceClass, type DeviceProbe, type Generation, type JoinAccepted, type JoinRequest, type MemberDropped, type ServerToClientEvents, type TrainStart, type TrainStop, type WorkerKind, type CollectSetting } from '../protocol';
+import { type ClientToServerEvents, type DeviceClass, type DeviceProbe, type Generation, type JoinAccepted, type JoinRequest, type MemberDropped, type ServerToClientEvents, type TrainStart, type TrainStop, type WorkerKind, type CollectSetting } from '../protocol';
 import { RingNetwork } from '../network/ring-network';
 import type { Trainer } from './trainer';
 import { CheckpointWriter, type LocalCheckpointStore } from '../checkpoints/checkpoint-writer';
@@ -23,13 +23,12 @@ import { restoreFromServer } from '../checkpoints/checkpoint-io';
 import { systemClock, type Clock } from '../util/clock';
 import type { FaultInjector } from './faults';
 import type { DataFactory } from '../data/data-source';
-import { streamFromDataService } from '../data/streamed-mnist';
-import { OwnDataSource } from '../data/own-data';
+import { runData } from '../data/run-data';
 import type { OwnExamples } from '../data/own-examples';
 import { SignalingSession } from './signaling-session';
 import { GenerationTracker } from './generation-tracker';
 import { LinkWatchdog } from './link-watchdog';
-import { RejoinBackoff } from './rejoin-backoff';
+import { DropPolicy } from './drops';
 import { WorkerStatusView, type WorkerStatus } from './worker-status';
 import { TrainingRun } from './training-run';
 import type { RunCheckpoints, RunControl } from './run-ports';
@@ -79,8 +78,8 @@ export class TrainingWorker {
   private readonly generations: GenerationTracker;
   /** Names the ring neighbours whose links stay shut, so that the server sheds them (link-watchdog.ts). */
   private readonly linkWatchdog: LinkWatchdog;
-  /** When to join again after the class let this worker go (rejoin-backoff.ts). */
-  private readonly rejoinBackoff = new RejoinBackoff();
+  /** What a drop shows, and when to join again after it (drops.ts). */
+  private readonly drops = new DropPolicy();
   private readonly status: WorkerStatusView;
   private readonly control: RunControl = { stopRequested: false, stopReason: null, pauseRequested: false };
   private network: RingNetwork | null = null;
@@ -317,23 +316,19 @@ export class TrainingWorker {
   }
 
   private onDropped(d: MemberDropped): void {
-    const message = droppedMessage(d);
-    this.options.log(`dropped from the ring at step ${d.step} (${d.reason}): ${message}`);
+    const { error, rejoinInMs } = this.drops.dropped(d, this.clock.now());
+    this.options.log(`dropped from the ring at step ${d.step} (${d.reason}): ${error.message}`);
     const id = this.session.identity;
     this.session.identity = null;
     this.linkWatchdog.stop();
     this.network?.close();
     this.network = null;
-    this.status.update({ state: 'dropped', rank: null, chief: false, error: { code: DROPPED_CODES[d.reason], message } });
-    // A link that would not open, a run that failed here: the class goes on, and this device
-    // comes back by itself. A straggler does not: still too slow, it would be dropped again
-    // and again (its student presses Join again); an evicted one is not welcome back unasked.
-    if (!id || (d.reason !== 'unreachable' && d.reason !== 'failed')) return;
-    const delay = this.rejoinBackoff.dropped(this.clock.now());
-    this.options.log(`joining again in ${delay} ms`);
+    this.status.update({ state: 'dropped', rank: null, chief: false, error });
+    if (!id || rejoinInMs === null) return;
+    this.options.log(`joining again in ${rejoinInMs} ms`);
     this.clock.setTimeout(() => {
       if (!this.session.identity) void this.joinAfresh(id);
-    }, delay);
+    }, rejoinInMs);
   }
 
   /** Rank, world size and chief of the ring this worker is in now. */
@@ -431,18 +426,8 @@ export class TrainingWorker {
     this.session.report('worker:own-examples', { counts });
   }
 
-  /**
-   * The server's digits, or this device's own examples (the test set: MNIST's test digits for
-   * a run of the digits, else every device's held-out fifth).
-   */
-  private readonly defaultData: DataFactory = (config, context) => {
-    if (config.data === 'mnist') return streamFromDataService(config, context);
-    const own = this.options.ownExamples?.(config.classes) ?? null;
-    // Beside the class's own examples the digits are cut as the epoch's line says, which
-    // plans their fetches itself (own-data.ts).
-    const digits = areDigitClasses(config.classes) ? streamFromDataService(config, context, { planAhead: config.data !== 'mnist+own' }) : null;
-    return new OwnDataSource(config, own, digits, config.data === 'mnist+own' ? digits : null);
-  };
+  /** The server's digits, or this device's own examples (data/run-data.ts). */
+  private readonly defaultData: DataFactory = runData((classes) => this.options.ownExamples?.(classes) ?? null);
 
   /** The chief's writer and the server's checkpoints, for the run. */
   private runCheckpoints(): RunCheckpoints {
@@ -457,27 +442,3 @@ export class TrainingWorker {
   }
 }
 
-/** The code a dropped worker shows for each reason. */
-const DROPPED_CODES: Record<MemberDropped['reason'], ErrorBody['code']> = {
-  straggler: 'ERR_DROPPED',
-  unreachable: 'ERR_RING_UNREACHABLE',
-  failed: 'ERR_TRAINING_FAILED',
-  evicted: 'ERR_PEER_MISBEHAVED',
-  removed: 'ERR_DROPPED',
-};
-
-/** What a dropped worker's page says, in the student's words. */
-function droppedMessage(d: MemberDropped): string {
-  switch (d.reason) {
-    case 'straggler':
-      return `this device took ${Math.round(d.computeMs)} ms per step; the ring's deadline is ${Math.round(d.deadlineMs)} ms. Join again to rejoin.`;
-    case 'unreachable':
-      return `this device's links to its classmates would not open (${d.detail}). It joins again by itself.`;
-    case 'failed':
-      return `training failed on this device (${d.detail}); the class trains on. It joins again by itself.`;
-    case 'evicted':
-      return `evicted from the ring at step ${d.step}: ${d.detail}. Join again to rejoin.`;
-    case 'removed':
-      return `removed by the teacher: ${d.detail}`;
-  }
-}

@@ -29,7 +29,8 @@ import { pollUntil, spawnNodeWorker, type SpawnedWorker } from '../support/proce
 import { startTestServer, codeFor, AS_TEACHER } from '../support/server';
 import type { RoomStatus } from '../../shared/protocol';
 import { globalBatchSize } from '../../shared/data/batch-plan';
-import { DEFAULT_PING_INTERVAL_MS, DEFAULT_PING_TIMEOUT_MS, type RunningServer } from '../../signaling-server/server';
+import type { RunningServer } from '../../signaling-server/server';
+import { inLockStep, type FaultRow } from '../../lab/fault-rows';
 
 const CLASS_SIZE = Number(process.env.BENCH_CLASS ?? 30);
 const FIRST = Number(process.env.BENCH_CLASS_FIRST ?? 8);
@@ -38,6 +39,8 @@ const CHURN_WINDOW_MS = Number(process.env.BENCH_CHURN_MS ?? 60_000);
 const CHURN_PER_MINUTE = 5;
 const HICCUP_MS = 2_000;
 const FREEZE_MS = 15_000;
+/** A cut is watched this long: past the server's liveness window (5 s by default), whatever it is. */
+const CUT_WATCH_MS = 10_000;
 const ROOM = 'bench-class';
 const BATCH_PER_WORKER = 32;
 const OUT_DIR = path.resolve(import.meta.dirname, '../../bench');
@@ -49,15 +52,6 @@ interface Target {
   value: number | null;
   met: boolean;
   detail: string;
-}
-
-interface FaultRow {
-  fault: string;
-  devices: string[];
-  dropped: string[];
-  pauseMs: number;
-  backInLockStepMs: number | null;
-  hashesAgree: boolean;
 }
 
 let server: RunningServer;
@@ -77,11 +71,6 @@ function spawn(name: string): SpawnedWorker {
 }
 
 const waitFor = <T>(what: string, probe: () => Promise<T | null | undefined | false>, timeoutMs: number) => pollUntil(what, probe, timeoutMs, () => '', POLL_MS);
-
-/** Every ring member at one step, with one hash, and `size` of them. */
-function inLockStep(r: RoomStatus, size: number): boolean {
-  return r.members.length === size && r.waiting.length === 0 && new Set(r.members.map((m) => m.step)).size === 1 && new Set(r.members.map((m) => m.weightsHash)).size === 1 && r.members[0]!.weightsHash !== null;
-}
 
 /**
  * Samples the chief's step every POLL_MS for `ms`: examples trained per second (each step's
@@ -200,7 +189,7 @@ async function fault(kind: string, names: string[], holdMs: number | null): Prom
   const size = before.members.length;
   const stoppedAt = Date.now();
   for (const n of names) workers.get(n)!.child.kill('SIGSTOP');
-  const during = await watch(holdMs ?? DEFAULT_PING_INTERVAL_MS + DEFAULT_PING_TIMEOUT_MS + 5_000);
+  const during = await watch(holdMs ?? CUT_WATCH_MS);
   let backInLockStepMs: number | null = null;
   if (holdMs !== null) {
     const thawedAt = Date.now();
@@ -221,7 +210,7 @@ function markdown(result: Record<string, unknown>, targets: Target[], faults: Fa
   const lines = [
     `# A class of ${CLASS_SIZE} on one machine`,
     '',
-    `Measured ${new Date().toISOString()} on ${os.availableParallelism()} cores (${os.cpus()[0]?.model ?? 'unknown CPU'}), Node ${process.versions.node}, by \`npm run bench:class\`: ${CLASS_SIZE} Node workers on loopback training the MLP on the product's defaults (liveness ${DEFAULT_PING_INTERVAL_MS} + ${DEFAULT_PING_TIMEOUT_MS} ms). All of them share this machine's cores: the figures are the CPU regime, what the class costs in computation and coordination, not what a network does. A hiccup and a freeze are SIGSTOP (sockets and process stand still); a cut is SIGSTOP for good.`,
+    `Measured ${new Date().toISOString()} on ${os.availableParallelism()} cores (${os.cpus()[0]?.model ?? 'unknown CPU'}), Node ${process.versions.node}, by \`npm run bench:class\`: ${CLASS_SIZE} Node workers on loopback training the MLP on the product's defaults. All of them share this machine's cores: the figures are the CPU regime, what the class costs in computation and coordination, not what a network does. A hiccup and a freeze are SIGSTOP (sockets and process stand still); a cut is SIGSTOP for good.`,
     '',
     '| target | goal | value | met | detail |',
     '|---|---|---|---|---|',
