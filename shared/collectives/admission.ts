@@ -12,7 +12,7 @@ import { WebringError } from '../protocol/errors';
 import type { Misbehaviour } from '../protocol';
 import { HALF_EXPONENT_BITS } from './fp16';
 import { TAG_SPACE, type CollectiveStats } from './collective';
-import { FLAG_SATURATED, HEADER_BYTES, PHASE_ALL_GATHER, PHASE_CHAIN, PHASE_EXCHANGE, PHASE_HUB_DOWN, PHASE_REDUCE_SCATTER, WIRE_FP16, WIRE_FP32, readHeader, wireFloatBytes, type ChunkHeader } from './wire';
+import { FLAG_SATURATED, HEADER_BYTES, PHASE_ALL_GATHER, PHASE_CHAIN, PHASE_EXCHANGE, PHASE_HUB_DOWN, PHASE_REDUCE_SCATTER, WIRE_FP16, WIRE_U32, isWireCode, readHeader, wireFloatBytes, type ChunkHeader } from './wire';
 import { HUB_RANK } from './topology';
 import type { ChunkPlace } from './chunk-layout';
 import type { PayloadReader } from './payload';
@@ -100,7 +100,7 @@ export class Admission {
       this.reject(from, 'malformed', from === HUB_RANK ? `phase ${h.phase} from the hub, which only sends sums` : 'a hub sum, but it is not the hub');
       return false;
     }
-    if (h.tag >= TAG_SPACE || (h.wire !== WIRE_FP32 && h.wire !== WIRE_FP16)) {
+    if (h.tag >= TAG_SPACE || !isWireCode(h.wire)) {
       this.malformed(from, `tag ${h.tag}, wire ${h.wire}`);
       return false;
     }
@@ -167,7 +167,7 @@ export class Admission {
       this.reject(from, 'duplicate', `chunk ${h.chunk} of phase ${h.phase} step ${h.ringStep} a second time`);
       return false;
     }
-    const bad = wire === WIRE_FP16 ? firstNonFiniteHalf(this.payload.halves(bytes, len), len) : firstNonFiniteFloat(this.payload.floats(bytes, len), len);
+    const bad = firstNonFinite(this.payload, bytes, len, wire);
     if (bad >= 0) {
       this.reject(from, 'non-finite', `a non-finite value at element ${bad} of chunk ${h.chunk}`);
       return false;
@@ -179,6 +179,12 @@ export class Admission {
 
 /** True when the sender flagged its collective as saturated (see chunk-writer.ts). */
 export const flagsSaturated = (h: ChunkHeader): boolean => (h.flags & FLAG_SATURATED) !== 0;
+
+/** Index of the first value of a payload of `len` values in `wire` that is ±Infinity or NaN, or -1 (words are never). */
+export function firstNonFinite(payload: PayloadReader, bytes: Uint8Array, len: number, wire: number): number {
+  if (wire === WIRE_U32) return -1;
+  return wire === WIRE_FP16 ? firstNonFiniteHalf(payload.halves(bytes, len), len) : firstNonFiniteFloat(payload.floats(bytes, len), len);
+}
 
 /** Index of the first value that is ±Infinity or NaN, or -1. */
 export function firstNonFiniteFloat(values: Float32Array, length: number): number {

@@ -6,7 +6,8 @@
  * non-finite value on the wire.
  */
 import { HALF_EXPONENT_BITS, encodeHalves } from './fp16';
-import { FLOAT_BYTES, HEADER_BYTES, MAX_CHUNK_FLOATS, MAX_CHUNK_HALVES, WIRE_FP16, WIRE_FP32, wireFloatBytes, writeHeader, type ChunkHeader, type WireCode } from './wire';
+import { FLOAT_BYTES, HEADER_BYTES, MAX_CHUNK_FLOATS, MAX_CHUNK_HALVES, WIRE_FP16, WIRE_FP32, WIRE_U32, wireFloatBytes, writeHeader, type ChunkHeader, type WireCode } from './wire';
+import { wordsOf } from './words';
 import type { ChunkPlace } from './chunk-layout';
 import type { PoisonKind } from './collective';
 
@@ -31,6 +32,7 @@ export class ChunkWriter {
   private readonly headerView = new DataView(this.buffer, 0, HEADER_BYTES);
   private readonly floats = new Float32Array(this.buffer, HEADER_BYTES, MAX_CHUNK_FLOATS);
   private readonly halves = new Uint16Array(this.buffer, HEADER_BYTES, MAX_CHUNK_HALVES);
+  private readonly words = new Uint32Array(this.buffer, HEADER_BYTES, MAX_CHUNK_FLOATS);
   /** A view per message length, so sending allocates nothing after warm-up. */
   private readonly views = new Map<number, Uint8Array>();
   private payloadLength = 0;
@@ -46,6 +48,11 @@ export class ChunkWriter {
       return saturateHalves(this.halves, len);
     }
     this.overflows = 0;
+    if (wire === WIRE_U32) {
+      // Words are any 32 bits: nothing to check, and a float copy could alter a NaN's bits.
+      this.words.set(wordsOf(buf).subarray(start, start + len));
+      return false;
+    }
     const out = this.floats;
     let check = 0;
     for (let i = 0; i < len; i++) {

@@ -3,7 +3,8 @@
  * link measurement call, the broadcast of the state hand-over, and the engine-facing part the network and the worker drive
  * (run, generation, abort, the message feed, statistics). Implemented by RingAllReduce.
  */
-import type { Algorithm, WireFormat } from '../protocol';
+import type { Algorithm } from '../protocol';
+import type { CollectiveWire } from './wire';
 import type { WebringError } from '../protocol/errors';
 
 /**
@@ -49,8 +50,12 @@ export type PoisonKind = 'nan' | 'length';
 export interface CollectiveOptions {
   /** Default 'ring'. 'halving-doubling' needs links to its partners (RingAllReduceOptions.peer). */
   algorithm?: Algorithm;
-  /** Number format on the wire; 'fp16' halves the bytes at the cost bounded in ring-allreduce.ts. Default 'fp32'. */
-  wire?: WireFormat;
+  /**
+   * Number format on the wire; 'fp16' halves the bytes at the cost bounded in
+   * ring-allreduce.ts; 'u32' sums the buffer's bits as 32-bit words modulo 2^32 (secure
+   * aggregation's masked values: shared/secagg/). Default 'fp32'.
+   */
+  wire?: CollectiveWire;
   /**
    * The last `exactTail` floats travel as float32 whatever `wire` says: sums that must be
    * exact, such as votes and counts. Default 0.

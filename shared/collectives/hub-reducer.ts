@@ -13,6 +13,8 @@
  * sum to halves once. For an element whose N addends have Σ|x| = S the result differs from
  * the exact sum by at most (N + 1) · (2^-11 · S + 2^-25) + (N - 1) · 2^-24 · S: N roundings at
  * the senders, N - 1 float32 additions, one rounding here; about half the ring's bound.
+ * On the u32 wire (secure aggregation) it adds 32-bit words modulo 2^32: each upload is a
+ * masked value that tells the hub nothing, and only the sum of all N is the class's sum.
  *
  * Admission is the ranks' own (admission.ts): header, phase, tag, generation, duplicates,
  * the same length from every rank, every value finite. A rank that sends what no honest rank
@@ -25,7 +27,8 @@
 import { WebringError } from '../protocol/errors';
 import type { Misbehaviour } from '../protocol';
 import { addHalves, decodeHalves } from './fp16';
-import { firstNonFiniteFloat, firstNonFiniteHalf, flagsSaturated } from './admission';
+import { firstNonFinite, flagsSaturated } from './admission';
+import { addOrCopyWords, wordsOf } from './words';
 import { ChunkWriter } from './chunk-writer';
 import { TAG_SPACE, collectiveKey, createCollectiveStats, type CollectiveStats, type RingLink } from './collective';
 import { PayloadReader } from './payload';
@@ -39,6 +42,8 @@ import {
   PHASE_HUB_UP,
   WIRE_FP16,
   WIRE_FP32,
+  WIRE_U32,
+  isWireCode,
   readHeader,
   wireChunkFloats,
   wireFloatBytes,
@@ -141,7 +146,7 @@ export class HubReducer {
       return;
     }
     const h = this.header;
-    if (!readHeader(bytes, h) || h.phase !== PHASE_HUB_UP || h.ringStep !== 0 || h.tag >= TAG_SPACE || (h.wire !== WIRE_FP32 && h.wire !== WIRE_FP16)) {
+    if (!readHeader(bytes, h) || h.phase !== PHASE_HUB_UP || h.ringStep !== 0 || h.tag >= TAG_SPACE || !isWireCode(h.wire)) {
       this.stats.droppedMalformed++;
       this.reject(from, 'malformed', `a ${bytes.byteLength}-byte message that is no upload to the hub (phase ${h.phase}, tag ${h.tag}, wire ${h.wire})`, h);
       return;
@@ -201,7 +206,7 @@ export class HubReducer {
       this.reject(from, 'duplicate', `chunk ${h.chunk} of step ${h.step} tag ${h.tag} a second time`, h);
       return;
     }
-    const bad = wire === WIRE_FP16 ? firstNonFiniteHalf(this.payload.halves(bytes, length), length) : firstNonFiniteFloat(this.payload.floats(bytes, length), length);
+    const bad = firstNonFinite(this.payload, bytes, length, wire);
     if (bad >= 0) {
       this.reject(from, 'non-finite', `a non-finite value at element ${bad} of chunk ${h.chunk}`, h);
       return;
@@ -229,7 +234,9 @@ export class HubReducer {
   /** Adds rank `chunk.next`'s contribution (rank 0's is copied: the sum starts from it). */
   private addInTurn(chunk: ChunkSum, bytes: Uint8Array): void {
     const { length, acc } = chunk;
-    if (chunk.wire === WIRE_FP16) {
+    if (chunk.wire === WIRE_U32) {
+      addOrCopyWords(this.payload.words(bytes, length), wordsOf(acc), 0, length, chunk.next !== 0);
+    } else if (chunk.wire === WIRE_FP16) {
       const halves = this.payload.halves(bytes, length);
       if (chunk.next === 0) decodeHalves(halves, acc, 0, length);
       else addHalves(halves, acc, 0, length);

@@ -3,13 +3,15 @@
  * used by every algorithm.
  */
 import { addHalves, decodeHalves } from './fp16';
-import { FLOAT_BYTES, HALF_BYTES, HEADER_BYTES, MAX_CHUNK_FLOATS, WIRE_FP16 } from './wire';
+import { FLOAT_BYTES, HALF_BYTES, HEADER_BYTES, MAX_CHUNK_FLOATS, WIRE_FP16, WIRE_U32 } from './wire';
+import { addOrCopyWords, wordsOf } from './words';
 import type { ChunkPlace } from './chunk-layout';
 
 /** Typed views of message payloads, with one reused scratch buffer for misaligned ones. */
 export class PayloadReader {
   private readonly scratch = new Float32Array(MAX_CHUNK_FLOATS);
   private readonly scratchHalves = new Uint16Array(this.scratch.buffer);
+  private readonly scratchWords = new Uint32Array(this.scratch.buffer);
 
   /** A zero-copy view of `len` float32 values when the payload is 4-byte aligned, else a copy into scratch. */
   floats(bytes: Uint8Array, len: number): Float32Array {
@@ -29,10 +31,21 @@ export class PayloadReader {
     return this.scratchHalves;
   }
 
+  /** The same for `len` 32-bit words (the 'u32' wire). */
+  words(bytes: Uint8Array, len: number): Uint32Array {
+    const offset = bytes.byteOffset + HEADER_BYTES;
+    if (offset % FLOAT_BYTES === 0) return new Uint32Array(bytes.buffer, offset, len);
+    const scratchBytes = new Uint8Array(this.scratch.buffer, 0, len * FLOAT_BYTES);
+    scratchBytes.set(bytes.subarray(HEADER_BYTES, HEADER_BYTES + len * FLOAT_BYTES));
+    return this.scratchWords;
+  }
+
   /** Adds the message's values into `buf` at `at` (`add`), or copies them there. */
   addOrCopy(bytes: Uint8Array, buf: Float32Array, at: ChunkPlace, add: boolean): void {
     const { start, length: len } = at;
-    if (at.wire === WIRE_FP16) {
+    if (at.wire === WIRE_U32) {
+      addOrCopyWords(this.words(bytes, len), wordsOf(buf), start, len, add);
+    } else if (at.wire === WIRE_FP16) {
       const payload = this.halves(bytes, len);
       if (add) addHalves(payload, buf, start, len);
       else decodeHalves(payload, buf, start, len);

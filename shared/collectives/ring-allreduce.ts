@@ -33,7 +33,7 @@
  * (what a sender checks, and the FLAG_SATURATED that makes every rank fail alike).
  */
 import { WebringError } from '../protocol/errors';
-import { ALGORITHMS, WIRE_FORMATS, type Misbehaviour, type WireFormat } from '../protocol';
+import { ALGORITHMS, type Misbehaviour } from '../protocol';
 import { systemClock, type Clock } from '../util/clock';
 import { leftOf, sendersOf } from './topology';
 import { HubSchedule } from './hub-schedule';
@@ -60,7 +60,7 @@ import { PayloadReader } from './payload';
 import { RingSchedule } from './ring-schedule';
 import { SendQueue, type SendTarget } from './send-queue';
 import type { ActiveCollective, EngineParts, Schedule } from './schedule';
-import { FLAG_SATURATED, PHASE_HUB_UP, WIRE_FP16, readHeader, wireCode, type ChunkHeader } from './wire';
+import { COLLECTIVE_WIRES, FLAG_SATURATED, PHASE_HUB_UP, WIRE_FP16, WIRE_U32, readHeader, wireCode, type ChunkHeader, type CollectiveWire } from './wire';
 
 
 /** Stop sending while this much is queued in the channel; ~0.3 s of a 30 MB/s link. */
@@ -211,7 +211,7 @@ export class RingAllReduce implements CollectiveEngine {
     const wire = options.wire ?? 'fp32';
     const exactTail = options.exactTail ?? 0;
     const algorithm = options.algorithm ?? 'ring';
-    if (!WIRE_FORMATS.includes(wire)) return Promise.reject(new WebringError('ERR_BAD_REQUEST', `unknown wire format ${String(wire)}`));
+    if (!COLLECTIVE_WIRES.includes(wire)) return Promise.reject(new WebringError('ERR_BAD_REQUEST', `unknown wire format ${String(wire)}`));
     if (!ALGORITHMS.includes(algorithm)) return Promise.reject(new WebringError('ERR_BAD_REQUEST', `unknown algorithm ${String(algorithm)}`));
     if (algorithm === 'halving-doubling' && this.peer === null && this.worldSize > 1) {
       return Promise.reject(new WebringError('ERR_BAD_REQUEST', 'halving-doubling needs links to its partners (the peer option)'));
@@ -242,7 +242,7 @@ export class RingAllReduce implements CollectiveEngine {
   }
 
   /** Starts one collective of `schedule` over `buf`: ordering, timeout, stash replay. */
-  private begin(buf: Float32Array, step: number, tag: CollectiveTag, schedule: Schedule, wire: WireFormat, exactTail: number): Promise<void> {
+  private begin(buf: Float32Array, step: number, tag: CollectiveTag, schedule: Schedule, wire: CollectiveWire, exactTail: number): Promise<void> {
     if (this.abortedWith) return Promise.reject(this.abortedWith);
     if (this.active) {
       return Promise.reject(new WebringError('ERR_BAD_STATE', 'an all-reduce is already in flight'));
@@ -430,7 +430,7 @@ export class RingAllReduce implements CollectiveEngine {
       c.reject(
         new WebringError(
           'ERR_BAD_DATA',
-          `step ${c.step}: a value of the ${this.layout.wire === WIRE_FP16 ? 'fp16' : 'fp32'} all-reduce was beyond the format's range or not finite on some rank (an fp16 sum beyond ±65504, or a diverged model); resume with wire 'fp32' or a lower learning rate`,
+          `step ${c.step}: a value of the ${this.layout.wire === WIRE_FP16 ? 'fp16' : this.layout.wire === WIRE_U32 ? 'u32' : 'fp32'} all-reduce was beyond the format's range or not finite on some rank (an fp16 sum beyond ±65504, or a diverged model); resume with wire 'fp32' or a lower learning rate`,
         ),
       );
       return;

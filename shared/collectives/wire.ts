@@ -9,8 +9,10 @@
  *   1  u8   ringStep     0 .. N-2 within the ring's phase; the stage of a halving-doubling
  *                        exchange (0 .. 2·log2 N + 1)
  *   2  u8   tag          which collective of the step (sync, eval, gradients)
- *   3  u8   wire         the collective's format: 0 = float32, 1 = float16; the
- *                        exact tail of a float16 collective still travels as float32.
+ *   3  u8   wire         the collective's format: 0 = float32, 1 = float16, 2 = 32-bit
+ *                        words summed modulo 2^32 (masked fixed point: shared/secagg/);
+ *                        the exact tail of a float16 or word collective still travels
+ *                        as float32.
  *                        In the hub phases (4, 5) the format of this message's own
  *                        payload instead: the hub knows no layout. Bit 7
  *                        (FLAG_SATURATED): the sender clamped a non-finite value of
@@ -24,7 +26,7 @@
  *                        float16 collective: the float16 chunks first, then those of its
  *                        float32 tail)
  */
-import type { WireFormat } from '../protocol';
+import { WIRE_FORMATS } from '../protocol';
 
 export const HEADER_BYTES = 20;
 /** Chrome closes a data channel on messages over 256 KiB; 64 KiB is the portable size (RFC 8831 §6.6). */
@@ -42,12 +44,27 @@ export const MAX_CHUNK_HALVES = Math.floor((MAX_MESSAGE_BYTES - HEADER_BYTES) / 
  */
 export const WIRE_FP32 = 0;
 export const WIRE_FP16 = 1;
-export type WireCode = typeof WIRE_FP32 | typeof WIRE_FP16;
+/**
+ * 32-bit words that every rank adds modulo 2^32: secure aggregation's masked fixed-point
+ * values (shared/secagg/fixed-point.ts). Integer sums are associative, so every algorithm
+ * and every summation order gives the same bits.
+ */
+export const WIRE_U32 = 2;
+export type WireCode = typeof WIRE_FP32 | typeof WIRE_FP16 | typeof WIRE_U32;
+
+/**
+ * The formats a collective can take: the two a run may configure (WireFormat), and the
+ * words of a masked sum, which only secure aggregation asks for.
+ */
+export const COLLECTIVE_WIRES = [...WIRE_FORMATS, 'u32'] as const;
+export type CollectiveWire = (typeof COLLECTIVE_WIRES)[number];
+/** True for a wire byte some collective uses. */
+export const isWireCode = (code: number): code is WireCode => code === WIRE_FP32 || code === WIRE_FP16 || code === WIRE_U32;
 
 /** Bit 7 of the wire byte: this collective saturated somewhere (see the layout above). */
 export const FLAG_SATURATED = 0x80;
 
-export const wireCode = (format: WireFormat): WireCode => (format === 'fp16' ? WIRE_FP16 : WIRE_FP32);
+export const wireCode = (format: CollectiveWire): WireCode => (format === 'fp16' ? WIRE_FP16 : format === 'u32' ? WIRE_U32 : WIRE_FP32);
 /** Payload bytes per float of a wire code. */
 export const wireFloatBytes = (code: WireCode): number => (code === WIRE_FP16 ? HALF_BYTES : FLOAT_BYTES);
 /** Floats per message of a wire code. */

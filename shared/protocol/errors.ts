@@ -39,6 +39,8 @@ export const ERROR_CODES = [
   'ERR_PEER_MISBEHAVED',
   /** An eviction request the server refused (not the reporter's sender, or over its allowance), or a chief's drop that what the server saw contradicts. */
   'ERR_BAD_ACCUSATION',
+  /** A secure sum whose masks did not cancel: some rank summed with other keys (shared/secagg/secure-collective.ts); the class re-forms with fresh keys. */
+  'ERR_SECAGG_MISMATCH',
   /** A second hub member for a room that has one. */
   'ERR_HUB_TAKEN',
   /** A join from a client address that already holds as many of the room's seats as one address may (signaling-server/rooms/seats.ts). */

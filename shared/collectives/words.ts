@@ -1,0 +1,26 @@
+/**
+ * The same memory as 32-bit words: a collective on the 'u32' wire (secure aggregation's
+ * masked values) sums the bits of its Float32Array buffer as unsigned integers. The views
+ * are kept per buffer, so the per-message path allocates nothing after the first message.
+ */
+const views = new WeakMap<Float32Array, Uint32Array>();
+
+/** `buf`'s memory as Uint32Array words, element for element. */
+export function wordsOf(buf: Float32Array): Uint32Array {
+  let words = views.get(buf);
+  if (!words) {
+    words = new Uint32Array(buf.buffer, buf.byteOffset, buf.length);
+    views.set(buf, words);
+  }
+  return words;
+}
+
+/**
+ * `dst[at + i] = (dst[at + i] + src[i]) mod 2^32` for i < length (`add`), or a copy. A
+ * Uint32Array store reduces modulo 2^32 by itself (ToUint32), and the sum of two words is
+ * below 2^33, exact in a double.
+ */
+export function addOrCopyWords(src: Uint32Array, dst: Uint32Array, at: number, length: number, add: boolean): void {
+  if (add) for (let i = 0; i < length; i++) dst[at + i]! += src[i]!;
+  else for (let i = 0; i < length; i++) dst[at + i] = src[i]!;
+}

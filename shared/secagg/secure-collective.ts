@@ -1,0 +1,196 @@
+/**
+ * Secure aggregation over any collective (Bonawitz et al. 2017, with SecAgg+'s sparse
+ * partners): a rank's gradients leave it only as fixed-point words plus pairwise masks
+ * that cancel in the class's sum. The ring's neighbours, halving-doubling's partners and
+ * the hub each receive uniformly random words; only the sum of all N is the class's sum.
+ *
+ * It wraps the generation's collective, so the trainer, the ring, halving-doubling and the
+ * hub stay as they are: the gradient collective (COLLECTIVE_TAG.gradients) travels on the
+ * 'u32' wire, whose words every algorithm adds modulo 2^32, exactly and in any order, so the
+ * replicas stay bit-identical. Everything else passes through unmasked: the state hand-over
+ * (the weights are the class's anyway), evaluations and link probes, and the gradient
+ * buffer's tail (per-rank counts, loss, times and votes: not secret, docs/privacy.md).
+ *
+ * The buffer is [head words][check word][tail floats]. Every rank adds 1 to the masked check
+ * word, so the sum must read exactly N: masks that did not cancel (a rank with other keys,
+ * a different attempt) fail the step with ERR_SECAGG_MISMATCH instead of applying noise.
+ *
+ * Dropouts: a member lost mid-step fails the collective as any loss does; the step is
+ * redone on the next generation, with that generation's fresh keys, so no mask is ever
+ * revealed and none is used twice. A step retried on the same collective counts as a new
+ * attempt, with new masks.
+ */
+import { COLLECTIVE_TAG, type BroadcastChain, type Collective, type CollectiveOptions, type CollectiveTag } from '../collectives/collective';
+import { wordsOf } from '../collectives/words';
+import { WebringError } from '../protocol/errors';
+import type { Clock } from '../util/clock';
+import { decodeSum, encodeMasked } from './fixed-point';
+import type { KeyDirectory } from './key-directory';
+import { graphSeed, maskPartners } from './mask-graph';
+import { pairMask } from './pair-keys';
+
+/** With two members the sum reveals the other's gradient to each: a secure run waits for a third. */
+export const MIN_SECURE_MEMBERS = 3;
+
+/** What a run's secure sums cost and did, for the status and the bench. */
+export interface SecureStats {
+  /** Gradient sums taken securely. */
+  sums: number;
+  /** Values clipped to the fixed-point bound, over the run (0 for any sane model). */
+  clipped: number;
+  /** Time to derive and combine the last step's masks, ms (mostly hidden behind the compute). */
+  lastMaskMs: number;
+  /** How long the last secure step waited for its masks, ms (0 when they were ready). */
+  lastMaskWaitMs: number;
+  /** Mask partners of this rank in the current generation. */
+  partners: number;
+}
+
+/** Buffers and counters shared by a run's secure collectives, one generation after another. */
+export class SecureAggregation {
+  readonly stats: SecureStats = { sums: 0, clipped: 0, lastMaskMs: 0, lastMaskWaitMs: 0, partners: 0 };
+  /** The words travel here: [head words][check word][tail floats]. */
+  scratch = new Float32Array(0);
+  /** Two mask buffers: this step's, and the next step's being made. */
+  masks: [Uint32Array, Uint32Array] = [new Uint32Array(0), new Uint32Array(0)];
+
+  constructor(
+    readonly keys: KeyDirectory,
+    readonly clock: Clock,
+  ) {}
+
+  /** The secure collective over `inner`, for generation `generation` of run `run` whose ranks are `members` (ids). */
+  over(inner: Collective, run: number, generation: number, members: readonly string[]): SecureCollective {
+    this.keys.forgetBefore(generation);
+    return new SecureCollective(inner, this, run, generation, members);
+  }
+
+  sized(words: number, total: number): void {
+    if (this.scratch.length !== total) this.scratch = new Float32Array(total);
+    if (this.masks[0].length !== words) this.masks = [new Uint32Array(words), new Uint32Array(words)];
+  }
+}
+
+interface PreparedMask {
+  step: number;
+  attempt: number;
+  slot: 0 | 1;
+  ready: Promise<void>;
+}
+
+export class SecureCollective implements Collective {
+  readonly rank: number;
+  readonly worldSize: number;
+  /** Mask partners (ranks), ascending. */
+  readonly partners: readonly number[];
+  private secrets: Promise<CryptoKey[]> | null = null;
+  private readonly attempts = new Map<number, number>();
+  private prepared: PreparedMask | null = null;
+  private nextSlot: 0 | 1 = 0;
+
+  constructor(
+    private readonly inner: Collective,
+    private readonly shared: SecureAggregation,
+    private readonly run: number,
+    readonly generation: number,
+    private readonly members: readonly string[],
+  ) {
+    this.rank = inner.rank;
+    this.worldSize = inner.worldSize;
+    this.partners = this.worldSize > 1 ? maskPartners(this.rank, this.worldSize, graphSeed(run, generation)) : [];
+    shared.stats.partners = this.partners.length;
+    // The keys are made as soon as the generation is in use: the first step need not wait.
+    if (this.worldSize >= MIN_SECURE_MEMBERS) this.secrets = this.fetchSecrets();
+  }
+
+  allReduce(buf: Float32Array, step: number, tag: CollectiveTag, options: CollectiveOptions = {}): Promise<void> {
+    if (tag !== COLLECTIVE_TAG.gradients) return this.inner.allReduce(buf, step, tag, options);
+    return this.secureSum(buf, step, tag, options);
+  }
+
+  broadcast(buf: Float32Array, step: number, tag: CollectiveTag, chain: BroadcastChain): Promise<void> {
+    return this.inner.broadcast(buf, step, tag, chain);
+  }
+
+  private fetchSecrets(): Promise<CryptoKey[]> {
+    const ids = this.partners.map((r) => this.members[r]!);
+    return this.shared.keys.secrets(this.generation, ids);
+  }
+
+  private async secureSum(buf: Float32Array, step: number, tag: CollectiveTag, options: CollectiveOptions): Promise<void> {
+    const n = this.worldSize;
+    if (n < MIN_SECURE_MEMBERS) {
+      throw new WebringError('ERR_BAD_STATE', `secure aggregation needs ${MIN_SECURE_MEMBERS} members: with ${n} the sum would reveal a classmate's gradient`);
+    }
+    if ((options.wire ?? 'fp32') !== 'fp32') throw new WebringError('ERR_BAD_REQUEST', `secure aggregation sums 32-bit words: the '${options.wire}' wire cannot carry them`);
+    const tail = options.exactTail ?? 0;
+    const head = buf.length - tail;
+    const words = head + 1;
+    const shared = this.shared;
+    shared.sized(words, words + tail);
+    const attempt = this.attempts.get(step) ?? 0;
+    this.attempts.set(step, attempt + 1);
+    const t0 = shared.clock.now();
+    const mask = await this.maskFor(step, attempt, words);
+    shared.stats.lastMaskWaitMs = shared.clock.now() - t0;
+    const scratch = shared.scratch;
+    const w = wordsOf(scratch);
+    shared.stats.clipped += encodeMasked(buf, mask, w, head);
+    w[head] = 1 + mask[head]!;
+    scratch.set(buf.subarray(head), words);
+    await this.inner.allReduce(scratch, step, tag, { ...options, wire: 'u32', exactTail: tail });
+    if (w[head] !== n) {
+      throw new WebringError('ERR_SECAGG_MISMATCH', `step ${step}: the masks did not cancel (check word ${w[head]}, not ${n}): a rank summed with other keys; the class re-forms with fresh ones`);
+    }
+    decodeSum(w, buf, head);
+    buf.set(scratch.subarray(words), head);
+    shared.stats.sums++;
+    // The next step's masks are made while it computes its gradients.
+    this.prepare(step + 1, 0);
+  }
+
+  /** This step's combined mask: the one prepared for it, or made now. */
+  private async maskFor(step: number, attempt: number, words: number): Promise<Uint32Array> {
+    const p = this.prepared;
+    this.prepared = null;
+    if (p && p.step === step && p.attempt === attempt && this.shared.masks[p.slot].length === words) {
+      await p.ready;
+      return this.shared.masks[p.slot];
+    }
+    if (p) await p.ready.catch(() => undefined); // its buffer is about to be reused; its failure is this step's below
+    const slot = this.takeSlot();
+    await this.combine(step, attempt, this.shared.masks[slot]);
+    return this.shared.masks[slot];
+  }
+
+  private takeSlot(): 0 | 1 {
+    const slot = this.nextSlot;
+    this.nextSlot = slot === 0 ? 1 : 0;
+    return slot;
+  }
+
+  private prepare(step: number, attempt: number): void {
+    const slot = this.takeSlot();
+    const ready = this.combine(step, attempt, this.shared.masks[slot]);
+    // A failure (keys gone, WebCrypto refused) is the next step's to report, when it awaits this.
+    ready.catch(() => undefined);
+    this.prepared = { step, attempt, slot, ready };
+  }
+
+  /** out = Σ over partners p of ±mask(p): + where this rank is the lower of the pair, − where it is the higher. */
+  private async combine(step: number, attempt: number, out: Uint32Array): Promise<void> {
+    const t0 = this.shared.clock.now();
+    const secrets = await (this.secrets ??= this.fetchSecrets());
+    const label = { run: this.run, generation: this.generation, step, tag: COLLECTIVE_TAG.gradients, attempt };
+    const masks = await Promise.all(
+      this.partners.map((p, i) => pairMask(secrets[i]!, { ...label, low: Math.min(this.rank, p), high: Math.max(this.rank, p) }, out.length)),
+    );
+    out.fill(0);
+    this.partners.forEach((p, i) => {
+      const m = masks[i]!;
+      if (this.rank < p) for (let j = 0; j < out.length; j++) out[j]! += m[j]!;
+      else for (let j = 0; j < out.length; j++) out[j]! -= m[j]!;
+    });
+    this.shared.stats.lastMaskMs = this.shared.clock.now() - t0;
+  }
+}
