@@ -39,6 +39,7 @@ import { RoomPersistence } from './rooms/room-persistence';
 import { registerRoomHandlers } from './handlers/rooms';
 import { registerSignalHandlers } from './handlers/signals';
 import { registerTrainingHandlers } from './handlers/training';
+import { registerSecureKeyHandlers } from './handlers/secure-keys';
 import { registerIceHandlers } from './handlers/ice';
 import { NO_TURN, type IceOptions } from './edge/turn';
 import { joinCodeFor } from './edge/join-codes';
@@ -264,6 +265,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     registerRoomHandlers(ctx, socket);
     registerSignalHandlers(ctx, socket);
     registerTrainingHandlers(ctx, socket);
+    registerSecureKeyHandlers(ctx, socket);
     registerIceHandlers(ctx, socket);
   });
 

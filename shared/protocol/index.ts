@@ -14,7 +14,7 @@
 import type { ErrorBody } from './errors';
 import type { Ack, JoinAccepted, Generation, TrainStart, TrainStop, MemberDropped } from './server-shapes';
 import type { IceConfig } from './ice';
-import type { CollectSetting, DropRequest, EvaluationReport, EvictRequest, FinishReport, JoinRequest, OwnExamplesReport, ProgressReport, ReformRequest, SignalRelay } from './messages';
+import type { CollectSetting, DropRequest, EvaluationReport, EvictRequest, FinishReport, JoinRequest, OwnExamplesReport, ProgressReport, ReformRequest, SecureKey, SignalRelay } from './messages';
 
 export * from './vocabulary';
 export * from './ice';
@@ -38,6 +38,8 @@ export interface ClientToServerEvents {
   /** Fresh TURN credentials for a member whose current ones are about to expire. */
   'ice:config': (ack: Ack<{ ice: IceConfig }>) => void;
   'ring:evict': (request: EvictRequest, ack?: Ack<{ evicted: string[] }>) => void;
+  /** This member's public key for a generation of a secure run; the server relays it to the room. */
+  'secagg:key': (key: SecureKey, ack?: Ack<Record<string, never>>) => void;
 }
 
 /** Every client event name, checked against the map so the list cannot fall out of date. */
@@ -53,6 +55,7 @@ export const CLIENT_EVENT_NAMES = Object.keys({
   'ring:reform': true,
   'ice:config': true,
   'ring:evict': true,
+  'secagg:key': true,
 } satisfies Record<keyof ClientToServerEvents, true>) as Array<keyof ClientToServerEvents>;
 
 export interface ServerToClientEvents {
@@ -66,6 +69,8 @@ export interface ServerToClientEvents {
   'train:resume': () => void;
   /** The teacher opened, changed or closed collecting (null): the classes to collect for. */
   'room:collect': (collect: CollectSetting | null) => void;
+  /** A member's public key for a generation of a secure run, as it published it. */
+  'secagg:key': (key: SecureKey & { member: string }) => void;
   /** Errors for events that have no ack. */
   'server:error': (error: ErrorBody) => void;
 }

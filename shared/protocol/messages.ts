@@ -5,7 +5,7 @@
 import { z } from 'zod';
 import { joinCodeSchema } from './join-code';
 import { WebringError } from './errors';
-import { ALGORITHMS, ALLREDUCE_CHOICES, BACKENDS, CLASS_LABEL_MAX_CHARS, DATASET_KINDS, DATA_KINDS, DEVICE_CLASSES, DIGIT_CLASSES, MAX_CLASSES, MAX_OWN_EXAMPLES_PER_DEVICE, MAX_ROOM_MEMBERS, MEMBER_NAME_MAX_CHARS, MIN_CLASSES, MODEL_KINDS, OPTIMIZER_KINDS, ROOM_NAME_MAX_CHARS, ROOM_NAME_PATTERN, WIRE_FORMATS, WORKER_KINDS } from './vocabulary';
+import { ALGORITHMS, ALLREDUCE_CHOICES, BACKENDS, CLASS_LABEL_MAX_CHARS, DATASET_KINDS, DATA_KINDS, DEVICE_CLASSES, DIGIT_CLASSES, MAX_CLASSES, MAX_OWN_EXAMPLES_PER_DEVICE, MAX_ROOM_MEMBERS, MEMBER_NAME_MAX_CHARS, MIN_CLASSES, MODEL_KINDS, OPTIMIZER_KINDS, ROOM_NAME_MAX_CHARS, ROOM_NAME_PATTERN, SECURE_PUBLIC_KEY_CHARS, WIRE_FORMATS, WORKER_KINDS, type DataKind } from './vocabulary';
 
 // ---------------------------------------------------------------------------
 // Schemas
@@ -94,6 +94,8 @@ export const DEFAULT_START_CONFIG = {
   dataset: 'mnist-60k',
   data: 'mnist',
   classes: DIGIT_CLASSES,
+  // What secureByDefault gives the default data, the server's digits: no secret to keep.
+  secureAggregation: false,
 } as const;
 
 export const startConfigSchema = z.strictObject({
@@ -156,8 +158,33 @@ export const startConfigSchema = z.strictObject({
    * A digits run ('mnist') has the digits 0–9; the class's own data may name any.
    */
   classes: classesSchema.default([...DEFAULT_START_CONFIG.classes]),
-}).refine((c) => c.data === 'own' || areDigitClasses(c.classes), { path: ['classes'], message: "the server's digits have the classes 0-9: name other classes with data 'own'" });
+  /**
+   * Secure aggregation (shared/secagg/, docs/privacy.md): each device's gradients leave it
+   * only masked, so no classmate, hub or server sees one student's gradient; only the
+   * class's sum is public. Default: on for the class's own data ('own', 'mnist+own'), off
+   * for the server's digits, which are no secret. It needs 3 members (the run waits for a
+   * third) and the fp32 wire (masked words do not survive fp16).
+   */
+  secureAggregation: z.boolean().optional(),
+})
+  .refine((c) => c.data === 'own' || areDigitClasses(c.classes), { path: ['classes'], message: "the server's digits have the classes 0-9: name other classes with data 'own'" })
+  .transform((c) => ({ ...c, secureAggregation: c.secureAggregation ?? secureByDefault(c.data) }))
+  .refine((c) => !(c.secureAggregation && c.wire === 'fp16'), {
+    path: ['wire'],
+    message: "secure aggregation masks 32-bit words, which the fp16 wire cannot carry: choose wire 'fp32', or turn secureAggregation off",
+  });
 export type StartConfig = z.output<typeof startConfigSchema>;
+
+/** Whether a run on `data` masks its gradients when the teacher does not say: the class's own drawings are private, the server's digits are not. */
+export const secureByDefault = (data: DataKind): boolean => data !== 'mnist';
+
+/** `secagg:key`: this member's public key for one generation of a secure run (shared/secagg/key-directory.ts). */
+export const secureKeySchema = z.strictObject({
+  generation: z.number().int().min(0).max(2 ** 32 - 1),
+  /** A raw P-256 public key (65 bytes), base64: the server relays it and reads nothing in it. */
+  publicKey: z.string().length(SECURE_PUBLIC_KEY_CHARS).regex(/^[A-Za-z0-9+/]+=*$/),
+});
+export type SecureKey = z.input<typeof secureKeySchema>;
 
 /**
  * The admission probe (shared/compute/device-probe.ts): before it joins, a worker times a

@@ -33,8 +33,8 @@ export interface RunGenerations {
   /** A generation admitting joiners, whose links are opening; null when none. */
   readonly pending: Generation | null;
   admitted(g: Generation): void;
-  /** Resolves at the next generation, resume or stop. */
-  nextChange(): Promise<void>;
+  /** Resolves at the next generation, resume or stop; or after `timeoutMs` when given. */
+  nextChange(timeoutMs?: number): Promise<void>;
   awaitRingChange(network: RingView, ring: CollectiveEngine, cause: WebringError, selfId: string | null, askReform: AskReform): Promise<void>;
 }
 

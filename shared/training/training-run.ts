@@ -15,7 +15,8 @@ import type { Generation, TrainStart } from '../protocol';
 import type { LinkModel } from '../collectives/choice';
 import { HUB_RANK } from '../collectives/topology';
 import { PeerMisbehavedError } from '../collectives/admission';
-import type { CollectiveEngine } from '../collectives/collective';
+import type { Collective, CollectiveEngine } from '../collectives/collective';
+import { MIN_SECURE_MEMBERS, type SecureAggregation } from '../secagg/secure-collective';
 import type { Clock } from '../util/clock';
 import { yieldToEventLoop } from '../util/yield';
 import { Trainer, type StepResult } from './trainer';
@@ -33,7 +34,9 @@ const STEP_RATE_WINDOW = 10;
 /** The members' admission probes (ms per example) by rank; 0 for a member without one. */
 const probesOf = (g: Generation | null): number[] | null => g?.members.map((m) => m.probe?.msPerExample ?? 0) ?? null;
 /** Errors of a collective that a new generation heals: the step is redone from the chief's state. */
-const RECOVERABLE: ReadonlySet<ErrorCode> = new Set<ErrorCode>(['ERR_STALE_GENERATION', 'ERR_PEER_FAILED', 'ERR_TIMEOUT', 'ERR_ABORTED', 'ERR_PEER_MISBEHAVED']);
+const RECOVERABLE: ReadonlySet<ErrorCode> = new Set<ErrorCode>(['ERR_STALE_GENERATION', 'ERR_PEER_FAILED', 'ERR_TIMEOUT', 'ERR_ABORTED', 'ERR_PEER_MISBEHAVED', 'ERR_SECAGG_MISMATCH']);
+/** A secure run that holds for a third member looks again this often for a joiner whose links opened. */
+const SECURE_HOLD_RECHECK_MS = 250;
 
 export interface TrainingRunOptions {
   start: TrainStart;
@@ -50,6 +53,8 @@ export interface TrainingRunOptions {
   replica?: Replica;
   clock: Clock;
   faults?: FaultInjector;
+  /** Masks this run's gradients; required when start.config.secureAggregation is on (shared/secagg/). */
+  secure?: SecureAggregation;
   log(message: string): void;
 }
 
@@ -76,11 +81,14 @@ export class TrainingRun {
     if (!ring || ring.generation < options.start.generation) {
       throw new WebringError('ERR_STALE_GENERATION', `start for generation ${options.start.generation} does not match this worker's ring`);
     }
+    if (options.start.config.secureAggregation && !options.secure) {
+      throw new WebringError('ERR_BAD_STATE', 'a secure run needs this worker to mask its gradients, and it was given no keys');
+    }
     this.options = options;
     this.ring = ring;
     this.trainedOn = options.network.generation;
     ring.setRun(options.start.run);
-    this.trainer = new Trainer(options.start.config, options.data, ring, { clock: options.clock, faults: options.faults, ...(options.replica ? { replica: options.replica } : {}) });
+    this.trainer = new Trainer(options.start.config, options.data, this.collectiveOver(ring), { clock: options.clock, faults: options.faults, ...(options.replica ? { replica: options.replica } : {}) });
     this.trainer.seedShares(probesOf(options.network.generation));
     this.joinCosts = new JoinCostMeter(options.start.admitted ? options.clock.now() : null, options.status, options.log);
   }
@@ -99,7 +107,18 @@ export class TrainingRun {
     const trainer = this.trainer;
     control.stopRequested = false;
     control.stopReason = null;
-    this.update({ state: 'training', step: trainer.step, totalSteps: trainer.totalSteps, examplesProcessed: 0, loss: null, testAccuracy: null, error: null, resyncs: 0 });
+    this.update({
+      state: 'training',
+      step: trainer.step,
+      totalSteps: trainer.totalSteps,
+      examplesProcessed: 0,
+      loss: null,
+      testAccuracy: null,
+      error: null,
+      resyncs: 0,
+      secureAggregation: start.config.secureAggregation,
+      secureWait: null,
+    });
     this.options.status.showRing(this.options.network.generation, true);
     try {
       await this.restoreIfResumed();
@@ -159,6 +178,7 @@ export class TrainingRun {
       if (this.trainer.pendingEvaluation !== null) await this.evaluate();
       if (this.trainer.finished) return true;
       if (await this.holdWhilePaused()) return false;
+      if (await this.holdForSecureSum()) return false;
       await this.measureIfDue();
       const voted = this.options.generations.pending;
       const result = await this.step(voted);
@@ -189,11 +209,51 @@ export class TrainingRun {
     // them, while probing them again cost a class of thirty 2-3 s per change (bench:class's
     // churn). A new hub (or none) changes what the hub's model describes: measure again.
     const sameHub = before !== null && now !== null && before.hub?.id === now.hub?.id;
-    this.trainer.setCollective(latest, { keepLinkModels: sameHub, probeMsPerExample: probesOf(now) });
+    this.trainer.setCollective(this.collectiveOver(latest), { keepLinkModels: sameHub, probeMsPerExample: probesOf(now) });
     // The first collective of every generation hands the chief's whole state to everyone:
     // survivors redo an interrupted step from it, joiners start from it.
     this.syncKey = 0;
     this.options.status.showRing(this.options.network.generation, true);
+  }
+
+  /** What the trainer sums over: the generation's collective, masked in a secure run. */
+  private collectiveOver(engine: CollectiveEngine): Collective {
+    const secure = this.options.secure;
+    if (!secure) return engine;
+    const g = this.options.network.generation;
+    if (g?.generation !== engine.generation || g.members.length !== engine.worldSize) {
+      throw new WebringError('ERR_STALE_GENERATION', `no member list for generation ${engine.generation}: its masks cannot be made`);
+    }
+    const collective = secure.over(engine, this.options.start.run, engine.generation, g.members.map((m) => m.id));
+    if (engine.worldSize > 1) this.options.log(`secure aggregation, generation ${engine.generation}: masks with ${collective.partners.length} of ${engine.worldSize - 1} classmates`);
+    return collective;
+  }
+
+  /**
+   * A secure run of fewer than MIN_SECURE_MEMBERS holds: with two, the sum would tell each
+   * the other's gradient. Nobody steps, so nobody votes; a joiner is let in as soon as this
+   * replica's links to it are open (every replica holds, so none is mid-step). True while held.
+   */
+  private async holdForSecureSum(): Promise<boolean> {
+    if (!this.options.secure || this.ring.worldSize >= MIN_SECURE_MEMBERS) {
+      if (this.status.secureWait !== null) this.update({ secureWait: null });
+      return false;
+    }
+    const { network, generations, log } = this.options;
+    const pending = generations.pending;
+    if (pending && network.isReadyFor(pending)) {
+      log(`secure aggregation: generation ${pending.generation} has ${pending.members.length} members; switching to it now`);
+      network.applyGeneration(pending);
+      generations.admitted(pending);
+      return true;
+    }
+    if (this.status.secureWait === null) {
+      const wait = `secure aggregation needs ${MIN_SECURE_MEMBERS} members and the ring has ${this.ring.worldSize}: with two, each would learn the other's gradient from the sum`;
+      log(`holding: ${wait}`);
+      this.update({ secureWait: wait });
+    }
+    await generations.nextChange(SECURE_HOLD_RECHECK_MS);
+    return true;
   }
 
   private async syncIfDue(): Promise<void> {

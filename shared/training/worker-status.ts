@@ -66,6 +66,10 @@ export interface WorkerStatus {
   classes: readonly string[] | null;
   /** Ring neighbours' names (left, right) in the current generation. */
   neighbours: { left: string; right: string } | null;
+  /** Whether the run this worker trains or last trained masks its gradients (secure aggregation); null before any run. */
+  secureAggregation: boolean | null;
+  /** Why a secure run holds (fewer than three members: the sum would reveal a classmate's gradient), or null. */
+  secureWait: string | null;
   error: ErrorBody | null;
 }
 
@@ -97,6 +101,8 @@ export class WorkerStatusView {
       numTensors: initial.numTensors,
       backend: initial.backend,
       connected: initial.connected,
+      secureAggregation: null,
+      secureWait: null,
       resumedFrom: null,
       resumedHash: null,
       lastLocalCheckpointStep: null,

@@ -31,6 +31,7 @@ import { LinkWatchdog } from './link-watchdog';
 import { DropPolicy } from './drops';
 import { WorkerStatusView, type WorkerStatus } from './worker-status';
 import { TrainingRun } from './training-run';
+import { SecureKeys } from './secure-keys';
 import type { RunCheckpoints, RunControl } from './run-ports';
 import type { Compute } from '../compute/compute';
 
@@ -78,6 +79,8 @@ export class TrainingWorker {
   private readonly generations: GenerationTracker;
   /** Names the ring neighbours whose links stay shut, so that the server sheds them (link-watchdog.ts). */
   private readonly linkWatchdog: LinkWatchdog;
+  /** Secure aggregation's keys, generation by generation, while a secure run is on. */
+  private readonly secureKeys: SecureKeys;
   /** What a drop shows, and when to join again after it (drops.ts). */
   private readonly drops = new DropPolicy();
   private readonly status: WorkerStatusView;
@@ -119,6 +122,7 @@ export class TrainingWorker {
       log,
     });
     this.status = new WorkerStatusView({ backend: options.compute.info.backend, connected: socket.connected, numTensors: 0 }, options.onStatus);
+    this.secureKeys = new SecureKeys(socket, this.clock, log);
     socket.on('ring:generation', (g) => this.onGeneration(g));
     socket.on('signal:relay', ({ from, linkId, data }) => this.network?.handleSignal(from, linkId, data));
     socket.on('train:start', (start) => {
@@ -297,7 +301,8 @@ export class TrainingWorker {
     const outcome = this.generations.receive(g, this.network, this.running);
     if (outcome === 'applied') this.showRing();
     if (outcome === 'stale' || outcome === 'deferred') return;
-    const self = this.session.identity?.memberId;
+    const self = this.session.identity?.memberId ?? null;
+    this.secureKeys.generation(g, self);
     if (g.members.some((m) => m.id === self)) this.linkWatchdog.watch(g);
     else this.linkWatchdog.stop();
   }
@@ -360,6 +365,7 @@ export class TrainingWorker {
     try {
       await this.trainer?.dispose();
       this.trainer = null;
+      const secure = this.secureKeys.runStarting(start.config, start.generation);
       const busyComputeMs = this.options.faults?.busyComputeMs;
       const replica = await this.options.compute.createReplica({ config: start.config, ...(busyComputeMs ? { busyComputeMs } : {}) });
       const run = new TrainingRun({
@@ -384,12 +390,20 @@ export class TrainingWorker {
         }),
         clock: this.clock,
         faults: this.options.faults,
+        ...(secure ? { secure } : {}),
         log: this.options.log,
       });
       this.trainer = run.trainer;
       await run.execute();
+    } catch (err) {
+      // The run never began here (no replica, no keys): the class hears that this member failed.
+      const e = toWebringError(err);
+      this.options.log(`could not take part in run ${start.run}: ${e.code} ${e.message}`);
+      this.status.update({ state: 'error', error: e.toBody() });
+      this.session.report('worker:finished', { run: start.run, generation: start.generation, step: start.startStep, reason: 'failed', code: e.code, message: e.message.slice(0, 500) });
     } finally {
       dataAbort.abort();
+      this.secureKeys.runEnded();
       this.running = false;
       const next = this.pendingStart;
       this.pendingStart = null;

@@ -31,7 +31,7 @@ function tellRemoved(ctx: ServerContext, room: string, socketId: string | null, 
 }
 
 /** This connection's room and member; refused, before anything else is read, for a connection that joined none. */
-function requireMember(socket: IoSocket): { name: string; memberId: string } {
+export function requireMember(socket: IoSocket): { name: string; memberId: string } {
   const { room: name, memberId } = socket.data;
   if (!name || !memberId) throw new WebringError('ERR_NOT_IN_ROOM', 'join a room first');
   return { name, memberId };

@@ -1,0 +1,69 @@
+/**
+ * A worker's side of secure aggregation's key exchange: while a secure run is on, it makes
+ * and publishes a key pair for every generation this member belongs to (`secagg:key`
+ * through the signaling server), and hears its classmates' keys into one KeyDirectory
+ * (shared/secagg/key-directory.ts). A run gets a SecureAggregation over that directory.
+ */
+import type { Socket } from 'socket.io-client';
+import type { ClientToServerEvents, Generation, ServerToClientEvents, StartConfig } from '../protocol';
+import { KeyDirectory } from '../secagg/key-directory';
+import { SecureAggregation } from '../secagg/secure-collective';
+import { canAggregateSecurely } from '../secagg/pair-keys';
+import { WebringError } from '../protocol/errors';
+import type { Clock } from '../util/clock';
+
+export class SecureKeys {
+  private readonly directory: KeyDirectory;
+  /** The generation a secure run trains or will train on; null while no secure run is on. */
+  private secureFrom: number | null = null;
+
+  constructor(
+    socket: Socket<ServerToClientEvents, ClientToServerEvents>,
+    private readonly clock: Clock,
+    private readonly log: (message: string) => void,
+  ) {
+    this.directory = new KeyDirectory(
+      (generation, publicKey) =>
+        socket.emit('secagg:key', { generation, publicKey }, (r) => {
+          if (!r.ok) log(`secure aggregation: key for generation ${generation} refused: ${r.error.code} ${r.error.message}`);
+        }),
+      clock,
+      log,
+    );
+    socket.on('secagg:key', (k) => this.directory.heard(k.generation, k.member, k.publicKey));
+  }
+
+  /**
+   * A run starts on `generation`: for a secure one, this member's key for it goes out now
+   * and the run masks over the directory; undefined for a run that does not mask.
+   * ERR_BAD_STATE where this device has no WebCrypto (plain http from another computer).
+   */
+  runStarting(config: StartConfig, generation: number): SecureAggregation | undefined {
+    if (!config.secureAggregation) {
+      this.secureFrom = null;
+      return undefined;
+    }
+    if (!canAggregateSecurely()) {
+      throw new WebringError('ERR_BAD_STATE', 'this run masks its gradients (secure aggregation), which needs WebCrypto: open the class link over https');
+    }
+    this.secureFrom = generation;
+    this.publish(generation);
+    return new SecureAggregation(this.directory, this.clock);
+  }
+
+  /** A generation was announced: a member of a secure run publishes its key for it. */
+  generation(g: Generation, selfId: string | null): void {
+    if (this.secureFrom === null || g.generation < this.secureFrom || !g.members.some((m) => m.id === selfId)) return;
+    this.publish(g.generation);
+  }
+
+  /** The run is over: no more keys; the old ones are forgotten. */
+  runEnded(): void {
+    this.secureFrom = null;
+    this.directory.forgetBefore(Number.MAX_SAFE_INTEGER);
+  }
+
+  private publish(generation: number): void {
+    this.directory.ensureOwn(generation).catch((err: unknown) => this.log(`secure aggregation: no key pair for generation ${generation}: ${(err as Error).message}`));
+  }
+}

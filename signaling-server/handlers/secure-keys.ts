@@ -1,0 +1,35 @@
+/**
+ * secagg:key: a member's public key for one generation of a secure run, relayed to the
+ * room (shared/secagg/key-directory.ts). The server reads nothing in the key: it checks
+ * that the run is secure, that the sender belongs to the room's current generation, and
+ * that it publishes one key per generation (a client cannot flood its class with keys),
+ * then hands the key to everyone in the room, the sender included.
+ *
+ * What this cannot prove to the members: that it relays their classmates' real keys. A
+ * server that swapped keys could read masked values; docs/privacy.md says so plainly.
+ */
+import { WebringError } from '../../shared/protocol/errors';
+import { parseOrThrow, secureKeySchema } from '../../shared/protocol';
+import { channelOf, type IoSocket } from '../rooms/room-context';
+import type { ServerContext } from './context';
+import { guarded } from './errors';
+import { requireMember } from './training';
+
+export function registerSecureKeyHandlers(ctx: ServerContext, socket: IoSocket): void {
+  socket.on('secagg:key', (raw: unknown, ack: unknown) => {
+    guarded(ctx, socket, 'secagg:key', ack, async () => {
+      const { name, memberId } = requireMember(socket);
+      const key = parseOrThrow(secureKeySchema, raw);
+      const room = await ctx.rooms.read(name);
+      if (!room) throw new WebringError('ERR_NOT_IN_ROOM', `room ${name} no longer exists`);
+      if (!room.isTraining || !room.runConfig?.secureAggregation) throw new WebringError('ERR_BAD_STATE', `room ${name} runs no secure aggregation`);
+      const g = room.snapshot();
+      if (key.generation !== g.generation) throw new WebringError('ERR_STALE_GENERATION', `a key for generation ${key.generation}; the ring is at ${g.generation}`);
+      if (!g.members.some((m) => m.id === memberId)) throw new WebringError('ERR_NOT_IN_ROOM', `member ${memberId} is not in generation ${g.generation}`);
+      if ((socket.data.keyGeneration ?? -1) >= key.generation) throw new WebringError('ERR_BAD_REQUEST', `one key per generation: this connection already published one for generation ${socket.data.keyGeneration}`);
+      socket.data.keyGeneration = key.generation;
+      ctx.io.to(channelOf(name)).emit('secagg:key', { ...key, member: memberId });
+      return {};
+    });
+  });
+}

@@ -1,0 +1,101 @@
+/**
+ * Secure aggregation through the real server: the key relay validates at the edge (the run
+ * must be secure, the sender in the current generation, one key per generation, a key of the
+ * right shape) and hands every good key to the whole room; the start config refuses fp16
+ * with masks and turns masking on by default for the class's own data; and real Node
+ * workers train a secure run in lock-step, holding while only two are in the ring (the sum
+ * of two would tell each the other's gradient) until a third joins.
+ */
+import { test, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { AS_TEACHER, codeFor, nextEvent, startTestRun, useTestServer, type TestSocket } from '../support/server';
+import { lastLines, pollUntil, spawnNodeWorker, type SpawnedWorker } from '../support/processes';
+import type { AckResult, RoomMetrics, RoomStatus } from '../../shared/protocol';
+import { makeKeyPair } from '../../shared/secagg/pair-keys';
+
+const t = useTestServer();
+const workers: SpawnedWorker[] = [];
+after(() => {
+  for (const w of workers) w.child.kill('SIGKILL');
+});
+
+function sendKey(socket: TestSocket, key: unknown): Promise<AckResult<Record<string, never>>> {
+  return new Promise((resolve) => (socket.emit as (e: string, k: unknown, ack: (r: AckResult<Record<string, never>>) => void) => void)('secagg:key', key, resolve));
+}
+
+const codeOf = (r: AckResult<object>): string | null => (r.ok ? null : r.error.code);
+
+function post(path: string, body: unknown): Promise<Response> {
+  return fetch(`${t.server.url}${path}`, { method: 'POST', headers: { ...AS_TEACHER.headers, 'content-type': 'application/json' }, body: JSON.stringify(body) });
+}
+
+test('the key relay: checked at the edge, one key per member and generation, heard by the whole room', async () => {
+  const { publicKey } = await makeKeyPair();
+  // Not a secure run: nothing to relay.
+  const plain = await t.students('keys-plain', ['p0', 'p1', 'p2']);
+  await startTestRun(t.server, 'keys-plain', plain.students[0]!, { data: 'mnist', maxSteps: 1 });
+  const plainGeneration = (await t.status('keys-plain')).generation;
+  assert.equal(codeOf(await sendKey(plain.students[0]!, { generation: plainGeneration, publicKey })), 'ERR_BAD_STATE');
+
+  const { students, ids } = await t.students('keys', ['k0', 'k1', 'k2']);
+  const start = await startTestRun(t.server, 'keys', students[0]!, { data: 'mnist', secureAggregation: true, maxSteps: 1 });
+  assert.equal(start.config.secureAggregation, true);
+  const generation = (await t.status('keys')).generation;
+  const heard = students.map((s) => nextEvent(s, 'secagg:key'));
+  assert.deepEqual(await sendKey(students[1]!, { generation, publicKey }), { ok: true });
+  for (const k of await Promise.all(heard)) assert.deepEqual(k, { generation, publicKey, member: ids[1] });
+  // A second key for the same generation, a stale generation, a malformed key, a stranger.
+  assert.equal(codeOf(await sendKey(students[1]!, { generation, publicKey })), 'ERR_BAD_REQUEST');
+  assert.equal(codeOf(await sendKey(students[2]!, { generation: generation - 1, publicKey })), 'ERR_STALE_GENERATION');
+  assert.equal(codeOf(await sendKey(students[2]!, { generation, publicKey: 'not a key' })), 'ERR_BAD_REQUEST');
+  assert.equal(codeOf(await sendKey(students[2]!, { generation, publicKey, extra: 1 })), 'ERR_BAD_REQUEST');
+  const stranger = await t.client('keys');
+  assert.equal(codeOf(await sendKey(stranger, { generation, publicKey })), 'ERR_NOT_IN_ROOM');
+  // The room is untouched by all of it.
+  const s = await t.status('keys');
+  assert.equal(s.members.length, 3);
+  assert.equal(s.generation, generation);
+});
+
+test('the start config: masks on by default for own data, off for the digits, and never with fp16', async () => {
+  await t.students('keys-config', ['c0', 'c1', 'c2']);
+  const fp16 = await post('/api/rooms/keys-config/start', { secureAggregation: true, wire: 'fp16' });
+  assert.equal(fp16.status, 400);
+  assert.match(await fp16.text(), /fp16 wire cannot carry/);
+  // Own data without saying: masked. (The run finds no drawings and ends; the config is what counts here.)
+  assert.equal((await post('/api/rooms/keys-config/start', { data: 'own', classes: ['cat', 'sun'], maxSteps: 1 })).status, 200);
+  assert.equal((await t.status('keys-config')).config?.secureAggregation, true);
+});
+
+test('Node workers train a secure run in lock-step, holding while the ring has two, until a third joins', async () => {
+  const room = 'secure-workers';
+  const status = async (): Promise<RoomStatus> => t.status(room);
+  const waitFor = <T>(what: string, probe: () => Promise<T | null | undefined | false>, timeoutMs: number): Promise<T> => pollUntil(what, probe, timeoutMs, () => lastLines(workers, 15), 100);
+  for (const name of ['s0', 's1']) workers.push(spawnNodeWorker(t.server.url, room, codeFor(room), name));
+  await waitFor('two workers', async () => (await status()).members.length === 2, 90_000);
+  assert.equal((await post(`/api/rooms/${room}/start`, { model: 'mlp', dataset: 'mnist-10k', secureAggregation: true, maxSteps: 30, resumeFrom: 'none' })).status, 200);
+  await waitFor('both workers holding for a third', async () => workers.every((w) => w.output.some((l) => l.includes('secure aggregation needs 3 members'))), 60_000);
+  assert.equal((await status()).step, 0, 'no step with two members');
+  workers.push(spawnNodeWorker(t.server.url, room, codeFor(room), 's2'));
+  const trained = await waitFor('ten secure steps with three', async () => {
+    const s = await status();
+    return s.step >= 10 && s;
+  }, 120_000);
+  assert.equal(trained.members.length, 3);
+  assert.deepEqual(trained.dropped, []);
+  assert.equal(trained.consistency.mismatches, 0);
+  assert.ok(trained.consistency.checks > 0);
+  // The masked sums trained the model: the loss fell.
+  const done = await waitFor('the run to finish', async () => {
+    const s = await status();
+    return s.state === 'done' && s;
+  }, 120_000);
+  assert.equal(done.config?.secureAggregation, true);
+  const metrics = (await (await fetch(`${t.server.url}/api/rooms/${room}/metrics`, AS_TEACHER)).json()) as RoomMetrics;
+  const losses = metrics.history.map((p) => p.loss);
+  assert.ok(losses.at(-1)! < losses[0]!, `loss ${losses[0]} -> ${losses.at(-1)}`);
+  for (const w of workers) {
+    assert.ok(w.output.some((l) => l.includes('masks with 2 of 2 classmates')), lastLines([w], 20));
+    assert.ok(!w.output.some((l) => l.includes('ERR_SECAGG_MISMATCH')), lastLines([w], 20));
+  }
+});
