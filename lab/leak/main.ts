@@ -1,0 +1,192 @@
+/**
+ * `npm run leak`: the lesson in why secure aggregation exists. Three students train the MLP
+ * for one real step on real digits over in-memory links (the same collectives the tabs
+ * run); everything student 1 sends is recorded, and a curious ring neighbour, halving-
+ * doubling partner and hub each run the gradient-leakage attack (attack.ts) on what they
+ * received from it, at shares of 1, 4 and 32 examples. Then again with secure aggregation
+ * on: what they receive is noise. Writes bench/leak.{json,md} and the pictures in
+ * docs/privacy/ (originals beside what each receiver reads back).
+ *
+ * The threshold: a reconstruction identifies a drawing when it is closer to it (cosine
+ * over the pixels seen) than the drawing's nearest other digit among 2,000 of the same set
+ * is: then what leaked singles out that one drawing, not merely its kind of digit.
+ */
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import * as tf from '@tensorflow/tfjs';
+import { startConfigSchema, type Algorithm } from '../../shared/protocol';
+import { Trainer } from '../../shared/training/trainer';
+import { mnistShards } from '../../shared/data/data-source';
+import { MNIST_PIXELS, type MnistDataset } from '../../shared/data/mnist-format';
+import { PIXEL_SCALE } from '../../shared/data/example-cache';
+import { COLLECTIVE_TAG, type Collective } from '../../shared/collectives/collective';
+import { packMnistFromPackage } from '../../signaling-server/data/mnist-pack';
+import { createMemoryMesh } from '../../test/support/memory-ring';
+import { memberIds, relayedDirectories, secureOver } from '../../test/support/secure-ring';
+import { bestMatches, cosine, mlpCandidates, toGray } from './attack';
+import { VANTAGES, ownValuesSeen, type Vantage } from './views';
+import { grayPng } from './png';
+
+const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
+const N = 3;
+const VICTIM = 1;
+const RECORDED_STEP = 1;
+const SHARES = [1, 4, 32] as const;
+const ALGORITHM_OF: Record<Vantage, Algorithm> = { 'ring neighbour': 'ring', 'halving-doubling partner': 'halving-doubling', hub: 'hub' };
+/** Digits each original is compared with for the threshold (its nearest stranger). */
+const STRANGERS = 2_000;
+/** Originals drawn in the pictures, per share. */
+const PICTURED = 4;
+const CELL = 28;
+const ZOOM = 3;
+const GAP = 4;
+
+export interface LeakRow {
+  share: number;
+  vantage: Vantage;
+  secure: boolean;
+  /** Fraction of the buffer the receiver saw of this student's own values. */
+  seenFraction: number;
+  /** The student's examples singled out: closer to a reconstruction than to any stranger. */
+  identified: number;
+  examples: number;
+  meanSimilarity: number;
+}
+
+interface Recorded {
+  /** The victim's outgoing gradient messages. */
+  sent: Uint8Array[];
+  /** Its examples in the step, as pixels 0..1. */
+  originals: Float32Array[];
+  length: number;
+}
+
+/** One real step of three trainers on `algorithm`; what student VICTIM sent, and its examples. */
+async function recordStep(dataset: MnistDataset, share: number, algorithm: Algorithm, secure: boolean): Promise<Recorded> {
+  const config = startConfigSchema.parse({ model: 'mlp', batchSizePerWorker: share, balanceShares: false, allreduce: algorithm, seed: 7, secureAggregation: secure, data: 'mnist' });
+  const mesh = createMemoryMesh(N, { hub: true });
+  const ids = memberIds(N);
+  const collectives: Collective[] = secure ? secureOver(mesh.rings, ids, relayedDirectories(ids), 1).secure : mesh.rings;
+  const sent: Uint8Array[] = [];
+  const keep = (bytes: Uint8Array) => {
+    if (bytes[2] === COLLECTIVE_TAG.gradients) sent.push(bytes.slice());
+  };
+  const outgoing = [...mesh.links[VICTIM]!.filter((_, to) => to !== VICTIM), mesh.hub!.up[VICTIM]!];
+  for (const link of outgoing) {
+    const deliver = link.deliver;
+    link.deliver = (bytes) => {
+      keep(bytes);
+      deliver(bytes);
+    };
+  }
+  const originals: Float32Array[] = [];
+  const trainers = collectives.map((c, r) => {
+    const data = mnistShards(config, dataset);
+    if (r === VICTIM) {
+      const read = data.readShard.bind(data);
+      data.readShard = async (batch, rank, images, labels) => {
+        const n = await read(batch, rank, images, labels);
+        for (let e = 0; e < n; e++) originals.push(images.slice(e * MNIST_PIXELS, (e + 1) * MNIST_PIXELS));
+        return n;
+      };
+    }
+    return new Trainer(config, data, c);
+  });
+  // The first step takes the ring while the class votes its mesh and hub links open; the
+  // second takes `algorithm`. Every receiver's record is of that same second step.
+  for (let step = 0; step < RECORDED_STEP + 1; step++) {
+    sent.length = 0;
+    originals.length = 0;
+    const results = await Promise.all(trainers.map((t) => t.trainStep({ meshReady: true, hubReady: true })));
+    if (step === RECORDED_STEP && results[0]!.algorithm !== algorithm) throw new Error(`step ${step} took ${results[0]!.algorithm}, not ${algorithm}`);
+  }
+  const length = trainers[0]!.parameterCount + (secure ? 1 : 0) + (trainers[0]! as unknown as { tail: { length: number } }).tail.length;
+  await Promise.all(trainers.map((t) => t.dispose()));
+  return { sent, originals, length };
+}
+
+/** Each original's best similarity to any of STRANGERS other digits of the set. */
+function nearestStrangers(dataset: MnistDataset, originals: readonly Float32Array[]): number[] {
+  const others: Float32Array[] = [];
+  for (let i = 0; others.length < STRANGERS && i < dataset.trainCount; i += 3) {
+    others.push(Float32Array.from(dataset.pixels.subarray(i * MNIST_PIXELS, (i + 1) * MNIST_PIXELS), (p) => p * PIXEL_SCALE));
+  }
+  return originals.map((x) => Math.max(...others.filter((o) => cosine(o, x) < 0.999_999).map((o) => cosine(o, x))));
+}
+
+function picture(columns: Float32Array[][]): { png: Buffer; width: number; height: number } {
+  const rows = columns[0]!.length;
+  const size = CELL * ZOOM;
+  const width = columns.length * (size + GAP) + GAP;
+  const height = rows * (size + GAP) + GAP;
+  const pixels = new Uint8Array(width * height).fill(255);
+  columns.forEach((column, c) =>
+    column.forEach((image, r) => {
+      const gray = toGray(image);
+      for (let y = 0; y < size; y++) {
+        for (let x = 0; x < size; x++) {
+          pixels[(GAP + r * (size + GAP) + y) * width + GAP + c * (size + GAP) + x] = gray[Math.floor(y / ZOOM) * CELL + Math.floor(x / ZOOM)]!;
+        }
+      }
+    }),
+  );
+  return { png: grayPng(pixels, width, height), width, height };
+}
+
+async function main(): Promise<void> {
+  await tf.setBackend('cpu');
+  const dataset = packMnistFromPackage();
+  const rows: LeakRow[] = [];
+  for (const share of SHARES) {
+    const columns: Float32Array[][] = [];
+    let originalsShown: Float32Array[] = [];
+    for (const secure of [false, true]) {
+      for (const vantage of VANTAGES) {
+        const { sent, originals, length } = await recordStep(dataset, share, ALGORITHM_OF[vantage], secure);
+        const seen = ownValuesSeen(sent, vantage, VICTIM, N);
+        if (seen === null) throw new Error(`${vantage} receives no lone values from rank ${VICTIM} of ${N}`);
+        if (seen.length !== length) throw new Error(`${vantage}: a length of ${seen.length} read from the messages, the buffer has ${length}`);
+        const strangers = nearestStrangers(dataset, originals);
+        const matches = bestMatches(originals, mlpCandidates(seen));
+        const identified = matches.filter((m, i) => m.similarity > strangers[i]!).length;
+        const finite = seen.reduce((a, v) => a + (Number.isFinite(v) ? 1 : 0), 0);
+        rows.push({
+          share,
+          vantage,
+          secure,
+          seenFraction: finite / length,
+          identified,
+          examples: originals.length,
+          meanSimilarity: matches.reduce((a, m) => a + m.similarity, 0) / matches.length,
+        });
+        console.log(`share ${share}, ${vantage}${secure ? ', secure' : ''}: ${identified} of ${originals.length} drawings identified, mean similarity ${rows.at(-1)!.meanSimilarity.toFixed(3)} (nearest stranger ${(strangers.reduce((a, b) => a + b, 0) / strangers.length).toFixed(3)}), ${(100 * finite / length).toFixed(0)} % of the buffer seen`);
+        originalsShown = originals.slice(0, PICTURED);
+        if (!secure || vantage === 'hub') {
+          columns.push(matches.slice(0, PICTURED).map((m) => m.candidate?.pixels ?? new Float32Array(MNIST_PIXELS).fill(Number.NaN)));
+        }
+      }
+    }
+    const { png } = picture([originalsShown, ...columns]);
+    const out = join(ROOT, 'docs', 'privacy', `leak-mlp-share${share}.png`);
+    mkdirSync(dirname(out), { recursive: true });
+    writeFileSync(out, png);
+  }
+  writeReport(rows);
+}
+
+function writeReport(rows: LeakRow[]): void {
+  mkdirSync(join(ROOT, 'bench'), { recursive: true });
+  writeFileSync(join(ROOT, 'bench', 'leak.json'), `${JSON.stringify({ n: N, victim: VICTIM, model: 'mlp', rows }, null, 2)}\n`);
+  const lines = [
+    `# What one step leaks of a student's drawings (MLP, ${N} students, \`npm run leak\`)`,
+    '',
+    '| share | receiver | secure aggregation | buffer seen | drawings identified | mean similarity |',
+    '|---|---|---|---|---|---|',
+    ...rows.map((r) => `| ${r.share} | ${r.vantage} | ${r.secure ? 'on' : 'off'} | ${(100 * r.seenFraction).toFixed(0)} % | ${r.identified} of ${r.examples} | ${r.meanSimilarity.toFixed(3)} |`),
+    '',
+  ];
+  writeFileSync(join(ROOT, 'bench', 'leak.md'), lines.join('\n'));
+}
+
+await main();
