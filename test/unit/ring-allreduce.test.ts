@@ -375,7 +375,8 @@ test('bad collective options are refused with ERR_BAD_REQUEST', async () => {
 
 test('a channel that closes under a send, before its link hears of it, fails the step with ERR_PEER_FAILED and throws nowhere else', async () => {
   // Backpressure makes later sends run from the link's writable callback, where a throw would escape.
-  const { rings, links } = createMemoryRing(2, { drainBytesPerTick: MAX_MESSAGE_BYTES, highWaterBytes: MAX_MESSAGE_BYTES });
+  // Rank 1 is left waiting for messages that never come: a short timeout ends its collective.
+  const { rings, links } = createMemoryRing(2, { drainBytesPerTick: MAX_MESSAGE_BYTES, highWaterBytes: MAX_MESSAGE_BYTES, timeoutMs: 2_000 });
   const unhandled: unknown[] = [];
   const onUnhandled = (reason: unknown) => unhandled.push(reason);
   process.on('unhandledRejection', onUnhandled);
