@@ -72,6 +72,15 @@ function showError(message: string): void {
   el.classList.remove('hidden');
 }
 
+/** What leaves this tab when it trains, in the mode of the current run (secure aggregation or not). */
+function privacyText(s: WorkerStatus): string {
+  if (s.secureAggregation === null) return 'Nothing yet. When training starts, this says what the run sends.';
+  if (s.secureAggregation) {
+    return "Only the class's sum of updates leaves this device, masked: your classmates, the hub and the server each get random-looking numbers that cancel in the sum, and cannot read your update or your examples from them. Public to the class: the sum, and how many examples, the loss and the time this device's steps took.";
+  }
+  return 'Your update to the model leaves this device unmasked: your ring neighbour (and the hub, when it sums) receives it, and could reconstruct the examples you trained on from it. The examples themselves never leave this device.';
+}
+
 /** One sentence a student understands, for each state the tab can be in. */
 function bannerText(s: WorkerStatus): { key: string; text: string } {
   if (s.memberId && !s.connected && s.state !== 'dropped') {
@@ -88,6 +97,7 @@ function bannerText(s: WorkerStatus): { key: string; text: string } {
       return { key: 'waiting', text: `In the ring as rank ${s.rank} of ${s.worldSize}. Waiting for the teacher to press Start.` };
     case 'training':
       if (s.dataWait) return { key: 'data-wait', text: `Training is waiting for its digits: ${s.dataWait}.` };
+      if (s.secureWait) return { key: 'secure-wait', text: 'Waiting for a third classmate: this run masks every update, and with only two, each would learn the other\'s from the sum.' };
       return { key: 'training', text: `Training: step ${s.step}${s.totalSteps ? ` of ${s.totalSteps}` : ''}, together with ${Math.max(0, s.worldSize - 1)} other tab(s).` };
     case 'paused':
       return { key: 'paused', text: `Paused by the teacher after step ${s.step}. Training goes on when the teacher resumes.` };
@@ -137,6 +147,7 @@ function render(s: WorkerStatus): void {
     resyncs: String(s.resyncs),
     errorCode: s.error?.code ?? '',
     dataWait: s.dataWait ?? '',
+    secure: s.secureAggregation === null ? '' : String(s.secureAggregation),
   });
   showClasses(s.classes);
   const b = bannerText(s);
@@ -150,6 +161,7 @@ function render(s: WorkerStatus): void {
   $('s-state').textContent = s.state + (s.error ? ` (${s.error.code}: ${s.error.message})` : '') + (s.connected ? '' : ' (server connection lost)');
   $('s-backend').textContent = s.backend.toUpperCase() + (s.probe ? ` · ${s.probe.device}, ${s.probe.msPerExample.toFixed(2)} ms per example (measured before joining)` : '');
   $('s-rank').textContent = s.rank === null ? '–' : `${s.rank} of ${s.worldSize}${s.chief ? ' (chief: saves the checkpoints)' : ''}`;
+  $('s-privacy').textContent = privacyText(s);
   $('s-neighbours').textContent = s.neighbours ? `receives from ${s.neighbours.left}, sends to ${s.neighbours.right}` : '–';
   $('s-step').textContent = s.totalSteps ? `${s.step} / ${s.totalSteps} (epoch ${s.epoch + 1})` : String(s.step);
   $('s-examples').textContent = s.examplesProcessed.toLocaleString();

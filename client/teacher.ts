@@ -21,6 +21,7 @@ import { renderHub, renderRing } from './teacher/ring-view';
 import { mountSeatsSetting } from './teacher/seats-setting';
 import { renderStepSplit } from './teacher/step-split';
 import { renderRoomLog } from './teacher/room-log';
+import { renderPrivacy } from './teacher/privacy-state';
 import { takeTeacherToken } from './teacher/token';
 
 const POLL_INTERVAL_MS = 1_000;
@@ -272,6 +273,7 @@ function applyStatus(s: RoomStatus): void {
   renderStepSplit(byId('step-split'), s);
   renderRoomLog(s);
   renderCollecting(s);
+  renderPrivacy(byId('privacy-state'), s);
   seatsSetting.render(s);
   const roomError = byId('room-error');
   roomError.hidden = !s.lastError;

@@ -1,4 +1,4 @@
-/** The part of pngjs (no bundled types) the --data folder reader and its tests use. */
+/** The part of pngjs (no bundled types) the --data folder reader, its tests and the leak report (lab/leak/) use. */
 declare module 'pngjs' {
   export interface DecodedPng {
     width: number;
@@ -10,7 +10,8 @@ declare module 'pngjs' {
     new (options: { width: number; height: number }): DecodedPng;
     sync: {
       read(buffer: Buffer): DecodedPng;
-      write(png: DecodedPng): Buffer;
+      /** colorType 0: grayscale from the red channel; default 6, RGBA. */
+      write(png: DecodedPng, options?: { colorType?: 0 | 2 | 4 | 6 }): Buffer;
     };
   };
 }

@@ -5,7 +5,7 @@
  * aria-describedby, so a screen reader reads the message with the field).
  */
 import type { z } from 'zod';
-import { classesSchema, startConfigSchema, type StartConfig } from '../../shared/protocol';
+import { classesSchema, secureByDefault, startConfigSchema, type StartConfig } from '../../shared/protocol';
 import type { ErrorBody } from '../../shared/protocol/errors';
 
 export type StartConfigInput = z.input<typeof startConfigSchema>;
@@ -78,6 +78,8 @@ export class ConfigForm {
     (this.control('startFresh') as HTMLInputElement).checked = config.resumeFrom === 'none';
     (this.control('scaleLearningRate') as HTMLInputElement).checked = config.scaleLearningRate;
     (this.control('balanceShares') as HTMLInputElement).checked = config.balanceShares;
+    // What the data's default gives shows as 'automatic', so changing the data changes it too.
+    this.control('secureAggregation')!.value = config.secureAggregation === secureByDefault(config.data) ? 'auto' : config.secureAggregation ? 'on' : 'off';
     this.control('classes')!.value = config.classes.join(', ');
   }
 
@@ -113,6 +115,8 @@ export class ConfigForm {
     if ((els.namedItem('startFresh') as HTMLInputElement).checked) raw.resumeFrom = 'none';
     raw.scaleLearningRate = (els.namedItem('scaleLearningRate') as HTMLInputElement).checked;
     raw.balanceShares = (els.namedItem('balanceShares') as HTMLInputElement).checked;
+    const secure = (els.namedItem('secureAggregation') as HTMLSelectElement).value;
+    if (secure !== 'auto') raw.secureAggregation = secure === 'on';
     return raw;
   }
 

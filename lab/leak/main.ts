@@ -26,7 +26,7 @@ import { createMemoryMesh } from '../../test/support/memory-ring';
 import { memberIds, relayedDirectories, secureOver } from '../../test/support/secure-ring';
 import { bestMatches, cosine, mlpCandidates, toGray } from './attack';
 import { VANTAGES, ownValuesSeen, type Vantage } from './views';
-import { grayPng } from './png';
+import { PNG } from 'pngjs';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const N = 3;
@@ -131,7 +131,9 @@ function picture(columns: Float32Array[][]): { png: Buffer; width: number; heigh
       }
     }),
   );
-  return { png: grayPng(pixels, width, height), width, height };
+  const png = new PNG({ width, height });
+  pixels.forEach((v, i) => png.data.set([v, v, v, 255], i * 4));
+  return { png: PNG.sync.write(png, { colorType: 0 }), width, height };
 }
 
 async function main(): Promise<void> {

@@ -162,8 +162,9 @@ export const startConfigSchema = z.strictObject({
    * Secure aggregation (shared/secagg/, docs/privacy.md): each device's gradients leave it
    * only masked, so no classmate, hub or server sees one student's gradient; only the
    * class's sum is public. Default: on for the class's own data ('own', 'mnist+own'), off
-   * for the server's digits, which are no secret. It needs 3 members (the run waits for a
-   * third) and the fp32 wire (masked words do not survive fp16).
+   * for the server's digits, which are no secret. A ring of two waits for a third (the sum
+   * would tell each the other's gradient; one alone sends nothing), and it needs the fp32
+   * wire (masked words do not survive fp16).
    */
   secureAggregation: z.boolean().optional(),
 })

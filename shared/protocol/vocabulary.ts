@@ -71,6 +71,8 @@ export type DatasetKind = (typeof DATASET_KINDS)[number];
  * it (shared/data/own-data.ts); 'mnist+own' both, in one epoch.
  */
 export const DATA_KINDS = ['mnist', 'own', 'mnist+own'] as const;
+/** With two members the sum of their gradients tells each the other's: a secure run waits for a third (shared/secagg/). */
+export const MIN_SECURE_MEMBERS = 3;
 /** A raw P-256 public key's 65 bytes in base64 (secure aggregation's `secagg:key`). */
 export const SECURE_PUBLIC_KEY_CHARS = 88;
 export type DataKind = (typeof DATA_KINDS)[number];

@@ -23,14 +23,14 @@
 import { COLLECTIVE_TAG, type BroadcastChain, type Collective, type CollectiveOptions, type CollectiveTag } from '../collectives/collective';
 import { wordsOf } from '../collectives/words';
 import { WebringError } from '../protocol/errors';
+import { MIN_SECURE_MEMBERS } from '../protocol';
 import type { Clock } from '../util/clock';
 import { decodeSum, encodeMasked } from './fixed-point';
 import type { KeyDirectory } from './key-directory';
 import { graphSeed, maskPartners } from './mask-graph';
 import { pairMask } from './pair-keys';
 
-/** With two members the sum reveals the other's gradient to each: a secure run waits for a third. */
-export const MIN_SECURE_MEMBERS = 3;
+export { MIN_SECURE_MEMBERS };
 
 /** What a run's secure sums cost and did, for the status and the bench. */
 export interface SecureStats {
@@ -104,7 +104,8 @@ export class SecureCollective implements Collective {
   }
 
   allReduce(buf: Float32Array, step: number, tag: CollectiveTag, options: CollectiveOptions = {}): Promise<void> {
-    if (tag !== COLLECTIVE_TAG.gradients) return this.inner.allReduce(buf, step, tag, options);
+    // Alone, nothing leaves the device: there is nobody to mask against.
+    if (tag !== COLLECTIVE_TAG.gradients || this.worldSize === 1) return this.inner.allReduce(buf, step, tag, options);
     return this.secureSum(buf, step, tag, options);
   }
 
@@ -120,7 +121,7 @@ export class SecureCollective implements Collective {
   private async secureSum(buf: Float32Array, step: number, tag: CollectiveTag, options: CollectiveOptions): Promise<void> {
     const n = this.worldSize;
     if (n < MIN_SECURE_MEMBERS) {
-      throw new WebringError('ERR_BAD_STATE', `secure aggregation needs ${MIN_SECURE_MEMBERS} members: with ${n} the sum would reveal a classmate's gradient`);
+      throw new WebringError('ERR_BAD_STATE', `secure aggregation needs ${MIN_SECURE_MEMBERS} members: with ${n}, the sum would reveal a classmate's gradient`);
     }
     if ((options.wire ?? 'fp32') !== 'fp32') throw new WebringError('ERR_BAD_REQUEST', `secure aggregation sums 32-bit words: the '${options.wire}' wire cannot carry them`);
     const tail = options.exactTail ?? 0;

@@ -230,12 +230,14 @@ export class TrainingRun {
   }
 
   /**
-   * A secure run of fewer than MIN_SECURE_MEMBERS holds: with two, the sum would tell each
-   * the other's gradient. Nobody steps, so nobody votes; a joiner is let in as soon as this
-   * replica's links to it are open (every replica holds, so none is mid-step). True while held.
+   * A secure ring of two holds: the sum would tell each the other's gradient (one alone
+   * sends nothing, and trains). Nobody steps, so nobody votes; a joiner is let in as soon
+   * as this replica's links to it are open (every replica holds, so none is mid-step).
+   * True while held.
    */
   private async holdForSecureSum(): Promise<boolean> {
-    if (!this.options.secure || this.ring.worldSize >= MIN_SECURE_MEMBERS) {
+    const n = this.ring.worldSize;
+    if (!this.options.secure || n === 1 || n >= MIN_SECURE_MEMBERS) {
       if (this.status.secureWait !== null) this.update({ secureWait: null });
       return false;
     }

@@ -1,0 +1,22 @@
+/**
+ * One line on the run card that says what is private in the run in progress: masked
+ * gradients (secure aggregation), waiting for a third student, or what a neighbour and the
+ * hub can read when gradients travel unmasked. The form's hint beside the setting lists
+ * what stays public either way (teacher.html, docs/privacy.md).
+ */
+import { MIN_SECURE_MEMBERS, type RoomStatus } from '../../shared/protocol';
+
+export function renderPrivacy(el: HTMLElement, s: RoomStatus): void {
+  const running = s.config !== null && (s.state === 'training' || s.state === 'paused');
+  el.hidden = !running;
+  if (!running) return;
+  el.dataset.secure = String(s.config!.secureAggregation);
+  if (!s.config!.secureAggregation) {
+    el.textContent = "Gradients travel unmasked: each student's ring neighbour, and the hub when it sums, can read that student's gradient, and the examples behind it can be reconstructed from it.";
+    return;
+  }
+  el.textContent =
+    s.members.length > 1 && s.members.length < MIN_SECURE_MEMBERS
+      ? `Secure aggregation is waiting for student ${MIN_SECURE_MEMBERS}: with ${s.members.length}, each would learn the other's gradient from their sum.`
+      : "Secure aggregation is on: every device's gradient leaves it masked; no student, hub or this server can read one student's gradient, only the class's sum.";
+}
