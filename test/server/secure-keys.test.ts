@@ -4,11 +4,13 @@
  * right shape) and hands every good key to the whole room; the start config refuses fp16
  * with masks and turns masking on by default for the class's own data; and real Node
  * workers train a secure run in lock-step, holding while only two are in the ring (the sum
- * of two would tell each the other's gradient) until a third joins.
+ * of two would tell each the other's gradient) until a third joins, and then again through
+ * the hub, which sums nothing but masked words.
  */
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { AS_TEACHER, codeFor, nextEvent, startTestRun, useTestServer, type TestSocket } from '../support/server';
+import { spawn } from 'node:child_process';
+import { AS_TEACHER, codeFor, hubKeyOf, nextEvent, startTestRun, useTestServer, type TestSocket } from '../support/server';
 import { lastLines, pollUntil, spawnNodeWorker, type SpawnedWorker } from '../support/processes';
 import type { AckResult, RoomMetrics, RoomStatus } from '../../shared/protocol';
 import { makeKeyPair } from '../../shared/secagg/pair-keys';
@@ -98,4 +100,22 @@ test('Node workers train a secure run in lock-step, holding while the ring has t
     assert.ok(w.output.some((l) => l.includes('masks with 2 of 2 classmates')), lastLines([w], 20));
     assert.ok(!w.output.some((l) => l.includes('ERR_SECAGG_MISMATCH')), lastLines([w], 20));
   }
+
+  // Again through the hub: it sums the three students' masked words and sends the sum back.
+  const hub = spawn(process.execPath, ['--import', 'tsx', 'node-worker/hub.ts', '--url', t.server.url, '--room', room, '--name', 'the-hub'], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+    env: { ...process.env, JOIN_CODE: codeFor(room), HUB_KEY: hubKeyOf(room) },
+  });
+  const hubOutput: string[] = [];
+  for (const stream of [hub.stdout, hub.stderr]) stream.on('data', (d: Buffer) => hubOutput.push(...d.toString().split('\n').filter(Boolean)));
+  workers.push({ name: 'the-hub', child: hub, output: hubOutput });
+  await waitFor('the hub in the room', async () => (await status()).hub !== null, 60_000);
+  assert.equal((await post(`/api/rooms/${room}/start`, { model: 'mlp', dataset: 'mnist-10k', secureAggregation: true, allreduce: 'hub', maxSteps: 12, resumeFrom: 'none' })).status, 200);
+  const viaHub = await waitFor('secure steps summed by the hub', async () => {
+    const s = await status();
+    return s.members.length === 3 && s.members.every((m) => m.collective?.algorithm === 'hub') && s.step >= 4 && s;
+  }, 120_000);
+  assert.deepEqual(viaHub.dropped, []);
+  assert.equal(viaHub.consistency.mismatches, 0);
+  assert.ok(!hubOutput.some((l) => /non-finite|malformed|ERR_/.test(l)), hubOutput.slice(-10).join('\n'));
 });
