@@ -15,29 +15,24 @@ export class PayloadReader {
 
   /** A zero-copy view of `len` float32 values when the payload is 4-byte aligned, else a copy into scratch. */
   floats(bytes: Uint8Array, len: number): Float32Array {
-    const offset = bytes.byteOffset + HEADER_BYTES;
-    if (offset % FLOAT_BYTES === 0) return new Float32Array(bytes.buffer, offset, len);
-    const scratchBytes = new Uint8Array(this.scratch.buffer, 0, len * FLOAT_BYTES);
-    scratchBytes.set(bytes.subarray(HEADER_BYTES, HEADER_BYTES + len * FLOAT_BYTES));
-    return this.scratch;
+    return this.aligned(bytes, len * FLOAT_BYTES, FLOAT_BYTES) ? new Float32Array(bytes.buffer, bytes.byteOffset + HEADER_BYTES, len) : this.scratch;
   }
 
   /** The same for `len` float16 values (2-byte alignment). */
   halves(bytes: Uint8Array, len: number): Uint16Array {
-    const offset = bytes.byteOffset + HEADER_BYTES;
-    if (offset % HALF_BYTES === 0) return new Uint16Array(bytes.buffer, offset, len);
-    const scratchBytes = new Uint8Array(this.scratch.buffer, 0, len * HALF_BYTES);
-    scratchBytes.set(bytes.subarray(HEADER_BYTES, HEADER_BYTES + len * HALF_BYTES));
-    return this.scratchHalves;
+    return this.aligned(bytes, len * HALF_BYTES, HALF_BYTES) ? new Uint16Array(bytes.buffer, bytes.byteOffset + HEADER_BYTES, len) : this.scratchHalves;
   }
 
   /** The same for `len` 32-bit words (the 'u32' wire). */
   words(bytes: Uint8Array, len: number): Uint32Array {
-    const offset = bytes.byteOffset + HEADER_BYTES;
-    if (offset % FLOAT_BYTES === 0) return new Uint32Array(bytes.buffer, offset, len);
-    const scratchBytes = new Uint8Array(this.scratch.buffer, 0, len * FLOAT_BYTES);
-    scratchBytes.set(bytes.subarray(HEADER_BYTES, HEADER_BYTES + len * FLOAT_BYTES));
-    return this.scratchWords;
+    return this.aligned(bytes, len * FLOAT_BYTES, FLOAT_BYTES) ? new Uint32Array(bytes.buffer, bytes.byteOffset + HEADER_BYTES, len) : this.scratchWords;
+  }
+
+  /** True when the payload starts on an `alignment` boundary; otherwise its `byteLength` bytes are copied to the start of scratch. */
+  private aligned(bytes: Uint8Array, byteLength: number, alignment: number): boolean {
+    if ((bytes.byteOffset + HEADER_BYTES) % alignment === 0) return true;
+    new Uint8Array(this.scratch.buffer, 0, byteLength).set(bytes.subarray(HEADER_BYTES, HEADER_BYTES + byteLength));
+    return false;
   }
 
   /** Adds the message's values into `buf` at `at` (`add`), or copies them there. */

@@ -1,7 +1,8 @@
 /**
  * Who needs the chief's state at the start of a generation, and who sends it.
  *
- * Every replica writes its fingerprint (position, owed evaluation, stop, weights hash) into
+ * Every replica writes its fingerprint (position, owed evaluation, stop, whether it holds an
+ * optimizer state of its own, weights hash) into
  * its own slot of a buffer of N slots; one small all-reduce of that buffer gives every
  * replica every fingerprint, exactly (each slot is one replica's values plus zeros). The
  * replicas that differ from rank 0 need the state. It is sent along a chain of the ring
@@ -17,7 +18,8 @@ const FP_EPOCH = 1;
 const FP_OFFSET = 2;
 const FP_PENDING_EVAL = 3;
 const FP_STOPPED = 4;
-const FP_HASH = 5;
+const FP_OWN_STATE = 5;
+const FP_HASH = 6;
 /** The 64-bit weights hash as 16-bit words: integers a float32 holds exactly. */
 const HASH_WORDS = 4;
 const HEX_PER_WORD = 4;
@@ -30,6 +32,13 @@ export interface Fingerprint {
   /** The epoch whose evaluation is owed, or null. */
   pendingEvaluation: number | null;
   stopped: boolean;
+  /**
+   * The replica's optimizer state is its own, not the class's: a joiner that rehearsed a
+   * step (trainer.ts rehearse) holds its weights unchanged but Adam's moments moved, which
+   * the weights hash cannot see. Admitted at step 0 (a secure ring of two that held for a
+   * third), its position and weights would match rank 0's, and it must still take the state.
+   */
+  ownState: boolean;
   /** 16 hex digits (shared/util/weights-hash.ts). */
   weightsHash: string;
 }
@@ -42,6 +51,7 @@ export function writeFingerprint(buf: Float32Array, rank: number, fp: Fingerprin
   buf[at + FP_OFFSET] = fp.offset;
   buf[at + FP_PENDING_EVAL] = fp.pendingEvaluation === null ? 0 : fp.pendingEvaluation + 1;
   buf[at + FP_STOPPED] = fp.stopped ? 1 : 0;
+  buf[at + FP_OWN_STATE] = fp.ownState ? 1 : 0;
   for (let w = 0; w < HASH_WORDS; w++) buf[at + FP_HASH + w] = parseInt(fp.weightsHash.slice(w * HEX_PER_WORD, (w + 1) * HEX_PER_WORD), 16);
 }
 

@@ -41,6 +41,8 @@ export class StateSync {
   private stateBuffer: Float32Array | null = null;
   /** Every replica's fingerprint, sized for the largest ring so far. */
   private agreeBuffer = new Float32Array(0);
+  /** Set by a rehearsal: this replica's optimizer state is its own until a hand-over (hand-over.ts ownState). */
+  private ownState = false;
 
   /** `sections` are the other participants' sections of the state, in order after the position and before the replica's. */
   constructor(
@@ -52,6 +54,11 @@ export class StateSync {
     const all: Array<LedgerSection<Carried>> = [position.section, ...sections, this.replicaSection()];
     if (data.agreement) all.push(dataAgreementState(data.agreement));
     this.ledger = new Ledger(all, MAX_ROOM_MEMBERS);
+  }
+
+  /** The replica rehearsed a step: its optimizer state is its own until the next hand-over. */
+  rehearsed(): void {
+    this.ownState = true;
   }
 
   /** Floats of the whole state. */
@@ -77,13 +84,17 @@ export class StateSync {
     const dataValues = buffer.subarray(n * FINGERPRINT_FLOATS);
     if (agreement) agreement.writeOwn(dataValues, collective.rank * agreement.floatsPerRank);
     const { step, cursor, pendingEvaluation, stopped } = this.position;
-    writeFingerprint(check, collective.rank, { step, epoch: cursor.epoch, offset: cursor.offset, pendingEvaluation, stopped, weightsHash: await this.replica.weightsHash() });
+    const weightsHash = await this.replica.weightsHash();
+    writeFingerprint(check, collective.rank, { step, epoch: cursor.epoch, offset: cursor.offset, pendingEvaluation, stopped, ownState: this.ownState, weightsHash });
     await collective.allReduce(buffer, keyStep, COLLECTIVE_TAG.agree);
     if (agreement) agreement.agree(dataValues, n);
     const behind = ranksBehind(check, n);
     const chain = handOverChain(behind);
     const outcome = { took: behind.length, sitOutFrom: sitOutFrom(behind, n) };
-    if (!chain) return { took: 0, sitOutFrom: outcome.sitOutFrom };
+    if (!chain) {
+      this.ownState = false;
+      return { took: 0, sitOutFrom: outcome.sitOutFrom };
+    }
 
     const state = this.stateBufferFor(n);
     const carried: Carried = { state: null };
@@ -100,6 +111,8 @@ export class StateSync {
       this.ledger.read(carried);
       await this.replica.writeState(carried.state!);
     }
+    // Every replica now holds the class's state (a sender's own was the class's to begin with).
+    this.ownState = false;
     return outcome;
   }
 

@@ -380,6 +380,7 @@ export class Trainer {
     const share = Math.round(this.globalBatchSize / this.collective.worldSize);
     await this.buffers.settle();
     await this.replica.rehearse(Math.min(this.data.maxShardExamples, Math.max(1, share)));
+    this.stateSync.rehearsed();
   }
 
   /**

@@ -4,8 +4,9 @@
  * right shape) and hands every good key to the whole room; the start config refuses fp16
  * with masks and turns masking on by default for the class's own data; and real Node
  * workers train a secure run in lock-step, holding while only two are in the ring (the sum
- * of two would tell each the other's gradient) until a third joins, and then again through
- * the hub, which sums nothing but masked words.
+ * of two would tell each the other's gradient) until a third joins; a fourth is admitted
+ * mid-run with fresh keys; and then again through the hub, which sums nothing but masked
+ * words.
  */
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -69,13 +70,13 @@ test('the start config: masks on by default for own data, off for the digits, an
   assert.equal((await t.status('keys-config')).config?.secureAggregation, true);
 });
 
-test('Node workers train a secure run in lock-step, holding while the ring has two, until a third joins', async () => {
+test('Node workers train a secure run in lock-step: two hold for a third, a fourth is admitted mid-run, and the hub sums masked words', async () => {
   const room = 'secure-workers';
   const status = async (): Promise<RoomStatus> => t.status(room);
   const waitFor = <T>(what: string, probe: () => Promise<T | null | undefined | false>, timeoutMs: number): Promise<T> => pollUntil(what, probe, timeoutMs, () => lastLines(workers, 15), 100);
   for (const name of ['s0', 's1']) workers.push(spawnNodeWorker(t.server.url, room, codeFor(room), name));
   await waitFor('two workers', async () => (await status()).members.length === 2, 90_000);
-  assert.equal((await post(`/api/rooms/${room}/start`, { model: 'mlp', dataset: 'mnist-10k', secureAggregation: true, maxSteps: 30, resumeFrom: 'none' })).status, 200);
+  assert.equal((await post(`/api/rooms/${room}/start`, { model: 'mlp', dataset: 'mnist-10k', secureAggregation: true, maxSteps: 5_000, resumeFrom: 'none' })).status, 200);
   await waitFor('both workers holding for a third', async () => workers.every((w) => w.output.some((l) => l.includes('secure aggregation needs 3 members'))), 60_000);
   assert.equal((await status()).step, 0, 'no step with two members');
   workers.push(spawnNodeWorker(t.server.url, room, codeFor(room), 's2'));
@@ -84,9 +85,21 @@ test('Node workers train a secure run in lock-step, holding while the ring has t
     return s.step >= 10 && s;
   }, 120_000);
   assert.equal(trained.members.length, 3);
-  assert.deepEqual(trained.dropped, []);
-  assert.equal(trained.consistency.mismatches, 0);
-  assert.ok(trained.consistency.checks > 0);
+  // A fourth joins the training class the usual way (an admission voted at a step boundary): fresh keys, 3 partners each.
+  workers.push(spawnNodeWorker(t.server.url, room, codeFor(room), 's3'));
+  const joinedAt = await waitFor('the fourth admitted', async () => {
+    const s = await status();
+    return s.members.length === 4 && s.step;
+  }, 120_000);
+  const four = await waitFor('five secure steps with four', async () => {
+    const s = await status();
+    return s.step >= joinedAt + 5 && s.members.every((m) => m.step >= joinedAt) && s;
+  }, 120_000);
+  assert.deepEqual(four.dropped, []);
+  assert.equal(four.consistency.mismatches, 0, lastLines(workers, 25));
+  assert.ok(four.consistency.checks > 0);
+  await waitFor('every worker masking with its 3 partners', async () => workers.every((w) => w.output.some((l) => l.includes('masks with 3 of 3 classmates'))), 30_000);
+  assert.equal((await post(`/api/rooms/${room}/stop`, {})).status, 200);
   // The masked sums trained the model: the loss fell.
   const done = await waitFor('the run to finish', async () => {
     const s = await status();
@@ -96,10 +109,8 @@ test('Node workers train a secure run in lock-step, holding while the ring has t
   const metrics = (await (await fetch(`${t.server.url}/api/rooms/${room}/metrics`, AS_TEACHER)).json()) as RoomMetrics;
   const losses = metrics.history.map((p) => p.loss);
   assert.ok(losses.at(-1)! < losses[0]!, `loss ${losses[0]} -> ${losses.at(-1)}`);
-  for (const w of workers) {
-    assert.ok(w.output.some((l) => l.includes('masks with 2 of 2 classmates')), lastLines([w], 20));
-    assert.ok(!w.output.some((l) => l.includes('ERR_SECAGG_MISMATCH')), lastLines([w], 20));
-  }
+  for (const w of workers) assert.ok(!w.output.some((l) => l.includes('ERR_SECAGG_MISMATCH')), lastLines([w], 20));
+  for (const w of workers.slice(0, 3)) assert.ok(w.output.some((l) => l.includes('masks with 2 of 2 classmates')), lastLines([w], 20));
 
   // Again through the hub: it sums the three students' masked words and sends the sum back.
   const hub = spawn(process.execPath, ['--import', 'tsx', 'node-worker/hub.ts', '--url', t.server.url, '--room', room, '--name', 'the-hub'], {
@@ -110,12 +121,13 @@ test('Node workers train a secure run in lock-step, holding while the ring has t
   for (const stream of [hub.stdout, hub.stderr]) stream.on('data', (d: Buffer) => hubOutput.push(...d.toString().split('\n').filter(Boolean)));
   workers.push({ name: 'the-hub', child: hub, output: hubOutput });
   await waitFor('the hub in the room', async () => (await status()).hub !== null, 60_000);
-  assert.equal((await post(`/api/rooms/${room}/start`, { model: 'mlp', dataset: 'mnist-10k', secureAggregation: true, allreduce: 'hub', maxSteps: 12, resumeFrom: 'none' })).status, 200);
+  assert.equal((await post(`/api/rooms/${room}/start`, { model: 'mlp', dataset: 'mnist-10k', secureAggregation: true, allreduce: 'hub', maxSteps: 5_000, resumeFrom: 'none' })).status, 200);
   const viaHub = await waitFor('secure steps summed by the hub', async () => {
     const s = await status();
-    return s.members.length === 3 && s.members.every((m) => m.collective?.algorithm === 'hub') && s.step >= 4 && s;
+    return s.members.length === 4 && s.members.every((m) => m.collective?.algorithm === 'hub') && s.step >= 4 && s;
   }, 120_000);
   assert.deepEqual(viaHub.dropped, []);
   assert.equal(viaHub.consistency.mismatches, 0);
   assert.ok(!hubOutput.some((l) => /non-finite|malformed|ERR_/.test(l)), hubOutput.slice(-10).join('\n'));
+  assert.equal((await post(`/api/rooms/${room}/stop`, {})).status, 200);
 });

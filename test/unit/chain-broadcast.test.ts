@@ -79,7 +79,7 @@ test('a chain outside the ranks is refused with ERR_BAD_REQUEST', async () => {
   await assert.rejects(rings[0]!.broadcast(new Float32Array(4), 0, COLLECTIVE_TAG.sync, { from: 0, to: 3 }), (e: unknown) => e instanceof WebringError && e.code === 'ERR_BAD_REQUEST');
 });
 
-const base: Fingerprint = { step: 120, epoch: 0, offset: 3840, pendingEvaluation: null, stopped: false, weightsHash: '0123456789abcdef' };
+const base: Fingerprint = { step: 120, epoch: 0, offset: 3840, pendingEvaluation: null, stopped: false, ownState: false, weightsHash: '0123456789abcdef' };
 
 function fingerprints(list: Fingerprint[]): Float32Array {
   const buf = new Float32Array(list.length * FINGERPRINT_FLOATS);
@@ -88,7 +88,7 @@ function fingerprints(list: Fingerprint[]): Float32Array {
 }
 
 test('the hand-over finds who differs from rank 0 and sends from the rank just before the first of them', () => {
-  const joiner: Fingerprint = { step: 0, epoch: 0, offset: 0, pendingEvaluation: null, stopped: false, weightsHash: 'fedcba9876543210' };
+  const joiner: Fingerprint = { step: 0, epoch: 0, offset: 0, pendingEvaluation: null, stopped: false, ownState: true, weightsHash: 'fedcba9876543210' };
   // Survivors agree: nothing to send.
   assert.equal(handOverChain(ranksBehind(fingerprints([base, base, base]), 3)), null);
   // One joiner appended: its left neighbour sends over one link.
@@ -103,4 +103,6 @@ test('the hand-over finds who differs from rank 0 and sends from the rank just b
   for (const other of [{ ...base, pendingEvaluation: 0 }, { ...base, stopped: true }, { ...base, offset: 3841 }, { ...base, epoch: 1 }]) {
     assert.deepEqual(ranksBehind(fingerprints([base, base, other]), 3), [2], JSON.stringify(other));
   }
+  // A joiner that rehearsed, admitted where the class stands (step 0, the same weights): its optimizer state is its own.
+  assert.deepEqual(ranksBehind(fingerprints([base, base, { ...base, ownState: true }]), 3), [2]);
 });
