@@ -25,7 +25,7 @@ import { wordsOf } from '../collectives/words';
 import { WebringError } from '../protocol/errors';
 import { MIN_SECURE_MEMBERS } from '../protocol';
 import type { Clock } from '../util/clock';
-import { decodeSum, encodeMasked } from './fixed-point';
+import { CLIP_BOUND, decodeSum, encodeMasked } from './fixed-point';
 import type { KeyDirectory } from './key-directory';
 import { graphSeed, maskPartners } from './mask-graph';
 import { pairMask } from './pair-keys';
@@ -57,6 +57,7 @@ export class SecureAggregation {
   constructor(
     readonly keys: KeyDirectory,
     readonly clock: Clock,
+    readonly log: (message: string) => void = () => undefined,
   ) {}
 
   /** The secure collective over `inner`, for generation `generation` of run `run` whose ranks are `members` (ids). */
@@ -87,6 +88,8 @@ export class SecureCollective implements Collective {
   private readonly attempts = new Map<number, number>();
   private prepared: PreparedMask | null = null;
   private nextSlot: 0 | 1 = 0;
+  /** Secure sums taken on this generation. */
+  private sums = 0;
 
   constructor(
     private readonly inner: Collective,
@@ -100,7 +103,11 @@ export class SecureCollective implements Collective {
     this.partners = this.worldSize > 1 ? maskPartners(this.rank, this.worldSize, graphSeed(run, generation)) : [];
     shared.stats.partners = this.partners.length;
     // The keys are made as soon as the generation is in use: the first step need not wait.
-    if (this.worldSize >= MIN_SECURE_MEMBERS) this.secrets = this.fetchSecrets();
+    // A generation replaced before its first step never awaits them: its failure is nobody's.
+    if (this.worldSize >= MIN_SECURE_MEMBERS) {
+      this.secrets = this.fetchSecrets();
+      this.secrets.catch(() => undefined);
+    }
   }
 
   allReduce(buf: Float32Array, step: number, tag: CollectiveTag, options: CollectiveOptions = {}): Promise<void> {
@@ -136,7 +143,9 @@ export class SecureCollective implements Collective {
     shared.stats.lastMaskWaitMs = shared.clock.now() - t0;
     const scratch = shared.scratch;
     const w = wordsOf(scratch);
-    shared.stats.clipped += encodeMasked(buf, mask, w, head);
+    const clipped = encodeMasked(buf, mask, w, head);
+    if (clipped > 0) shared.log(`secure aggregation, step ${step}: ${clipped} gradient value(s) beyond ±${CLIP_BOUND} clipped (a model diverging?)`);
+    shared.stats.clipped += clipped;
     w[head] = 1 + mask[head]!;
     scratch.set(buf.subarray(head), words);
     await this.inner.allReduce(scratch, step, tag, { ...options, wire: 'u32', exactTail: tail });
@@ -145,6 +154,9 @@ export class SecureCollective implements Collective {
     }
     decodeSum(w, buf, head);
     buf.set(scratch.subarray(words), head);
+    if (this.sums++ === 0) {
+      shared.log(`secure aggregation, generation ${this.generation}: a step's masks took ${shared.stats.lastMaskMs.toFixed(1)} ms to make, and the step waited ${shared.stats.lastMaskWaitMs.toFixed(1)} ms for them`);
+    }
     shared.stats.sums++;
     // The next step's masks are made while it computes its gradients.
     this.prepare(step + 1, 0);

@@ -48,7 +48,7 @@ export class SecureKeys {
     }
     this.secureFrom = generation;
     this.publish(generation);
-    return new SecureAggregation(this.directory, this.clock);
+    return new SecureAggregation(this.directory, this.clock, this.log);
   }
 
   /** A generation was announced: a member of a secure run publishes its key for it. */
@@ -57,10 +57,13 @@ export class SecureKeys {
     this.publish(g.generation);
   }
 
-  /** The run is over: no more keys; the old ones are forgotten. */
+  /**
+   * The run is over: no more keys. The last generation's stay until the next secure run
+   * uses a newer one (SecureAggregation.over forgets older ones): classmates of a run that
+   * already started may have published theirs while this one was still unwinding.
+   */
   runEnded(): void {
     this.secureFrom = null;
-    this.directory.forgetBefore(Number.MAX_SAFE_INTEGER);
   }
 
   private publish(generation: number): void {

@@ -225,7 +225,7 @@ export class TrainingRun {
       throw new WebringError('ERR_STALE_GENERATION', `no member list for generation ${engine.generation}: its masks cannot be made`);
     }
     const collective = secure.over(engine, this.options.start.run, engine.generation, g.members.map((m) => m.id));
-    if (engine.worldSize > 1) this.options.log(`secure aggregation, generation ${engine.generation}: masks with ${collective.partners.length} of ${engine.worldSize - 1} classmates`);
+    if (engine.worldSize >= MIN_SECURE_MEMBERS) this.options.log(`secure aggregation, generation ${engine.generation}: masks with ${collective.partners.length} of ${engine.worldSize - 1} classmates`);
     return collective;
   }
 
