@@ -1,7 +1,9 @@
 /**
  * A lesson on the class's own labels, as a teacher runs it: the teacher opens collecting for
  * "cat, house, sun"; two students draw examples on their pads through the Collect panel; the
- * teacher starts a run on the class's own data; the model learns the three shapes from the
+ * teacher starts a run on the class's own data, which masks every gradient (secure
+ * aggregation, the default for own data), so the two wait, told why, until a third student
+ * joins (with no drawings of their own); the model learns the three shapes from the
  * examples each tab kept to itself, the pad answers in those labels, and the checkpoint
  * loads with tf.loadLayersModel with its metadata naming the classes.
  */
@@ -70,7 +72,13 @@ test('students draw their own classes on the Collect panel; the class model lear
   // A start on the class's own data trains the collected classes.
   const start = await request.post(`/api/rooms/${ROOM}/start`, { headers: teacher, data: { model: 'mlp', data: 'own', epochs: 40, batchSizePerWorker: 8, saveEverySteps: 20, resumeFrom: 'none' } });
   expect(start.status()).toBe(200);
+  // Two would each learn the other's gradient from their sum: they wait for a third, and say so.
+  for (const { page } of tabs) await expect(page.getByTestId('state-banner')).toHaveAttribute('data-state', 'secure-wait');
+  await expect(tabs[0]!.page.getByTestId('state-banner')).toContainText('Waiting for a third classmate');
+  expect((await (await request.get(`/api/rooms/${ROOM}`, asTeacher)).json() as RoomStatus).step).toBe(0);
+  tabs.push(await openStudent(browser, ROOM, 'kim', '&backend=cpu'));
   for (const { page } of tabs) await expect(status(page)).toHaveAttribute('data-state', 'done', { timeout: 180_000 });
+  await expect(tabs[2]!.page.getByTestId('privacy')).toContainText("Only the class's sum of updates leaves this device, masked");
   const done = (await (await request.get(`/api/rooms/${ROOM}`, asTeacher)).json()) as RoomStatus;
   expect(done.config?.classes).toEqual(CLASSES);
   const history = ((await (await request.get(`/api/rooms/${ROOM}/metrics`, asTeacher)).json()) as { history: Array<{ loss: number }> }).history;
