@@ -5,8 +5,8 @@
  * with masks and turns masking on by default for the class's own data; and real Node
  * workers train a secure run in lock-step, holding while only two are in the ring (the sum
  * of two would tell each the other's gradient) until a third joins; a fourth is admitted
- * mid-run with fresh keys; and then again through the hub, which sums nothing but masked
- * words.
+ * mid-run with fresh keys; one killed mid-run is trained around with fresh keys again; and
+ * then through the hub, which sums nothing but masked words.
  */
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -70,7 +70,7 @@ test('the start config: masks on by default for own data, off for the digits, an
   assert.equal((await t.status('keys-config')).config?.secureAggregation, true);
 });
 
-test('Node workers train a secure run in lock-step: two hold for a third, a fourth is admitted mid-run, and the hub sums masked words', async () => {
+test('Node workers train a secure run in lock-step: two hold for a third, a fourth is admitted, one is killed, and the hub sums masked words', async () => {
   const room = 'secure-workers';
   const status = async (): Promise<RoomStatus> => t.status(room);
   const waitFor = <T>(what: string, probe: () => Promise<T | null | undefined | false>, timeoutMs: number): Promise<T> => pollUntil(what, probe, timeoutMs, () => lastLines(workers, 15), 100);
@@ -99,6 +99,17 @@ test('Node workers train a secure run in lock-step: two hold for a third, a four
   assert.equal(four.consistency.mismatches, 0, lastLines(workers, 25));
   assert.ok(four.consistency.checks > 0);
   await waitFor('every worker masking with its 3 partners', async () => workers.every((w) => w.output.some((l) => l.includes('masks with 3 of 3 classmates'))), 30_000);
+  // A student lost mid-run (kill -9): the step is redone on the next generation with fresh keys, and the class goes on.
+  const lost = workers[1]!;
+  lost.child.kill('SIGKILL');
+  const lostAt = (await status()).step;
+  const three = await waitFor('five secure steps after the loss', async () => {
+    const s = await status();
+    return s.members.length === 3 && s.step >= lostAt + 5 && s;
+  }, 120_000);
+  assert.equal(three.consistency.mismatches, 0);
+  const survivors = workers.filter((w) => w !== lost);
+  assert.ok(survivors.every((w) => w.output.filter((l) => l.includes('masks with 2 of 2 classmates')).length >= 1));
   assert.equal((await post(`/api/rooms/${room}/stop`, {})).status, 200);
   // The masked sums trained the model: the loss fell.
   const done = await waitFor('the run to finish', async () => {
@@ -110,7 +121,6 @@ test('Node workers train a secure run in lock-step: two hold for a third, a four
   const losses = metrics.history.map((p) => p.loss);
   assert.ok(losses.at(-1)! < losses[0]!, `loss ${losses[0]} -> ${losses.at(-1)}`);
   for (const w of workers) assert.ok(!w.output.some((l) => l.includes('ERR_SECAGG_MISMATCH')), lastLines([w], 20));
-  for (const w of workers.slice(0, 3)) assert.ok(w.output.some((l) => l.includes('masks with 2 of 2 classmates')), lastLines([w], 20));
 
   // Again through the hub: it sums the three students' masked words and sends the sum back.
   const hub = spawn(process.execPath, ['--import', 'tsx', 'node-worker/hub.ts', '--url', t.server.url, '--room', room, '--name', 'the-hub'], {
@@ -121,6 +131,8 @@ test('Node workers train a secure run in lock-step: two hold for a third, a four
   for (const stream of [hub.stdout, hub.stderr]) stream.on('data', (d: Buffer) => hubOutput.push(...d.toString().split('\n').filter(Boolean)));
   workers.push({ name: 'the-hub', child: hub, output: hubOutput });
   await waitFor('the hub in the room', async () => (await status()).hub !== null, 60_000);
+  workers.push(spawnNodeWorker(t.server.url, room, codeFor(room), 's4'));
+  await waitFor('four members again', async () => (await status()).members.length === 4, 90_000);
   assert.equal((await post(`/api/rooms/${room}/start`, { model: 'mlp', dataset: 'mnist-10k', secureAggregation: true, allreduce: 'hub', maxSteps: 5_000, resumeFrom: 'none' })).status, 200);
   const viaHub = await waitFor('secure steps summed by the hub', async () => {
     const s = await status();
