@@ -19,8 +19,11 @@ async function tryWebgpu(): Promise<{ adapter: string | undefined } | string> {
   const gpu = create([]);
   const adapter = await gpu.requestAdapter();
   if (!adapter) return 'no WebGPU adapter (Dawn found no Vulkan device)';
-  // tfjs-backend-webgpu looks for navigator.gpu; Node's navigator has none of its own.
-  Object.defineProperty(globalThis.navigator, 'gpu', { value: gpu, configurable: true });
+  // tfjs-backend-webgpu looks for navigator.gpu; Node's navigator (Node 21 and later) has
+  // none of its own, and Node 20 has no navigator at all.
+  const host = globalThis as { navigator?: object };
+  host.navigator ??= {};
+  Object.defineProperty(host.navigator, 'gpu', { value: gpu, configurable: true });
   await import('@tensorflow/tfjs-backend-webgpu');
   if (!(await tf.setBackend('webgpu'))) return 'the tfjs WebGPU backend did not initialise';
   return { adapter: describeAdapter((adapter as unknown as { info?: Record<string, string> }).info) };

@@ -1,0 +1,96 @@
+/**
+ * One replica's training step on this machine's GPU, through the Node worker's own backend
+ * choice (WebGPU through Dawn on Vulkan, node-worker/node-backend.ts), against the CPU
+ * backend: forward, backward, read-back and the optimizer's update of the MLP and the
+ * small CNN at several shares of the global batch. The examples are uniform noise in
+ * [0, 1] with random labels: a step's time does not depend on what the pixels show.
+ *
+ *   node --import tsx test/bench/gpu-step.ts [--backend webgpu|cpu] [--cnn-shares 32,128,512] [--steps 10] [--out FILE]
+ *
+ * It is the script the lent GPU machine runs (docs/benchmarks.md, "A real GPU"), bundled
+ * with esbuild so that it needs only node and the `webgpu` package there. Prints one JSON
+ * line per (model, share) and writes them all to --out.
+ */
+import { writeFileSync } from 'node:fs';
+import { parseArgs } from 'node:util';
+import * as tf from '@tensorflow/tfjs';
+import { selectNodeBackend } from '../../node-worker/node-backend';
+import { LocalReplica } from '../../shared/compute/local-replica';
+import { startConfigSchema, type ModelKind } from '../../shared/protocol';
+import { MNIST_PIXELS } from '../../shared/data/mnist-format';
+
+const WARM_STEPS = 3;
+const SHARES: Record<ModelKind, number[]> = { mlp: [32, 128, 512, 1024], cnn: [32, 128, 512] };
+
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+
+interface Row {
+  backend: string;
+  adapter: string | null;
+  model: ModelKind;
+  share: number;
+  stepMs: number;
+  computeMs: number;
+  readbackMs: number;
+  applyMs: number;
+  /** The optimizer's update, and the new weights' hash every step reports, within applyMs. */
+  optimizerMs: number;
+  hashMs: number;
+  examplesPerSec: number;
+  tensorsFlat: boolean;
+}
+
+async function timeSteps(model: ModelKind, share: number, timedSteps: number): Promise<Omit<Row, 'backend' | 'adapter'>> {
+  const replica = new LocalReplica({ config: startConfigSchema.parse({ model, batchSizePerWorker: share }) });
+  const images = Float32Array.from({ length: share * MNIST_PIXELS }, () => Math.random());
+  const labels = Int32Array.from({ length: share }, () => Math.floor(Math.random() * 10));
+  let flat: Float32Array = new Float32Array(replica.parameterCount);
+  const steps: number[] = [];
+  const computes: number[] = [];
+  const readbacks: number[] = [];
+  const applies: number[] = [];
+  const optimizer: number[] = [];
+  const hashes: number[] = [];
+  const tensors: number[] = [];
+  for (let s = 0; s < WARM_STEPS + timedSteps; s++) {
+    const t0 = performance.now();
+    const g = await replica.computeGradients({ images, labels, n: share }, flat);
+    const t1 = performance.now();
+    const applied = await replica.applyGradients(g.flat, 0.001);
+    const t2 = performance.now();
+    flat = applied.flat;
+    if (s < WARM_STEPS) continue;
+    steps.push(t2 - t0);
+    computes.push(g.computeMs);
+    readbacks.push(g.readbackMs);
+    applies.push(t2 - t1);
+    optimizer.push(applied.appliedAt - applied.startedAt);
+    hashes.push(applied.endedAt - applied.appliedAt);
+    tensors.push(g.numTensors);
+  }
+  await replica.dispose();
+  const stepMs = median(steps);
+  return { model, share, stepMs, computeMs: median(computes), readbackMs: median(readbacks), applyMs: median(applies), optimizerMs: median(optimizer), hashMs: median(hashes), examplesPerSec: (share * 1000) / stepMs, tensorsFlat: tensors.every((n) => n === tensors[0]) };
+}
+
+async function main(): Promise<void> {
+  const { values } = parseArgs({
+    options: { backend: { type: 'string', default: 'webgpu' }, out: { type: 'string' }, 'cnn-shares': { type: 'string' }, steps: { type: 'string', default: '10' } },
+  });
+  // The CPU backend takes seconds a CNN step: a baseline run can keep to the small shares.
+  if (values['cnn-shares']) SHARES.cnn = values['cnn-shares'].split(',').map(Number);
+  const timedSteps = Number(values.steps);
+  const choice = await selectNodeBackend(values.backend === 'cpu' ? 'cpu' : 'webgpu');
+  if (values.backend !== 'cpu' && choice.backend !== 'webgpu') throw new Error(`no WebGPU here: ${choice.webgpuUnavailable}`);
+  const rows: Row[] = [];
+  for (const model of ['mlp', 'cnn'] as const) {
+    for (const share of SHARES[model]) {
+      const row: Row = { backend: tf.getBackend(), adapter: choice.adapter ?? null, ...(await timeSteps(model, share, timedSteps)) };
+      rows.push(row);
+      console.log(JSON.stringify(row));
+    }
+  }
+  if (values.out) writeFileSync(values.out, `${JSON.stringify(rows, null, 2)}\n`);
+}
+
+await main();
