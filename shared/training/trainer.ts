@@ -153,6 +153,14 @@ export class Trainer {
     return this.position.stopped;
   }
 
+  /**
+   * Stops at the current step without a vote: for a ring that takes no step to vote in (a
+   * secure ring of two, holding), where every replica stands at the same step anyway.
+   */
+  stopWithoutVote(): void {
+    this.position.stopped = true;
+  }
+
   get worldSize(): number {
     return this.collective.worldSize;
   }

@@ -241,7 +241,13 @@ export class TrainingRun {
       if (this.status.secureWait !== null) this.update({ secureWait: null });
       return false;
     }
-    const { network, generations, log } = this.options;
+    const { network, generations, control, log } = this.options;
+    if (control.stopRequested) {
+      // Nobody steps to vote the stop: every replica holds at the same step and stops there
+      // (the next turn finds the run finished).
+      this.trainer.stopWithoutVote();
+      return true;
+    }
     const pending = generations.pending;
     if (pending && network.isReadyFor(pending)) {
       log(`secure aggregation: generation ${pending.generation} has ${pending.members.length} members; switching to it now`);

@@ -70,7 +70,7 @@ test('the start config: masks on by default for own data, off for the digits, an
   assert.equal((await t.status('keys-config')).config?.secureAggregation, true);
 });
 
-test('Node workers train a secure run in lock-step: two hold for a third, a fourth is admitted, one is killed, and the hub sums masked words', async () => {
+test('Node workers train a secure run in lock-step: two hold for a third (and stop when told), a fourth is admitted, one is killed, and the hub sums masked words', async () => {
   const room = 'secure-workers';
   const status = async (): Promise<RoomStatus> => t.status(room);
   const waitFor = <T>(what: string, probe: () => Promise<T | null | undefined | false>, timeoutMs: number): Promise<T> => pollUntil(what, probe, timeoutMs, () => lastLines(workers, 15), 100);
@@ -79,6 +79,12 @@ test('Node workers train a secure run in lock-step: two hold for a third, a four
   assert.equal((await post(`/api/rooms/${room}/start`, { model: 'mlp', dataset: 'mnist-10k', secureAggregation: true, maxSteps: 5_000, resumeFrom: 'none' })).status, 200);
   await waitFor('both workers holding for a third', async () => workers.every((w) => w.output.some((l) => l.includes('secure aggregation needs 3 members'))), 60_000);
   assert.equal((await status()).step, 0, 'no step with two members');
+  // The teacher's Stop ends a run that holds, though nobody steps to vote it.
+  assert.equal((await post(`/api/rooms/${room}/stop`, {})).status, 200);
+  await waitFor('the held run stopped', async () => (await status()).state === 'done', 30_000);
+  for (const w of workers) w.output.length = 0;
+  assert.equal((await post(`/api/rooms/${room}/start`, { model: 'mlp', dataset: 'mnist-10k', secureAggregation: true, maxSteps: 5_000, resumeFrom: 'none' })).status, 200);
+  await waitFor('both holding again', async () => workers.every((w) => w.output.some((l) => l.includes('secure aggregation needs 3 members'))), 60_000);
   workers.push(spawnNodeWorker(t.server.url, room, codeFor(room), 's2'));
   const trained = await waitFor('ten secure steps with three', async () => {
     const s = await status();
