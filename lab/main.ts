@@ -8,6 +8,9 @@
  *   npm run lab -- [--quick] [--models wifi,wired-lab,internet] [--no-training]   (--quick writes bench/lab-quick.*)
  *   npm run lab -- --mixed      three laptops and a phone, with and without balanceShares (lab/mixed-class.ts)
  *   npm run lab -- --faults     a class on Wi-Fi through a 2 s link-down, a 15 s freeze and a cut (lab/fault-rows.ts), into bench/lab-faults.{json,md}
+ *   npm run lab -- --secagg [--ns 8,16]   what secure aggregation costs on Wi-Fi: the MLP's step and the bytes a device
+ *                               sends, secure against fp32 and fp16, at N = 8 and 16, and one epoch's accuracy secure
+ *                               against fp32 (lab/secagg-rows.ts), into bench/lab-secagg.{json,md}
  *   npm run lab -- --class      the class in one run (lab/class-lab.ts): scaling with N = 1, 2, 4, 8 laptops,
  *                               time to 97 % test accuracy, the mixed class, joins; into bench/lab.json and
  *                               bench/lab.md as `class`, keeping their other sections
@@ -24,6 +27,7 @@
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { mixedClassRows } from './mixed-class';
 import { faultRows, FREEZE_MS, HICCUP_MS, type FaultRow } from './fault-rows';
+import { SECAGG_SIZES, secaggLab, secaggMarkdown } from './secagg-rows';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -42,7 +46,7 @@ import { FULL_CLASS_PLAN, QUICK_CLASS_PLAN, narrowPlan, runClassLab } from './cl
 import { emptyLabReport, foldClass, keepClass, mergeClass, profilesOf } from './class-report';
 import { CLASS_SECTIONS, type ClassReport, type ClassSection, type LabReport } from './report-types';
 
-const USAGE = 'usage: npm run lab -- [--quick] [--models wifi,wired-lab,internet] [--no-training] | --mixed | --faults [--ns 8] | --class [--quick] [--only joins,scaling,mixed,timeToAccuracy] [--ns 1,8] | --class-quick';
+const USAGE = 'usage: npm run lab -- [--quick] [--models wifi,wired-lab,internet] [--no-training] | --mixed | --faults [--ns 8] | --secagg [--ns 8,16] | --class [--quick] [--only joins,scaling,mixed,timeToAccuracy] [--ns 1,8] | --class-quick';
 const QUICK_FLOW_SECONDS = 1;
 const EXIT_FAILURE = 1;
 const EXIT_USAGE = 2;
@@ -91,6 +95,8 @@ interface Args {
   mixed: boolean;
   /** Only the fault rows (lab/fault-rows.ts), into bench/lab-faults.json and .md. */
   faults: boolean;
+  /** Only what secure aggregation costs (lab/secagg-rows.ts), into bench/lab-secagg.json and .md. */
+  secagg: boolean;
   /** The class's section (lab/class-lab.ts), merged into bench/lab.json. */
   class: boolean;
   /** `--only`: the class's sections to run again, folded into the report's (class-report.ts foldClass). */
@@ -107,6 +113,7 @@ function parse(): Args {
       quick: { type: 'boolean' },
       mixed: { type: 'boolean' },
       faults: { type: 'boolean' },
+      secagg: { type: 'boolean' },
       class: { type: 'boolean' },
       'class-quick': { type: 'boolean' },
       only: { type: 'string' },
@@ -119,7 +126,7 @@ function parse(): Args {
   const cls = (values.class ?? false) || (values['class-quick'] ?? false);
   if (cls && (values.mixed || values.models !== undefined || values['no-training'])) throw new LabError('ERR_LAB_USAGE', '--class runs its own rows: it takes only --quick, --only and --ns');
   if (!cls && values.only !== undefined) throw new LabError('ERR_LAB_USAGE', '--only goes with --class');
-  if (!cls && !values.faults && values.ns !== undefined) throw new LabError('ERR_LAB_USAGE', '--ns goes with --class or --faults');
+  if (!cls && !values.faults && !values.secagg && values.ns !== undefined) throw new LabError('ERR_LAB_USAGE', '--ns goes with --class, --faults or --secagg');
   const only = values.only === undefined ? null : values.only.split(',').filter(Boolean);
   for (const s of only ?? []) {
     if (!(CLASS_SECTIONS as readonly string[]).includes(s)) throw new LabError('ERR_LAB_USAGE', `--only ${s}: one of ${CLASS_SECTIONS.join(', ')}`);
@@ -135,6 +142,7 @@ function parse(): Args {
     quick,
     mixed: values.mixed ?? false,
     faults: values.faults ?? false,
+    secagg: values.secagg ?? false,
     class: cls,
     only: only as ClassSection[] | null,
     ns,
@@ -207,6 +215,10 @@ async function main(): Promise<void> {
   }
   if (args.faults) {
     await faultsMain(args.ns?.[0] ?? FAULT_CLASS, capabilities, startedAt);
+    return;
+  }
+  if (args.secagg) {
+    await secaggMain(args.ns ?? SECAGG_SIZES, capabilities);
     return;
   }
   if (args.mixed) {
@@ -305,11 +317,29 @@ async function faultsMain(n: number, capabilities: LabCapabilities, startedAt: n
     { id: `class${n}-freeze`, goal: `the frozen dropped, back in lock-step ≤ 5 s after SIGCONT; nobody else dropped`, value: freeze?.backInLockStepMs == null ? null : freeze.backInLockStepMs / 1000, met: !!freeze && freeze.backInLockStepMs !== null && freeze.backInLockStepMs <= 5_000 && freeze.dropped.every((d) => freeze.devices.includes(d)) },
   ];
   const out = { generatedAt: new Date().toISOString(), machine: { cores: os.availableParallelism(), kernel: os.release(), node: process.versions.node }, netem: capabilities.netem, minutes: (Date.now() - startedAt) / 60_000, model: 'wifi', n, net: 'mlp', freezeMs: FREEZE_MS, rows, targets };
-  mkdirSync(BENCH_DIR, { recursive: true });
-  writeFileSync(path.join(BENCH_DIR, 'lab-faults.json'), `${JSON.stringify(out, null, 2)}\n`);
-  writeFileSync(path.join(BENCH_DIR, 'lab-faults.md'), faultsMarkdown(out.generatedAt, n, rows, targets));
-  for (const t of targets) console.log(`target ${t.id}: ${t.value === null ? 'not measured' : t.value.toFixed(2)} (${t.goal}) ${t.met ? 'met' : 'NOT met'}`);
+  writeBench('lab-faults', out, faultsMarkdown(out.generatedAt, n, rows, targets));
+  printTargets(targets);
   progress(`wrote bench/lab-faults.json and .md in ${out.minutes.toFixed(1)} minutes`);
+}
+
+/** bench/<base>.json and bench/<base>.md. */
+function writeBench(base: string, json: unknown, md: string): void {
+  mkdirSync(BENCH_DIR, { recursive: true });
+  writeFileSync(path.join(BENCH_DIR, `${base}.json`), `${JSON.stringify(json, null, 2)}\n`);
+  writeFileSync(path.join(BENCH_DIR, `${base}.md`), md);
+}
+
+function printTargets(targets: Array<{ id: string; goal: string; value: number | null; met: boolean }>): void {
+  for (const t of targets) console.log(`target ${t.id}: ${t.value === null ? 'not measured' : t.value.toFixed(2)} (${t.goal}) ${t.met ? 'met' : 'NOT met'}`);
+}
+
+/** `--secagg`: secure aggregation against fp32 and fp16 on Wi-Fi, into bench/lab-secagg.{json,md} after every class size. */
+async function secaggMain(sizes: number[], capabilities: LabCapabilities): Promise<void> {
+  const report = await secaggLab(LAB_PROFILES.wifi, sizes, capabilities, (r) => writeBench('lab-secagg', r, secaggMarkdown(r)));
+  printTargets(report.targets);
+  for (const e of report.errors) console.error(`webring lab: ${e.what}: ${e.message.split('\n')[0]}`);
+  progress(`wrote bench/lab-secagg.json and .md in ${report.minutes.toFixed(1)} minutes`);
+  if (report.errors.length > 0) process.exit(EXIT_FAILURE);
 }
 
 function faultsMarkdown(at: string, n: number, rows: FaultRow[], targets: Array<{ id: string; goal: string; value: number | null; met: boolean }>): string {

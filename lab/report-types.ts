@@ -18,9 +18,12 @@ export type TargetId = (typeof TARGET_IDS)[number];
 export const CLASS_TARGET_IDS = ['cnn-scaling-n8', 'time-to-accuracy-n8-vs-n1', 'mixed-class-phone', 'join-pause-n8', 'joiner-lockstep-n8'] as const;
 export type ClassTargetId = (typeof CLASS_TARGET_IDS)[number];
 
+/** `npm run lab -- --secagg` (lab/secagg-rows.ts): the secure step against fp32's at a class size, and the one-epoch accuracy. */
+export type SecaggTargetId = `secagg-step-overhead-n${number}` | 'secagg-accuracy';
+
 export interface Target {
-  /** The all-reduce targets (TARGET_IDS), or the class's (`npm run lab -- --class`, lab/class-report.ts). */
-  id: TargetId | ClassTargetId;
+  /** The all-reduce targets (TARGET_IDS), the class's (`npm run lab -- --class`, lab/class-report.ts), or secure aggregation's (`--secagg`). */
+  id: TargetId | ClassTargetId | SecaggTargetId;
   /** The goal in words, with its threshold. */
   goal: string;
   /** The figure, or null when this run did not measure what it needs (--quick, or fewer models). */
