@@ -216,9 +216,15 @@ export class StreamedMnist implements DataSource {
     if (n > 0 && n * 2 >= planned) void this.request(Array.from(this.wanted.subarray(0, n))).catch(() => undefined);
   }
 
-  /** Fetches `indices` (any order) in requests of at most requestLimit; resolves when all are stored. */
+  /**
+   * Fetches `indices` (any order, repeats allowed) in requests of at most requestLimit;
+   * resolves when all are stored. A prefetch that reaches across an epoch's end can name an
+   * example twice (it is in both epochs' permutations), and the service refuses a request
+   * that repeats one: each goes once.
+   */
   private request(indices: number[]): Promise<void> {
     indices.sort((a, b) => a - b);
+    indices = indices.filter((index, i) => i === 0 || index !== indices[i - 1]);
     const parts: Array<Promise<void>> = [];
     for (let from = 0; from < indices.length; from += this.requestLimit) {
       const chunk = Uint32Array.from(indices.slice(from, from + this.requestLimit));

@@ -181,6 +181,8 @@ export const secureByDefault = (data: DataKind): boolean => data !== 'mnist';
 
 /** `secagg:key`: this member's public key for one generation of a secure run (shared/secagg/key-directory.ts). */
 export const secureKeySchema = z.strictObject({
+  /** The run: a new run on an unchanged class keeps its generation number, and takes new keys. */
+  run: z.number().int().min(0).max(2 ** 17 - 1),
   generation: z.number().int().min(0).max(2 ** 32 - 1),
   /** A raw P-256 public key (65 bytes), base64: the server relays it and reads nothing in it. */
   publicKey: z.string().length(SECURE_PUBLIC_KEY_CHARS).regex(/^[A-Za-z0-9+/]+=*$/),

@@ -1,10 +1,11 @@
 /**
- * The public keys of a secure run, generation by generation. A member makes a key pair for
- * every generation it belongs to and publishes the public half through the signaling
- * server (`secagg:key`), which relays it to the room; the directory keeps what it hears and
- * answers, per generation, the pairwise secrets with a rank's mask partners once their keys
- * are in. The private keys never leave this device, and a generation's keys are forgotten
- * once a newer one is in use (forward secrecy between generations).
+ * The public keys of secure runs, ring by ring: a ring is a (run, generation), since a new
+ * run on an unchanged class keeps its generation number. A member makes a key pair for
+ * every ring it belongs to and publishes the public half through the signaling server
+ * (`secagg:key`), which relays it to the room; the directory keeps what it hears and
+ * answers, per ring, the pairwise secrets with a rank's mask partners once their keys are
+ * in. The private keys never leave this device, and a ring's keys are forgotten once a
+ * newer one is in use (forward secrecy between generations and runs).
  *
  * What it cannot tell: whether the server relayed a classmate's real key. A malicious server
  * could swap keys and read masked values (docs/privacy.md says so).
@@ -16,8 +17,18 @@ import { makeKeyPair, pairSecret, type MemberKeyPair } from './pair-keys';
 /** A generation whose partners' keys have not all arrived after this long fails its step; the class re-forms with fresh keys. */
 export const KEY_WAIT_MS = 15_000;
 
+/** Which ring a key is for: a generation of a run. */
+export interface KeyRing {
+  run: number;
+  generation: number;
+}
+
 /** Where this member's public keys go (the signaling server, or a test's relay). */
-export type PublishKey = (generation: number, publicKey: string) => void;
+export type PublishKey = (ring: KeyRing, publicKey: string) => void;
+
+/** Rings in order, as one safe integer: run < 2^17 (collective.ts MAX_RUN), generation < 2^32. */
+const ringKey = ({ run, generation }: KeyRing): number => run * 2 ** 32 + generation;
+const describe = ({ run, generation }: KeyRing): string => `run ${run}, generation ${generation}`;
 
 interface GenerationKeys {
   own: Promise<MemberKeyPair> | null;
@@ -28,7 +39,7 @@ interface GenerationKeys {
 }
 
 export class KeyDirectory {
-  private readonly generations = new Map<number, GenerationKeys>();
+  private readonly rings = new Map<number, GenerationKeys>();
   private waiters: Array<() => void> = [];
 
   constructor(
@@ -38,31 +49,31 @@ export class KeyDirectory {
     private readonly keyWaitMs = KEY_WAIT_MS,
   ) {}
 
-  private entry(generation: number): GenerationKeys {
-    let e = this.generations.get(generation);
+  private entry(ring: KeyRing): GenerationKeys {
+    let e = this.rings.get(ringKey(ring));
     if (!e) {
       e = { own: null, heard: new Map(), secrets: new Map() };
-      this.generations.set(generation, e);
+      this.rings.set(ringKey(ring), e);
     }
     return e;
   }
 
-  /** Makes and publishes this member's key pair for `generation`, once. */
-  ensureOwn(generation: number): Promise<MemberKeyPair> {
-    const e = this.entry(generation);
+  /** Makes and publishes this member's key pair for `ring`, once. */
+  ensureOwn(ring: KeyRing): Promise<MemberKeyPair> {
+    const e = this.entry(ring);
     e.own ??= makeKeyPair().then((pair) => {
-      this.publish(generation, pair.publicKey);
+      this.publish(ring, pair.publicKey);
       return pair;
     });
     return e.own;
   }
 
-  /** A classmate's public key for `generation`, relayed by the server. */
-  heard(generation: number, memberId: string, publicKey: string): void {
-    const e = this.entry(generation);
+  /** A classmate's public key for `ring`, relayed by the server. */
+  heard(ring: KeyRing, memberId: string, publicKey: string): void {
+    const e = this.entry(ring);
     const known = e.heard.get(memberId);
     if (known !== undefined && known !== publicKey) {
-      this.log(`a second, different key for ${memberId} in generation ${generation}; the first one stands`);
+      this.log(`a second, different key for ${memberId} in ${describe(ring)}; the first one stands`);
       return;
     }
     e.heard.set(memberId, publicKey);
@@ -72,19 +83,19 @@ export class KeyDirectory {
   }
 
   /**
-   * The pairwise secrets with `partners` (member ids) in `generation`, waiting up to
-   * keyWaitMs (KEY_WAIT_MS) for their keys. ERR_TIMEOUT names who never published: a recoverable
+   * The pairwise secrets with `partners` (member ids) in `ring`, waiting up to keyWaitMs
+   * (KEY_WAIT_MS) for their keys. ERR_TIMEOUT names who never published: a recoverable
    * failure, after which the class re-forms and everyone makes fresh keys.
    */
-  async secrets(generation: number, partners: readonly string[]): Promise<CryptoKey[]> {
-    const own = await this.ensureOwn(generation);
-    const e = this.entry(generation);
+  async secrets(ring: KeyRing, partners: readonly string[]): Promise<CryptoKey[]> {
+    const own = await this.ensureOwn(ring);
+    const e = this.entry(ring);
     const deadline = this.clock.now() + this.keyWaitMs;
     for (;;) {
       const missing = partners.filter((id) => !e.heard.has(id));
       if (missing.length === 0) break;
       const left = deadline - this.clock.now();
-      if (left <= 0) throw new WebringError('ERR_TIMEOUT', `no public key from ${missing.join(', ')} for generation ${generation} within ${this.keyWaitMs} ms`);
+      if (left <= 0) throw new WebringError('ERR_TIMEOUT', `no public key from ${missing.join(', ')} for ${describe(ring)} within ${this.keyWaitMs} ms`);
       await new Promise<void>((resolve) => {
         const timer = this.clock.setTimeout(resolve, left);
         this.waiters.push(() => {
@@ -105,13 +116,13 @@ export class KeyDirectory {
     );
   }
 
-  /** Forgets every generation before `generation`: their private keys and secrets are gone. */
-  forgetBefore(generation: number): void {
-    for (const g of this.generations.keys()) if (g < generation) this.generations.delete(g);
+  /** Forgets every ring before `ring` (earlier runs, earlier generations): their private keys and secrets are gone. */
+  forgetBefore(ring: KeyRing): void {
+    for (const k of this.rings.keys()) if (k < ringKey(ring)) this.rings.delete(k);
   }
 
-  /** Generations whose keys this directory still holds (for tests: old keys are really gone). */
-  get held(): number[] {
-    return [...this.generations.keys()];
+  /** The rings whose keys this directory still holds (for tests: old keys are really gone). */
+  get held(): KeyRing[] {
+    return [...this.rings.keys()].map((k) => ({ run: Math.floor(k / 2 ** 32), generation: k % 2 ** 32 }));
   }
 }

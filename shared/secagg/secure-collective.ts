@@ -62,7 +62,7 @@ export class SecureAggregation {
 
   /** The secure collective over `inner`, for generation `generation` of run `run` whose ranks are `members` (ids). */
   over(inner: Collective, run: number, generation: number, members: readonly string[]): SecureCollective {
-    this.keys.forgetBefore(generation);
+    this.keys.forgetBefore({ run, generation });
     return new SecureCollective(inner, this, run, generation, members);
   }
 
@@ -122,7 +122,7 @@ export class SecureCollective implements Collective {
 
   private fetchSecrets(): Promise<CryptoKey[]> {
     const ids = this.partners.map((r) => this.members[r]!);
-    return this.shared.keys.secrets(this.generation, ids);
+    return this.shared.keys.secrets({ run: this.run, generation: this.generation }, ids);
   }
 
   private async secureSum(buf: Float32Array, step: number, tag: CollectiveTag, options: CollectiveOptions): Promise<void> {

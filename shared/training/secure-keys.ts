@@ -6,7 +6,7 @@
  */
 import type { Socket } from 'socket.io-client';
 import type { ClientToServerEvents, Generation, ServerToClientEvents, StartConfig } from '../protocol';
-import { KeyDirectory } from '../secagg/key-directory';
+import { KeyDirectory, type KeyRing } from '../secagg/key-directory';
 import { SecureAggregation } from '../secagg/secure-collective';
 import { canAggregateSecurely } from '../secagg/pair-keys';
 import { WebringError } from '../protocol/errors';
@@ -14,8 +14,8 @@ import type { Clock } from '../util/clock';
 
 export class SecureKeys {
   private readonly directory: KeyDirectory;
-  /** The generation a secure run trains or will train on; null while no secure run is on. */
-  private secureFrom: number | null = null;
+  /** The secure run under way and the generation it started on; null while no secure run is on. */
+  private secure: { run: number; from: number } | null = null;
 
   constructor(
     socket: Socket<ServerToClientEvents, ClientToServerEvents>,
@@ -23,38 +23,39 @@ export class SecureKeys {
     private readonly log: (message: string) => void,
   ) {
     this.directory = new KeyDirectory(
-      (generation, publicKey) =>
-        socket.emit('secagg:key', { generation, publicKey }, (r) => {
-          if (!r.ok) log(`secure aggregation: key for generation ${generation} refused: ${r.error.code} ${r.error.message}`);
+      ({ run, generation }, publicKey) =>
+        socket.emit('secagg:key', { run, generation, publicKey }, (r) => {
+          if (!r.ok) log(`secure aggregation: key for run ${run}, generation ${generation} refused: ${r.error.code} ${r.error.message}`);
         }),
       clock,
       log,
     );
-    socket.on('secagg:key', (k) => this.directory.heard(k.generation, k.member, k.publicKey));
+    socket.on('secagg:key', (k) => this.directory.heard({ run: k.run, generation: k.generation }, k.member, k.publicKey));
   }
 
   /**
-   * A run starts on `generation`: for a secure one, this member's key for it goes out now
-   * and the run masks over the directory; undefined for a run that does not mask.
+   * Run `run` starts on `generation`: for a secure one, this member's key for it goes out
+   * now and the run masks over the directory; undefined for a run that does not mask.
    * ERR_BAD_STATE where this device has no WebCrypto (plain http from another computer).
    */
-  runStarting(config: StartConfig, generation: number): SecureAggregation | undefined {
+  runStarting(config: StartConfig, run: number, generation: number): SecureAggregation | undefined {
     if (!config.secureAggregation) {
-      this.secureFrom = null;
+      this.secure = null;
       return undefined;
     }
     if (!canAggregateSecurely()) {
       throw new WebringError('ERR_BAD_STATE', 'this run masks its gradients (secure aggregation), which needs WebCrypto: open the class link over https');
     }
-    this.secureFrom = generation;
-    this.publish(generation);
+    this.secure = { run, from: generation };
+    this.publish({ run, generation });
     return new SecureAggregation(this.directory, this.clock, this.log);
   }
 
   /** A generation was announced: a member of a secure run publishes its key for it. */
   generation(g: Generation, selfId: string | null): void {
-    if (this.secureFrom === null || g.generation < this.secureFrom || !g.members.some((m) => m.id === selfId)) return;
-    this.publish(g.generation);
+    const secure = this.secure;
+    if (secure === null || g.generation < secure.from || !g.members.some((m) => m.id === selfId)) return;
+    this.publish({ run: secure.run, generation: g.generation });
   }
 
   /**
@@ -63,10 +64,10 @@ export class SecureKeys {
    * already started may have published theirs while this one was still unwinding.
    */
   runEnded(): void {
-    this.secureFrom = null;
+    this.secure = null;
   }
 
-  private publish(generation: number): void {
-    this.directory.ensureOwn(generation).catch((err: unknown) => this.log(`secure aggregation: no key pair for generation ${generation}: ${(err as Error).message}`));
+  private publish(ring: KeyRing): void {
+    this.directory.ensureOwn(ring).catch((err: unknown) => this.log(`secure aggregation: no key pair for run ${ring.run}, generation ${ring.generation}: ${(err as Error).message}`));
   }
 }

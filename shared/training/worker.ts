@@ -365,7 +365,7 @@ export class TrainingWorker {
     try {
       await this.trainer?.dispose();
       this.trainer = null;
-      const secure = this.secureKeys.runStarting(start.config, start.generation);
+      const secure = this.secureKeys.runStarting(start.config, start.run, start.generation);
       const busyComputeMs = this.options.faults?.busyComputeMs;
       const replica = await this.options.compute.createReplica({ config: start.config, ...(busyComputeMs ? { busyComputeMs } : {}) });
       const run = new TrainingRun({

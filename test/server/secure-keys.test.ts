@@ -32,32 +32,43 @@ function post(path: string, body: unknown): Promise<Response> {
   return fetch(`${t.server.url}${path}`, { method: 'POST', headers: { ...AS_TEACHER.headers, 'content-type': 'application/json' }, body: JSON.stringify(body) });
 }
 
-test('the key relay: checked at the edge, one key per member and generation, heard by the whole room', async () => {
+test('the key relay: checked at the edge, one key per member, run and generation, heard by the whole room', async () => {
   const { publicKey } = await makeKeyPair();
   // Not a secure run: nothing to relay.
   const plain = await t.students('keys-plain', ['p0', 'p1', 'p2']);
   await startTestRun(t.server, 'keys-plain', plain.students[0]!, { data: 'mnist', maxSteps: 1 });
-  const plainGeneration = (await t.status('keys-plain')).generation;
-  assert.equal(codeOf(await sendKey(plain.students[0]!, { generation: plainGeneration, publicKey })), 'ERR_BAD_STATE');
+  const plainRing = await t.status('keys-plain');
+  assert.equal(codeOf(await sendKey(plain.students[0]!, { run: plainRing.run, generation: plainRing.generation, publicKey })), 'ERR_BAD_STATE');
 
   const { students, ids } = await t.students('keys', ['k0', 'k1', 'k2']);
   const start = await startTestRun(t.server, 'keys', students[0]!, { data: 'mnist', secureAggregation: true, maxSteps: 1 });
   assert.equal(start.config.secureAggregation, true);
-  const generation = (await t.status('keys')).generation;
+  const { generation, run } = await t.status('keys');
   const heard = students.map((s) => nextEvent(s, 'secagg:key'));
-  assert.deepEqual(await sendKey(students[1]!, { generation, publicKey }), { ok: true });
-  for (const k of await Promise.all(heard)) assert.deepEqual(k, { generation, publicKey, member: ids[1] });
-  // A second key for the same generation, a stale generation, a malformed key, a stranger.
-  assert.equal(codeOf(await sendKey(students[1]!, { generation, publicKey })), 'ERR_BAD_REQUEST');
-  assert.equal(codeOf(await sendKey(students[2]!, { generation: generation - 1, publicKey })), 'ERR_STALE_GENERATION');
-  assert.equal(codeOf(await sendKey(students[2]!, { generation, publicKey: 'not a key' })), 'ERR_BAD_REQUEST');
-  assert.equal(codeOf(await sendKey(students[2]!, { generation, publicKey, extra: 1 })), 'ERR_BAD_REQUEST');
+  assert.deepEqual(await sendKey(students[1]!, { run, generation, publicKey }), { ok: true });
+  for (const k of await Promise.all(heard)) assert.deepEqual(k, { run, generation, publicKey, member: ids[1] });
+  // A second key for the same ring, a stale generation or run, a malformed key, a stranger.
+  assert.equal(codeOf(await sendKey(students[1]!, { run, generation, publicKey })), 'ERR_BAD_REQUEST');
+  assert.equal(codeOf(await sendKey(students[2]!, { run, generation: generation - 1, publicKey })), 'ERR_STALE_GENERATION');
+  assert.equal(codeOf(await sendKey(students[2]!, { run: run - 1, generation, publicKey })), 'ERR_STALE_RUN');
+  assert.equal(codeOf(await sendKey(students[2]!, { run, generation, publicKey: 'not a key' })), 'ERR_BAD_REQUEST');
+  assert.equal(codeOf(await sendKey(students[2]!, { run, generation, publicKey, extra: 1 })), 'ERR_BAD_REQUEST');
   const stranger = await t.client('keys');
-  assert.equal(codeOf(await sendKey(stranger, { generation, publicKey })), 'ERR_NOT_IN_ROOM');
+  assert.equal(codeOf(await sendKey(stranger, { run, generation, publicKey })), 'ERR_NOT_IN_ROOM');
   // The room is untouched by all of it.
   const s = await t.status('keys');
   assert.equal(s.members.length, 3);
   assert.equal(s.generation, generation);
+  // A new run on the same ring (the same generation number) takes new keys from everyone.
+  assert.equal((await post('/api/rooms/keys/stop', {})).status, 200);
+  // These members are sockets: the chief reports the stop as a worker would.
+  students[0]!.emit('worker:finished', { run, generation, step: 0, reason: 'stopped' });
+  await pollUntil('the run to end', async () => (await t.status('keys')).state === 'done', 10_000);
+  await startTestRun(t.server, 'keys', students[0]!, { data: 'mnist', secureAggregation: true, maxSteps: 1 });
+  const next = await t.status('keys');
+  assert.equal(next.generation, generation);
+  assert.equal(next.run, run + 1);
+  assert.deepEqual(await sendKey(students[1]!, { run: run + 1, generation, publicKey }), { ok: true });
 });
 
 test('the start config: masks on by default for own data, off for the digits, and never with fp16', async () => {

@@ -24,9 +24,9 @@ export function relayedDirectories(ids: readonly string[], silent: ReadonlySet<s
   ids.forEach((id) => {
     directories.push(
       new KeyDirectory(
-        (generation, publicKey) => {
+        (ring, publicKey) => {
           if (silent.has(id)) return;
-          for (const d of directories) d.heard(generation, id, publicKey);
+          for (const d of directories) d.heard(ring, id, publicKey);
         },
         systemClock,
         () => undefined,

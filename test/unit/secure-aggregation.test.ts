@@ -161,7 +161,7 @@ test('a member lost mid-step: the step is redone on the next generation with fre
   const expected = fixedPointSum(inputs.slice(0, 3), head);
   for (const b of bufs) assert.deepEqual(bits(b), bits(expected));
   // The first generation's keys are gone from every survivor.
-  for (const d of directories.slice(0, 3)) assert.deepEqual(d.held, [2]);
+  for (const d of directories.slice(0, 3)) assert.deepEqual(d.held, [{ run: 1, generation: 2 }]);
 });
 
 test('masks that do not cancel fail the step (ERR_SECAGG_MISMATCH) rather than apply noise', async () => {
@@ -210,11 +210,15 @@ test('the fixed-point error stays within N·2^-17 + 2^-24·|Σ| for every class 
   assert.deepEqual([...back], [Math.fround(CLIP_BOUND), -Math.fround(CLIP_BOUND), 0]);
 });
 
-test('no key or mask is used twice: a key pair per generation, a mask per (generation, step, attempt)', async () => {
+test('no key or mask is used twice: a key pair per (run, generation), a mask per (generation, step, attempt)', async () => {
   const ids = memberIds(3);
   const directories = relayedDirectories(ids);
-  const keys = await Promise.all([1, 2, 3].map((g) => directories[0]!.ensureOwn(g)));
-  assert.equal(new Set(keys.map((k) => k.publicKey)).size, 3);
+  // A new run on an unchanged class keeps its generation number: it still gets new keys.
+  const rings = [{ run: 1, generation: 1 }, { run: 1, generation: 2 }, { run: 1, generation: 3 }, { run: 2, generation: 3 }];
+  const keys = await Promise.all(rings.map((r) => directories[0]!.ensureOwn(r)));
+  assert.equal(new Set(keys.map((k) => k.publicKey)).size, rings.length);
+  directories[0]!.forgetBefore({ run: 2, generation: 3 });
+  assert.deepEqual(directories[0]!.held, [{ run: 2, generation: 3 }]);
   const a = await makeKeyPair();
   const b = await makeKeyPair();
   const secret = await pairSecret(a.privateKey, b.publicKey);
@@ -246,9 +250,10 @@ test('no key or mask is used twice: a key pair per generation, a mask per (gener
 test('a partner that never publishes its key fails the step with ERR_TIMEOUT naming it, within the key wait', async () => {
   const ids = memberIds(3);
   const directories = relayedDirectories(ids, new Set([ids[2]!]), 100);
-  await directories[1]!.ensureOwn(1);
-  await directories[2]!.ensureOwn(1);
-  await assert.rejects(directories[0]!.secrets(1, [ids[1]!, ids[2]!]), (e: WebringError) => e.code === 'ERR_TIMEOUT' && e.message.includes(ids[2]!));
+  const ring = { run: 1, generation: 1 };
+  await directories[1]!.ensureOwn(ring);
+  await directories[2]!.ensureOwn(ring);
+  await assert.rejects(directories[0]!.secrets(ring, [ids[1]!, ids[2]!]), (e: WebringError) => e.code === 'ERR_TIMEOUT' && e.message.includes(ids[2]!));
   // The one that did publish is usable.
-  assert.equal((await directories[0]!.secrets(1, [ids[1]!])).length, 1);
+  assert.equal((await directories[0]!.secrets(ring, [ids[1]!])).length, 1);
 });
