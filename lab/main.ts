@@ -27,7 +27,8 @@
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { mixedClassRows } from './mixed-class';
 import { faultRows, FREEZE_MS, HICCUP_MS, type FaultRow } from './fault-rows';
-import { SECAGG_SIZES, secaggLab, secaggMarkdown } from './secagg-rows';
+import { SECAGG_SIZES, secaggLab } from './secagg-rows';
+import { secaggMarkdown } from './secagg-report';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';

@@ -85,7 +85,11 @@ export class SecureCollective implements Collective {
   /** Mask partners (ranks), ascending. */
   readonly partners: readonly number[];
   private secrets: Promise<CryptoKey[]> | null = null;
-  private readonly attempts = new Map<number, number>();
+  /** The step last summed here and how many times it was tried: a retry of it is a new attempt, with new masks. */
+  private lastStep = -1;
+  private attempt = 0;
+  /** The inner collective's options, the same object every step: words, and the caller's tail and algorithm. */
+  private readonly wordOptions: CollectiveOptions = { wire: 'u32', exactTail: 0 };
   private prepared: PreparedMask | null = null;
   private nextSlot: 0 | 1 = 0;
   /** Secure sums taken on this generation. */
@@ -136,8 +140,9 @@ export class SecureCollective implements Collective {
     const words = head + 1;
     const shared = this.shared;
     shared.sized(words, words + tail);
-    const attempt = this.attempts.get(step) ?? 0;
-    this.attempts.set(step, attempt + 1);
+    this.attempt = step === this.lastStep ? this.attempt + 1 : 0;
+    this.lastStep = step;
+    const attempt = this.attempt;
     const t0 = shared.clock.now();
     const mask = await this.maskFor(step, attempt, words);
     shared.stats.lastMaskWaitMs = shared.clock.now() - t0;
@@ -148,7 +153,9 @@ export class SecureCollective implements Collective {
     shared.stats.clipped += clipped;
     w[head] = 1 + mask[head]!;
     scratch.set(buf.subarray(head), words);
-    await this.inner.allReduce(scratch, step, tag, { ...options, wire: 'u32', exactTail: tail });
+    this.wordOptions.exactTail = tail;
+    this.wordOptions.algorithm = options.algorithm;
+    await this.inner.allReduce(scratch, step, tag, this.wordOptions);
     if (w[head] !== n) {
       throw new WebringError('ERR_SECAGG_MISMATCH', `step ${step}: the masks did not cancel (check word ${w[head]}, not ${n}): a rank summed with other keys; the class re-forms with fresh ones`);
     }

@@ -11,12 +11,13 @@
  * ring. What an admission costs is measured in join-cost.ts.
  */
 import { WebringError, toWebringError, type ErrorCode } from '../protocol/errors';
-import type { Generation, TrainStart } from '../protocol';
+import type { FinishReport, Generation, TrainStart } from '../protocol';
 import type { LinkModel } from '../collectives/choice';
 import { HUB_RANK } from '../collectives/topology';
 import { PeerMisbehavedError } from '../collectives/admission';
-import type { Collective, CollectiveEngine } from '../collectives/collective';
-import { MIN_SECURE_MEMBERS, type SecureAggregation } from '../secagg/secure-collective';
+import type { CollectiveEngine } from '../collectives/collective';
+import type { SecureAggregation } from '../secagg/secure-collective';
+import { SecureRun } from './secure-run';
 import type { Clock } from '../util/clock';
 import { yieldToEventLoop } from '../util/yield';
 import { Trainer, type StepResult } from './trainer';
@@ -35,8 +36,16 @@ const STEP_RATE_WINDOW = 10;
 const probesOf = (g: Generation | null): number[] | null => g?.members.map((m) => m.probe?.msPerExample ?? 0) ?? null;
 /** Errors of a collective that a new generation heals: the step is redone from the chief's state. */
 const RECOVERABLE: ReadonlySet<ErrorCode> = new Set<ErrorCode>(['ERR_STALE_GENERATION', 'ERR_PEER_FAILED', 'ERR_TIMEOUT', 'ERR_ABORTED', 'ERR_PEER_MISBEHAVED', 'ERR_SECAGG_MISMATCH']);
-/** A secure run that holds for a third member looks again this often for a joiner whose links opened. */
-const SECURE_HOLD_RECHECK_MS = 250;
+
+/** A member's `worker:finished` for a run that failed here (its own failure, not the class's). */
+export const failedReport = (run: number, generation: number, step: number, e: WebringError): FinishReport => ({
+  run,
+  generation,
+  step,
+  reason: 'failed',
+  code: e.code,
+  message: e.message.slice(0, 500),
+});
 
 export interface TrainingRunOptions {
   start: TrainStart;
@@ -63,6 +72,8 @@ export class TrainingRun {
   private readonly options: TrainingRunOptions;
   private ring: CollectiveEngine;
   private readonly detector = new StragglerDetector();
+  /** The collective the trainer sums over (masked in a secure run), and the hold of a secure ring of two. */
+  private readonly secure: SecureRun;
   /** The key of the state hand-over still owed (0 on every new ring), or null. */
   private syncKey: number | null = 0;
   /** What the admissions of this run cost, as this worker sees them. */
@@ -81,14 +92,12 @@ export class TrainingRun {
     if (!ring || ring.generation < options.start.generation) {
       throw new WebringError('ERR_STALE_GENERATION', `start for generation ${options.start.generation} does not match this worker's ring`);
     }
-    if (options.start.config.secureAggregation && !options.secure) {
-      throw new WebringError('ERR_BAD_STATE', 'a secure run needs this worker to mask its gradients, and it was given no keys');
-    }
+    this.secure = new SecureRun(options);
     this.options = options;
     this.ring = ring;
     this.trainedOn = options.network.generation;
     ring.setRun(options.start.run);
-    this.trainer = new Trainer(options.start.config, options.data, this.collectiveOver(ring), { clock: options.clock, faults: options.faults, ...(options.replica ? { replica: options.replica } : {}) });
+    this.trainer = new Trainer(options.start.config, options.data, this.secure.over(ring), { clock: options.clock, faults: options.faults, ...(options.replica ? { replica: options.replica } : {}) });
     this.trainer.seedShares(probesOf(options.network.generation));
     this.joinCosts = new JoinCostMeter(options.start.admitted ? options.clock.now() : null, options.status, options.log);
   }
@@ -136,16 +145,7 @@ export class TrainingRun {
         return;
       }
       this.update({ state: 'error', error: e.toBody() });
-      if (e.code !== 'ERR_RUN_ENDED') {
-        this.options.reporter.report('worker:finished', {
-          run: start.run,
-          generation: this.ring.generation,
-          step: trainer.step,
-          reason: 'failed',
-          code: e.code,
-          message: e.message.slice(0, 500),
-        });
-      }
+      if (e.code !== 'ERR_RUN_ENDED') this.options.reporter.report('worker:finished', failedReport(start.run, this.ring.generation, trainer.step, e));
     }
   }
 
@@ -178,7 +178,7 @@ export class TrainingRun {
       if (this.trainer.pendingEvaluation !== null) await this.evaluate();
       if (this.trainer.finished) return true;
       if (await this.holdWhilePaused()) return false;
-      if (await this.holdForSecureSum()) return false;
+      if (await this.secure.hold(this.ring.worldSize, this.trainer)) return false;
       await this.measureIfDue();
       const voted = this.options.generations.pending;
       const result = await this.step(voted);
@@ -209,59 +209,11 @@ export class TrainingRun {
     // them, while probing them again cost a class of thirty 2-3 s per change (bench:class's
     // churn). A new hub (or none) changes what the hub's model describes: measure again.
     const sameHub = before !== null && now !== null && before.hub?.id === now.hub?.id;
-    this.trainer.setCollective(this.collectiveOver(latest), { keepLinkModels: sameHub, probeMsPerExample: probesOf(now) });
+    this.trainer.setCollective(this.secure.over(latest), { keepLinkModels: sameHub, probeMsPerExample: probesOf(now) });
     // The first collective of every generation hands the chief's whole state to everyone:
     // survivors redo an interrupted step from it, joiners start from it.
     this.syncKey = 0;
     this.options.status.showRing(this.options.network.generation, true);
-  }
-
-  /** What the trainer sums over: the generation's collective, masked in a secure run. */
-  private collectiveOver(engine: CollectiveEngine): Collective {
-    const secure = this.options.secure;
-    if (!secure) return engine;
-    const g = this.options.network.generation;
-    if (g?.generation !== engine.generation || g.members.length !== engine.worldSize) {
-      throw new WebringError('ERR_STALE_GENERATION', `no member list for generation ${engine.generation}: its masks cannot be made`);
-    }
-    const collective = secure.over(engine, this.options.start.run, engine.generation, g.members.map((m) => m.id));
-    if (engine.worldSize >= MIN_SECURE_MEMBERS) this.options.log(`secure aggregation, generation ${engine.generation}: masks with ${collective.partners.length} of ${engine.worldSize - 1} classmates`);
-    return collective;
-  }
-
-  /**
-   * A secure ring of two holds: the sum would tell each the other's gradient (one alone
-   * sends nothing, and trains). Nobody steps, so nobody votes; a joiner is let in as soon
-   * as this replica's links to it are open (every replica holds, so none is mid-step).
-   * True while held.
-   */
-  private async holdForSecureSum(): Promise<boolean> {
-    const n = this.ring.worldSize;
-    if (!this.options.secure || n === 1 || n >= MIN_SECURE_MEMBERS) {
-      if (this.status.secureWait !== null) this.update({ secureWait: null });
-      return false;
-    }
-    const { network, generations, control, log } = this.options;
-    if (control.stopRequested) {
-      // Nobody steps to vote the stop: every replica holds at the same step and stops there
-      // (the next turn finds the run finished).
-      this.trainer.stopWithoutVote();
-      return true;
-    }
-    const pending = generations.pending;
-    if (pending && network.isReadyFor(pending)) {
-      log(`secure aggregation: generation ${pending.generation} has ${pending.members.length} members; switching to it now`);
-      network.applyGeneration(pending);
-      generations.admitted(pending);
-      return true;
-    }
-    if (this.status.secureWait === null) {
-      const wait = `secure aggregation needs ${MIN_SECURE_MEMBERS} members and the ring has ${this.ring.worldSize}: with two, each would learn the other's gradient from the sum`;
-      log(`holding: ${wait}`);
-      this.update({ secureWait: wait });
-    }
-    await generations.nextChange(SECURE_HOLD_RECHECK_MS);
-    return true;
   }
 
   private async syncIfDue(): Promise<void> {

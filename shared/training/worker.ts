@@ -22,7 +22,7 @@ import { CheckpointWriter, type LocalCheckpointStore } from '../checkpoints/chec
 import { restoreFromServer } from '../checkpoints/checkpoint-io';
 import { systemClock, type Clock } from '../util/clock';
 import type { FaultInjector } from './faults';
-import type { DataFactory } from '../data/data-source';
+import type { DataFactory, DataSource } from '../data/data-source';
 import { runData } from '../data/run-data';
 import type { OwnExamples } from '../data/own-examples';
 import { SignalingSession } from './signaling-session';
@@ -30,8 +30,9 @@ import { GenerationTracker } from './generation-tracker';
 import { LinkWatchdog } from './link-watchdog';
 import { DropPolicy } from './drops';
 import { WorkerStatusView, type WorkerStatus } from './worker-status';
-import { TrainingRun } from './training-run';
+import { TrainingRun, failedReport } from './training-run';
 import { SecureKeys } from './secure-keys';
+import { OwnCounts } from './own-counts';
 import type { RunCheckpoints, RunControl } from './run-ports';
 import type { Compute } from '../compute/compute';
 
@@ -101,12 +102,11 @@ export class TrainingWorker {
   private writer: CheckpointWriter | null = null;
   /** This device's admission probe, run once before the first join; null if it failed. */
   private probe: Promise<DeviceProbe | null> | null = null;
-  /** This device's own examples per class as last reported (counts only); null: it reports none. */
-  private ownCounts: Record<string, number> | null = null;
-  /** The classes the room collects for, or null (the join reply, then `room:collect`). */
-  private collectClasses: readonly string[] | null = null;
-  /** The classes of the room's run on own data, or null. */
-  private runClasses: readonly string[] | null = null;
+  /** This device's own examples per class, as the server hears them (counts only). */
+  private readonly ownCounts = new OwnCounts(
+    (counts) => this.session.report('worker:own-examples', { counts }),
+    () => this.session.identity !== null,
+  );
 
   constructor(options: WorkerOptions) {
     this.options = options;
@@ -126,8 +126,7 @@ export class TrainingWorker {
     socket.on('ring:generation', (g) => this.onGeneration(g));
     socket.on('signal:relay', ({ from, linkId, data }) => this.network?.handleSignal(from, linkId, data));
     socket.on('train:start', (start) => {
-      this.runClasses = start.config.data === 'mnist' ? null : start.config.classes;
-      this.sendOwnCounts();
+      this.ownCounts.runStarting(start.config);
       void this.startRun(start);
     });
     socket.on('room:collect', (collect) => this.heardCollect(collect));
@@ -377,17 +376,7 @@ export class TrainingWorker {
         checkpoints: this.runCheckpoints(),
         status: this.status,
         control: this.control,
-        data: (this.options.data ?? this.defaultData)(start.config, {
-          serverUrl: this.options.serverUrl,
-          room: this.session.identity!.room,
-          // The current membership's token: a fresh join after a drop brings a new one.
-          memberToken: () => this.session.identity?.memberToken ?? '',
-          signal: dataAbort.signal,
-          onWait: (why) => {
-            if (why) this.options.log(why);
-            this.status.update({ dataWait: why });
-          },
-        }),
+        data: this.runData(start, dataAbort.signal),
         clock: this.clock,
         faults: this.options.faults,
         ...(secure ? { secure } : {}),
@@ -400,7 +389,7 @@ export class TrainingWorker {
       const e = toWebringError(err);
       this.options.log(`could not take part in run ${start.run}: ${e.code} ${e.message}`);
       this.status.update({ state: 'error', error: e.toBody() });
-      this.session.report('worker:finished', { run: start.run, generation: start.generation, step: start.startStep, reason: 'failed', code: e.code, message: e.message.slice(0, 500) });
+      this.session.report('worker:finished', failedReport(start.run, start.generation, start.startStep, e));
     } finally {
       dataAbort.abort();
       this.secureKeys.runEnded();
@@ -416,32 +405,32 @@ export class TrainingWorker {
    * the teacher's page and the room API: sent now if joined, and again after every join.
    */
   reportOwnExamples(counts: Record<string, number>): void {
-    this.ownCounts = { ...counts };
-    if (this.session.identity) this.sendOwnCounts();
+    this.ownCounts.report(counts);
   }
 
   /** What the room collects for changed (or a join told it): the counts follow the classes. */
   private heardCollect(collect: CollectSetting | null): void {
-    this.collectClasses = collect?.classes ?? null;
     this.options.onCollect?.(collect);
-    this.sendOwnCounts();
-  }
-
-  /**
-   * The counts as last reported: a (re)joined member tells the server again, which keeps none
-   * across a restart. Only the counts of the classes the room collects for (or its run on own
-   * data trains), and nothing while it has none: the server refuses any other label
-   * (Room.recordOwnExamples), and a Node worker's folder may hold more classes than the lesson's.
-   */
-  private sendOwnCounts(): void {
-    const classes = this.collectClasses ?? this.runClasses;
-    if (!this.ownCounts || !classes || !this.session.identity) return;
-    const counts = Object.fromEntries(Object.entries(this.ownCounts).filter(([label]) => classes.includes(label)));
-    this.session.report('worker:own-examples', { counts });
+    this.ownCounts.collecting(collect?.classes ?? null);
   }
 
   /** The server's digits, or this device's own examples (data/run-data.ts). */
   private readonly defaultData: DataFactory = runData((classes) => this.options.ownExamples?.(classes) ?? null);
+
+  /** Where this run's examples come from; `signal` ends its fetches with the run. */
+  private runData(start: TrainStart, signal: AbortSignal): DataSource {
+    return (this.options.data ?? this.defaultData)(start.config, {
+      serverUrl: this.options.serverUrl,
+      room: this.session.identity!.room,
+      // The current membership's token: a fresh join after a drop brings a new one.
+      memberToken: () => this.session.identity?.memberToken ?? '',
+      signal,
+      onWait: (why) => {
+        if (why) this.options.log(why);
+        this.status.update({ dataWait: why });
+      },
+    });
+  }
 
   /** The chief's writer and the server's checkpoints, for the run. */
   private runCheckpoints(): RunCheckpoints {
