@@ -118,6 +118,12 @@ const DROPPED_TEXT: Partial<Record<ErrorCode, string>> = {
   ERR_PEER_MISBEHAVED: 'This device sent the ring data no honest device sends, so the class removed it. Press "Join again" to rejoin.',
 };
 
+/** The round, in a local-steps run: this tab trains `localSteps` steps alone, then the class averages once. */
+function roundText(s: WorkerStatus): string {
+  if (s.localSteps === null) return '';
+  return ` · round ${s.round} (${s.localSteps} steps alone on this device, then the class averages)`;
+}
+
 function render(s: WorkerStatus): void {
   Object.assign(statusEl.dataset, {
     state: s.state,
@@ -125,6 +131,7 @@ function render(s: WorkerStatus): void {
     index: s.index === null ? '' : String(s.index),
     chief: String(s.chief),
     step: String(s.step),
+    round: String(s.round),
     backend: s.backend,
     weightsHash: s.weightsHash ?? '',
     loss: s.loss === null ? '' : String(s.loss),
@@ -163,7 +170,7 @@ function render(s: WorkerStatus): void {
   $('s-rank').textContent = s.rank === null ? '–' : `${s.rank} of ${s.worldSize}${s.chief ? ' (chief: saves the checkpoints)' : ''}`;
   $('s-privacy').textContent = privacyText(s);
   $('s-neighbours').textContent = s.neighbours ? `receives from ${s.neighbours.left}, sends to ${s.neighbours.right}` : '–';
-  $('s-step').textContent = s.totalSteps ? `${s.step} / ${s.totalSteps} (epoch ${s.epoch + 1})` : String(s.step);
+  $('s-step').textContent = (s.totalSteps ? `${s.step} / ${s.totalSteps} (epoch ${s.epoch + 1})` : String(s.step)) + roundText(s);
   $('s-examples').textContent = s.examplesProcessed.toLocaleString();
   const why = explainShare(s.speedVsMedian, s.batchShare * s.worldSize);
   $('s-share').textContent = s.batchShare > 0 ? `${percent(s.batchShare)}${why ? ` (your device is ${why})` : ''}` : '–';

@@ -22,6 +22,7 @@ import { mountSeatsSetting } from './teacher/seats-setting';
 import { renderStepSplit } from './teacher/step-split';
 import { renderRoomLog } from './teacher/room-log';
 import { renderPrivacy } from './teacher/privacy-state';
+import { renderSync } from './teacher/sync-state';
 import { takeTeacherToken } from './teacher/token';
 
 const POLL_INTERVAL_MS = 1_000;
@@ -91,7 +92,17 @@ bigToggle.addEventListener('click', () => setBig(bigToggle.getAttribute('aria-pr
 // ---------------------------------------------------------------------------
 const chartHeight = () => (document.documentElement.classList.contains('big') ? 320 : 220);
 const pct = (v: number) => `${v.toFixed(1)} %`;
-const lossChart = createLiveChart(byId('loss-chart'), 'Loss (whole class)', [{ label: 'loss', stroke: '#2f6fed', format: (v) => v.toFixed(4) }], 'step', { height: chartHeight });
+const lossChart = createLiveChart(
+  byId('loss-chart'),
+  'Loss (whole class)',
+  [
+    { label: 'loss', stroke: '#2f6fed', format: (v) => v.toFixed(4) },
+    // In local-steps mode every point is a round's: a dot marks each outer step.
+    { label: 'outer step', stroke: '#c2410c', format: (v) => v.toFixed(4), points: true },
+  ],
+  'step',
+  { height: chartHeight },
+);
 const accuracyChart = createLiveChart(
   byId('accuracy-chart'),
   'Accuracy',
@@ -112,7 +123,8 @@ setBig(storedBig);
 
 function renderCharts(m: RoomMetrics): void {
   const steps = m.history.map((p) => p.step);
-  lossChart.setData(steps, [m.history.map((p) => p.loss)]);
+  const rounds = status?.config?.sync === 'local-steps';
+  lossChart.setData(steps, [m.history.map((p) => p.loss), m.history.map((p) => (rounds ? p.loss : null))]);
   // One x axis for both series: every reported step, plus evaluation steps not reported (after a resume).
   const test = new Map(m.evaluations.map((e) => [e.step, e.accuracy * 100]));
   const train = new Map(m.history.map((p) => [p.step, p.trainAccuracy * 100]));
@@ -274,6 +286,7 @@ function applyStatus(s: RoomStatus): void {
   renderRoomLog(s);
   renderCollecting(s);
   renderPrivacy(byId('privacy-state'), s);
+  renderSync(byId('sync-state'), byId('sync-advice'), s);
   seatsSetting.render(s);
   const roomError = byId('room-error');
   roomError.hidden = !s.lastError;

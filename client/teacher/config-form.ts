@@ -5,12 +5,12 @@
  * aria-describedby, so a screen reader reads the message with the field).
  */
 import type { z } from 'zod';
-import { classesSchema, secureByDefault, startConfigSchema, type StartConfig } from '../../shared/protocol';
+import { classesSchema, defaultWire, secureByDefault, startConfigSchema, type StartConfig } from '../../shared/protocol';
 import type { ErrorBody } from '../../shared/protocol/errors';
 
 export type StartConfigInput = z.input<typeof startConfigSchema>;
 
-const NUMBER_FIELDS = ['learningRate', 'warmupSteps', 'referenceBatch', 'batchSizePerWorker', 'epochs', 'maxSteps', 'saveEverySteps', 'maxToKeep'] as const;
+const NUMBER_FIELDS = ['learningRate', 'warmupSteps', 'referenceBatch', 'batchSizePerWorker', 'epochs', 'maxSteps', 'saveEverySteps', 'maxToKeep', 'localSteps', 'outerLearningRate', 'outerMomentum'] as const;
 /** Left empty, these mean "no cap" rather than "missing". */
 const OPTIONAL_FIELDS = new Set<string>(['maxSteps']);
 
@@ -70,7 +70,7 @@ export class ConfigForm {
 
   /** Shows the config of the run in progress (after a reload of this page). */
   fill(config: StartConfig): void {
-    for (const name of ['model', 'dataset', 'data', 'optimizer', 'wire', 'allreduce', ...NUMBER_FIELDS] as const) {
+    for (const name of ['model', 'dataset', 'data', 'optimizer', 'wire', 'allreduce', 'sync', 'outerOptimizer', ...NUMBER_FIELDS] as const) {
       const control = this.control(name);
       const value = config[name];
       if (control) control.value = value === undefined ? '' : String(value);
@@ -80,6 +80,8 @@ export class ConfigForm {
     (this.control('balanceShares') as HTMLInputElement).checked = config.balanceShares;
     // What the data's default gives shows as 'automatic', so changing the data changes it too.
     this.control('secureAggregation')!.value = config.secureAggregation === secureByDefault(config.data) ? 'auto' : config.secureAggregation ? 'on' : 'off';
+    // Likewise the wire: what the mode's default gives shows as 'automatic'.
+    if (config.wire === defaultWire(config.sync, config.secureAggregation)) this.control('wire')!.value = 'auto';
     this.control('classes')!.value = config.classes.join(', ');
   }
 
@@ -104,9 +106,12 @@ export class ConfigForm {
       data: (els.namedItem('data') as HTMLSelectElement).value,
       classes: (els.namedItem('classes') as HTMLInputElement).value.split(',').map((c) => c.trim()).filter((c) => c !== ''),
       optimizer: (els.namedItem('optimizer') as HTMLSelectElement).value,
-      wire: (els.namedItem('wire') as HTMLSelectElement).value,
       allreduce: (els.namedItem('allreduce') as HTMLSelectElement).value,
+      sync: (els.namedItem('sync') as HTMLSelectElement).value,
+      outerOptimizer: (els.namedItem('outerOptimizer') as HTMLSelectElement).value,
     };
+    const wire = (els.namedItem('wire') as HTMLSelectElement).value;
+    if (wire !== 'auto') raw.wire = wire;
     for (const name of NUMBER_FIELDS) {
       const value = (els.namedItem(name) as HTMLInputElement).value.trim();
       if (value === '' && OPTIONAL_FIELDS.has(name)) continue;

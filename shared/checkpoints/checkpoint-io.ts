@@ -15,6 +15,7 @@ import { ERROR_CODES, WebringError } from '../protocol/errors';
 import {
   CHECKPOINT_FILES,
   CHECKPOINT_FORMAT_VERSION,
+  OUTER_MOMENTUM_SPEC,
   optimizerSpecsSchema,
   sha256Hex,
   type CheckpointInfo,
@@ -76,9 +77,14 @@ export interface CaptureContext {
  * this resolves, so training may go on while the result is being written.
  */
 export async function captureCheckpoint(trainer: ReplicaState, ctx: CaptureContext): Promise<CapturedCheckpoint> {
-  const { weights, optimizerData, optimizerSpecs: specs, optimizer, weightSpecs, ...topology } = await trainer.replica.snapshot();
+  const { weights, optimizerData: innerData, optimizerSpecs: specs, optimizer, weightSpecs, ...topology } = await trainer.replica.snapshot();
   const captured: tf.io.ModelArtifacts = { ...(topology as tf.io.ModelArtifacts), weightSpecs };
-  const optimizerSpecs = optimizerSpecsSchema.parse({ optimizer, weightSpecs: specs });
+  const momentum = trainer.outer?.momentum ?? null;
+  const optimizerSpecs = optimizerSpecsSchema.parse({
+    optimizer,
+    weightSpecs: momentum ? [...specs, { name: OUTER_MOMENTUM_SPEC, shape: [momentum.length], dtype: 'float32' }] : specs,
+  });
+  const optimizerData = momentum ? concatBytes(innerData, new Uint8Array(momentum.buffer.slice(momentum.byteOffset, momentum.byteOffset + momentum.byteLength))) : innerData;
 
   const cursor = trainer.dataCursor;
   const metadata: CheckpointMetadata = {
@@ -89,6 +95,7 @@ export async function captureCheckpoint(trainer: ReplicaState, ctx: CaptureConte
     epoch: cursor.epoch,
     dataCursor: cursor,
     learningRateRamp: trainer.schedule.state,
+    round: trainer.round,
     ownRoster: trainer.dataRoster,
     worldSize: trainer.worldSize,
     members: ctx.members.map((m) => ({
@@ -222,17 +229,39 @@ async function downloadInto(baseUrl: string, room: string, id: string, trainer: 
 
 /** Loads a captured or downloaded checkpoint into a replica, and proves it by the weights hash. */
 export async function applyCheckpoint(trainer: ReplicaState, checkpoint: CapturedCheckpoint): Promise<void> {
+  const { inner, momentum } = splitOuterMomentum(checkpoint.optimizerSpecs, checkpoint.optimizerData);
   await trainer.replica.load({
     weightSpecs: (checkpoint.artifacts.weightSpecs ?? []).map((s) => ({ name: s.name, shape: [...s.shape], dtype: s.dtype })),
     weights: checkpoint.weights,
-    optimizerSpecs: checkpoint.optimizerSpecs.weightSpecs,
-    optimizerData: checkpoint.optimizerData,
+    optimizerSpecs: inner.specs,
+    optimizerData: inner.data,
   });
   trainer.setPosition(checkpoint.metadata.step, checkpoint.metadata.dataCursor, checkpoint.metadata.ownRoster ?? null);
+  // Without a momentum (an every-step checkpoint, or one from before), the outer optimizer starts at zero.
+  trainer.restoreOuter(checkpoint.metadata.round ?? checkpoint.metadata.step, trainer.outer ? momentum : null);
   // A checkpoint without a ramp (older ones) lets the schedule start afresh at the resumed step.
   trainer.schedule.restore(checkpoint.metadata.learningRateRamp ?? null);
   const hash = await trainer.weightsHash();
   if (hash !== checkpoint.metadata.weightsHash) {
     throw new WebringError('ERR_BAD_DATA', `restored weights hash ${hash} differs from the checkpoint's ${checkpoint.metadata.weightsHash}`);
   }
+}
+
+/** The inner optimizer's entries and bytes, and the outer momentum after them if the checkpoint has one (OUTER_MOMENTUM_SPEC). */
+export function splitOuterMomentum(specs: OptimizerSpecs, data: Uint8Array): { inner: { specs: OptimizerSpecs['weightSpecs']; data: Uint8Array }; momentum: Float32Array | null } {
+  const last = specs.weightSpecs.at(-1);
+  if (last?.name !== OUTER_MOMENTUM_SPEC) return { inner: { specs: specs.weightSpecs, data }, momentum: null };
+  const floats = last.shape.reduce((a, b) => a * b, 1);
+  const at = data.byteLength - floats * 4;
+  if (last.dtype !== 'float32' || at < 0) throw new WebringError('ERR_BAD_DATA', `the checkpoint's outer momentum (${floats} floats) does not fit its optimizer.bin of ${data.byteLength} bytes`);
+  // A copy: the bytes may sit at any offset, and a Float32Array needs 4-byte alignment.
+  const momentum = new Float32Array(data.slice(at).buffer);
+  return { inner: { specs: specs.weightSpecs.slice(0, -1), data: data.subarray(0, at) }, momentum };
+}
+
+function concatBytes(a: Uint8Array, b: Uint8Array): Uint8Array {
+  const out = new Uint8Array(a.byteLength + b.byteLength);
+  out.set(a, 0);
+  out.set(b, a.byteLength);
+  return out;
 }

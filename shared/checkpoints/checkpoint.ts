@@ -62,6 +62,8 @@ export const checkpointMetadataSchema = z.strictObject({
     })
     .nullable()
     .optional(),
+  /** Outer steps so far: one per step, or one per round of local steps. Absent in checkpoints from before (the step then stands for it). */
+  round: z.number().int().min(0).max(MAX_CHECKPOINT_STEP).optional(),
   worldSize: z.number().int().min(1),
   members: z
     .array(
@@ -133,6 +135,13 @@ export const optimizerSpecsSchema = z.strictObject({
     .max(1000),
 });
 export type OptimizerSpecs = z.output<typeof optimizerSpecsSchema>;
+
+/**
+ * A local-steps run's outer momentum travels in optimizer.bin after the inner optimizer's
+ * weights, as one more float32 entry of optimizer.json under this name: the same five files,
+ * and `tf.loadLayersModel` never reads them.
+ */
+export const OUTER_MOMENTUM_SPEC = 'outer/momentum';
 
 /** sha256 in hex, without crypto.subtle (missing on plain-http LAN pages). */
 export function sha256Hex(bytes: Uint8Array): string {

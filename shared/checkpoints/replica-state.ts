@@ -22,6 +22,12 @@ export interface ReplicaState {
   readonly dataRoster: Roster | null;
   readonly schedule: { readonly state: RateRamp | null; restore(ramp: RateRamp | null): void };
   setPosition(step: number, cursor: DataPosition, roster: Roster | null): void;
+  /** Outer steps so far (one per step, or per round of local steps). */
+  readonly round: number;
+  /** A local-steps run's outer optimizer: its momentum is part of the checkpoint; null every step. */
+  readonly outer: { readonly momentum: Float32Array } | null;
+  /** Restores the round and the outer momentum (null: none in the checkpoint, start it at zero). */
+  restoreOuter(round: number, momentum: Float32Array | null): void;
   /** The weights' fingerprint (shared/util/weights-hash.ts), read from the replica itself. */
   weightsHash(): Promise<string>;
 }

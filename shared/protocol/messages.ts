@@ -5,7 +5,7 @@
 import { z } from 'zod';
 import { joinCodeSchema } from './join-code';
 import { WebringError } from './errors';
-import { ALGORITHMS, ALLREDUCE_CHOICES, BACKENDS, CLASS_LABEL_MAX_CHARS, DATASET_KINDS, DATA_KINDS, DEVICE_CLASSES, DIGIT_CLASSES, MAX_CLASSES, MAX_OWN_EXAMPLES_PER_DEVICE, MAX_ROOM_MEMBERS, MEMBER_NAME_MAX_CHARS, MIN_CLASSES, MODEL_KINDS, OPTIMIZER_KINDS, ROOM_NAME_MAX_CHARS, ROOM_NAME_PATTERN, SECURE_PUBLIC_KEY_CHARS, WIRE_FORMATS, WORKER_KINDS, type DataKind } from './vocabulary';
+import { ALGORITHMS, ALLREDUCE_CHOICES, BACKENDS, CLASS_LABEL_MAX_CHARS, DATASET_KINDS, DATA_KINDS, DEVICE_CLASSES, DIGIT_CLASSES, MAX_CLASSES, MAX_OWN_EXAMPLES_PER_DEVICE, MAX_ROOM_MEMBERS, MEMBER_NAME_MAX_CHARS, MIN_CLASSES, MODEL_KINDS, OPTIMIZER_KINDS, ROOM_NAME_MAX_CHARS, ROOM_NAME_PATTERN, SECURE_PUBLIC_KEY_CHARS, WIRE_FORMATS, WORKER_KINDS, SYNC_MODES, OUTER_OPTIMIZERS, MIN_LOCAL_STEPS, MAX_LOCAL_STEPS, type DataKind, type SyncMode, type WireFormat } from './vocabulary';
 
 // ---------------------------------------------------------------------------
 // Schemas
@@ -96,7 +96,16 @@ export const DEFAULT_START_CONFIG = {
   classes: DIGIT_CLASSES,
   // What secureByDefault gives the default data, the server's digits: no secret to keep.
   secureAggregation: false,
+  sync: 'every-step',
+  // DiLoCo's (Douillard et al. 2023): 20 local steps, Nesterov at 0.7 with momentum 0.9.
+  localSteps: 20,
+  outerOptimizer: 'nesterov',
+  outerLearningRate: 0.7,
+  outerMomentum: 0.9,
 } as const;
+
+/** The wire a local-steps run takes when the teacher names none: DiLoCo's outer gradients survive fp16, and a round's one all-reduce then moves half the bytes. */
+export const LOCAL_STEPS_DEFAULT_WIRE = 'fp16';
 
 export const startConfigSchema = z.strictObject({
   model: z.enum(MODEL_KINDS).default(DEFAULT_START_CONFIG.model),
@@ -142,7 +151,7 @@ export const startConfigSchema = z.strictObject({
    * N·(2^-10·Σ|g| + 2^-24) from the float32 sum (see shared/ring-allreduce.ts), and a sum
    * beyond ±65504 fails the step. The state hand-over and evaluations always use fp32.
    */
-  wire: z.enum(WIRE_FORMATS).default(DEFAULT_START_CONFIG.wire),
+  wire: z.enum(WIRE_FORMATS).optional(),
   /**
    * The gradient all-reduce's algorithm. 'auto' takes, each step, whichever of the ring and
    * halving-doubling the measured α (per-hop latency) and β (link bandwidth) predict faster
@@ -167,14 +176,35 @@ export const startConfigSchema = z.strictObject({
    * wire (masked words do not survive fp16).
    */
   secureAggregation: z.boolean().optional(),
+  /**
+   * 'every-step' all-reduces every step's gradients; 'local-steps' lets each worker train
+   * `localSteps` steps alone on its share, then averages the change in weights once per
+   * round, weighted by the examples each trained, through the outer optimizer
+   * (docs/local-steps.md): for slow links and big classes.
+   */
+  sync: z.enum(SYNC_MODES).default(DEFAULT_START_CONFIG.sync),
+  localSteps: z.number().int().min(MIN_LOCAL_STEPS).max(MAX_LOCAL_STEPS).default(DEFAULT_START_CONFIG.localSteps),
+  outerOptimizer: z.enum(OUTER_OPTIMIZERS).default(DEFAULT_START_CONFIG.outerOptimizer),
+  outerLearningRate: z.number().positive().max(10).default(DEFAULT_START_CONFIG.outerLearningRate),
+  outerMomentum: z.number().min(0).max(0.999).default(DEFAULT_START_CONFIG.outerMomentum),
 })
   .refine((c) => c.data === 'own' || areDigitClasses(c.classes), { path: ['classes'], message: "the server's digits have the classes 0-9: name other classes with data 'own'" })
-  .transform((c) => ({ ...c, secureAggregation: c.secureAggregation ?? secureByDefault(c.data) }))
+  .transform((c) => {
+    const secureAggregation = c.secureAggregation ?? secureByDefault(c.data);
+    return { ...c, secureAggregation, wire: c.wire ?? defaultWire(c.sync, secureAggregation) };
+  })
   .refine((c) => !(c.secureAggregation && c.wire === 'fp16'), {
     path: ['wire'],
     message: "secure aggregation masks 32-bit words, which the fp16 wire cannot carry: choose wire 'fp32', or turn secureAggregation off",
   });
 export type StartConfig = z.output<typeof startConfigSchema>;
+
+/**
+ * The wire when the teacher names none: fp32 for every step's gradients; fp16 for a round's
+ * change in weights, unless the run is secure (masked words need 32 bits).
+ */
+export const defaultWire = (sync: SyncMode, secure: boolean): WireFormat =>
+  sync === 'local-steps' && !secure ? LOCAL_STEPS_DEFAULT_WIRE : DEFAULT_START_CONFIG.wire;
 
 /** Whether a run on `data` masks its gradients when the teacher does not say: the class's own drawings are private, the server's digits are not. */
 export const secureByDefault = (data: DataKind): boolean => data !== 'mnist';
@@ -328,6 +358,15 @@ export const progressReportSchema = z.strictObject({
   linkMBps: finite.min(0),
   /** The learning rate the step applied (warm-up and, with scaleLearningRate, the global batch included). */
   learningRate: finite.min(0),
+  /**
+   * Outer steps so far: a local-steps run sums the class's work once per round (each round
+   * `localSteps` steps, fewer at an epoch's end); an every-step run once per step.
+   */
+  round: z.number().int().min(0).optional(),
+  /** Bytes this worker sent in the turn's gradient all-reduce: once per round in local-steps mode. */
+  bytesSent: finite.min(0).optional(),
+  /** Examples the whole class trained in the turn (a round's, in local-steps mode). */
+  roundExamples: z.number().int().min(0).optional(),
   /** This worker's measured speed against the ring's median (2: twice as fast), 0 before it is measured. */
   speedVsMedian: finite.min(0),
   collective: collectiveReportSchema,

@@ -31,6 +31,8 @@ export interface MemberInfo {
   speedVsMedian: number;
   /** The algorithm, link model and time split of the member's last step; null before any. */
   collective: CollectiveReport | null;
+  /** Bytes it sent in its last turn's all-reduce (a round's, in local-steps mode); 0 before any. */
+  bytesSent: number;
   /** Its admission probe (DeviceProbe), or null when it sent none. */
   probe: DeviceProbe | null;
   /** Its own examples per class (counts only; the examples never leave its device); {} when it reported none. */
@@ -159,6 +161,15 @@ export interface RoomStatus {
   run: number;
   generation: number;
   step: number;
+  /** Outer steps of the run so far: one per step, or one per round of local steps (config.sync). */
+  round: number;
+  /**
+   * What the ring's members sent in the last turn's all-reduce, together (their last
+   * reports), and that over the examples the class trained in it: once per round in
+   * local-steps mode. Null before the first report.
+   */
+  bytesSentPerRound: number | null;
+  bytesSentPerExample: number | null;
   epoch: number;
   chief: string | null;
   members: MemberInfo[];

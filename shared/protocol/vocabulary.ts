@@ -90,3 +90,21 @@ export const MAX_OWN_SEQ = MAX_OWN_EXAMPLES_PER_DEVICE - 1;
 export const OPTIMIZER_KINDS = ['sgd', 'adam'] as const;
 export type OptimizerKind = (typeof OPTIMIZER_KINDS)[number];
 
+
+/**
+ * How the class sums its work (shared/training/sync-mode.ts): every step's gradients, as
+ * MultiWorkerMirroredStrategy does, or a round of local steps' change in weights, as
+ * DiLoCo and federated averaging do (docs/local-steps.md).
+ */
+export const SYNC_MODES = ['every-step', 'local-steps'] as const;
+export type SyncMode = (typeof SYNC_MODES)[number];
+/** Local steps per round: each worker trains this many steps alone between two outer steps. */
+export const MIN_LOCAL_STEPS = 1;
+export const MAX_LOCAL_STEPS = 1000;
+/**
+ * The outer optimizer of a local-steps run (shared/training/outer-optimizer.ts): Nesterov
+ * momentum as DiLoCo applies it, or heavy-ball momentum ('sgd'; with momentum 0 both are
+ * plain SGD on the averaged change in weights).
+ */
+export const OUTER_OPTIMIZERS = ['nesterov', 'sgd'] as const;
+export type OuterOptimizerKind = (typeof OUTER_OPTIMIZERS)[number];

@@ -19,7 +19,8 @@ const FP_OFFSET = 2;
 const FP_PENDING_EVAL = 3;
 const FP_STOPPED = 4;
 const FP_OWN_STATE = 5;
-const FP_HASH = 6;
+const FP_FINISHING = 6;
+const FP_HASH = 7;
 /** The 64-bit weights hash as 16-bit words: integers a float32 holds exactly. */
 const HASH_WORDS = 4;
 const HEX_PER_WORD = 4;
@@ -39,6 +40,12 @@ export interface Fingerprint {
    * third), its position and weights would match rank 0's, and it must still take the state.
    */
   ownState: boolean;
+  /**
+   * Steps of the round of local steps this replica trained and still owes the sum of, 0 for
+   * none (run-position.ts finishing): the survivors of a lost member agree on it, and a
+   * replica that does not takes the state, so every rank finishes the same round.
+   */
+  finishingSteps: number;
   /** 16 hex digits (shared/util/weights-hash.ts). */
   weightsHash: string;
 }
@@ -52,6 +59,7 @@ export function writeFingerprint(buf: Float32Array, rank: number, fp: Fingerprin
   buf[at + FP_PENDING_EVAL] = fp.pendingEvaluation === null ? 0 : fp.pendingEvaluation + 1;
   buf[at + FP_STOPPED] = fp.stopped ? 1 : 0;
   buf[at + FP_OWN_STATE] = fp.ownState ? 1 : 0;
+  buf[at + FP_FINISHING] = fp.finishingSteps;
   for (let w = 0; w < HASH_WORDS; w++) buf[at + FP_HASH + w] = parseInt(fp.weightsHash.slice(w * HEX_PER_WORD, (w + 1) * HEX_PER_WORD), 16);
 }
 

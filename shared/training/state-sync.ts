@@ -83,9 +83,9 @@ export class StateSync {
     const check = buffer.subarray(0, n * FINGERPRINT_FLOATS);
     const dataValues = buffer.subarray(n * FINGERPRINT_FLOATS);
     if (agreement) agreement.writeOwn(dataValues, collective.rank * agreement.floatsPerRank);
-    const { step, cursor, pendingEvaluation, stopped } = this.position;
+    const { step, cursor, pendingEvaluation, stopped, finishing } = this.position;
     const weightsHash = await this.replica.weightsHash();
-    writeFingerprint(check, collective.rank, { step, epoch: cursor.epoch, offset: cursor.offset, pendingEvaluation, stopped, ownState: this.ownState, weightsHash });
+    writeFingerprint(check, collective.rank, { step, epoch: cursor.epoch, offset: cursor.offset, pendingEvaluation, stopped, ownState: this.ownState, finishingSteps: finishing?.steps ?? 0, weightsHash });
     await collective.allReduce(buffer, keyStep, COLLECTIVE_TAG.agree);
     if (agreement) agreement.agree(dataValues, n);
     const behind = ranksBehind(check, n);

@@ -51,8 +51,12 @@ export interface StepTiming {
 }
 
 export interface StepResult {
-  /** The step just completed (0-based); the replica's step counter is now step + 1. */
+  /** The turn's first step (0-based); the replica's step counter is now step + steps. */
   step: number;
+  /** The steps the turn trained: 1, or a round's local steps. */
+  steps: number;
+  /** Outer steps so far, this one included. */
+  round: number;
   epoch: number;
   /** Mean loss over the whole global batch. */
   loss: number;

@@ -9,7 +9,7 @@
  * the clock that times the step, and the faults a test plays.
  */
 import { COLLECTIVE_TAG, type Collective, type CollectiveOptions } from '../collectives/collective';
-import { advance, type DataCursor, type GlobalBatch } from '../data/batch-plan';
+import type { DataCursor, GlobalBatch } from '../data/batch-plan';
 import { stepsRemaining } from '../data/sharding';
 import type { DataSource, EpochRoster } from '../data/data-source';
 import type { FaultInjector } from './faults';
@@ -30,6 +30,8 @@ import { DataAgreementTail } from './data-sections';
 import { Evaluation } from './evaluation';
 import { LocalReplica } from '../compute/local-replica';
 import type { Replica } from '../compute/replica';
+import { EveryStep, type SyncModeRun, type TurnHost } from './sync-mode';
+import { LocalRounds } from './local-rounds';
 
 export type { StepOptions, StepResult, StepTiming } from './step-ledger';
 
@@ -100,6 +102,10 @@ export class Trainer {
    * overhead (a new ring, a hand-over, an evaluation, a link measurement).
    */
   private lastReduceEnd: number | null = null;
+  /** How the class sums its work each turn: every step's gradients, or a round of local steps (sync-mode.ts). */
+  private readonly mode: SyncModeRun;
+  /** The outer optimizer of a local-steps run (its momentum goes into checkpoints); null every step. */
+  readonly outer: LocalRounds['outer'] | null;
 
   constructor(config: StartConfig, data: DataSource, collective: Collective, options: TrainerOptions = {}) {
     this.config = config;
@@ -122,8 +128,23 @@ export class Trainer {
     this.tail = new Ledger(tail, MAX_ROOM_MEMBERS);
     this.buffers = new StepBuffers(total, this.tail, data.maxShardExamples, collective.worldSize);
     this.links.sizeFor(total, this.tail.length);
+    const host: TurnHost = {
+      replica: this.replica,
+      buffers: this.buffers,
+      data,
+      clock: this.clock,
+      position: this.position,
+      facts: this.facts,
+      timing: this.timing,
+      nextBatch: (cursor) => this.nextGlobalBatch(cursor),
+      rateAt: (step, worldSize) => this.schedule.rateAt(step, data.globalBatchSize(worldSize)),
+      computeGradients: (batch, rank) => this.computeGradients(batch, rank),
+    };
+    const rounds = config.sync === 'local-steps' ? new LocalRounds(host, config) : null;
+    this.mode = rounds ?? new EveryStep(host);
+    this.outer = rounds?.outer ?? null;
     // And of the hand-over, in the state's order between the position and the replica's.
-    this.stateSync = new StateSync(this.position, this.replica, data, [this.schedule.section, this.links.state]);
+    this.stateSync = new StateSync(this.position, this.replica, data, [this.schedule.section, this.links.state, ...this.mode.stateSections]);
     this.gradientOptions = { wire: config.wire, exactTail: this.tail.length, algorithm: 'ring' };
   }
 
@@ -254,17 +275,32 @@ export class Trainer {
     return took;
   }
 
-  /** One synchronous step on the next global batch. */
+  /** Outer steps so far: one per step, or one per round of local steps (run-position.ts). */
+  get round(): number {
+    return this.position.round;
+  }
+
+  /**
+   * Restores a checkpoint's outer state: the round and, in local-steps mode, the outer
+   * optimizer's momentum (null: a checkpoint without one starts it at zero).
+   */
+  restoreOuter(round: number, momentum: Float32Array | null): void {
+    this.position.round = round;
+    this.position.finishing = null;
+    this.outer?.restore(momentum);
+  }
+
+  /**
+   * One turn: one synchronous step on the next global batch, or in local-steps mode one
+   * round of local steps and its outer step (sync-mode.ts).
+   */
   async trainStep(options: StepOptions = {}): Promise<StepResult> {
     const step = this.position.step;
     if (this.faults?.driftBefore?.(step)) await this.replica.nudge();
     const t0 = this.clock.now();
     const { rank, worldSize } = this.collective;
-    const batch = this.nextGlobalBatch(this.position.cursor);
-    this.sitOutFrom = null;
-    const n = batch.slices[rank]!;
-    // Compare hashes of the weights this step starts from, every HASH_CHECK_EVERY_STEPS.
-    const hashChecked = step % HASH_CHECK_EVERY_STEPS === 0;
+    // Compare hashes of the weights this turn starts from, every HASH_CHECK_EVERY_STEPS (every round).
+    const hashChecked = this.mode.hashEveryTurn || step % HASH_CHECK_EVERY_STEPS === 0;
     const hash = hashChecked ? await this.weightsHash() : null;
 
     const timing = this.timing;
@@ -275,11 +311,13 @@ export class Trainer {
     timing.computeMs = 0;
     timing.readbackMs = 0;
     timing.crossMs = 0;
-    const trained = n > 0 ? await this.computeGradients(batch, rank) : 0;
+    const work = await this.mode.contribute(rank, worldSize);
+    this.sitOutFrom = null;
+    const { trained } = work;
     const buffers = this.buffers;
     // More ranks than examples left in the epoch, or none of its own: contribute nothing.
     if (trained === 0) buffers.clearGradients();
-    const slowMs = (this.faults?.slowComputeMs?.(step) ?? 0) + n * (this.faults?.slowMsPerExample?.(step) ?? 0);
+    const slowMs = (this.faults?.slowComputeMs?.(step) ?? 0) + trained * (this.faults?.slowMsPerExample?.(step) ?? 0);
     if (slowMs > 0) await sleep(this.clock, slowMs);
     // The sender's own check: a diverged replica sends zeros and says so, rather than NaN.
     const nonFinite = !buffers.gradientsTravel() || !Number.isFinite(facts.loss);
@@ -287,7 +325,7 @@ export class Trainer {
     facts.step = step;
     facts.rank = rank;
     facts.worldSize = worldSize;
-    facts.batch = batch;
+    facts.batch = work.first;
     facts.options = options;
     facts.hash = hash;
     facts.trained = trained;
@@ -308,9 +346,10 @@ export class Trainer {
     // diverged step here, the data agreement agrees, the balancer re-balances and link
     // selection picks the next step's algorithm alike on every replica.
     this.tail.read(facts);
-    // Each rank sent the sum of its examples' gradients: divide by the global batch for the
-    // mean. Every replica holds the same count: a step in which nobody trained anything
-    // (every example of it deleted) applies nothing, on every replica.
+    // Each rank sent the sum over its examples (of gradients, or of its round's change in
+    // weights): divide by the examples the class trained for the mean. Every replica holds
+    // the same count: a turn in which nobody trained anything (every example of it deleted)
+    // applies nothing, on every replica.
     const trainedExamples = this.count.examples;
     const inv = trainedExamples > 0 ? 1 / trainedExamples : 0;
     const sq = buffers.mean(trainedExamples);
@@ -321,22 +360,23 @@ export class Trainer {
         `step ${step}: the summed gradient is not finite on the fp16 wire (a partial sum beyond ±65504, or a diverged model); resume with wire 'fp32'`,
       );
     }
-    // Every replica is at the same step, world and ramp, so every replica applies the same rate.
-    const learningRate = this.schedule.rateAt(step, this.data.globalBatchSize(worldSize));
-    if (trainedExamples > 0) await buffers.apply(this.replica, learningRate);
+    const learningRate = await this.mode.apply(step, worldSize, trainedExamples);
     // Averaging and posting the update here, and the optimizer's last time in the replica.
     timing.applyMs = this.clock.now() - tApply + (trainedExamples > 0 ? buffers.lastApplyMs : 0);
 
-    this.position.cursor = advance(batch, this.data.trainCount);
-    this.position.step = step + 1;
+    this.position.cursor = work.end;
+    this.position.step = step + work.steps;
+    this.position.round++;
     const { stop, pause, admit, hashMismatch } = this.votes;
-    const epochEnd = this.position.cursor.epoch !== batch.epoch;
+    const epochEnd = work.end.epoch !== work.first.epoch;
     if (stop) this.position.stopped = true;
     // The evaluation that closes an epoch, or the run, is owed until it has run.
-    if (epochEnd || this.finished) this.position.pendingEvaluation = batch.epoch;
+    if (epochEnd || this.finished) this.position.pendingEvaluation = work.first.epoch;
     return {
       step,
-      epoch: batch.epoch,
+      steps: work.steps,
+      round: this.position.round,
+      epoch: work.first.epoch,
       loss: this.metrics.lossSum * inv,
       trainAccuracy: this.metrics.correctSum * inv,
       gradNorm: Math.sqrt(sq),

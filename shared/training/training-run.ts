@@ -82,7 +82,8 @@ export class TrainingRun {
   private joinCost: JoinCost = {};
   /** Set after a step the ring agreed to pause after; cleared on resume. */
   private holding = false;
-  private readonly recentStepEnds: number[] = [];
+  /** When the last turns ended and at which step: a round of local steps is many steps. */
+  private readonly recentStepEnds: Array<{ at: number; step: number }> = [];
   /** The generation this run's ring belongs to. */
   private trainedOn: Generation | null;
 
@@ -127,6 +128,8 @@ export class TrainingRun {
       resyncs: 0,
       secureAggregation: start.config.secureAggregation,
       secureWait: null,
+      round: trainer.round,
+      localSteps: start.config.sync === 'local-steps' ? start.config.localSteps : null,
     });
     this.options.status.showRing(this.options.network.generation, true);
     try {
@@ -165,7 +168,7 @@ export class TrainingRun {
     await checkpoints.restore(start.resume.checkpointId, this.trainer);
     const restored = await this.trainer.weightsHash();
     log(`resumed from ${start.resume.checkpointId} at step ${this.trainer.step}`);
-    this.update({ resumedFrom: start.resume.checkpointId, resumedHash: restored, step: this.trainer.step, epoch: this.trainer.epoch });
+    this.update({ resumedFrom: start.resume.checkpointId, resumedHash: restored, step: this.trainer.step, round: this.trainer.round, epoch: this.trainer.epoch });
   }
 
   /** One turn of the loop; true once the run has nothing left to train. */
@@ -287,13 +290,16 @@ export class TrainingRun {
     if (r.pause) this.holding = true;
     this.joinCost = this.joinCosts.stepEnded(clock.now(), r.examples > 0);
     const stepTimes = this.recentStepEnds;
-    stepTimes.push(clock.now());
+    stepTimes.push({ at: clock.now(), step: trainer.step });
     if (stepTimes.length > STEP_RATE_WINDOW) stepTimes.shift();
-    const stepsPerSec = stepTimes.length > 1 ? ((stepTimes.length - 1) * 1000) / (stepTimes.at(-1)! - stepTimes[0]!) : 0;
+    const oldest = stepTimes[0]!;
+    const newest = stepTimes.at(-1)!;
+    const stepsPerSec = stepTimes.length > 1 ? ((newest.step - oldest.step) * 1000) / (newest.at - oldest.at) : 0;
     const transfer = this.ring.lastTransfer;
     const weightsHash = await trainer.weightsHash();
     this.update({
       step: trainer.step,
+      round: r.round,
       epoch: r.epoch,
       totalSteps: trainer.totalSteps,
       loss: r.loss,
@@ -333,6 +339,9 @@ export class TrainingRun {
       linkMBps: s.linkMBps,
       learningRate: r.learningRate,
       speedVsMedian: r.speedVsMedian,
+      round: r.round,
+      bytesSent: this.ring.lastTransfer.bytes,
+      roundExamples: r.globalBatchSize,
       ...this.joinCost,
       collective: {
         algorithm: r.algorithm,
@@ -366,7 +375,9 @@ export class TrainingRun {
   private async checkpointIfDue(r: StepResult): Promise<void> {
     const { config, run } = this.options.start;
     const trainer = this.trainer;
-    if (this.status.chief && !trainer.finished && (trainer.step % config.saveEverySteps === 0 || r.epochEnd)) {
+    // A round of local steps may step over a multiple of saveEverySteps: save at the round that crossed it.
+    const crossed = Math.floor(trainer.step / config.saveEverySteps) > Math.floor(r.step / config.saveEverySteps);
+    if (this.status.chief && !trainer.finished && (crossed || r.epochEnd)) {
       await this.options.checkpoints.save(trainer, run, config.maxToKeep);
     }
   }

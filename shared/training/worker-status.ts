@@ -17,6 +17,10 @@ export interface WorkerStatus {
   chief: boolean;
   generation: number;
   step: number;
+  /** Outer steps so far: one per step, or one per round of local steps. */
+  round: number;
+  /** The run's local steps per round, or null when it syncs every step. */
+  localSteps: number | null;
   totalSteps: number | null;
   epoch: number;
   loss: number | null;
@@ -89,6 +93,8 @@ export class WorkerStatusView {
       chief: false,
       generation: 0,
       step: 0,
+      round: 0,
+      localSteps: null,
       totalSteps: null,
       epoch: 0,
       loss: null,

@@ -32,7 +32,7 @@ export interface NewMember {
 }
 
 /** What a member's progress reports say about it: the same fields the room API shows. */
-type ReportedProgress = Pick<MemberInfo, 'examplesPerSec' | 'step' | 'weightsHash' | 'computeMs' | 'batchShare' | 'linkMBps' | 'learningRate' | 'speedVsMedian' | 'collective'>;
+type ReportedProgress = Pick<MemberInfo, 'examplesPerSec' | 'step' | 'weightsHash' | 'computeMs' | 'batchShare' | 'linkMBps' | 'learningRate' | 'speedVsMedian' | 'collective' | 'bytesSent'>;
 
 export interface Member extends NewMember, ReportedProgress {
   index: number;
@@ -186,7 +186,7 @@ export class Membership {
         throw new WebringError('ERR_SEAT_LIMIT', `this network address already holds ${held} of room ${this.room}'s seats, as many as one address may; the teacher can allow more`);
       }
     }
-    return { ...member, index: this.s.nextIndex++, examplesPerSec: 0, step: 0, weightsHash: null, computeMs: 0, batchShare: 0, linkMBps: 0, learningRate: 0, speedVsMedian: 0, collective: null, awaitingState: false, disconnectedAt: null };
+    return { ...member, index: this.s.nextIndex++, examplesPerSec: 0, step: 0, weightsHash: null, computeMs: 0, batchShare: 0, linkMBps: 0, learningRate: 0, speedVsMedian: 0, collective: null, bytesSent: 0, awaitingState: false, disconnectedAt: null };
   }
 
   /**
@@ -293,6 +293,7 @@ export class Membership {
     m.learningRate = report.learningRate;
     m.speedVsMedian = report.speedVsMedian;
     m.collective = report.collective;
+    m.bytesSent = report.bytesSent ?? 0;
     m.awaitingState = false;
   }
 
@@ -322,6 +323,7 @@ export class Membership {
       learningRate: m.learningRate,
       speedVsMedian: m.speedVsMedian,
       collective: m.collective,
+      bytesSent: m.bytesSent,
       probe: m.probe ?? null,
       ownExamples: m.ownExamples ?? {},
       connected: m.socketId !== null,

@@ -42,7 +42,7 @@ export interface RoomRecord extends RunRecord {
 }
 
 /** A member as room.json keeps it: no connection, no per-step telemetry, no client address (a rejoin brings it back). */
-type FileMember = Omit<Member, 'socketId' | 'computeMs' | 'batchShare' | 'linkMBps' | 'learningRate' | 'speedVsMedian' | 'collective' | 'awaitingState' | 'node' | 'disconnectedAt' | 'probe' | 'ownExamples' | 'address'>;
+type FileMember = Omit<Member, 'socketId' | 'computeMs' | 'batchShare' | 'linkMBps' | 'learningRate' | 'speedVsMedian' | 'collective' | 'bytesSent' | 'awaitingState' | 'node' | 'disconnectedAt' | 'probe' | 'ownExamples' | 'address'>;
 
 /** room.json: membership with indexes and token digests, generation, run and config. */
 export interface RoomFile {
@@ -76,13 +76,13 @@ export function encodeRoom(room: Room): RoomRecord {
 /** The room a record describes, with `history` as its loss points; takes ownership of both. */
 export function decodeRoom(record: RoomRecord, clock: Clock, history: MetricPoint[] = []): Room {
   const { name, nextIndex, generation, generationAt, seatsPerAddress = null, active, waiting, hub = null, hubBar = null, events, accusations, mutedReporters, hubAccusers = [], collect = null } = record;
-  const { state, config, run, step, epoch, loss, trainAccuracy, accuracy, evaluations, lastError, reportedTotalSteps, dropped, consistency, joins = [], guard, formation } = record;
+  const { state, config, run, step, epoch, loss, trainAccuracy, accuracy, evaluations, lastError, reportedTotalSteps, dropped, consistency, joins = [], guard, formation, round, roundExamples } = record;
   return new Room(
     name,
     clock,
     {
       membership: { nextIndex, generation, generationAt, seatsPerAddress, active, waiting, hub, hubBar },
-      run: { state, config, run, step, epoch, loss, trainAccuracy, accuracy, evaluations, lastError, reportedTotalSteps, dropped, consistency, joins, guard, formation },
+      run: { state, config, run, step, epoch, loss, trainAccuracy, accuracy, evaluations, lastError, reportedTotalSteps, dropped, consistency, joins, guard, formation, round, roundExamples },
       accusations: { accusations, mutedReporters, hubAccusers },
       events,
       collect,
@@ -93,7 +93,7 @@ export function decodeRoom(record: RoomRecord, clock: Clock, history: MetricPoin
 
 /** What room.json keeps of a record. */
 export function toRoomFile(record: RoomRecord): RoomFile {
-  const strip = ({ socketId: _s, node: _n, computeMs: _c, batchShare: _b, linkMBps: _l, learningRate: _r, speedVsMedian: _v, collective: _k, awaitingState: _a, disconnectedAt: _d, probe: _p, ownExamples: _o, address: _ip, ...m }: Member): FileMember => m;
+  const strip = ({ socketId: _s, node: _n, computeMs: _c, batchShare: _b, linkMBps: _l, learningRate: _r, speedVsMedian: _v, collective: _k, bytesSent: _y, awaitingState: _a, disconnectedAt: _d, probe: _p, ownExamples: _o, address: _ip, ...m }: Member): FileMember => m;
   const { name, nextIndex, generation, run, state, config, step, epoch } = record;
   const file: RoomFile = { format: 1, name, nextIndex, generation, run, state, config, step, epoch, active: record.active.map(strip), waiting: record.waiting.map(strip) };
   if (record.hub) file.hub = strip(record.hub);
@@ -109,7 +109,7 @@ export function toRoomFile(record: RoomRecord): RoomFile {
  * keep starts empty.
  */
 export function fromRoomFile(file: RoomFile, now: number): RoomRecord {
-  const revive = (m: FileMember): Member => ({ ...m, socketId: null, node: null, computeMs: 0, batchShare: 0, linkMBps: 0, learningRate: 0, speedVsMedian: 0, collective: null, awaitingState: false, disconnectedAt: now });
+  const revive = (m: FileMember): Member => ({ ...m, socketId: null, node: null, computeMs: 0, batchShare: 0, linkMBps: 0, learningRate: 0, speedVsMedian: 0, collective: null, bytesSent: 0, awaitingState: false, disconnectedAt: now });
   const { name, nextIndex, generation, run, state, config, step, epoch } = file;
   return {
     ...idleRun(),

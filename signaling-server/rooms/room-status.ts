@@ -21,6 +21,8 @@ export function roomStatus(core: RoomCore): RoomStatus {
     run: run.run,
     generation: core.currentGeneration,
     step: run.step,
+    round: run.round ?? run.step,
+    ...bytesPerRound(core),
     epoch: run.epoch,
     chief: ring[0]?.id ?? null,
     members: ring.map((m, rank) => core.members.info(m, rank)),
@@ -40,6 +42,17 @@ export function roomStatus(core: RoomCore): RoomStatus {
     hubAccess: hubAccess(core),
     seats: { perAddress: core.members.seatsPerAddress, defaultPerLanAddress: DEFAULT_SEATS_PER_LAN_ADDRESS },
   };
+}
+
+/** The ring's bytes in its last turn's all-reduce, from each member's last report, and per example trained in it. */
+function bytesPerRound(core: RoomCore): Pick<RoomStatus, 'bytesSentPerRound' | 'bytesSentPerExample'> {
+  const ring = core.members.ring;
+  const hub = core.members.hub;
+  const senders = hub ? [...ring, hub] : ring;
+  const total = senders.reduce((sum, m) => sum + m.bytesSent, 0);
+  if (total === 0) return { bytesSentPerRound: null, bytesSentPerExample: null };
+  const examples = core.runState.record.roundExamples ?? 0;
+  return { bytesSentPerRound: total, bytesSentPerExample: examples > 0 ? total / examples : null };
 }
 
 function hubAccess(core: RoomCore): RoomStatus['hubAccess'] {

@@ -44,6 +44,9 @@ export interface RunRecord {
   guard?: CheckpointGuardRecord;
   /** The ring's admissions and shedding this run (formation.ts); absent in records from before. */
   formation?: FormationRecord;
+  /** The chief's outer steps so far, and the examples the class trained in its last turn; absent in records from before. */
+  round?: number;
+  roundExamples?: number;
 }
 
 /** A room that has not trained yet. */
@@ -161,6 +164,8 @@ export class RunState {
     }
     this.r.reportedTotalSteps = report.totalSteps;
     this.r.step = report.step;
+    this.r.round = report.round ?? report.step;
+    this.r.roundExamples = report.roundExamples ?? 0;
     this.r.epoch = report.epoch;
     this.r.loss = report.loss;
     this.r.trainAccuracy = report.trainAccuracy;

@@ -79,7 +79,7 @@ test('a chain outside the ranks is refused with ERR_BAD_REQUEST', async () => {
   await assert.rejects(rings[0]!.broadcast(new Float32Array(4), 0, COLLECTIVE_TAG.sync, { from: 0, to: 3 }), (e: unknown) => e instanceof WebringError && e.code === 'ERR_BAD_REQUEST');
 });
 
-const base: Fingerprint = { step: 120, epoch: 0, offset: 3840, pendingEvaluation: null, stopped: false, ownState: false, weightsHash: '0123456789abcdef' };
+const base: Fingerprint = { step: 120, epoch: 0, offset: 3840, pendingEvaluation: null, stopped: false, ownState: false, finishingSteps: 0, weightsHash: '0123456789abcdef' };
 
 function fingerprints(list: Fingerprint[]): Float32Array {
   const buf = new Float32Array(list.length * FINGERPRINT_FLOATS);
@@ -88,9 +88,11 @@ function fingerprints(list: Fingerprint[]): Float32Array {
 }
 
 test('the hand-over finds who differs from rank 0 and sends from the rank just before the first of them', () => {
-  const joiner: Fingerprint = { step: 0, epoch: 0, offset: 0, pendingEvaluation: null, stopped: false, ownState: true, weightsHash: 'fedcba9876543210' };
+  const joiner: Fingerprint = { step: 0, epoch: 0, offset: 0, pendingEvaluation: null, stopped: false, ownState: true, finishingSteps: 0, weightsHash: 'fedcba9876543210' };
   // Survivors agree: nothing to send.
   assert.equal(handOverChain(ranksBehind(fingerprints([base, base, base]), 3)), null);
+  // A survivor that owes no round where the others owe one takes the state: every rank finishes the same round.
+  assert.deepEqual(ranksBehind(fingerprints([{ ...base, finishingSteps: 20 }, { ...base, finishingSteps: 20 }, base]), 3), [2]);
   // One joiner appended: its left neighbour sends over one link.
   assert.deepEqual(handOverChain(ranksBehind(fingerprints([base, base, base, joiner]), 4)), { from: 2, to: 3 });
   // Two joiners appended: a chain of two hops.

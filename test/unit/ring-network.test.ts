@@ -83,7 +83,7 @@ function createWorld(clock?: Clock) {
 
 function generation(n: number, ids: string[]): Generation {
   const members = ids.map(
-    (id, rank): MemberInfo => ({ id, name: id, index: Number(id.slice(1)), rank, backend: 'cpu', kind: 'node', adapter: null, examplesPerSec: 0, step: 0, weightsHash: null, computeMs: 0, batchShare: 0, linkMBps: 0, learningRate: 0.001, speedVsMedian: 1, collective: null, probe: null, ownExamples: {}, connected: true, connecting: false, node: null }),
+    (id, rank): MemberInfo => ({ id, name: id, index: Number(id.slice(1)), rank, backend: 'cpu', kind: 'node', adapter: null, examplesPerSec: 0, step: 0, weightsHash: null, computeMs: 0, batchShare: 0, linkMBps: 0, learningRate: 0.001, speedVsMedian: 1, collective: null, bytesSent: 0, probe: null, ownExamples: {}, connected: true, connecting: false, node: null }),
   );
   return { room: 'r', generation: n, members };
 }

@@ -45,6 +45,7 @@ function member(id: string, index: number): MemberInfo {
     batchShare: 0,
     linkMBps: 0, learningRate: 0.001, speedVsMedian: 1,
     collective: null,
+    bytesSent: 0,
     probe: null,
     ownExamples: {},
     connected: true,

@@ -28,7 +28,7 @@ const ROOM = 'race';
 const MEMBER = 'a1b2c3d4e5f6a7b8';
 
 function member(): MemberInfo {
-  return { id: MEMBER, name: 'phone', index: 0, rank: 0, backend: 'cpu', kind: 'node', adapter: null, examplesPerSec: 0, step: 0, weightsHash: null, computeMs: 0, batchShare: 0, linkMBps: 0, learningRate: 0, speedVsMedian: 0, collective: null, probe: null, ownExamples: {}, connected: true, connecting: false, node: null };
+  return { id: MEMBER, name: 'phone', index: 0, rank: 0, backend: 'cpu', kind: 'node', adapter: null, examplesPerSec: 0, step: 0, weightsHash: null, computeMs: 0, batchShare: 0, linkMBps: 0, learningRate: 0, speedVsMedian: 0, collective: null, bytesSent: 0, probe: null, ownExamples: {}, connected: true, connecting: false, node: null };
 }
 
 /** A connected socket whose join reply is followed, in the same task, by the generation and the Start. */

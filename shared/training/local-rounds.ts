@@ -1,0 +1,142 @@
+/**
+ * Local steps (DiLoCo, Douillard et al. 2023; federated averaging, McMahan et al. 2017):
+ * a turn is a round. Each rank trains its own slice of each of up to `localSteps` global
+ * batches alone, with the inner optimizer (the run's own, Adam by default) at the run's
+ * learning rate; then the class all-reduces once: each rank sends (weights at the last sync
+ * − its local weights) × the examples it trained, so the mean is the change weighted by
+ * examples; the outer optimizer (outer-optimizer.ts) moves the weights at the last sync by
+ * it, identically on every replica.
+ *
+ * What this keeps exact:
+ * - the data: the round's global batches are the same ones every-step sync trains, cut by
+ *   the same plan (balanced shares, own data), so each epoch's examples are trained once;
+ *   a slow device takes a smaller slice of every local step, as it does of every step. A
+ *   round ends with its epoch (the evaluation closes it) and at maxSteps.
+ * - the replicas: outside a round every replica stands at the weights of the last sync and
+ *   the inner optimizer's state of the round's start, so they are bit-identical after
+ *   every outer step, the hash is compared every round, and the hand-over and the
+ *   checkpoints carry that state with the outer momentum. The inner optimizer's state is
+ *   therefore reset at every round to what it was at the run's start (Adam's moments and
+ *   step count zero): no replica's history leaks into the class's state, and a joiner needs
+ *   nothing of anyone's but the chief's.
+ * - a lost member: the survivors keep their round's change. The next generation sums what
+ *   they kept (the round is not trained again, and the lost member's slices of it are not
+ *   trained in that epoch); a rank that has no change for it (a joiner) sends zeros.
+ */
+import { advance, type GlobalBatch } from '../data/batch-plan';
+import type { StartConfig } from '../protocol';
+import type { LedgerSection } from './ledger';
+import { OuterOptimizer } from './outer-optimizer';
+import type { SyncModeRun, TurnHost, TurnWork } from './sync-mode';
+
+/** A round's work kept until its sum is applied: what the survivors of a lost member send again. */
+interface KeptRound {
+  step: number;
+  first: GlobalBatch;
+  trained: number;
+  loss: number;
+  correct: number;
+}
+
+export class LocalRounds implements SyncModeRun {
+  readonly hashEveryTurn = true;
+  readonly stateSections: ReadonlyArray<LedgerSection<unknown>>;
+  readonly outer: OuterOptimizer;
+  private readonly parameterCount: number;
+  /** The replica's whole state at the round's start: the weights of the last sync first. */
+  private start: Float32Array | null = null;
+  /** This rank's last round's change × examples, reused; valid while `kept` is set. */
+  private readonly change: Float32Array;
+  private kept: KeptRound | null = null;
+
+  constructor(
+    private readonly host: TurnHost,
+    private readonly config: Pick<StartConfig, 'localSteps' | 'maxSteps' | 'outerOptimizer' | 'outerLearningRate' | 'outerMomentum'>,
+  ) {
+    this.parameterCount = host.replica.parameterCount;
+    this.outer = new OuterOptimizer(config, this.parameterCount);
+    this.change = new Float32Array(this.parameterCount);
+    this.stateSections = [this.outer.section];
+  }
+
+  async contribute(rank: number, worldSize: number): Promise<TurnWork> {
+    const { host } = this;
+    const { position, buffers, replica } = host;
+    await buffers.settle();
+    // The weights of the last sync and the inner state every round starts from.
+    this.start = await replica.readState();
+    const finishing = position.finishing;
+    if (finishing) return this.finish(finishing.end, finishing.steps);
+    const step = position.step;
+    const limit = this.config.maxSteps === undefined ? this.config.localSteps : Math.min(this.config.localSteps, this.config.maxSteps - step);
+    const facts = host.facts;
+    const timing = host.timing;
+    const sum = { loss: 0, correct: 0, dataMs: 0, computeMs: 0, readbackMs: 0, crossMs: 0 };
+    let cursor = position.cursor;
+    let first: GlobalBatch | null = null;
+    let steps = 0;
+    let trained = 0;
+    try {
+      while (steps < Math.max(1, limit)) {
+        const batch = host.nextBatch(cursor);
+        first ??= batch;
+        const n = batch.slices[rank]! > 0 ? await host.computeGradients(batch, rank) : 0;
+        if (n > 0) {
+          sum.loss += facts.loss;
+          sum.correct += facts.correct;
+          sum.dataMs += timing.dataMs;
+          sum.computeMs += timing.computeMs;
+          sum.readbackMs += timing.readbackMs;
+          sum.crossMs += timing.crossMs;
+          // The mean over its own examples, through the inner optimizer, at this step's rate.
+          buffers.mean(n);
+          await buffers.apply(replica, host.rateAt(step + steps, worldSize));
+        }
+        trained += n;
+        steps++;
+        cursor = advance(batch, host.data.trainCount);
+        // A round ends with its epoch: the evaluation that closes it runs between turns.
+        if (cursor.epoch !== batch.epoch) break;
+      }
+      await buffers.settle();
+      const local = await replica.readWeights();
+      const anchor = this.start;
+      const change = this.change;
+      for (let i = 0; i < change.length; i++) change[i] = (anchor[i]! - local[i]!) * trained;
+    } finally {
+      // Back to the class's state: a hand-over, a hash or a checkpoint never sees local weights.
+      await replica.writeState(this.start);
+    }
+    buffers.flat.set(this.change);
+    Object.assign(timing, { dataMs: sum.dataMs, computeMs: sum.computeMs, readbackMs: sum.readbackMs, crossMs: sum.crossMs });
+    facts.loss = sum.loss;
+    facts.correct = sum.correct;
+    this.kept = { step, first: first!, trained, loss: sum.loss, correct: sum.correct };
+    position.finishing = { end: cursor, steps };
+    return { first: first!, end: cursor, steps, trained };
+  }
+
+  /** The round the survivors trained before a member was lost: what this rank kept of it, or zeros. */
+  private finish(end: TurnWork['end'], steps: number): TurnWork {
+    const { host } = this;
+    const kept = this.kept?.step === host.position.step ? this.kept : null;
+    const first = kept?.first ?? host.nextBatch(host.position.cursor);
+    host.facts.loss = kept?.loss ?? 0;
+    host.facts.correct = kept?.correct ?? 0;
+    if (kept) host.buffers.flat.set(this.change);
+    return { first, end, steps, trained: kept?.trained ?? 0 };
+  }
+
+  async apply(step: number, worldSize: number, examples: number): Promise<number> {
+    const { host } = this;
+    const start = this.start!;
+    if (examples > 0) {
+      this.outer.step(start.subarray(0, this.parameterCount), host.buffers.flat);
+      await host.replica.writeState(start);
+    }
+    this.kept = null;
+    host.position.finishing = null;
+    // The inner rate of the round's first step: what the teacher's page shows for it.
+    return host.rateAt(step, worldSize);
+  }
+}

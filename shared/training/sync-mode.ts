@@ -1,0 +1,89 @@
+/**
+ * How the class sums its work: the trainer's one place for it. A turn of the trainer is one
+ * all-reduce of the buffer (what travels, then the tail) and everything around it (the votes,
+ * the shares, the hash check, the hand-over, deadlines, checkpoints); what a replica puts
+ * into the buffer before it, and what it does with the class's mean after, is the mode's.
+ *
+ *   every-step   one global batch: the sum of this rank's gradients; the mean goes to the
+ *                replica's optimizer (MultiWorkerMirroredStrategy).
+ *   local-steps  a round of up to `localSteps` global batches, each rank training its own
+ *                slice of each alone: its change in weights times its examples; the mean
+ *                moves the weights at the last sync through the outer optimizer (DiLoCo;
+ *                local-rounds.ts).
+ *
+ * Everything the turn's machinery judges per turn (straggler deadlines, shares, the hash
+ * check, a lost member) is then judged per round in local-steps mode, with nothing more.
+ */
+import { advance, type DataCursor, type GlobalBatch } from '../data/batch-plan';
+import type { DataSource } from '../data/data-source';
+import type { Replica } from '../compute/replica';
+import type { Clock } from '../util/clock';
+import type { LedgerSection } from './ledger';
+import type { StepBuffers } from './step-buffers';
+import type { StepFacts, StepTiming } from './step-ledger';
+import type { RunPosition } from './run-position';
+
+/** What a turn trained on this replica, before the all-reduce. */
+export interface TurnWork {
+  /** The turn's first global batch: its epoch is the turn's, its slices the shares the balancer observes. */
+  first: GlobalBatch;
+  /** Where the data cursor stands once the turn is applied. */
+  end: DataCursor;
+  /** The steps the turn covers: 1, or the round's local steps. */
+  steps: number;
+  /** The examples this rank trained (summed over the round). */
+  trained: number;
+}
+
+/** What a mode reaches in the trainer: one object, built once in its constructor. */
+export interface TurnHost {
+  readonly replica: Replica;
+  readonly buffers: StepBuffers;
+  readonly data: DataSource;
+  readonly clock: Clock;
+  readonly position: RunPosition;
+  /** Written by the mode: this rank's summed loss and correct count over the turn. */
+  readonly facts: StepFacts;
+  /** Written by the mode: where the turn's time went. */
+  readonly timing: StepTiming;
+  /** The global batch from `cursor`, cut by the current shares. */
+  nextBatch(cursor: DataCursor): GlobalBatch;
+  /** The learning rate of step `step` in a ring of `worldSize`. */
+  rateAt(step: number, worldSize: number): number;
+  /** Reads this rank's examples of `batch` and computes their gradients' sum into the buffer; how many it trained. */
+  computeGradients(batch: GlobalBatch, rank: number): Promise<number>;
+}
+
+export interface SyncModeRun {
+  /** Hash-compare the replicas on every turn (a round is rare enough) rather than every 10th step. */
+  readonly hashEveryTurn: boolean;
+  /** Its sections of the hand-over's state (the outer optimizer's momentum), after the trainer's own. */
+  readonly stateSections: ReadonlyArray<LedgerSection<unknown>>;
+  /** Trains this rank's part of the turn from the position; leaves what travels in the buffer's first parameterCount floats. */
+  contribute(rank: number, worldSize: number): Promise<TurnWork>;
+  /** Applies the class's mean (already in the buffer) to the replica; returns the learning rate the turn applied. */
+  apply(step: number, worldSize: number, examples: number): Promise<number>;
+}
+
+/** MultiWorkerMirroredStrategy: every step's gradients summed, the mean applied by each replica's optimizer. */
+export class EveryStep implements SyncModeRun {
+  readonly hashEveryTurn = false;
+  readonly stateSections: ReadonlyArray<LedgerSection<unknown>> = [];
+
+  constructor(private readonly host: TurnHost) {}
+
+  async contribute(rank: number): Promise<TurnWork> {
+    const host = this.host;
+    const batch = host.nextBatch(host.position.cursor);
+    const trained = batch.slices[rank]! > 0 ? await host.computeGradients(batch, rank) : 0;
+    return { first: batch, end: advance(batch, host.data.trainCount), steps: 1, trained };
+  }
+
+  async apply(step: number, worldSize: number, examples: number): Promise<number> {
+    const { host } = this;
+    // Every replica is at the same step, world and ramp, so every replica applies the same rate.
+    const learningRate = host.rateAt(step, worldSize);
+    if (examples > 0) await host.buffers.apply(host.replica, learningRate);
+    return learningRate;
+  }
+}

@@ -1,0 +1,224 @@
+/**
+ * Local steps (shared/training/local-rounds.ts): a round of H steps each rank trains alone,
+ * then one outer step on the examples-weighted mean change in weights. Real trainers, real
+ * MNIST digits, the in-memory ring.
+ */
+import { test, before } from 'node:test';
+import assert from 'node:assert/strict';
+import * as tf from '@tensorflow/tfjs';
+import { packMnistFromPackage } from '../../signaling-server/data/mnist-pack';
+import { createMemoryRing } from '../support/memory-ring';
+import { Trainer } from '../../shared/training/trainer';
+import { mnistShards, type DataSource } from '../../shared/data/data-source';
+import { shardOf, type GlobalBatch } from '../../shared/data/batch-plan';
+import { EpochPermutation } from '../../shared/data/sharding';
+import { startConfigSchema, type StartConfig } from '../../shared/protocol';
+import type { MnistDataset } from '../../shared/data/mnist-format';
+import { OuterOptimizer } from '../../shared/training/outer-optimizer';
+import { applyCheckpoint, captureCheckpoint, splitOuterMomentum } from '../../shared/checkpoints/checkpoint-io';
+import { checkpointMetadataSchema } from '../../shared/checkpoints/checkpoint';
+
+let dataset: MnistDataset;
+
+before(async () => {
+  await tf.setBackend('cpu');
+  dataset = packMnistFromPackage();
+});
+
+/** The first `trainCount` training digits alone: an epoch in a few dozen steps. */
+function smallDataset(trainCount: number): MnistDataset {
+  return { count: trainCount, trainCount, testCount: 0, labels: dataset.labels.subarray(0, trainCount), pixels: dataset.pixels.subarray(0, trainCount * 784) };
+}
+
+function trainersOn(config: StartConfig, n: number, data: MnistDataset = dataset, ring = createMemoryRing(n)): Trainer[] {
+  return ring.rings.map((r) => new Trainer(config, mnistShards(config, data), r));
+}
+
+async function maxDiff(a: Trainer, b: Trainer): Promise<number> {
+  const [x, y] = await Promise.all([a.readWeights(), b.readWeights()]);
+  let d = 0;
+  for (let i = 0; i < x.length; i++) d = Math.max(d, Math.abs(x[i]! - y[i]!));
+  return d;
+}
+
+test('with inner SGD, H = 1 and an outer SGD at rate 1 without momentum, local steps equal every-step sync (1e-6 per weight)', async () => {
+  const common = { optimizer: 'sgd', learningRate: 0.1, batchSizePerWorker: 16, seed: 11, wire: 'fp32' } as const;
+  const sync = startConfigSchema.parse({ ...common, sync: 'every-step' });
+  const local = startConfigSchema.parse({ ...common, sync: 'local-steps', localSteps: 1, outerOptimizer: 'sgd', outerLearningRate: 1, outerMomentum: 0 });
+  const a = trainersOn(sync, 3);
+  const b = trainersOn(local, 3);
+  for (let s = 0; s < 6; s++) {
+    const [ra, rb] = await Promise.all([Promise.all(a.map((t) => t.trainStep())), Promise.all(b.map((t) => t.trainStep()))]);
+    assert.equal(rb[0]!.steps, 1);
+    assert.equal(rb[0]!.round, s + 1);
+    assert.ok(Math.abs(ra[0]!.loss - rb[0]!.loss) < 1e-5, `step ${s}: loss ${ra[0]!.loss} against ${rb[0]!.loss}`);
+  }
+  for (let r = 0; r < 3; r++) {
+    const d = await maxDiff(a[r]!, b[r]!);
+    assert.ok(d <= 1e-6, `rank ${r}: the weights differ by up to ${d}`);
+  }
+  assert.deepEqual(a.map((t) => t.dataCursor), b.map((t) => t.dataCursor));
+  for (const t of [...a, ...b]) await t.dispose();
+});
+
+test('on the defaults (Adam inside, Nesterov outside, fp16) the replicas are bit-identical after every outer step, and tensors stay flat', async () => {
+  const config = startConfigSchema.parse({ sync: 'local-steps', localSteps: 5, batchSizePerWorker: 16, seed: 3 });
+  assert.equal(config.wire, 'fp16', 'a local-steps run sends its round in fp16 by default');
+  assert.equal(startConfigSchema.parse({ sync: 'local-steps', data: 'own', classes: ['a', 'b'] }).wire, 'fp32', 'a secure one in fp32');
+  const trainers = trainersOn(config, 3);
+  let tensors = 0;
+  const losses: number[] = [];
+  for (let round = 0; round < 6; round++) {
+    const results = await Promise.all(trainers.map((t) => t.trainStep()));
+    const hashes = new Set(await Promise.all(trainers.map((t) => t.weightsHash())));
+    assert.equal(hashes.size, 1, `round ${round}: replicas differ`);
+    for (const r of results) {
+      assert.equal(r.steps, 5);
+      assert.equal(r.round, round + 1);
+      assert.ok(r.hashChecked && !r.hashMismatch, 'every round compares the hashes, and they agree');
+    }
+    assert.equal(results[0]!.globalBatchSize, 5 * 48, 'the round trained five global batches');
+    assert.deepEqual(trainers.map((t) => t.step), [5, 5, 5].map((h) => h * (round + 1)));
+    losses.push(results[0]!.loss);
+    if (round === 0) tensors = tf.memory().numTensors;
+  }
+  assert.equal(tf.memory().numTensors, tensors, 'no tensor leaks across rounds');
+  assert.ok(losses.at(-1)! < losses[0]! * 0.6, `the loss fell: ${losses.map((l) => l.toFixed(3)).join(', ')}`);
+  // The outer momentum is the same on every replica too.
+  const m0 = trainers[0]!.outer!.momentum;
+  for (const t of trainers) assert.ok(Buffer.from(t.outer!.momentum.buffer).equals(Buffer.from(m0.buffer)));
+  assert.ok(m0.some((x) => x !== 0));
+  for (const t of trainers) await t.dispose();
+});
+
+test('the outer optimizer: Nesterov and heavy-ball momentum by their formulas, and FedAvg at rate 1 without momentum', () => {
+  const nesterov = new OuterOptimizer({ outerOptimizer: 'nesterov', outerLearningRate: 0.5, outerMomentum: 0.9 }, 2);
+  const w = new Float32Array([1, 2]);
+  nesterov.step(w, new Float32Array([0.1, -0.2]));
+  // m = Δ; w − η(Δ + μm) = w − 0.5 · 1.9Δ
+  assert.ok(Math.abs(w[0]! - (1 - 0.5 * 1.9 * 0.1)) < 1e-6 && Math.abs(w[1]! - (2 + 0.5 * 1.9 * 0.2)) < 1e-6);
+  nesterov.step(w, new Float32Array([0.1, -0.2]));
+  // m = 1.9Δ; w − η(Δ + 0.9 · 1.9Δ)
+  assert.ok(Math.abs(w[0]! - (1 - 0.5 * 1.9 * 0.1 - 0.5 * (1 + 0.9 * 1.9) * 0.1)) < 1e-6);
+  const heavy = new OuterOptimizer({ outerOptimizer: 'sgd', outerLearningRate: 1, outerMomentum: 0.5 }, 1);
+  const v = new Float32Array([0]);
+  heavy.step(v, new Float32Array([1]));
+  heavy.step(v, new Float32Array([1]));
+  assert.ok(Math.abs(v[0]! - -(1 + 1.5)) < 1e-6);
+  const fedAvg = new OuterOptimizer({ outerOptimizer: 'nesterov', outerLearningRate: 1, outerMomentum: 0 }, 1);
+  const u = new Float32Array([3]);
+  fedAvg.step(u, new Float32Array([3 - 2.5]));
+  assert.equal(u[0], 2.5, 'the weights become the mean of the local weights');
+  assert.throws(() => fedAvg.restore(new Float32Array(2)), /outer momentum of 2 floats/);
+});
+
+test('every example is trained once per epoch under unequal shares, rounds end with their epoch', async () => {
+  const data = smallDataset(331); // prime: every epoch ends in a short batch
+  const config = startConfigSchema.parse({ sync: 'local-steps', localSteps: 4, batchSizePerWorker: 8, seed: 5, epochs: 3 });
+  const perm = new EpochPermutation(data.trainCount, config.seed);
+  const seen = new Map<number, number[]>();
+  const ring = createMemoryRing(3);
+  const trainers = ring.rings.map((r, rank) => {
+    const source = mnistShards(config, data);
+    const read = source.readShard.bind(source);
+    // Record every example each rank reads, by its index in the epoch's permutation.
+    (source as DataSource).readShard = (batch: GlobalBatch, rk: number, images: Float32Array, labels: Int32Array) => {
+      const indices = perm.sliceInto(new Uint32Array(batch.slices[rk]!), batch, rk);
+      let counts = seen.get(batch.epoch);
+      if (!counts) seen.set(batch.epoch, (counts = new Array<number>(data.trainCount).fill(0)));
+      for (const i of indices) counts[i]!++;
+      assert.equal(shardOf(batch, rk).count, indices.length);
+      return read(batch, rk, images, labels);
+    };
+    void rank;
+    return new Trainer(config, source, r);
+  });
+  // Rank 2 is four times as fast as rank 0: the balancer gives it the larger slices.
+  for (const t of trainers) t.seedShares([4, 2, 1]);
+  let unequal = false;
+  let rounds = 0;
+  while (!trainers[0]!.finished) {
+    const results = await Promise.all(trainers.map((t) => t.trainStep()));
+    rounds++;
+    if (results[2]!.examples > results[0]!.examples * 2) unequal = true;
+    for (const t of trainers) if (t.pendingEvaluation !== null) t.pendingEvaluation = null;
+    if (results[0]!.epochEnd) assert.equal(trainers[0]!.dataCursor.offset, 0, 'the round ended with its epoch');
+  }
+  assert.ok(unequal, 'the shares were unequal');
+  assert.deepEqual([...seen.keys()], [0, 1, 2]);
+  for (const [epoch, counts] of seen) {
+    const wrong = counts.filter((c) => c !== 1).length;
+    assert.equal(wrong, 0, `epoch ${epoch}: ${wrong} examples trained other than once`);
+  }
+  // 14 global batches of 24 per epoch (the last short): rounds of 4, 4, 4, 2.
+  assert.equal(rounds, 3 * 4);
+  for (const t of trainers) await t.dispose();
+});
+
+test('a member lost mid-round loses only its own round: the survivors sum what they kept, weighted by their examples', async () => {
+  const config = startConfigSchema.parse({ sync: 'local-steps', localSteps: 3, batchSizePerWorker: 8, seed: 9, balanceShares: false });
+  const first = createMemoryRing(3, { generation: 1, timeoutMs: 400 });
+  const trainers = trainersOn(config, 3, dataset, first);
+  await Promise.all(trainers.map((t) => t.trainStep()));
+  const anchor = await trainers[0]!.weightsHash();
+  // Round 2: rank 2 trains its local steps, then vanishes before the all-reduce; the survivors time out.
+  const survivors = trainers.slice(0, 2);
+  const failed = await Promise.allSettled(survivors.map((t) => t.trainStep()));
+  assert.ok(failed.every((f) => f.status === 'rejected'), 'the all-reduce failed without rank 2');
+  await trainers[2]!.dispose();
+  // Both survivors stand at the class's state, owing the round they trained.
+  assert.deepEqual(await Promise.all(survivors.map((t) => t.weightsHash())), [anchor, anchor]);
+  assert.deepEqual(survivors.map((t) => t.step), [3, 3]);
+
+  // A joiner arrives in the same new generation: it owes nothing of that round and sends zeros.
+  const joiner = new Trainer(config, mnistShards(config, dataset), createMemoryRing(1).rings[0]!);
+  const ring = [...survivors, joiner];
+  const second = createMemoryRing(3, { generation: 2 });
+  ring.forEach((t, r) => t.setCollective(second.rings[r]!));
+  assert.deepEqual(await Promise.all(ring.map((t) => t.syncState())), [1, 1, 1], 'the joiner took the state, with the round owed');
+  const t0 = performance.now();
+  const finished = await Promise.all(ring.map((t) => t.trainStep()));
+  const finishMs = performance.now() - t0;
+  // Two survivors' shares of three global batches of 24: the lost member's third is not trained.
+  assert.deepEqual(finished.map((r) => r.globalBatchSize), [48, 48, 48]);
+  assert.deepEqual(finished.map((r) => r.examples), [24, 24, 0]);
+  assert.deepEqual(ring.map((t) => t.step), [6, 6, 6], 'the round is not trained again');
+  assert.deepEqual(ring.map((t) => t.dataCursor), ring.map(() => ({ epoch: 0, offset: 6 * 24 })));
+  assert.equal(new Set(await Promise.all(ring.map((t) => t.weightsHash()))).size, 1);
+  assert.notEqual(await ring[0]!.weightsHash(), anchor, 'the outer step applied the survivors’ change');
+  // The next round is a normal one for all three.
+  const next = await Promise.all(ring.map((t) => t.trainStep()));
+  assert.deepEqual(next.map((r) => r.globalBatchSize), [72, 72, 72]);
+  assert.equal(new Set(await Promise.all(ring.map((t) => t.weightsHash()))).size, 1);
+  assert.ok(finishMs < 2000, `finishing the kept round took ${finishMs.toFixed(0)} ms`);
+  for (const t of ring) await t.dispose();
+});
+
+test('a checkpoint round-trips the outer state: the momentum, the weights at the last sync, the round and the cursor', async () => {
+  const config = startConfigSchema.parse({ sync: 'local-steps', localSteps: 4, batchSizePerWorker: 8, seed: 21 });
+  const [a] = trainersOn(config, 1);
+  for (let r = 0; r < 3; r++) await a!.trainStep();
+  const captured = await captureCheckpoint(a!, { room: 'lab', run: 1, backend: 'cpu', members: [] });
+  assert.equal(captured.metadata.round, 3);
+  assert.equal(captured.metadata.step, 12);
+  assert.ok(checkpointMetadataSchema.safeParse(captured.metadata).success);
+  const split = splitOuterMomentum(captured.optimizerSpecs, captured.optimizerData);
+  assert.ok(split.momentum && Buffer.from(split.momentum.buffer).equals(Buffer.from(a!.outer!.momentum.buffer)), 'optimizer.bin ends with the momentum');
+
+  const [b] = trainersOn(config, 1);
+  await applyCheckpoint(b!, captured);
+  assert.equal(b!.round, 3);
+  assert.equal(b!.step, 12);
+  assert.deepEqual(b!.dataCursor, a!.dataCursor);
+  assert.equal(await b!.weightsHash(), await a!.weightsHash());
+  // Resumed exactly: the next round is the same on both.
+  const [ra, rb] = [await a!.trainStep(), await b!.trainStep()];
+  assert.equal(ra.loss, rb.loss);
+  assert.equal(await b!.weightsHash(), await a!.weightsHash());
+  // The weights alone still load into a plain model, as tf.loadLayersModel does.
+  const model = await tf.loadLayersModel(tf.io.fromMemory({ modelTopology: captured.artifacts.modelTopology, weightSpecs: captured.artifacts.weightSpecs, weightData: captured.weights.slice().buffer }));
+  assert.equal(model.countParams(), a!.parameterCount);
+  model.dispose();
+  await a!.dispose();
+  await b!.dispose();
+});
