@@ -113,7 +113,7 @@ export class LocalRounds implements SyncModeRun {
     facts.correct = sum.correct;
     this.kept = { step, first: first!, trained, loss: sum.loss, correct: sum.correct };
     position.finishing = { end: cursor, steps };
-    return { first: first!, end: cursor, steps, trained };
+    return { first: first!, end: cursor, steps, trained, finishing: false };
   }
 
   /** The round the survivors trained before a member was lost: what this rank kept of it, or zeros. */
@@ -124,7 +124,7 @@ export class LocalRounds implements SyncModeRun {
     host.facts.loss = kept?.loss ?? 0;
     host.facts.correct = kept?.correct ?? 0;
     if (kept) host.buffers.flat.set(this.change);
-    return { first, end, steps, trained: kept?.trained ?? 0 };
+    return { first, end, steps, trained: kept?.trained ?? 0, finishing: true };
   }
 
   async apply(step: number, worldSize: number, examples: number): Promise<number> {

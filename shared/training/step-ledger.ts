@@ -57,6 +57,8 @@ export interface StepResult {
   steps: number;
   /** Outer steps so far, this one included. */
   round: number;
+  /** The turn summed a round trained before a member was lost (local-rounds.ts), rather than training one. */
+  finishing: boolean;
   epoch: number;
   /** Mean loss over the whole global batch. */
   loss: number;

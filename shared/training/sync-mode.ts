@@ -33,6 +33,8 @@ export interface TurnWork {
   steps: number;
   /** The examples this rank trained (summed over the round). */
   trained: number;
+  /** The turn sums a round the survivors of a lost member trained before it was lost, instead of training one. */
+  finishing: boolean;
 }
 
 /** What a mode reaches in the trainer: one object, built once in its constructor. */
@@ -76,7 +78,7 @@ export class EveryStep implements SyncModeRun {
     const host = this.host;
     const batch = host.nextBatch(host.position.cursor);
     const trained = batch.slices[rank]! > 0 ? await host.computeGradients(batch, rank) : 0;
-    return { first: batch, end: advance(batch, host.data.trainCount), steps: 1, trained };
+    return { first: batch, end: advance(batch, host.data.trainCount), steps: 1, trained, finishing: false };
   }
 
   async apply(step: number, worldSize: number, examples: number): Promise<number> {

@@ -376,6 +376,7 @@ export class Trainer {
       step,
       steps: work.steps,
       round: this.position.round,
+      finishing: work.finishing,
       epoch: work.first.epoch,
       loss: this.metrics.lossSum * inv,
       trainAccuracy: this.metrics.correctSum * inv,

@@ -182,6 +182,7 @@ test('a member lost mid-round loses only its own round: the survivors sum what t
   // Two survivors' shares of three global batches of 24: the lost member's third is not trained.
   assert.deepEqual(finished.map((r) => r.globalBatchSize), [48, 48, 48]);
   assert.deepEqual(finished.map((r) => r.examples), [24, 24, 0]);
+  assert.ok(finished.every((r) => r.finishing && r.steps === 3));
   assert.deepEqual(ring.map((t) => t.step), [6, 6, 6], 'the round is not trained again');
   assert.deepEqual(ring.map((t) => t.dataCursor), ring.map(() => ({ epoch: 0, offset: 6 * 24 })));
   assert.equal(new Set(await Promise.all(ring.map((t) => t.weightsHash()))).size, 1);
@@ -189,6 +190,7 @@ test('a member lost mid-round loses only its own round: the survivors sum what t
   // The next round is a normal one for all three.
   const next = await Promise.all(ring.map((t) => t.trainStep()));
   assert.deepEqual(next.map((r) => r.globalBatchSize), [72, 72, 72]);
+  assert.ok(next.every((r) => !r.finishing));
   assert.equal(new Set(await Promise.all(ring.map((t) => t.weightsHash()))).size, 1);
   assert.ok(finishMs < 2000, `finishing the kept round took ${finishMs.toFixed(0)} ms`);
   for (const t of ring) await t.dispose();

@@ -1,0 +1,88 @@
+/**
+ * Local steps in real tabs: three students train the MLP on WebGPU in local-steps mode on
+ * the defaults (20 local steps, Nesterov outside, fp16 rounds), picked in the teacher's
+ * form; then the same class trains every step on the same number of examples. The two reach
+ * the same test accuracy within a point, local steps send a fraction of the bytes, and the
+ * pages show the mode, the round and the advice.
+ */
+import { test, expect } from '@playwright/test';
+import { E2E_TOKEN } from '../../playwright.config';
+import type { RoomMetrics, RoomStatus } from '../../shared/protocol';
+import { asTeacher, openStudent, readStatus, status, type Student } from './helpers';
+
+const ROOM = 'e2e-local-steps';
+/** Two epochs of mnist-10k's 8,000 training digits at 3 × 32: the second ends at step 167. */
+const STEPS = 160;
+
+async function roomNow(request: import('@playwright/test').APIRequestContext): Promise<RoomStatus> {
+  return (await (await request.get(`/api/rooms/${ROOM}`, asTeacher)).json()) as RoomStatus;
+}
+
+async function untilDone(students: Student[]): Promise<Array<Record<string, string>>> {
+  for (const s of students) await expect(status(s.page)).toHaveAttribute('data-state', 'done', { timeout: 240_000 });
+  const finals = await Promise.all(students.map((s) => readStatus(s.page)));
+  expect(new Set(finals.map((f) => f.weightsHash)).size, 'the replicas end bit-identical').toBe(1);
+  return finals;
+}
+
+test('three tabs in local-steps mode reach every-step accuracy within a point on the same examples, sending a fraction of the bytes', async ({ browser, request }) => {
+  test.setTimeout(600_000);
+  const students: Student[] = [];
+  for (const name of ['lia', 'max', 'noa']) students.push(await openStudent(browser, ROOM, name));
+
+  const teacherContext = await browser.newContext();
+  const teacher = await teacherContext.newPage();
+  await teacher.goto(`/teacher?room=${ROOM}&token=${E2E_TOKEN}`);
+  await expect(teacher.getByTestId('members').locator('tr')).toHaveCount(3);
+  // The form's defaults are the protocol's: every step, and 20 local steps once chosen.
+  await expect(teacher.locator('select[name=sync]')).toHaveValue('every-step');
+  await expect(teacher.locator('input[name=localSteps]')).toHaveValue('20');
+  await expect(teacher.locator('select[name=wire]')).toHaveValue('auto');
+  await teacher.locator('select[name=sync]').selectOption('local-steps');
+  await teacher.locator('select[name=dataset]').selectOption('mnist-10k');
+  await teacher.locator('input[name=maxSteps]').fill(String(STEPS));
+  await teacher.locator('input[name=startFresh]').check();
+  await teacher.getByRole('button', { name: 'Start' }).click();
+
+  // While it trains: the pages say which mode and which round.
+  await expect.poll(async () => Number((await readStatus(students[0]!.page)).round), { timeout: 120_000 }).toBeGreaterThanOrEqual(2);
+  await expect(students[0]!.page.locator('#s-step')).toContainText('round');
+  await expect(teacher.getByTestId('sync-state')).toHaveAttribute('data-sync', 'local-steps');
+  await expect(teacher.getByTestId('sync-state')).toContainText('kB per example');
+  await expect(teacher.getByTestId('sync-advice')).toHaveAttribute('data-suggest', /^(every-step|local-steps)$/);
+
+  const localFinals = await untilDone(students);
+  const local = await roomNow(request);
+  expect(local.config).toMatchObject({ sync: 'local-steps', localSteps: 20, outerOptimizer: 'nesterov', outerLearningRate: 0.7, outerMomentum: 0.9, wire: 'fp16' });
+  expect(local.step).toBe(STEPS);
+  // Rounds of 20, one cut short by the first epoch's end at step 84: 9 outer steps.
+  expect(local.round).toBe(9);
+  expect(localFinals.map((f) => f.round)).toEqual(['9', '9', '9']);
+  const localMetrics = (await (await request.get(`/api/rooms/${ROOM}/metrics`, asTeacher)).json()) as RoomMetrics;
+  expect(localMetrics.history.map((p) => p.step)).toEqual([20, 40, 60, 80, 84, 104, 124, 144, 160]);
+  expect(local.bytesSentPerRound).toBeGreaterThan(0);
+  const localAccuracy = local.metrics.accuracy!;
+  const localPerExample = local.bytesSentPerExample!;
+
+  // The same class, the same examples, every step.
+  expect((await request.post(`/api/rooms/${ROOM}/start`, { ...asTeacher, data: { model: 'mlp', dataset: 'mnist-10k', maxSteps: STEPS, resumeFrom: 'none' } })).status()).toBe(200);
+  await expect.poll(async () => (await roomNow(request)).run).toBe(local.run + 1);
+  await untilDone(students);
+  const sync = await roomNow(request);
+  expect(sync.config).toMatchObject({ sync: 'every-step', wire: 'fp32' });
+  expect(sync.round).toBe(STEPS);
+  const syncAccuracy = sync.metrics.accuracy!;
+  const syncPerExample = sync.bytesSentPerExample!;
+  console.log(
+    `[local-steps] test accuracy after ${STEPS} steps of 96: local steps ${(localAccuracy * 100).toFixed(2)} %, every step ${(syncAccuracy * 100).toFixed(2)} %; ` +
+      `bytes sent per example trained: ${(localPerExample / 1000).toFixed(2)} kB against ${(syncPerExample / 1000).toFixed(2)} kB`,
+  );
+  expect(Math.abs(localAccuracy - syncAccuracy)).toBeLessThanOrEqual(0.01);
+  expect(localAccuracy).toBeGreaterThan(0.85);
+  // 20 steps per all-reduce, each half the bytes: about 40× fewer bytes per example.
+  expect(syncPerExample / localPerExample).toBeGreaterThan(20);
+
+  expect(students.flatMap((s) => s.errors)).toEqual([]);
+  await teacherContext.close();
+  for (const s of students) await s.context.close();
+});
