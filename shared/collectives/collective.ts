@@ -61,6 +61,12 @@ export interface CollectiveOptions {
    * exact, such as votes and counts. Default 0.
    */
   exactTail?: number;
+  /**
+   * How long this collective may wait for the slowest rank, in ms, when longer than the
+   * engine's timeout: a round of local steps waits for every rank's whole round of compute.
+   * Default: the engine's timeout.
+   */
+  patienceMs?: number;
 }
 
 export interface CollectiveStats {

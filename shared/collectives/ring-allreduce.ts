@@ -223,7 +223,7 @@ export class RingAllReduce implements CollectiveEngine {
       return Promise.reject(new WebringError('ERR_BAD_REQUEST', `exactTail ${exactTail} outside 0..${buf.length}`));
     }
     const schedule: Schedule = algorithm === 'halving-doubling' ? this.halvingDoubling : algorithm === 'hub' ? this.hub! : this.ring;
-    return this.begin(buf, step, tag, schedule, wire, exactTail);
+    return this.begin(buf, step, tag, schedule, wire, exactTail, Math.max(this.timeoutMs, options.patienceMs ?? 0));
   }
 
   /**
@@ -242,7 +242,7 @@ export class RingAllReduce implements CollectiveEngine {
   }
 
   /** Starts one collective of `schedule` over `buf`: ordering, timeout, stash replay. */
-  private begin(buf: Float32Array, step: number, tag: CollectiveTag, schedule: Schedule, wire: CollectiveWire, exactTail: number): Promise<void> {
+  private begin(buf: Float32Array, step: number, tag: CollectiveTag, schedule: Schedule, wire: CollectiveWire, exactTail: number, timeoutMs = this.timeoutMs): Promise<void> {
     if (this.abortedWith) return Promise.reject(this.abortedWith);
     if (this.active) {
       return Promise.reject(new WebringError('ERR_BAD_STATE', 'an all-reduce is already in flight'));
@@ -277,8 +277,8 @@ export class RingAllReduce implements CollectiveEngine {
       // range, the whole buffer in its PRE and POST stages; the hub the whole buffer.
       this.queue.reset(Math.max(2 * n * layout.maxSegmentChunks, layout.wholeBufferChunks));
       c.timer = this.clock.setTimeout(() => {
-        this.fail(new WebringError('ERR_TIMEOUT', `all-reduce of step ${step} timed out after ${this.timeoutMs} ms`));
-      }, this.timeoutMs);
+        this.fail(new WebringError('ERR_TIMEOUT', `all-reduce of step ${step} timed out after ${timeoutMs} ms`));
+      }, timeoutMs);
       schedule.start(c);
       this.replayStash(c);
       if (this.active === c) schedule.resume(c);

@@ -155,6 +155,7 @@ export class SecureCollective implements Collective {
     scratch.set(buf.subarray(head), words);
     this.wordOptions.exactTail = tail;
     this.wordOptions.algorithm = options.algorithm;
+    this.wordOptions.patienceMs = options.patienceMs;
     await this.inner.allReduce(scratch, step, tag, this.wordOptions);
     if (w[head] !== n) {
       throw new WebringError('ERR_SECAGG_MISMATCH', `step ${step}: the masks did not cancel (check word ${w[head]}, not ${n}): a rank summed with other keys; the class re-forms with fresh ones`);

@@ -28,6 +28,16 @@ import type { StartConfig } from '../protocol';
 import type { LedgerSection } from './ledger';
 import { OuterOptimizer } from './outer-optimizer';
 import type { SyncModeRun, TurnHost, TurnWork } from './sync-mode';
+import { DEFAULT_COLLECTIVE_TIMEOUT_MS } from '../collectives/ring-allreduce';
+
+/**
+ * A round's all-reduce waits for every rank's whole round of compute: this many times the
+ * slowest rank's last round, when that is longer than the engine's timeout (a rank slower
+ * than that is the straggler rule's to judge, between turns).
+ */
+const ROUND_PATIENCE_FACTOR = 4;
+/** Before any round is measured, the engine's timeout per this many local steps (at least once). */
+const UNMEASURED_STEPS_PER_TIMEOUT = 10;
 
 /** A round's work kept until its sum is applied: what the survivors of a lost member send again. */
 interface KeptRound {
@@ -125,6 +135,11 @@ export class LocalRounds implements SyncModeRun {
     host.facts.correct = kept?.correct ?? 0;
     if (kept) host.buffers.flat.set(this.change);
     return { first, end, steps, trained: kept?.trained ?? 0, finishing: true };
+  }
+
+  patienceMs(slowestLastMs: number): number {
+    if (slowestLastMs > 0) return ROUND_PATIENCE_FACTOR * slowestLastMs;
+    return DEFAULT_COLLECTIVE_TIMEOUT_MS * Math.max(1, Math.ceil(this.config.localSteps / UNMEASURED_STEPS_PER_TIMEOUT));
   }
 
   async apply(step: number, worldSize: number, examples: number): Promise<number> {

@@ -223,6 +223,13 @@ export class ShareTimes implements TailSection {
   computeMs(): number[] {
     return Array.from(this.computeView);
   }
+
+  /** The slowest rank's compute time of the last turn, ms (0 before any). */
+  slowestMs(): number {
+    let slowest = 0;
+    for (const ms of this.computeView) slowest = Math.max(slowest, ms);
+    return slowest;
+  }
 }
 
 /** The median of `values`, sorted in place (0 for none). */

@@ -63,6 +63,12 @@ export interface SyncModeRun {
   readonly stateSections: ReadonlyArray<LedgerSection<unknown>>;
   /** Trains this rank's part of the turn from the position; leaves what travels in the buffer's first parameterCount floats. */
   contribute(rank: number, worldSize: number): Promise<TurnWork>;
+  /**
+   * How long the turn's all-reduce may wait for the slowest rank when that is longer than the
+   * engine's timeout, given the slowest rank's compute in the last turn (0: none yet);
+   * undefined: the engine's.
+   */
+  patienceMs(slowestLastMs: number): number | undefined;
   /** Applies the class's mean (already in the buffer) to the replica; returns the learning rate the turn applied. */
   apply(step: number, worldSize: number, examples: number): Promise<number>;
 }
@@ -79,6 +85,10 @@ export class EveryStep implements SyncModeRun {
     const batch = host.nextBatch(host.position.cursor);
     const trained = batch.slices[rank]! > 0 ? await host.computeGradients(batch, rank) : 0;
     return { first: batch, end: advance(batch, host.data.trainCount), steps: 1, trained, finishing: false };
+  }
+
+  patienceMs(): undefined {
+    return undefined;
   }
 
   async apply(step: number, worldSize: number, examples: number): Promise<number> {

@@ -336,6 +336,7 @@ export class Trainer {
 
     const algorithm = this.links.next;
     this.gradientOptions.algorithm = algorithm;
+    this.gradientOptions.patienceMs = this.mode.patienceMs(this.times.slowestMs());
     const tComm = this.clock.now();
     await this.collective.allReduce(buffers.flat, step, COLLECTIVE_TAG.gradients, this.gradientOptions);
     const tApply = this.clock.now();

@@ -224,3 +224,22 @@ test('a checkpoint round-trips the outer state: the momentum, the weights at the
   await a!.dispose();
   await b!.dispose();
 });
+
+test("a round's all-reduce waits for the slowest rank's whole round, past the engine's timeout, where every step would time out", async () => {
+  const config = startConfigSchema.parse({ sync: 'local-steps', localSteps: 2, batchSizePerWorker: 8, seed: 4, balanceShares: false });
+  // Rank 2's rounds take 250 ms more, then 600: longer than the engine's 400 ms, within 4× its last round.
+  const slow = { slowComputeMs: (step: number) => (step === 0 ? 250 : step === 2 ? 600 : 0) };
+  const ring = createMemoryRing(3, { timeoutMs: 400 });
+  const trainers = ring.rings.map((r, rank) => new Trainer(config, mnistShards(config, dataset), r, rank === 2 ? { faults: slow } : {}));
+  for (let round = 0; round < 2; round++) await Promise.all(trainers.map((t) => t.trainStep()));
+  assert.deepEqual(trainers.map((t) => t.step), [4, 4, 4]);
+  assert.equal(new Set(await Promise.all(trainers.map((t) => t.weightsHash()))).size, 1);
+  for (const t of trainers) await t.dispose();
+  // Every step: the same wait is past the engine's timeout.
+  const sync = startConfigSchema.parse({ batchSizePerWorker: 8, seed: 4, balanceShares: false });
+  const syncRing = createMemoryRing(3, { timeoutMs: 400 });
+  const syncTrainers = syncRing.rings.map((r, rank) => new Trainer(sync, mnistShards(sync, dataset), r, rank === 2 ? { faults: { slowComputeMs: () => 600 } } : {}));
+  const results = await Promise.allSettled(syncTrainers.map((t) => t.trainStep()));
+  assert.ok(results.slice(0, 2).every((r) => r.status === 'rejected' && /timed out after 400 ms/.test(String(r.reason))));
+  for (const t of syncTrainers) await t.dispose();
+});
