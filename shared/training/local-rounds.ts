@@ -4,7 +4,8 @@
  * batches alone, with the inner optimizer (the run's own, Adam by default) at the run's
  * learning rate; then the class all-reduces once: each rank sends (weights at the last sync
  * − its local weights) × the examples it trained, so the mean is the change weighted by
- * examples; the outer optimizer (outer-optimizer.ts) moves the weights at the last sync by
+ * examples (scaled by one round's usual examples per rank, so that what travels stays near
+ * the change's own size, well inside fp16's range at any H); the outer optimizer (outer-optimizer.ts) moves the weights at the last sync by
  * it, identically on every replica.
  *
  * What this keeps exact:
@@ -58,11 +59,18 @@ export class LocalRounds implements SyncModeRun {
   /** This rank's last round's change × examples, reused; valid while `kept` is set. */
   private readonly change: Float32Array;
   private kept: KeptRound | null = null;
+  /**
+   * What travels is the change × examples / this (a round's usual examples per rank, the
+   * same on every replica): near the change's own size, so fp16 carries it at any H; the
+   * outer step multiplies the mean back.
+   */
+  private readonly exampleScale: number;
 
   constructor(
     private readonly host: TurnHost,
-    private readonly config: Pick<StartConfig, 'localSteps' | 'maxSteps' | 'outerOptimizer' | 'outerLearningRate' | 'outerMomentum'>,
+    private readonly config: Pick<StartConfig, 'localSteps' | 'maxSteps' | 'batchSizePerWorker' | 'outerOptimizer' | 'outerLearningRate' | 'outerMomentum'>,
   ) {
+    this.exampleScale = config.localSteps * config.batchSizePerWorker;
     this.parameterCount = host.replica.parameterCount;
     this.outer = new OuterOptimizer(config, this.parameterCount);
     this.change = new Float32Array(this.parameterCount);
@@ -90,6 +98,7 @@ export class LocalRounds implements SyncModeRun {
       while (steps < Math.max(1, limit)) {
         const batch = host.nextBatch(cursor);
         first ??= batch;
+        host.endSitOut();
         const n = batch.slices[rank]! > 0 ? await host.computeGradients(batch, rank) : 0;
         if (n > 0) {
           sum.loss += facts.loss;
@@ -112,7 +121,8 @@ export class LocalRounds implements SyncModeRun {
       const local = await replica.readWeights();
       const anchor = this.start;
       const change = this.change;
-      for (let i = 0; i < change.length; i++) change[i] = (anchor[i]! - local[i]!) * trained;
+      const weight = trained / this.exampleScale;
+      for (let i = 0; i < change.length; i++) change[i] = (anchor[i]! - local[i]!) * weight;
     } finally {
       // Back to the class's state: a hand-over, a hash or a checkpoint never sees local weights.
       await replica.writeState(this.start);
@@ -146,7 +156,8 @@ export class LocalRounds implements SyncModeRun {
     const { host } = this;
     const start = this.start!;
     if (examples > 0) {
-      this.outer.step(start.subarray(0, this.parameterCount), host.buffers.flat);
+      // The trainer divided the sum by the class's examples; what travelled was scaled down by exampleScale.
+      this.outer.step(start.subarray(0, this.parameterCount), host.buffers.flat, this.exampleScale);
       await host.replica.writeState(start);
     }
     this.kept = null;

@@ -31,13 +31,13 @@ export class OuterOptimizer {
     this.momentum = new Float32Array(parameterCount);
   }
 
-  /** Moves `weights` (the weights at the last sync) by the mean change `delta`, in place. */
-  step(weights: Float32Array, delta: Float32Array): void {
+  /** Moves `weights` (the weights at the last sync) by the mean change, `delta` × `scale`, in place. */
+  step(weights: Float32Array, delta: Float32Array, scale = 1): void {
     const m = this.momentum;
     const { rate, mu } = this;
     const nesterov = this.kind === 'nesterov';
     for (let i = 0; i < m.length; i++) {
-      const d = delta[i]!;
+      const d = Math.fround(delta[i]! * scale);
       const mi = Math.fround(mu * m[i]! + d);
       m[i] = mi;
       weights[i] = weights[i]! - rate * (nesterov ? d + mu * mi : mi);

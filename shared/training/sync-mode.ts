@@ -48,8 +48,13 @@ export interface TurnHost {
   readonly facts: StepFacts;
   /** Written by the mode: where the turn's time went. */
   readonly timing: StepTiming;
-  /** The global batch from `cursor`, cut by the current shares. */
+  /** The global batch from `cursor`, cut by the current shares (without the ranks that sit the turn's first step out). */
   nextBatch(cursor: DataCursor): GlobalBatch;
+  /**
+   * The ranks that sat out while the hand-over's state travelled (trainer.ts sitOutFrom)
+   * train from the next batch on: a round's later local steps are theirs too.
+   */
+  endSitOut(): void;
   /** The learning rate of step `step` in a ring of `worldSize`. */
   rateAt(step: number, worldSize: number): number;
   /** Reads this rank's examples of `batch` and computes their gradients' sum into the buffer; how many it trained. */

@@ -137,6 +137,9 @@ export class Trainer {
       facts: this.facts,
       timing: this.timing,
       nextBatch: (cursor) => this.nextGlobalBatch(cursor),
+      endSitOut: () => {
+        this.sitOutFrom = null;
+      },
       rateAt: (step, worldSize) => this.schedule.rateAt(step, data.globalBatchSize(worldSize)),
       computeGradients: (batch, rank) => this.computeGradients(batch, rank),
     };

@@ -20,7 +20,9 @@
  *      and a permanent cut of one (SIGSTOP for good: gone within the liveness window).
  *      Each: who was dropped, the class's pause, and whether the hashes agreed after.
  *
- * BENCH_CLASS (30), BENCH_CLASS_FIRST (8) and BENCH_CHURN_MS (60000) change the run.
+ * BENCH_CLASS (30), BENCH_CLASS_FIRST (8) and BENCH_CHURN_MS (60000) change the run;
+ * BENCH_CLASS_SYNC=local-steps trains the class in rounds of local steps (the mode's other
+ * settings on their defaults: docs/local-steps.md) and writes bench/class-local-steps.*.
  */
 import os from 'node:os';
 import path from 'node:path';
@@ -37,6 +39,9 @@ const FIRST = Number(process.env.BENCH_CLASS_FIRST ?? 8);
 const STORM_SPREAD_MS = 60_000;
 const CHURN_WINDOW_MS = Number(process.env.BENCH_CHURN_MS ?? 60_000);
 const CHURN_PER_MINUTE = 5;
+const SYNC = process.env.BENCH_CLASS_SYNC === 'local-steps' ? 'local-steps' : 'every-step';
+/** Where the results go: bench/class.* for every step, bench/class-local-steps.* for rounds. */
+const OUT_NAME = SYNC === 'local-steps' ? 'class-local-steps' : 'class';
 const HICCUP_MS = 2_000;
 const FREEZE_MS = 15_000;
 /** A cut is watched this long: past the server's liveness window (5 s by default), whatever it is. */
@@ -118,7 +123,7 @@ async function usualStepMs(): Promise<number> {
 async function storm(): Promise<{ lockStepAfterLastJoinMs: number; pauseMs: number; admissions: number; usualStepMs: number; run: number }> {
   for (let i = 0; i < FIRST; i++) spawn(`s${String(i).padStart(2, '0')}`);
   await waitFor(`${FIRST} workers`, async () => (await room()).members.length === FIRST, 180_000);
-  const start = await fetch(`${server.url}/api/rooms/${ROOM}/start`, { method: 'POST', headers: { ...AS_TEACHER.headers, 'content-type': 'application/json' }, body: JSON.stringify({ model: 'mlp', maxSteps: 1_000_000, batchSizePerWorker: BATCH_PER_WORKER, resumeFrom: 'none' }) });
+  const start = await fetch(`${server.url}/api/rooms/${ROOM}/start`, { method: 'POST', headers: { ...AS_TEACHER.headers, 'content-type': 'application/json' }, body: JSON.stringify({ model: 'mlp', maxSteps: 1_000_000, batchSizePerWorker: BATCH_PER_WORKER, resumeFrom: 'none', sync: SYNC }) });
   if (start.status !== 200) throw new Error(`start: ${start.status} ${await start.text()}`);
   await waitFor('5 steps', async () => (await room()).step >= 5, 120_000);
   const usual = await usualStepMs();
@@ -210,7 +215,7 @@ function markdown(result: Record<string, unknown>, targets: Target[], faults: Fa
   const lines = [
     `# A class of ${CLASS_SIZE} on one machine`,
     '',
-    `Measured ${new Date().toISOString()} on ${os.availableParallelism()} cores (${os.cpus()[0]?.model ?? 'unknown CPU'}), Node ${process.versions.node}, by \`npm run bench:class\`: ${CLASS_SIZE} Node workers on loopback training the MLP on the product's defaults. All of them share this machine's cores: the figures are the CPU regime, what the class costs in computation and coordination, not what a network does. A hiccup and a freeze are SIGSTOP (sockets and process stand still); a cut is SIGSTOP for good.`,
+    `Measured ${new Date().toISOString()} on ${os.availableParallelism()} cores (${os.cpus()[0]?.model ?? 'unknown CPU'}), Node ${process.versions.node}, by \`npm run bench:class\`: ${CLASS_SIZE} Node workers on loopback training the MLP on the product's defaults${SYNC === 'local-steps' ? ' with `sync: local-steps` (rounds of 20 local steps, Nesterov outside, fp16)' : ''}. All of them share this machine's cores: the figures are the CPU regime, what the class costs in computation and coordination, not what a network does. A hiccup and a freeze are SIGSTOP (sockets and process stand still); a cut is SIGSTOP for good.`,
     '',
     '| target | goal | value | met | detail |',
     '|---|---|---|---|---|',
@@ -249,12 +254,12 @@ async function main(): Promise<void> {
       { id: `class${CLASS_SIZE}-hiccup`, goal: '0 dropped for a 2 s hiccup; the pause ≤ 3 s', value: hiccup!.pauseMs / 1000, met: hiccup!.dropped.length === 0 && hiccup!.pauseMs <= 3_000, detail: `dropped: ${hiccup!.dropped.join(', ') || 'nobody'}` },
       { id: `class${CLASS_SIZE}-freeze`, goal: 'the frozen dropped, back in lock-step ≤ 5 s after SIGCONT; nobody else dropped', value: freeze!.backInLockStepMs === null ? null : freeze!.backInLockStepMs / 1000, met: freeze!.backInLockStepMs !== null && freeze!.backInLockStepMs <= 5_000 && freeze!.dropped.every((d) => freeze!.devices.includes(d)), detail: `dropped: ${freeze!.dropped.join(', ') || 'nobody'}; back in lock-step is the whole class's, at one step with one hash` },
     ];
-    const result = { generatedAt: new Date().toISOString(), machine: { cores: os.availableParallelism(), node: process.versions.node }, classSize: CLASS_SIZE, first: FIRST, storm: s, churn: c, faults, finalRun: final.run, targets };
+    const result = { generatedAt: new Date().toISOString(), machine: { cores: os.availableParallelism(), node: process.versions.node }, sync: SYNC, rounds: final.round, steps: final.step, classSize: CLASS_SIZE, first: FIRST, storm: s, churn: c, faults, finalRun: final.run, targets };
     mkdirSync(OUT_DIR, { recursive: true });
-    writeFileSync(path.join(OUT_DIR, 'class.json'), `${JSON.stringify(result, null, 2)}\n`);
-    writeFileSync(path.join(OUT_DIR, 'class.md'), markdown(result, targets, faults));
+    writeFileSync(path.join(OUT_DIR, `${OUT_NAME}.json`), `${JSON.stringify(result, null, 2)}\n`);
+    writeFileSync(path.join(OUT_DIR, `${OUT_NAME}.md`), markdown(result, targets, faults));
     for (const t of targets) console.log(`target ${t.id}: ${t.value === null ? '–' : t.value.toFixed(2)} (${t.goal}) ${t.met ? 'met' : 'NOT met'}: ${t.detail}`);
-    log('wrote bench/class.json and bench/class.md');
+    log(`wrote bench/${OUT_NAME}.json and bench/${OUT_NAME}.md`);
   } finally {
     for (const w of workers.values()) {
       w.child.kill('SIGCONT');
