@@ -75,10 +75,12 @@ function showError(message: string): void {
 /** What leaves this tab when it trains, in the mode of the current run (secure aggregation or not). */
 function privacyText(s: WorkerStatus): string {
   if (s.secureAggregation === null) return 'Nothing yet. When training starts, this says what the run sends.';
+  // In local-steps mode what leaves is a round's change in weights, once per round: still an update that can give examples away.
+  const update = s.localSteps === null ? 'update' : `update (the change from ${s.localSteps} steps on this device, once per round)`;
   if (s.secureAggregation) {
-    return "Only the class's sum of updates leaves this device, masked: your classmates, the hub and the server each get random-looking numbers that cancel in the sum, and cannot read your update or your examples from them. Public to the class: the sum, and how many examples, the loss and the time this device's steps took.";
+    return `Only the class's sum of updates leaves this device, masked: your classmates, the hub and the server each get random-looking numbers that cancel in the sum, and cannot read your ${update} or your examples from them. Public to the class: the sum, and how many examples, the loss and the time this device's steps took.`;
   }
-  return 'Your update to the model leaves this device unmasked: your ring neighbour (and the hub, when it sums) receives it, and could reconstruct the examples you trained on from it. The examples themselves never leave this device.';
+  return `Your ${update} to the model leaves this device unmasked: your ring neighbour (and the hub, when it sums) receives it, and could reconstruct the examples you trained on from it. The examples themselves never leave this device.`;
 }
 
 /** One sentence a student understands, for each state the tab can be in. */
@@ -98,7 +100,7 @@ function bannerText(s: WorkerStatus): { key: string; text: string } {
     case 'training':
       if (s.dataWait) return { key: 'data-wait', text: `Training is waiting for its digits: ${s.dataWait}.` };
       if (s.secureWait) return { key: 'secure-wait', text: 'Waiting for a third classmate: this run masks every update, and with only two, each would learn the other\'s from the sum.' };
-      return { key: 'training', text: `Training: step ${s.step}${s.totalSteps ? ` of ${s.totalSteps}` : ''}, together with ${Math.max(0, s.worldSize - 1)} other tab(s).` };
+      return { key: 'training', text: `Training: step ${s.step}${s.totalSteps ? ` of ${s.totalSteps}` : ''}${s.localSteps === null ? '' : `, round ${s.round}`}, together with ${Math.max(0, s.worldSize - 1)} other tab(s).` };
     case 'paused':
       return { key: 'paused', text: `Paused by the teacher after step ${s.step}. Training goes on when the teacher resumes.` };
     case 'done':

@@ -141,6 +141,7 @@ export class LocalRounds implements SyncModeRun {
     const { host } = this;
     const kept = this.kept?.step === host.position.step ? this.kept : null;
     const first = kept?.first ?? host.nextBatch(host.position.cursor);
+    host.endSitOut();
     host.facts.loss = kept?.loss ?? 0;
     host.facts.correct = kept?.correct ?? 0;
     if (kept) host.buffers.flat.set(this.change);

@@ -88,6 +88,7 @@ export class EveryStep implements SyncModeRun {
   async contribute(rank: number): Promise<TurnWork> {
     const host = this.host;
     const batch = host.nextBatch(host.position.cursor);
+    host.endSitOut();
     const trained = batch.slices[rank]! > 0 ? await host.computeGradients(batch, rank) : 0;
     return { first: batch, end: advance(batch, host.data.trainCount), steps: 1, trained, finishing: false };
   }

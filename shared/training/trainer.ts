@@ -315,7 +315,6 @@ export class Trainer {
     timing.readbackMs = 0;
     timing.crossMs = 0;
     const work = await this.mode.contribute(rank, worldSize);
-    this.sitOutFrom = null;
     const { trained } = work;
     const buffers = this.buffers;
     // More ranks than examples left in the epoch, or none of its own: contribute nothing.
