@@ -243,3 +243,27 @@ test("a round's all-reduce waits for the slowest rank's whole round, past the en
   assert.ok(results.slice(0, 2).every((r) => r.status === 'rejected' && /timed out after 400 ms/.test(String(r.reason))));
   for (const t of syncTrainers) await t.dispose();
 });
+
+test('the advice: local steps when the all-reduce outweighs the compute, every step when it does not, with the reason in one sentence', async () => {
+  const { adviseSync } = await import('../../shared/training/sync-advice');
+  const timing = (computeMs: number, commMs: number) => ({ dataMs: 0, computeMs, readbackMs: 0, crossMs: 0, commMs, applyMs: 0 });
+  const every = startConfigSchema.parse({});
+  // A school uplink: the all-reduce takes 3× the compute. Every step: 40 ms a step; local steps: 10 + 15/20.
+  const slow = adviseSync(every, timing(10, 30), 1)!;
+  assert.equal(slow.suggest, 'local-steps');
+  assert.ok(Math.abs(slow.speedup - 40 / 10.75) < 1e-9);
+  assert.equal(slow.sentence, "On this network a step's all-reduce takes 3.0× its compute: local steps (20 per round) would train about 3.7× faster.");
+  // A good network: the all-reduce is a tenth of the compute.
+  const fast = adviseSync(every, timing(100, 10), 1)!;
+  assert.equal(fast.suggest, 'every-step');
+  assert.match(fast.sentence, /^Every step is the right choice here: a step's all-reduce takes 0\.1× its compute/);
+  // In a local-steps run the turn is a round of 20 steps: its compute is per step over 20.
+  const local = startConfigSchema.parse({ sync: 'local-steps' });
+  const stay = adviseSync(local, timing(200, 15), 20)!;
+  assert.equal(stay.suggest, 'local-steps');
+  assert.match(stay.sentence, /^Local steps pay on this network/);
+  const back = adviseSync(local, timing(2000, 5), 20)!;
+  assert.equal(back.suggest, 'every-step');
+  assert.match(back.sentence, /choose every step\.$/);
+  assert.equal(adviseSync(every, timing(0, 10), 1), null, 'no advice before a compute time');
+});
