@@ -20,6 +20,8 @@ import type { CheckpointTrust } from '../../shared/checkpoints/checkpoint';
 export const CHECKPOINT_STEPS_AHEAD = 20;
 /** Hashes reported for this many recent steps are kept: an upload lands a few steps after its own. */
 export const VOUCH_RECENT_STEPS = 64;
+// Both windows count turns: in a local-steps run a report comes once per round of
+// `localSteps` steps, so they stretch by that many steps per turn (stepsPerTurn below).
 /** And for this many recent save steps (multiples of saveEverySteps), for an upload slower than that. */
 export const VOUCH_SAVE_STEPS = 8;
 /** At most this many (step, hash) pairs are kept, the lowest steps dropped first; an honest class adds one per step. */
@@ -67,11 +69,11 @@ export class CheckpointGuard {
   constructor(private readonly g: CheckpointGuardRecord) {}
 
   /** Throws ERR_STEP_OUT_OF_RANGE unless a checkpoint of `step` may be stored while the room is at `roomStep`. */
-  admitStep(step: number, roomStep: number): void {
+  admitStep(step: number, roomStep: number, stepsPerTurn = 1): void {
     if (step < this.g.startStep) {
       throw new WebringError('ERR_STEP_OUT_OF_RANGE', `checkpoint of step ${step}; this run started at step ${this.g.startStep}`, 'step');
     }
-    const highest = roomStep + CHECKPOINT_STEPS_AHEAD;
+    const highest = roomStep + CHECKPOINT_STEPS_AHEAD * stepsPerTurn;
     if (step > highest) {
       throw new WebringError('ERR_STEP_OUT_OF_RANGE', `checkpoint of step ${step}; the class has reported step ${roomStep}, so at most ${highest} is accepted`, 'step');
     }
@@ -82,8 +84,8 @@ export class CheckpointGuard {
    * while, and it vouches for (or contradicts) a waiting checkpoint of that step written by
    * someone else. Reports far past the room's step are not kept: no checkpoint can be there.
    */
-  noteReport(by: string, step: number, hash: string, roomStep: number, saveEverySteps: number): TrustChange[] {
-    if (step > roomStep + CHECKPOINT_STEPS_AHEAD || step < this.g.startStep) return [];
+  noteReport(by: string, step: number, hash: string, roomStep: number, saveEverySteps: number, stepsPerTurn = 1): TrustChange[] {
+    if (step > roomStep + CHECKPOINT_STEPS_AHEAD * stepsPerTurn || step < this.g.startStep) return [];
     const reported = this.g.reported;
     const same = reported.find((r) => r.step === step && r.hash === hash);
     if (same) {
@@ -93,7 +95,7 @@ export class CheckpointGuard {
       reported.push({ step, hash, by: [by] });
     }
     // The window follows what the other ranks reported, not the chief's own (forgeable) step.
-    this.trim(reported.reduce((top, r) => Math.max(top, r.step), step), saveEverySteps);
+    this.trim(reported.reduce((top, r) => Math.max(top, r.step), step), saveEverySteps, stepsPerTurn);
 
     const changes: TrustChange[] = [];
     for (const p of [...this.g.pending]) {
@@ -126,8 +128,8 @@ export class CheckpointGuard {
   }
 
   /** Keeps recent steps and recent save steps, at most MAX_REPORTED_HASHES pairs. */
-  private trim(top: number, saveEverySteps: number): void {
-    const keep = (s: number) => s > top - VOUCH_RECENT_STEPS || (s % saveEverySteps === 0 && s > top - VOUCH_SAVE_STEPS * saveEverySteps);
+  private trim(top: number, saveEverySteps: number, stepsPerTurn: number): void {
+    const keep = (s: number) => s > top - VOUCH_RECENT_STEPS * stepsPerTurn || (s % saveEverySteps === 0 && s > top - VOUCH_SAVE_STEPS * saveEverySteps);
     const kept = this.g.reported.filter((r) => keep(r.step));
     if (kept.length > MAX_REPORTED_HASHES) kept.sort((a, b) => b.step - a.step).splice(MAX_REPORTED_HASHES);
     this.g.reported.splice(0, this.g.reported.length, ...kept);

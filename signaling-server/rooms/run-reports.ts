@@ -34,7 +34,7 @@ export interface ProgressOutcome {
 function recordStep(core: RoomCore, m: Member, report: ProgressReport): TrustChange[] {
   core.runState.recordJoinCost(report, core.members.chief === m);
   if (core.members.chief !== m) {
-    return core.runState.checkpointGuard.noteReport(m.id, report.step, report.weightsHash, core.runState.step, core.runState.saveEverySteps);
+    return core.runState.checkpointGuard.noteReport(m.id, report.step, report.weightsHash, core.runState.step, core.runState.saveEverySteps, core.runState.stepsPerTurn);
   }
   const { resynced } = core.runState.recordChiefProgress(report, core.clock.now());
   if (resynced) core.log('resynced', [], `weights differed at step ${report.step}; every replica reloaded the chief's state`);
@@ -52,7 +52,7 @@ export function admitCheckpoint(core: RoomCore, writerId: string, run: number, s
   if (!chief || chief.id !== writerId) throw new WebringError('ERR_NOT_CHIEF', 'only the current chief writes checkpoints');
   if (!core.isTraining) throw new WebringError('ERR_BAD_STATE', `room ${core.name} has no run in progress: checkpoints are stored only during a run`);
   if (run !== core.runState.run) throw new WebringError('ERR_STALE_RUN', `a checkpoint of run ${run}; the room's run is ${core.runState.run}`, 'run');
-  core.runState.checkpointGuard.admitStep(step, core.runState.step);
+  core.runState.checkpointGuard.admitStep(step, core.runState.step, core.runState.stepsPerTurn);
   return chief.name;
 }
 

@@ -119,6 +119,12 @@ export class RunState {
     return this.r.config?.saveEverySteps ?? DEFAULT_START_CONFIG.saveEverySteps;
   }
 
+  /** Steps per report: a local-steps run reports once per round (docs/local-steps.md). */
+  get stepsPerTurn(): number {
+    const c = this.r.config;
+    return c?.sync === 'local-steps' ? c.localSteps : 1;
+  }
+
   /** A new run: everything the last one recorded is forgotten. Returns its number. */
   start(config: StartConfig, resume: ResumePoint | null): number {
     const run = this.r.run + 1;

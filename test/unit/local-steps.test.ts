@@ -267,3 +267,18 @@ test('the advice: local steps when the all-reduce outweighs the compute, every s
   assert.match(back.sentence, /choose every step\.$/);
   assert.equal(adviseSync(every, timing(0, 10), 1), null, 'no advice before a compute time');
 });
+
+test("the server's checkpoint guard counts turns: a round's report one round ahead of the chief's still vouches, and an upload a round ahead is not a forgery", async () => {
+  const { CheckpointGuard, newCheckpointGuard, CHECKPOINT_STEPS_AHEAD } = await import('../../signaling-server/rooms/checkpoint-guard');
+  const H = 100;
+  const guard = new CheckpointGuard(newCheckpointGuard(0));
+  // A classmate's report of round 2 (step 200) arrives while the room still shows the chief's step 100.
+  assert.deepEqual(guard.noteReport('m1', 200, '00000000000000aa', 100, 50, H), []);
+  guard.admitStep(200, 100, H);
+  assert.deepEqual(guard.noteCheckpoint('ck-1', 200, '00000000000000aa', 'chief', false), { state: 'vouched', by: 'm1' });
+  // Every step: the same report is past the margin and is not kept; far past a round it is a forgery.
+  const everyStep = new CheckpointGuard(newCheckpointGuard(0));
+  everyStep.noteReport('m1', 200, '00000000000000aa', 100, 50);
+  assert.equal(everyStep.noteCheckpoint('ck-2', 200, '00000000000000aa', 'chief', false).state, 'unvouched');
+  assert.throws(() => guard.admitStep(100 + CHECKPOINT_STEPS_AHEAD * H + 1, 100, H), /at most/);
+});
