@@ -11,6 +11,11 @@
  *   npm run lab -- --secagg [--ns 8,16]   what secure aggregation costs on Wi-Fi: the MLP's step and the bytes a device
  *                               sends, secure against fp32 and fp16, at N = 8 and 16, and one epoch's accuracy secure
  *                               against fp32 (lab/secagg-rows.ts), into bench/lab-secagg.{json,md}
+ *   npm run lab -- --local-steps   local steps (H = 5, 20, 100) against every-step sync: time to 97 % test accuracy and
+ *                               the bytes sent, at N = 4 and 8 laptops on school-uplink and 16 chromebooks on wifi,
+ *                               composed from seconds a turn measured on the lab and turns to 97 % measured in-process,
+ *                               one direct run to check it, and the non-IID comparison (lab/local-steps-rows.ts), into
+ *                               bench/lab-local-steps.{json,md} and two targets merged into bench/lab.json
  *   npm run lab -- --class      the class in one run (lab/class-lab.ts): scaling with N = 1, 2, 4, 8 laptops,
  *                               time to 97 % test accuracy, the mixed class, joins; into bench/lab.json and
  *                               bench/lab.md as `class`, keeping their other sections
@@ -29,6 +34,8 @@ import { mixedClassRows } from './mixed-class';
 import { faultRows, FREEZE_MS, HICCUP_MS, type FaultRow } from './fault-rows';
 import { SECAGG_SIZES, secaggLab } from './secagg-rows';
 import { secaggMarkdown } from './secagg-report';
+import { FULL_LOCAL_STEPS_PLAN, QUICK_LOCAL_STEPS_PLAN, localStepsLab } from './local-steps-rows';
+import { LOCAL_STEPS_TARGET_IDS, localStepsMarkdown, mergeTargets, type LocalStepsNetwork, type LocalStepsReport, type StepSplit } from './local-steps-report';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -36,7 +43,7 @@ import { parseArgs } from 'node:util';
 import { LabError } from './lab-error';
 import { checkPreconditions, type LabCapabilities } from './preconditions';
 import { cleanupLab, installTeardownHandlers, withLab } from './netlab';
-import { MODEL_NAMES, internet, wifi, wiredLab, type ModelName, type ModelProfile } from './network-models';
+import { MODEL_NAMES, internet, schoolUplink, wifi, wiredLab, type ModelProfile, type ProfileName } from './network-models';
 import { assertModelValid, validateModel, DEFAULT_FLOW_SECONDS, type ModelValidation } from './validate-models';
 import { allReduceRows, type AllReducePlan, type AllReduceRow, type AutoRow } from './allreduce-rows';
 import { markdown, modelSvg, targets, type TrainingRow } from './report';
@@ -47,7 +54,7 @@ import { FULL_CLASS_PLAN, QUICK_CLASS_PLAN, narrowPlan, runClassLab } from './cl
 import { emptyLabReport, foldClass, keepClass, mergeClass, profilesOf } from './class-report';
 import { CLASS_SECTIONS, type ClassReport, type ClassSection, type LabReport } from './report-types';
 
-const USAGE = 'usage: npm run lab -- [--quick] [--models wifi,wired-lab,internet] [--no-training] | --mixed | --faults [--ns 8] | --secagg [--ns 8,16] | --class [--quick] [--only joins,scaling,mixed,timeToAccuracy] [--ns 1,8] | --class-quick';
+const USAGE = 'usage: npm run lab -- [--quick] [--models wifi,wired-lab,internet] [--no-training] | --mixed | --faults [--ns 8] | --secagg [--ns 8,16] | --local-steps [--quick] | --class [--quick] [--only joins,scaling,mixed,timeToAccuracy] [--ns 1,8] | --class-quick';
 const QUICK_FLOW_SECONDS = 1;
 const EXIT_FAILURE = 1;
 const EXIT_USAGE = 2;
@@ -69,13 +76,17 @@ const VALIDATION_WORKERS = 4;
  *    peers receive at most 50 Mbit/s between them;
  *  - wired-lab: 20 Mbit/s ports, the teacher's laptop (the hub) on one more port like
  *    the others. 8 busy ports are 20 MB/s;
- *  - internet: home lines of 20 down and 10 up, a server behind 200 Mbit/s.
+ *  - internet: home lines of 20 down and 10 up, a server behind 200 Mbit/s;
+ *  - school-uplink: the internet model with 2 Mbit/s up per device (schoolUplink: the same
+ *    20 down and 200 at the server), where a step's 408 KB gradient costs seconds. Only
+ *    `--local-steps` uses it: the all-reduce rows' 16 MB buffers would take minutes each.
  * The ratios between algorithms, which decide the choice, do not depend on the scale.
  */
-export const LAB_PROFILES: Record<ModelName, ModelProfile> = {
+export const LAB_PROFILES: Record<ProfileName, ModelProfile> = {
   wifi: wifi(),
   'wired-lab': wiredLab({ portMbit: 20, serverMbit: 20 }),
   internet: internet({ downMbit: 20, upMbit: 10 }),
+  'school-uplink': schoolUplink(),
 };
 
 /** The full run: every model, N = 2, 4, 8, 1, 4 and 16 MB, both wire formats. */
@@ -98,6 +109,8 @@ interface Args {
   faults: boolean;
   /** Only what secure aggregation costs (lab/secagg-rows.ts), into bench/lab-secagg.json and .md. */
   secagg: boolean;
+  /** Only local steps against every-step sync (lab/local-steps-rows.ts), into bench/lab-local-steps.json and .md, its targets into bench/lab.json. */
+  localSteps: boolean;
   /** The class's section (lab/class-lab.ts), merged into bench/lab.json. */
   class: boolean;
   /** `--only`: the class's sections to run again, folded into the report's (class-report.ts foldClass). */
@@ -115,6 +128,7 @@ function parse(): Args {
       mixed: { type: 'boolean' },
       faults: { type: 'boolean' },
       secagg: { type: 'boolean' },
+      'local-steps': { type: 'boolean' },
       class: { type: 'boolean' },
       'class-quick': { type: 'boolean' },
       only: { type: 'string' },
@@ -127,6 +141,9 @@ function parse(): Args {
   const cls = (values.class ?? false) || (values['class-quick'] ?? false);
   if (cls && (values.mixed || values.models !== undefined || values['no-training'])) throw new LabError('ERR_LAB_USAGE', '--class runs its own rows: it takes only --quick, --only and --ns');
   if (!cls && values.only !== undefined) throw new LabError('ERR_LAB_USAGE', '--only goes with --class');
+  if (values['local-steps'] && (cls || values.mixed || values.faults || values.secagg || values.models !== undefined || values.ns !== undefined || values['no-training'])) {
+    throw new LabError('ERR_LAB_USAGE', '--local-steps runs its own plan: it takes only --quick');
+  }
   if (!cls && !values.faults && !values.secagg && values.ns !== undefined) throw new LabError('ERR_LAB_USAGE', '--ns goes with --class, --faults or --secagg');
   const only = values.only === undefined ? null : values.only.split(',').filter(Boolean);
   for (const s of only ?? []) {
@@ -144,10 +161,11 @@ function parse(): Args {
     mixed: values.mixed ?? false,
     faults: values.faults ?? false,
     secagg: values.secagg ?? false,
+    localSteps: values['local-steps'] ?? false,
     class: cls,
     only: only as ClassSection[] | null,
     ns,
-    models: names.map((n) => LAB_PROFILES[n as ModelName]),
+    models: names.map((n) => LAB_PROFILES[n as ProfileName]),
     training: !quick && !(values['no-training'] ?? false),
   };
 }
@@ -222,6 +240,10 @@ async function main(): Promise<void> {
     await secaggMain(args.ns ?? SECAGG_SIZES, capabilities);
     return;
   }
+  if (args.localSteps) {
+    await localStepsMain(capabilities, args.quick);
+    return;
+  }
   if (args.mixed) {
     const mixed = await mixedClassRows(LAB_PROFILES['wired-lab'], capabilities);
     mkdirSync(BENCH_DIR, { recursive: true });
@@ -292,8 +314,9 @@ async function main(): Promise<void> {
   // A smoke test never replaces the measurement: --quick writes beside it (bench/lab-quick.*).
   const base = args.quick ? QUICK_REPORT_BASE : 'lab';
   const reportPath = path.join(BENCH_DIR, `${base}.json`);
-  // The class's section comes from its own run (--class): kept, not thrown away.
-  const report = args.quick ? fresh : keepClass(fresh, readReport(LAB_REPORT));
+  // The class's section comes from its own run (--class), the local-steps targets from --local-steps: kept, not thrown away.
+  const previous = args.quick ? null : readReport(LAB_REPORT);
+  const report = args.quick ? fresh : keepLocalStepsTargets(keepClass(fresh, previous), previous);
   mkdirSync(BENCH_DIR, { recursive: true });
   writeFileSync(reportPath, `${JSON.stringify(report, null, 2)}\n`);
   writeFileSync(path.join(BENCH_DIR, `${base}.md`), markdown(report, args.models));
@@ -332,6 +355,54 @@ function writeBench(base: string, json: unknown, md: string): void {
 
 function printTargets(targets: Array<{ id: string; goal: string; value: number | null; met: boolean }>): void {
   for (const t of targets) console.log(`target ${t.id}: ${t.value === null ? 'not measured' : t.value.toFixed(2)} (${t.goal}) ${t.met ? 'met' : 'NOT met'}`);
+}
+
+/** A fresh full report with the local-steps targets (`--local-steps`) the previous one had. */
+function keepLocalStepsTargets(fresh: LabReport, previous: LabReport | null): LabReport {
+  const kept = (previous?.targets ?? []).filter((t) => (LOCAL_STEPS_TARGET_IDS as readonly string[]).includes(t.id));
+  return kept.length > 0 ? { ...fresh, targets: mergeTargets(fresh.targets, kept) } : fresh;
+}
+
+/** The MLP's step splits of the class's scaling rows in a lab report (wired-lab and wifi, N > 1): where every step might still win. */
+function scalingSplits(report: LabReport | null): StepSplit[] {
+  const cls = report?.class;
+  if (!cls?.scaling) return [];
+  return cls.scaling.splits
+    .filter((x) => x.net === 'mlp' && x.n > 1 && x.split)
+    .map((x) => {
+      const row = cls.scaling!.rows.find((r) => r.model === x.model && r.net === 'mlp' && r.n === x.n);
+      return {
+        what: `${x.model}, N = ${x.n} laptops`,
+        source: `bench/lab.json's class scaling (${cls.generatedAt.slice(0, 10)}; ${x.model === 'wired-lab' ? '20 Mbit/s ports' : x.model === 'wifi' ? '100 Mbit/s of air' : 'the lab\'s rates'}, the hub beside the server, ${row?.algorithm ?? '?'}, fp32)`,
+        n: x.n,
+        computeMs: x.split!.stepMs - x.split!.allReduceMs,
+        allReduceMs: x.split!.allReduceMs,
+      };
+    });
+}
+
+/**
+ * `--local-steps`: local steps against every-step sync (lab/local-steps-rows.ts), into
+ * bench/lab-local-steps.{json,md} after every part, and its two targets into bench/lab.json
+ * (and bench/lab.md), every other section and target there untouched.
+ */
+async function localStepsMain(capabilities: LabCapabilities, quick: boolean): Promise<void> {
+  const profiles: Record<LocalStepsNetwork, ModelProfile> = { 'school-uplink': LAB_PROFILES['school-uplink'], wifi: LAB_PROFILES.wifi };
+  const base = readReport(LAB_REPORT);
+  const otherSplits = scalingSplits(base);
+  // A smoke test never replaces the measurement, nor touches bench/lab.json.
+  const out = quick ? 'lab-local-steps-quick' : 'lab-local-steps';
+  const write = (r: LocalStepsReport) => {
+    writeBench(out, r, localStepsMarkdown(r, { otherSplits }));
+    if (quick) return;
+    const lab = readReport(LAB_REPORT) ?? emptyLabReport({ cores: os.availableParallelism(), kernel: os.release(), node: process.versions.node }, capabilities.netem, new Date().toISOString());
+    writeReport({ ...lab, targets: mergeTargets(lab.targets, r.targets) }, LAB_REPORT);
+  };
+  const report = await localStepsLab(profiles, quick ? QUICK_LOCAL_STEPS_PLAN : FULL_LOCAL_STEPS_PLAN, capabilities, write);
+  printTargets(report.targets);
+  for (const e of report.errors) console.error(`webring lab: ${e.what}: ${e.message.split('\n')[0]}`);
+  progress(`wrote bench/${out}.json and .md${quick ? '' : ', and the targets into bench/lab.json,'} in ${report.minutes.toFixed(1)} minutes`);
+  if (report.errors.length > 0) process.exit(EXIT_FAILURE);
 }
 
 /** `--secagg`: secure aggregation against fp32 and fp16 on Wi-Fi, into bench/lab-secagg.{json,md} after every class size. */

@@ -60,6 +60,15 @@ export const workerEndpoint = (i: number): Endpoint => endpoint(`w${i}`, workerN
 export const MODEL_NAMES = ['wifi', 'wired-lab', 'internet'] as const;
 export type ModelName = (typeof MODEL_NAMES)[number];
 
+/**
+ * The lab's named profiles: each of the models with the rates the runs use, and
+ * `school-uplink`, the internet model with every device behind a 2 Mbit/s uplink (a school
+ * or home line that the class's gradients must leave through). A profile of a model, not a
+ * model of its own: it is built, shaped, bounded and validated as `internet`.
+ */
+export const PROFILE_NAMES = [...MODEL_NAMES, 'school-uplink'] as const;
+export type ProfileName = (typeof PROFILE_NAMES)[number];
+
 /** Rates in Mbit/s, delays in ms (one way, per shaped hop; applied only where netem exists). */
 export interface WifiParams {
   /** The access point's airtime: every client's traffic, both ways, shares it. */
@@ -96,6 +105,8 @@ export type ModelProfile =
 export const DEFAULT_WIFI: WifiParams = { airMbit: 100, serverMbit: 1000, serverOnAir: false, delayMs: 2 };
 export const DEFAULT_WIRED: WiredParams = { portMbit: 100, serverMbit: 1000 };
 export const DEFAULT_INTERNET: InternetParams = { downMbit: 10, upMbit: 5, serverMbit: 200, delayMs: 20 };
+/** `school-uplink`: the lab's internet lines (20 down, the server behind 200) with 2 Mbit/s up per device, and the internet's 20 ms each way where netem exists. */
+export const DEFAULT_SCHOOL_UPLINK: InternetParams = { downMbit: 20, upMbit: 2, serverMbit: 200, delayMs: 20 };
 
 /** A named profile with its defaults, and any of its parameters overridden. */
 export function wifi(params: Partial<WifiParams> = {}): ModelProfile {
@@ -108,6 +119,11 @@ export function internet(params: Partial<InternetParams> = {}): ModelProfile {
   return { name: 'internet', params: { ...DEFAULT_INTERNET, ...params } };
 }
 
+/** The `school-uplink` profile: the internet model, each device's uplink 2 Mbit/s. */
+export function schoolUplink(params: Partial<InternetParams> = {}): ModelProfile {
+  return internet({ ...DEFAULT_SCHOOL_UPLINK, ...params });
+}
+
 export function profileByName(name: string): ModelProfile {
   switch (name) {
     case 'wifi':
@@ -116,8 +132,10 @@ export function profileByName(name: string): ModelProfile {
       return wiredLab();
     case 'internet':
       return internet();
+    case 'school-uplink':
+      return schoolUplink();
     default:
-      throw new LabError('ERR_LAB_USAGE', `unknown network model ${JSON.stringify(name)}: one of ${MODEL_NAMES.join(', ')}`);
+      throw new LabError('ERR_LAB_USAGE', `unknown network profile ${JSON.stringify(name)}: one of ${PROFILE_NAMES.join(', ')}`);
   }
 }
 

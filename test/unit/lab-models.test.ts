@@ -13,6 +13,9 @@ import {
   appliedDelayMs,
   internet,
   labCommands,
+  PROFILE_NAMES,
+  profileByName,
+  schoolUplink,
   serverEndpoint,
   shapingCommands,
   tbfArgs,
@@ -47,7 +50,7 @@ test('the topology: a namespace per worker, one for the server and one for the n
 });
 
 test('every name the lab makes carries the prefix and fits an interface name; every address is in 198.18.0.0/15', () => {
-  for (const model of [wifi({ serverOnAir: true }), wiredLab(), internet()]) {
+  for (const model of [wifi({ serverOnAir: true }), wiredLab(), internet(), schoolUplink()]) {
     const cmds = labCommands(model, 64, true);
     for (const c of cmds) {
       const names: Array<{ name: string; isLink: boolean }> = [];
@@ -109,6 +112,25 @@ test('internet: asymmetric site links and the server behind its own link', () =>
   }
   assert.equal(tbfRate(cmds, serverEndpoint().portLink), '300mbit');
   assert.equal(tbfRate(cmds, serverEndpoint().uplinkIfb), '300mbit');
+});
+
+test('school-uplink: the internet model with every site behind a 2 Mbit/s uplink, and the internet\'s delay where netem exists', () => {
+  const profile = schoolUplink();
+  assert.equal(profile.name, 'internet', 'a profile of the internet model: built, bounded and validated as one');
+  const cmds = shapingCommands(profile, 3, false);
+  for (let i = 0; i < 3; i++) {
+    assert.equal(tbfRate(cmds, workerEndpoint(i).uplinkIfb), '2mbit', 'upload');
+    assert.equal(tbfRate(cmds, workerEndpoint(i).portLink), '20mbit', 'download');
+  }
+  assert.equal(tbfRate(cmds, serverEndpoint().portLink), '200mbit');
+  assert.deepEqual(cmds, shapingCommands(internet({ downMbit: 20, upMbit: 2 }), 3, false), 'the lab\'s internet lines with the uplink at 2 Mbit/s');
+  assert.ok(!cmds.some((c) => c.includes('netem')), 'no netem: rates only');
+  assert.ok(has(shapingCommands(profile, 3, true), `tc -n ${NET_NS} qdisc add dev ${workerEndpoint(0).uplinkIfb} parent 1:1 handle 10: netem delay 20ms`));
+  assert.equal(appliedDelayMs(profile, true), 20);
+  assert.equal(appliedDelayMs(profile, false), 0);
+  assert.deepEqual(PROFILE_NAMES, ['wifi', 'wired-lab', 'internet', 'school-uplink']);
+  assert.deepEqual(profileByName('school-uplink'), profile);
+  assert.throws(() => profileByName('dial-up'), (e: unknown) => e instanceof LabError && e.code === 'ERR_LAB_USAGE');
 });
 
 test('netem delays only where the kernel has netem; the delay applied says so', () => {

@@ -1,0 +1,214 @@
+/**
+ * One accuracy run of the local-steps lab (lab/local-steps-rows.ts): N replicas of the
+ * product's own Trainer train the MLP in this process over the in-memory ring
+ * (test/support/memory-ring.ts), on the official MNIST's 60,000 training digits, and rank
+ * 0's replica (every replica holds the same bits after every turn) is scored on the
+ * official 10,000 test digits as it goes. Accuracy per example does not depend on the
+ * network: the lab times the same turns on the emulated network, and the report composes
+ * the two (lab/local-steps-report.ts).
+ *
+ *   node --import tsx lab/local-steps-accuracy.ts '<AccuracyPlan as JSON>'
+ *
+ * - The config is the product's default start config with the plan's sync and localSteps,
+ *   data 'own' for the own-data runs (which turns secure aggregation on, as a class's own
+ *   data does by default), and `epochs` raised to the plan's cap so that the run may go on
+ *   past the default run's end (nothing else reads it).
+ * - The trainers measure time on a clock that stands still: the share balancer then sees
+ *   N identical devices and keeps the shares equal, as it does for the lab's identical
+ *   laptops, instead of following this one thread's order of work.
+ * - Own data: each device's store holds its digits as the student's page would (0..1 pixels);
+ *   a fifth of them stays out as the class's holdout, as on every device.
+ * - Every step with `everyStepAsOne`: one Trainer on the global batch, which
+ *   test/unit/equivalence.test.ts proves equal to N ring workers.
+ */
+import * as tf from '@tensorflow/tfjs';
+import { loadOfficialMnist } from '../signaling-server/data/datasets';
+import { createMemoryRing } from '../test/support/memory-ring';
+import { createSecureMesh } from '../test/support/secure-ring';
+import { Trainer } from '../shared/training/trainer';
+import { mnistShards, type DataSource } from '../shared/data/data-source';
+import { OwnDataSource } from '../shared/data/own-data';
+import { MemoryOwnExamples, isHeldOut } from '../shared/data/own-examples';
+import { MNIST_PIXELS, type MnistDataset } from '../shared/data/mnist-format';
+import { PIXEL_SCALE } from '../shared/data/example-cache';
+import { ManualClock } from '../shared/util/clock';
+import { startConfigSchema, type StartConfig } from '../shared/protocol';
+import type { Collective } from '../shared/collectives/collective';
+import { DONE_PREFIX, POINT_PREFIX, classesOf, iidDeviceOf, type AccuracyPlan, type AccuracyPoint, type AccuracyResult } from './local-steps-protocol';
+
+/** Test digits per forward pass. */
+const SCORE_BATCH = 1_000;
+/** Store keys of the own-data devices: fixed, so that the holdout (a function of key and seq) is the same every run. */
+const STORE_KEY_BASE = 7_001;
+
+interface TestSet {
+  images: Float32Array;
+  labels: Int32Array;
+  count: number;
+}
+
+function testSet(pixels: Uint8Array, labels: Uint8Array, indices: number[]): TestSet {
+  const images = new Float32Array(indices.length * MNIST_PIXELS);
+  const out = new Int32Array(indices.length);
+  indices.forEach((idx, k) => {
+    for (let p = 0; p < MNIST_PIXELS; p++) images[k * MNIST_PIXELS + p] = pixels[idx * MNIST_PIXELS + p]! * PIXEL_SCALE;
+    out[k] = labels[idx]!;
+  });
+  return { images, labels: out, count: indices.length };
+}
+
+async function score(trainer: Trainer, set: TestSet): Promise<number> {
+  // Settles the last update: the replica then holds the class's weights.
+  await trainer.weightsHash();
+  let correct = 0;
+  for (let start = 0; start < set.count; start += SCORE_BATCH) {
+    const n = Math.min(SCORE_BATCH, set.count - start);
+    const r = await trainer.replica.score({ images: set.images.subarray(start * MNIST_PIXELS), labels: set.labels.subarray(start), n });
+    correct += r.correct;
+  }
+  return correct / set.count;
+}
+
+function ownStores(train: { count: number; labels: Uint8Array; pixels: Uint8Array }, plan: AccuracyPlan, seed: number): MemoryOwnExamples[] {
+  const stores = Array.from({ length: plan.n }, (_, r) => new MemoryOwnExamples(STORE_KEY_BASE + r));
+  const byClass = Array.from({ length: 10 }, () => 0);
+  for (let r = 0; r < plan.n; r++) for (const c of classesOf(r, plan.n)) byClass[c] = r;
+  for (let i = 0; i < train.count; i++) {
+    const label = train.labels[i]!;
+    const device = plan.data === 'own-by-class' ? byClass[label]! : iidDeviceOf(i, plan.n, seed);
+    const pixels = new Float32Array(MNIST_PIXELS);
+    for (let p = 0; p < MNIST_PIXELS; p++) pixels[p] = train.pixels[i * MNIST_PIXELS + p]! / 255;
+    stores[device]!.add(String(label), pixels);
+  }
+  return stores;
+}
+
+export async function runAccuracy(plan: AccuracyPlan, onPoint: (p: AccuracyPoint) => void = () => undefined): Promise<AccuracyResult> {
+  const t0 = performance.now();
+  const cpu0 = process.cpuUsage();
+  const seconds = () => ({ wallSeconds: (performance.now() - t0) / 1000, cpuSeconds: ((u) => (u.user + u.system) / 1e6)(process.cpuUsage(cpu0)) });
+  await tf.setBackend('cpu');
+  const { train, test } = await loadOfficialMnist();
+  const all = Array.from({ length: test.count }, (_, i) => i);
+  const full = testSet(test.pixels, test.labels, all);
+  const screen = testSet(test.pixels, test.labels, all.filter((i) => i % plan.screenStride === 0));
+
+  const own = plan.data !== 'mnist';
+  const config: StartConfig = startConfigSchema.parse({
+    sync: plan.variant.sync,
+    ...(plan.variant.localSteps !== null ? { localSteps: plan.variant.localSteps } : {}),
+    ...(own ? { data: 'own' } : {}),
+    epochs: plan.maxEpochs,
+  });
+  const asOne = plan.everyStepAsOne && plan.variant.sync === 'every-step' && !own;
+  const clock = new ManualClock();
+  let trainers: Trainer[];
+  let epochExamples: number;
+  if (own) {
+    const stores = ownStores(train, plan, config.seed);
+    epochExamples = stores.reduce((s, st) => s + st.examples.filter((e) => !isHeldOut(st.key, e.seq)).length, 0);
+    const collectives: Collective[] = config.secureAggregation ? createSecureMesh(plan.n).secure : createMemoryRing(plan.n).rings;
+    trainers = collectives.map((c, r) => new Trainer(config, new OwnDataSource(config, stores[r]!), c, { clock }));
+  } else {
+    const dataset: MnistDataset = { count: train.count, trainCount: train.count, testCount: 0, labels: train.labels, pixels: train.pixels };
+    epochExamples = train.count;
+    const one = asOne ? { ...config, batchSizePerWorker: config.batchSizePerWorker * plan.n } : config;
+    const sources: DataSource[] = Array.from({ length: asOne ? 1 : plan.n }, () => mnistShards(one, dataset));
+    trainers = createMemoryRing(sources.length).rings.map((ring, r) => new Trainer(one, sources[r]!, ring, { clock }));
+  }
+  const chief = trainers[0]!;
+  const result: AccuracyResult = {
+    plan,
+    config: {
+      sync: config.sync,
+      localSteps: config.localSteps,
+      wire: config.wire,
+      secureAggregation: config.secureAggregation,
+      batchSizePerWorker: config.batchSizePerWorker,
+      learningRate: config.learningRate,
+      optimizer: config.optimizer,
+      warmupSteps: config.warmupSteps,
+      balanceShares: config.balanceShares,
+      outerOptimizer: config.outerOptimizer,
+      outerLearningRate: config.outerLearningRate,
+      outerMomentum: config.outerMomentum,
+      seed: config.seed,
+    },
+    epochExamples,
+    points: [],
+    crossed: null,
+    defaultRun: null,
+    end: { examples: 0, steps: 0, rounds: 0, accuracy: null },
+    stoppedBy: 'max-epochs',
+    error: null,
+    lastShares: [],
+    wallSeconds: 0,
+    cpuSeconds: 0,
+  };
+  let examples = 0;
+  let scoredAt = 0;
+  let before: { examples: number; steps: number; rounds: number } | null = null;
+  try {
+    // A new ring's first act: the chief's state to everyone (and own data's roster agreed).
+    await Promise.all(trainers.map((t) => t.syncState()));
+    while (!chief.finished) {
+      const results = await Promise.all(trainers.map((t) => t.trainStep()));
+      // The run's own end-of-epoch evaluation is the test below, on the official test set.
+      for (const t of trainers) t.pendingEvaluation = null;
+      const r = results[0]!;
+      examples += r.globalBatchSize;
+      if (results.every((x) => x.globalBatchSize > 0) && !r.epochEnd) result.lastShares = results.map((x) => x.examples);
+      if (!Number.isFinite(r.loss)) {
+        result.stoppedBy = 'diverged';
+        result.error = `the loss is not finite after step ${chief.step}`;
+        break;
+      }
+      const epoch = chief.dataCursor.epoch;
+      const defaultEnd = result.defaultRun === null && epoch >= plan.defaultEpochs;
+      const capped = plan.maxExamples !== undefined && examples >= plan.maxExamples;
+      if (!defaultEnd && !r.epochEnd && !chief.finished && !capped && examples - scoredAt < plan.scoreEveryExamples) continue;
+      scoredAt = examples;
+      const s = await score(chief, screen);
+      const wantFull = defaultEnd || chief.finished || capped || s >= plan.threshold - plan.screenMargin;
+      const f = wantFull ? await score(chief, full) : null;
+      const point: AccuracyPoint = { examples, steps: chief.step, rounds: chief.round, epoch, screen: s, full: f, ...seconds() };
+      result.points.push(point);
+      onPoint(point);
+      const at = { examples, steps: chief.step, rounds: chief.round };
+      if (defaultEnd) result.defaultRun = { ...at, accuracy: f! };
+      if (result.crossed === null && f !== null && f >= plan.threshold) result.crossed = { ...at, accuracy: f, before };
+      if (result.crossed === null) before = at;
+      result.end = { ...at, accuracy: f };
+      if (result.crossed !== null && result.defaultRun !== null) {
+        result.stoppedBy = 'crossed';
+        break;
+      }
+      if (capped) {
+        result.stoppedBy = 'max-examples';
+        break;
+      }
+    }
+  } catch (err) {
+    result.stoppedBy = 'error';
+    result.error = (err as Error).message;
+  } finally {
+    await Promise.all(trainers.map((t) => t.dispose()));
+  }
+  Object.assign(result, seconds());
+  return result;
+}
+
+async function main(): Promise<void> {
+  const arg = process.argv[2];
+  if (!arg) throw new Error("usage: node --import tsx lab/local-steps-accuracy.ts '<AccuracyPlan as JSON>'");
+  const plan = JSON.parse(arg) as AccuracyPlan;
+  const result = await runAccuracy(plan, (p) => process.stdout.write(`${POINT_PREFIX}${JSON.stringify(p)}\n`));
+  process.stdout.write(`${DONE_PREFIX}${JSON.stringify(result)}\n`);
+}
+
+if (process.argv[1]?.endsWith('local-steps-accuracy.ts')) {
+  main().catch((err: unknown) => {
+    process.stderr.write(`local-steps-accuracy: ${(err as Error).stack ?? String(err)}\n`);
+    process.exit(1);
+  });
+}

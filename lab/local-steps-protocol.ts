@@ -1,0 +1,116 @@
+/**
+ * What the local-steps lab (`npm run lab -- --local-steps`, lab/local-steps-rows.ts) and its
+ * accuracy runs (lab/local-steps-accuracy.ts, one child process a configuration) say to each
+ * other: the plan goes in as the child's one argument (JSON), and the child prints one
+ * `POINT {…}` line a scored point and one `DONE {…}` line at its end, on stdout.
+ */
+import { mixSeed } from '../shared/util/random';
+
+/** A way of summing: every step, or local steps with H of them a round. */
+export interface SyncVariant {
+  /** 'every-step', or 'H<localSteps>'. */
+  id: string;
+  sync: 'every-step' | 'local-steps';
+  /** H; null every step. */
+  localSteps: number | null;
+}
+
+export const EVERY_STEP: SyncVariant = { id: 'every-step', sync: 'every-step', localSteps: null };
+export const localStepsVariant = (h: number): SyncVariant => ({ id: `H${h}`, sync: 'local-steps', localSteps: h });
+
+/**
+ * Where a run's examples come from:
+ *  - 'mnist': the official 60,000 training digits, as the data service serves them (data 'mnist', dataset 'mnist-60k');
+ *  - 'own-iid': the same digits as the class's own data (data 'own'), each device a random 1/N of them;
+ *  - 'own-by-class': the same, each device the digits of some classes only (N = 3: 0–3, 4–6, 7–9,
+ *    as test/e2e/own-data-tabs.spec.ts holds them).
+ */
+export type AccuracyData = 'mnist' | 'own-iid' | 'own-by-class';
+
+export interface AccuracyPlan {
+  /** Names the run in the report and the progress lines. */
+  id: string;
+  n: number;
+  variant: SyncVariant;
+  data: AccuracyData;
+  /** Test accuracy (0..1) whose first crossing is timed. */
+  threshold: number;
+  /** The product's default run: this many epochs (its final accuracy is read at their end). */
+  defaultEpochs: number;
+  /** The run goes on past the default run, up to this many epochs, until it crosses the threshold. */
+  maxEpochs: number;
+  /** Scored after the first turn that brings this many examples since the last score (and at every epoch's end). */
+  scoreEveryExamples: number;
+  /** Every `screenStride`-th test digit makes the screen; a screen within `screenMargin` of the threshold is scored on all 10,000. */
+  screenStride: number;
+  screenMargin: number;
+  /**
+   * Every step as one Trainer on the global batch of 32·N: the same sums as N ranks over the
+   * ring (test/unit/equivalence.test.ts proves it), for a fraction of the CPU. Only 'mnist'.
+   */
+  everyStepAsOne: boolean;
+  /** Stops after this many examples whatever it reached (a smoke test); absent: no such limit. */
+  maxExamples?: number;
+}
+
+/** One scored point of a run: after the turn that trained `examples` in all. */
+export interface AccuracyPoint {
+  examples: number;
+  steps: number;
+  rounds: number;
+  epoch: number;
+  /** On every `screenStride`-th test digit. */
+  screen: number;
+  /** On all 10,000 test digits, when the screen came within the margin (and at the default run's end). */
+  full: number | null;
+  /** Seconds of the run so far, wall and CPU (the child's own). */
+  wallSeconds: number;
+  cpuSeconds: number;
+}
+
+export interface AccuracyCrossing {
+  /** The first point scored at the threshold on all 10,000 digits. */
+  examples: number;
+  steps: number;
+  rounds: number;
+  accuracy: number;
+  /** The last point scored before it (below the threshold): the crossing lies between; null when it is the first. */
+  before: { examples: number; steps: number; rounds: number } | null;
+}
+
+export type AccuracyStop = 'crossed' | 'max-epochs' | 'max-examples' | 'diverged' | 'error';
+
+export interface AccuracyResult {
+  plan: AccuracyPlan;
+  /** The start config the replicas ran with (schema defaults included; `epochs` is the plan's maxEpochs). */
+  config: { sync: string; localSteps: number; wire: string; secureAggregation: boolean; batchSizePerWorker: number; learningRate: number; optimizer: string; warmupSteps: number; balanceShares: boolean; outerOptimizer: string; outerLearningRate: number; outerMomentum: number; seed: number };
+  /** Training examples in one epoch (own data keeps a fifth of each device's examples out). */
+  epochExamples: number;
+  points: AccuracyPoint[];
+  crossed: AccuracyCrossing | null;
+  /** The default run's end: its turns and its test accuracy on all 10,000 digits; null when the run stopped before it. */
+  defaultRun: { examples: number; steps: number; rounds: number; accuracy: number } | null;
+  /** Where the run stopped, and why. */
+  end: { examples: number; steps: number; rounds: number; accuracy: number | null };
+  stoppedBy: AccuracyStop;
+  error: string | null;
+  /** Each rank's examples in the last full turn: equal shares among identical devices. */
+  lastShares: number[];
+  wallSeconds: number;
+  cpuSeconds: number;
+}
+
+/** The digit classes device `rank` of `n` holds in a by-class split: contiguous groups, the larger first (N = 3: 0–3, 4–6, 7–9). */
+export function classesOf(rank: number, n: number): number[] {
+  const base = Math.floor(10 / n);
+  const extra = 10 % n;
+  const from = rank * base + Math.min(rank, extra);
+  const size = base + (rank < extra ? 1 : 0);
+  return Array.from({ length: size }, (_, i) => from + i);
+}
+
+/** The device that holds training digit `index` in an IID split: a seeded hash, so about 1/N each, the classes mixed. */
+export const iidDeviceOf = (index: number, n: number, seed: number): number => mixSeed(seed, index) % n;
+
+export const POINT_PREFIX = 'POINT ';
+export const DONE_PREFIX = 'DONE ';

@@ -1,0 +1,701 @@
+/**
+ * Local steps against every-step sync in the lab (`npm run lab -- --local-steps`): how long a
+ * class takes to reach 97 % on the official MNIST test set, and what it sends, when it sums
+ * every step and when it trains H = 5, 20 or 100 local steps a round (DiLoCo's defaults
+ * otherwise), on the MLP and the product's defaults.
+ *
+ * Time to 97 % is composed from two parts, each measured where it can be measured in the
+ * time a run has:
+ *
+ *  1. **Seconds per turn, on the network** (windows): per class size, one lab, one server (no
+ *     hub, as `npm start` runs it) and N capped Node workers. For each way of summing one run
+ *     starts fresh, is timed after its warm-up (past step 8 and past the measurement of its
+ *     links, which the product makes once per ring) over a few turns, and is stopped: the
+ *     chief's report intervals on the server's clock, its split (compute against the
+ *     all-reduce), and each device's interface counters. H = 100's round (a minute or more of
+ *     local steps) is not timed: its round is the line through the H = 5 and H = 20 windows
+ *     (a round = H local steps + one all-reduce).
+ *  2. **Turns to 97 %, in-process** (lab/local-steps-accuracy.ts): the same Trainer over the
+ *     in-memory ring, one child process per configuration, two at a time at idle priority
+ *     (SCHED_IDLE) beside the windows, scored on the official test set as it goes. Accuracy
+ *     per example does not depend on the network.
+ *
+ *  time to 97 % = start-up (measured in the window) + steps × local step + rounds × round's all-reduce
+ *
+ * and one direct run checks the composition: a local-steps class on school-uplink trains
+ * until a checkpoint scores 97 % (the checkpoints scored on the official test set by the
+ * lab's scorer, lab/checkpoint-eval.ts), and its time is set against the composed one.
+ *
+ * Also in-process, the non-IID comparison: the class's own data (data 'own', so secure
+ * aggregation on, as by default), every device holding the digits of some classes only,
+ * against the same digits spread at random, every step and local steps.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { CheckpointInfo } from '../shared/checkpoints/checkpoint';
+import type { RoomStatus, StartConfig, StepTimingReport } from '../shared/protocol';
+import { median } from '../shared/training/straggler';
+import { withLab, type Lab } from './netlab';
+import { LabError } from './lab-error';
+import type { LabCapabilities } from './preconditions';
+import type { ModelProfile } from './network-models';
+import { runCommand } from './run-command';
+import { startLabServer, startLabWorker, waitForRoom, type LabServer } from './lab-server';
+import { BASE_CONFIG, chiefOf, lostMember, meanTiming, roomMetrics, stopRun } from './training-rows';
+import { deviceFor } from './secagg-rows';
+import { CFS_PERIOD_US, DEVICE_CORES, type DeviceProfile } from './cpu-caps';
+import { MACHINE_BOUND_FRACTION, startCpuMonitor, type CpuSample } from './cpu-monitor';
+import { validateModel, DEFAULT_FLOW_SECONDS, type ModelValidation } from './validate-models';
+import { CheckpointScorer } from './tta-rows';
+import { frontierEvaluation, nextEvaluation, thresholdSeen, timeToThreshold, type EvaluationPolicy } from './class-report';
+import type { CheckpointPoint, Reached } from './report-types';
+import { tail, type LabProcess } from './spawn';
+import { progress } from './progress';
+import { DONE_PREFIX, EVERY_STEP, POINT_PREFIX, localStepsVariant, type AccuracyData, type AccuracyPlan, type AccuracyResult, type SyncVariant } from './local-steps-protocol';
+import { localStepsTargets, summarize, type LocalStepsNetwork, type LocalStepsReport, type LocalStepsWindow, type DirectRun } from './local-steps-report';
+
+const PROJECT_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+
+/** The local-steps settings compared with every step (DiLoCo's H is 500 on LLMs; 20 is the product's default). */
+export const LOCAL_STEPS_HS = [5, 20, 100] as const;
+export const VARIANTS: SyncVariant[] = [EVERY_STEP, ...LOCAL_STEPS_HS.map(localStepsVariant)];
+export const THRESHOLD = 0.97;
+
+export interface LocalStepsClass {
+  network: LocalStepsNetwork;
+  n: number;
+}
+
+export interface LocalStepsPlan {
+  /** 'quick' for the smoke test (`--local-steps --quick`). */
+  name: 'full' | 'quick';
+  /** Class sizes and their networks: the targets read school-uplink at N = 4 and 8, and wifi at the largest class. */
+  classes: LocalStepsClass[];
+  /** The ways of summing compared; `timed` are timed on the network, the others' rounds are the fit through the local ones. */
+  variants: SyncVariant[];
+  timed: string[];
+  /** Turns each timed window spans, by variant id. */
+  windowTurns: Record<string, number>;
+  /** The in-process runs. */
+  accuracy: {
+    threshold: number;
+    defaultEpochs: number;
+    maxEpochs: number;
+    scoreEveryExamples: number;
+    screenStride: number;
+    screenMargin: number;
+    /** Child processes at once (the machine's cores). */
+    workers: number;
+    /** A smoke test's limit on every run's examples; absent: none. */
+    maxExamples?: number;
+  };
+  /** The non-IID comparison: own data by class against own data at random, at this class size. */
+  nonIid: { n: number; runs: Array<{ data: AccuracyData; variant: SyncVariant }>; maxEpochs: number } | null;
+  /** The direct check of the composition: one local-steps class to 97 % on the lab. */
+  direct: { network: LocalStepsNetwork; n: number; variant: SyncVariant; budgetMs: number; screenMargin: number } | null;
+}
+
+export const FULL_LOCAL_STEPS_PLAN: LocalStepsPlan = {
+  name: 'full',
+  classes: [
+    { network: 'school-uplink', n: 4 },
+    { network: 'school-uplink', n: 8 },
+    // 16 chromebooks at 0.1 core: the largest class this machine holds beside the server (deviceFor).
+    { network: 'wifi', n: 16 },
+  ],
+  variants: VARIANTS,
+  timed: ['every-step', 'H5', 'H20'],
+  windowTurns: { 'every-step': 8, H5: 4, H20: 3 },
+  accuracy: { threshold: THRESHOLD, defaultEpochs: 2, maxEpochs: 3, scoreEveryExamples: 6_000, screenStride: 5, screenMargin: 0.005, workers: 2 },
+  nonIid: {
+    n: 4,
+    runs: [
+      { data: 'own-by-class', variant: localStepsVariant(20) },
+      { data: 'own-iid', variant: localStepsVariant(20) },
+      { data: 'own-by-class', variant: EVERY_STEP },
+    ],
+    maxEpochs: 2,
+  },
+  direct: { network: 'school-uplink', n: 8, variant: localStepsVariant(20), budgetMs: 420_000, screenMargin: 0.02 },
+};
+
+/**
+ * `--local-steps --quick`: a smoke test of every part in about 6 minutes, into
+ * bench/lab-local-steps-quick.* (never over the measurement): school-uplink at N = 4 only,
+ * every step and H = 5 over 3 and 2 turns, runs of 12,000 examples at most to 85 %, and a
+ * direct run of 2 minutes at most.
+ */
+export const QUICK_LOCAL_STEPS_PLAN: LocalStepsPlan = {
+  name: 'quick',
+  classes: [{ network: 'school-uplink', n: 4 }],
+  variants: [EVERY_STEP, localStepsVariant(5), localStepsVariant(20)],
+  timed: ['every-step', 'H5'],
+  windowTurns: { 'every-step': 3, H5: 2 },
+  accuracy: { threshold: 0.85, defaultEpochs: 2, maxEpochs: 3, scoreEveryExamples: 2_000, screenStride: 10, screenMargin: 0.02, workers: 2, maxExamples: 12_000 },
+  nonIid: { n: 4, runs: [{ data: 'own-by-class', variant: localStepsVariant(5) }], maxEpochs: 2 },
+  direct: { network: 'school-uplink', n: 4, variant: localStepsVariant(5), budgetMs: 120_000, screenMargin: 0.05 },
+};
+
+const VALIDATION_WORKERS = 4;
+/**
+ * Seconds of each validation flow (doubled on links under 20 Mbit/s by validateModel). At
+ * 2 Mbit/s a flow's slow start overshoots the uplink's 0.5 s queue and the losses take
+ * seconds to repair: 2 s flows (4 s counted) read 1.43 to 1.71 of 1.91 Mbit/s in three
+ * tries, 6 s flows (12 s counted) 1.91 to 1.92, so school-uplink is counted over those.
+ */
+const flowSeconds = (network: LocalStepsNetwork): number => (network === 'school-uplink' ? 3 * DEFAULT_FLOW_SECONDS : DEFAULT_FLOW_SECONDS);
+
+/** Steps the chief must be past (and its links measured) before a window opens: the model built, the links opened and probed. */
+export const WARMUP_STEPS = 8;
+const JOIN_TIMEOUT_MS = 300_000;
+const WARMUP_TIMEOUT_MS = 360_000;
+/** A turn: at most a round of 20 local steps at 0.1 core and its all-reduce. */
+const TURN_TIMEOUT_MS = 180_000;
+const POLL_MS = 100;
+const DIRECT_POLL_MS = 1_000;
+const LIST_INTERVAL_MS = 2_000;
+const IDLE_SCORER_WAIT_MS = 500;
+const MAX_TO_KEEP = 100;
+
+/** The start config's fields for a way of summing, beyond BASE_CONFIG and the MLP. */
+export function variantConfig(v: SyncVariant): Partial<StartConfig> {
+  return v.sync === 'every-step' ? { sync: 'every-step' } : { sync: 'local-steps', localSteps: v.localSteps! };
+}
+
+/** The accuracy runs of a plan, in the order they are run: what the targets need first. */
+export function accuracyPlans(plan: LocalStepsPlan): AccuracyPlan[] {
+  const a = plan.accuracy;
+  const common = { threshold: a.threshold, defaultEpochs: a.defaultEpochs, scoreEveryExamples: a.scoreEveryExamples, screenStride: a.screenStride, screenMargin: a.screenMargin, ...(a.maxExamples !== undefined ? { maxExamples: a.maxExamples } : {}) };
+  const sizes = [...new Set(plan.classes.map((c) => c.n))].sort((x, y) => x - y);
+  const out: AccuracyPlan[] = [];
+  for (const n of sizes) {
+    for (const variant of plan.variants) {
+      out.push({ ...common, id: accuracyId('mnist', n, variant), n, variant, data: 'mnist', maxEpochs: a.maxEpochs, everyStepAsOne: true });
+    }
+  }
+  if (plan.nonIid) {
+    for (const r of plan.nonIid.runs) {
+      out.push({ ...common, id: accuracyId(r.data, plan.nonIid.n, r.variant), n: plan.nonIid.n, variant: r.variant, data: r.data, maxEpochs: plan.nonIid.maxEpochs, everyStepAsOne: false });
+    }
+  }
+  return out;
+}
+
+export const accuracyId = (data: AccuracyData, n: number, v: SyncVariant): string => `${data} N=${n} ${v.id}`;
+
+/**
+ * The accuracy runs, `workers` at a time, each `chrt --idle 0 node lab/local-steps-accuracy.ts`:
+ * SCHED_IDLE, so beside the windows they take only what the capped devices, the server and
+ * the harness leave over, and otherwise both cores.
+ */
+export class AccuracyPool {
+  readonly results: AccuracyResult[] = [];
+  readonly errors: Array<{ what: string; message: string }> = [];
+  private readonly queue: AccuracyPlan[];
+  private readonly running = new Map<string, { child: ChildProcess; stderr: string[] }>();
+  /** CPU seconds of the children that have exited. */
+  private exitedCpuSeconds = 0;
+  private done!: () => void;
+  readonly finished: Promise<void>;
+
+  constructor(
+    plans: AccuracyPlan[],
+    private readonly workers: number,
+    private readonly onResult: (r: AccuracyResult) => void,
+  ) {
+    this.queue = [...plans];
+    this.finished = new Promise((resolve) => (this.done = resolve));
+  }
+
+  start(): void {
+    this.fill();
+  }
+
+  get pending(): string[] {
+    return [...this.running.keys(), ...this.queue.map((p) => p.id)];
+  }
+
+  private fill(): void {
+    while (this.running.size < this.workers && this.queue.length > 0) this.launch(this.queue.shift()!);
+    if (this.running.size === 0 && this.queue.length === 0) this.done();
+  }
+
+  private launch(plan: AccuracyPlan): void {
+    const child = spawn('chrt', ['--idle', '0', process.execPath, '--import', 'tsx', 'lab/local-steps-accuracy.ts', JSON.stringify(plan)], { cwd: PROJECT_ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+    const entry = { child, stderr: [] as string[] };
+    this.running.set(plan.id, entry);
+    let result: AccuracyResult | null = null;
+    let cpu = 0;
+    child.stderr!.on('data', (d: Buffer) => {
+      entry.stderr.push(...d.toString().split('\n').filter(Boolean));
+      entry.stderr.splice(0, Math.max(0, entry.stderr.length - 30));
+    });
+    createInterface({ input: child.stdout! }).on('line', (line) => {
+      if (line.startsWith(POINT_PREFIX)) {
+        const p = JSON.parse(line.slice(POINT_PREFIX.length)) as AccuracyResult['points'][number];
+        cpu = p.cpuSeconds;
+        progress(`accuracy ${plan.id}: ${p.examples} examples (step ${p.steps}, round ${p.rounds}): screen ${(p.screen * 100).toFixed(2)} %${p.full === null ? '' : `, all 10,000 ${(p.full * 100).toFixed(2)} %`}`);
+      } else if (line.startsWith(DONE_PREFIX)) {
+        result = JSON.parse(line.slice(DONE_PREFIX.length)) as AccuracyResult;
+      }
+    });
+    const finish = (why: string | null) => {
+      if (!this.running.has(plan.id)) return;
+      this.running.delete(plan.id);
+      if (result) {
+        this.exitedCpuSeconds += result.cpuSeconds;
+        this.results.push(result);
+        progress(`accuracy ${plan.id}: ${result.stoppedBy}; ${result.crossed ? `${(plan.threshold * 100).toFixed(0)} % after ${result.crossed.examples} examples (step ${result.crossed.steps}, round ${result.crossed.rounds})` : `not ${(plan.threshold * 100).toFixed(0)} %`}; the default run ends at ${result.defaultRun ? `${(result.defaultRun.accuracy * 100).toFixed(2)} %` : '–'}; ${result.cpuSeconds.toFixed(0)} CPU s`);
+        this.onResult(result);
+      } else {
+        this.exitedCpuSeconds += cpu;
+        this.errors.push({ what: `accuracy ${plan.id}`, message: `${why ?? 'exited without a result'}\n${tail(entry.stderr, 8)}` });
+        progress(`accuracy ${plan.id}: failed (${why ?? 'no result'})`);
+      }
+      this.fill();
+    };
+    child.once('exit', (code, signal) => finish(code === 0 ? null : `exit ${code ?? signal}`));
+    child.once('error', (err) => finish(`cannot start (chrt, util-linux): ${err.message}`));
+  }
+
+  /** CPU seconds the runs have used so far, finished and running (from /proc, the runners' own process). */
+  cpuSeconds(): number {
+    let sum = this.exitedCpuSeconds;
+    for (const { child } of this.running.values()) sum += procCpuSeconds(child.pid);
+    return sum;
+  }
+
+  /** Kills what still runs (the run is over or failed). */
+  stop(): void {
+    this.queue.length = 0;
+    for (const { child } of this.running.values()) {
+      child.kill('SIGCONT');
+      child.kill('SIGKILL');
+    }
+  }
+}
+
+const CLOCK_TICKS = 100;
+/** utime + stime of a process, in seconds; 0 when it is gone. */
+function procCpuSeconds(pid: number | undefined): number {
+  if (pid === undefined) return 0;
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS;
+  } catch {
+    return 0;
+  }
+}
+
+/** The machine's busy share in a sample, without what the idle-priority accuracy runs used meanwhile. */
+export function busyWithout(cpu: CpuSample, poolCpuSeconds: number, windowMs: number): number {
+  return Math.max(0, cpu.mean - poolCpuSeconds / Math.max(1e-9, (windowMs / 1000) * cpu.cores));
+}
+
+/** Interface counters: bytes each of the first `n` devices has sent so far. */
+function txBytes(lab: Lab, n: number): number[] {
+  return lab.workers.slice(0, n).map((w) => {
+    const out = JSON.parse(runCommand(['ip', '-n', w.ns, '-j', '-s', 'link', 'show', 'dev', w.innerLink])) as Array<{ stats64: { tx: { bytes: number } } }>;
+    return out[0]!.stats64.tx.bytes;
+  });
+}
+
+/** All `n` members in the room, connected, none waiting or joining, and no run under way. */
+const wholeClass = (r: RoomStatus, n: number): boolean => r.state !== 'training' && r.state !== 'paused' && r.members.length === n && r.waiting.length === 0 && r.members.every((m) => m.connected && !m.connecting);
+
+/** The chief's reports in (from, to], as turns: each the interval since the report before it and the steps it covered. */
+export function turnIntervals(history: Array<{ at: number; step: number }>, from: number, to: number): Array<{ ms: number; steps: number }> {
+  const points = history.filter((p) => p.step >= from && p.step <= to).sort((a, b) => a.step - b.step);
+  const out: Array<{ ms: number; steps: number }> = [];
+  for (let i = 1; i < points.length; i++) {
+    const steps = points[i]!.step - points[i - 1]!.step;
+    if (steps > 0) out.push({ ms: points[i]!.at - points[i - 1]!.at, steps });
+  }
+  return out;
+}
+
+/** One window: Start on the whole class, the warm-up, `turns` turns timed, Stop. */
+async function measureWindow(lab: Lab, network: LocalStepsNetwork, server: LabServer, device: DeviceProfile, variant: SyncVariant, turns: number, pool: AccuracyPool | null, explain: () => string): Promise<LocalStepsWindow> {
+  const n = lab.n;
+  const label = `${network}, N = ${n} ${device}, ${variant.id}`;
+  const config = variantConfig(variant);
+  await waitForRoom(server, (r) => wholeClass(r, n), `${label}: the class of ${n} whole and idle before Start`, JOIN_TIMEOUT_MS);
+  const startedAt = Date.now();
+  await server.start({ ...BASE_CONFIG, model: 'mlp', ...config });
+  const measured = (r: RoomStatus) => (chiefOf(r)?.collective?.alphaMs ?? 0) > 0;
+  const warm = await waitForRoom(server, (r) => lostMember(r, n) !== null || r.state !== 'training' || ((chiefOf(r)?.step ?? 0) > WARMUP_STEPS && measured(r)), `${label}: the chief past step ${WARMUP_STEPS} with its links measured`, WARMUP_TIMEOUT_MS);
+  const early = lostMember(warm, n) ?? (warm.state !== 'training' ? `the run ended at step ${warm.step} during its warm-up (${JSON.stringify(warm.lastError)})` : null);
+  if (early !== null) throw new LabError('ERR_LAB_PROCESS', `${label}: ${early}\n${explain()}`);
+  // The window opens on the report that ended the warm-up (the probes came before its turn), the counters read at once:
+  // the next turn's all-reduce comes only after its compute.
+  const opened = warm;
+  const tx0 = txBytes(lab, n);
+  const fromStep = opened.step;
+  const fromRound = opened.round;
+  let toStep = fromStep;
+  let toRound = fromRound;
+  let tx1 = tx0;
+  let room: RoomStatus = opened;
+  const timings: StepTimingReport[] = [];
+  const reported: Array<{ perRound: number; perExample: number | null }> = [];
+  let timedStep = -1;
+  progress(`${label}: warm at step ${fromStep} (round ${fromRound}) after ${((Date.now() - startedAt) / 1000).toFixed(1)} s; timing ${turns} turns`);
+  const monitor = startCpuMonitor();
+  const pool0 = pool?.cpuSeconds() ?? 0;
+  const w0 = Date.now();
+  let cpu: CpuSample;
+  try {
+    let lastChange = Date.now();
+    while (room.state === 'training' && toRound < fromRound + turns) {
+      await sleep(POLL_MS);
+      room = await server.roomStatus();
+      if (room.step > toStep && room.state === 'training') {
+        // Read right after the turn's report: its all-reduce is over, the next one's not begun.
+        tx1 = txBytes(lab, n);
+        toStep = room.step;
+        toRound = room.round;
+        lastChange = Date.now();
+        if (room.bytesSentPerRound !== null) reported.push({ perRound: room.bytesSentPerRound, perExample: room.bytesSentPerExample });
+      }
+      const chief = chiefOf(room);
+      if (chief?.collective && chief.step !== timedStep && chief.step > fromStep) {
+        timedStep = chief.step;
+        timings.push(chief.collective.timing);
+      }
+      if (lostMember(room, n) !== null) break;
+      if (Date.now() - lastChange > TURN_TIMEOUT_MS) throw new LabError('ERR_LAB_PROCESS', `${label}: no turn for ${TURN_TIMEOUT_MS} ms at step ${toStep}\n${explain()}`);
+    }
+  } finally {
+    cpu = monitor.stop();
+  }
+  const windowMs = Date.now() - w0;
+  const poolCpu = (pool?.cpuSeconds() ?? 0) - pool0;
+  const lost = lostMember(room, n);
+  const history = (await roomMetrics(server)).history;
+  const openedAt = history.find((p) => p.step === fromStep)?.at ?? null;
+  const intervals = turnIntervals(history, fromStep, toStep);
+  const runConfig = room.config;
+  if (room.state === 'training') await stopRun(server);
+  await waitForRoom(server, (r) => r.state !== 'training' && r.state !== 'paused', `${label}: the run stopped`, TURN_TIMEOUT_MS);
+  const chief = chiefOf(room);
+  const globalBatch = (runConfig?.batchSizePerWorker ?? 32) * n;
+  const stepsTimed = toStep - fromStep;
+  const wireBytesByDevice = tx1.map((b, i) => b - tx0[i]!);
+  const turnsTimed = intervals.length;
+  const without = busyWithout(cpu, poolCpu, windowMs);
+  const row: LocalStepsWindow = {
+    network,
+    n,
+    device,
+    variant: variant.id,
+    config,
+    wire: runConfig?.wire ?? 'unknown',
+    fromStep,
+    toStep,
+    fromRound,
+    toRound,
+    intervalsMs: intervals.map((x) => Math.round(x.ms)),
+    stepsPerTurn: intervals.map((x) => x.steps),
+    turnMs: median([...intervals.map((x) => x.ms)].sort((a, b) => a - b)),
+    startupMs: openedAt === null ? null : openedAt - startedAt,
+    algorithm: chief?.collective?.algorithm ?? 'none',
+    reason: chief?.collective?.reason ?? '',
+    timingMean: meanTiming(timings),
+    wireBytesByDevice,
+    wireBytesPerTurn: turnsTimed > 0 ? wireBytesByDevice.reduce((s, b) => s + b, 0) / n / turnsTimed : 0,
+    wireBytesPerExample: stepsTimed > 0 ? wireBytesByDevice.reduce((s, b) => s + b, 0) / (stepsTimed * globalBatch) : 0,
+    reportedBytesPerTurn: reported.length > 0 ? median(reported.map((r) => r.perRound).sort((a, b) => a - b)) : null,
+    reportedBytesPerExample: reported.some((r) => r.perExample !== null) ? median(reported.flatMap((r) => (r.perExample === null ? [] : [r.perExample])).sort((a, b) => a - b)) : null,
+    globalBatch,
+    cpu,
+    poolCpuSeconds: poolCpu,
+    machineBusyWithout: without,
+    counts: lost === null && without < MACHINE_BOUND_FRACTION && turnsTimed > 0,
+    lost,
+  };
+  progress(
+    `${label}: ${(row.turnMs / 1000).toFixed(2)} s a turn of ${row.stepsPerTurn[0] ?? '?'} steps (median of ${turnsTimed}), ${row.algorithm}, ${row.wire}; the chief's all-reduce ${row.timingMean ? (row.timingMean.commMs / 1000).toFixed(2) : '?'} s; ${(row.wireBytesPerTurn / 1e3).toFixed(0)} kB sent a turn by a device, ${row.wireBytesPerExample.toFixed(0)} B an example by the class; machine ${(without * 100).toFixed(0)} % busy without the accuracy runs`,
+  );
+  return row;
+}
+
+/** Every timed window of one class size, in one lab: one server and its workers serve them in turn. */
+async function classWindows(lab: Lab, network: LocalStepsNetwork, device: DeviceProfile, plan: LocalStepsPlan, pool: AccuracyPool | null): Promise<{ windows: LocalStepsWindow[]; errors: Array<{ what: string; message: string }> }> {
+  const n = lab.n;
+  progress(`${network}, N = ${n} ${device}s: starting the server (no hub) and ${n} workers`);
+  const server = await startLabServer(lab, `local-steps-${network}-${n}`);
+  const workers: LabProcess[] = [];
+  const explain = () => workers.map((w) => `--- ${w.label}\n${tail(w.lines, 6)}`).join('\n');
+  const windows: LocalStepsWindow[] = [];
+  const errors: Array<{ what: string; message: string }> = [];
+  try {
+    for (let i = 0; i < n; i++) workers.push(startLabWorker(lab, i, server, device));
+    await waitForRoom(server, (r) => r.members.length === n && r.members.every((m) => m.connected), `${n} workers joined`, JOIN_TIMEOUT_MS).catch((err: Error) => {
+      throw new LabError('ERR_LAB_PROCESS', `${err.message}\n${explain()}`);
+    });
+    for (const variant of plan.variants.filter((v) => plan.timed.includes(v.id))) {
+      const dead = workers.filter((w) => w.child.exitCode !== null || w.child.signalCode !== null);
+      if (dead.length > 0) throw new LabError('ERR_LAB_PROCESS', `${network}, N = ${n}: ${dead.map((w) => w.label).join(', ')} exited\n${explain()}`);
+      try {
+        windows.push(await measureWindow(lab, network, server, device, variant, plan.windowTurns[variant.id] ?? 3, pool, explain));
+      } catch (err) {
+        progress(`${network}, N = ${n}, ${variant.id}: ${(err as Error).message.split('\n')[0]}`);
+        errors.push({ what: `${network}, N = ${n}, ${variant.id} window`, message: (err as Error).message });
+        const room = await server.roomStatus();
+        if (room.state === 'training') await stopRun(server);
+      }
+    }
+    return { windows, errors };
+  } finally {
+    await Promise.all(workers.map((w) => w.kill()));
+    await server.stop();
+  }
+}
+
+const teacher = (server: LabServer) => ({ authorization: `Bearer ${server.teacherToken}` });
+
+async function listCheckpoints(server: LabServer): Promise<CheckpointInfo[]> {
+  const res = await fetch(`${server.controlUrl}/api/rooms/${server.room}/checkpoints`, { headers: teacher(server) });
+  if (!res.ok) throw new LabError('ERR_LAB_PROCESS', `GET /api/rooms/${server.room}/checkpoints: HTTP ${res.status}`);
+  return (await res.json()) as CheckpointInfo[];
+}
+
+async function downloadModel(server: LabServer, id: string, dir: string): Promise<boolean> {
+  mkdirSync(dir, { recursive: true });
+  for (const file of ['model.json', 'model.weights.bin']) {
+    const res = await fetch(`${server.controlUrl}/api/rooms/${server.room}/checkpoints/${id}/${file}`, { headers: teacher(server) });
+    if (res.status === 404) return false;
+    if (!res.ok) throw new LabError('ERR_LAB_PROCESS', `GET checkpoint ${id}/${file}: HTTP ${res.status}`);
+    writeFileSync(path.join(dir, file), Buffer.from(await res.arrayBuffer()));
+  }
+  return true;
+}
+
+/**
+ * The direct run: a local-steps class on the lab from Start until a checkpoint (the
+ * product's default, every 50 steps and at each epoch's end) scores the threshold on the
+ * official test set, or the budget. Its time is the first such checkpoint's capture after
+ * Start, as the class rows time theirs (lab/tta-rows.ts). The accuracy runs go on beside
+ * it at idle priority, as beside the windows, and the scorer (idle too) shares what is spare.
+ */
+async function directRun(lab: Lab, network: LocalStepsNetwork, device: DeviceProfile, direct: NonNullable<LocalStepsPlan['direct']>, accuracy: LocalStepsPlan['accuracy'], scorer: CheckpointScorer): Promise<DirectRun> {
+  const n = lab.n;
+  const label = `${network}, N = ${n} ${device}, ${direct.variant.id}, directly to ${(accuracy.threshold * 100).toFixed(0)} %`;
+  const policy: EvaluationPolicy = { threshold: accuracy.threshold, screenMargin: direct.screenMargin, budgetMs: direct.budgetMs };
+  const tmp = mkdtempSync(path.join(os.tmpdir(), 'webring-lab-local-steps-'));
+  const points = new Map<string, CheckpointPoint & { dir: string; round: number | null }>();
+  let scoring = true;
+  let scoreError: unknown = null;
+  const scoreNext = async (frontier: boolean): Promise<boolean> => {
+    const all = [...points.values()];
+    const next = (frontier ? frontierEvaluation(all, policy) : null) ?? nextEvaluation(all, policy);
+    if (!next) return false;
+    const p = points.get(next.id)!;
+    const acc = await scorer.score(p.dir, next.split);
+    if (next.split === 'screen') p.screen = acc;
+    else p.accuracy = acc;
+    progress(`${label}: checkpoint at step ${p.step} (${(p.ms / 1000).toFixed(0)} s): ${next.split} ${(acc * 100).toFixed(2)} %`);
+    return true;
+  };
+  const scoreLoop = (async () => {
+    while (scoring) {
+      try {
+        if (!(await scoreNext(true))) await sleep(IDLE_SCORER_WAIT_MS);
+      } catch (err) {
+        scoreError = err;
+        return;
+      }
+    }
+  })();
+  progress(`${label}: starting the server (no hub) and ${n} workers`);
+  const server = await startLabServer(lab, `local-steps-direct-${n}`);
+  const workers: LabProcess[] = [];
+  const explain = () => workers.map((w) => `--- ${w.label}\n${tail(w.lines, 8)}`).join('\n');
+  let t0 = 0;
+  let stoppedBy: DirectRun['stoppedBy'] = 'budget';
+  let runMs = 0;
+  let lost: string | null = null;
+  let history: Array<{ at: number; step: number }> = [];
+  let rounds = 0;
+  let wire = 'unknown';
+  let lastError: unknown = null;
+  let cpu!: CpuSample;
+  try {
+    for (let i = 0; i < n; i++) workers.push(startLabWorker(lab, i, server, device));
+    await waitForRoom(server, (r) => r.members.length === n && r.members.every((m) => m.connected), `${n} workers joined`, JOIN_TIMEOUT_MS).catch((err: unknown) => {
+      throw new LabError('ERR_LAB_PROCESS', `${label}: ${(err as Error).message}\n${explain()}`);
+    });
+    const sync = async () => {
+      for (const info of await listCheckpoints(server)) {
+        if (points.has(info.id)) continue;
+        const dir = path.join(tmp, info.id);
+        if (await downloadModel(server, info.id, dir)) points.set(info.id, { id: info.id, step: info.step, ms: Date.parse(info.createdAt) - t0, screen: null, accuracy: null, dir, round: null });
+      }
+    };
+    const monitor = startCpuMonitor();
+    t0 = Date.now();
+    // The run may go past the default run's end (epochs), as far as the accuracy runs do; nothing else changes.
+    await server.start({ ...BASE_CONFIG, model: 'mlp', ...variantConfig(direct.variant), epochs: accuracy.maxEpochs, maxToKeep: MAX_TO_KEEP });
+    progress(`${label}: started; the chief checkpoints on the default schedule, scored as they come`);
+    let listedAt = 0;
+    try {
+      for (;;) {
+        await sleep(DIRECT_POLL_MS);
+        if (scoreError) throw scoreError;
+        const room = await server.roomStatus();
+        lost = lostMember(room, n);
+        rounds = room.round;
+        if (room.config) wire = room.config.wire;
+        if (Date.now() - listedAt >= LIST_INTERVAL_MS) {
+          await sync();
+          listedAt = Date.now();
+        }
+        if (thresholdSeen([...points.values()], policy.threshold, policy.budgetMs)) {
+          stoppedBy = 'threshold';
+          break;
+        }
+        if (lost !== null) {
+          stoppedBy = 'lost-member';
+          break;
+        }
+        if (room.state !== 'training' && room.state !== 'paused') {
+          // Its epochs ran out (it counts), or it failed (it does not).
+          stoppedBy = 'run-ended';
+          lastError = room.lastError;
+          break;
+        }
+        if (Date.now() - t0 >= policy.budgetMs) break;
+      }
+    } finally {
+      cpu = monitor.stop();
+    }
+    runMs = Date.now() - t0;
+    await sync();
+    history = (await roomMetrics(server)).history.map((p) => ({ at: p.at - t0, step: p.step }));
+    await stopRun(server);
+  } finally {
+    await Promise.all(workers.map((w) => w.kill()));
+    await server.stop();
+    scoring = false;
+    await scoreLoop;
+  }
+  try {
+    if (scoreError) throw scoreError;
+    progress(`${label}: stopped by ${stoppedBy} after ${(runMs / 1000).toFixed(0)} s; scoring what is left (${points.size} checkpoints)`);
+    while (await scoreNext(false));
+  } finally {
+    rmSync(tmp, { recursive: true, force: true });
+  }
+  const list = [...points.values()].sort((a, b) => a.step - b.step).map(({ id, step, ms, screen, accuracy: acc }) => ({ id, step, ms, screen, accuracy: acc }));
+  const reached: Reached | null = timeToThreshold(list, policy.threshold, policy.budgetMs);
+  progress(`${label}: ${reached ? `${(policy.threshold * 100).toFixed(0)} % at ${(reached.ms / 1000).toFixed(0)} s (step ${reached.step})` : `not reached within ${(policy.budgetMs / 60_000).toFixed(1)} min`}`);
+  return { network, n, device, variant: direct.variant.id, wire, budgetMs: direct.budgetMs, points: list, reached, stoppedBy, runMs, rounds, history, cpu, lost, counts: lost === null && (stoppedBy !== 'run-ended' || lastError === null) };
+}
+
+/**
+ * The whole mode: the accuracy runs start at once (idle priority) and go on beside
+ * everything; each network profile is validated once; every class size gets its own lab
+ * and windows; then the direct run; then the accuracy runs are awaited. `write` gets the
+ * report after every part, so a run that dies late keeps what it measured.
+ */
+export async function localStepsLab(profiles: Record<LocalStepsNetwork, ModelProfile>, plan: LocalStepsPlan, capabilities: LabCapabilities, write: (r: LocalStepsReport) => void): Promise<LocalStepsReport> {
+  const startedAt = Date.now();
+  const cores = os.availableParallelism();
+  const report: LocalStepsReport = {
+    generatedAt: new Date().toISOString(),
+    machine: { cores, kernel: os.release(), node: process.versions.node },
+    netem: capabilities.netem,
+    cfsPeriodUs: CFS_PERIOD_US,
+    minutes: 0,
+    threshold: plan.accuracy.threshold,
+    profiles: Object.fromEntries(Object.entries(profiles).map(([k, p]) => [k, { model: p.name, params: p.params }])) as LocalStepsReport['profiles'],
+    plan: { name: plan.name, classes: plan.classes, variants: plan.variants.map((v) => v.id), timed: plan.timed, windowTurns: plan.windowTurns, accuracy: plan.accuracy, nonIid: plan.nonIid ? { n: plan.nonIid.n, runs: plan.nonIid.runs.map((r) => ({ data: r.data, variant: r.variant.id })), maxEpochs: plan.nonIid.maxEpochs } : null, direct: plan.direct ? { ...plan.direct, variant: plan.direct.variant.id } : null },
+    validations: [],
+    classes: [],
+    windows: [],
+    accuracy: [],
+    direct: null,
+    targets: [],
+    errors: [],
+    notRun: [],
+  };
+  const save = () => {
+    report.minutes = (Date.now() - startedAt) / 60_000;
+    report.targets = localStepsTargets(summarize(report));
+    write(report);
+  };
+  const pool = new AccuracyPool(accuracyPlans(plan), plan.accuracy.workers, (r) => {
+    report.accuracy.push(r);
+    save();
+  });
+  // The lab's teardown exits the process on a signal or a crash: the runs go with it.
+  const stopPool = () => pool.stop();
+  process.once('exit', stopPool);
+  pool.start();
+  try {
+    const validated = new Set<LocalStepsNetwork>();
+    for (const cls of plan.classes) {
+      const profile = profiles[cls.network];
+      const device = deviceFor(cls.n, cores);
+      try {
+        if (device === null) throw new LabError('ERR_LAB_CPU_OVERCOMMIT', `${cls.n} devices do not fit ${cores} cores beside the server`);
+        report.classes.push({ ...cls, device, cores: DEVICE_CORES[device] });
+        if (!validated.has(cls.network)) {
+          validated.add(cls.network);
+          const validate = () => withLab(profile, VALIDATION_WORKERS, (lab) => validateModel(lab, flowSeconds(cls.network)), capabilities);
+          let v = await validate();
+          if (!v.ok) {
+            // As the full lab does: one flow that meets a retransmission timeout reads low; measured once more, both kept.
+            progress(`${cls.network}: the profile missed (${v.failures.join('; ')}); measuring it once more`);
+            report.validations.push({ network: cls.network, ...pickValidation(v) });
+            v = await validate();
+          }
+          report.validations.push({ network: cls.network, ...pickValidation(v) });
+          if (!v.ok) throw new LabError('ERR_LAB_MODEL_INVALID', `the ${cls.network} profile does not do what it says: ${v.failures.join('; ')}`);
+        }
+        const rows = await withLab(profile, cls.n, (lab) => classWindows(lab, cls.network, device, plan, pool), capabilities);
+        report.windows.push(...rows.windows);
+        report.errors.push(...rows.errors);
+      } catch (err) {
+        progress(`${cls.network}, N = ${cls.n}: ${(err as Error).message.split('\n')[0]}`);
+        report.errors.push({ what: `${cls.network}, N = ${cls.n}`, message: (err as Error).message });
+      }
+      save();
+    }
+    if (plan.direct) {
+      const d = plan.direct;
+      const device = deviceFor(d.n, cores);
+      let scorer: CheckpointScorer | null = null;
+      try {
+        if (device === null) throw new LabError('ERR_LAB_CPU_OVERCOMMIT', `${d.n} devices do not fit ${cores} cores beside the server`);
+        scorer = await CheckpointScorer.start();
+        const s = scorer;
+        report.direct = await withLab(profiles[d.network], d.n, (lab) => directRun(lab, d.network, device, d, plan.accuracy, s), capabilities);
+      } catch (err) {
+        progress(`the direct run: ${(err as Error).message.split('\n')[0]}`);
+        report.errors.push({ what: 'the direct run', message: (err as Error).message });
+      } finally {
+        await scorer?.close();
+      }
+      save();
+    }
+    progress(`the network parts are done in ${((Date.now() - startedAt) / 60_000).toFixed(1)} minutes; the accuracy runs left: ${pool.pending.join(', ') || 'none'}`);
+    await pool.finished;
+  } finally {
+    pool.stop();
+    process.off('exit', stopPool);
+  }
+  report.errors.push(...pool.errors);
+  save();
+  return report;
+}
+
+function pickValidation(v: ModelValidation): Pick<ModelValidation, 'name' | 'params' | 'measured' | 'expected' | 'ok' | 'delayMs'> {
+  return { name: v.name, params: v.params, measured: v.measured, expected: v.expected, ok: v.ok, delayMs: v.delayMs };
+}
