@@ -35,7 +35,7 @@ import { faultRows, FREEZE_MS, HICCUP_MS, type FaultRow } from './fault-rows';
 import { SECAGG_SIZES, secaggLab } from './secagg-rows';
 import { secaggMarkdown } from './secagg-report';
 import { FULL_LOCAL_STEPS_PLAN, QUICK_LOCAL_STEPS_PLAN, localStepsLab } from './local-steps-rows';
-import { LOCAL_STEPS_TARGET_IDS, localStepsMarkdown, mergeTargets, type LocalStepsNetwork, type LocalStepsReport, type StepSplit } from './local-steps-report';
+import { LOCAL_STEPS_TARGET_IDS, localStepsMarkdown, mergeTargets, scalingSplits, type LocalStepsNetwork, type LocalStepsReport } from './local-steps-report';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -363,24 +363,6 @@ function keepLocalStepsTargets(fresh: LabReport, previous: LabReport | null): La
   return kept.length > 0 ? { ...fresh, targets: mergeTargets(fresh.targets, kept) } : fresh;
 }
 
-/** The MLP's step splits of the class's scaling rows in a lab report (wired-lab and wifi, N > 1): where every step might still win. */
-function scalingSplits(report: LabReport | null): StepSplit[] {
-  const cls = report?.class;
-  if (!cls?.scaling) return [];
-  return cls.scaling.splits
-    .filter((x) => x.net === 'mlp' && x.n > 1 && x.split)
-    .map((x) => {
-      const row = cls.scaling!.rows.find((r) => r.model === x.model && r.net === 'mlp' && r.n === x.n);
-      return {
-        what: `${x.model}, N = ${x.n} laptops`,
-        source: `bench/lab.json's class scaling (${cls.generatedAt.slice(0, 10)}; ${x.model === 'wired-lab' ? '20 Mbit/s ports' : x.model === 'wifi' ? '100 Mbit/s of air' : 'the lab\'s rates'}, the hub beside the server, ${row?.algorithm ?? '?'}, fp32)`,
-        n: x.n,
-        computeMs: x.split!.stepMs - x.split!.allReduceMs,
-        allReduceMs: x.split!.allReduceMs,
-      };
-    });
-}
-
 /**
  * `--local-steps`: local steps against every-step sync (lab/local-steps-rows.ts), into
  * bench/lab-local-steps.{json,md} after every part, and its two targets into bench/lab.json
@@ -389,7 +371,8 @@ function scalingSplits(report: LabReport | null): StepSplit[] {
 async function localStepsMain(capabilities: LabCapabilities, quick: boolean): Promise<void> {
   const profiles: Record<LocalStepsNetwork, ModelProfile> = { 'school-uplink': LAB_PROFILES['school-uplink'], wifi: LAB_PROFILES.wifi };
   const base = readReport(LAB_REPORT);
-  const otherSplits = scalingSplits(base);
+  const wired = LAB_PROFILES['wired-lab'];
+  const otherSplits = scalingSplits(base, wired.name === 'wired-lab' ? wired.params.portMbit : null);
   // A smoke test never replaces the measurement, nor touches bench/lab.json.
   const out = quick ? 'lab-local-steps-quick' : 'lab-local-steps';
   const write = (r: LocalStepsReport) => {
