@@ -18,8 +18,16 @@ async function roomNow(request: import('@playwright/test').APIRequestContext): P
   return (await (await request.get(`/api/rooms/${ROOM}`, asTeacher)).json()) as RoomStatus;
 }
 
-async function untilDone(students: Student[]): Promise<Array<Record<string, string>>> {
-  for (const s of students) await expect(status(s.page)).toHaveAttribute('data-state', 'done', { timeout: 240_000 });
+/**
+ * Waits until every tab has finished the run whose last round is `lastRound`. The round tells
+ * the runs apart: right after the teacher starts a second run a tab may still show the first
+ * one's 'done' (rounds 9, then 160), and reading it then would mix two runs' weights.
+ */
+async function untilDone(students: Student[], lastRound: number): Promise<Array<Record<string, string>>> {
+  for (const s of students) {
+    await expect(status(s.page)).toHaveAttribute('data-round', String(lastRound), { timeout: 240_000 });
+    await expect(status(s.page)).toHaveAttribute('data-state', 'done', { timeout: 60_000 });
+  }
   const finals = await Promise.all(students.map((s) => readStatus(s.page)));
   expect(new Set(finals.map((f) => f.weightsHash)).size, 'the replicas end bit-identical').toBe(1);
   return finals;
@@ -51,7 +59,7 @@ test('three tabs in local-steps mode reach every-step accuracy within a point on
   await expect(teacher.getByTestId('sync-state')).toContainText('kB per example');
   await expect(teacher.getByTestId('sync-advice')).toHaveAttribute('data-suggest', /^(every-step|local-steps)$/);
 
-  const localFinals = await untilDone(students);
+  const localFinals = await untilDone(students, 9);
   const local = await roomNow(request);
   expect(local.config).toMatchObject({ sync: 'local-steps', localSteps: 20, outerOptimizer: 'nesterov', outerLearningRate: 0.7, outerMomentum: 0.9, wire: 'fp16' });
   expect(local.step).toBe(STEPS);
@@ -67,7 +75,7 @@ test('three tabs in local-steps mode reach every-step accuracy within a point on
   // The same class, the same examples, every step.
   expect((await request.post(`/api/rooms/${ROOM}/start`, { ...asTeacher, data: { model: 'mlp', dataset: 'mnist-10k', maxSteps: STEPS, resumeFrom: 'none' } })).status()).toBe(200);
   await expect.poll(async () => (await roomNow(request)).run).toBe(local.run + 1);
-  await untilDone(students);
+  await untilDone(students, STEPS);
   const sync = await roomNow(request);
   expect(sync.config).toMatchObject({ sync: 'every-step', wire: 'fp32' });
   expect(sync.round).toBe(STEPS);
