@@ -159,6 +159,14 @@ async function restoreRooms(ctx: ServerContext, store: MemoryRoomStore, persiste
  */
 export const KEEP_ALIVE_TIMEOUT_MS = 65_000;
 
+/**
+ * How long close() lets the replies in flight finish before it cuts their connections. A
+ * reply its client stopped reading (an unread data body) keeps its connection busy, and
+ * http's close() waits for every busy connection: without the cut, a shutdown could hang
+ * for as long as a stalled reader or a keep-alive lasts.
+ */
+export const CLOSE_GRACE_MS = 1_000;
+
 function keepIdleConnections<S extends http.Server>(server: S): S {
   server.keepAliveTimeout = KEEP_ALIVE_TIMEOUT_MS;
   // Must exceed keepAliveTimeout, or the headers timer cuts a reused connection first.
@@ -251,7 +259,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     socket.data = { ...socket.data, room: null, memberId: null, loggedErrors: new Set(), limitedUntil: 0, queue: Promise.resolve() };
     // Unknown events are refused here, after the rate limit, not in an onAny listener:
     // socket.io calls those before any middleware, so a flood of unknown events was answered
-    // one for one, past the budget (found by test/server/abuse.test.ts).
+    // one for one, past the budget (found by test/class/abuse.test.ts).
     socket.use((packet, next) => {
       limits.socketEvent(socket.id, socket.data.address).then(
         (limited) => {
@@ -301,9 +309,14 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
       ctx.draining = true;
       // Only this node's connections: through the Redis adapter a plain disconnectSockets reaches every node's.
       io.local.disconnectSockets(true);
+      const servers = httpsServer ? [httpServer, httpsServer] : [httpServer];
+      const cut = setTimeout(() => {
+        for (const s of servers) s.closeAllConnections();
+      }, CLOSE_GRACE_MS);
       // io.close() closes the server attached last; the other one (and its engine) closes here.
       await new Promise<void>((resolve) => io.close(() => resolve()));
       if (httpsServer) await new Promise<void>((resolve) => httpServer.close(() => resolve()));
+      clearTimeout(cut);
       ctx.timers.close();
       await (cluster ? cluster.close() : ctx.rooms.close());
     },
