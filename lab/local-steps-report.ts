@@ -6,7 +6,7 @@
  * rows in, figures and text out.
  */
 import type { StartConfig, StepTimingReport } from '../shared/protocol';
-import type { CheckpointPoint, LabReport, Reached, Target } from './report-types';
+import { LOCAL_STEPS_TARGET_IDS, type CheckpointPoint, type LabReport, type Reached, type Target } from './report-types';
 import type { DeviceProfile } from './cpu-caps';
 import type { CpuSample } from './cpu-monitor';
 import type { ModelValidation } from './validate-models';
@@ -18,9 +18,7 @@ export const SPEEDUP_GOAL_SCHOOL = 3;
 export const SPEEDUP_GOAL_WIFI = 1.5;
 /** The best local-steps run's final accuracy may be at most this many points below every step's. */
 export const FINAL_ACCURACY_POINTS = 1;
-export const TARGET_SCHOOL = 'local-steps-vs-sync-school-uplink';
-export const TARGET_WIFI = 'local-steps-vs-sync-wifi-large-class';
-export const LOCAL_STEPS_TARGET_IDS = [TARGET_SCHOOL, TARGET_WIFI] as const;
+export const [TARGET_SCHOOL, TARGET_WIFI] = LOCAL_STEPS_TARGET_IDS;
 /** The class sizes the school-uplink target reads. */
 export const SCHOOL_NS = [4, 8];
 
@@ -324,14 +322,14 @@ export function localStepsTargets(s: LocalStepsSummary): Target[] {
   const wifi = s.largestWifi === null ? null : compare(s, 'wifi', s.largestWifi);
   const targets: Target[] = [
     {
-      id: TARGET_SCHOOL as Target['id'],
+      id: TARGET_SCHOOL,
       goal: `school-uplink, N = ${SCHOOL_NS.join(' and ')}: local steps (the best of H) reach ${(s.threshold * 100).toFixed(0)} % test accuracy ≥ ${SPEEDUP_GOAL_SCHOOL}× sooner than every step, and its final accuracy is no more than ${FINAL_ACCURACY_POINTS} point below (value: the smaller speed-up; composed from measured parts)`,
       value: schoolValue,
       met: schoolMet,
       detail: school.map(comparisonText).join('; '),
     },
     {
-      id: TARGET_WIFI as Target['id'],
+      id: TARGET_WIFI,
       goal: `wifi at the largest class the lab holds: local steps (the best of H) reach ${(s.threshold * 100).toFixed(0)} % ≥ ${SPEEDUP_GOAL_WIFI}× sooner than every step (composed from measured parts)`,
       value: wifi?.ratio ?? null,
       met: !!wifi && wifi.ratio !== null && wifi.ratio >= SPEEDUP_GOAL_WIFI && wifi.counts,

@@ -35,7 +35,7 @@ import { faultRows, FREEZE_MS, HICCUP_MS, type FaultRow } from './fault-rows';
 import { SECAGG_SIZES, secaggLab } from './secagg-rows';
 import { secaggMarkdown } from './secagg-report';
 import { FULL_LOCAL_STEPS_PLAN, QUICK_LOCAL_STEPS_PLAN, localStepsLab } from './local-steps-rows';
-import { LOCAL_STEPS_TARGET_IDS, localStepsMarkdown, mergeTargets, scalingSplits, type LocalStepsNetwork, type LocalStepsReport } from './local-steps-report';
+import { localStepsMarkdown, mergeTargets, scalingSplits, type LocalStepsNetwork, type LocalStepsReport } from './local-steps-report';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -52,7 +52,7 @@ import { progress } from './progress';
 import { RESERVED_CORES } from './cpu-budget';
 import { FULL_CLASS_PLAN, QUICK_CLASS_PLAN, narrowPlan, runClassLab } from './class-lab';
 import { emptyLabReport, foldClass, keepClass, mergeClass, profilesOf } from './class-report';
-import { CLASS_SECTIONS, type ClassReport, type ClassSection, type LabReport } from './report-types';
+import { CLASS_SECTIONS, LOCAL_STEPS_TARGET_IDS, type ClassReport, type ClassSection, type LabReport } from './report-types';
 
 const USAGE = 'usage: npm run lab -- [--quick] [--models wifi,wired-lab,internet] [--no-training] | --mixed | --faults [--ns 8] | --secagg [--ns 8,16] | --local-steps [--quick] | --class [--quick] [--only joins,scaling,mixed,timeToAccuracy] [--ns 1,8] | --class-quick';
 const QUICK_FLOW_SECONDS = 1;

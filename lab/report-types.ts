@@ -21,9 +21,13 @@ export type ClassTargetId = (typeof CLASS_TARGET_IDS)[number];
 /** `npm run lab -- --secagg` (lab/secagg-rows.ts): the secure step against fp32's at a class size, and the one-epoch accuracy. */
 export type SecaggTargetId = `secagg-step-overhead-n${number}` | 'secagg-accuracy';
 
+/** `npm run lab -- --local-steps` (lab/local-steps-report.ts): local steps against every step on slow links and in a big class. */
+export const LOCAL_STEPS_TARGET_IDS = ['local-steps-vs-sync-school-uplink', 'local-steps-vs-sync-wifi-large-class'] as const;
+export type LocalStepsTargetId = (typeof LOCAL_STEPS_TARGET_IDS)[number];
+
 export interface Target {
-  /** The all-reduce targets (TARGET_IDS), the class's (`npm run lab -- --class`, lab/class-report.ts), or secure aggregation's (`--secagg`). */
-  id: TargetId | ClassTargetId | SecaggTargetId;
+  /** The all-reduce targets (TARGET_IDS), the class's (`npm run lab -- --class`, lab/class-report.ts), secure aggregation's (`--secagg`) or local steps' (`--local-steps`). */
+  id: TargetId | ClassTargetId | SecaggTargetId | LocalStepsTargetId;
   /** The goal in words, with its threshold. */
   goal: string;
   /** The figure, or null when this run did not measure what it needs (--quick, or fewer models). */

@@ -6,7 +6,8 @@
  *
  * The folder shared/protocol/ owns what crosses between server and workers, in parts this
  * file re-exports (and only this file imports them all): limits and vocabulary
- * (vocabulary.ts), what workers and the teacher send with its schemas (messages.ts), ICE
+ * (vocabulary.ts), what workers and the teacher send with its schemas (messages.ts), a run's
+ * recipe (start-config.ts), ICE
  * configuration (ice.ts), what the server sends (server-shapes.ts), the error codes
  * (errors.ts) and the join-code format (join-code.ts); the event maps are here. It imports nothing from the rest of the project, so every other
  * part may import it.
@@ -19,6 +20,7 @@ import type { CollectSetting, DropRequest, EvaluationReport, EvictRequest, Finis
 export * from './vocabulary';
 export * from './ice';
 export * from './messages';
+export * from './start-config';
 export * from './server-shapes';
 
 // ---------------------------------------------------------------------------

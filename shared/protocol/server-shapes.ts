@@ -1,7 +1,8 @@
 /** What the server sends: the generation, run starts and stops, the room API's shapes (part of the one protocol; index.ts re-exports it). */
 import type { ErrorBody } from './errors';
 import type { IceConfig } from './ice';
-import type { CollectSetting, CollectiveReport, DeviceProbe, HubBar, Misbehaviour, StartConfig } from './messages';
+import type { CollectSetting, CollectiveReport, DeviceProbe, HubBar, Misbehaviour } from './messages';
+import type { StartConfig } from './start-config';
 import type { Backend, DatasetKind, RoomState, WorkerKind } from './vocabulary';
 // ---------------------------------------------------------------------------
 // Shapes the server sends

@@ -22,6 +22,9 @@ import type { LedgerSection } from './ledger';
 import type { StepBuffers } from './step-buffers';
 import type { StepFacts, StepTiming } from './step-ledger';
 import type { RunPosition } from './run-position';
+import type { StartConfig } from '../protocol';
+import type { OuterOptimizer } from './outer-optimizer';
+import { LocalRounds } from './local-rounds';
 
 /** What a turn trained on this replica, before the all-reduce. */
 export interface TurnWork {
@@ -66,6 +69,8 @@ export interface SyncModeRun {
   readonly hashEveryTurn: boolean;
   /** Its sections of the hand-over's state (the outer optimizer's momentum), after the trainer's own. */
   readonly stateSections: ReadonlyArray<LedgerSection<unknown>>;
+  /** The optimizer of the outer step, whose momentum checkpoints carry; null where the replica's own optimizer is the only one. */
+  readonly outer: OuterOptimizer | null;
   /** Trains this rank's part of the turn from the position; leaves what travels in the buffer's first parameterCount floats. */
   contribute(rank: number, worldSize: number): Promise<TurnWork>;
   /**
@@ -82,6 +87,7 @@ export interface SyncModeRun {
 export class EveryStep implements SyncModeRun {
   readonly hashEveryTurn = false;
   readonly stateSections: ReadonlyArray<LedgerSection<unknown>> = [];
+  readonly outer = null;
 
   constructor(private readonly host: TurnHost) {}
 
@@ -103,5 +109,15 @@ export class EveryStep implements SyncModeRun {
     const learningRate = host.rateAt(step, worldSize);
     if (examples > 0) await host.buffers.apply(host.replica, learningRate);
     return learningRate;
+  }
+}
+
+/** The way of syncing the config names; a new way joins here and in the `sync` vocabulary. */
+export function syncModeFor(config: StartConfig, host: TurnHost): SyncModeRun {
+  switch (config.sync) {
+    case 'every-step':
+      return new EveryStep(host);
+    case 'local-steps':
+      return new LocalRounds(host, config);
   }
 }

@@ -30,8 +30,8 @@ import { DataAgreementTail } from './data-sections';
 import { Evaluation } from './evaluation';
 import { LocalReplica } from '../compute/local-replica';
 import type { Replica } from '../compute/replica';
-import { EveryStep, type SyncModeRun, type TurnHost } from './sync-mode';
-import { LocalRounds } from './local-rounds';
+import { syncModeFor, type SyncModeRun, type TurnHost } from './sync-mode';
+import type { OuterOptimizer } from './outer-optimizer';
 
 export type { StepOptions, StepResult, StepTiming } from './step-ledger';
 
@@ -104,8 +104,6 @@ export class Trainer {
   private lastReduceEnd: number | null = null;
   /** How the class sums its work each turn: every step's gradients, or a round of local steps (sync-mode.ts). */
   private readonly mode: SyncModeRun;
-  /** The outer optimizer of a local-steps run (its momentum goes into checkpoints); null every step. */
-  readonly outer: LocalRounds['outer'] | null;
 
   constructor(config: StartConfig, data: DataSource, collective: Collective, options: TrainerOptions = {}) {
     this.config = config;
@@ -143,9 +141,7 @@ export class Trainer {
       rateAt: (step, worldSize) => this.schedule.rateAt(step, data.globalBatchSize(worldSize)),
       computeGradients: (batch, rank) => this.computeGradients(batch, rank),
     };
-    const rounds = config.sync === 'local-steps' ? new LocalRounds(host, config) : null;
-    this.mode = rounds ?? new EveryStep(host);
-    this.outer = rounds?.outer ?? null;
+    this.mode = syncModeFor(config, host);
     // And of the hand-over, in the state's order between the position and the replica's.
     this.stateSync = new StateSync(this.position, this.replica, data, [this.schedule.section, this.links.state, ...this.mode.stateSections]);
     this.gradientOptions = { wire: config.wire, exactTail: this.tail.length, algorithm: 'ring' };
@@ -276,6 +272,11 @@ export class Trainer {
     const { took, sitOutFrom } = await this.stateSync.sync(this.collective, keyStep, (cursor) => this.nextGlobalBatch(cursor));
     this.sitOutFrom = sitOutFrom;
     return took;
+  }
+
+  /** The outer optimizer of a local-steps run (its momentum goes into checkpoints); null every step. */
+  get outer(): OuterOptimizer | null {
+    return this.mode.outer;
   }
 
   /** Outer steps so far: one per step, or one per round of local steps (run-position.ts). */
