@@ -1,7 +1,7 @@
 /**
  * Secure aggregation over an in-memory mesh for unit tests: one KeyDirectory per rank, and
  * a relay that hands every published key to every directory, as the signaling server's
- * `secagg:key` does. The real relay is exercised by test/server/secure-keys.test.ts and the
+ * `secagg:key` does. The real relay is exercised by test/class/secure-keys.test.ts and the
  * E2E test.
  */
 import { createMemoryMesh, type MemoryMesh } from './memory-ring';

@@ -4,7 +4,7 @@
  * that tells nothing of its gradient, a dropped member's step is redone with fresh masks on
  * the next generation and gives the exact sum, masks that do not cancel fail the step
  * instead of applying noise, the fixed-point error stays within its documented bound, and
- * no key or mask is used twice. The real relay of keys is in test/server/secure-keys.test.ts,
+ * no key or mask is used twice. The real relay of keys is in test/class/secure-keys.test.ts,
  * real tabs in test/e2e/secure-aggregation.spec.ts.
  */
 import { test } from 'node:test';
