@@ -4,6 +4,7 @@
  * other: the plan goes in as the child's one argument (JSON), and the child prints one
  * `POINT {…}` line a scored point and one `DONE {…}` line at its end, on stdout.
  */
+import type { StartConfig } from '../shared/protocol';
 import { mixSeed } from '../shared/util/random';
 
 /** A way of summing: every step, or local steps with H of them a round. */
@@ -17,6 +18,11 @@ export interface SyncVariant {
 
 export const EVERY_STEP: SyncVariant = { id: 'every-step', sync: 'every-step', localSteps: null };
 export const localStepsVariant = (h: number): SyncVariant => ({ id: `H${h}`, sync: 'local-steps', localSteps: h });
+
+/** The start config's fields for a way of summing, beyond BASE_CONFIG and the MLP. */
+export function variantConfig(v: SyncVariant): Partial<StartConfig> {
+  return v.sync === 'every-step' ? { sync: 'every-step' } : { sync: 'local-steps', localSteps: v.localSteps! };
+}
 
 /**
  * Where a run's examples come from:

@@ -30,15 +30,9 @@
  * aggregation on, as by default), every device holding the digits of some classes only,
  * against the same digits spread at random, every step and local steps.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
-import path from 'node:path';
-import { createInterface } from 'node:readline';
-import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { CheckpointInfo } from '../shared/checkpoints/checkpoint';
-import type { RoomStatus, StartConfig, StepTimingReport } from '../shared/protocol';
+import type { RoomStatus, StepTimingReport } from '../shared/protocol';
 import { median } from '../shared/training/straggler';
 import { withLab, type Lab } from './netlab';
 import { LabError } from './lab-error';
@@ -52,14 +46,12 @@ import { CFS_PERIOD_US, DEVICE_CORES, type DeviceProfile } from './cpu-caps';
 import { MACHINE_BOUND_FRACTION, startCpuMonitor, type CpuSample } from './cpu-monitor';
 import { validateModel, DEFAULT_FLOW_SECONDS, type ModelValidation } from './validate-models';
 import { CheckpointScorer } from './tta-rows';
-import { frontierEvaluation, nextEvaluation, thresholdSeen, timeToThreshold, type EvaluationPolicy } from './class-report';
-import type { CheckpointPoint, Reached } from './report-types';
 import { tail, type LabProcess } from './spawn';
 import { progress } from './progress';
-import { DONE_PREFIX, EVERY_STEP, POINT_PREFIX, localStepsVariant, type AccuracyData, type AccuracyPlan, type AccuracyResult, type SyncVariant } from './local-steps-protocol';
-import { localStepsTargets, summarize, type LocalStepsNetwork, type LocalStepsReport, type LocalStepsWindow, type DirectRun } from './local-steps-report';
-
-const PROJECT_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+import { EVERY_STEP, localStepsVariant, variantConfig, type AccuracyData, type AccuracyPlan, type SyncVariant } from './local-steps-protocol';
+import { localStepsTargets, summarize, type LocalStepsNetwork, type LocalStepsReport, type LocalStepsWindow } from './local-steps-report';
+import { AccuracyPool, busyWithout } from './local-steps-pool';
+import { directRun, JOIN_TIMEOUT_MS } from './local-steps-direct';
 
 /** The local-steps settings compared with every step (DiLoCo's H is 500 on LLMs; 20 is the product's default). */
 export const LOCAL_STEPS_HS = [5, 20, 100] as const;
@@ -152,20 +144,10 @@ const flowSeconds = (network: LocalStepsNetwork): number => (network === 'school
 
 /** Steps the chief must be past (and its links measured) before a window opens: the model built, the links opened and probed. */
 export const WARMUP_STEPS = 8;
-const JOIN_TIMEOUT_MS = 300_000;
 const WARMUP_TIMEOUT_MS = 360_000;
 /** A turn: at most a round of 20 local steps at 0.1 core and its all-reduce. */
 const TURN_TIMEOUT_MS = 180_000;
 const POLL_MS = 100;
-const DIRECT_POLL_MS = 1_000;
-const LIST_INTERVAL_MS = 2_000;
-const IDLE_SCORER_WAIT_MS = 500;
-const MAX_TO_KEEP = 100;
-
-/** The start config's fields for a way of summing, beyond BASE_CONFIG and the MLP. */
-export function variantConfig(v: SyncVariant): Partial<StartConfig> {
-  return v.sync === 'every-step' ? { sync: 'every-step' } : { sync: 'local-steps', localSteps: v.localSteps! };
-}
 
 /** The accuracy runs of a plan, in the order they are run: what the targets need first. */
 export function accuracyPlans(plan: LocalStepsPlan): AccuracyPlan[] {
@@ -187,116 +169,6 @@ export function accuracyPlans(plan: LocalStepsPlan): AccuracyPlan[] {
 }
 
 export const accuracyId = (data: AccuracyData, n: number, v: SyncVariant): string => `${data} N=${n} ${v.id}`;
-
-/**
- * The accuracy runs, `workers` at a time, each `chrt --idle 0 node lab/local-steps-accuracy.ts`:
- * SCHED_IDLE, so beside the windows they take only what the capped devices, the server and
- * the harness leave over, and otherwise both cores.
- */
-export class AccuracyPool {
-  readonly results: AccuracyResult[] = [];
-  readonly errors: Array<{ what: string; message: string }> = [];
-  private readonly queue: AccuracyPlan[];
-  private readonly running = new Map<string, { child: ChildProcess; stderr: string[] }>();
-  /** CPU seconds of the children that have exited. */
-  private exitedCpuSeconds = 0;
-  private done!: () => void;
-  readonly finished: Promise<void>;
-
-  constructor(
-    plans: AccuracyPlan[],
-    private readonly workers: number,
-    private readonly onResult: (r: AccuracyResult) => void,
-  ) {
-    this.queue = [...plans];
-    this.finished = new Promise((resolve) => (this.done = resolve));
-  }
-
-  start(): void {
-    this.fill();
-  }
-
-  get pending(): string[] {
-    return [...this.running.keys(), ...this.queue.map((p) => p.id)];
-  }
-
-  private fill(): void {
-    while (this.running.size < this.workers && this.queue.length > 0) this.launch(this.queue.shift()!);
-    if (this.running.size === 0 && this.queue.length === 0) this.done();
-  }
-
-  private launch(plan: AccuracyPlan): void {
-    const child = spawn('chrt', ['--idle', '0', process.execPath, '--import', 'tsx', 'lab/local-steps-accuracy.ts', JSON.stringify(plan)], { cwd: PROJECT_ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
-    const entry = { child, stderr: [] as string[] };
-    this.running.set(plan.id, entry);
-    let result: AccuracyResult | null = null;
-    let cpu = 0;
-    child.stderr!.on('data', (d: Buffer) => {
-      entry.stderr.push(...d.toString().split('\n').filter(Boolean));
-      entry.stderr.splice(0, Math.max(0, entry.stderr.length - 30));
-    });
-    createInterface({ input: child.stdout! }).on('line', (line) => {
-      if (line.startsWith(POINT_PREFIX)) {
-        const p = JSON.parse(line.slice(POINT_PREFIX.length)) as AccuracyResult['points'][number];
-        cpu = p.cpuSeconds;
-        progress(`accuracy ${plan.id}: ${p.examples} examples (step ${p.steps}, round ${p.rounds}): screen ${(p.screen * 100).toFixed(2)} %${p.full === null ? '' : `, all 10,000 ${(p.full * 100).toFixed(2)} %`}`);
-      } else if (line.startsWith(DONE_PREFIX)) {
-        result = JSON.parse(line.slice(DONE_PREFIX.length)) as AccuracyResult;
-      }
-    });
-    const finish = (why: string | null) => {
-      if (!this.running.has(plan.id)) return;
-      this.running.delete(plan.id);
-      if (result) {
-        this.exitedCpuSeconds += result.cpuSeconds;
-        this.results.push(result);
-        progress(`accuracy ${plan.id}: ${result.stoppedBy}; ${result.crossed ? `${(plan.threshold * 100).toFixed(0)} % after ${result.crossed.examples} examples (step ${result.crossed.steps}, round ${result.crossed.rounds})` : `not ${(plan.threshold * 100).toFixed(0)} %`}; the default run ends at ${result.defaultRun ? `${(result.defaultRun.accuracy * 100).toFixed(2)} %` : '–'}; ${result.cpuSeconds.toFixed(0)} CPU s`);
-        this.onResult(result);
-      } else {
-        this.exitedCpuSeconds += cpu;
-        this.errors.push({ what: `accuracy ${plan.id}`, message: `${why ?? 'exited without a result'}\n${tail(entry.stderr, 8)}` });
-        progress(`accuracy ${plan.id}: failed (${why ?? 'no result'})`);
-      }
-      this.fill();
-    };
-    child.once('exit', (code, signal) => finish(code === 0 ? null : `exit ${code ?? signal}`));
-    child.once('error', (err) => finish(`cannot start (chrt, util-linux): ${err.message}`));
-  }
-
-  /** CPU seconds the runs have used so far, finished and running (from /proc, the runners' own process). */
-  cpuSeconds(): number {
-    let sum = this.exitedCpuSeconds;
-    for (const { child } of this.running.values()) sum += procCpuSeconds(child.pid);
-    return sum;
-  }
-
-  /** Kills what still runs (the run is over or failed). */
-  stop(): void {
-    this.queue.length = 0;
-    for (const { child } of this.running.values()) {
-      child.kill('SIGCONT');
-      child.kill('SIGKILL');
-    }
-  }
-}
-
-const CLOCK_TICKS = 100;
-/** utime + stime of a process, in seconds; 0 when it is gone. */
-function procCpuSeconds(pid: number | undefined): number {
-  if (pid === undefined) return 0;
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    return (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS;
-  } catch {
-    return 0;
-  }
-}
-
-/** The machine's busy share in a sample, without what the idle-priority accuracy runs used meanwhile. */
-export function busyWithout(cpu: CpuSample, poolCpuSeconds: number, windowMs: number): number {
-  return Math.max(0, cpu.mean - poolCpuSeconds / Math.max(1e-9, (windowMs / 1000) * cpu.cores));
-}
 
 /** Interface counters: bytes each of the first `n` devices has sent so far. */
 function txBytes(lab: Lab, n: number): number[] {
@@ -456,146 +328,6 @@ async function classWindows(lab: Lab, network: LocalStepsNetwork, device: Device
     await Promise.all(workers.map((w) => w.kill()));
     await server.stop();
   }
-}
-
-const teacher = (server: LabServer) => ({ authorization: `Bearer ${server.teacherToken}` });
-
-async function listCheckpoints(server: LabServer): Promise<CheckpointInfo[]> {
-  const res = await fetch(`${server.controlUrl}/api/rooms/${server.room}/checkpoints`, { headers: teacher(server) });
-  if (!res.ok) throw new LabError('ERR_LAB_PROCESS', `GET /api/rooms/${server.room}/checkpoints: HTTP ${res.status}`);
-  return (await res.json()) as CheckpointInfo[];
-}
-
-async function downloadModel(server: LabServer, id: string, dir: string): Promise<boolean> {
-  mkdirSync(dir, { recursive: true });
-  for (const file of ['model.json', 'model.weights.bin']) {
-    const res = await fetch(`${server.controlUrl}/api/rooms/${server.room}/checkpoints/${id}/${file}`, { headers: teacher(server) });
-    if (res.status === 404) return false;
-    if (!res.ok) throw new LabError('ERR_LAB_PROCESS', `GET checkpoint ${id}/${file}: HTTP ${res.status}`);
-    writeFileSync(path.join(dir, file), Buffer.from(await res.arrayBuffer()));
-  }
-  return true;
-}
-
-/**
- * The direct run: a local-steps class on the lab from Start until a checkpoint (the
- * product's default, every 50 steps and at each epoch's end) scores the threshold on the
- * official test set, or the budget. Its time is the first such checkpoint's capture after
- * Start, as the class rows time theirs (lab/tta-rows.ts). The accuracy runs go on beside
- * it at idle priority, as beside the windows, and the scorer (idle too) shares what is spare.
- */
-async function directRun(lab: Lab, network: LocalStepsNetwork, device: DeviceProfile, direct: NonNullable<LocalStepsPlan['direct']>, accuracy: LocalStepsPlan['accuracy'], scorer: CheckpointScorer): Promise<DirectRun> {
-  const n = lab.n;
-  const label = `${network}, N = ${n} ${device}, ${direct.variant.id}, directly to ${(accuracy.threshold * 100).toFixed(0)} %`;
-  const policy: EvaluationPolicy = { threshold: accuracy.threshold, screenMargin: direct.screenMargin, budgetMs: direct.budgetMs };
-  const tmp = mkdtempSync(path.join(os.tmpdir(), 'webring-lab-local-steps-'));
-  const points = new Map<string, CheckpointPoint & { dir: string; round: number | null }>();
-  let scoring = true;
-  let scoreError: unknown = null;
-  const scoreNext = async (frontier: boolean): Promise<boolean> => {
-    const all = [...points.values()];
-    const next = (frontier ? frontierEvaluation(all, policy) : null) ?? nextEvaluation(all, policy);
-    if (!next) return false;
-    const p = points.get(next.id)!;
-    const acc = await scorer.score(p.dir, next.split);
-    if (next.split === 'screen') p.screen = acc;
-    else p.accuracy = acc;
-    progress(`${label}: checkpoint at step ${p.step} (${(p.ms / 1000).toFixed(0)} s): ${next.split} ${(acc * 100).toFixed(2)} %`);
-    return true;
-  };
-  const scoreLoop = (async () => {
-    while (scoring) {
-      try {
-        if (!(await scoreNext(true))) await sleep(IDLE_SCORER_WAIT_MS);
-      } catch (err) {
-        scoreError = err;
-        return;
-      }
-    }
-  })();
-  progress(`${label}: starting the server (no hub) and ${n} workers`);
-  const server = await startLabServer(lab, `local-steps-direct-${n}`);
-  const workers: LabProcess[] = [];
-  const explain = () => workers.map((w) => `--- ${w.label}\n${tail(w.lines, 8)}`).join('\n');
-  let t0 = 0;
-  let stoppedBy: DirectRun['stoppedBy'] = 'budget';
-  let runMs = 0;
-  let lost: string | null = null;
-  let history: Array<{ at: number; step: number }> = [];
-  let rounds = 0;
-  let wire = 'unknown';
-  let lastError: unknown = null;
-  let cpu!: CpuSample;
-  try {
-    for (let i = 0; i < n; i++) workers.push(startLabWorker(lab, i, server, device));
-    await waitForRoom(server, (r) => r.members.length === n && r.members.every((m) => m.connected), `${n} workers joined`, JOIN_TIMEOUT_MS).catch((err: unknown) => {
-      throw new LabError('ERR_LAB_PROCESS', `${label}: ${(err as Error).message}\n${explain()}`);
-    });
-    const sync = async () => {
-      for (const info of await listCheckpoints(server)) {
-        if (points.has(info.id)) continue;
-        const dir = path.join(tmp, info.id);
-        if (await downloadModel(server, info.id, dir)) points.set(info.id, { id: info.id, step: info.step, ms: Date.parse(info.createdAt) - t0, screen: null, accuracy: null, dir, round: null });
-      }
-    };
-    const monitor = startCpuMonitor();
-    t0 = Date.now();
-    // The run may go past the default run's end (epochs), as far as the accuracy runs do; nothing else changes.
-    await server.start({ ...BASE_CONFIG, model: 'mlp', ...variantConfig(direct.variant), epochs: accuracy.maxEpochs, maxToKeep: MAX_TO_KEEP });
-    progress(`${label}: started; the chief checkpoints on the default schedule, scored as they come`);
-    let listedAt = 0;
-    try {
-      for (;;) {
-        await sleep(DIRECT_POLL_MS);
-        if (scoreError) throw scoreError;
-        const room = await server.roomStatus();
-        lost = lostMember(room, n);
-        rounds = room.round;
-        if (room.config) wire = room.config.wire;
-        if (Date.now() - listedAt >= LIST_INTERVAL_MS) {
-          await sync();
-          listedAt = Date.now();
-        }
-        if (thresholdSeen([...points.values()], policy.threshold, policy.budgetMs)) {
-          stoppedBy = 'threshold';
-          break;
-        }
-        if (lost !== null) {
-          stoppedBy = 'lost-member';
-          break;
-        }
-        if (room.state !== 'training' && room.state !== 'paused') {
-          // Its epochs ran out (it counts), or it failed (it does not).
-          stoppedBy = 'run-ended';
-          lastError = room.lastError;
-          break;
-        }
-        if (Date.now() - t0 >= policy.budgetMs) break;
-      }
-    } finally {
-      cpu = monitor.stop();
-    }
-    runMs = Date.now() - t0;
-    await sync();
-    history = (await roomMetrics(server)).history.map((p) => ({ at: p.at - t0, step: p.step }));
-    await stopRun(server);
-  } finally {
-    await Promise.all(workers.map((w) => w.kill()));
-    await server.stop();
-    scoring = false;
-    await scoreLoop;
-  }
-  try {
-    if (scoreError) throw scoreError;
-    progress(`${label}: stopped by ${stoppedBy} after ${(runMs / 1000).toFixed(0)} s; scoring what is left (${points.size} checkpoints)`);
-    while (await scoreNext(false));
-  } finally {
-    rmSync(tmp, { recursive: true, force: true });
-  }
-  const list = [...points.values()].sort((a, b) => a.step - b.step).map(({ id, step, ms, screen, accuracy: acc }) => ({ id, step, ms, screen, accuracy: acc }));
-  const reached: Reached | null = timeToThreshold(list, policy.threshold, policy.budgetMs);
-  progress(`${label}: ${reached ? `${(policy.threshold * 100).toFixed(0)} % at ${(reached.ms / 1000).toFixed(0)} s (step ${reached.step})` : `not reached within ${(policy.budgetMs / 60_000).toFixed(1)} min`}`);
-  return { network, n, device, variant: direct.variant.id, wire, budgetMs: direct.budgetMs, points: list, reached, stoppedBy, runMs, rounds, history, cpu, lost, counts: lost === null && (stoppedBy !== 'run-ended' || lastError === null) };
 }
 
 /**

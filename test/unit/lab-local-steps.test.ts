@@ -1,21 +1,19 @@
 /**
- * `npm run lab -- --local-steps`'s arithmetic (lab/local-steps-report.ts): the time model
- * from the windows, the composition with the accuracy runs, the two targets, the break-even
- * of every step against local steps, the non-IID slowdowns; and the accuracy runs' own
+ * `npm run lab -- --local-steps`'s arithmetic (lab/local-steps-report.ts, -crossover.ts and
+ * -markdown.ts): the time model from the windows, the composition with the accuracy runs,
+ * the two targets, the break-even of every step against local steps, the non-IID
+ * slowdowns; and the accuracy runs' own
  * pieces (lab/local-steps-accuracy.ts): the devices' classes, the plans, and one short run
  * on the official MNIST with equal shares.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { classesOf, iidDeviceOf, EVERY_STEP, localStepsVariant, type AccuracyResult, type AccuracyPlan, type SyncVariant } from '../../lab/local-steps-protocol';
+import { classesOf, iidDeviceOf, EVERY_STEP, localStepsVariant, variantConfig, type AccuracyResult, type AccuracyPlan, type SyncVariant } from '../../lab/local-steps-protocol';
 import {
-  breakEvenRatio,
   composeMs,
   compare,
-  crossover,
   everyStepModel,
   examplesTo,
-  localStepsMarkdown,
   localStepsModel,
   localStepsTargets,
   mergeTargets,
@@ -28,7 +26,10 @@ import {
   type LocalStepsReport,
   type LocalStepsWindow,
 } from '../../lab/local-steps-report';
-import { FULL_LOCAL_STEPS_PLAN, accuracyPlans, busyWithout, turnIntervals, variantConfig } from '../../lab/local-steps-rows';
+import { breakEvenRatio, crossover } from '../../lab/local-steps-crossover';
+import { localStepsMarkdown } from '../../lab/local-steps-markdown';
+import { FULL_LOCAL_STEPS_PLAN, accuracyPlans, turnIntervals } from '../../lab/local-steps-rows';
+import { busyWithout } from '../../lab/local-steps-pool';
 import { runAccuracy } from '../../lab/local-steps-accuracy';
 import type { Target } from '../../lab/report-types';
 

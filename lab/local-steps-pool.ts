@@ -1,0 +1,125 @@
+/**
+ * The local-steps lab's accuracy runs (lab/local-steps-accuracy.ts) as a pool of child
+ * processes at idle priority beside the timed windows, and the CPU they took meanwhile.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+import type { CpuSample } from './cpu-monitor';
+import { tail } from './spawn';
+import { progress } from './progress';
+import { DONE_PREFIX, POINT_PREFIX, type AccuracyPlan, type AccuracyResult } from './local-steps-protocol';
+
+const PROJECT_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+
+/**
+ * The accuracy runs, `workers` at a time, each `chrt --idle 0 node lab/local-steps-accuracy.ts`:
+ * SCHED_IDLE, so beside the windows they take only what the capped devices, the server and
+ * the harness leave over, and otherwise both cores.
+ */
+export class AccuracyPool {
+  readonly results: AccuracyResult[] = [];
+  readonly errors: Array<{ what: string; message: string }> = [];
+  private readonly queue: AccuracyPlan[];
+  private readonly running = new Map<string, { child: ChildProcess; stderr: string[] }>();
+  /** CPU seconds of the children that have exited. */
+  private exitedCpuSeconds = 0;
+  private done!: () => void;
+  readonly finished: Promise<void>;
+
+  constructor(
+    plans: AccuracyPlan[],
+    private readonly workers: number,
+    private readonly onResult: (r: AccuracyResult) => void,
+  ) {
+    this.queue = [...plans];
+    this.finished = new Promise((resolve) => (this.done = resolve));
+  }
+
+  start(): void {
+    this.fill();
+  }
+
+  get pending(): string[] {
+    return [...this.running.keys(), ...this.queue.map((p) => p.id)];
+  }
+
+  private fill(): void {
+    while (this.running.size < this.workers && this.queue.length > 0) this.launch(this.queue.shift()!);
+    if (this.running.size === 0 && this.queue.length === 0) this.done();
+  }
+
+  private launch(plan: AccuracyPlan): void {
+    const child = spawn('chrt', ['--idle', '0', process.execPath, '--import', 'tsx', 'lab/local-steps-accuracy.ts', JSON.stringify(plan)], { cwd: PROJECT_ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+    const entry = { child, stderr: [] as string[] };
+    this.running.set(plan.id, entry);
+    let result: AccuracyResult | null = null;
+    let cpu = 0;
+    child.stderr!.on('data', (d: Buffer) => {
+      entry.stderr.push(...d.toString().split('\n').filter(Boolean));
+      entry.stderr.splice(0, Math.max(0, entry.stderr.length - 30));
+    });
+    createInterface({ input: child.stdout! }).on('line', (line) => {
+      if (line.startsWith(POINT_PREFIX)) {
+        const p = JSON.parse(line.slice(POINT_PREFIX.length)) as AccuracyResult['points'][number];
+        cpu = p.cpuSeconds;
+        progress(`accuracy ${plan.id}: ${p.examples} examples (step ${p.steps}, round ${p.rounds}): screen ${(p.screen * 100).toFixed(2)} %${p.full === null ? '' : `, all 10,000 ${(p.full * 100).toFixed(2)} %`}`);
+      } else if (line.startsWith(DONE_PREFIX)) {
+        result = JSON.parse(line.slice(DONE_PREFIX.length)) as AccuracyResult;
+      }
+    });
+    const finish = (why: string | null) => {
+      if (!this.running.has(plan.id)) return;
+      this.running.delete(plan.id);
+      if (result) {
+        this.exitedCpuSeconds += result.cpuSeconds;
+        this.results.push(result);
+        progress(`accuracy ${plan.id}: ${result.stoppedBy}; ${result.crossed ? `${(plan.threshold * 100).toFixed(0)} % after ${result.crossed.examples} examples (step ${result.crossed.steps}, round ${result.crossed.rounds})` : `not ${(plan.threshold * 100).toFixed(0)} %`}; the default run ends at ${result.defaultRun ? `${(result.defaultRun.accuracy * 100).toFixed(2)} %` : '–'}; ${result.cpuSeconds.toFixed(0)} CPU s`);
+        this.onResult(result);
+      } else {
+        this.exitedCpuSeconds += cpu;
+        this.errors.push({ what: `accuracy ${plan.id}`, message: `${why ?? 'exited without a result'}\n${tail(entry.stderr, 8)}` });
+        progress(`accuracy ${plan.id}: failed (${why ?? 'no result'})`);
+      }
+      this.fill();
+    };
+    child.once('exit', (code, signal) => finish(code === 0 ? null : `exit ${code ?? signal}`));
+    child.once('error', (err) => finish(`cannot start (chrt, util-linux): ${err.message}`));
+  }
+
+  /** CPU seconds the runs have used so far, finished and running (from /proc, the runners' own process). */
+  cpuSeconds(): number {
+    let sum = this.exitedCpuSeconds;
+    for (const { child } of this.running.values()) sum += procCpuSeconds(child.pid);
+    return sum;
+  }
+
+  /** Kills what still runs (the run is over or failed). */
+  stop(): void {
+    this.queue.length = 0;
+    for (const { child } of this.running.values()) {
+      child.kill('SIGCONT');
+      child.kill('SIGKILL');
+    }
+  }
+}
+
+const CLOCK_TICKS = 100;
+/** utime + stime of a process, in seconds; 0 when it is gone. */
+function procCpuSeconds(pid: number | undefined): number {
+  if (pid === undefined) return 0;
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS;
+  } catch {
+    return 0;
+  }
+}
+
+/** The machine's busy share in a sample, without what the idle-priority accuracy runs used meanwhile. */
+export function busyWithout(cpu: CpuSample, poolCpuSeconds: number, windowMs: number): number {
+  return Math.max(0, cpu.mean - poolCpuSeconds / Math.max(1e-9, (windowMs / 1000) * cpu.cores));
+}
