@@ -171,9 +171,19 @@ async function bestLeak(tab: Student, rank: number, worldSize: number, data: { b
   return best;
 }
 
+/**
+ * Trains `RUN` (with `overrides`) in `name` to its end; the test accuracy. It waits for the
+ * room's new run to be done: right after a second Start the tabs may still show the first
+ * run's 'done', and the room's metrics are already the new run's (no accuracy yet).
+ */
 async function train(request: import('@playwright/test').APIRequestContext, name: string, tabs: Student[], overrides: object = {}): Promise<number> {
+  const before = (await room(request, name)).run ?? 0;
   expect((await request.post(`/api/rooms/${name}/start`, { headers: teacher, data: { ...RUN, ...overrides } })).status()).toBe(200);
-  for (const { page } of tabs) await expect(status(page)).toHaveAttribute('data-state', 'done', { timeout: 240_000 });
+  await expect.poll(async () => {
+    const r = await room(request, name);
+    return r.run > before && r.state === 'done';
+  }, { timeout: 240_000, intervals: [1_000] }).toBe(true);
+  for (const { page } of tabs) await expect(status(page)).toHaveAttribute('data-state', 'done', { timeout: 60_000 });
   const done = await room(request, name);
   expect(done.metrics.accuracy).not.toBeNull();
   return done.metrics.accuracy!;
