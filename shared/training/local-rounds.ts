@@ -28,7 +28,7 @@ import { advance, type GlobalBatch } from '../data/batch-plan';
 import type { StartConfig } from '../protocol';
 import type { LedgerSection } from './ledger';
 import { OuterOptimizer } from './outer-optimizer';
-import type { SyncModeRun, TurnHost, TurnWork } from './sync-mode';
+import type { SyncModeRun, TurnHost, TurnWork } from './sync-mode-run';
 import { DEFAULT_COLLECTIVE_TIMEOUT_MS } from '../collectives/ring-allreduce';
 
 /**
