@@ -21,7 +21,7 @@ import { tail, type LabProcess } from './spawn';
 import { progress } from './progress';
 import { variantConfig } from './local-steps-protocol';
 import type { DirectRun, LocalStepsNetwork } from './local-steps-report';
-import type { LocalStepsPlan } from './local-steps-rows';
+import type { LocalStepsPlan } from './local-steps-plan';
 
 /** How long a class of capped workers may take to join its server (the windows wait as long). */
 export const JOIN_TIMEOUT_MS = 300_000;

@@ -52,45 +52,12 @@ import { EVERY_STEP, localStepsVariant, variantConfig, type AccuracyData, type A
 import { localStepsTargets, summarize, type LocalStepsNetwork, type LocalStepsReport, type LocalStepsWindow } from './local-steps-report';
 import { AccuracyPool, busyWithout } from './local-steps-pool';
 import { directRun, JOIN_TIMEOUT_MS } from './local-steps-direct';
+import type { LocalStepsPlan } from './local-steps-plan';
 
 /** The local-steps settings compared with every step (DiLoCo's H is 500 on LLMs; 20 is the product's default). */
 export const LOCAL_STEPS_HS = [5, 20, 100] as const;
 export const VARIANTS: SyncVariant[] = [EVERY_STEP, ...LOCAL_STEPS_HS.map(localStepsVariant)];
 export const THRESHOLD = 0.97;
-
-export interface LocalStepsClass {
-  network: LocalStepsNetwork;
-  n: number;
-}
-
-export interface LocalStepsPlan {
-  /** 'quick' for the smoke test (`--local-steps --quick`). */
-  name: 'full' | 'quick';
-  /** Class sizes and their networks: the targets read school-uplink at N = 4 and 8, and wifi at the largest class. */
-  classes: LocalStepsClass[];
-  /** The ways of summing compared; `timed` are timed on the network, the others' rounds are the fit through the local ones. */
-  variants: SyncVariant[];
-  timed: string[];
-  /** Turns each timed window spans, by variant id. */
-  windowTurns: Record<string, number>;
-  /** The in-process runs. */
-  accuracy: {
-    threshold: number;
-    defaultEpochs: number;
-    maxEpochs: number;
-    scoreEveryExamples: number;
-    screenStride: number;
-    screenMargin: number;
-    /** Child processes at once (the machine's cores). */
-    workers: number;
-    /** A smoke test's limit on every run's examples; absent: none. */
-    maxExamples?: number;
-  };
-  /** The non-IID comparison: own data by class against own data at random, at this class size. */
-  nonIid: { n: number; runs: Array<{ data: AccuracyData; variant: SyncVariant }>; maxEpochs: number } | null;
-  /** The direct check of the composition: one local-steps class to 97 % on the lab. */
-  direct: { network: LocalStepsNetwork; n: number; variant: SyncVariant; budgetMs: number; screenMargin: number } | null;
-}
 
 export const FULL_LOCAL_STEPS_PLAN: LocalStepsPlan = {
   name: 'full',

@@ -7,7 +7,7 @@ import { DEFAULT_START_CONFIG } from '../shared/protocol';
 import { median } from '../shared/training/straggler';
 import type { Target } from './report-types';
 import type { DeviceProfile } from './cpu-caps';
-import { ACCURACY_DATASET, ACCURACY_GOAL_POINTS, ACCURACY_N, SECAGG_MODES, STEP_OVERHEAD_GOAL, WARMUP_STEPS, type SecaggAccuracyRow, type SecaggMode, type SecaggReport, type SecaggStepRow } from './secagg-rows';
+import { ACCURACY_DATASET, ACCURACY_GOAL_POINTS, ACCURACY_N, SECAGG_MODES, STEP_OVERHEAD_GOAL, WARMUP_STEPS, type SecaggAccuracyRow, type SecaggMode, type SecaggReport, type SecaggStepRow } from './secagg-shapes';
 
 /** One line of the table: every window of one mode at one class size, pooled. */
 export interface SecaggSummary {

@@ -33,7 +33,7 @@ import { median } from '../shared/training/straggler';
 import { withLab, type Lab } from './netlab';
 import { LabError } from './lab-error';
 import type { LabCapabilities } from './preconditions';
-import type { ModelName, ModelProfile } from './network-models';
+import type { ModelProfile } from './network-models';
 import { runCommand } from './run-command';
 import { startLabServer, startLabWorker, waitForRoom, type LabServer } from './lab-server';
 import { BASE_CONFIG, chiefOf, lostMember, meanTiming, roomMetrics, stopRun } from './training-rows';
@@ -43,11 +43,8 @@ import { DEVICE_CORES, type DeviceProfile } from './cpu-caps';
 import { machineBound, startCpuMonitor, type CpuSample } from './cpu-monitor';
 import { tail, type LabProcess } from './spawn';
 import { progress } from './progress';
-import type { Target } from './report-types';
 import { secaggTargets, summarize } from './secagg-report';
-
-export const SECAGG_MODES = ['secure', 'fp32', 'fp16'] as const;
-export type SecaggMode = (typeof SECAGG_MODES)[number];
+import { ACCURACY_DATASET, ACCURACY_N, WARMUP_STEPS, type SecaggAccuracyRow, type SecaggMode, type SecaggReport, type SecaggStepRow } from './secagg-shapes';
 
 /** Each mode's start-config fields beyond BASE_CONFIG and the MLP. */
 export const MODE_CONFIG: Record<SecaggMode, Partial<StartConfig>> = {
@@ -58,13 +55,6 @@ export const MODE_CONFIG: Record<SecaggMode, Partial<StartConfig>> = {
 
 /** The class sizes by default: 8, and 16 (the largest tried; its devices get what the machine holds). */
 export const SECAGG_SIZES = [8, 16];
-/** The accuracy runs' class size and dataset (one epoch of 'mnist-60k' is about 235 steps of seconds each here). */
-export const ACCURACY_N = 8;
-export const ACCURACY_DATASET = 'mnist-10k' as const;
-/** A secure step may take this much of the fp32 step at most. */
-export const STEP_OVERHEAD_GOAL = 1.15;
-/** The secure run's final test accuracy within this many points of the fp32 run's. */
-export const ACCURACY_GOAL_POINTS = 0.3;
 
 /**
  * Around an epoch's end a worker's prefetch (shared/data/streamed-mnist.ts prefetchAfter)
@@ -107,8 +97,6 @@ export async function cleanSeed(n: number, dataset: DatasetKind, perWorker: numb
 /** The accuracy runs' fields beyond the mode's: one epoch, equal shares, the seed cleanSeed found. */
 const epochConfig = (seed: number): Partial<StartConfig> => ({ dataset: ACCURACY_DATASET, epochs: 1, balanceShares: false, seed });
 
-/** Steps the chief must be past before a window opens: the model built, the links opened and measured, the shares balanced once. */
-export const WARMUP_STEPS = 8;
 /** Steps a window spans, by class size (a step at N = 16 takes seconds). */
 const windowSteps = (n: number): number => (n <= 8 ? 16 : 10);
 const JOIN_TIMEOUT_MS = 300_000;
@@ -117,63 +105,6 @@ const WARMUP_TIMEOUT_MS = 240_000;
 const STEP_TIMEOUT_MS = 60_000;
 const EPOCH_TIMEOUT_MS = 600_000;
 const POLL_MS = 100;
-
-export interface SecaggStepRow {
-  n: number;
-  mode: SecaggMode;
-  device: DeviceProfile;
-  /** What the run's start config added to BASE_CONFIG and the MLP. */
-  config: Partial<StartConfig>;
-  /** The window: its first and last step (the chief's, as the room saw them). */
-  fromStep: number;
-  toStep: number;
-  /** Median ms between consecutive steps of the window on the server's clock, and the quartiles. */
-  stepMs: number;
-  stepMsQ1: number;
-  stepMsQ3: number;
-  /** Each step interval of the window, ms. */
-  intervalsMs: number[];
-  /** The algorithm of the chief's last step in the window, and why. */
-  algorithm: string;
-  reason: string;
-  /** The chief's split, averaged over the window's steps its reports showed. */
-  timingMean: StepTimingReport | null;
-  /** Measured: bytes each device's interface sent per step over the window, by device, and their mean. */
-  wireBytesByDevice: number[];
-  wireBytesPerStep: number;
-  /** Computed: the buffer's bytes (per the mode) times what the algorithm sends per byte of buffer. */
-  payloadBytesPerStep: number;
-  cpu: CpuSample;
-  /** False when the machine was saturated or the class lost a member: then it measured something else. */
-  counts: boolean;
-  lost: string | null;
-}
-
-export interface SecaggAccuracyRow extends SecaggStepRow {
-  dataset: typeof ACCURACY_DATASET;
-  /** The room's final test accuracy (0..1), null when the run did not finish with one. */
-  accuracy: number | null;
-  /** Steps of the epoch, and the run's seconds from Start to its end. */
-  steps: number;
-  seconds: number;
-}
-
-export interface SecaggReport {
-  generatedAt: string;
-  machine: { cores: number; kernel: string; node: string };
-  netem: boolean;
-  minutes: number;
-  model: ModelName;
-  params: ModelProfile['params'];
-  net: 'mlp';
-  /** The class sizes measured, and each one's device (the largest cap the machine holds for N of them). */
-  sizes: Array<{ n: number; device: DeviceProfile; cores: number }>;
-  steps: SecaggStepRow[];
-  accuracy: SecaggAccuracyRow[];
-  targets: Target[];
-  /** What could not be measured, by size or section. */
-  errors: Array<{ what: string; message: string }>;
-}
 
 /** The largest device profile of which `n` fit this machine beside the server (cpu-budget.ts), or null. */
 export function deviceFor(n: number, cores: number): DeviceProfile | null {

@@ -4,8 +4,9 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { cleanSeed, deviceFor, payloadBytes, stepIntervals, type SecaggAccuracyRow, type SecaggMode, type SecaggStepRow } from '../../lab/secagg-rows';
+import { cleanSeed, deviceFor, payloadBytes, stepIntervals } from '../../lab/secagg-rows';
 import { secaggTargets, summarize } from '../../lab/secagg-report';
+import type { SecaggAccuracyRow, SecaggMode, SecaggStepRow } from '../../lab/secagg-shapes';
 
 test('payload: fp32 4 B a parameter, fp16 2, secure 4 and a check word; 2(N-1)/N of it for the ring and halving-doubling, once for the hub', () => {
   const params = 101_770;
