@@ -9,11 +9,10 @@
  * peers send those around a generation change.
  */
 import { WebringError } from '../protocol/errors';
-import type { Misbehaviour } from '../protocol';
+import { HUB_RANK, type Misbehaviour } from '../protocol';
 import { HALF_EXPONENT_BITS } from './fp16';
 import { TAG_SPACE, type CollectiveStats } from './collective';
 import { FLAG_SATURATED, HEADER_BYTES, PHASE_ALL_GATHER, PHASE_CHAIN, PHASE_EXCHANGE, PHASE_HUB_DOWN, PHASE_REDUCE_SCATTER, WIRE_FP16, WIRE_U32, isWireCode, readHeader, wireFloatBytes, type ChunkHeader } from './wire';
-import { HUB_RANK } from './topology';
 import type { ChunkPlace } from './chunk-layout';
 import type { PayloadReader } from './payload';
 

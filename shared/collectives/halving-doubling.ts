@@ -145,13 +145,3 @@ export function halvingDoublingPlan(rank: number, n: number, length: number): Ha
   const [ownedStart, ownedEnd] = kept[levels]!;
   return { core, levels, stages, ownedStart, ownedEnd, lastReduceStage: levels };
 }
-
-/** The ranks this rank exchanges with in a halving-doubling all-reduce: links beyond the ring. */
-export function halvingDoublingPartners(rank: number, n: number): number[] {
-  const partners = new Set<number>();
-  for (const s of halvingDoublingPlan(rank, n, 0).stages) {
-    if (s.sendTo >= 0) partners.add(s.sendTo);
-    if (s.recvFrom >= 0) partners.add(s.recvFrom);
-  }
-  return [...partners].sort((a, b) => a - b);
-}

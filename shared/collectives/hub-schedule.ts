@@ -13,7 +13,7 @@ import type { ActiveCollective, EngineParts } from './schedule';
 import { CountingSchedule } from './counting-schedule';
 import { PHASE_HUB_DOWN, PHASE_HUB_UP, type ChunkHeader } from './wire';
 import type { RingLink } from './collective';
-import { HUB_RANK } from './topology';
+import { HUB_RANK } from '../protocol';
 
 export class HubSchedule extends CountingSchedule {
   constructor(parts: EngineParts, hub: RingLink | null) {

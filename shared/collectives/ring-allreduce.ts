@@ -33,9 +33,8 @@
  * (what a sender checks, and the FLAG_SATURATED that makes every rank fail alike).
  */
 import { WebringError } from '../protocol/errors';
-import { ALGORITHMS, type Misbehaviour } from '../protocol';
+import { ALGORITHMS, leftOf, sendersOf, type Misbehaviour } from '../protocol';
 import { systemClock, type Clock } from '../util/clock';
-import { leftOf, sendersOf } from './topology';
 import { HubSchedule } from './hub-schedule';
 import { ChainBroadcastSchedule } from './chain-broadcast-schedule';
 import { Admission, PeerMisbehavedError } from './admission';

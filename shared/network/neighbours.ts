@@ -3,8 +3,7 @@
  * every member it links to (halving-doubling partners, the hub). Worked out from the
  * generation alone, so the ring network can ask it of a coming generation too.
  */
-import type { Generation, MemberInfo } from '../protocol';
-import { HUB_RANK, leftOf, linkedRanks, rightOf } from '../collectives/topology';
+import { HUB_RANK, leftOf, linkedRanks, rightOf, type Generation, type MemberInfo } from '../protocol';
 
 export interface Neighbours {
   /** This worker's rank, or HUB_RANK when it is the generation's hub. */

@@ -21,11 +21,10 @@ import { WebringError } from '../protocol/errors';
 import type { PeerFactory } from './peer';
 import { PeerLink, newLinkId } from './peer-link';
 import { neighboursIn, type Neighbours } from './neighbours';
-import type { Generation, MemberInfo } from '../protocol';
+import { HUB_RANK, type Generation, type MemberInfo } from '../protocol';
 import { RingAllReduce, type RingAllReduceOptions } from '../collectives/ring-allreduce';
 import { HubReducer, type HubReducerOptions } from '../collectives/hub-reducer';
 import type { RingLink } from '../collectives/collective';
-import { HUB_RANK } from '../collectives/topology';
 import { HEADER_BYTES } from '../collectives/wire';
 import { systemClock, type Clock } from '../util/clock';
 

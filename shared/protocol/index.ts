@@ -8,7 +8,8 @@
  * file re-exports (and only this file imports them all): limits and vocabulary
  * (vocabulary.ts), what workers and the teacher send with its schemas (messages.ts), a run's
  * recipe (start-config.ts), ICE
- * configuration (ice.ts), what the server sends (server-shapes.ts), the error codes
+ * configuration (ice.ts), what the server sends (server-shapes.ts), who sends to whom in a
+ * ring (topology.ts), when a member is too slow or a ring stuck (liveness.ts), the error codes
  * (errors.ts) and the join-code format (join-code.ts); the event maps are here. It imports nothing from the rest of the project, so every other
  * part may import it.
  */
@@ -22,6 +23,8 @@ export * from './ice';
 export * from './messages';
 export * from './start-config';
 export * from './server-shapes';
+export * from './topology';
+export * from './liveness';
 
 // ---------------------------------------------------------------------------
 // socket.io event maps

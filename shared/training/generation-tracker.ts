@@ -6,14 +6,12 @@
  * interrupted step) waits here.
  */
 import { WebringError } from '../protocol/errors';
-import type { Generation } from '../protocol';
+import { REFORM_AFTER_MS, type Generation } from '../protocol';
 import type { CollectiveEngine } from '../collectives/collective';
 import type { Clock } from '../util/clock';
 
 /** A ring that has not re-formed this long after an interrupted step gives up (the run fails). */
 export const RECOVERY_TIMEOUT_MS = 60_000;
-/** A broken link with nobody gone: ask the server to re-form the ring after this long. */
-export const REFORM_AFTER_MS = 3_000;
 
 /** The part of RingNetwork that the tracker and a training run use; a unit test passes its own. */
 export interface RingView {

@@ -4,23 +4,10 @@
  * recent compute times of the whole ring: the median plus k median absolute deviations,
  * never below a floor, so one slow laptop cannot drag the deadline up with it and ordinary
  * jitter never trips it. A member that misses the deadline `strikes` steps in a row is a
- * straggler: the chief asks the server to drop it, and it may come back as a joiner.
+ * straggler: the chief asks the server to drop it, and it may come back as a joiner. The
+ * policy is the protocol's (shared/protocol/liveness.ts): the server checks a drop by it.
  */
-
-export interface StragglerPolicy {
-  /** No deadline below this; browsers stall for GC and tab switches. */
-  floorMs: number;
-  /** Deadline = median + k × MAD. */
-  k: number;
-  /** Consecutive misses before a member is dropped. */
-  strikes: number;
-  /** Compute times (all ranks pooled) needed before deadlines apply. */
-  minSamples: number;
-  /** Steps of history the statistics look back over. */
-  windowSteps: number;
-}
-
-export const DEFAULT_STRAGGLER_POLICY: StragglerPolicy = { floorMs: 1_000, k: 6, strikes: 3, minSamples: 12, windowSteps: 30 };
+import { DEFAULT_STRAGGLER_POLICY, type StragglerPolicy } from '../protocol';
 
 export interface Straggler {
   id: string;

@@ -11,9 +11,8 @@
  * ring. What an admission costs is measured in join-cost.ts.
  */
 import { WebringError, toWebringError, type ErrorCode } from '../protocol/errors';
-import type { FinishReport, Generation, TrainStart } from '../protocol';
+import { HUB_RANK, type FinishReport, type Generation, type TrainStart } from '../protocol';
 import type { LinkModel } from '../collectives/choice';
-import { HUB_RANK } from '../collectives/topology';
 import { PeerMisbehavedError } from '../collectives/admission';
 import type { CollectiveEngine } from '../collectives/collective';
 import type { SecureAggregation } from '../secagg/secure-collective';

@@ -3,8 +3,7 @@
  * as things happen, and handed out as a fresh copy after every change.
  */
 import type { ErrorBody } from '../protocol/errors';
-import type { Backend, DeviceProbe, Generation } from '../protocol';
-import { leftOf, rightOf } from '../collectives/topology';
+import { leftOf, rightOf, type Backend, type DeviceProbe, type Generation } from '../protocol';
 
 export type WorkerState = 'idle' | 'joining' | 'ready' | 'waiting' | 'training' | 'paused' | 'done' | 'dropped' | 'error';
 

@@ -21,7 +21,7 @@
  *     the teacher removes it (DELETE /api/rooms/:room/hub).
  * Whether the report is of the current run and generation is the room's check, made first.
  */
-import { HUB_RANK, sendersOf } from '../../shared/collectives/topology';
+import { HUB_RANK, sendersOf } from '../../shared/protocol';
 
 /** The accusations of the current run, as plain data. */
 export interface AccusationRecord {

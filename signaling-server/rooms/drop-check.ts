@@ -5,8 +5,7 @@
  * straggler only when this does not throw.
  */
 import { WebringError } from '../../shared/protocol/errors';
-import type { DroppedMember, DropRequest } from '../../shared/protocol';
-import { DEFAULT_STRAGGLER_POLICY } from '../../shared/training/straggler';
+import { DEFAULT_STRAGGLER_POLICY, type DroppedMember, type DropRequest } from '../../shared/protocol';
 import type { Member } from './membership';
 
 /**

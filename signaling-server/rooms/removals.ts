@@ -4,8 +4,7 @@
  * itself on its second accusation), and the teacher's removal of the hub.
  */
 import { WebringError } from '../../shared/protocol/errors';
-import type { DropRequest, EvictRequest, MemberDropped, Misbehaviour } from '../../shared/protocol';
-import { HUB_RANK } from '../../shared/collectives/topology';
+import { HUB_RANK, type DropRequest, type EvictRequest, type MemberDropped, type Misbehaviour } from '../../shared/protocol';
 import type { Member } from './membership';
 import { checkDrop } from './drop-check';
 import { NO_CHANGE, type MembershipChange, type RoomCore } from './room-core';

@@ -24,6 +24,7 @@
 import { WebringError } from '../../shared/protocol/errors';
 import {
   DEFAULT_START_CONFIG,
+  REFORM_AFTER_MS,
   type DropRequest,
   type EvaluationReport,
   type OwnExamplesReport,
@@ -51,16 +52,15 @@ import type { Eviction, HubRemoval } from './removals';
 import { checkNamedNeighbours, type UnreachableReport } from './formation';
 import * as reports from './run-reports';
 import { roomStatus } from './room-status';
-import { REFORM_AFTER_MS } from '../../shared/training/generation-tracker';
 
 export type { NewMember } from './membership';
 
 /**
  * A generation is re-formed on a member's request only once it is this old. Honest workers
  * ask only after trying the generation and then waiting REFORM_AFTER_MS (3 s) in it
- * (generation-tracker.ts), which the server sees later still; the second of slack is for
- * signaling nodes whose clocks differ. Without it, a member re-formed the ring 548 times in
- * 1.8 s, a write and a log line each.
+ * (shared/protocol/liveness.ts; the worker's side is generation-tracker.ts), which the
+ * server sees later still; the second of slack is for signaling nodes whose clocks differ.
+ * Without it, a member re-formed the ring 548 times in 1.8 s, a write and a log line each.
  */
 export const REFORM_MIN_GENERATION_AGE_MS = REFORM_AFTER_MS - 1_000;
 

@@ -6,8 +6,7 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import type { AckResult, EvictRequest, RoomStatus } from '../../shared/protocol';
-import { sendersOf } from '../../shared/collectives/topology';
+import { sendersOf, type AckResult, type EvictRequest, type RoomStatus } from '../../shared/protocol';
 import { AS_TEACHER, join, nextEvent, TEST_TOKEN, useTestServer, type TestSocket } from '../support/server';
 
 const testServer = useTestServer();

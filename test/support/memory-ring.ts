@@ -5,7 +5,7 @@
  */
 import { RingAllReduce, type RingAllReduceOptions } from '../../shared/collectives/ring-allreduce';
 import { HubReducer, type HubReducerOptions } from '../../shared/collectives/hub-reducer';
-import { HUB_RANK } from '../../shared/collectives/topology';
+import { HUB_RANK } from '../../shared/protocol';
 import type { RingLink } from '../../shared/collectives/collective';
 import type { Clock } from '../../shared/util/clock';
 

@@ -5,7 +5,8 @@ import { expectedSum, fp16Bound, integerBuffer, spreadBuffer } from '../support/
 import { COLLECTIVE_TAG, type CollectiveOptions } from '../../shared/collectives/collective';
 import { PeerMisbehavedError } from '../../shared/collectives/admission';
 import { WebringError } from '../../shared/protocol/errors';
-import { halvingDoublingHops, halvingDoublingPartners, halvingDoublingPlan, ringHops } from '../../shared/collectives/halving-doubling';
+import { halvingDoublingHops, halvingDoublingPlan, ringHops } from '../../shared/collectives/halving-doubling';
+import { halvingDoublingPartners } from '../../shared/protocol';
 import { floatToHalf, halfToFloat } from '../../shared/collectives/fp16';
 import { HEADER_BYTES, MAX_CHUNK_FLOATS, MAX_CHUNK_HALVES, PHASE_EXCHANGE, PHASE_REDUCE_SCATTER, writeHeader } from '../../shared/collectives/wire';
 

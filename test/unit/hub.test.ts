@@ -13,7 +13,7 @@ import { createMemoryMesh } from '../support/memory-ring';
 import { fp16Bound, integerBuffer, spreadBuffer } from '../support/test-buffers';
 import { COLLECTIVE_TAG, type CollectiveOptions } from '../../shared/collectives/collective';
 import { PeerMisbehavedError } from '../../shared/collectives/admission';
-import { HUB_RANK } from '../../shared/collectives/topology';
+import { HUB_RANK } from '../../shared/protocol';
 import { floatToHalf, halfToFloat } from '../../shared/collectives/fp16';
 import { HEADER_BYTES, MAX_CHUNK_FLOATS, MAX_CHUNK_HALVES, PHASE_HUB_UP, readHeader, writeHeader, type ChunkHeader } from '../../shared/collectives/wire';
 import { WebringError } from '../../shared/protocol/errors';

@@ -6,8 +6,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { ManualClock } from '../../shared/util/clock';
 import { WebringError } from '../../shared/protocol/errors';
-import { DEFAULT_START_CONFIG, MAX_ROOM_MEMBERS, type EvictRequest, type ProgressReport, type StartConfig } from '../../shared/protocol';
-import { sendersOf } from '../../shared/collectives/topology';
+import { DEFAULT_START_CONFIG, MAX_ROOM_MEMBERS, sendersOf, type EvictRequest, type ProgressReport, type StartConfig } from '../../shared/protocol';
 import { Room, type NewMember } from '../../signaling-server/rooms/room';
 import { decodeRoom, encodeRoom, fromRoomFile, toRoomFile, type RoomRecord } from '../../signaling-server/rooms/room-codec';
 

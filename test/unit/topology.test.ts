@@ -6,7 +6,7 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { leftOf, linkedRanks, rightOf, sendersOf } from '../../shared/collectives/topology';
+import { halvingDoublingPartners, leftOf, linkedRanks, rightOf, sendersOf } from '../../shared/protocol';
 import { halvingDoublingPlan } from '../../shared/collectives/halving-doubling';
 
 test('ring neighbours wrap around: rank 0 hears from the last rank, the last rank sends to rank 0', () => {
@@ -15,6 +15,19 @@ test('ring neighbours wrap around: rank 0 hears from the last rank, the last ran
   for (let n = 2; n <= 9; n++) {
     for (let r = 0; r < n; r++) {
       assert.equal(rightOf(leftOf(r, n), n), r, `left then right is the identity (rank ${r} of ${n})`);
+    }
+  }
+});
+
+test('the halving-doubling partners the protocol names are exactly the ranks each schedule exchanges with', () => {
+  for (let n = 1; n <= 70; n++) {
+    for (let r = 0; r < n; r++) {
+      const scheduled = new Set<number>();
+      for (const stage of halvingDoublingPlan(r, n, 0).stages) {
+        if (stage.sendTo >= 0) scheduled.add(stage.sendTo);
+        if (stage.recvFrom >= 0) scheduled.add(stage.recvFrom);
+      }
+      assert.deepEqual(halvingDoublingPartners(r, n), [...scheduled].sort((a, b) => a - b), `partners of rank ${r} of ${n}`);
     }
   }
 });

@@ -2,11 +2,11 @@
  * Who talks to whom in a ring of n ranks: the ring neighbours and the halving-doubling
  * partners. The server (which accusations it believes), the network (which links it
  * dials), the engine (which senders it accepts) and the worker (which neighbours it
- * shows) all ask here, so they can never disagree.
+ * shows) all ask here, so they can never disagree. A rule both sides of the wire keep, so
+ * it lives with the protocol and imports nothing: the halving-doubling schedule
+ * (shared/collectives/halving-doubling.ts) is checked against these partners in
+ * test/unit/topology.test.ts.
  */
-import { halvingDoublingPartners } from './halving-doubling';
-
-export { halvingDoublingPartners };
 
 /**
  * The hub's place in a generation's collectives, where a rank would be: it has no rank (it
@@ -22,6 +22,23 @@ export const leftOf = (rank: number, n: number): number => mod(rank - 1, n);
 
 /** The rank that `rank` sends ring messages to. */
 export const rightOf = (rank: number, n: number): number => mod(rank + 1, n);
+
+/**
+ * The ranks `rank` exchanges with in a halving-doubling all-reduce of `n` ranks (links
+ * beyond the ring), ascending. With P the largest power of two ≤ n, a rank r < P exchanges
+ * with r XOR d for every d = P/2, …, 1, and with r + P when that rank exists (its extra
+ * rank, which hands it its buffer first and gets the sum back last); an extra rank r ≥ P
+ * exchanges with r − P only.
+ */
+export function halvingDoublingPartners(rank: number, n: number): number[] {
+  let core = 1;
+  while (core * 2 <= n) core *= 2;
+  if (rank >= core) return [rank - core];
+  const partners: number[] = [];
+  for (let d = core >> 1; d >= 1; d >>= 1) partners.push(rank ^ d);
+  if (rank + core < n) partners.push(rank + core);
+  return partners.sort((a, b) => a - b);
+}
 
 /**
  * The ranks that send collective data to `rank` in a generation of `n` ring ranks: its left
