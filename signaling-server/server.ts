@@ -259,7 +259,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     socket.data = { ...socket.data, room: null, memberId: null, loggedErrors: new Set(), limitedUntil: 0, queue: Promise.resolve() };
     // Unknown events are refused here, after the rate limit, not in an onAny listener:
     // socket.io calls those before any middleware, so a flood of unknown events was answered
-    // one for one, past the budget (found by test/class/abuse.test.ts).
+    // one for one, past the budget (found by test/class/abuse-sockets.test.ts).
     socket.use((packet, next) => {
       limits.socketEvent(socket.id, socket.data.address).then(
         (limited) => {

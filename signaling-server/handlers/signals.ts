@@ -22,7 +22,7 @@ export function registerSignalHandlers(ctx: ServerContext, socket: IoSocket): vo
       if (!name || !memberId) throw new WebringError('ERR_NOT_IN_ROOM', 'join a room before signaling');
       const relay = parseOrThrow(signalRelaySchema, raw);
       // SDP and ICE are a level or two deep; JSON.stringify (and socket.io's encoder on the
-      // relay) would overflow the stack on a deeply nested one (test/class/abuse.test.ts).
+      // relay) would overflow the stack on a deeply nested one (test/class/abuse-sockets.test.ts).
       if (nestedDeeperThan(relay.data, MAX_SIGNAL_DEPTH)) {
         throw new WebringError('ERR_BAD_REQUEST', `signal data nested deeper than ${MAX_SIGNAL_DEPTH} levels`, 'data');
       }

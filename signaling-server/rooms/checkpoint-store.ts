@@ -152,7 +152,7 @@ export class CheckpointStore {
       throw new WebringError('ERR_BAD_REQUEST', 'model.json is not a TensorFlow.js layers model', 'model.json');
     }
     // A manifest that does not describe the weights file exactly would store a checkpoint
-    // that no replica and no tf.loadLayersModel can load (found by test/class/abuse.test.ts).
+    // that no replica and no tf.loadLayersModel can load (found by test/class/abuse-http.test.ts).
     const manifest = weightsManifestSchema.safeParse(model.weightsManifest);
     if (!manifest.success) {
       throw new WebringError('ERR_BAD_REQUEST', 'model.json: the weights manifest must list float32/int32 tensors in model.weights.bin', 'model.json');
