@@ -1,6 +1,6 @@
 /**
  * Picks the fastest tfjs backend that can train: WebGPU, then WebGL, then CPU. The wasm
- * backend is not an option: it has no Conv2DBackpropFilter kernel, so it cannot train a CNN.
+ * backend is not an option: it has no Conv2DBackpropFilter kernel, so it cannot train a convolutional model.
  * It runs in the tab's compute thread (a dedicated Web Worker, compute-thread.ts), or on the
  * page when the tab computes there: so it uses only what both have (navigator.gpu,
  * OffscreenCanvas, isSecureContext), never the document.

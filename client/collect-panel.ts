@@ -5,7 +5,7 @@
  * take the last one of a class back, and the server hears the counts only.
  *
  * `window.webringOwnData` is the same path as a drawing, for scripts and tests:
- * `add(label, pixels)` adds 784 values in 0..1 (28×28, row-major, ink = 1) and resolves to
+ * `add(label, pixels)` adds one drawing as the collecting task's input (F values in 0..1, row-major, ink = 1) and resolves to
  * the new count of that label; `clear()` empties this tab's collection for the room.
  */
 import { sameClasses, type CollectSetting } from '../shared/protocol';

@@ -13,8 +13,8 @@ import { normalizeJoinCode } from '../shared/protocol/join-code';
 import { describeRefusal } from './plain-errors';
 import { faultsFromFlags, type FaultInjector } from '../shared/training/faults';
 import { CollectPanel } from './collect-panel';
-import { areDigitClasses } from '../shared/protocol';
-import type { DigitPad } from './digit-pad';
+import type { TryPanel } from '../shared/tasks/pages';
+import { DEFAULT_TASK } from '../shared/tasks/registry';
 
 const $ = <T extends HTMLElement>(id: string) => document.getElementById(id) as T;
 const params = new URLSearchParams(location.search);
@@ -158,7 +158,7 @@ function render(s: WorkerStatus): void {
     dataWait: s.dataWait ?? '',
     secure: s.secureAggregation === null ? '' : String(s.secureAggregation),
   });
-  showClasses(s.classes);
+  showClasses(s.task, s.classes);
   const b = bannerText(s);
   banner.dataset.state = b.key;
   banner.textContent = b.text;
@@ -216,24 +216,29 @@ async function followLoss(room: string, memberToken: () => string | null): Promi
 
 type Worker = Awaited<ReturnType<Awaited<typeof session>['startSession']>>;
 let worker: Worker | null = null;
-let pad: DigitPad | null = null;
+let tryPanel: { task: string; panel: TryPanel } | null = null;
 
 /** The lesson's own examples: drawn on the pad, kept on this device (collect-panel.ts). */
 const collect = new CollectPanel(
   { section: $('collect-panel'), form: $<HTMLFormElement>('collect-form'), classPicker: $<HTMLSelectElement>('collect-class'), status: $('collect-status'), counts: $('collect-counts') },
   {
-    drawing: () => (pad ? { input: pad.input(), clear: () => pad!.clear() } : null),
+    drawing: () => {
+      const panel = tryPanel?.panel;
+      return panel?.input && panel.clear ? { input: panel.input(), clear: () => panel.clear!() } : null;
+    },
     report: (counts) => worker?.reportOwnExamples(counts),
   },
 );
 
-/** The pad answers among the run's classes: the digits, or the lesson's own. */
-function showClasses(classes: readonly string[] | null): void {
-  if (!pad || !classes) return;
-  const digits = areDigitClasses(classes);
-  const hint = digits ? 'Draw a digit from 0 to 9; the prediction updates as the class trains.' : `Draw ${classes.join(', ')}; the prediction updates as the class trains.`;
-  pad.setClasses(classes, hint);
-  $('try-hint').textContent = digits ? 'Draw a digit from 0 to 9. The network you are training right now guesses it.' : `Draw one of the class's own classes (${classes.join(', ')}). The network you are training right now guesses which.`;
+/** The try panel follows the run: its task's panel, answering among the run's classes (the task's, or the lesson's own). */
+function showClasses(task: string | null, classes: readonly string[] | null): void {
+  if (!worker || !task || !classes) return;
+  if (tryPanel?.task !== task) {
+    void mountTryTheModel(worker, task, classes);
+    return;
+  }
+  tryPanel.panel.setClasses(classes);
+  $('try-hint').textContent = tryPanel.panel.hint;
 }
 
 /**
@@ -263,7 +268,7 @@ async function join(event: Event): Promise<void> {
   }
   try {
     if (!worker) {
-      banner.textContent = 'Loading TensorFlow.js and the MNIST digits…';
+      banner.textContent = 'Loading TensorFlow.js…';
       const { startSession } = await session;
       worker = await startSession({
         preferredBackend: params.get('backend'),
@@ -286,7 +291,8 @@ async function join(event: Event): Promise<void> {
       // waiting for the server to miss this tab's heartbeats.
       addEventListener('pagehide', () => self.leave());
       void followLoss(room, () => self.memberToken);
-      void mountTryTheModel(self);
+      // Before any run, the panel of the default task; a run of another task swaps it.
+      void mountTryTheModel(self, DEFAULT_TASK.id, DEFAULT_TASK.outputs);
     }
     // A first join, or joining again after being dropped (same connection, new membership).
     await worker.join(room, name, code);
@@ -301,23 +307,28 @@ async function join(event: Event): Promise<void> {
   }
 }
 
-/** The pad re-asks the live weights at most this often while the class trains. */
-const PAD_REFRESH_MS = 1_000;
+/** The try panel re-asks the live weights at most this often while the class trains. */
+const TRY_REFRESH_MS = 1_000;
+let tryRefresh: ReturnType<typeof setInterval> | null = null;
 
-/** The draw-a-digit pad, predicting with this tab's live weights. */
-async function mountTryTheModel(w: Worker): Promise<void> {
-  const { mountDigitPad } = await import('./digit-pad');
+/** The task's try panel (the digit pad, a name's completions), asking this tab's live weights. */
+async function mountTryTheModel(w: Worker, task: string, classes: readonly string[]): Promise<void> {
+  const { loadPages } = await import('../shared/tasks/pages');
+  const pages = await loadPages(task);
+  tryPanel?.panel.destroy();
+  const host = $('task-try');
+  host.replaceChildren();
+  host.dataset.task = task;
+  const panel = pages.mountTry(host, { ask: (features, n) => w.predict(features, n), source: 'live', classes });
+  tryPanel = { task, panel };
+  $('try-hint').textContent = panel.hint;
   $('try-model').classList.remove('hidden');
-  const mounted = mountDigitPad($('digit-pad'), {
-    title: 'Draw on the pad',
-    emptyHint: 'Draw a digit from 0 to 9; the prediction updates as the class trains.',
-    predict: (input) => w.predict(input),
-  });
-  pad = mounted;
-  // As the weights change, the same drawing gets a fresher answer.
-  setInterval(() => {
-    if (statusEl.dataset.state === 'training') mounted.refresh();
-  }, PAD_REFRESH_MS);
+  // As the weights change, the same question gets a fresher answer.
+  if (tryRefresh === null) {
+    tryRefresh = setInterval(() => {
+      if (statusEl.dataset.state === 'training') tryPanel?.panel.refresh();
+    }, TRY_REFRESH_MS);
+  }
 }
 
 $('join-form').addEventListener('submit', (e) => void join(e));

@@ -6,7 +6,11 @@
  * the in-memory copy this keeps in step with the database.
  */
 import { openDB, type DBSchema, type IDBPDatabase } from 'idb';
-import { MNIST_PIXELS } from '../shared/data/mnist-format';
+import { COLLECT_TASK } from '../shared/tasks/registry';
+import { featureCount } from '../shared/tasks/task';
+
+/** Numbers in one collected example: the collecting task's input (a drawing, as its pad prepares it). */
+const EXAMPLE_FEATURES = featureCount(COLLECT_TASK.example);
 import { WebringError } from '../shared/protocol/errors';
 import { MAX_OWN_SEQ } from '../shared/protocol';
 import { newStoreKey, type OwnExample, type OwnExamples } from '../shared/data/own-examples';
@@ -74,12 +78,12 @@ export class IndexedDbOwnExamples implements OwnExamples {
   }
 
   /**
-   * Adds one example: `pixels` are 784 values in 0..1 (28×28, row-major, ink = 1), the digit
-   * pad's preprocessing. Resolves to how many this tab now holds of `label`.
+   * Adds one example: `pixels` are the collecting task's input, F values in 0..1 (a drawing
+   * as its pad prepares it, row-major, ink = 1). Resolves to how many this tab now holds of `label`.
    */
   async add(label: string, pixels: ArrayLike<number>): Promise<number> {
     if (!this.classes.includes(label)) throw new WebringError('ERR_BAD_REQUEST', `"${label}" is not one of this lesson's classes (${this.classes.join(', ')})`, 'label');
-    if (pixels.length !== MNIST_PIXELS) throw new WebringError('ERR_BAD_REQUEST', `an example has ${MNIST_PIXELS} pixels (28×28), got ${pixels.length}`, 'pixels');
+    if (pixels.length !== EXAMPLE_FEATURES) throw new WebringError('ERR_BAD_REQUEST', `an example has ${EXAMPLE_FEATURES} pixels, got ${pixels.length}`, 'pixels');
     const values = Float32Array.from(pixels);
     if (!values.every((v) => v >= 0 && v <= 1)) throw new WebringError('ERR_BAD_REQUEST', 'pixels are numbers from 0 (paper) to 1 (ink)', 'pixels');
     const seq = this.list.length === 0 ? 0 : this.list.at(-1)!.seq + 1;

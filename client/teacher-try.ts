@@ -1,51 +1,67 @@
 /**
  * "Try the latest checkpoint" on the teacher page: the newest checkpoint the chief stored on
  * the server, loaded with tf.loadLayersModel exactly as anyone adopting the model would, and
- * a drawing pad that asks it. Reloaded whenever a newer checkpoint appears.
+ * its task's try panel (the digit pad, a name's completions) asking it. Reloaded whenever a
+ * newer checkpoint appears; a checkpoint of another task swaps the panel.
  */
 import * as tf from '@tensorflow/tfjs';
 import type { CheckpointInfo } from '../shared/checkpoints/checkpoint';
 import { toWebringError } from '../shared/protocol/errors';
-import { mountDigitPad } from './digit-pad';
-import { predictDigit } from '../shared/compute/models';
-import { areDigitClasses } from '../shared/protocol';
+import { predictBatch } from '../shared/compute/models';
+import { loadPages, type TryPanel } from '../shared/tasks/pages';
+import { findTask } from '../shared/tasks/registry';
 
 export interface TeacherTry {
   /** Call with the room's checkpoint list (newest first); loads the newest if it changed. */
   update(list: CheckpointInfo[]): void;
+  /** The model of the newest checkpoint loaded, and its task; null before one. */
+  readonly loaded: { model: tf.LayersModel; task: string; checkpoint: CheckpointInfo } | null;
 }
 
-export function mountTeacherTry(container: HTMLElement, room: string, readHeaders: Record<string, string>): TeacherTry {
-  let model: tf.LayersModel | null = null;
-  let loadedId: string | null = null;
+export function mountTeacherTry(container: HTMLElement, room: string, readHeaders: Record<string, string>, onLoaded?: (loaded: NonNullable<TeacherTry['loaded']>) => void): TeacherTry {
+  let loaded: TeacherTry['loaded'] = null;
   let loading = false;
+  let panel: { task: string; panel: TryPanel } | null = null;
   const status = document.createElement('p');
   status.className = 'hint';
   status.dataset.testid = 'teacher-try-status';
   status.textContent = 'No checkpoint yet: the chief saves one every few steps while the class trains.';
-  const padHost = document.createElement('div');
-  container.append(status, padHost);
-  const pad = mountDigitPad(padHost, {
-    title: 'Draw on the pad',
-    emptyHint: 'Draw a digit from 0 to 9 to ask the latest checkpoint.',
-    predict: async (input) => (model ? predictDigit(model, input) : null),
-  });
-  pad.setEnabled(false, 'waiting for the first checkpoint');
+  const panelHost = document.createElement('div');
+  container.append(status, panelHost);
+
+  /** The checkpoint's task's panel, answering from the loaded model. */
+  const panelFor = async (task: string, classes: readonly string[]): Promise<TryPanel> => {
+    if (panel?.task === task) {
+      panel.panel.setClasses(classes);
+      return panel.panel;
+    }
+    const pages = await loadPages(task);
+    panel?.panel.destroy();
+    panelHost.replaceChildren();
+    const shape = findTask(task)?.example.shape ?? [];
+    const mounted = pages.mountTry(panelHost, {
+      source: 'checkpoint',
+      classes,
+      ask: async (features, n) => (loaded ? predictBatch(loaded.model, features, [n, ...shape]) : null),
+    });
+    panel = { task, panel: mounted };
+    return mounted;
+  };
 
   const load = async (c: CheckpointInfo) => {
     loading = true;
     try {
       // The same headers go with model.json and the weights beside it.
       const next = await tf.loadLayersModel(`/api/rooms/${encodeURIComponent(room)}/checkpoints/${c.id}/model.json`, { requestInit: { headers: readHeaders } });
-      model?.dispose();
-      model = next;
-      loadedId = c.id;
+      loaded?.model.dispose();
+      loaded = { model: next, task: c.task, checkpoint: c };
       status.textContent = `Using the checkpoint of step ${c.step} (epoch ${c.epoch + 1}), loaded with tf.loadLayersModel.`;
       status.dataset.checkpoint = c.id;
-      // The checkpoint's own classes: the digits, or the ones the class collected.
-      pad.setClasses(c.classes, areDigitClasses(c.classes) ? 'Draw a digit from 0 to 9 to ask the latest checkpoint.' : `Draw ${c.classes.join(', ')} to ask the latest checkpoint.`);
-      pad.setEnabled(true);
-      pad.refresh();
+      // The checkpoint's own task and classes: the task's outputs, or the ones the class collected.
+      const tryPanel = await panelFor(c.task, c.classes);
+      tryPanel.setEnabled(true);
+      tryPanel.refresh();
+      onLoaded?.(loaded);
     } catch (err) {
       const e = toWebringError(err);
       status.textContent = `Could not load checkpoint ${c.id}: ${e.message}`;
@@ -57,8 +73,11 @@ export function mountTeacherTry(container: HTMLElement, room: string, readHeader
   return {
     update(list) {
       const newest = list[0];
-      if (!newest || newest.id === loadedId || loading) return;
+      if (!newest || newest.id === loaded?.checkpoint.id || loading) return;
       void load(newest);
+    },
+    get loaded() {
+      return loaded;
     },
   };
 }

@@ -6,7 +6,7 @@
  * one request at a time; the panels live in ./teacher/.
  */
 import './zod-jitless';
-import { sameClasses, type MetricPoint, type RoomMetrics, type RoomState, type RoomStatus } from '../shared/protocol';
+import { sameClasses, type MetricPoint, type RoomMetrics, type RoomState, type RoomStatus, type ServerInfo } from '../shared/protocol';
 import type { CheckpointInfo } from '../shared/checkpoints/checkpoint';
 import type { ErrorBody } from '../shared/protocol/errors';
 import { createLiveChart } from './charts';
@@ -35,6 +35,13 @@ const params = new URLSearchParams(location.search);
 const room = params.get('room') ?? 'class';
 const api = new RoomApi(room, takeTeacherToken());
 const configForm = new ConfigForm(byId<HTMLFormElement>('config'));
+// The server's TASK= picks the task the form opens with, until a run's own config shows instead.
+void fetch('/api/info')
+  .then(async (res) => (res.ok ? ((await res.json()) as ServerInfo) : null))
+  .then((info) => {
+    if (info && !status?.config) configForm.showDefaults(info.defaultTask);
+  })
+  .catch((err: unknown) => console.warn(`[webring] no server info for the form's task: ${(err as Error).message}`));
 const buttons: Record<RoomAction, HTMLButtonElement> = {
   start: byId<HTMLButtonElement>('start'),
   pause: byId<HTMLButtonElement>('pause'),
@@ -94,11 +101,12 @@ const chartHeight = () => (document.documentElement.classList.contains('big') ? 
 const pct = (v: number) => `${v.toFixed(1)} %`;
 const lossChart = createLiveChart(
   byId('loss-chart'),
-  'Loss (whole class)',
+  'Loss (whole class, nats per example: per character for text)',
   [
     { label: 'loss', stroke: '#2f6fed', format: (v) => v.toFixed(4) },
     // In local-steps mode every point is a round's: a dot marks each outer step.
     { label: 'outer step', stroke: '#c2410c', format: (v) => v.toFixed(4), points: true },
+    { label: 'held out (per epoch)', stroke: '#7c3aed', format: (v) => v.toFixed(4), points: true },
   ],
   'step',
   { height: chartHeight },
@@ -122,11 +130,13 @@ try {
 setBig(storedBig);
 
 function renderCharts(m: RoomMetrics): void {
-  const steps = m.history.map((p) => p.step);
   const rounds = status?.config?.sync === 'local-steps';
-  lossChart.setData(steps, [m.history.map((p) => p.loss), m.history.map((p) => (rounds ? p.loss : null))]);
+  const loss = new Map(m.history.map((p) => [p.step, p.loss]));
+  const heldOut = new Map(m.evaluations.map((e) => [e.step, e.testLoss]));
+  const steps = [...new Set([...loss.keys(), ...heldOut.keys()])].sort((a, b) => a - b);
+  lossChart.setData(steps, [steps.map((x) => loss.get(x) ?? null), steps.map((x) => (rounds ? (loss.get(x) ?? null) : null)), steps.map((x) => heldOut.get(x) ?? null)]);
   // One x axis for both series: every reported step, plus evaluation steps not reported (after a resume).
-  const test = new Map(m.evaluations.map((e) => [e.step, e.accuracy * 100]));
+  const test = new Map(m.evaluations.filter((e) => e.accuracy !== null).map((e) => [e.step, e.accuracy! * 100]));
   const train = new Map(m.history.map((p) => [p.step, p.trainAccuracy * 100]));
   const xs = [...new Set([...train.keys(), ...test.keys()])].sort((a, b) => a - b);
   accuracyChart.setData(xs, [xs.map((x) => train.get(x) ?? null), xs.map((x) => test.get(x) ?? null)]);
@@ -258,7 +268,7 @@ async function deleteCheckpoint(id: string): Promise<void> {
 /** Starts a run from checkpoint `id` with the form's config, in the checkpoint's own model and optimizer. */
 async function restore(id: string): Promise<void> {
   const meta = await api.checkpointMetadata(id);
-  if (meta.ok) configForm.useArchitecture(meta.value.config.model, meta.value.config.optimizer);
+  if (meta.ok) configForm.useArchitecture(meta.value.config.task, meta.value.config.model, meta.value.config.optimizer);
   const config = configForm.read();
   if (!config) {
     showActionError({ code: 'ERR_BAD_REQUEST', message: 'Fix the training config first: the restored run uses it' });

@@ -4,7 +4,7 @@
  * per request, in order.
  */
 
-/** Every this many-th digit of the official test set makes the screening subset (1,000 digits). */
+/** Every this many-th example of the full test set makes the screening subset (1,000 examples). */
 export const SCREEN_STRIDE = 10;
 export const REPLY_PREFIX = 'EVAL ';
 /** Printed once the test set is in memory. */

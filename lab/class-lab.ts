@@ -1,9 +1,10 @@
 /**
  * `npm run lab -- --class`: the class's questions in one run, side by side (issue 16).
  *
- *  1. scaling: examples/s and step time of N = 1, 2, 4 and 8 laptops, MLP and CNN, on
- *     wired-lab and wifi, allreduce 'auto' (lab/training-rows.ts);
- *  2. time to accuracy: the CNN on wired-lab from scratch to 97 % on the official test set,
+ *  1. scaling: examples/s and step time of N = 1, 2, 4 and 8 laptops, the dense and the conv
+ *     workload (shared/tasks/lab-workloads.ts), on wired-lab and wifi, allreduce 'auto'
+ *     (lab/training-rows.ts);
+ *  2. time to accuracy: the conv model on wired-lab from scratch to 97 % on the official test set,
  *     N = 1, 2, 4 and 8, with and without scaleLearningRate (lab/tta-rows.ts);
  *  3. the mixed class: three laptops and a phone, with and without balanceShares
  *     (lab/mixed-class.ts);
@@ -16,7 +17,8 @@
  * row, so a long run that dies late keeps what it measured.
  */
 import os from 'node:os';
-import { DEFAULT_START_CONFIG } from '../shared/protocol';
+import { defaultConfigOf } from '../shared/tasks/start-config';
+import { LAB_WORKLOADS, labWorkloadOf } from '../shared/tasks/lab-workloads';
 import { globalBatchSize } from '../shared/data/batch-plan';
 import { LabError } from './lab-error';
 import { withLab } from './netlab';
@@ -42,29 +44,32 @@ export interface ClassPlan {
   joins: { network: ModelName; net: TrainingNet; ns: number[]; repetitions: number; warmupSteps: number; settleSteps: number };
 }
 
+const DENSE = LAB_WORKLOADS.dense.model;
+const CONV = LAB_WORKLOADS.conv.model;
+
 /** The measurement: about 75 minutes, at most about two and a half hours (docs/lab.md). */
 export const FULL_CLASS_PLAN: ClassPlan = {
   quick: false,
-  scaling: { networks: ['wired-lab', 'wifi'], nets: ['mlp', 'cnn'], ns: [1, 2, 4, 8], options: TRAINING_ROW_OPTIONS },
-  // 97 % on the official test set. One laptop trains the CNN at about 1 s a step, and one epoch
-  // (1,875 steps) scores 98.4 % (bench/mnist-epoch.json): 15 minutes give it a fair chance.
+  scaling: { networks: ['wired-lab', 'wifi'], nets: [DENSE, CONV], ns: [1, 2, 4, 8], options: TRAINING_ROW_OPTIONS },
+  // 97 % on the official test set. One laptop trains the conv model at about 1 s a step, and one
+  // epoch (1,875 steps) scores 98.4 % (`npm run bench:epoch`): 15 minutes give it a fair chance.
   // A checkpoint every 10 steps is one every 10-15 s.
-  timeToAccuracy: { network: 'wired-lab', net: 'cnn', ns: [1, 2, 4, 8], scalings: [false, true], threshold: 0.97, screenMargin: 0.02, budgetMs: 15 * 60_000, saveEverySteps: 10 },
+  timeToAccuracy: { network: 'wired-lab', net: CONV, ns: [1, 2, 4, 8], scalings: [false, true], threshold: 0.97, screenMargin: 0.02, budgetMs: 15 * 60_000, saveEverySteps: 10 },
   mixed: true,
-  joins: { network: 'wired-lab', net: 'mlp', ns: [4, 8], repetitions: 3, warmupSteps: 10, settleSteps: 10 },
+  joins: { network: 'wired-lab', net: DENSE, ns: [4, 8], repetitions: 3, warmupSteps: 10, settleSteps: 10 },
 };
 
 /**
- * A smoke test of every path, in about 5 minutes: N = 1 and 2, the MLP, short windows, an
- * 85 % threshold the MLP reaches in a minute, one join at N = 2, no mixed class (it needs
- * four devices). Its figures are not the measurement.
+ * A smoke test of every path, in about 5 minutes: N = 1 and 2, the dense model, short
+ * windows, an 85 % threshold it reaches in a minute, one join at N = 2, no mixed class (it
+ * needs four devices). Its figures are not the measurement.
  */
 export const QUICK_CLASS_PLAN: ClassPlan = {
   quick: true,
-  scaling: { networks: ['wired-lab'], nets: ['mlp'], ns: [1, 2], options: { ...TRAINING_ROW_OPTIONS, mlp: { warmupSteps: 3, windowSeconds: 5, minSteps: 3 } } },
-  timeToAccuracy: { network: 'wired-lab', net: 'mlp', ns: [1, 2], scalings: [false, true], threshold: 0.85, screenMargin: 0.03, budgetMs: 75_000, saveEverySteps: 10 },
+  scaling: { networks: ['wired-lab'], nets: [DENSE], ns: [1, 2], options: { ...TRAINING_ROW_OPTIONS, [DENSE]: { warmupSteps: 3, windowSeconds: 5, minSteps: 3 } } },
+  timeToAccuracy: { network: 'wired-lab', net: DENSE, ns: [1, 2], scalings: [false, true], threshold: 0.85, screenMargin: 0.03, budgetMs: 75_000, saveEverySteps: 10 },
   mixed: false,
-  joins: { network: 'wired-lab', net: 'mlp', ns: [2], repetitions: 1, warmupSteps: 5, settleSteps: 5 },
+  joins: { network: 'wired-lab', net: DENSE, ns: [2], repetitions: 1, warmupSteps: 5, settleSteps: 5 },
 };
 
 /** Throws ERR_LAB_CPU_OVERCOMMIT when `devices` and the reserved share do not fit the machine. */
@@ -208,13 +213,15 @@ export async function runClassLab(plan: ClassPlan, profiles: Record<ModelName, M
     const t = plan.timeToAccuracy;
     const rows: TtaRow[] = [];
     report.timeToAccuracy = { threshold: t.threshold, budgetMs: t.budgetMs, screenMargin: t.screenMargin, rows };
+    // The recipe the rows start: the defaults of the net's task.
+    const defaults = defaultConfigOf(labWorkloadOf(t.net).task.id);
     const scorer = await CheckpointScorer.start();
     try {
       for (const n of t.ns) {
         assertFits(laptops(n), `time to accuracy at N = ${n}`);
         for (const scaleLearningRate of t.scalings) {
           // Scaling multiplies the rate by globalBatch / referenceBatch: 1 when they are equal, so the row without it stands for both.
-          if (scaleLearningRate && t.scalings.includes(false) && globalBatchSize(DEFAULT_START_CONFIG.batchSizePerWorker, n) === DEFAULT_START_CONFIG.referenceBatch) continue;
+          if (scaleLearningRate && t.scalings.includes(false) && globalBatchSize(defaults.batchSizePerWorker, n) === defaults.referenceBatch) continue;
           const rowPlan = { net: t.net, n, scaleLearningRate, threshold: t.threshold, screenMargin: t.screenMargin, budgetMs: t.budgetMs, saveEverySteps: t.saveEverySteps, hub: n > 1 };
           const r = await attempt('timeToAccuracy', () => withLab(profiles[t.network], n, (lab) => timeToAccuracyRow(lab, rowPlan, scorer), capabilities));
           if (r) rows.push(r);

@@ -9,6 +9,7 @@ import type { ModelName } from './network-models';
 import type { TrainingNet } from './training-rows';
 import { duration } from './class-report';
 import { UNRECORDED_CFS_PERIOD_US } from './cpu-caps';
+import { LAB_DATA_WORDS, LAB_WORKLOADS, labWorkloadOf } from '../shared/tasks/lab-workloads';
 
 const f = (v: number | null | undefined, digits = 1): string => (v !== null && v !== undefined && Number.isFinite(v) ? v.toFixed(digits) : '–');
 const s = (ms: number): string => `${(ms / 1000).toFixed(0)} s`;
@@ -53,15 +54,15 @@ export function classMarkdown(c: ClassReport): string[] {
         `| ${sp.net} | ${sp.n === 1 ? '–' : sp.model} | ${sp.n} | ${f(x.stepMs, 0)} | ${f(x.computeMs, 0)} | ${f(x.readbackMs, 1)} | ${f(x.allReduceMs, 0)}${x.allReduceBoundMs !== null ? ` (${f(x.allReduceBoundMs, 0)})` : ''} | ${f(x.applyMs, 0)} | ${f(x.dataMs, 0)} | ${f(x.otherMs, 0)} |`,
       );
     }
-    const mlp = c.scaling.splits.filter((x) => x.net === 'mlp' && x.n > 1);
-    if (mlp.length > 0) lines.push('', ...mlp.map((x) => `- ${x.sentence}`));
+    const dense = c.scaling.splits.filter((x) => x.net === LAB_WORKLOADS.dense.model && x.n > 1);
+    if (dense.length > 0) lines.push('', ...dense.map((x) => `- ${x.sentence}`));
   }
   if (c.timeToAccuracy) {
     const tta = c.timeToAccuracy;
     const pct = `${Math.round(tta.threshold * 1000) / 10} %`;
     lines.push('', `### Time to ${pct} test accuracy`, '');
     lines.push(
-      `The chief checkpoints every few steps; each checkpoint is scored on the official MNIST test set (10,000 digits) by the harness at idle priority, outside the caps: first on every 10th digit, then, when that is within ${Math.round(tta.screenMargin * 100)} points of ${pct}, on all 10,000. The time is from Start to the capture of the first checkpoint at ${pct} (in brackets the checkpoint before it, between which the class crossed). A row stops at ${pct} or after ${duration(tta.budgetMs)}.`,
+      `The chief checkpoints every few steps; each checkpoint is scored on ${LAB_DATA_WORDS.fullTest} (10,000 digits) by the harness at idle priority, outside the caps: first on every 10th digit, then, when that is within ${Math.round(tta.screenMargin * 100)} points of ${pct}, on all 10,000. The time is from Start to the capture of the first checkpoint at ${pct} (in brackets the checkpoint before it, between which the class crossed). A row stops at ${pct} or after ${duration(tta.budgetMs)}.`,
       '',
     );
     lines.push('| net | N | global batch | scaleLearningRate | rate | time | step | examples | examples/s | stopped by | run\'s own epoch test | |', '|---|---|---|---|---|---|---|---|---|---|---|---|');
@@ -76,7 +77,7 @@ export function classMarkdown(c: ClassReport): string[] {
   }
   if (c.mixed) {
     const m = c.mixed;
-    lines.push('', '### A mixed class: three laptops and a phone (wired-lab, CNN)', '');
+    lines.push('', `### A mixed class: three laptops and a phone (wired-lab, ${labWorkloadOf(m.rows[0]?.net ?? LAB_WORKLOADS.conv.model).name})`, '');
     lines.push(
       'Each rank\'s step, averaged over the window (ms): compute (its examples\' forward and backward) / all-reduce (waiting for the slowest, and its own part of the transfer) / apply (the optimizer update).',
       '',
@@ -92,7 +93,7 @@ export function classMarkdown(c: ClassReport): string[] {
   if (c.joins && c.joins.rows.length > 0) {
     lines.push('', '### Joins: the class\'s pause and the joiner\'s way into lock-step', '');
     lines.push(
-      'N − 1 laptops train the MLP; one more laptop (a Node worker) joins mid-run, is measured, leaves, and the next joins. The figures are the server\'s join telemetry (`joins` in GET /api/rooms/:room): pauseMs, the chief\'s extra stall at the switch; lockStepMs, the joiner\'s time from its admission to its first step in lock-step. Beside them, the harness\'s own view: the largest excess of a chief report interval over its median step, from the admission until the joiner steps with the class (server clock), and the joiner\'s first report past its admission step (polled every 250 ms). The server runs on its default liveness: the workers compute in a thread of their own.',
+      `N − 1 laptops train the ${labWorkloadOf(c.joins.rows[0]!.net).name}; one more laptop (a Node worker) joins mid-run, is measured, leaves, and the next joins. The figures are the server's join telemetry (\`joins\` in GET /api/rooms/:room): pauseMs, the chief's extra stall at the switch; lockStepMs, the joiner's time from its admission to its first step in lock-step. Beside them, the harness's own view: the largest excess of a chief report interval over its median step, from the admission until the joiner steps with the class (server clock), and the joiner's first report past its admission step (polled every 250 ms). The server runs on its default liveness: the workers compute in a thread of their own.`,
       '',
     );
     lines.push('| network | N | join | generation | at step | pause | lock-step | observed stall | observed lock-step | |', '|---|---|---|---|---|---|---|---|---|---|');

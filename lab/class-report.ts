@@ -9,6 +9,7 @@
 import type { MetricPoint, StepTimingReport } from '../shared/protocol';
 import {
   CLASS_TARGET_IDS,
+  SCALING_TARGET_ID,
   type CheckpointPoint,
   type ClassReport,
   type ClassSection,
@@ -25,9 +26,12 @@ import {
 import type { ModelProfile } from './network-models';
 import type { TrainingNet, TrainingRow } from './training-rows';
 import { boundMs } from './bounds';
+import { LAB_WORKLOADS, LAB_WORKLOAD_LIST, labWorkloadOf } from '../shared/tasks/lab-workloads';
 
-/** CNN examples/s at N = 8 against 8 × one device, on wired-lab. */
-export const CNN_SCALING_GOAL = 0.8;
+const CONV = LAB_WORKLOADS.conv;
+
+/** The conv workload's examples/s at N = 8 against 8 × one device, on wired-lab. */
+export const CONV_SCALING_GOAL = 0.8;
 /** Time to the threshold at N = 8 against N = 1. */
 export const TIME_TO_ACCURACY_GOAL = 1 / 3;
 export const JOIN_PAUSE_GOAL_MS = 1_000;
@@ -37,10 +41,10 @@ const TARGET_N = 8;
 
 /**
  * Bytes of each net's gradient as the all-reduce carries it on the fp32 wire (parameters ×
- * 4; the step's small tail of loss, counts and link models left out): the MLP 784-128-10
- * has 101,770 parameters, the CNN 5,994. The unit test checks them against the models.
+ * 4; the step's small tail of loss, counts and link models left out), from its workload's
+ * parameter count (shared/tasks/lab-workloads.ts). The unit test checks them against the models.
  */
-export const GRADIENT_BYTES: Record<TrainingNet, number> = { mlp: 101_770 * 4, cnn: 5_994 * 4 };
+export const GRADIENT_BYTES = Object.fromEntries(LAB_WORKLOAD_LIST.map((w) => [w.model, w.parameters * 4])) as Record<TrainingNet, number>;
 
 // ---------------------------------------------------------------------------
 // Scaling
@@ -87,7 +91,7 @@ const pctOf = (part: number, whole: number): string => `${Math.round((100 * part
 
 /** One sentence: the row's efficiency and where its step time goes, largest part first. */
 export function whereTimeGoes(row: TrainingRow, entry: ScalingEntry | undefined, split: TimeSplit | null): string {
-  const head = `${row.net.toUpperCase()} on ${row.model}, N = ${row.n}: ${entry?.efficiency != null ? `${entry.efficiency.toFixed(2)} of linear` : 'no one-device row'}`;
+  const head = `${labWorkloadOf(row.net).name} on ${row.model}, N = ${row.n}: ${entry?.efficiency != null ? `${entry.efficiency.toFixed(2)} of linear` : 'no one-device row'}`;
   if (!split) return `${head}; the chief reported no step timing.`;
   const parts: Array<[string, number]> = [
     ['all-reduce', split.allReduceMs],
@@ -289,17 +293,17 @@ export function joinTargets(rows: JoinRow[]): Target[] {
 // The section and its targets
 // ---------------------------------------------------------------------------
 
-/** `cnn-scaling-n8` from the scaling table. */
-export function cnnScalingTarget(table: ScalingEntry[]): Target {
-  const e = table.find((x) => x.net === 'cnn' && x.model === 'wired-lab' && x.n === TARGET_N);
-  const one = table.find((x) => x.net === 'cnn' && x.n === 1);
-  const goal = `wired-lab: CNN examples/s at N = 8 ≥ ${CNN_SCALING_GOAL} × 8 × one device`;
-  if (!e || e.efficiency === null || !one) return { id: 'cnn-scaling-n8', goal, value: null, met: false, detail: 'not measured in this run' };
+/** `<conv model>-scaling-n8` (SCALING_TARGET_ID) from the scaling table. */
+export function convScalingTarget(table: ScalingEntry[]): Target {
+  const e = table.find((x) => x.net === CONV.model && x.model === 'wired-lab' && x.n === TARGET_N);
+  const one = table.find((x) => x.net === CONV.model && x.n === 1);
+  const goal = `wired-lab: ${CONV.name} examples/s at N = 8 ≥ ${CONV_SCALING_GOAL} × 8 × one device`;
+  if (!e || e.efficiency === null || !one) return { id: SCALING_TARGET_ID, goal, value: null, met: false, detail: 'not measured in this run' };
   return {
-    id: 'cnn-scaling-n8',
+    id: SCALING_TARGET_ID,
     goal,
     value: e.efficiency,
-    met: e.counts && e.efficiency >= CNN_SCALING_GOAL,
+    met: e.counts && e.efficiency >= CONV_SCALING_GOAL,
     detail: `${e.examplesPerSec.toFixed(1)} examples/s at N = 8 (${e.algorithm}) against 8 × ${one.examplesPerSec.toFixed(1)}${e.counts ? '' : '; a row did not count'}`,
   };
 }
@@ -309,7 +313,7 @@ export function classTargets(c: Pick<ClassReport, 'scaling' | 'timeToAccuracy' |
   const notMeasured = (id: ClassTargetId, goal: string): Target => ({ id, goal, value: null, met: false, detail: 'not measured in this run' });
   const mixed: Target = c.mixed ? c.mixed.target : notMeasured('mixed-class-phone', '≥ 0.85 of (summed device speed ÷ four laptops) × the all-laptop examples/s');
   return [
-    cnnScalingTarget(c.scaling?.table ?? []),
+    convScalingTarget(c.scaling?.table ?? []),
     timeToAccuracyTarget(c.timeToAccuracy?.rows ?? []),
     mixed,
     ...joinTargets(c.joins?.rows ?? []),

@@ -1,6 +1,7 @@
 /**
  * The faults a class has, in the lab, on the product's defaults: a class of laptops (each
- * with its own CPU cap and its own port on the network model) trains the MLP, and then
+ * with its own CPU cap and its own port on the network model) trains a lab workload (the
+ * dense model, shared/tasks/lab-workloads.ts), and then
  *   - a hiccup: two devices' ports go down for HICCUP_MS (`ip link set down` on their port
  *     of the access point's bridge, then up: a Wi-Fi drop-out of two seconds);
  *   - a freeze: two devices' processes stop for FREEZE_MS (SIGSTOP: a locked phone), then
@@ -14,7 +15,7 @@ import type { Lab } from './netlab';
 import { NET_NS } from './network-models';
 import { runCommand } from './run-command';
 import { startLabServer, startLabWorker, waitForRoom, type LabServer } from './lab-server';
-import { BASE_CONFIG, type TrainingNet } from './training-rows';
+import { BASE_CONFIG, netConfig, type TrainingNet } from './training-rows';
 import { tail, type LabProcess } from './spawn';
 import { progress } from './progress';
 
@@ -110,7 +111,7 @@ export async function faultRows(lab: Lab, net: TrainingNet): Promise<FaultRow[]>
   try {
     for (let i = 0; i < n; i++) workers.push(startLabWorker(lab, i, server, 'laptop'));
     await waitForRoom(server, (r) => r.members.length === n, `${n} workers joined`, START_TIMEOUT_MS);
-    await server.start({ ...BASE_CONFIG, model: net });
+    await server.start({ ...BASE_CONFIG, ...netConfig(net) });
     const settled = async (what: string, size: number) => {
       const from = (await server.roomStatus()).step;
       await waitForRoom(server, (r) => r.step >= from + SETTLE_STEPS && inLockStep(r, size), `${label}: ${what}`, START_TIMEOUT_MS);

@@ -14,7 +14,7 @@ import { LabError } from './lab-error';
 import type { Lab } from './netlab';
 import { startLabServer, startLabWorker, waitForRoom, type LabServer } from './lab-server';
 import { machineBound, startCpuMonitor, type CpuSample } from './cpu-monitor';
-import { BASE_CONFIG, chiefOf, lostMember, roomMetrics, stopRun, type TrainingNet } from './training-rows';
+import { BASE_CONFIG, chiefOf, lostMember, netConfig, roomMetrics, stopRun, type TrainingNet } from './training-rows';
 import { parseJoins, stallAround } from './class-report';
 import type { JoinMeasurement, JoinRecord, JoinRow } from './report-types';
 import { tail, type LabProcess } from './spawn';
@@ -87,7 +87,7 @@ export async function joinRow(lab: Lab, plan: JoinPlan): Promise<JoinRow> {
     if (plan.hub) await waitForRoom(server, (r) => r.hub !== null, 'the hub joining', JOIN_TIMEOUT_MS);
     for (let i = 0; i < n - 1; i++) workers.push(startLabWorker(lab, i, server, 'laptop'));
     await waitForRoom(server, (r) => r.members.length === n - 1 && r.members.every((m) => m.connected), `${n - 1} workers joined`, JOIN_TIMEOUT_MS).catch((err: unknown) => fail((err as Error).message));
-    await server.start({ ...BASE_CONFIG, model: net });
+    await server.start({ ...BASE_CONFIG, ...netConfig(net) });
     await waitForRoom(server, (r) => r.state === 'training' && (chiefOf(r)?.step ?? 0) > plan.warmupSteps, `the chief past step ${plan.warmupSteps}`, JOIN_TIMEOUT_MS).catch((err: unknown) => fail((err as Error).message));
     // Fails fast, before any joiner starts, on a server without the telemetry.
     if (parseJoins(await server.roomStatus()) === null) throw noJoinTelemetry(server.room);

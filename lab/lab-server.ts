@@ -18,7 +18,7 @@ import type { LabProcess } from './spawn';
 const PROJECT_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 /** The server has its namespace to itself, so the usual port is free there. */
 export const LAB_SERVER_PORT = 8080;
-/** Building the client once (vite, about 6 s here) and packing MNIST come before the ready line. */
+/** Building the client once (vite, about 6 s here) comes before the ready line. */
 const SERVER_START_TIMEOUT_MS = 120_000;
 const POLL_INTERVAL_MS = 250;
 

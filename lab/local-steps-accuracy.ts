@@ -1,60 +1,65 @@
 /**
  * One accuracy run of the local-steps lab (lab/local-steps-rows.ts): N replicas of the
- * product's own Trainer train the MLP in this process over the in-memory ring
- * (test/support/memory-ring.ts), on the official MNIST's 60,000 training digits, and rank
- * 0's replica (every replica holds the same bits after every turn) is scored on the
- * official 10,000 test digits as it goes. Accuracy per example does not depend on the
- * network: the lab times the same turns on the emulated network, and the report composes
- * the two (lab/local-steps-report.ts).
+ * product's own Trainer train the dense workload (shared/tasks/lab-workloads.ts) in this
+ * process over the in-memory ring (test/support/memory-ring.ts), on the training split of
+ * the lab's full dataset (60,000 examples), and rank 0's replica (every replica holds the
+ * same bits after every turn) is scored on its 10,000 test examples as it goes. Accuracy
+ * per example does not depend on the network: the lab times the same turns on the
+ * emulated network, and the report composes the two (lab/local-steps-report.ts).
  *
  *   node --import tsx lab/local-steps-accuracy.ts '<AccuracyPlan as JSON>'
  *
- * - The config is the product's default start config with the plan's sync and localSteps,
- *   data 'own' for the own-data runs (which turns secure aggregation on, as a class's own
- *   data does by default), and `epochs` raised to the plan's cap so that the run may go on
- *   past the default run's end (nothing else reads it).
+ * - The config is the product's default start config of the dense workload with the plan's
+ *   sync and localSteps, data 'own' for the own-data runs (which turns secure aggregation
+ *   on, as a class's own data does by default), and `epochs` raised to the plan's cap so
+ *   that the run may go on past the default run's end (nothing else reads it).
  * - The trainers measure time on a clock that stands still: the share balancer then sees
  *   N identical devices and keeps the shares equal, as it does for the lab's identical
  *   laptops, instead of following this one thread's order of work.
- * - Own data: each device's store holds its digits as the student's page would (0..1 pixels);
- *   a fifth of them stays out as the class's holdout, as on every device.
+ * - Own data: each device's store holds its examples as the student's page would (features
+ *   as the model takes them); a fifth of them stays out as the class's holdout, as on every device.
  * - Every step with `everyStepAsOne`: one Trainer on the global batch, which
  *   test/unit/equivalence.test.ts proves equal to N ring workers.
  */
 import * as tf from '@tensorflow/tfjs';
-import { loadOfficialMnist } from '../signaling-server/data/datasets';
+import { startConfigSchema } from '../shared/tasks/start-config';
+import { LAB_DATASETS, LAB_TASK, LAB_WORKLOADS } from '../shared/tasks/lab-workloads';
+import { featureCount, type LoadedDataset, type LoadedSplit } from '../shared/tasks/task';
+import { loadDataset } from '../signaling-server/data/datasets';
 import { createMemoryRing } from '../test/support/memory-ring';
 import { createSecureMesh } from '../test/support/secure-ring';
 import { Trainer } from '../shared/training/trainer';
-import { mnistShards, type DataSource } from '../shared/data/data-source';
+import { inMemoryShards, type DataSource } from '../shared/data/data-source';
 import { OwnDataSource } from '../shared/data/own-data';
 import { MemoryOwnExamples, isHeldOut } from '../shared/data/own-examples';
-import { MNIST_PIXELS, type MnistDataset } from '../shared/data/mnist-format';
-import { PIXEL_SCALE } from '../shared/data/example-cache';
 import { ManualClock } from '../shared/util/clock';
-import { startConfigSchema, type StartConfig } from '../shared/protocol';
+import { type StartConfig } from '../shared/protocol';
 import type { Collective } from '../shared/collectives/collective';
-import { DONE_PREFIX, POINT_PREFIX, classesOf, iidDeviceOf, type AccuracyPlan, type AccuracyPoint, type AccuracyResult } from './local-steps-protocol';
+import { DONE_PREFIX, POINT_PREFIX, SERVER_DATA, classesOf, iidDeviceOf, type AccuracyPlan, type AccuracyPoint, type AccuracyResult } from './local-steps-protocol';
 
-/** Test digits per forward pass. */
+/** What one example is, and how many features it has. */
+const FORMAT = LAB_TASK.example;
+const F = featureCount(FORMAT);
+
+/** Test examples per forward pass. */
 const SCORE_BATCH = 1_000;
 /** Store keys of the own-data devices: fixed, so that the holdout (a function of key and seq) is the same every run. */
 const STORE_KEY_BASE = 7_001;
 
 interface TestSet {
-  images: Float32Array;
+  features: Float32Array;
   labels: Int32Array;
   count: number;
 }
 
-function testSet(pixels: Uint8Array, labels: Uint8Array, indices: number[]): TestSet {
-  const images = new Float32Array(indices.length * MNIST_PIXELS);
+function testSet(bytes: Uint8Array, labels: Uint8Array, indices: number[]): TestSet {
+  const features = new Float32Array(indices.length * F);
   const out = new Int32Array(indices.length);
   indices.forEach((idx, k) => {
-    for (let p = 0; p < MNIST_PIXELS; p++) images[k * MNIST_PIXELS + p] = pixels[idx * MNIST_PIXELS + p]! * PIXEL_SCALE;
+    for (let p = 0; p < F; p++) features[k * F + p] = bytes[idx * F + p]! * FORMAT.byteScale;
     out[k] = labels[idx]!;
   });
-  return { images, labels: out, count: indices.length };
+  return { features, labels: out, count: indices.length };
 }
 
 async function score(trainer: Trainer, set: TestSet): Promise<number> {
@@ -63,22 +68,22 @@ async function score(trainer: Trainer, set: TestSet): Promise<number> {
   let correct = 0;
   for (let start = 0; start < set.count; start += SCORE_BATCH) {
     const n = Math.min(SCORE_BATCH, set.count - start);
-    const r = await trainer.replica.score({ images: set.images.subarray(start * MNIST_PIXELS), labels: set.labels.subarray(start), n });
+    const r = await trainer.replica.score({ features: set.features.subarray(start * F), labels: set.labels.subarray(start), n });
     correct += r.correct;
   }
   return correct / set.count;
 }
 
-function ownStores(train: { count: number; labels: Uint8Array; pixels: Uint8Array }, plan: AccuracyPlan, seed: number): MemoryOwnExamples[] {
+function ownStores(train: LoadedSplit, plan: AccuracyPlan, seed: number): MemoryOwnExamples[] {
   const stores = Array.from({ length: plan.n }, (_, r) => new MemoryOwnExamples(STORE_KEY_BASE + r));
-  const byClass = Array.from({ length: 10 }, () => 0);
+  const byClass = Array.from({ length: LAB_TASK.outputs.length }, () => 0);
   for (let r = 0; r < plan.n; r++) for (const c of classesOf(r, plan.n)) byClass[c] = r;
   for (let i = 0; i < train.count; i++) {
     const label = train.labels[i]!;
     const device = plan.data === 'own-by-class' ? byClass[label]! : iidDeviceOf(i, plan.n, seed);
-    const pixels = new Float32Array(MNIST_PIXELS);
-    for (let p = 0; p < MNIST_PIXELS; p++) pixels[p] = train.pixels[i * MNIST_PIXELS + p]! / 255;
-    stores[device]!.add(String(label), pixels);
+    const features = new Float32Array(F);
+    for (let p = 0; p < F; p++) features[p] = train.features[i * F + p]! * FORMAT.byteScale;
+    stores[device]!.add(String(label), features);
   }
   return stores;
 }
@@ -88,13 +93,15 @@ export async function runAccuracy(plan: AccuracyPlan, onPoint: (p: AccuracyPoint
   const cpu0 = process.cpuUsage();
   const seconds = () => ({ wallSeconds: (performance.now() - t0) / 1000, cpuSeconds: ((u) => (u.user + u.system) / 1e6)(process.cpuUsage(cpu0)) });
   await tf.setBackend('cpu');
-  const { train, test } = await loadOfficialMnist();
+  const { train, test } = await loadDataset(LAB_DATASETS.full);
   const all = Array.from({ length: test.count }, (_, i) => i);
-  const full = testSet(test.pixels, test.labels, all);
-  const screen = testSet(test.pixels, test.labels, all.filter((i) => i % plan.screenStride === 0));
+  const full = testSet(test.features, test.labels, all);
+  const screen = testSet(test.features, test.labels, all.filter((i) => i % plan.screenStride === 0));
 
-  const own = plan.data !== 'mnist';
+  const own = plan.data !== SERVER_DATA;
   const config: StartConfig = startConfigSchema.parse({
+    ...LAB_WORKLOADS.dense.config,
+    dataset: LAB_DATASETS.full.id,
     sync: plan.variant.sync,
     ...(plan.variant.localSteps !== null ? { localSteps: plan.variant.localSteps } : {}),
     ...(own ? { data: 'own' } : {}),
@@ -110,10 +117,11 @@ export async function runAccuracy(plan: AccuracyPlan, onPoint: (p: AccuracyPoint
     const collectives: Collective[] = config.secureAggregation ? createSecureMesh(plan.n).secure : createMemoryRing(plan.n).rings;
     trainers = collectives.map((c, r) => new Trainer(config, new OwnDataSource(config, stores[r]!), c, { clock }));
   } else {
-    const dataset: MnistDataset = { count: train.count, trainCount: train.count, testCount: 0, labels: train.labels, pixels: train.pixels };
+    // The training split alone: the test below is the run's evaluation.
+    const dataset: LoadedDataset = { train, test: { count: 0, labels: new Uint8Array(0), features: new Uint8Array(0) } };
     epochExamples = train.count;
     const one = asOne ? { ...config, batchSizePerWorker: config.batchSizePerWorker * plan.n } : config;
-    const sources: DataSource[] = Array.from({ length: asOne ? 1 : plan.n }, () => mnistShards(one, dataset));
+    const sources: DataSource[] = Array.from({ length: asOne ? 1 : plan.n }, () => inMemoryShards(one, dataset, FORMAT));
     trainers = createMemoryRing(sources.length).rings.map((ring, r) => new Trainer(one, sources[r]!, ring, { clock }));
   }
   const chief = trainers[0]!;
@@ -153,7 +161,7 @@ export async function runAccuracy(plan: AccuracyPlan, onPoint: (p: AccuracyPoint
     await Promise.all(trainers.map((t) => t.syncState()));
     while (!chief.finished) {
       const results = await Promise.all(trainers.map((t) => t.trainStep()));
-      // The run's own end-of-epoch evaluation is the test below, on the official test set.
+      // The run's own end-of-epoch evaluation is the test below, on the full dataset's test split.
       for (const t of trainers) t.pendingEvaluation = null;
       const r = results[0]!;
       examples += r.globalBatchSize;

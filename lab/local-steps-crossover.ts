@@ -4,7 +4,8 @@
  * for the same accuracy (the accuracy runs) and the step splits measured here or in another
  * lab report. Pure: figures in, lines out.
  */
-import type { AccuracyResult } from './local-steps-protocol';
+import { SERVER_DATA, type AccuracyResult } from './local-steps-protocol';
+import { LAB_WORKLOADS } from '../shared/tasks/lab-workloads';
 import type { LabReport } from './report-types';
 import { firstAt, LOWER_THRESHOLDS, type LocalStepsNetwork, type LocalStepsSummary } from './local-steps-report';
 
@@ -39,7 +40,7 @@ export interface StepSplit {
 export const scaledSplit = (split: StepSplit, factor: number, what: string): StepSplit => ({ ...split, what, source: `modelled: the all-reduce of “${split.what}” × ${factor} (${split.source})`, allReduceMs: split.allReduceMs * factor });
 
 /**
- * The MLP's step splits of the class's scaling rows in a lab report (N > 1: wired-lab and
+ * The dense model's step splits of the class's scaling rows in a lab report (N > 1: wired-lab and
  * wifi, measured with the hub beside the server, fp32), and the wired-lab row on real
  * wired ports (100 Mbit/s and 1 Gbit/s, the lab's being `wiredPortMbit`), modelled.
  */
@@ -47,9 +48,9 @@ export function scalingSplits(report: LabReport | null, wiredPortMbit: number | 
   const cls = report?.class;
   if (!cls?.scaling) return [];
   const measured: StepSplit[] = cls.scaling.splits
-    .filter((x) => x.net === 'mlp' && x.n > 1 && x.split)
+    .filter((x) => x.net === LAB_WORKLOADS.dense.model && x.n > 1 && x.split)
     .map((x) => {
-      const row = cls.scaling!.rows.find((r) => r.model === x.model && r.net === 'mlp' && r.n === x.n);
+      const row = cls.scaling!.rows.find((r) => r.model === x.model && r.net === LAB_WORKLOADS.dense.model && r.n === x.n);
       const rates = x.model === 'wired-lab' && wiredPortMbit !== null ? `${wiredPortMbit} Mbit/s ports` : x.model === 'wifi' ? '100 Mbit/s of air' : "the lab's rates";
       return {
         what: `${x.model}, N = ${x.n} laptops`,
@@ -82,7 +83,7 @@ const stepsTo = (a: AccuracyResult, threshold: number): number | null => (thresh
  * the highest of LOWER_THRESHOLDS they did.
  */
 export function stepRatios(accuracy: AccuracyResult[], n: number): { threshold: number | null; byH: Array<{ h: number; rho: number }> } {
-  const mine = accuracy.filter((a) => a.plan.data === 'mnist' && a.plan.n === n);
+  const mine = accuracy.filter((a) => a.plan.data === SERVER_DATA && a.plan.n === n);
   const es = mine.find((a) => a.plan.variant.sync === 'every-step');
   if (!es) return { threshold: null, byH: [] };
   for (const t of [es.plan.threshold, ...[...LOWER_THRESHOLDS].sort((a, b) => b - a)]) {
@@ -101,7 +102,7 @@ export function stepRatios(accuracy: AccuracyResult[], n: number): { threshold: 
 const nearestSize = (sizes: number[], n: number): number | null => (sizes.length === 0 ? null : sizes.reduce((a, b) => (Math.abs(b - n) < Math.abs(a - n) ? b : a)));
 
 export function crossover(splits: StepSplit[], accuracy: AccuracyResult[], q: number, kappa = 1): CrossoverLine[] {
-  const sizes = [...new Set(accuracy.filter((a) => a.plan.data === 'mnist').map((a) => a.plan.n))];
+  const sizes = [...new Set(accuracy.filter((a) => a.plan.data === SERVER_DATA).map((a) => a.plan.n))];
   return splits.map((split) => {
     const r = split.allReduceMs / Math.max(1e-9, split.computeMs);
     const at = nearestSize(sizes, split.n);

@@ -11,7 +11,8 @@ import type { CheckpointInfo } from '../shared/checkpoints/checkpoint';
 import type { Lab } from './netlab';
 import { LabError } from './lab-error';
 import { startLabServer, startLabWorker, waitForRoom, type LabServer } from './lab-server';
-import { BASE_CONFIG, lostMember, roomMetrics, stopRun } from './training-rows';
+import { BASE_CONFIG, lostMember, netConfig, roomMetrics, stopRun } from './training-rows';
+import { LAB_WORKLOADS } from '../shared/tasks/lab-workloads';
 import type { DeviceProfile } from './cpu-caps';
 import { startCpuMonitor, type CpuSample } from './cpu-monitor';
 import { CheckpointScorer } from './tta-rows';
@@ -116,7 +117,7 @@ export async function directRun(lab: Lab, network: LocalStepsNetwork, device: De
     const monitor = startCpuMonitor();
     t0 = Date.now();
     // The run may go past the default run's end (epochs), as far as the accuracy runs do; nothing else changes.
-    await server.start({ ...BASE_CONFIG, model: 'mlp', ...variantConfig(direct.variant), epochs: accuracy.maxEpochs, maxToKeep: MAX_TO_KEEP });
+    await server.start({ ...BASE_CONFIG, ...netConfig(LAB_WORKLOADS.dense.model), ...variantConfig(direct.variant), epochs: accuracy.maxEpochs, maxToKeep: MAX_TO_KEEP });
     progress(`${label}: started; the chief checkpoints on the default schedule, scored as they come`);
     let listedAt = 0;
     try {

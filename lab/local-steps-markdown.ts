@@ -3,7 +3,8 @@
  * the targets, the composed times with their regimes, the crossover, non-IID and what was
  * not measured. Pure: the report in, text out.
  */
-import { classesOf } from './local-steps-protocol';
+import { SERVER_DATA, classesOf } from './local-steps-protocol';
+import { LAB_WORKLOADS } from '../shared/tasks/lab-workloads';
 import { composeMs, hOf, LOWER_THRESHOLDS, minutes, NON_IID_LITERATURE, nonIid, nonIidSlowdowns, pct, roundsAt, summarize, type LocalStepsReport } from './local-steps-report';
 import { crossover, measuredKappa, measuredQ, type CrossoverLine, type StepSplit } from './local-steps-crossover';
 
@@ -23,7 +24,7 @@ export function localStepsMarkdown(r: LocalStepsReport, extras: MarkdownExtras =
   lines.push(
     '# Local steps against every-step sync in the lab',
     '',
-    `Measured ${r.generatedAt} by \`npm run lab -- --local-steps${(r.plan as { name?: string }).name === 'quick' ? ' --quick' : ''}\` in ${r.minutes.toFixed(1)} minutes, on one ${r.machine.cores}-core machine (kernel ${r.machine.kernel}, Node ${r.machine.node}, CFS period ${r.cfsPeriodUs / 1000} ms, netem ${r.netem ? 'present: school-uplink adds its 20 ms each way' : 'absent: rates only, no added delay, so school-uplink has no 20 ms of delay'}). The MLP on the product's defaults (Adam 0.003 after a 50-step warm-up, 32 examples a worker, balanced shares, \`allreduce: 'auto'\`, the server without a hub; local steps: Nesterov at 0.7 with momentum 0.9, rounds in fp16), only \`sync\` and \`localSteps\` changed.`,
+    `Measured ${r.generatedAt} by \`npm run lab -- --local-steps${(r.plan as { name?: string }).name === 'quick' ? ' --quick' : ''}\` in ${r.minutes.toFixed(1)} minutes, on one ${r.machine.cores}-core machine (kernel ${r.machine.kernel}, Node ${r.machine.node}, CFS period ${r.cfsPeriodUs / 1000} ms, netem ${r.netem ? 'present: school-uplink adds its 20 ms each way' : 'absent: rates only, no added delay, so school-uplink has no 20 ms of delay'}). The ${LAB_WORKLOADS.dense.name} on the product's defaults (Adam 0.003 after a 50-step warm-up, 32 examples a worker, balanced shares, \`allreduce: 'auto'\`, the server without a hub; local steps: Nesterov at 0.7 with momentum 0.9, rounds in fp16), only \`sync\` and \`localSteps\` changed.`,
     '',
     '**How the times are made.** Time to ' + th + ' is **composed from measured parts**, not one stopwatch:',
     '',
@@ -124,7 +125,7 @@ export function localStepsMarkdown(r: LocalStepsReport, extras: MarkdownExtras =
       '',
       '| data | sync | wire, secure | examples to 90 % | to 95 % | to ' + th + ' | final accuracy |',
       '|---|---|---|---|---|---|---|',
-      ...ni.map((x) => `| ${x.data === 'mnist' ? "the server's digits (reference)" : x.data} | ${x.variant} | ${x.wire}, ${x.secure ? 'secure' : 'plain'} | ${x.examplesTo.map((e) => (e.examples === null ? 'not reached' : e.examples.toLocaleString('en-US'))).join(' | ')} | ${pct(x.finalAccuracy)} |`),
+      ...ni.map((x) => `| ${x.data === SERVER_DATA ? "the server's digits (reference)" : x.data} | ${x.variant} | ${x.wire}, ${x.secure ? 'secure' : 'plain'} | ${x.examplesTo.map((e) => (e.examples === null ? 'not reached' : e.examples.toLocaleString('en-US'))).join(' | ')} | ${pct(x.finalAccuracy)} |`),
       '',
       ...nonIidSlowdowns(ni).map((t) => `- ${t}`),
       '',
@@ -141,7 +142,7 @@ export function localStepsMarkdown(r: LocalStepsReport, extras: MarkdownExtras =
   }
   lines.push('', '## Every accuracy run', '', 'In-process; CPU seconds are the run\'s own (at idle priority beside the windows, then on a free core).', '', '| run | wire | stopped by | crossed at (examples) | default run\'s end | last point | CPU s | shares |', '|---|---|---|---|---|---|---|---|');
   for (const a of r.accuracy) {
-    lines.push(`| ${a.plan.id}${a.plan.everyStepAsOne && a.plan.variant.sync === 'every-step' && a.plan.data === 'mnist' ? ' (one Trainer on the global batch)' : ''} | ${a.config.wire}${a.config.secureAggregation ? ', secure' : ''} | ${a.stoppedBy}${a.error ? `: ${a.error}` : ''} | ${a.crossed ? `${a.crossed.examples} (${pct(a.crossed.accuracy)})` : '–'} | ${a.defaultRun ? `${pct(a.defaultRun.accuracy)} at ${a.defaultRun.examples}` : '–'} | ${a.end.examples}: ${pct(a.end.accuracy)} | ${a.cpuSeconds.toFixed(0)} | ${a.lastShares.join('/')} |`);
+    lines.push(`| ${a.plan.id}${a.plan.everyStepAsOne && a.plan.variant.sync === 'every-step' && a.plan.data === SERVER_DATA ? ' (one Trainer on the global batch)' : ''} | ${a.config.wire}${a.config.secureAggregation ? ', secure' : ''} | ${a.stoppedBy}${a.error ? `: ${a.error}` : ''} | ${a.crossed ? `${a.crossed.examples} (${pct(a.crossed.accuracy)})` : '–'} | ${a.defaultRun ? `${pct(a.defaultRun.accuracy)} at ${a.defaultRun.examples}` : '–'} | ${a.end.examples}: ${pct(a.end.accuracy)} | ${a.cpuSeconds.toFixed(0)} | ${a.lastShares.join('/')} |`);
   }
   if (r.validations.length > 0) {
     lines.push('', '## The profiles, validated before use (TCP goodput, Mbit/s)', '', '| profile | model | check | measured | expected |', '|---|---|---|---|---|');

@@ -6,6 +6,7 @@
  */
 import type { StartConfig } from '../shared/protocol';
 import { mixSeed } from '../shared/util/random';
+import { LAB_TASK, type LabTaskId } from '../shared/tasks/lab-workloads';
 
 /** A way of summing: every step, or local steps with H of them a round. */
 export interface SyncVariant {
@@ -19,19 +20,22 @@ export interface SyncVariant {
 export const EVERY_STEP: SyncVariant = { id: 'every-step', sync: 'every-step', localSteps: null };
 export const localStepsVariant = (h: number): SyncVariant => ({ id: `H${h}`, sync: 'local-steps', localSteps: h });
 
-/** The start config's fields for a way of summing, beyond BASE_CONFIG and the MLP. */
+/** The start config's fields for a way of summing, beyond BASE_CONFIG and the dense model. */
 export function variantConfig(v: SyncVariant): Partial<StartConfig> {
   return v.sync === 'every-step' ? { sync: 'every-step' } : { sync: 'local-steps', localSteps: v.localSteps! };
 }
 
 /**
  * Where a run's examples come from:
- *  - 'mnist': the official 60,000 training digits, as the data service serves them (data 'mnist', dataset 'mnist-60k');
- *  - 'own-iid': the same digits as the class's own data (data 'own'), each device a random 1/N of them;
- *  - 'own-by-class': the same, each device the digits of some classes only (N = 3: 0–3, 4–6, 7–9,
+ *  - SERVER_DATA (the lab's task's id): the 60,000 training examples of the lab's full
+ *    dataset (shared/tasks/lab-workloads.ts), as the data service serves them (data 'dataset');
+ *  - 'own-iid': the same examples as the class's own data (data 'own'), each device a random 1/N of them;
+ *  - 'own-by-class': the same, each device the examples of some classes only (N = 3: 0–3, 4–6, 7–9,
  *    as test/e2e/own-data-tabs.spec.ts holds them).
  */
-export type AccuracyData = 'mnist' | 'own-iid' | 'own-by-class';
+export type AccuracyData = LabTaskId | 'own-iid' | 'own-by-class';
+/** The runs on the server's dataset: named by the task, as the reports (bench/lab-local-steps.json) have them. */
+export const SERVER_DATA: LabTaskId = LAB_TASK.id;
 
 export interface AccuracyPlan {
   /** Names the run in the report and the progress lines. */
@@ -52,7 +56,7 @@ export interface AccuracyPlan {
   screenMargin: number;
   /**
    * Every step as one Trainer on the global batch of 32·N: the same sums as N ranks over the
-   * ring (test/unit/equivalence.test.ts proves it), for a fraction of the CPU. Only 'mnist'.
+   * ring (test/unit/equivalence.test.ts proves it), for a fraction of the CPU. Only SERVER_DATA.
    */
   everyStepAsOne: boolean;
   /** Stops after this many examples whatever it reached (a smoke test); absent: no such limit. */
@@ -106,10 +110,11 @@ export interface AccuracyResult {
   cpuSeconds: number;
 }
 
-/** The digit classes device `rank` of `n` holds in a by-class split: contiguous groups, the larger first (N = 3: 0–3, 4–6, 7–9). */
+/** The classes (of the lab's task's, 10 of them) device `rank` of `n` holds in a by-class split: contiguous groups, the larger first (N = 3: 0–3, 4–6, 7–9). */
 export function classesOf(rank: number, n: number): number[] {
-  const base = Math.floor(10 / n);
-  const extra = 10 % n;
+  const classes = LAB_TASK.outputs.length;
+  const base = Math.floor(classes / n);
+  const extra = classes % n;
   const from = rank * base + Math.min(rank, extra);
   const size = base + (rank < extra ? 1 : 0);
   return Array.from({ length: size }, (_, i) => from + i);

@@ -10,7 +10,8 @@ import { LOCAL_STEPS_TARGET_IDS, type CheckpointPoint, type Reached, type Target
 import type { DeviceProfile } from './cpu-caps';
 import type { CpuSample } from './cpu-monitor';
 import type { ModelValidation } from './validate-models';
-import type { AccuracyData, AccuracyResult } from './local-steps-protocol';
+import { SERVER_DATA, type AccuracyData, type AccuracyResult } from './local-steps-protocol';
+import { LAB_DATA_WORDS } from '../shared/tasks/lab-workloads';
 
 export type LocalStepsNetwork = 'school-uplink' | 'wifi';
 
@@ -211,14 +212,14 @@ export interface LocalStepsSummary {
 /** Every (network, N, way of summing) the report has a window or an accuracy run for, composed. */
 export function summarize(r: Pick<LocalStepsReport, 'windows' | 'accuracy' | 'classes' | 'threshold'>): LocalStepsSummary {
   const rows: ComposedRow[] = [];
-  const variants = ['every-step', ...[...new Set([...r.windows.map((w) => w.variant), ...r.accuracy.filter((a) => a.plan.data === 'mnist').map((a) => a.plan.variant.id)].filter((v) => v !== 'every-step'))].sort((a, b) => hOf(a)! - hOf(b)!)];
+  const variants = ['every-step', ...[...new Set([...r.windows.map((w) => w.variant), ...r.accuracy.filter((a) => a.plan.data === SERVER_DATA).map((a) => a.plan.variant.id)].filter((v) => v !== 'every-step'))].sort((a, b) => hOf(a)! - hOf(b)!)];
   for (const cls of r.classes) {
     const windows = r.windows.filter((w) => w.network === cls.network && w.n === cls.n);
     const es = windows.find((w) => w.variant === 'every-step');
     const line = localStepsModel(windows);
     const anchor = windows.filter((w) => hOf(w.variant) !== null).sort((a, b) => hOf(b.variant)! - hOf(a.variant)!)[0];
     for (const variant of variants) {
-      const accuracy = r.accuracy.find((a) => a.plan.data === 'mnist' && a.plan.n === cls.n && a.plan.variant.id === variant) ?? null;
+      const accuracy = r.accuracy.find((a) => a.plan.data === SERVER_DATA && a.plan.n === cls.n && a.plan.variant.id === variant) ?? null;
       const own = windows.find((w) => w.variant === variant);
       let model: TurnModel | null = null;
       let bytesPerExample: number | null = null;
@@ -371,8 +372,8 @@ export interface NonIidLine {
 
 /** The own-data runs, and beside them the server's digits at the same class size and ways of summing (the lab's other runs). */
 export function nonIid(accuracy: AccuracyResult[]): NonIidLine[] {
-  const own = accuracy.filter((a) => a.plan.data !== 'mnist');
-  const references = accuracy.filter((a) => a.plan.data === 'mnist' && own.some((o) => o.plan.n === a.plan.n && o.plan.variant.id === a.plan.variant.id));
+  const own = accuracy.filter((a) => a.plan.data !== SERVER_DATA);
+  const references = accuracy.filter((a) => a.plan.data === SERVER_DATA && own.some((o) => o.plan.n === a.plan.n && o.plan.variant.id === a.plan.variant.id));
   return [...own, ...references]
     .map((a) => ({
       data: a.plan.data,
@@ -387,11 +388,8 @@ export function nonIid(accuracy: AccuracyResult[]): NonIidLine[] {
     }));
 }
 
-/** What the literature predicts, in its own terms (the report sets the measured figures beside it). */
-export const NON_IID_LITERATURE = [
-  'McMahan et al. 2017 (FedAvg; MNIST 2NN, the target 97 %, 100 clients, the "pathological" split of two digit classes per client): FedAvg still needs far fewer rounds than FedSGD (every step) on non-IID data, but its lead shrinks from one to two orders of magnitude (IID) to a few times (non-IID), because FedAvg needs several times more rounds on the non-IID split than on the IID one while FedSGD needs only a little more (Table 2).',
-  'Zhao et al. 2018 ("Federated Learning with Non-IID Data"): FedAvg\'s accuracy falls with how skewed each client\'s classes are, by up to 55 % (keyword spotting) with one class per client, MNIST the least affected of their datasets; the loss follows the weight divergence, which grows with the earth mover\'s distance between a client\'s class distribution and the population\'s, and with more local steps between averages.',
-];
+/** What the literature predicts, in its own terms (the report sets the measured figures beside it): the lab's data's (shared/tasks/lab-workloads.ts). */
+export const NON_IID_LITERATURE: readonly string[] = LAB_DATA_WORDS.nonIidLiterature;
 
 /** The rounds the class had trained once it stood at `step`, from the chief's reports. */
 export function roundsAt(history: Array<{ at: number; step: number }>, step: number): number | null {
@@ -404,7 +402,7 @@ export function nonIidSlowdowns(lines: NonIidLine[]): string[] {
   const out: string[] = [];
   for (const variant of [...new Set(lines.map((l) => l.variant))]) {
     const byClass = lines.find((l) => l.variant === variant && l.data === 'own-by-class');
-    const iid = lines.find((l) => l.variant === variant && l.data === 'own-iid') ?? lines.find((l) => l.variant === variant && l.data === 'mnist');
+    const iid = lines.find((l) => l.variant === variant && l.data === 'own-iid') ?? lines.find((l) => l.variant === variant && l.data === SERVER_DATA);
     if (!byClass || !iid) continue;
     const parts = NON_IID_THRESHOLDS.map((t) => {
       const a = byClass.examplesTo.find((e) => e.threshold === t)?.examples ?? null;

@@ -1,8 +1,8 @@
 /**
  * Local steps against every-step sync in the lab (`npm run lab -- --local-steps`): how long a
- * class takes to reach 97 % on the official MNIST test set, and what it sends, when it sums
+ * class takes to reach 97 % on the official test set of the lab's full dataset, and what it sends, when it sums
  * every step and when it trains H = 5, 20 or 100 local steps a round (DiLoCo's defaults
- * otherwise), on the MLP and the product's defaults.
+ * otherwise), on the dense workload (shared/tasks/lab-workloads.ts) and the product's defaults.
  *
  * Time to 97 % is composed from two parts, each measured where it can be measured in the
  * time a run has:
@@ -40,7 +40,8 @@ import type { LabCapabilities } from './preconditions';
 import type { ModelProfile } from './network-models';
 import { runCommand } from './run-command';
 import { startLabServer, startLabWorker, waitForRoom, type LabServer } from './lab-server';
-import { BASE_CONFIG, chiefOf, lostMember, meanTiming, roomMetrics, stopRun } from './training-rows';
+import { BASE_CONFIG, chiefOf, lostMember, meanTiming, netConfig, roomMetrics, stopRun } from './training-rows';
+import { LAB_WORKLOADS } from '../shared/tasks/lab-workloads';
 import { deviceFor } from './secagg-rows';
 import { CFS_PERIOD_US, DEVICE_CORES, type DeviceProfile } from './cpu-caps';
 import { MACHINE_BOUND_FRACTION, startCpuMonitor, type CpuSample } from './cpu-monitor';
@@ -48,7 +49,7 @@ import { validateModel, DEFAULT_FLOW_SECONDS, type ModelValidation } from './val
 import { CheckpointScorer } from './tta-rows';
 import { tail, type LabProcess } from './spawn';
 import { progress } from './progress';
-import { EVERY_STEP, localStepsVariant, variantConfig, type AccuracyData, type AccuracyPlan, type SyncVariant } from './local-steps-protocol';
+import { EVERY_STEP, SERVER_DATA, localStepsVariant, variantConfig, type AccuracyData, type AccuracyPlan, type SyncVariant } from './local-steps-protocol';
 import { localStepsTargets, summarize, type LocalStepsNetwork, type LocalStepsReport, type LocalStepsWindow } from './local-steps-report';
 import { AccuracyPool, busyWithout } from './local-steps-pool';
 import { directRun, JOIN_TIMEOUT_MS } from './local-steps-direct';
@@ -124,7 +125,7 @@ export function accuracyPlans(plan: LocalStepsPlan): AccuracyPlan[] {
   const out: AccuracyPlan[] = [];
   for (const n of sizes) {
     for (const variant of plan.variants) {
-      out.push({ ...common, id: accuracyId('mnist', n, variant), n, variant, data: 'mnist', maxEpochs: a.maxEpochs, everyStepAsOne: true });
+      out.push({ ...common, id: accuracyId(SERVER_DATA, n, variant), n, variant, data: SERVER_DATA, maxEpochs: a.maxEpochs, everyStepAsOne: true });
     }
   }
   if (plan.nonIid) {
@@ -166,7 +167,7 @@ async function measureWindow(lab: Lab, network: LocalStepsNetwork, server: LabSe
   const config = variantConfig(variant);
   await waitForRoom(server, (r) => wholeClass(r, n), `${label}: the class of ${n} whole and idle before Start`, JOIN_TIMEOUT_MS);
   const startedAt = Date.now();
-  await server.start({ ...BASE_CONFIG, model: 'mlp', ...config });
+  await server.start({ ...BASE_CONFIG, ...netConfig(LAB_WORKLOADS.dense.model), ...config });
   const measured = (r: RoomStatus) => (chiefOf(r)?.collective?.alphaMs ?? 0) > 0;
   const warm = await waitForRoom(server, (r) => lostMember(r, n) !== null || r.state !== 'training' || ((chiefOf(r)?.step ?? 0) > WARMUP_STEPS && measured(r)), `${label}: the chief past step ${WARMUP_STEPS} with its links measured`, WARMUP_TIMEOUT_MS);
   const early = lostMember(warm, n) ?? (warm.state !== 'training' ? `the run ended at step ${warm.step} during its warm-up (${JSON.stringify(warm.lastError)})` : null);

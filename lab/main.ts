@@ -8,7 +8,7 @@
  *   npm run lab -- [--quick] [--models wifi,wired-lab,internet] [--no-training]   (--quick writes bench/lab-quick.*)
  *   npm run lab -- --mixed      three laptops and a phone, with and without balanceShares (lab/mixed-class.ts)
  *   npm run lab -- --faults     a class on Wi-Fi through a 2 s link-down, a 15 s freeze and a cut (lab/fault-rows.ts), into bench/lab-faults.{json,md}
- *   npm run lab -- --secagg [--ns 8,16]   what secure aggregation costs on Wi-Fi: the MLP's step and the bytes a device
+ *   npm run lab -- --secagg [--ns 8,16]   what secure aggregation costs on Wi-Fi: the dense model's step and the bytes a device
  *                               sends, secure against fp32 and fp16, at N = 8 and 16, and one epoch's accuracy secure
  *                               against fp32 (lab/secagg-rows.ts), into bench/lab-secagg.{json,md}
  *   npm run lab -- --local-steps   local steps (H = 5, 20, 100) against every-step sync: time to 97 % test accuracy and
@@ -50,6 +50,7 @@ import { assertModelValid, validateModel, DEFAULT_FLOW_SECONDS, type ModelValida
 import { allReduceRows, type AllReducePlan, type AllReduceRow, type AutoRow } from './allreduce-rows';
 import { markdown, modelSvg, targets, type TrainingRow } from './report';
 import { TRAINING_ROW_OPTIONS, trainingRow, type TrainingNet } from './training-rows';
+import { LAB_WORKLOADS, LAB_WORKLOAD_LIST } from '../shared/tasks/lab-workloads';
 import { progress } from './progress';
 import { RESERVED_CORES } from './cpu-budget';
 import { FULL_CLASS_PLAN, QUICK_CLASS_PLAN, narrowPlan, runClassLab } from './class-lab';
@@ -95,11 +96,11 @@ export const LAB_PROFILES: Record<ProfileName, ModelProfile> = {
 const FULL = { ns: [2, 4, 8], sizes: [1 * MB, 4 * MB, 16 * MB], wires: ['fp32', 'fp16'] as const, reps: (bytes: number) => (bytes <= 1 * MB ? 2 : 1) };
 /** --quick: N = 4, 1 and 4 MB, fp32, no training rows: under 5 minutes. */
 const QUICK = { ns: [4], sizes: [1 * MB, 4 * MB], wires: ['fp32'] as const, reps: () => 1 };
-/** The links are probed for 'auto' with 1 MB buffers (the MLP's gradient is 408 KB), and the α-β models predict the rest. */
+/** The links are probed for 'auto' with 1 MB buffers (the dense model's gradient is 408 KB), and the α-β models predict the rest. */
 const PROBE_BYTES = 1 * MB;
 /** The training rows: a class of this many `laptop` devices, against one. */
 const TRAINING_CLASS = 4;
-const TRAINING_NETS: TrainingNet[] = ['mlp', 'cnn'];
+const TRAINING_NETS: TrainingNet[] = LAB_WORKLOAD_LIST.map((w) => w.model);
 /** No peer gets more than this, however few they are: a device, not the machine. */
 const MAX_PEER_CORES = 0.5;
 
@@ -336,13 +337,14 @@ const FAULT_CLASS = 8;
 
 /** `--faults`: the fault rows on Wi-Fi, with their targets, into bench/lab-faults.{json,md}. */
 async function faultsMain(n: number, capabilities: LabCapabilities, startedAt: number): Promise<void> {
-  const rows = await withLab(LAB_PROFILES.wifi, n, (lab) => faultRows(lab, 'mlp'), capabilities);
+  const net = LAB_WORKLOADS.dense.model;
+  const rows = await withLab(LAB_PROFILES.wifi, n, (lab) => faultRows(lab, net), capabilities);
   const [hiccup, freeze] = rows;
   const targets = [
     { id: `class${n}-hiccup`, goal: `0 dropped for a ${HICCUP_MS / 1000} s link-down; the pause ≤ 3 s`, value: hiccup ? hiccup.pauseMs / 1000 : null, met: !!hiccup && hiccup.dropped.length === 0 && hiccup.pauseMs <= 3_000 },
     { id: `class${n}-freeze`, goal: `the frozen dropped, back in lock-step ≤ 5 s after SIGCONT; nobody else dropped`, value: freeze?.backInLockStepMs == null ? null : freeze.backInLockStepMs / 1000, met: !!freeze && freeze.backInLockStepMs !== null && freeze.backInLockStepMs <= 5_000 && freeze.dropped.every((d) => freeze.devices.includes(d)) },
   ];
-  const out = { generatedAt: new Date().toISOString(), machine: { cores: os.availableParallelism(), kernel: os.release(), node: process.versions.node }, netem: capabilities.netem, minutes: (Date.now() - startedAt) / 60_000, model: 'wifi', n, net: 'mlp', freezeMs: FREEZE_MS, rows, targets };
+  const out = { generatedAt: new Date().toISOString(), machine: { cores: os.availableParallelism(), kernel: os.release(), node: process.versions.node }, netem: capabilities.netem, minutes: (Date.now() - startedAt) / 60_000, model: 'wifi', n, net, freezeMs: FREEZE_MS, rows, targets };
   writeBench('lab-faults', out, faultsMarkdown(out.generatedAt, n, rows, targets));
   printTargets(targets);
   progress(`wrote bench/lab-faults.json and .md in ${out.minutes.toFixed(1)} minutes`);
@@ -403,7 +405,7 @@ function faultsMarkdown(at: string, n: number, rows: FaultRow[], targets: Array<
   return [
     `# Faults in the lab: ${n} laptops on Wi-Fi`,
     '',
-    `Measured ${at} by \`npm run lab -- --faults\`: ${n} Node workers, each a 0.2-core laptop in its own network namespace on the Wi-Fi model, training the MLP on the product's defaults. A link-down takes the device's port on the access point's bridge down (\`ip link set down\`) and up again; a freeze is SIGSTOP on the worker, then SIGCONT; a cut leaves the port down.`,
+    `Measured ${at} by \`npm run lab -- --faults\`: ${n} Node workers, each a 0.2-core laptop in its own network namespace on the Wi-Fi model, training the ${LAB_WORKLOADS.dense.name} on the product's defaults. A link-down takes the device's port on the access point's bridge down (\`ip link set down\`) and up again; a freeze is SIGSTOP on the worker, then SIGCONT; a cut leaves the port down.`,
     '',
     '| target | goal | value | met |',
     '|---|---|---|---|',

@@ -1,6 +1,6 @@
 /**
  * A mixed class in the lab (`npm run lab -- --mixed`): three `laptop`s and one `phone` on
- * the wired lab, training the CNN, with and without `balanceShares`, against four laptops.
+ * the wired lab, training the conv workload (shared/tasks/lab-workloads.ts), with and without `balanceShares`, against four laptops.
  *
  * The target `mixed-class-phone`: the mixed class reaches at least 85% of what its compute
  * allows, that is (its devices' summed speed ÷ four laptops' speed) × the all-laptop class's
@@ -12,6 +12,7 @@ import { DEVICE_CORES, type DeviceProfile } from './cpu-caps';
 import type { ModelProfile } from './network-models';
 import type { LabCapabilities } from './preconditions';
 import { TRAINING_ROW_OPTIONS, trainingRow, type TrainingRow } from './training-rows';
+import { LAB_WORKLOADS } from '../shared/tasks/lab-workloads';
 
 const CLASS: DeviceProfile[] = ['laptop', 'laptop', 'laptop', 'phone'];
 /** Share of the compute-allowed throughput the balanced mixed class must reach. */
@@ -39,11 +40,12 @@ export function mixedClassTarget(allLaptops: TrainingRow, unbalanced: TrainingRo
 }
 
 export async function mixedClassRows(profile: ModelProfile, capabilities?: LabCapabilities): Promise<MixedClassReport> {
-  const cnn = TRAINING_ROW_OPTIONS.cnn;
+  const net = LAB_WORKLOADS.conv.model;
+  const options = TRAINING_ROW_OPTIONS[net];
   // A lab per row: a lab's CPU caps stay booked until it is removed.
-  const row = (options: Parameters<typeof trainingRow>[3]) => withLab(profile, CLASS.length, (lab) => trainingRow(lab, 'cnn', 'laptop', options), capabilities);
-  const allLaptops = await row(cnn);
-  const unbalanced = await row({ ...cnn, devices: CLASS, config: { balanceShares: false } });
-  const balanced = await row({ ...cnn, devices: CLASS, config: { balanceShares: true }, warmupSteps: BALANCED_WARMUP_STEPS });
+  const row = (rowOptions: Parameters<typeof trainingRow>[3]) => withLab(profile, CLASS.length, (lab) => trainingRow(lab, net, 'laptop', rowOptions), capabilities);
+  const allLaptops = await row(options);
+  const unbalanced = await row({ ...options, devices: CLASS, config: { balanceShares: false } });
+  const balanced = await row({ ...options, devices: CLASS, config: { balanceShares: true }, warmupSteps: BALANCED_WARMUP_STEPS });
   return { rows: [allLaptops, unbalanced, balanced], target: mixedClassTarget(allLaptops, unbalanced, balanced) };
 }

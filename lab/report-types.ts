@@ -11,11 +11,14 @@ import type { TrainingNet, TrainingRow } from './training-rows';
 import type { MixedClassReport } from './mixed-class';
 import type { CpuSample } from './cpu-monitor';
 import type { CpuBudget } from './cpu-budget';
+import { LAB_WORKLOADS } from '../shared/tasks/lab-workloads';
 
 export const TARGET_IDS = ['ring-vs-hub-wired-n4-16mb', 'bus-vs-port-wired-n4-16mb', 'auto-vs-ring-wifi-n8-16mb', 'auto-vs-best-worst-case'] as const;
 export type TargetId = (typeof TARGET_IDS)[number];
 
-export const CLASS_TARGET_IDS = ['cnn-scaling-n8', 'time-to-accuracy-n8-vs-n1', 'mixed-class-phone', 'join-pause-n8', 'joiner-lockstep-n8'] as const;
+/** The conv workload's examples/s at N = 8 against one device (lab/class-report.ts). */
+export const SCALING_TARGET_ID = `${LAB_WORKLOADS.conv.model}-scaling-n8` as const;
+export const CLASS_TARGET_IDS = [SCALING_TARGET_ID, 'time-to-accuracy-n8-vs-n1', 'mixed-class-phone', 'join-pause-n8', 'joiner-lockstep-n8'] as const;
 export type ClassTargetId = (typeof CLASS_TARGET_IDS)[number];
 
 /** `npm run lab -- --secagg` (lab/secagg-rows.ts): the secure step against fp32's at a class size, and the one-epoch accuracy. */

@@ -3,7 +3,8 @@
  * each mode's windows pooled per class size, the targets, and the markdown of
  * bench/lab-secagg.md. Pure: rows in, summary, targets and text out.
  */
-import { DEFAULT_START_CONFIG } from '../shared/protocol';
+import { defaultConfigOf } from '../shared/tasks/start-config';
+import { LAB_WORKLOADS, labWorkloadOf } from '../shared/tasks/lab-workloads';
 import { median } from '../shared/training/straggler';
 import type { Target } from './report-types';
 import type { DeviceProfile } from './cpu-caps';
@@ -95,7 +96,7 @@ export function secaggMarkdown(r: SecaggReport): string {
   return [
     '# Secure aggregation in the lab: what it costs on Wi-Fi',
     '',
-    `Measured ${r.generatedAt} by \`npm run lab -- --secagg\` in ${r.minutes.toFixed(1)} minutes, on one ${r.machine.cores}-core machine (kernel ${r.machine.kernel}, Node ${r.machine.node}, netem ${r.netem ? 'present' : 'absent: rates only, no added delay'}): Node workers, each in its own network namespace on the emulated ${r.model} (${JSON.stringify(r.params)}; no hub, as the server runs by default) under a CPU cap (${r.sizes.map((s) => `N = ${s.n}: ${s.device}s at ${s.cores} core`).join('; ')}), train the MLP on the product's defaults. Every mode of one class size runs on the same server and workers, one run after another, each timed after its own warm-up of ${WARMUP_STEPS} steps.`,
+    `Measured ${r.generatedAt} by \`npm run lab -- --secagg\` in ${r.minutes.toFixed(1)} minutes, on one ${r.machine.cores}-core machine (kernel ${r.machine.kernel}, Node ${r.machine.node}, netem ${r.netem ? 'present' : 'absent: rates only, no added delay'}): Node workers, each in its own network namespace on the emulated ${r.model} (${JSON.stringify(r.params)}; no hub, as the server runs by default) under a CPU cap (${r.sizes.map((s) => `N = ${s.n}: ${s.device}s at ${s.cores} core`).join('; ')}), train the ${labWorkloadOf(r.net).name} on the product's defaults. Every mode of one class size runs on the same server and workers, one run after another, each timed after its own warm-up of ${WARMUP_STEPS} steps.`,
     '',
     '| target | goal | value | met |',
     '|---|---|---|---|',
@@ -114,7 +115,7 @@ export function secaggMarkdown(r: SecaggReport): string {
     '',
     '## One epoch: test accuracy',
     '',
-    `One epoch of ${ACCURACY_DATASET} (8,000 training digits; the test accuracy on its 2,000 test digits) at N = ${ACCURACY_N}, with \`balanceShares\` off and seed ${r.accuracy[0]?.config.seed ?? '–'}: around an epoch's end a worker's prefetch can ask the data service for one example twice (it is in both epochs' permutations), the service refuses, and that worker's run fails. With equal shares every rank's plan is known in advance, and the run takes the first seed from the default ${DEFAULT_START_CONFIG.seed} on whose plan no rank does so (\`cleanSeed\` in lab/secagg-rows.ts). The split of the global batch does not change its sum.`,
+    `One epoch of ${ACCURACY_DATASET} (8,000 training digits; the test accuracy on its 2,000 test digits) at N = ${ACCURACY_N}, with \`balanceShares\` off and seed ${r.accuracy[0]?.config.seed ?? '–'}: around an epoch's end a worker's prefetch can ask the data service for one example twice (it is in both epochs' permutations), the service refuses, and that worker's run fails. With equal shares every rank's plan is known in advance, and the run takes the first seed from the default ${defaultConfigOf(LAB_WORKLOADS.dense.task.id).seed} on whose plan no rank does so (\`cleanSeed\` in lab/secagg-rows.ts). The split of the global batch does not change its sum.`,
     '',
     '| N | mode | dataset | steps | final test accuracy | step (s) | run (s) |',
     '|---|---|---|---|---|---|---|',

@@ -1,7 +1,8 @@
 /**
  * What secure aggregation costs in the lab (`npm run lab -- --secagg`): a class of capped
- * devices on the Wi-Fi model trains the MLP on the product's defaults (the server without
- * a hub, as `npm start` runs it; `allreduce: 'auto'`, data 'mnist'), three ways:
+ * devices on the Wi-Fi model trains the dense workload (shared/tasks/lab-workloads.ts) on the
+ * product's defaults (the server without a hub, as `npm start` runs it; `allreduce: 'auto'`,
+ * data 'dataset'), three ways:
  *   - secure: `secureAggregation: true` (masked 32-bit words, plus one check word);
  *   - fp32: `secureAggregation: false` (the default for the server's digits);
  *   - fp16: `wire: 'fp16'`, `secureAggregation: false`.
@@ -17,15 +18,17 @@
  *   DTLS and SCTP framing, acknowledgements of what it received, and its signaling. Beside
  *   it, the payload the buffer implies: the gradient (fp32 4 B, fp16 2 B, secure 4 B a
  *   parameter plus the 4 B check word) times the algorithm's bytes per byte of buffer.
- * - Accuracy: one epoch of 'mnist-10k' (8,000 training digits, 2,000 test), secure and
+ * - Accuracy: one epoch of the lab's small dataset (8,000 training digits, 2,000 test), secure and
  *   fp32, and the room's final test accuracy (`metrics.accuracy`).
  */
 import os from 'node:os';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { DEFAULT_START_CONFIG, type DatasetKind, type RoomStatus, type StartConfig, type StepTimingReport } from '../shared/protocol';
-import { DATASETS } from '../shared/data/data-service';
-import { MNIST_PIXELS } from '../shared/data/mnist-format';
-import { PREFETCH_STEPS, StreamedMnist } from '../shared/data/streamed-mnist';
+import type { RoomStatus, StartConfig, StepTimingReport } from '../shared/protocol';
+import { defaultConfigOf } from '../shared/tasks/start-config';
+import { findDataset } from '../shared/tasks/registry';
+import { featureCount } from '../shared/tasks/task';
+import { LAB_WORKLOADS } from '../shared/tasks/lab-workloads';
+import { PREFETCH_STEPS, StreamedDataset } from '../shared/data/streamed-dataset';
 import { advance, type DataCursor } from '../shared/data/batch-plan';
 import type { ExampleFetcher } from '../shared/data/example-fetcher';
 import { linkBytesFactor } from '../shared/collectives/choice';
@@ -36,7 +39,7 @@ import type { LabCapabilities } from './preconditions';
 import type { ModelProfile } from './network-models';
 import { runCommand } from './run-command';
 import { startLabServer, startLabWorker, waitForRoom, type LabServer } from './lab-server';
-import { BASE_CONFIG, chiefOf, lostMember, meanTiming, roomMetrics, stopRun } from './training-rows';
+import { BASE_CONFIG, chiefOf, lostMember, meanTiming, netConfig, roomMetrics, stopRun } from './training-rows';
 import { GRADIENT_BYTES } from './class-report';
 import { cpuBudget } from './cpu-budget';
 import { DEVICE_CORES, type DeviceProfile } from './cpu-caps';
@@ -46,7 +49,11 @@ import { progress } from './progress';
 import { secaggTargets, summarize } from './secagg-report';
 import { ACCURACY_DATASET, ACCURACY_N, WARMUP_STEPS, type SecaggAccuracyRow, type SecaggMode, type SecaggReport, type SecaggStepRow } from './secagg-shapes';
 
-/** Each mode's start-config fields beyond BASE_CONFIG and the MLP. */
+/** The workload every run trains, and its task's defaults. */
+const NET = LAB_WORKLOADS.dense.model;
+const DEFAULTS = defaultConfigOf(LAB_WORKLOADS.dense.task.id);
+
+/** Each mode's start-config fields beyond BASE_CONFIG and the dense model. */
 export const MODE_CONFIG: Record<SecaggMode, Partial<StartConfig>> = {
   secure: { secureAggregation: true },
   fp32: { secureAggregation: false },
@@ -57,35 +64,38 @@ export const MODE_CONFIG: Record<SecaggMode, Partial<StartConfig>> = {
 export const SECAGG_SIZES = [8, 16];
 
 /**
- * Around an epoch's end a worker's prefetch (shared/data/streamed-mnist.ts prefetchAfter)
+ * Around an epoch's end a worker's prefetch (shared/data/streamed-dataset.ts prefetchAfter)
  * can ask the data service for one example twice in one request: the example is in this
  * epoch's permutation and the next one's, and nothing removes the repeat. The service
- * refuses the request (ERR_BAD_REQUEST) and that worker's run fails; on 'mnist-10k' at
+ * refuses the request (ERR_BAD_REQUEST) and that worker's run fails; on the small dataset at
  * N = 8 that is 1 to 4 ranks with most seeds (the default 1234 among them), so a one-epoch
  * run would measure a class re-forming instead of secure aggregation. The accuracy runs
  * therefore split the batch equally (`balanceShares` off, so every rank's plan is known in
  * advance; the split does not change the batch's sum) and take the first seed from the
  * default on whose plan no rank asks for an example twice, checked here with the product's
- * own StreamedMnist against a fetcher that only looks. Once the repeat is fixed, that is
+ * own StreamedDataset against a fetcher that only looks. Once the repeat is fixed, that is
  * the default seed.
  */
-export async function cleanSeed(n: number, dataset: DatasetKind, perWorker: number, from: number = DEFAULT_START_CONFIG.seed, tries = 2_000): Promise<number> {
-  const trainCount = DATASETS[dataset].trainCount;
+export async function cleanSeed(n: number, dataset: string, perWorker: number, from: number = DEFAULTS.seed, tries = 2_000): Promise<number> {
+  const found = findDataset(dataset);
+  if (!found) throw new LabError('ERR_LAB_USAGE', `no dataset ${dataset}`);
+  const trainCount = found.dataset.trainCount;
+  const format = { features: featureCount(found.task.example), byteScale: found.task.example.byteScale };
   const steps = Math.ceil(trainCount / (perWorker * n)) + PREFETCH_STEPS;
-  const images = new Float32Array(perWorker * MNIST_PIXELS);
+  const features = new Float32Array(perWorker * format.features);
   const labels = new Int32Array(perWorker);
   for (let seed = from; seed < from + tries; seed++) {
     let repeats = false;
     const fetcher: ExampleFetcher = async (_split, indices, count) => {
       for (let i = 1; i < count; i++) if (indices[i] === indices[i - 1]) repeats = true;
-      return { labels: new Uint8Array(count), pixels: new Uint8Array(count * MNIST_PIXELS) };
+      return { labels: new Uint8Array(count), features: new Uint8Array(count * format.features) };
     };
     for (let rank = 0; rank < n && !repeats; rank++) {
-      const source = new StreamedMnist({ dataset, perWorker, seed, fetcher });
+      const source = new StreamedDataset({ dataset: found.dataset, format, perWorker, seed, fetcher });
       let cursor: DataCursor = { epoch: 0, offset: 0 };
       for (let step = 0; step < steps && !repeats; step++) {
         const batch = source.nextBatch(cursor, n);
-        await source.readShard(batch, rank, images, labels);
+        await source.readShard(batch, rank, features, labels);
         cursor = advance(batch, trainCount);
       }
     }
@@ -114,7 +124,7 @@ export function deviceFor(n: number, cores: number): DeviceProfile | null {
 
 /** The bytes one rank sends per step as the buffer implies: the hub gets the buffer once, the ring and halving-doubling 2(N-1)/N of it. */
 export function payloadBytes(mode: SecaggMode, algorithm: string, n: number): number {
-  const params = GRADIENT_BYTES.mlp / 4;
+  const params = GRADIENT_BYTES[NET] / 4;
   const buffer = mode === 'fp16' ? params * 2 : mode === 'secure' ? params * 4 + 4 : params * 4;
   if (algorithm === 'hub') return buffer;
   if (algorithm !== 'ring' && algorithm !== 'halving-doubling') return 0;
@@ -156,11 +166,11 @@ interface RunPlan {
 /** One run on the class already in the room: Start, the warm-up, the window (or the epoch), Stop. */
 async function measureRun(lab: Lab, server: LabServer, n: number, device: DeviceProfile, plan: RunPlan, explain: () => string): Promise<SecaggStepRow | SecaggAccuracyRow> {
   const label = `${lab.profile.name}, N = ${n} ${device}, ${plan.mode}${plan.until === 'epoch' ? `, one epoch of ${ACCURACY_DATASET}` : ''}`;
-  const config: Partial<StartConfig> = { ...MODE_CONFIG[plan.mode], ...(plan.until === 'epoch' ? epochConfig(plan.seed ?? DEFAULT_START_CONFIG.seed) : {}) };
+  const config: Partial<StartConfig> = { ...MODE_CONFIG[plan.mode], ...(plan.until === 'epoch' ? epochConfig(plan.seed ?? DEFAULTS.seed) : {}) };
   // A run starts on the whole class: every member back, connected and in no ring of an earlier run.
   await waitForRoom(server, (r) => wholeClass(r, n), `${label}: the class of ${n} whole and idle before Start`, JOIN_TIMEOUT_MS);
   const t0 = Date.now();
-  await server.start({ ...BASE_CONFIG, model: 'mlp', ...config });
+  await server.start({ ...BASE_CONFIG, ...netConfig(NET), ...config });
   const warm = await waitForRoom(server, (r) => lostMember(r, n) !== null || r.state !== 'training' || (chiefOf(r)?.step ?? 0) > WARMUP_STEPS, `${label}: the chief past step ${WARMUP_STEPS}`, WARMUP_TIMEOUT_MS);
   const early = lostMember(warm, n) ?? (warm.state !== 'training' ? `the run ended at step ${warm.step} during its warm-up (${JSON.stringify(warm.lastError)})` : null);
   if (early !== null) throw new Error(`${label}: ${early}\n${explain()}`);
@@ -282,8 +292,8 @@ export async function secaggRows(lab: Lab, device: DeviceProfile): Promise<{ ste
     });
     for (const mode of WINDOW_ORDER) await attempt({ mode, until: 'window' }, steps);
     if (n === ACCURACY_N) {
-      const seed = await cleanSeed(n, ACCURACY_DATASET, DEFAULT_START_CONFIG.batchSizePerWorker);
-      progress(`N = ${n}: the one-epoch runs use seed ${seed}${seed === DEFAULT_START_CONFIG.seed ? ' (the default)' : ` (the default ${DEFAULT_START_CONFIG.seed} makes a rank ask the data service for one example twice at the epoch's end)`}`);
+      const seed = await cleanSeed(n, ACCURACY_DATASET, DEFAULTS.batchSizePerWorker);
+      progress(`N = ${n}: the one-epoch runs use seed ${seed}${seed === DEFAULTS.seed ? ' (the default)' : ` (the default ${DEFAULTS.seed} makes a rank ask the data service for one example twice at the epoch's end)`}`);
       for (const mode of ['secure', 'fp32'] as const) await attempt({ mode, until: 'epoch', seed }, accuracy);
     }
     return { steps, accuracy, errors };
@@ -308,7 +318,7 @@ export async function secaggLab(profile: ModelProfile, sizes: number[], capabili
     minutes: 0,
     model: profile.name,
     params: profile.params,
-    net: 'mlp',
+    net: NET,
     sizes: [],
     steps: [],
     accuracy: [],

@@ -9,13 +9,14 @@ import type { ModelName, ModelProfile } from './network-models';
 import type { DeviceProfile } from './cpu-caps';
 import type { CpuSample } from './cpu-monitor';
 import type { Target } from './report-types';
+import { LAB_DATASETS, type LAB_WORKLOADS } from '../shared/tasks/lab-workloads';
 
 export const SECAGG_MODES = ['secure', 'fp32', 'fp16'] as const;
 export type SecaggMode = (typeof SECAGG_MODES)[number];
 
-/** The accuracy runs' class size and dataset (one epoch of 'mnist-60k' is about 235 steps of seconds each here). */
+/** The accuracy runs' class size and dataset, the lab's small one (one epoch of the full one is about 235 steps of seconds each here). */
 export const ACCURACY_N = 8;
-export const ACCURACY_DATASET = 'mnist-10k' as const;
+export const ACCURACY_DATASET: string = LAB_DATASETS.small.id;
 /** A secure step may take this much of the fp32 step at most. */
 export const STEP_OVERHEAD_GOAL = 1.15;
 /** The secure run's final test accuracy within this many points of the fp32 run's. */
@@ -28,7 +29,7 @@ export interface SecaggStepRow {
   n: number;
   mode: SecaggMode;
   device: DeviceProfile;
-  /** What the run's start config added to BASE_CONFIG and the MLP. */
+  /** What the run's start config added to BASE_CONFIG and the dense model. */
   config: Partial<StartConfig>;
   /** The window: its first and last step (the chief's, as the room saw them). */
   fromStep: number;
@@ -56,7 +57,8 @@ export interface SecaggStepRow {
 }
 
 export interface SecaggAccuracyRow extends SecaggStepRow {
-  dataset: typeof ACCURACY_DATASET;
+  /** ACCURACY_DATASET. */
+  dataset: string;
   /** The room's final test accuracy (0..1), null when the run did not finish with one. */
   accuracy: number | null;
   /** Steps of the epoch, and the run's seconds from Start to its end. */
@@ -71,7 +73,8 @@ export interface SecaggReport {
   minutes: number;
   model: ModelName;
   params: ModelProfile['params'];
-  net: 'mlp';
+  /** The dense workload's model. */
+  net: (typeof LAB_WORKLOADS)['dense']['model'];
   /** The class sizes measured, and each one's device (the largest cap the machine holds for N of them). */
   sizes: Array<{ n: number; device: DeviceProfile; cores: number }>;
   steps: SecaggStepRow[];

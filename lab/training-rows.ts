@@ -1,18 +1,19 @@
 /**
  * The lab's training rows: in one built network model, the real signaling server and N real
  * Node workers (node-worker/main.ts, tfjs CPU backend), each in its own namespace under a
- * device's CPU cap, train the MNIST MLP or CNN with the product's own defaults
- * (`allreduce: 'auto'`). A row is the class's throughput in examples/s; the same row with
+ * device's CPU cap, train one of the lab's workloads (shared/tasks/lab-workloads.ts: the
+ * dense model or the conv one) with the product's own defaults (`allreduce: 'auto'`). A row is the class's throughput in examples/s; the same row with
  * one device is what the ring is measured against.
  *
  * Step times come from the server's clock: the chief's progress reports as the room's loss
  * history holds them (GET /api/rooms/R/metrics), so a window starts and ends on a step and
- * a row of a few slow CNN steps is not off by a fraction of a step. The workers' own
+ * a row of a few slow conv steps is not off by a fraction of a step. The workers' own
  * examplesPerSec (each worker's share over its step's wall time) is kept beside it as a
  * cross-check.
  */
-import type { CollectiveReport, DroppedMember, ModelKind, RoomMetrics, RoomStatus, StartConfig, StepTimingReport } from '../shared/protocol';
+import type { CollectiveReport, DroppedMember, RoomMetrics, RoomStatus, StartConfig, StepTimingReport } from '../shared/protocol';
 import { globalBatchSize } from '../shared/data/batch-plan';
+import { LAB_WORKLOADS, labWorkloadOf, type LabModel } from '../shared/tasks/lab-workloads';
 import { LabError } from './lab-error';
 import { withLab, type Lab } from './netlab';
 import type { DeviceProfile } from './cpu-caps';
@@ -23,17 +24,21 @@ import type { ModelName, ModelProfile } from './network-models';
 import { tail, type LabProcess } from './spawn';
 import { progress } from './progress';
 
-/** The server's start, N capped workers importing tfjs and fetching MNIST over the shaped network. */
+/** The server's start, N capped workers importing tfjs and fetching the dataset over the shaped network. */
 const JOIN_TIMEOUT_MS = 180_000;
 /** Beyond the warm-up steps themselves: the first step builds the model and opens the links. */
 const START_ALLOWANCE_MS = 120_000;
 /** A step slower than this means something is wrong, not slow (the ring's own timeout is 120 s). */
 const STEP_TIMEOUT_MS = 150_000;
 const POLL_INTERVAL_MS = 250;
-/** The row's fixed start config; `model` is the row's net. */
+/** The row's fixed start config; the task and model are the row's net's (`netConfig`). */
 export const BASE_CONFIG = { maxSteps: 1_000_000, resumeFrom: 'none', allreduce: 'auto' } as const;
 
-export type TrainingNet = ModelKind;
+/** A row's net: the model id of one of the lab's workloads, as the reports record it. */
+export type TrainingNet = LabModel;
+
+/** The start-config fields that train `net`: its workload's task and model. */
+export const netConfig = (net: TrainingNet) => labWorkloadOf(net).config;
 
 export interface TrainingRowOptions {
   /** Steps the chief must be past before the window opens (model build, link measurement, JIT). */
@@ -53,16 +58,16 @@ export interface TrainingRowOptions {
 }
 
 /**
- * Warm-up and window per net at 0.2 core (a `laptop`), from steps measured here: an MLP
- * step takes about 0.4 s, a CNN step about 1 s (12 s before the fast Conv2DBackpropFilter of
- * shared/compute/cpu-kernels.ts), so each row measures at least three.
+ * Warm-up and window per net at 0.2 core (a `laptop`), from steps measured here: a step of
+ * the dense model takes about 0.4 s, one of the conv model about 1 s (12 s before the fast
+ * Conv2DBackpropFilter of shared/compute/cpu-kernels.ts), so each row measures at least three.
  *
  * Every row runs on the server's default liveness: the workers compute in a thread of
  * their own (shared/compute/), so a step of seconds at 0.2 core leaves their pings answered.
  */
 export const TRAINING_ROW_OPTIONS: Record<TrainingNet, TrainingRowOptions> = {
-  mlp: { warmupSteps: 5, windowSeconds: 10, minSteps: 3 },
-  cnn: { warmupSteps: 1, windowSeconds: 24, minSteps: 3 },
+  [LAB_WORKLOADS.dense.model]: { warmupSteps: 5, windowSeconds: 10, minSteps: 3 },
+  [LAB_WORKLOADS.conv.model]: { warmupSteps: 1, windowSeconds: 24, minSteps: 3 },
 };
 
 export interface TrainingRow {
@@ -177,7 +182,7 @@ export async function trainingRow(lab: Lab, net: TrainingNet, device: DeviceProf
     for (let i = 0; i < n; i++) workers.push(startLabWorker(lab, i, server, devices[i]!));
     await waitForRoom(server, (r) => r.members.length === n && r.members.every((m) => m.connected), `${n} workers joined`, JOIN_TIMEOUT_MS).catch(failWith);
     progress(`${label}: ${n} joined after ${((Date.now() - t0) / 1000).toFixed(1)} s; starting`);
-    await server.start({ ...BASE_CONFIG, model: net, ...options.config });
+    await server.start({ ...BASE_CONFIG, ...netConfig(net), ...options.config });
     const started = await waitForRoom(
       server,
       (r) => lostMember(r, n) !== null || (r.state === 'training' && (chiefOf(r)?.step ?? 0) > options.warmupSteps),

@@ -1,6 +1,6 @@
 /**
- * Time to accuracy in the lab: N capped laptops train from scratch on the official MNIST
- * while the chief checkpoints every few steps; the harness downloads each checkpoint as it
+ * Time to accuracy in the lab: N capped laptops train from scratch on the workload's full
+ * dataset (shared/tasks/lab-workloads.ts) while the chief checkpoints every few steps; the harness downloads each checkpoint as it
  * appears (over the control path, so the shaped network never carries it) and scores it on
  * the official test set in a child process at idle priority (lab/checkpoint-eval.ts),
  * outside the devices' caps. The row's time is that of the first checkpoint at the
@@ -8,7 +8,7 @@
  * scores the threshold; the ones before it are scored afterwards, with the devices gone.
  *
  * The run's own end-of-epoch evaluation is not what the row waits for: at 0.2 core a
- * worker scores its share of 10,000 digits for a minute or more, and an epoch of the CNN at
+ * worker scores its share of 10,000 digits for a minute or more, and an epoch of the conv model at
  * N = 1 is most of an hour. It is recorded when an epoch does end, as a cross-check.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -24,7 +24,8 @@ import { LabError } from './lab-error';
 import type { Lab } from './netlab';
 import { startLabServer, startLabWorker, waitForRoom, type LabServer } from './lab-server';
 import { MACHINE_BOUND_FRACTION, startCpuMonitor, type CpuSample } from './cpu-monitor';
-import { BASE_CONFIG, lostMember, roomMetrics, stopRun, type TrainingNet } from './training-rows';
+import { BASE_CONFIG, lostMember, netConfig, roomMetrics, stopRun, type TrainingNet } from './training-rows';
+import { labWorkloadOf } from '../shared/tasks/lab-workloads';
 import { frontierEvaluation, nextEvaluation, thresholdSeen, timeToThreshold, type EvaluationPolicy } from './class-report';
 import type { CheckpointPoint, TtaRow, TtaStop } from './report-types';
 import { READY_LINE, REPLY_PREFIX, type ScoreReply, type ScoreRequest, type ScoreSplit } from './checkpoint-eval-protocol';
@@ -228,7 +229,7 @@ export async function timeToAccuracyRow(lab: Lab, plan: TtaPlan, scorer: Checkpo
     };
     const monitor = startCpuMonitor();
     t0 = Date.now();
-    await server.start({ ...BASE_CONFIG, model: net, scaleLearningRate: plan.scaleLearningRate, saveEverySteps: plan.saveEverySteps, maxToKeep: MAX_TO_KEEP, epochs: EPOCHS, dataset: 'mnist-60k' });
+    await server.start({ ...BASE_CONFIG, ...netConfig(net), scaleLearningRate: plan.scaleLearningRate, saveEverySteps: plan.saveEverySteps, maxToKeep: MAX_TO_KEEP, epochs: EPOCHS, dataset: labWorkloadOf(net).datasets.full.id });
     progress(`${label}: started; the chief checkpoints every ${plan.saveEverySteps} steps, scored as they come`);
     let listedAt = 0;
     try {
@@ -315,7 +316,8 @@ export async function timeToAccuracyRow(lab: Lab, plan: TtaPlan, scorer: Checkpo
     runMs,
     steps: last?.step ?? 0,
     examplesPerSec: first && last && last.at > first.at ? ((last.step - first.step) * globalBatch * 1000) / (last.at - first.at) : 0,
-    runEvaluations: metrics.evaluations,
+    // Accuracy only (the row's threshold is one): the evaluations' held-out loss is not part of the row.
+    runEvaluations: metrics.evaluations.flatMap((e) => (e.accuracy === null ? [] : [{ epoch: e.epoch, step: e.step, accuracy: e.accuracy }])),
     dropped,
     cpu,
     evaluator: { screens: scorer.screens - screens0, fulls: scorer.fulls - fulls0, cpuSeconds: evaluatorCpuMs / 1000, machineBusyWithout },

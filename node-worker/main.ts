@@ -6,7 +6,7 @@
  *   npm run worker -- --url http://HOST:PORT --room NAME --code K7M-Q2P [--name X] [--backend webgpu|cpu] [--device laptop|tablet|phone|node] [--data DIR] [--compute thread|main]
  *
  * --data DIR holds this worker's own examples for a run on the class's own data: a folder
- * per class of PNG files (node-worker/own-folder.ts). They never leave this machine; the
+ * per class of PNG files (read by the collecting task: shared/tasks/own-folders.ts). They never leave this machine; the
  * server learns the counts per class.
  *
  * --device says what the teacher's class summary calls this worker (default node): the lab
@@ -48,7 +48,8 @@ const MAX_HOLD_COMPUTE_MS = 60_000;
 /** After SIGUSR2's leave, the worker joins again this much later. */
 const REJOIN_AFTER_LEAVE_MS = 5_000;
 import { countByLabel, type OwnExamples } from '../shared/data/own-examples';
-import { readOwnFolder } from './own-folder';
+import { ownFolderReader } from '../shared/tasks/own-folders';
+import { COLLECT_TASK } from '../shared/tasks/registry';
 import { EXIT_FAILURE, failUsage, parseMemberArgs, type CommandLine, type MemberArgs } from './args';
 
 const COMPUTE_PLACES: readonly ComputePlace[] = ['thread', 'main'];
@@ -99,7 +100,10 @@ function isDirectory(where: string): boolean {
 /** This worker's own examples, read once at start; each unreadable file is named. */
 function readOwnExamples(dir: string | null): OwnExamples | null {
   if (dir === null) return null;
-  const { store, errors } = readOwnFolder(dir);
+  // The folder is read before the run's task is known: as the collecting task's examples (drawings).
+  const read = ownFolderReader(COLLECT_TASK.id);
+  if (!read) throw new Error(`--data: the task ${COLLECT_TASK.id} takes no examples from a folder`);
+  const { store, errors } = read(dir);
   for (const e of errors) console.error(`webring worker: --data ${e}`);
   const counts = Object.entries(countByLabel(store)).map(([label, n]) => `${label} ${n}`);
   console.log(`webring worker: own examples from ${dir}: ${store.examples.length} (${counts.join(', ') || 'none'})${errors.length ? `; ${errors.length} skipped` : ''}`);
@@ -109,7 +113,7 @@ function readOwnExamples(dir: string | null): OwnExamples | null {
 function describe(s: WorkerStatus): string {
   const rank = s.rank === null ? '-' : `${s.rank}/${s.worldSize}${s.chief ? ' chief' : ''}`;
   const loss = s.loss === null ? '-' : s.loss.toFixed(4);
-  const accuracy = s.testAccuracy === null ? '' : ` test=${s.testAccuracy.toFixed(4)}`;
+  const accuracy = s.testAccuracy === null ? '' : ` test=${s.testAccuracy.toFixed(4)} test_loss=${s.testLoss?.toFixed(4) ?? '-'}`;
   return `state=${s.state} rank=${rank} step=${s.step} loss=${loss} hash=${s.weightsHash ?? '-'} step_ms=${s.computeMs.toFixed(1)} data_ms=${s.dataMs.toFixed(1)}${accuracy}`;
 }
 

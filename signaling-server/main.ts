@@ -1,6 +1,7 @@
 /**
  * `npm start`: the classroom server. Environment: PORT (8080), HTTPS_PORT (8443; 0 picks a
- * free port), HOST (all interfaces), ROOM (the default room's name, 'class'), JOIN_SECRET
+ * free port), HOST (all interfaces), ROOM (the default room's name, 'class'), TASK (the task the
+ * teacher's form opens with), JOIN_SECRET
  * (derives every room's join code; generated and kept in DATA_DIR when unset),
  * TLS_CERT and TLS_KEY (PEM files; a self-signed certificate is made and kept in
  * DATA_DIR/tls/ when unset), DATA_DIR (./data), TEACHER_TOKEN (generated and printed when
@@ -11,6 +12,7 @@
  * HUB (0/1/true/false; or the flag `--hub`: run the hub member beside the server, see
  * hub-process.ts).
  */
+import { DEFAULT_TASK, TASKS, findTask } from '../shared/tasks/registry';
 import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import path from 'node:path';
@@ -83,6 +85,13 @@ async function main(): Promise<void> {
     process.exit(2);
   }
   const room = roomFromEnv || DEFAULT_ROOM;
+  // TASK= picks the task the teacher's form opens with (shared/tasks/registry.ts).
+  const taskFromEnv = process.env.TASK;
+  if (taskFromEnv && !findTask(taskFromEnv)) {
+    console.error(`[webring] ERR_UNKNOWN_TASK: TASK=${JSON.stringify(taskFromEnv)} is no task; there are ${TASKS.map((t) => t.id).join(', ')}`);
+    process.exit(2);
+  }
+  const defaultTask = taskFromEnv || DEFAULT_TASK.id;
   let joinSecret: Buffer;
   try {
     joinSecret = await loadOrCreateJoinSecret(dataDir, process.env.JOIN_SECRET);
@@ -126,6 +135,7 @@ async function main(): Promise<void> {
       redisUrl,
       trustProxy,
       defaultRoom: room,
+      defaultTask,
       https: { port: httpsPort, cert: tls.cert, key: tls.key, anyPortIfTaken: !httpsPortFromEnv },
     });
   } catch (err) {
@@ -146,6 +156,7 @@ async function main(): Promise<void> {
     'webring classroom server is running',
     '',
     `Room: ${room}${roomFromEnv ? ' (from ROOM)' : ' (set ROOM to choose another name)'}`,
+    `Task: ${findTask(defaultTask)!.title}${taskFromEnv ? ' (from TASK)' : ` (set TASK to one of ${TASKS.map((t) => t.id).join(', ')})`}`,
     `Join code: ${info.code}   (students need it, or a link below, which carries it)`,
     '',
     'Students open:',

@@ -15,9 +15,9 @@
  *    close() clears them, closes the sockets and the servers, then the room store.
  * Members who vanish without a goodbye are dropped by one sweep (rooms/reconnect-sweep.ts).
  */
+import { DEFAULT_TASK } from '../shared/tasks/registry';
 import http from 'node:http';
 import https from 'node:https';
-import path from 'node:path';
 import type { AddressInfo, Server as NetServer } from 'node:net';
 import { Server } from 'socket.io';
 import { CLIENT_EVENT_NAMES, MAX_SOCKET_PACKET_BYTES, type RoomJoinInfo, type ServerInfo } from '../shared/protocol';
@@ -98,6 +98,8 @@ export interface ServerOptions {
   log?: Logger;
   /** The room the printed URLs and GET /api/info name (default 'class'). */
   defaultRoom?: string;
+  /** The task the teacher's form opens with (TASK=; default: the registry's first). */
+  defaultTask?: string;
   /** Also serve HTTPS (same app, same socket.io) with this PEM certificate and key. */
   https?: {
     port: number;
@@ -213,7 +215,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   let httpsPort: number | null = null;
   const info = (): ServerInfo => {
     const urls = studentUrls(`/?room=${encodeURIComponent(defaultRoom)}`);
-    return { defaultRoom, httpPort: port, httpsPort, ...urls };
+    return { defaultRoom, defaultTask: options.defaultTask ?? DEFAULT_TASK.id, httpPort: port, httpsPort, ...urls };
   };
   /** The student page's URLs with `query`: https on each LAN address first, then http, then this machine. */
   const studentUrls = (query: string): { studentUrls: string[]; localUrl: string } => {
@@ -241,7 +243,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     teacherToken: options.teacherToken,
     clientDir: options.clientDir,
     startedAt: Date.now(),
-    datasets: new DatasetLibrary(path.join(options.dataDir, 'cache')),
+    datasets: new DatasetLibrary(),
     served: new ServedBytes(),
     limits,
   });

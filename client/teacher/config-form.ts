@@ -4,8 +4,10 @@
  * its field too, and both kinds of message appear next to that field (aria-invalid and
  * aria-describedby, so a screen reader reads the message with the field).
  */
+import { startConfigSchema, defaultConfigOf } from '../../shared/tasks/start-config';
+import { TASKS, findTask } from '../../shared/tasks/registry';
 import type { z } from 'zod';
-import { classesSchema, defaultWire, secureByDefault, startConfigSchema, type StartConfig } from '../../shared/protocol';
+import { classesSchema, defaultWire, sameClasses, secureByDefault, type StartConfig } from '../../shared/protocol';
 import type { ErrorBody } from '../../shared/protocol/errors';
 
 export type StartConfigInput = z.input<typeof startConfigSchema>;
@@ -33,9 +35,13 @@ export function issueText(issue: Issue): string {
 export class ConfigForm {
   private readonly shown = new Set<string>();
 
-  constructor(readonly form: HTMLFormElement) {
-    // The protocol's defaults are the recipe (docs/recipe.md); the page's markup holds none of its own.
-    this.fill(startConfigSchema.parse({}));
+  constructor(readonly form: HTMLFormElement, defaultTask?: string) {
+    const task = this.control('task') as HTMLSelectElement;
+    task.replaceChildren(...TASKS.map((t) => new Option(t.title, t.id)));
+    // A task's defaults are its recipe (docs/recipe.md); the page's markup holds none of its own.
+    this.fill(defaultConfigOf(defaultTask && findTask(defaultTask) ? defaultTask : TASKS[0]!.id));
+    // Another task: its models, datasets, classes and recipe.
+    task.addEventListener('change', () => this.fill(defaultConfigOf(task.value)));
     // Re-check as the teacher corrects a field; only fields already flagged, or just edited, speak.
     form.addEventListener('change', (e) => {
       const name = (e.target as HTMLInputElement | null)?.name;
@@ -68,9 +74,15 @@ export class ConfigForm {
     for (const field of [...this.shown]) this.showAt(field, null);
   }
 
+  /** The defaults of `task` (the server's TASK=), unless the form shows them already. */
+  showDefaults(task: string): void {
+    if (findTask(task) && this.control('task')!.value !== task) this.fill(defaultConfigOf(task));
+  }
+
   /** Shows the config of the run in progress (after a reload of this page). */
   fill(config: StartConfig): void {
-    for (const name of ['model', 'dataset', 'data', 'optimizer', 'wire', 'allreduce', 'sync', 'outerOptimizer', ...NUMBER_FIELDS] as const) {
+    this.showTask(config.task);
+    for (const name of ['task', 'model', 'dataset', 'data', 'optimizer', 'wire', 'allreduce', 'sync', 'outerOptimizer', ...NUMBER_FIELDS] as const) {
       const control = this.control(name);
       const value = config[name];
       if (control) control.value = value === undefined ? '' : String(value);
@@ -92,24 +104,41 @@ export class ConfigForm {
     return result.success ? [...result.data] : null;
   }
 
-  /** A checkpoint restores only into the model and optimizer it was trained with. */
-  useArchitecture(model: StartConfig['model'], optimizer: StartConfig['optimizer']): void {
+  /** A checkpoint restores only into the task, model and optimizer it was trained with. */
+  useArchitecture(task: string, model: string, optimizer: StartConfig['optimizer']): void {
+    if (this.control('task')!.value !== task) this.fill(defaultConfigOf(task));
     this.control('model')!.value = model;
     this.control('optimizer')!.value = optimizer;
   }
 
+  /** The task's models and datasets as the selects' options, its summary as the hint, and its classes field only where the class may name its own. */
+  private showTask(id: string): void {
+    const task = findTask(id);
+    if (!task) return;
+    (this.control('model') as HTMLSelectElement).replaceChildren(...task.models.map((m) => new Option(m.title, m.id)));
+    (this.control('dataset') as HTMLSelectElement).replaceChildren(...task.datasets.map((d) => new Option(d.title, d.id)));
+    document.getElementById('cfg-task-hint')!.textContent = task.summary;
+    this.form.dataset.task = task.id;
+    this.control('classes')!.closest('.field')?.toggleAttribute('hidden', !task.ownData);
+    this.control('data')!.closest('.field')?.toggleAttribute('hidden', !task.ownData);
+  }
+
   private raw(): Record<string, unknown> {
     const els = this.form.elements;
+    const data = (els.namedItem('data') as HTMLSelectElement).value;
     const raw: Record<string, unknown> = {
+      task: (els.namedItem('task') as HTMLSelectElement).value,
       model: (els.namedItem('model') as HTMLSelectElement).value,
       dataset: (els.namedItem('dataset') as HTMLSelectElement).value,
-      data: (els.namedItem('data') as HTMLSelectElement).value,
-      classes: (els.namedItem('classes') as HTMLInputElement).value.split(',').map((c) => c.trim()).filter((c) => c !== ''),
+      data,
       optimizer: (els.namedItem('optimizer') as HTMLSelectElement).value,
       allreduce: (els.namedItem('allreduce') as HTMLSelectElement).value,
       sync: (els.namedItem('sync') as HTMLSelectElement).value,
       outerOptimizer: (els.namedItem('outerOptimizer') as HTMLSelectElement).value,
     };
+    // The classes typed count where the class names its own; otherwise they are the task's.
+    const classes = (els.namedItem('classes') as HTMLInputElement).value.split(',').map((c) => c.trim()).filter((c) => c !== '');
+    if (data === 'own' || !sameClasses(classes, findTask(String(raw.task))?.outputs ?? [])) raw.classes = classes;
     const wire = (els.namedItem('wire') as HTMLSelectElement).value;
     if (wire !== 'auto') raw.wire = wire;
     for (const name of NUMBER_FIELDS) {

@@ -2,7 +2,6 @@
 import type { MemberInfo, MetricPoint, RoomStatus, StartConfig } from '../../shared/protocol';
 import { byId } from './dom';
 import { bytes, dash, duration, fixed, percent } from './format';
-import { EXAMPLE_BYTES } from '../../shared/data/data-service';
 import { globalBatchSize, ranksThatTrain } from '../../shared/data/batch-plan';
 
 /** The step rate is measured over the reports of this last stretch of time. */
@@ -85,7 +84,7 @@ export function learningRateText(s: RoomStatus): string {
 export function dataServedText(s: RoomStatus): string {
   const { datasetBytes, bytesServed } = s.data;
   if (!s.config || datasetBytes === 0) return dash;
-  const trainCount = datasetBytes / EXAMPLE_BYTES;
+  const trainCount = datasetBytes / s.data.exampleBytes;
   const epochs = (s.step * globalBatchOf(s.config, s.members)) / trainCount;
   const perEpoch = epochs > 0.05 ? ` · ≈ ${fixed(bytesServed / datasetBytes / epochs, 2)}× the set per epoch` : '';
   return `${bytes(bytesServed)} of a ${bytes(datasetBytes)} training set${perEpoch}`;

@@ -1,6 +1,7 @@
 /**
- * The gradient-leakage attack on the MLP, as a curious classmate, halving-doubling partner
- * or hub would run it on what it received (docs/privacy.md). For the first dense layer,
+ * The gradient-leakage attack on the dense workload (a model whose first layer is dense on
+ * the example's pixels: shared/tasks/lab-workloads.ts), as a curious classmate,
+ * halving-doubling partner or hub would run it on what it received (docs/privacy.md). For the first dense layer,
  * ∂L/∂W₁[p, j] = Σₑ xₑ[p]·δₑ[j] and ∂L/∂b₁[j] = Σₑ δₑ[j]: a hidden unit that only one example
  * of the share switched on gives that example's pixels exactly, as column j divided by the
  * bias gradient (Phong et al. 2017; Geiping et al. 2020 call it the linear-layer leak). With
@@ -11,11 +12,24 @@
  * Scoring: each of the student's examples against its best candidate, by cosine similarity
  * over the pixels the receiver saw. docs/privacy.md explains the threshold.
  */
-import { MNIST_PIXELS } from '../../shared/data/mnist-format';
+import { LAB_WORKLOADS, type LabWorkload } from '../../shared/tasks/lab-workloads';
+import { featureCount } from '../../shared/tasks/task';
 
-/** The MLP's first layer: 784 inputs to 128 hidden units, then 128 biases (shared/compute/models.ts). */
-export const MLP_HIDDEN = 128;
-const KERNEL_FLOATS = MNIST_PIXELS * MLP_HIDDEN;
+/** A first dense layer as the gradient holds it: an inputs × units kernel (row-major), then units biases. */
+export interface DenseLayer {
+  /** The example's pixels. */
+  inputs: number;
+  units: number;
+}
+
+/** A workload's first layer: the example's pixels (its task's shape) to its hidden units; throws for one whose first layer is not dense. */
+export function denseLayerOf(workload: LabWorkload): DenseLayer {
+  if (workload.denseUnits === undefined) throw new Error(`the ${workload.name}'s first layer is not dense: no gradient-leak attack on it here`);
+  return { inputs: featureCount(workload.task.example), units: workload.denseUnits };
+}
+
+/** The dense workload's first layer, which the demo attacks. */
+export const DENSE_LAYER: DenseLayer = denseLayerOf(LAB_WORKLOADS.dense);
 /** A unit whose bias gradient is below this carries nothing readable. */
 const MIN_UNIT_SIGNAL = 1e-9;
 
@@ -25,16 +39,18 @@ export interface Candidate {
   unit: number;
 }
 
-/** Every hidden unit's reading of the examples behind `seen` (a gradient, NaN where not seen). */
-export function mlpCandidates(seen: Float32Array): Candidate[] {
+/** Every hidden unit's reading of the examples behind `seen` (a gradient, NaN where not seen) of a model whose first layer is `layer`. */
+export function denseCandidates(seen: Float32Array, layer: DenseLayer = DENSE_LAYER): Candidate[] {
+  const { inputs, units } = layer;
+  const kernelFloats = inputs * units;
   const out: Candidate[] = [];
-  for (let j = 0; j < MLP_HIDDEN; j++) {
-    const bias = seen[KERNEL_FLOATS + j]!;
-    const pixels = new Float32Array(MNIST_PIXELS);
+  for (let j = 0; j < units; j++) {
+    const bias = seen[kernelFloats + j]!;
+    const pixels = new Float32Array(inputs);
     let peak = 0;
     let visible = 0;
-    for (let p = 0; p < MNIST_PIXELS; p++) {
-      const v = seen[p * MLP_HIDDEN + j]!;
+    for (let p = 0; p < inputs; p++) {
+      const v = seen[p * units + j]!;
       pixels[p] = v;
       if (Number.isFinite(v)) {
         visible++;
@@ -44,7 +60,7 @@ export function mlpCandidates(seen: Float32Array): Candidate[] {
     if (visible === 0) continue;
     const scale = Number.isFinite(bias) && Math.abs(bias) > MIN_UNIT_SIGNAL ? bias : peak;
     if (!(Math.abs(scale) > MIN_UNIT_SIGNAL)) continue;
-    for (let p = 0; p < MNIST_PIXELS; p++) pixels[p] = Number.isFinite(pixels[p]!) ? pixels[p]! / scale : Number.NaN;
+    for (let p = 0; p < inputs; p++) pixels[p] = Number.isFinite(pixels[p]!) ? pixels[p]! / scale : Number.NaN;
     out.push({ pixels, unit: j });
   }
   return out;

@@ -1,6 +1,7 @@
 /**
- * `npm run leak`: the lesson in why secure aggregation exists. Three students train the MLP
- * for one real step on real digits over in-memory links (the same collectives the tabs
+ * `npm run leak`: the lesson in why secure aggregation exists. Three students train the
+ * dense workload (shared/tasks/lab-workloads.ts) on the lab's small dataset for one real
+ * step on real drawings over in-memory links (the same collectives the tabs
  * run); everything student 1 sends is recorded, and a curious ring neighbour, halving-
  * doubling partner and hub each run the gradient-leakage attack (attack.ts) on what they
  * received from it, at shares of 1, 4 and 32 examples. Then again with secure aggregation
@@ -8,37 +9,43 @@
  * docs/privacy/ (originals beside what each receiver reads back).
  *
  * The threshold: a reconstruction identifies a drawing when it is closer to it (cosine
- * over the pixels seen) than the drawing's nearest other digit among 2,000 of the same set
- * is: then what leaked singles out that one drawing, not merely its kind of digit.
+ * over the pixels seen) than the drawing's nearest other drawing among 2,000 of the same set
+ * is: then what leaked singles out that one drawing, not merely its class.
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import * as tf from '@tensorflow/tfjs';
-import { startConfigSchema, type Algorithm } from '../../shared/protocol';
+import type { Algorithm } from '../../shared/protocol';
+import { startConfigSchema } from '../../shared/tasks/start-config';
+import { LAB_WORKLOADS } from '../../shared/tasks/lab-workloads';
+import { featureCount, type LoadedDataset } from '../../shared/tasks/task';
 import { Trainer } from '../../shared/training/trainer';
-import { mnistShards } from '../../shared/data/data-source';
-import { MNIST_PIXELS, type MnistDataset } from '../../shared/data/mnist-format';
-import { PIXEL_SCALE } from '../../shared/data/example-cache';
+import { inMemoryShards } from '../../shared/data/data-source';
 import { COLLECTIVE_TAG, type Collective } from '../../shared/collectives/collective';
-import { packMnistFromPackage } from '../../signaling-server/data/mnist-pack';
+import { loadDataset } from '../../signaling-server/data/datasets';
 import { createMemoryMesh } from '../../test/support/memory-ring';
 import { memberIds, relayedDirectories, secureOver } from '../../test/support/secure-ring';
-import { bestMatches, cosine, mlpCandidates, toGray } from './attack';
+import { DENSE_LAYER, bestMatches, cosine, denseCandidates, toGray } from './attack';
 import { VANTAGES, ownValuesSeen, type Vantage } from './views';
 import { PNG } from 'pngjs';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
+/** The model attacked, the examples it trains on, and what one of them is: a grey image of the task's shape. */
+const WORKLOAD = LAB_WORKLOADS.dense;
+const DATASET = WORKLOAD.datasets.small;
+const FORMAT = WORKLOAD.task.example;
+const PIXELS = featureCount(FORMAT);
+const [IMAGE_ROWS, IMAGE_COLS, CHANNELS = 1] = FORMAT.shape as [number, number, number?];
 const N = 3;
 const VICTIM = 1;
 const RECORDED_STEP = 1;
 const SHARES = [1, 4, 32] as const;
 const ALGORITHM_OF: Record<Vantage, Algorithm> = { 'ring neighbour': 'ring', 'halving-doubling partner': 'halving-doubling', hub: 'hub' };
-/** Digits each original is compared with for the threshold (its nearest stranger). */
+/** Drawings each original is compared with for the threshold (its nearest stranger). */
 const STRANGERS = 2_000;
 /** Originals drawn in the pictures, per share. */
 const PICTURED = 4;
-const CELL = 28;
 const ZOOM = 3;
 const GAP = 4;
 
@@ -63,8 +70,8 @@ interface Recorded {
 }
 
 /** One real step of three trainers on `algorithm`; what student VICTIM sent, and its examples. */
-async function recordStep(dataset: MnistDataset, share: number, algorithm: Algorithm, secure: boolean): Promise<Recorded> {
-  const config = startConfigSchema.parse({ model: 'mlp', batchSizePerWorker: share, balanceShares: false, allreduce: algorithm, seed: 7, secureAggregation: secure, data: 'mnist' });
+async function recordStep(dataset: LoadedDataset, share: number, algorithm: Algorithm, secure: boolean): Promise<Recorded> {
+  const config = startConfigSchema.parse({ ...WORKLOAD.config, dataset: DATASET.id, batchSizePerWorker: share, balanceShares: false, allreduce: algorithm, seed: 7, secureAggregation: secure, data: 'dataset' });
   const mesh = createMemoryMesh(N, { hub: true });
   const ids = memberIds(N);
   const collectives: Collective[] = secure ? secureOver(mesh.rings, ids, relayedDirectories(ids), 1).secure : mesh.rings;
@@ -82,12 +89,12 @@ async function recordStep(dataset: MnistDataset, share: number, algorithm: Algor
   }
   const originals: Float32Array[] = [];
   const trainers = collectives.map((c, r) => {
-    const data = mnistShards(config, dataset);
+    const data = inMemoryShards(config, dataset, FORMAT);
     if (r === VICTIM) {
       const read = data.readShard.bind(data);
-      data.readShard = async (batch, rank, images, labels) => {
-        const n = await read(batch, rank, images, labels);
-        for (let e = 0; e < n; e++) originals.push(images.slice(e * MNIST_PIXELS, (e + 1) * MNIST_PIXELS));
+      data.readShard = async (batch, rank, features, labels) => {
+        const n = await read(batch, rank, features, labels);
+        for (let e = 0; e < n; e++) originals.push(features.slice(e * PIXELS, (e + 1) * PIXELS));
         return n;
       };
     }
@@ -106,27 +113,28 @@ async function recordStep(dataset: MnistDataset, share: number, algorithm: Algor
   return { sent, originals, length };
 }
 
-/** Each original's best similarity to any of STRANGERS other digits of the set. */
-function nearestStrangers(dataset: MnistDataset, originals: readonly Float32Array[]): number[] {
+/** Each original's best similarity to any of STRANGERS other drawings of the training split. */
+function nearestStrangers(dataset: LoadedDataset, originals: readonly Float32Array[]): number[] {
   const others: Float32Array[] = [];
-  for (let i = 0; others.length < STRANGERS && i < dataset.trainCount; i += 3) {
-    others.push(Float32Array.from(dataset.pixels.subarray(i * MNIST_PIXELS, (i + 1) * MNIST_PIXELS), (p) => p * PIXEL_SCALE));
+  for (let i = 0; others.length < STRANGERS && i < dataset.train.count; i += 3) {
+    others.push(Float32Array.from(dataset.train.features.subarray(i * PIXELS, (i + 1) * PIXELS), (p) => p * FORMAT.byteScale));
   }
   return originals.map((x) => Math.max(...others.filter((o) => cosine(o, x) < 0.999_999).map((o) => cosine(o, x))));
 }
 
 function picture(columns: Float32Array[][]): { png: Buffer; width: number; height: number } {
   const rows = columns[0]!.length;
-  const size = CELL * ZOOM;
-  const width = columns.length * (size + GAP) + GAP;
-  const height = rows * (size + GAP) + GAP;
+  const cellWidth = IMAGE_COLS * ZOOM;
+  const cellHeight = IMAGE_ROWS * ZOOM;
+  const width = columns.length * (cellWidth + GAP) + GAP;
+  const height = rows * (cellHeight + GAP) + GAP;
   const pixels = new Uint8Array(width * height).fill(255);
   columns.forEach((column, c) =>
     column.forEach((image, r) => {
       const gray = toGray(image);
-      for (let y = 0; y < size; y++) {
-        for (let x = 0; x < size; x++) {
-          pixels[(GAP + r * (size + GAP) + y) * width + GAP + c * (size + GAP) + x] = gray[Math.floor(y / ZOOM) * CELL + Math.floor(x / ZOOM)]!;
+      for (let y = 0; y < cellHeight; y++) {
+        for (let x = 0; x < cellWidth; x++) {
+          pixels[(GAP + r * (cellHeight + GAP) + y) * width + GAP + c * (cellWidth + GAP) + x] = gray[Math.floor(y / ZOOM) * IMAGE_COLS + Math.floor(x / ZOOM)]!;
         }
       }
     }),
@@ -138,7 +146,10 @@ function picture(columns: Float32Array[][]): { png: Buffer; width: number; heigh
 
 async function main(): Promise<void> {
   await tf.setBackend('cpu');
-  const dataset = packMnistFromPackage();
+  if (FORMAT.shape.length !== 3 || CHANNELS !== 1 || DENSE_LAYER.inputs !== PIXELS) {
+    throw new Error(`the leak demo pictures grey images read back from a dense first layer: the ${WORKLOAD.name} takes examples of shape [${FORMAT.shape.join(', ')}]`);
+  }
+  const dataset = await loadDataset(DATASET);
   const rows: LeakRow[] = [];
   for (const share of SHARES) {
     const columns: Float32Array[][] = [];
@@ -150,7 +161,7 @@ async function main(): Promise<void> {
         if (seen === null) throw new Error(`${vantage} receives no lone values from rank ${VICTIM} of ${N}`);
         if (seen.length !== length) throw new Error(`${vantage}: a length of ${seen.length} read from the messages, the buffer has ${length}`);
         const strangers = nearestStrangers(dataset, originals);
-        const matches = bestMatches(originals, mlpCandidates(seen));
+        const matches = bestMatches(originals, denseCandidates(seen, DENSE_LAYER));
         const identified = matches.filter((m, i) => m.similarity > strangers[i]!).length;
         const finite = seen.reduce((a, v) => a + (Number.isFinite(v) ? 1 : 0), 0);
         rows.push({
@@ -165,12 +176,12 @@ async function main(): Promise<void> {
         console.log(`share ${share}, ${vantage}${secure ? ', secure' : ''}: ${identified} of ${originals.length} drawings identified, mean similarity ${rows.at(-1)!.meanSimilarity.toFixed(3)} (nearest stranger ${(strangers.reduce((a, b) => a + b, 0) / strangers.length).toFixed(3)}), ${(100 * finite / length).toFixed(0)} % of the buffer seen`);
         originalsShown = originals.slice(0, PICTURED);
         if (!secure || vantage === 'hub') {
-          columns.push(matches.slice(0, PICTURED).map((m) => m.candidate?.pixels ?? new Float32Array(MNIST_PIXELS).fill(Number.NaN)));
+          columns.push(matches.slice(0, PICTURED).map((m) => m.candidate?.pixels ?? new Float32Array(PIXELS).fill(Number.NaN)));
         }
       }
     }
     const { png } = picture([originalsShown, ...columns]);
-    const out = join(ROOT, 'docs', 'privacy', `leak-mlp-share${share}.png`);
+    const out = join(ROOT, 'docs', 'privacy', `leak-${WORKLOAD.model}-share${share}.png`);
     mkdirSync(dirname(out), { recursive: true });
     writeFileSync(out, png);
   }
@@ -179,9 +190,9 @@ async function main(): Promise<void> {
 
 function writeReport(rows: LeakRow[]): void {
   mkdirSync(join(ROOT, 'bench'), { recursive: true });
-  writeFileSync(join(ROOT, 'bench', 'leak.json'), `${JSON.stringify({ n: N, victim: VICTIM, model: 'mlp', rows }, null, 2)}\n`);
+  writeFileSync(join(ROOT, 'bench', 'leak.json'), `${JSON.stringify({ n: N, victim: VICTIM, model: WORKLOAD.model, rows }, null, 2)}\n`);
   const lines = [
-    `# What one step leaks of a student's drawings (MLP, ${N} students, \`npm run leak\`)`,
+    `# What one step leaks of a student's drawings (${WORKLOAD.name}, ${N} students, \`npm run leak\`)`,
     '',
     '| share | receiver | secure aggregation | buffer seen | drawings identified | mean similarity |',
     '|---|---|---|---|---|---|',

@@ -3,10 +3,11 @@
  * schema both sides validate, and the checkpoint id rules. The chief writes checkpoints
  * (checkpoint-writer.ts); the server stores them (signaling-server/rooms/checkpoint-store.ts).
  */
+import { startConfigSchema } from '../tasks/start-config';
 import { z } from 'zod';
 import { sha256 } from '@noble/hashes/sha2.js';
 import { bytesToHex } from '@noble/hashes/utils.js';
-import { BACKENDS, MAX_OWN_SEQ, MAX_ROOM_MEMBERS, WORKER_KINDS, roomNameSchema, startConfigSchema } from '../protocol';
+import { BACKENDS, MAX_OWN_SEQ, MAX_ROOM_MEMBERS, WORKER_KINDS, roomNameSchema } from '../protocol';
 
 /** The files of one checkpoint folder, and the multipart field names of an upload. */
 export const CHECKPOINT_FILES = {
@@ -50,7 +51,7 @@ export const checkpointMetadataSchema = z.strictObject({
     .optional(),
   /**
    * A run on the class's own data: the epoch's roster, each device's store key and count of
-   * examples (key 0: the server's digits in `mnist+own`; shared/data/own-data.ts), never
+   * examples (key 0: the server's dataset in `dataset+own`; shared/data/own-data.ts), never
    * an example. Null or absent otherwise.
    */
   ownRoster: z
@@ -117,6 +118,9 @@ export interface CheckpointInfo {
   writerName: string;
   trust: CheckpointTrust;
   weightsHash: string;
+  /** The task and model it is of (its run's config): which page panel tries it, which run may resume from it. */
+  task: string;
+  model: string;
   /** The model's classes in output order (its run's config): what its outputs mean. */
   classes: readonly string[];
 }

@@ -4,7 +4,7 @@
  *
  * tfjs-backend-cpu's own Conv2DBackpropFilter reads every element through
  * TensorBuffer.get(), which recomputes a flat index from four coordinates at every multiply:
- * 4.3 s of a 4.5 s step for the small CNN at batch 64 on this project's build machine, where
+ * 4.3 s of a 4.5 s step for a small convolutional model at batch 64 on this project's build machine, where
  * the forward convolution takes 0.1 s. This one walks the typed arrays directly, output
  * position by output position, and skips the zeros ReLU leaves in its input; it sums in
  * float64, as the original does, and stores float32. Channels-first data goes to the

@@ -11,9 +11,9 @@
  * anything else on the device (another tab, a garbage collection) only ever adds time.
  */
 import * as tf from '@tensorflow/tfjs';
-import { DEFAULT_START_CONFIG, type DeviceClass, type DeviceProbe, type ModelKind } from '../protocol';
-import { MNIST_CLASSES } from '../data/mnist-format';
-import { buildModel } from './models';
+import type { DeviceClass, DeviceProbe } from '../protocol';
+import { DEFAULT_TASK, taskOf } from '../tasks/registry';
+import { batchShape, buildModel } from './models';
 import { sleep, systemClock, type Clock } from '../util/clock';
 
 /** Examples per probe pass: small, so that a phone is done in about a second. */
@@ -25,8 +25,9 @@ const PROBE_SEED = 1;
 
 export interface ProbeOptions {
   device: DeviceClass;
-  /** Default: the start config's default model, the one most runs train. */
-  model?: ModelKind;
+  /** Default: the default task and its default model, the one most runs train. */
+  task?: string;
+  model?: string;
   clock?: Clock;
   /** A fault a test plays (FaultInjector.slowMsPerExample): the probe sees the same slow device the trainer will. */
   slowMsPerExample?: number;
@@ -34,12 +35,15 @@ export interface ProbeOptions {
 
 /** Runs the probe on the current tfjs backend; leaves no tensor behind. */
 export async function probeDevice(options: ProbeOptions): Promise<DeviceProbe> {
-  const model = options.model ?? DEFAULT_START_CONFIG.model;
+  const task = taskOf(options.task ?? DEFAULT_TASK.id);
+  const model = options.model ?? task.models[0]!.id;
+  const outputs = task.outputs.length;
   const clock = options.clock ?? systemClock;
-  const net = buildModel(model, PROBE_SEED);
+  const net = buildModel({ task: task.id, model, seed: PROBE_SEED, classes: [...task.outputs] });
   const variables = net.trainableWeights.map((w) => (w as unknown as { val: tf.Variable }).val);
-  const x = tf.randomUniform([PROBE_BATCH, 28, 28, 1], 0, 1, 'float32', PROBE_SEED);
-  const y = tf.tidy(() => tf.oneHot(tf.tensor1d(Int32Array.from({ length: PROBE_BATCH }, (_, i) => i % MNIST_CLASSES), 'int32'), MNIST_CLASSES));
+  // Any input of the right shape: the time does not depend on the values (symbol indices read 0).
+  const x = tf.randomUniform(batchShape(task.id, PROBE_BATCH), 0, 1, 'float32', PROBE_SEED);
+  const y = tf.tidy(() => tf.oneHot(tf.tensor1d(Int32Array.from({ length: PROBE_BATCH }, (_, i) => i % outputs), 'int32'), outputs));
   try {
     const times: number[] = [];
     for (let pass = 0; pass <= PROBE_PASSES; pass++) {
@@ -52,7 +56,7 @@ export async function probeDevice(options: ProbeOptions): Promise<DeviceProbe> {
       if (options.slowMsPerExample) await sleep(clock, options.slowMsPerExample * PROBE_BATCH);
       if (pass > 0) times.push(clock.now() - t0);
     }
-    return { device: options.device, model, msPerExample: Math.max(Math.min(...times) / PROBE_BATCH, 1e-3) };
+    return { device: options.device, task: task.id, model, msPerExample: Math.max(Math.min(...times) / PROBE_BATCH, 1e-3) };
   } finally {
     x.dispose();
     y.dispose();

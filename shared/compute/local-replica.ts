@@ -4,11 +4,12 @@
  * unit tests use it in-process. Identical inputs in, identical weights out.
  */
 import * as tf from '@tensorflow/tfjs';
-import { MNIST_PIXELS } from '../data/mnist-format';
+import { featureCount } from '../tasks/task';
+import { taskOf } from '../tasks/registry';
 import { WeightsHasher } from '../util/weights-hash';
 import { threadsNow } from '../util/clock';
 import { WebringError } from '../protocol/errors';
-import { buildModel, buildOptimizer, predictDigit, setLearningRate } from './models';
+import { buildModel, buildOptimizer, predictBatch, setLearningRate } from './models';
 import {
   createOptimizerSlots,
   loadOptimizerWeights,
@@ -17,7 +18,7 @@ import {
   optimizerStateVariables,
   setOptimizerIterations,
 } from './optimizer-state';
-import type { Applied, Examples, Gradients, Replica, ReplicaSnapshot, ReplicaSpec, WeightSpec } from './replica';
+import type { Applied, Examples, Gradients, Replica, ReplicaSnapshot, ReplicaSpec, Scored, WeightSpec } from './replica';
 
 export class LocalReplica implements Replica {
   readonly parameterCount: number;
@@ -27,6 +28,9 @@ export class LocalReplica implements Replica {
   private readonly variables: tf.Variable[];
   private readonly offsets: number[] = [];
   private readonly spec: ReplicaSpec;
+  /** Numbers in one example, and one example's shape (the task's). */
+  private readonly features: number;
+  private readonly exampleShape: readonly number[];
   /** Bumped whenever the weights change, so the hash is read back only when needed. */
   private weightsVersion = 0;
   private hashCache: { version: number; hash: string } | null = null;
@@ -34,7 +38,10 @@ export class LocalReplica implements Replica {
   constructor(spec: ReplicaSpec) {
     const { config } = spec;
     this.spec = spec;
-    this.model = buildModel(config.model, config.seed, config.classes.length);
+    const { example } = taskOf(config.task);
+    this.features = featureCount(example);
+    this.exampleShape = example.shape;
+    this.model = buildModel(config);
     this.optimizer = buildOptimizer(config.optimizer, config.learningRate);
     this.variables = this.model.trainableWeights.map((w) => (w as unknown as { val: tf.Variable }).val);
     createOptimizerSlots(config.optimizer, this.optimizer, this.variables);
@@ -62,9 +69,9 @@ export class LocalReplica implements Replica {
       // Read every gradient back at once; the GPU queue overlaps the copies.
       const gradData = await Promise.all(this.variables.map((v) => grads[v.name]!.data()));
       gradData.forEach((g, i) => flat.set(g as Float32Array, this.offsets[i]));
-      const { images, labels } = examples;
+      const { features, labels } = examples;
       const timing = { computeMs: tReadback - t0, readbackMs: performance.now() - tReadback };
-      result = { flat, images, labels, loss: lossData[0]!, correct: correctData[0]!, ...timing, startedAt, endedAt: 0, numTensors: 0 };
+      result = { flat, features, labels, loss: lossData[0]!, correct: correctData[0]!, ...timing, startedAt, endedAt: 0, numTensors: 0 };
     } finally {
       value.dispose();
       correct.dispose();
@@ -76,9 +83,9 @@ export class LocalReplica implements Replica {
   }
 
   /** Forward and backward over the first `n` examples, with a SUM loss; the caller disposes what it returns. */
-  private backprop({ images, labels, n }: Examples): { value: tf.Scalar; grads: tf.NamedTensorMap; correct: tf.Tensor } {
+  private backprop({ features, labels, n }: Examples): { value: tf.Scalar; grads: tf.NamedTensorMap; correct: tf.Tensor } {
     return tf.tidy(() => {
-      const x = tf.tensor4d(images.subarray(0, n * MNIST_PIXELS), [n, 28, 28, 1]);
+      const x = this.batch(features, n);
       const y = tf.tensor1d(labels.subarray(0, n), 'int32');
       const oneHot = tf.oneHot(y, this.spec.config.classes.length);
       let correctCount: tf.Tensor | null = null;
@@ -110,25 +117,34 @@ export class LocalReplica implements Replica {
     return { flat, weightsHash, startedAt, appliedAt, endedAt: threadsNow() };
   }
 
-  async score({ images, labels, n }: Examples): Promise<{ correct: number; images: Float32Array; labels: Int32Array }> {
+  async score({ features, labels, n }: Examples): Promise<Scored> {
     // As in applyGradients, the tensors may alias the buffers and live only inside this tidy.
-    const hits = tf.tidy(() => {
-      const logits = this.model.apply(tf.tensor4d(images.subarray(0, n * MNIST_PIXELS), [n, 28, 28, 1]), { training: false }) as tf.Tensor2D;
-      return tf.sum(tf.cast(tf.equal(tf.argMax(logits, -1), tf.tensor1d(labels.subarray(0, n), 'int32')), 'float32'));
+    const sums = tf.tidy(() => {
+      const logits = this.model.apply(this.batch(features, n), { training: false }) as tf.Tensor2D;
+      const y = tf.tensor1d(labels.subarray(0, n), 'int32');
+      const hits = tf.sum(tf.cast(tf.equal(tf.argMax(logits, -1), y), 'float32'));
+      const loss = tf.losses.softmaxCrossEntropy(tf.oneHot(y, this.spec.config.classes.length), logits, undefined, undefined, tf.Reduction.SUM);
+      return tf.stack([hits, loss]);
     });
     try {
-      return { correct: (await hits.data())[0]!, images, labels };
+      const [correct, loss] = (await sums.data()) as Float32Array;
+      return { correct: correct!, loss: loss!, features, labels };
     } finally {
-      hits.dispose();
+      sums.dispose();
     }
   }
 
-  predict(image: Float32Array): Promise<Float32Array> {
-    return predictDigit(this.model, image);
+  predict(features: Float32Array, n: number): Promise<Float32Array> {
+    return predictBatch(this.model, features.subarray(0, n * this.features), [n, ...this.exampleShape]);
+  }
+
+  /** The first `n` examples of `features` as the model's input, [n, ...the example's shape]; inside a tidy. */
+  private batch(features: Float32Array, n: number): tf.Tensor {
+    return tf.tensor(features.subarray(0, n * this.features), [n, ...this.exampleShape], 'float32');
   }
 
   async rehearse(n: number): Promise<void> {
-    const examples = { images: new Float32Array(n * MNIST_PIXELS), labels: new Int32Array(n), n };
+    const examples = { features: new Float32Array(n * this.features), labels: new Int32Array(n), n };
     const { flat } = await this.computeGradients(examples, new Float32Array(this.parameterCount));
     await this.applyGradients(flat, 0);
   }
@@ -212,7 +228,7 @@ export class LocalReplica implements Replica {
   async load(snapshot: Pick<ReplicaSnapshot, 'weightSpecs' | 'weights' | 'optimizerSpecs' | 'optimizerData'>): Promise<void> {
     const specs = snapshot.weightSpecs;
     if (specs.length !== this.variables.length) {
-      throw new WebringError('ERR_BAD_DATA', `checkpoint has ${specs.length} weights, the ${this.spec.config.model} has ${this.variables.length}`);
+      throw new WebringError('ERR_BAD_DATA', `checkpoint has ${specs.length} weights, the ${this.spec.config.task} task's ${this.spec.config.model} has ${this.variables.length}`);
     }
     // By position: layer names differ between pages, the order of the weights does not.
     specs.forEach((s, i) => {

@@ -1,43 +1,31 @@
 /**
- * The two models a class can train. Both take [batch, 28, 28, 1] images in 0..1 and
- * output 10 logits; the softmax lives in the loss (numerically stable) and in prediction.
+ * What every model needs whatever its task (the models themselves are the tasks':
+ * shared/tasks/models.ts): the build, seeded for the run; prediction; the optimizers.
  * Initialisers are seeded so every replica starts from identical weights even before the
  * chief's state is broadcast.
  */
 import * as tf from '@tensorflow/tfjs';
-import type { ModelKind } from '../protocol';
-import { MNIST_CLASSES, MNIST_COLS, MNIST_ROWS } from '../data/mnist-format';
+import type { StartConfig } from '../protocol';
+import { modelsOf } from '../tasks/models';
+import { taskOf } from '../tasks/registry';
 import { useFastCpuKernels } from './cpu-kernels';
 
-// Before any model trains: the CPU backend's own filter gradient makes a CNN step 10× slower.
+// Before any model trains: the CPU backend's own filter gradient makes a convolutional model's step 10× slower.
 useFastCpuKernels();
 
-export const INPUT_SHAPE = [MNIST_ROWS, MNIST_COLS, 1];
-
-/** The model of `kind` with `classes` outputs (MNIST's 10 unless the run names its own classes). */
-export function buildModel(kind: ModelKind, seed: number, classes: number = MNIST_CLASSES): tf.LayersModel {
-  const init = (offset: number) => tf.initializers.glorotUniform({ seed: seed + offset });
-  const model = tf.sequential();
-  if (kind === 'mlp') {
-    model.add(tf.layers.flatten({ inputShape: INPUT_SHAPE }));
-    model.add(tf.layers.dense({ units: 128, activation: 'relu', kernelInitializer: init(1) }));
-    model.add(tf.layers.dense({ units: classes, kernelInitializer: init(2) }));
-  } else {
-    model.add(
-      tf.layers.conv2d({ inputShape: INPUT_SHAPE, filters: 8, kernelSize: 5, activation: 'relu', kernelInitializer: init(1) }),
-    );
-    model.add(tf.layers.maxPooling2d({ poolSize: 2, strides: 2 }));
-    model.add(tf.layers.conv2d({ filters: 16, kernelSize: 5, activation: 'relu', kernelInitializer: init(2) }));
-    model.add(tf.layers.maxPooling2d({ poolSize: 2, strides: 2 }));
-    model.add(tf.layers.flatten());
-    model.add(tf.layers.dense({ units: classes, kernelInitializer: init(3) }));
-  }
-  return model;
+/** The run's model: the task's builder, seeded, with one output per class or symbol. */
+export function buildModel(config: Pick<StartConfig, 'task' | 'model' | 'seed' | 'classes'>): tf.LayersModel {
+  return modelsOf(config.task).build(config.model, config.seed, config.classes.length);
 }
 
-/** Class probabilities for one 28×28 image (values 0..1): one forward pass and a softmax. */
-export async function predictDigit(model: tf.LayersModel, image: Float32Array): Promise<Float32Array> {
-  const probabilities = tf.tidy(() => tf.softmax(model.predict(tf.tensor4d(image, [1, MNIST_ROWS, MNIST_COLS, 1])) as tf.Tensor2D));
+/** The shape of a batch of `n` examples of the task of `config`: [n, ...the task's example shape]. */
+export function batchShape(task: string, n: number): number[] {
+  return [n, ...taskOf(task).example.shape];
+}
+
+/** Output probabilities for `n` examples (their features in `features`): one forward pass and a softmax. */
+export async function predictBatch(model: tf.LayersModel, features: Float32Array, shape: number[]): Promise<Float32Array> {
+  const probabilities = tf.tidy(() => tf.softmax(model.predict(tf.tensor(features, shape, 'float32')) as tf.Tensor2D));
   try {
     return (await probabilities.data()) as Float32Array;
   } finally {

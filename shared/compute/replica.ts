@@ -35,9 +35,9 @@ export interface ReplicaSnapshot {
   optimizerData: Uint8Array;
 }
 
-/** A batch of examples in the trainer's reused buffers: `n` images of 28×28 floats and their labels. */
+/** A batch of examples in the trainer's reused buffers: `n` examples of F floats each (the task's example shape, row-major) and their targets, indices into the outputs. */
 export interface Examples {
-  images: Float32Array;
+  features: Float32Array;
   labels: Int32Array;
   n: number;
 }
@@ -46,7 +46,7 @@ export interface Examples {
 export interface Gradients {
   /** The buffer that was passed, holding the gradient sums in [0, parameterCount). */
   flat: Float32Array;
-  images: Float32Array;
+  features: Float32Array;
   labels: Int32Array;
   /** Sum of the examples' losses, and how many the model got right. */
   loss: number;
@@ -72,6 +72,14 @@ export interface Applied {
   endedAt: number;
 }
 
+/** What scoring a batch returns: the buffers back, the examples predicted right, and their summed loss. */
+export interface Scored {
+  correct: number;
+  loss: number;
+  features: Float32Array;
+  labels: Int32Array;
+}
+
 export interface Replica {
   /** Floats of the model's weights, in variable order. */
   readonly parameterCount: number;
@@ -84,10 +92,13 @@ export interface Replica {
   computeGradients(examples: Examples, flat: Float32Array): Promise<Gradients>;
   /** Applies `flat[0, parameterCount)` (the mean gradient) through the optimizer at `learningRate`; the buffer comes back. */
   applyGradients(flat: Float32Array, learningRate: number): Promise<Applied>;
-  /** How many of the first `n` examples the model classifies right (evaluation). */
-  score(examples: Examples): Promise<{ correct: number; images: Float32Array; labels: Int32Array }>;
-  /** Class probabilities for one 28×28 image (values 0..1), from the live weights: the digit pad's guess. */
-  predict(image: Float32Array): Promise<Float32Array>;
+  /** How many of the first `n` examples the model predicts right, and their summed loss (nats): the evaluation. */
+  score(examples: Examples): Promise<Scored>;
+  /**
+   * Output probabilities for the `n` examples in `features` (n × F floats), from the live
+   * weights: n × outputs floats. The try panels ask it (the digit pad's guess, a name's next letter).
+   */
+  predict(features: Float32Array, n: number): Promise<Float32Array>;
   /** One blank forward, backward and update, so the first real step runs on warm kernels (what it changes, the hand-over replaces). */
   rehearse(n: number): Promise<void>;
   /** The weights' fingerprint (shared/util/weights-hash.ts); cached until the weights change. */
@@ -109,7 +120,7 @@ export interface Replica {
 
 /** What a replica is built from: the run's model, its seed and optimizer, and a test's fault. */
 export interface ReplicaSpec {
-  config: Pick<StartConfig, 'model' | 'seed' | 'classes' | 'optimizer' | 'learningRate'>;
+  config: Pick<StartConfig, 'task' | 'model' | 'seed' | 'classes' | 'optimizer' | 'learningRate'>;
   /**
    * A fault a test plays: every gradient computation holds the compute thread this long, as
    * a device whose maths is slow does (in a thread, the network side still answers).

@@ -8,7 +8,7 @@
 import { WebringError } from '../protocol/errors';
 import type { Backend, DeviceClass, DeviceProbe } from '../protocol';
 import type { BackendInfo, Compute } from './compute';
-import type { Applied, Examples, Gradients, Replica, ReplicaSnapshot, ReplicaSpec } from './replica';
+import type { Applied, Examples, Gradients, Replica, ReplicaSnapshot, ReplicaSpec, Scored } from './replica';
 import { buffersOf, type ComputeReply, type ComputeRequest, type CreateReply, type ReplicaMethod, type ThreadPort } from './thread-messages';
 
 /** The caller's port also learns when the thread is gone (it failed to load, or crashed). */
@@ -125,12 +125,12 @@ class ThreadReplica implements Replica {
     return applied;
   }
 
-  score(examples: Examples): Promise<{ correct: number; images: Float32Array; labels: Int32Array }> {
+  score(examples: Examples): Promise<Scored> {
     return this.call('score', [examples], true);
   }
 
-  predict(image: Float32Array): Promise<Float32Array> {
-    return this.call('predict', [image]);
+  predict(features: Float32Array, n: number): Promise<Float32Array> {
+    return this.call('predict', [features, n]);
   }
 
   rehearse(n: number): Promise<void> {

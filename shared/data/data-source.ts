@@ -1,14 +1,14 @@
 /**
  * Where a replica's examples come from. The trainer asks a DataSource for the global batch
  * of each step and for this replica's part of it; it never looks at a dataset itself.
- * Workers stream theirs from the server's data service (streamed-mnist.ts); the in-memory
- * MNIST shards below serve the unit tests and any worker that holds a whole dataset.
+ * Workers stream theirs from the server's data service (streamed-dataset.ts); the in-memory
+ * shards below serve the unit tests and any worker that holds a whole dataset.
  * Another source (a class's own drawings, say, in unequal shares) plugs in without touching
  * the training loop, as long as every replica's source agrees on the global batches.
  */
-import { MNIST_PIXELS, type MnistDataset } from './mnist-format';
-import { PIXEL_SCALE } from './example-cache';
 import type { StartConfig } from '../protocol';
+import type { ExampleFormat, LoadedDataset } from '../tasks/task';
+import { featureCount } from '../tasks/task';
 import { maxShareOf } from './batch-plan';
 import { globalBatchSize, nextBatch, type BatchSplit, type DataCursor, type GlobalBatch } from './batch-plan';
 import { EpochPermutation, testShardOf } from './sharding';
@@ -27,12 +27,12 @@ export interface DataSource {
    */
   nextBatch(cursor: DataCursor, worldSize: number, split?: BatchSplit): GlobalBatch;
   /**
-   * Writes rank `rank`'s examples of `batch` (its slice, `batch.slices[rank]`) to the front of `images` (pixels 0..1, row-major
-   * 28×28) and `labels`; resolves to how many. Called once per step, so it reuses its
+   * Writes rank `rank`'s examples of `batch` (its slice, `batch.slices[rank]`) to the front
+   * of `features` (F numbers each, as the model takes them) and `labels`; resolves to how many. Called once per step, so it reuses its
    * buffers; a streamed source resolves once the examples have arrived, and rejects
    * rather than hand over anything else.
    */
-  readShard(batch: GlobalBatch, rank: number, images: Float32Array, labels: Int32Array): Promise<number>;
+  readShard(batch: GlobalBatch, rank: number, features: Float32Array, labels: Int32Array): Promise<number>;
   /**
    * Starts fetching rank `rank`'s examples of `batch` and the steps after it, without
    * waiting: a joiner learns its first batch from the hand-over's agreement round and
@@ -48,8 +48,8 @@ export interface DataSource {
   readonly agreement?: DataAgreement;
   /** The test examples rank `rank` of `worldSize` scores in an evaluation. */
   testShard(rank: number, worldSize: number): { start: number; count: number };
-  /** Writes test examples [start, start + count) to the front of `images` and `labels`. */
-  readTest(start: number, count: number, images: Float32Array, labels: Int32Array): Promise<void>;
+  /** Writes test examples [start, start + count) to the front of `features` and `labels`. */
+  readTest(start: number, count: number, features: Float32Array, labels: Int32Array): Promise<void>;
 }
 
 /**
@@ -107,27 +107,30 @@ export interface DataContext {
 export type DataFactory = (config: StartConfig, context: DataContext) => DataSource;
 
 /**
- * The MNIST training split sharded as tf.data shards for MultiWorkerMirroredStrategy
+ * A dataset held in memory, sharded as tf.data shards for MultiWorkerMirroredStrategy
  * (sharding.ts): one seeded permutation per epoch, each rank a contiguous slice of every
  * global batch of `perWorker` × N examples, as the batch plan cut it (batch-plan.ts).
  */
-export class MnistShards implements DataSource {
+export class InMemoryShards implements DataSource {
   private readonly permutation: EpochPermutation;
   private readonly indices: Uint32Array;
+  private readonly features: number;
 
   constructor(
-    private readonly dataset: MnistDataset,
+    private readonly dataset: LoadedDataset,
+    private readonly format: ExampleFormat,
     private readonly perWorker: number,
     seed: number,
     /** The most examples of one shard: perWorker, or more when shares follow speed (share-balancer.ts). */
     private readonly maxShare = perWorker,
   ) {
-    this.permutation = new EpochPermutation(dataset.trainCount, seed);
+    this.features = featureCount(format);
+    this.permutation = new EpochPermutation(dataset.train.count, seed);
     this.indices = new Uint32Array(maxShare);
   }
 
   get trainCount(): number {
-    return this.dataset.trainCount;
+    return this.dataset.train.count;
   }
 
   get maxShardExamples(): number {
@@ -139,37 +142,35 @@ export class MnistShards implements DataSource {
   }
 
   nextBatch(cursor: DataCursor, worldSize: number, split?: BatchSplit): GlobalBatch {
-    return nextBatch(cursor, this.perWorker, worldSize, this.dataset.trainCount, split);
+    return nextBatch(cursor, this.perWorker, worldSize, this.trainCount, split);
   }
 
-  readShard(batch: GlobalBatch, rank: number, images: Float32Array, labels: Int32Array): Promise<number> {
+  readShard(batch: GlobalBatch, rank: number, features: Float32Array, labels: Int32Array): Promise<number> {
     const indices = this.permutation.sliceInto(this.indices, batch, rank);
-    const px = this.dataset.pixels;
-    for (let i = 0; i < indices.length; i++) {
-      const idx = indices[i]!;
-      const src = idx * MNIST_PIXELS;
-      const dst = i * MNIST_PIXELS;
-      for (let p = 0; p < MNIST_PIXELS; p++) images[dst + p] = px[src + p]! * PIXEL_SCALE;
-      labels[i] = this.dataset.labels[idx]!;
-    }
+    for (let i = 0; i < indices.length; i++) this.copy(this.dataset.train, indices[i]!, features, labels, i);
     return Promise.resolve(indices.length);
   }
 
   testShard(rank: number, worldSize: number): { start: number; count: number } {
-    const { start, count } = testShardOf(rank, worldSize, this.dataset.testCount);
-    // The packed file keeps its test digits after the training ones.
-    return { start: this.dataset.trainCount + start, count };
+    return testShardOf(rank, worldSize, this.dataset.test.count);
   }
 
-  readTest(start: number, count: number, images: Float32Array, labels: Int32Array): Promise<void> {
-    const px = this.dataset.pixels;
-    for (let i = 0; i < count * MNIST_PIXELS; i++) images[i] = px[start * MNIST_PIXELS + i]! * PIXEL_SCALE;
-    for (let i = 0; i < count; i++) labels[i] = this.dataset.labels[start + i]!;
+  readTest(start: number, count: number, features: Float32Array, labels: Int32Array): Promise<void> {
+    for (let i = 0; i < count; i++) this.copy(this.dataset.test, start + i, features, labels, i);
     return Promise.resolve();
+  }
+
+  private copy(split: LoadedDataset['train'], index: number, features: Float32Array, labels: Int32Array, at: number): void {
+    const f = this.features;
+    const scale = this.format.byteScale;
+    const src = index * f;
+    const dst = at * f;
+    for (let p = 0; p < f; p++) features[dst + p] = split.features[src + p]! * scale;
+    labels[at] = split.labels[index]!;
   }
 }
 
 /** The in-memory shards a config asks for: its batch per worker and its seed. */
-export function mnistShards(config: Pick<StartConfig, 'batchSizePerWorker' | 'seed' | 'balanceShares'>, dataset: MnistDataset): MnistShards {
-  return new MnistShards(dataset, config.batchSizePerWorker, config.seed, maxShareOf(config));
+export function inMemoryShards(config: Pick<StartConfig, 'batchSizePerWorker' | 'seed' | 'balanceShares'>, dataset: LoadedDataset, format: ExampleFormat): InMemoryShards {
+  return new InMemoryShards(dataset, format, config.batchSizePerWorker, config.seed, maxShareOf(config));
 }

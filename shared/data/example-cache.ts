@@ -1,26 +1,33 @@
 /**
  * A bounded store of examples by dataset index, for a worker that streams its share of
- * the training set (shared/data/streamed-mnist.ts). It holds at most `capacity`
+ * the training set (shared/data/streamed-dataset.ts). It holds at most `capacity`
  * examples in two preallocated arrays; a new example takes the slot of the oldest one
  * stored (first in, first out: a worker consumes its examples in the order it fetched
- * them), so memory stays at capacity × 785 B however long the run.
+ * them), so memory stays at capacity × (1 + F) B however long the run.
  *
  * The step being assembled pins its examples (`pin`, then `unpinAll` once it has read
  * them). A pinned example is never evicted: eviction passes over it to the next oldest.
  * Pins are bounded by `maxPinned` (a step's shard), which is below `capacity`, so the cache
  * is never full of pinned examples and the capacity above holds with pins too. So a
- * prefetch plan that drifts ahead by more than the cache (the mnist+own livelock: its
+ * prefetch plan that drifts ahead by more than the cache (the dataset+own livelock: its
  * replies evicted what the step waited for, and the step fetched it again, forever) can
  * delay a step, never starve it.
  */
 import { WebringError } from '../protocol/errors';
-import { MNIST_PIXELS } from './mnist-format';
 
 const EMPTY = -1;
 
+/** What one cached example is: F feature bytes, which training reads as byte × scale. */
+export interface CachedFormat {
+  features: number;
+  byteScale: number;
+}
+
 export class ExampleCache {
   private readonly labels: Uint8Array;
-  private readonly pixels: Uint8Array;
+  private readonly featureBytes: Uint8Array;
+  private readonly features: number;
+  private readonly byteScale: number;
   /** Dataset index held by each slot, or EMPTY. */
   private readonly indexOf: Int32Array;
   /** Slot of each dataset index, or EMPTY. */
@@ -34,6 +41,7 @@ export class ExampleCache {
   private stored = 0;
 
   constructor(
+    format: CachedFormat,
     readonly capacity: number,
     /** Examples in the split: indices run 0 … size − 1. */
     size: number,
@@ -46,8 +54,10 @@ export class ExampleCache {
     if (maxPinned >= capacity && capacity < size) {
       throw new WebringError('ERR_INTERNAL', `an example cache of ${capacity} cannot keep ${maxPinned} pinned examples and still take new ones`);
     }
+    this.features = format.features;
+    this.byteScale = format.byteScale;
     this.labels = new Uint8Array(capacity);
-    this.pixels = new Uint8Array(capacity * MNIST_PIXELS);
+    this.featureBytes = new Uint8Array(capacity * this.features);
     this.indexOf = new Int32Array(capacity).fill(EMPTY);
     this.slotOf = new Int32Array(size).fill(EMPTY);
     this.isPinned = new Uint8Array(maxPinned > 0 ? size : 0);
@@ -82,8 +92,8 @@ export class ExampleCache {
     this.pinned = 0;
   }
 
-  /** Stores example `index` from a reply: its label, and its pixels at `pixels[at * 784 …]`. */
-  put(index: number, label: number, pixels: Uint8Array, at: number): void {
+  /** Stores example `index` from a reply: its target, and its features at `features[at * F …]`. */
+  put(index: number, label: number, features: Uint8Array, at: number): void {
     let slot = this.slotOf[index]!;
     if (slot === EMPTY) {
       slot = this.next;
@@ -97,21 +107,21 @@ export class ExampleCache {
       this.slotOf[index] = slot;
     }
     this.labels[slot] = label;
-    this.pixels.set(pixels.subarray(at * MNIST_PIXELS, (at + 1) * MNIST_PIXELS), slot * MNIST_PIXELS);
+    const f = this.features;
+    this.featureBytes.set(features.subarray(at * f, (at + 1) * f), slot * f);
   }
 
   /**
-   * Writes example `index` as training input: its pixels scaled to 0..1 into
-   * `images[at * 784 …]` and its label into `labels[at]`. The caller checked has(index).
+   * Writes example `index` as training input: its features scaled as the task says into
+   * `out[at * F …]` and its target into `labels[at]`. The caller checked has(index).
    */
-  read(index: number, images: Float32Array, labels: Int32Array, at: number): void {
+  read(index: number, out: Float32Array, labels: Int32Array, at: number): void {
     const slot = this.slotOf[index]!;
-    const src = slot * MNIST_PIXELS;
-    const dst = at * MNIST_PIXELS;
-    for (let p = 0; p < MNIST_PIXELS; p++) images[dst + p] = this.pixels[src + p]! * PIXEL_SCALE;
+    const f = this.features;
+    const scale = this.byteScale;
+    const src = slot * f;
+    const dst = at * f;
+    for (let p = 0; p < f; p++) out[dst + p] = this.featureBytes[src + p]! * scale;
     labels[at] = this.labels[slot]!;
   }
 }
-
-/** uint8 pixels to the 0..1 the models take. */
-export const PIXEL_SCALE = 1 / 255;

@@ -9,7 +9,6 @@
  * A worker reads with its member token, never the join code: an address locked out for
  * wrong join codes (a school NAT with one guesser behind it) still serves its members.
  */
-import type { DatasetKind } from '../protocol';
 import { WebringError, type ErrorCode } from '../protocol/errors';
 import { sleep, systemClock, type Clock } from '../util/clock';
 import { withDeadline } from '../util/deadline';
@@ -23,8 +22,8 @@ export const REQUEST_TIMEOUT_MS = 30_000;
 
 export interface Examples {
   labels: Uint8Array;
-  /** count × 784 bytes, 0..255. */
-  pixels: Uint8Array;
+  /** count × F bytes, the task's features. */
+  features: Uint8Array;
 }
 
 /** The examples `indices[0, count)` (ascending, distinct) of `split`, in that order. */
@@ -34,7 +33,9 @@ export interface HttpFetcherOptions {
   /** The server's origin, e.g. http://10.0.0.5:8080; '' for the page's own. */
   baseUrl: string;
   room: string;
-  dataset: DatasetKind;
+  dataset: string;
+  /** Features of one example (the task's F): a reply's length is checked against it. */
+  features: number;
   /**
    * The worker's member token now (Authorization: Bearer). Read at every attempt: a
    * worker that joined afresh after a drop has a new one.
@@ -71,7 +72,7 @@ export function httpExampleFetcher(options: HttpFetcherOptions): ExampleFetcher 
           clock,
         );
         if (res.ok) {
-          const examples = checkExamplesReply(new Uint8Array(await res.arrayBuffer()), count);
+          const examples = checkExamplesReply(new Uint8Array(await res.arrayBuffer()), count, options.features);
           if (waiting) {
             waiting = false;
             options.onWait?.(null);

@@ -36,14 +36,15 @@
  *
  * Balancing shares by speed does not apply: where an example is decides who trains it.
  *
- * **`mnist+own`.** The server's digits join the line as one more block (roster entry 0,
+ * **`dataset+own`.** The server's dataset joins the line as one more block (roster entry 0,
  * store key 0, which no store has), first in the roster. Its places in a step are cut
  * equally among the ring's ranks, and each reads its slice of them from the data service
- * at the block's own offset, cᵢ(O) of MNIST's permutation of the epoch. So the epoch is one
- * pass over MNIST and the class's examples together, each once. A step then covers
- * perWorker × N places, since every rank can train MNIST.
+ * at the block's own offset, cᵢ(O) of the dataset's permutation of the epoch. So the epoch is
+ * one pass over the dataset and the class's examples together, each once. A step then covers
+ * perWorker × N places, since every rank can train the dataset.
  */
-import { MNIST_PIXELS } from './mnist-format';
+import { featureCount } from '../tasks/task';
+import { taskOf } from '../tasks/registry';
 import { MAX_OWN_EXAMPLES_PER_DEVICE, MAX_OWN_SEQ, MAX_ROOM_MEMBERS, type StartConfig } from '../protocol';
 import { WebringError } from '../protocol/errors';
 import { mixSeed, permutationInto } from '../util/random';
@@ -51,13 +52,13 @@ import type { DataAgreement, DataSource, EpochRoster, RosterDevice } from './dat
 import { isHeldOut, type OwnExample, type OwnExamples } from './own-examples';
 import { batchOfSlices, cutBatch, globalBatchSize, ranksThatTrain, type DataCursor, type GlobalBatch } from './batch-plan';
 
-/** The server's digits beside the class's own: any DataSource, and a streamed one can be told what to fetch ahead. */
+/** The server's dataset beside the class's own: any DataSource, and a streamed one can be told what to fetch ahead. */
 export type SharedDigits = DataSource & {
   fetchAhead?(batches: readonly GlobalBatch[], rank: number): void;
   readonly stepsAhead?: number;
 };
 
-/** The roster's key for the server's digits in a `mnist+own` run: no store has it (newStoreKey never returns 0). */
+/** The roster's key for the server's dataset in a `dataset+own` run: no store has it (newStoreKey never returns 0). */
 export const SHARED_BLOCK_KEY = 0;
 /** Floats each rank contributes per agreement: its key as two 16-bit words, its count, its last seq + 1. */
 const RANK_FLOATS = 4;
@@ -140,9 +141,8 @@ function checkRosterTotal(devices: readonly RosterDevice[], what: string): void 
 }
 
 /**
- * A DataSource over this device's own examples. The test set: MNIST's test digits for a run
- * of the digits (`digitsTest`), else the 20% of its examples each device holds out, scored
- * where they are and summed through the ring (counts only).
+ * A DataSource over this device's own examples. The test set: the dataset's held-out split for
+ * a run of its classes (`datasetTest`), else the 20% each device holds out, scored in place.
  */
 export class OwnDataSource implements DataSource, DataAgreement {
   readonly agreement: DataAgreement = this;
@@ -150,6 +150,8 @@ export class OwnDataSource implements DataSource, DataAgreement {
   readonly stateFloats = ROSTER_STATE_FLOATS;
   private readonly perWorker: number;
   private readonly seed: number;
+  /** Numbers in one example (the task's F). */
+  private readonly features: number;
   private readonly classIndex: Map<string, number>;
   /** What each rank holds for the next roster, as last agreed (by rank of that ring), and the floats it came from. */
   private holdings: RosterDevice[] = [];
@@ -167,18 +169,19 @@ export class OwnDataSource implements DataSource, DataAgreement {
   private evaluating: Array<{ pixels: Float32Array; label: number }> = [];
 
   constructor(
-    config: Pick<StartConfig, 'batchSizePerWorker' | 'seed' | 'classes'>,
+    config: Pick<StartConfig, 'task' | 'batchSizePerWorker' | 'seed' | 'classes'>,
     /** This device's examples; null for a device that holds none. */
     private readonly store: OwnExamples | null,
-    private readonly digitsTest: Pick<DataSource, 'testShard' | 'readTest'> | null = null,
+    private readonly datasetTest: Pick<DataSource, 'testShard' | 'readTest'> | null = null,
     /**
-     * The server's digits, trained beside the class's own examples (`mnist+own`); null for
+     * The server's dataset, trained beside the class's own examples (`dataset+own`); null for
      * `own`. This source cuts them, so it plans their fetches ahead itself (fetchAhead).
      */
     private readonly shared: SharedDigits | null = null,
   ) {
     this.perWorker = config.batchSizePerWorker;
     this.seed = config.seed;
+    this.features = featureCount(taskOf(config.task).example);
     this.classIndex = new Map(config.classes.map((c, i) => [c, i]));
   }
 
@@ -224,11 +227,11 @@ export class OwnDataSource implements DataSource, DataAgreement {
       }
       const span = Math.min(globalBatchSize(this.perWorker, training), this.trainCount - offset);
       const at = { epoch, offset };
-      const digits = this.sharedBatch(at.offset, span, worldSize);
-      // Each rank trains what its device holds of the span, and its slice of the digits in it.
+      const fromDataset = this.sharedBatch(at.offset, span, worldSize);
+      // Each rank trains what its device holds of the span, and its slice of the dataset's examples in it.
       const slices = Array.from({ length: worldSize }, (_, r) => {
         const d = this.rankDevice[r] ?? -1;
-        return (d < 0 ? 0 : this.line!.consumed(d, at.offset + span) - this.line!.consumed(d, at.offset)) + digits.slices[r]!;
+        return (d < 0 ? 0 : this.line!.consumed(d, at.offset + span) - this.line!.consumed(d, at.offset)) + fromDataset.slices[r]!;
       });
       const batch = batchOfSlices(at, span, slices);
       if (batch.size > 0) return batch;
@@ -239,9 +242,9 @@ export class OwnDataSource implements DataSource, DataAgreement {
 
   /**
    * This rank's examples of `batch`: its own first (a deleted one is skipped, so it may
-   * return fewer than its share), then its slice of the server's digits in `mnist+own`.
+   * return fewer than its share), then its slice of the server's dataset in `dataset+own`.
    */
-  async readShard(batch: GlobalBatch, rank: number, images: Float32Array, labels: Int32Array): Promise<number> {
+  async readShard(batch: GlobalBatch, rank: number, features: Float32Array, labels: Int32Array): Promise<number> {
     const line = this.line;
     if (!line || line.roster.epoch !== batch.epoch) return 0;
     const span = batch.span;
@@ -254,20 +257,20 @@ export class OwnDataSource implements DataSource, DataAgreement {
         const example = examples[this.ownBlock[this.ownOrder[j]!]!]!;
         const label = this.classIndex.get(example.label);
         if (example.pixels === null || label === undefined) continue;
-        images.set(example.pixels, n * MNIST_PIXELS);
+        features.set(example.pixels, n * this.features);
         labels[n] = label;
         n++;
       }
     }
-    const digits = this.sharedBatch(batch.offset, span, batch.worldSize);
-    if (this.shared && digits.size > 0) {
+    const fromDataset = this.sharedBatch(batch.offset, span, batch.worldSize);
+    if (this.shared && fromDataset.size > 0) {
       this.planDigits(batch.offset + span, span, batch.worldSize, rank);
-      n += await this.shared.readShard(digits, rank, images.subarray(n * MNIST_PIXELS), labels.subarray(n));
+      n += await this.shared.readShard(fromDataset, rank, features.subarray(n * this.features), labels.subarray(n));
     }
     return n;
   }
 
-  /** Fetches the digits of the next steps of this epoch, as this membership would cut them. */
+  /** Fetches the dataset's examples of the next steps of this epoch, as this membership would cut them. */
   private planDigits(from: number, span: number, worldSize: number, rank: number): void {
     const shared = this.shared!;
     if (!shared.fetchAhead) return;
@@ -281,7 +284,7 @@ export class OwnDataSource implements DataSource, DataAgreement {
   }
 
   /**
-   * The server's digits a step covering [offset, offset + span) trains, as the digits' own
+   * The server's examples a step covering [offset, offset + span) trains, as the dataset's own
    * global batch: their permutation's epoch and offset, cut equally among the ranks
    * (cutBatch); size 0 without them.
    */
@@ -294,17 +297,17 @@ export class OwnDataSource implements DataSource, DataAgreement {
   }
 
   testShard(rank: number, worldSize: number): { start: number; count: number } {
-    if (this.digitsTest) return this.digitsTest.testShard(rank, worldSize);
+    if (this.datasetTest) return this.datasetTest.testShard(rank, worldSize);
     // Taken once per evaluation: an example deleted while it runs is still scored as it was.
     this.evaluating = this.heldOut();
     return { start: 0, count: this.evaluating.length };
   }
 
-  readTest(start: number, count: number, images: Float32Array, labels: Int32Array): Promise<void> {
-    if (this.digitsTest) return this.digitsTest.readTest(start, count, images, labels);
+  readTest(start: number, count: number, features: Float32Array, labels: Int32Array): Promise<void> {
+    if (this.datasetTest) return this.datasetTest.readTest(start, count, features, labels);
     for (let i = 0; i < count; i++) {
       const example = this.evaluating[start + i]!;
-      images.set(example.pixels, i * MNIST_PIXELS);
+      features.set(example.pixels, i * this.features);
       labels[i] = example.label;
     }
     return Promise.resolve();
@@ -385,7 +388,7 @@ export class OwnDataSource implements DataSource, DataAgreement {
     this.ownDevice = index;
   }
 
-  /** Ranks that can train a step: all of them beside the server's digits, else those whose device is in the epoch's roster. */
+  /** Ranks that can train a step: all of them beside the server's dataset, else those whose device is in the epoch's roster. */
   private trainingRanks(worldSize: number): number {
     return ranksThatTrain({ ranks: worldSize, holdingExamples: this.presentDevices(worldSize), digits: this.shared !== null });
   }
@@ -404,7 +407,7 @@ export class OwnDataSource implements DataSource, DataAgreement {
     const devices = this.line?.roster.devices ?? [];
     const taken = new Set<number>();
     this.rankDevice = this.holdings.map((h) => {
-      // A rank with no store says key 0, which is the server's digits' block: not its own.
+      // A rank with no store says key 0, which is the server's dataset' block: not its own.
       if (h.key === SHARED_BLOCK_KEY) return -1;
       const d = devices.findIndex((dev, i) => dev.key === h.key && !taken.has(i));
       if (d >= 0) taken.add(d);

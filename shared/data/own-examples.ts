@@ -9,7 +9,6 @@
  * already counted it still finds every other example where it was. Clearing the store
  * starts a new store, with a new key: to the class it is another device.
  */
-import { MNIST_PIXELS } from './mnist-format';
 import { mixSeed } from '../util/random';
 import { MAX_OWN_SEQ } from '../protocol';
 
@@ -21,7 +20,7 @@ export interface OwnExample {
   /** Its place in collection order on this device: increasing, never reused. */
   readonly seq: number;
   readonly label: string;
-  /** 784 values in 0..1, 28×28 row-major, ink = 1; null once the student deleted it. */
+  /** Its F features as the model takes them (a drawing: 0..1, row-major, ink = 1); null once the student deleted it. */
   pixels: Float32Array | null;
 }
 
@@ -66,7 +65,8 @@ export class MemoryOwnExamples implements OwnExamples {
 
   /** Adds one example; returns its seq. */
   add(label: string, pixels: ArrayLike<number>): number {
-    if (pixels.length !== MNIST_PIXELS) throw new RangeError(`an example has ${MNIST_PIXELS} pixels, got ${pixels.length}`);
+    const features = this.list.find((e) => e.pixels !== null)?.pixels?.length ?? pixels.length;
+    if (pixels.length !== features || features === 0) throw new RangeError(`an example here has ${features} features, got ${pixels.length}`);
     const seq = this.list.length === 0 ? 0 : this.list.at(-1)!.seq + 1;
     if (seq > MAX_OWN_SEQ) throw new RangeError(`a store holds at most ${MAX_OWN_SEQ + 1} examples`);
     this.list.push({ seq, label, pixels: Float32Array.from(pixels) });

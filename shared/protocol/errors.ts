@@ -29,6 +29,10 @@ export const ERROR_CODES = [
   'ERR_RUN_ENDED',
   'ERR_NOT_CHIEF',
   'ERR_UNKNOWN_CHECKPOINT',
+  /** A task, or a dataset of one, that the server's registry does not have (shared/tasks/registry.ts). */
+  'ERR_UNKNOWN_TASK',
+  /** A checkpoint of another task than the run's: its weights and data position mean nothing to this run. */
+  'ERR_OTHER_TASK',
   'ERR_BAD_DATA',
   /** A run on the class's own data, and no device holds an example to train on. */
   'ERR_NO_EXAMPLES',

@@ -5,7 +5,7 @@
 import { z } from 'zod';
 import { joinCodeSchema } from './join-code';
 import { WebringError } from './errors';
-import { ALGORITHMS, BACKENDS, CLASS_LABEL_MAX_CHARS, DEVICE_CLASSES, DIGIT_CLASSES, MAX_CLASSES, MAX_OWN_EXAMPLES_PER_DEVICE, MAX_ROOM_MEMBERS, MEMBER_NAME_MAX_CHARS, MIN_CLASSES, MODEL_KINDS, ROOM_NAME_MAX_CHARS, ROOM_NAME_PATTERN, SECURE_PUBLIC_KEY_CHARS, WORKER_KINDS } from './vocabulary';
+import { ALGORITHMS, BACKENDS, CLASS_LABEL_MAX_CHARS, DEVICE_CLASSES, MAX_CLASSES, MAX_OUTPUTS, MAX_OWN_EXAMPLES_PER_DEVICE, MAX_ROOM_MEMBERS, MEMBER_NAME_MAX_CHARS, MIN_CLASSES, ROOM_NAME_MAX_CHARS, ROOM_NAME_PATTERN, SECURE_PUBLIC_KEY_CHARS, WORKER_KINDS } from './vocabulary';
 
 // ---------------------------------------------------------------------------
 // Schemas
@@ -32,6 +32,14 @@ export const classesSchema = z
   .refine((labels) => new Set(labels).size === labels.length, 'each class once')
   .readonly();
 
+/** A model's outputs in order, as a run's config keeps them: a task's classes or vocabulary's symbols, each once. */
+export const outputsSchema = z
+  .array(z.string().min(1).max(CLASS_LABEL_MAX_CHARS).regex(/^[^\p{Cc}]+$/u, 'no control characters'))
+  .min(MIN_CLASSES)
+  .max(MAX_OUTPUTS)
+  .refine((labels) => new Set(labels).size === labels.length, 'each output once')
+  .readonly();
+
 /**
  * What a room's students collect examples for, before the teacher starts a run on the
  * class's own data (own-data.md): the classes, in output order. A room that collects stays
@@ -53,10 +61,6 @@ export function sameClasses(a: readonly string[], b: readonly string[]): boolean
   return a.length === b.length && a.every((c, i) => c === b[i]);
 }
 
-/** True when `classes` are the digits 0–9 in order: the model's outputs are MNIST's labels. */
-export function areDigitClasses(classes: readonly string[]): boolean {
-  return sameClasses(classes, DIGIT_CLASSES);
-}
 
 export const memberNameSchema = z
   .string()
@@ -87,7 +91,9 @@ export type SecureKey = z.input<typeof secureKeySchema>;
  */
 export const deviceProbeSchema = z.strictObject({
   device: z.enum(DEVICE_CLASSES),
-  model: z.enum(MODEL_KINDS),
+  /** The task and model it timed (a task's default model: the run is not known before it joins). */
+  task: z.string().max(40),
+  model: z.string().max(40),
   /** Forward, backward and read-back per example, after a warm-up pass (ms). */
   msPerExample: z.number().finite().positive().max(60_000),
 });
@@ -242,7 +248,10 @@ export type ProgressReport = z.output<typeof progressReportSchema>;
 
 export const evaluationReportSchema = z.strictObject({
   ...reportPosition,
+  /** The share of held-out examples predicted right. */
   accuracy: finite.min(0).max(1),
+  /** The mean held-out loss in nats per example (per symbol for text); a uniform guess over 256 outputs is 5.5. */
+  testLoss: finite.min(0).max(1000),
 });
 export type EvaluationReport = z.output<typeof evaluationReportSchema>;
 

@@ -3,7 +3,7 @@ import type { ErrorBody } from './errors';
 import type { IceConfig } from './ice';
 import type { CollectSetting, CollectiveReport, DeviceProbe, HubBar, Misbehaviour } from './messages';
 import type { StartConfig } from './start-config';
-import type { Backend, DatasetKind, RoomState, WorkerKind } from './vocabulary';
+import type { Backend, RoomState, WorkerKind } from './vocabulary';
 // ---------------------------------------------------------------------------
 // Shapes the server sends
 // ---------------------------------------------------------------------------
@@ -186,15 +186,20 @@ export interface RoomStatus {
   consistency: { checks: number; mismatches: number; lastMismatchStep: number | null };
   /** The ring's recent history: joins, leaves, admissions, drops, resyncs. */
   events: RoomEvent[];
-  /** loss and trainAccuracy: global, from the last step; accuracy: test set, after the last epoch. */
-  metrics: { loss: number | null; accuracy: number | null; trainAccuracy: number | null };
+  /**
+   * loss and trainAccuracy: global, from the last step; testLoss: the held-out loss after
+   * the last epoch (nats per example: cross-entropy per example for classes, per symbol for
+   * text); accuracy: the held-out accuracy, for a task that tells classes apart only (null otherwise).
+   */
+  metrics: { loss: number | null; accuracy: number | null; trainAccuracy: number | null; testLoss: number | null };
   lastError: ErrorBody | null;
   /**
-   * The data service: the run's training set on the wire (examples × 785 B), and what this
-   * server has sent of it, and of the test set, since the current run started. Near one
-   * training set per epoch means each example travelled once, to the worker that trained it.
+   * The data service: the run's training set on the wire (examples × exampleBytes, an
+   * example's target and features), and what this server has sent of it, and of the test
+   * set, since the current run started. Near one training set per epoch means each example
+   * travelled once, to the worker that trained it.
    */
-  data: { dataset: DatasetKind | null; datasetBytes: number; bytesServed: number };
+  data: { dataset: string | null; datasetBytes: number; bytesServed: number; exampleBytes: number };
   /** What the run's recent admissions cost (newest last, at most MAX_JOIN_COSTS). */
   joins: JoinCost[];
   /** The classes the students collect examples for (PUT /api/rooms/:room/collect), or null. */
@@ -241,7 +246,8 @@ export interface MetricPoint {
 export interface RoomMetrics {
   room: string;
   history: MetricPoint[];
-  evaluations: Array<{ epoch: number; step: number; accuracy: number }>;
+  /** One per epoch: accuracy is null for a task that does not tell classes apart (text). */
+  evaluations: Array<{ epoch: number; step: number; accuracy: number | null; testLoss: number }>;
 }
 
 /**
@@ -251,6 +257,8 @@ export interface RoomMetrics {
 export interface ServerInfo {
   /** The room printed at start-up: ROOM, or the generated join code ("K7M-Q2P"). */
   defaultRoom: string;
+  /** The task the teacher's form opens with (TASK= at npm start). */
+  defaultTask: string;
   httpPort: number;
   /** null when the server runs without HTTPS. */
   httpsPort: number | null;

@@ -4,15 +4,15 @@
  * at the edge, and the defaults that follow from other fields (the wire, masking).
  */
 import { z } from 'zod';
-import { classesSchema, areDigitClasses } from './messages';
-import { ALLREDUCE_CHOICES, DATASET_KINDS, DATA_KINDS, DIGIT_CLASSES, MODEL_KINDS, OPTIMIZER_KINDS, WIRE_FORMATS, SYNC_MODES, OUTER_OPTIMIZERS, MIN_LOCAL_STEPS, MAX_LOCAL_STEPS, type DataKind, type SyncMode, type WireFormat } from './vocabulary';
+import { classesSchema, outputsSchema, sameClasses } from './messages';
+import { ALLREDUCE_CHOICES, DATA_KINDS, OPTIMIZER_KINDS, WIRE_FORMATS, SYNC_MODES, OUTER_OPTIMIZERS, MIN_LOCAL_STEPS, MAX_LOCAL_STEPS, type DataKind, type OptimizerKind, type SyncMode, type WireFormat } from './vocabulary';
 /**
- * The recipe a teacher gets without touching the form (docs/recipe.md): Adam at 0.003 after
- * a 50-step warm-up, 32 examples per worker. The MLP visibly learns within a few dozen
- * steps; one epoch of the small CNN on the official MNIST scores above 98 %.
+ * The recipe a teacher gets without touching the form (docs/recipe.md), where the task
+ * names none of its own (shared/tasks/task.ts TaskRecipe): Adam at 0.003 after a 50-step
+ * warm-up, 32 examples per worker. The task, its model and dataset come from the task
+ * registry (shared/tasks/registry.ts), never from here: the protocol names no workload.
  */
-export const DEFAULT_START_CONFIG = {
-  model: 'mlp',
+export const RECIPE_DEFAULTS = {
   optimizer: 'adam',
   learningRate: 0.003,
   warmupSteps: 50,
@@ -29,10 +29,8 @@ export const DEFAULT_START_CONFIG = {
   resumeFrom: 'latest',
   wire: 'fp32',
   allreduce: 'auto',
-  dataset: 'mnist-60k',
-  data: 'mnist',
-  classes: DIGIT_CLASSES,
-  // What secureByDefault gives the default data, the server's digits: no secret to keep.
+  data: 'dataset',
+  // What secureByDefault gives the default data, the server's dataset: no secret to keep.
   secureAggregation: false,
   sync: 'every-step',
   // DiLoCo's (Douillard et al. 2023): 20 local steps, Nesterov at 0.7 with momentum 0.9.
@@ -45,44 +43,77 @@ export const DEFAULT_START_CONFIG = {
 /** The wire a local-steps run takes when the teacher names none: DiLoCo's outer gradients survive fp16, and a round's one all-reduce then moves half the bytes. */
 export const LOCAL_STEPS_DEFAULT_WIRE = 'fp16';
 
-export const startConfigSchema = z.strictObject({
-  model: z.enum(MODEL_KINDS).default(DEFAULT_START_CONFIG.model),
-  optimizer: z.enum(OPTIMIZER_KINDS).default(DEFAULT_START_CONFIG.optimizer),
-  learningRate: z.number().positive().max(10).default(DEFAULT_START_CONFIG.learningRate),
+/** Task, model and dataset ids: lower case, digits and dashes (they appear in URLs and checkpoint metadata). */
+export const WORKLOAD_ID_PATTERN = /^[a-z0-9][a-z0-9-]{0,39}$/;
+const workloadIdSchema = z.string().regex(WORKLOAD_ID_PATTERN, 'lower-case letters, digits and "-"');
+
+/**
+ * What the start config's check needs of a task (shared/tasks/task.ts catalogEntryOf):
+ * its ids and defaults, no code. The registry hands the protocol a catalog of them, so the
+ * protocol checks a config against the tasks without importing one.
+ */
+export interface TaskCatalogEntry {
+  id: string;
+  models: readonly string[];
+  datasets: readonly string[];
+  /** The model's outputs in order when the run names no classes of its own. */
+  outputs: readonly string[];
+  /** Whether the class may train on examples of its own (and name their classes). */
+  ownData: boolean;
+  recipe: { optimizer?: OptimizerKind; learningRate?: number; warmupSteps?: number; batchSizePerWorker?: number; epochs?: number };
+}
+export interface TaskCatalog {
+  readonly defaultTask: string;
+  readonly ids: readonly string[];
+  entry(id: string): TaskCatalogEntry | undefined;
+}
+
+/**
+ * The start config's fields as sent: the task and the fields whose default the task gives
+ * (model, dataset, classes and its recipe) may be left out; `startConfigSchemaFor` fills
+ * them in from the task and checks them against it.
+ */
+export const startConfigFieldsSchema = z.strictObject({
+  /** The workload (shared/tasks/): what one example is, its models, datasets and pages. */
+  task: workloadIdSchema.optional(),
+  /** One of the task's models; default: its first. */
+  model: workloadIdSchema.optional(),
+  optimizer: z.enum(OPTIMIZER_KINDS).optional(),
+  learningRate: z.number().positive().max(10).optional(),
   /**
    * The learning rate climbs linearly from learningRate/warmupSteps to learningRate over
    * the first warmupSteps steps (Goyal et al. 2017), so a fresh model's first large
    * gradients do not throw it off; 0 starts at full rate.
    */
-  warmupSteps: z.number().int().min(0).max(1_000_000).default(DEFAULT_START_CONFIG.warmupSteps),
+  warmupSteps: z.number().int().min(0).max(1_000_000).optional(),
   /**
    * Linear scaling (Goyal et al. 2017): the rate is learningRate × globalBatch / referenceBatch,
    * so a class that grows takes larger steps on its larger batches; after a join or a leave
    * the rate moves to its new value over 20 steps (shared/training/lr-schedule.ts).
    */
-  scaleLearningRate: z.boolean().default(DEFAULT_START_CONFIG.scaleLearningRate),
+  scaleLearningRate: z.boolean().default(RECIPE_DEFAULTS.scaleLearningRate),
   /** The global batch at which learningRate applies when scaleLearningRate is on. */
-  referenceBatch: z.number().int().min(1).max(65_536).default(DEFAULT_START_CONFIG.referenceBatch),
-  batchSizePerWorker: z.number().int().min(1).max(1024).default(DEFAULT_START_CONFIG.batchSizePerWorker),
+  referenceBatch: z.number().int().min(1).max(65_536).default(RECIPE_DEFAULTS.referenceBatch),
+  batchSizePerWorker: z.number().int().min(1).max(1024).optional(),
   /**
    * Each worker's share of the global batch (still batchSizePerWorker × N) follows its
    * measured speed, re-balanced every 5 steps with hysteresis (shared/training/share-balancer.ts),
    * so a slow device takes fewer examples instead of holding the class back.
    */
-  balanceShares: z.boolean().default(DEFAULT_START_CONFIG.balanceShares),
-  epochs: z.number().int().min(1).max(1000).default(DEFAULT_START_CONFIG.epochs),
+  balanceShares: z.boolean().default(RECIPE_DEFAULTS.balanceShares),
+  epochs: z.number().int().min(1).max(1000).optional(),
   /** Optional cap on global steps, for short lessons, demos and tests. */
   maxSteps: z.number().int().min(1).max(10_000_000).optional(),
   /** Seeds weight initialisation and every epoch's data permutation. */
-  seed: z.number().int().min(0).max(2 ** 31 - 1).default(DEFAULT_START_CONFIG.seed),
+  seed: z.number().int().min(0).max(2 ** 31 - 1).default(RECIPE_DEFAULTS.seed),
   /** The chief checkpoints every this many steps, at every epoch end and when the run ends. */
-  saveEverySteps: z.number().int().min(1).max(1_000_000).default(DEFAULT_START_CONFIG.saveEverySteps),
+  saveEverySteps: z.number().int().min(1).max(1_000_000).default(RECIPE_DEFAULTS.saveEverySteps),
   /** Checkpoints kept on the server and in the chief's IndexedDB; older ones are deleted. */
-  maxToKeep: z.number().int().min(1).max(100).default(DEFAULT_START_CONFIG.maxToKeep),
+  maxToKeep: z.number().int().min(1).max(100).default(RECIPE_DEFAULTS.maxToKeep),
   /** 'latest' resumes from the newest checkpoint of the same model, 'none' starts fresh, or a checkpoint id. */
   resumeFrom: z
     .union([z.literal('latest'), z.literal('none'), z.string().regex(/^ckpt-[0-9]{10}-[a-z0-9]{6}$/)])
-    .default(DEFAULT_START_CONFIG.resumeFrom),
+    .default(RECIPE_DEFAULTS.resumeFrom),
   /**
    * How the step's gradients travel around the ring. 'fp16' halves the bytes; every replica
    * still ends bit-identical, but each summed gradient is off by at most
@@ -95,21 +126,21 @@ export const startConfigSchema = z.strictObject({
    * halving-doubling the measured α (per-hop latency) and β (link bandwidth) predict faster
    * for this buffer and N, as NCCL chooses between ring and tree (shared/collective-choice.ts).
    */
-  allreduce: z.enum(ALLREDUCE_CHOICES).default(DEFAULT_START_CONFIG.allreduce),
-  /** The digits the run trains and tests on; every worker streams its share from the server's data service. */
-  dataset: z.enum(DATASET_KINDS).default(DEFAULT_START_CONFIG.dataset),
-  /** Whose examples: the server's digits, or the class's own (each student's stay on their device). */
-  data: z.enum(DATA_KINDS).default(DEFAULT_START_CONFIG.data),
+  allreduce: z.enum(ALLREDUCE_CHOICES).default(RECIPE_DEFAULTS.allreduce),
+  /** One of the task's datasets, which every worker streams its share of from the server's data service; default: its first. */
+  dataset: workloadIdSchema.optional(),
+  /** Whose examples: the server's dataset, or the class's own (each student's stay on their device). */
+  data: z.enum(DATA_KINDS).default(RECIPE_DEFAULTS.data),
   /**
-   * The classes the model tells apart, in output order; part of every checkpoint's config.
-   * A digits run ('mnist') has the digits 0–9; the class's own data may name any.
+   * The model's outputs in output order; part of every checkpoint's config. Default: the
+   * task's (its classes, or its vocabulary); the class's own data may name its own classes.
    */
-  classes: classesSchema.default([...DEFAULT_START_CONFIG.classes]),
+  classes: outputsSchema.optional(),
   /**
    * Secure aggregation (shared/secagg/, docs/privacy.md): each device's gradients leave it
    * only masked, so no classmate, hub or server sees one student's gradient; only the
-   * class's sum is public. Default: on for the class's own data ('own', 'mnist+own'), off
-   * for the server's digits, which are no secret. A ring of two waits for a third (the sum
+   * class's sum is public. Default: on for the class's own data ('own', 'dataset+own'), off
+   * for the server's dataset, which is no secret. A ring of two waits for a third (the sum
    * would tell each the other's gradient; one alone sends nothing), and it needs the fp32
    * wire (masked words do not survive fp16).
    */
@@ -120,29 +151,76 @@ export const startConfigSchema = z.strictObject({
    * round, weighted by the examples each trained, through the outer optimizer
    * (docs/local-steps.md): for slow links and big classes.
    */
-  sync: z.enum(SYNC_MODES).default(DEFAULT_START_CONFIG.sync),
-  localSteps: z.number().int().min(MIN_LOCAL_STEPS).max(MAX_LOCAL_STEPS).default(DEFAULT_START_CONFIG.localSteps),
-  outerOptimizer: z.enum(OUTER_OPTIMIZERS).default(DEFAULT_START_CONFIG.outerOptimizer),
-  outerLearningRate: z.number().positive().max(10).default(DEFAULT_START_CONFIG.outerLearningRate),
-  outerMomentum: z.number().min(0).max(0.999).default(DEFAULT_START_CONFIG.outerMomentum),
-})
-  .refine((c) => c.data === 'own' || areDigitClasses(c.classes), { path: ['classes'], message: "the server's digits have the classes 0-9: name other classes with data 'own'" })
-  .transform((c) => {
-    const secureAggregation = c.secureAggregation ?? secureByDefault(c.data);
-    return { ...c, secureAggregation, wire: c.wire ?? defaultWire(c.sync, secureAggregation) };
-  })
-  .refine((c) => !(c.secureAggregation && c.wire === 'fp16'), {
-    path: ['wire'],
-    message: "secure aggregation masks 32-bit words, which the fp16 wire cannot carry: choose wire 'fp32', or turn secureAggregation off",
-  });
-export type StartConfig = z.output<typeof startConfigSchema>;
+  sync: z.enum(SYNC_MODES).default(RECIPE_DEFAULTS.sync),
+  localSteps: z.number().int().min(MIN_LOCAL_STEPS).max(MAX_LOCAL_STEPS).default(RECIPE_DEFAULTS.localSteps),
+  outerOptimizer: z.enum(OUTER_OPTIMIZERS).default(RECIPE_DEFAULTS.outerOptimizer),
+  outerLearningRate: z.number().positive().max(10).default(RECIPE_DEFAULTS.outerLearningRate),
+  outerMomentum: z.number().min(0).max(0.999).default(RECIPE_DEFAULTS.outerMomentum),
+});
+export type StartConfigFields = z.output<typeof startConfigFieldsSchema>;
+
+/** Fills in what the task gives and checks the config against it: an unknown task, model or dataset is an issue naming the field. */
+function resolveAgainst(catalog: TaskCatalog, c: StartConfigFields, ctx: z.RefinementCtx) {
+  const taskId = c.task ?? catalog.defaultTask;
+  const task = catalog.entry(taskId);
+  const fail = (path: string, message: string) => {
+    ctx.addIssue({ code: 'custom', path: [path], message });
+    return z.NEVER;
+  };
+  if (!task) return fail('task', `no task ${taskId}; there are ${catalog.ids.join(', ')}`);
+  const model = c.model ?? task.models[0]!;
+  if (!task.models.includes(model)) return fail('model', `the task ${task.id} has no model ${model}; it has ${task.models.join(', ')}`);
+  const dataset = c.dataset ?? task.datasets[0]!;
+  if (!task.datasets.includes(dataset)) return fail('dataset', `the task ${task.id} has no dataset ${dataset}; it has ${task.datasets.join(', ')}`);
+  if (c.data !== 'dataset' && !task.ownData) return fail('data', `the task ${task.id} trains on its dataset only: the class cannot collect examples of its own for it`);
+  let classes = c.classes ?? task.outputs;
+  if (c.data !== 'own' && !sameClasses(classes, task.outputs)) {
+    return fail('classes', `the task ${task.id}'s dataset has the outputs ${task.outputs.slice(0, 12).join(', ')}${task.outputs.length > 12 ? ', …' : ''}: name other classes with data 'own'`);
+  }
+  if (c.data === 'own' && c.classes) {
+    const custom = classesSchema.safeParse(c.classes);
+    if (!custom.success) return fail('classes', custom.error.issues[0]?.message ?? 'not a list of classes');
+    classes = custom.data;
+  }
+  const r = task.recipe;
+  const secureAggregation = c.secureAggregation ?? secureByDefault(c.data);
+  return {
+    ...c,
+    task: task.id,
+    model,
+    dataset,
+    classes: [...classes],
+    optimizer: c.optimizer ?? r.optimizer ?? RECIPE_DEFAULTS.optimizer,
+    learningRate: c.learningRate ?? r.learningRate ?? RECIPE_DEFAULTS.learningRate,
+    warmupSteps: c.warmupSteps ?? r.warmupSteps ?? RECIPE_DEFAULTS.warmupSteps,
+    batchSizePerWorker: c.batchSizePerWorker ?? r.batchSizePerWorker ?? RECIPE_DEFAULTS.batchSizePerWorker,
+    epochs: c.epochs ?? r.epochs ?? RECIPE_DEFAULTS.epochs,
+    secureAggregation,
+    wire: c.wire ?? defaultWire(c.sync, secureAggregation),
+  };
+}
+
+/**
+ * The start config's schema over a catalog of tasks (the registry's, shared/tasks/
+ * start-config.ts): every field checked at the edge, the task's defaults filled in, and
+ * the defaults that follow from other fields (the wire, masking).
+ */
+export function startConfigSchemaFor(catalog: TaskCatalog) {
+  return startConfigFieldsSchema
+    .transform((c, ctx) => resolveAgainst(catalog, c, ctx))
+    .refine((c) => !(c.secureAggregation && c.wire === 'fp16'), {
+      path: ['wire'],
+      message: "secure aggregation masks 32-bit words, which the fp16 wire cannot carry: choose wire 'fp32', or turn secureAggregation off",
+    });
+}
+export type StartConfig = z.output<ReturnType<typeof startConfigSchemaFor>>;
 
 /**
  * The wire when the teacher names none: fp32 for every step's gradients; fp16 for a round's
  * change in weights, unless the run is secure (masked words need 32 bits).
  */
 export const defaultWire = (sync: SyncMode, secure: boolean): WireFormat =>
-  sync === 'local-steps' && !secure ? LOCAL_STEPS_DEFAULT_WIRE : DEFAULT_START_CONFIG.wire;
+  sync === 'local-steps' && !secure ? LOCAL_STEPS_DEFAULT_WIRE : RECIPE_DEFAULTS.wire;
 
-/** Whether a run on `data` masks its gradients when the teacher does not say: the class's own drawings are private, the server's digits are not. */
-export const secureByDefault = (data: DataKind): boolean => data !== 'mnist';
+/** Whether a run on `data` masks its gradients when the teacher does not say: the class's own examples are private, the server's dataset is not. */
+export const secureByDefault = (data: DataKind): boolean => data !== 'dataset';

@@ -38,9 +38,6 @@ export type DeviceClass = (typeof DEVICE_CLASSES)[number];
 export const ROOM_STATES = ['idle', 'training', 'paused', 'done'] as const;
 export type RoomState = (typeof ROOM_STATES)[number];
 
-export const MODEL_KINDS = ['mlp', 'cnn'] as const;
-export type ModelKind = (typeof MODEL_KINDS)[number];
-
 /** Number format of the gradients on the ring's data channels: fp16 halves the bytes. */
 export const WIRE_FORMATS = ['fp32', 'fp16'] as const;
 export type WireFormat = (typeof WIRE_FORMATS)[number];
@@ -58,29 +55,22 @@ export const ALLREDUCE_CHOICES = ['auto', ...ALGORITHMS] as const;
 export type AllReduceChoice = (typeof ALLREDUCE_CHOICES)[number];
 
 /**
- * What a run trains on (shared/data/data-service.ts): 'mnist-60k' is the official MNIST
- * split, 60,000 training and 10,000 test digits; 'mnist-10k' a 10,000-digit subset
- * (8,000/2,000), for a lesson that must finish in minutes.
+ * Whose examples a run trains on: 'dataset' the server's (the task's `dataset`), streamed
+ * to every worker; 'own' the examples each student collected on their own device, which
+ * never leave it (shared/data/own-data.ts); 'dataset+own' both, in one epoch.
  */
-export const DATASET_KINDS = ['mnist-60k', 'mnist-10k'] as const;
-export type DatasetKind = (typeof DATASET_KINDS)[number];
-
-/**
- * Whose examples a run trains on: 'mnist' the server's digits (`dataset`), streamed to every
- * worker; 'own' the examples each student collected on their own device, which never leave
- * it (shared/data/own-data.ts); 'mnist+own' both, in one epoch.
- */
-export const DATA_KINDS = ['mnist', 'own', 'mnist+own'] as const;
+export const DATA_KINDS = ['dataset', 'own', 'dataset+own'] as const;
 /** With two members the sum of their gradients tells each the other's: a secure run waits for a third (shared/secagg/). */
 export const MIN_SECURE_MEMBERS = 3;
 /** A raw P-256 public key's 65 bytes in base64 (secure aggregation's `secagg:key`). */
 export const SECURE_PUBLIC_KEY_CHARS = 88;
 export type DataKind = (typeof DATA_KINDS)[number];
 
-/** The classes of a digits run, in output order: MNIST's labels. */
-export const DIGIT_CLASSES = ['0', '1', '2', '3', '4', '5', '6', '7', '8', '9'] as const;
 export const MIN_CLASSES = 2;
+/** Classes a teacher may name for the class's own examples. */
 export const MAX_CLASSES = 20;
+/** A model's outputs at most: a task's classes or its vocabulary's symbols. */
+export const MAX_OUTPUTS = 256;
 export const CLASS_LABEL_MAX_CHARS = 24;
 /** One device holds at most this many own examples: counts and positions travel as exact float32 integers. */
 export const MAX_OWN_EXAMPLES_PER_DEVICE = 2 ** 24;

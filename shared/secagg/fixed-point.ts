@@ -13,7 +13,7 @@
  *     |decoded − Σ v| ≤ N · 2^-17 + 2^-24 · |Σ v|
  *
  * N roundings to the grid (each at most half a step, 2^-17), then one rounding of the exact
- * quotient to float32. For the MLP at 32 examples per device and N = 30 that is at most
+ * quotient to float32. At 32 examples per device and N = 30 that is at most
  * 2.3·10^-4 on a summed element, 2.4·10^-7 on the averaged gradient (÷ 960 examples).
  * A clipped value errs by more, and is counted (SecureStats.clipped): at 1024 per element a
  * device's summed gradient would have to be absurd (a diverged model) to reach it.

@@ -35,7 +35,7 @@ export class OwnCounts {
 
   /** A run starts: on own data its classes count too. */
   runStarting(config: StartConfig): void {
-    this.runClasses = config.data === 'mnist' ? null : config.classes;
+    this.runClasses = config.data === 'dataset' ? null : config.classes;
     this.sendNow();
   }
 

@@ -12,7 +12,6 @@
  * the update; its answer (the buffer back, or an error) has arrived before the next
  * step's, and is checked then (settle).
  */
-import { MNIST_PIXELS } from '../data/mnist-format';
 import type { Replica } from '../compute/replica';
 import type { Ledger } from './ledger';
 import type { StepFacts, StepTiming } from './step-ledger';
@@ -29,7 +28,7 @@ export const MAX_LOCAL_GRADIENT = 2 ** 100;
 export class StepBuffers {
   /** The current gradient buffer: the gradients in [0, parameterCount), then the tail. */
   flat: Float32Array;
-  images: Float32Array;
+  features: Float32Array;
   labels: Int32Array;
   /** Tensors alive in the replica's engine after the last computation. */
   numTensors = 0;
@@ -45,6 +44,8 @@ export class StepBuffers {
   constructor(
     private readonly parameterCount: number,
     private readonly tail: Ledger<StepFacts>,
+    /** Floats of the largest shard's features (examples × F). */
+    maxShardFeatures: number,
     maxShardExamples: number,
     worldSize: number,
   ) {
@@ -52,7 +53,7 @@ export class StepBuffers {
     this.flat = new Float32Array(parameterCount + tail.length);
     this.spare = new Float32Array(parameterCount + tail.length);
     tail.attach(this.flat, parameterCount, worldSize);
-    this.images = new Float32Array(maxShardExamples * MNIST_PIXELS);
+    this.features = new Float32Array(maxShardFeatures);
     this.labels = new Int32Array(maxShardExamples);
   }
 
@@ -69,12 +70,12 @@ export class StepBuffers {
    */
   async compute(replica: Replica, n: number, facts: StepFacts, timing: StepTiming): Promise<void> {
     const sentAt = threadsNow();
-    const result = await replica.computeGradients({ images: this.images, labels: this.labels, n }, this.flat);
+    const result = await replica.computeGradients({ features: this.features, labels: this.labels, n }, this.flat);
     const receivedAt = threadsNow();
     // The last update answered before this (the thread answers in order): surface its error now.
     await this.settle();
     this.take(result.flat);
-    ({ images: this.images, labels: this.labels, numTensors: this.numTensors } = result);
+    ({ features: this.features, labels: this.labels, numTensors: this.numTensors } = result);
     ({ loss: facts.loss, correct: facts.correct } = result);
     ({ computeMs: timing.computeMs, readbackMs: timing.readbackMs } = result);
     // The crossing: from sending to the replica's start (not counting the wait behind the

@@ -10,7 +10,7 @@
  * Every value is summed by the all-reduce in float32 without loss (the tail travels exact,
  * CollectiveOptions.exactTail), so every replica reads the same sums.
  */
-import type { Algorithm } from '../protocol';
+import type { Algorithm, WireFormat } from '../protocol';
 import type { LinkModels } from '../collectives/choice';
 import type { LedgerSection } from './ledger';
 import { cutBatch, type GlobalBatch } from '../data/batch-plan';
@@ -119,6 +119,22 @@ export interface StepFacts {
 }
 
 export type TailSection = LedgerSection<StepFacts>;
+
+/** A turn starts: the sums its steps add to, and the times they measure, from zero. */
+export function startTurn(facts: StepFacts, timing: StepTiming): void {
+  facts.loss = 0;
+  facts.correct = 0;
+  timing.dataMs = 0;
+  timing.computeMs = 0;
+  timing.readbackMs = 0;
+  timing.crossMs = 0;
+}
+
+/** Every replica holds the same sum, so every replica stops here, before applying one that is not finite on the fp16 wire. */
+export function checkSummedGradient(squaredNorm: number, wire: WireFormat, step: number): void {
+  if (wire !== 'fp16' || Number.isFinite(squaredNorm)) return;
+  throw new WebringError('ERR_BAD_DATA', `step ${step}: the summed gradient is not finite on the fp16 wire (a partial sum beyond ±65504, or a diverged model); resume with wire 'fp32'`);
+}
 
 /** Facts before the first step: every field is set again by each step. */
 export function initialFacts(): StepFacts {

@@ -10,7 +10,8 @@
  * as fp32, the defaults). The prediction counts time only: local steps usually need more
  * examples for the same accuracy (docs/local-steps.md), so small gains are not worth it.
  */
-import { DEFAULT_START_CONFIG, type StartConfig, type StepTimingReport } from '../protocol';
+import { DEFAULT_START_CONFIG } from '../tasks/start-config';
+import { type StartConfig, type StepTimingReport } from '../protocol';
 
 /** Below this predicted speed-up, local steps are not worth their cost in accuracy per example. */
 export const LOCAL_STEPS_WORTH = 1.5;

@@ -12,40 +12,31 @@ import { COLLECTIVE_TAG, type Collective, type CollectiveOptions } from '../coll
 import type { DataCursor, GlobalBatch } from '../data/batch-plan';
 import { stepsRemaining } from '../data/sharding';
 import type { DataSource, EpochRoster } from '../data/data-source';
-import type { FaultInjector } from './faults';
 import { sleep, systemClock, type Clock } from '../util/clock';
 import { LearningRateSchedule } from './lr-schedule';
 import { ShareBalancer, ShareTimes } from './share-balancer';
 import { MAX_ROOM_MEMBERS, type StartConfig } from '../protocol';
 import type { LinkModels } from '../collectives/choice';
-import { WebringError } from '../protocol/errors';
 import { StepVotes } from './agreement';
 import { Ledger } from './ledger';
 import { RunPosition } from './run-position';
 import { StateSync } from './state-sync';
 import { StepBuffers } from './step-buffers';
-import { StepCount, StepMetrics, initialFacts, type StepOptions, type StepFacts, type StepResult, type StepTiming, type TailSection } from './step-ledger';
+import { StepCount, StepMetrics, checkSummedGradient, initialFacts, startTurn, type StepOptions, type StepFacts, type StepResult, type StepTiming, type TailSection } from './step-ledger';
 import { LinkSelection } from './link-selection';
 import { DataAgreementTail } from './data-sections';
-import { Evaluation } from './evaluation';
+import { Evaluation, type Scores } from './evaluation';
+import { featuresOf } from '../tasks/registry';
 import { LocalReplica } from '../compute/local-replica';
 import type { Replica } from '../compute/replica';
+import type { FaultInjector } from './faults';
+import { HASH_CHECK_EVERY_STEPS, type TrainerOptions } from './trainer-options';
 import { syncModeFor, type SyncModeRun, type TurnHost } from './sync-mode';
 import type { OuterOptimizer } from './outer-optimizer';
 
 export type { StepOptions, StepResult, StepTiming } from './step-ledger';
 
-/** Replicas compare weight hashes at least this often (every step whose number is a multiple). */
-export const HASH_CHECK_EVERY_STEPS = 10;
-
-export interface TrainerOptions {
-  /** Measures compute and communication times, and paces injected slowness. */
-  clock?: Clock;
-  /** Faults a test plays on purpose (slowness, drift); production passes none. */
-  faults?: FaultInjector;
-  /** The model and its maths (compute/replica.ts), in a compute thread or not; default one in this thread. */
-  replica?: Replica;
-}
+export { HASH_CHECK_EVERY_STEPS, type TrainerOptions } from './trainer-options';
 
 export class Trainer {
   /** The model, its optimizer and the maths of a step; the trainer coordinates, the replica computes. */
@@ -81,7 +72,7 @@ export class Trainer {
   /** The hand-over of the whole state to replicas that differ from rank 0 (state-sync.ts). */
   private readonly stateSync: StateSync;
   /** Scores the test set; its buffers are allocated on the first evaluation, then reused. */
-  private readonly evaluation = new Evaluation();
+  private readonly evaluation: Evaluation;
   private readonly timing: StepTiming = { dataMs: 0, computeMs: 0, readbackMs: 0, crossMs: 0, commMs: 0, applyMs: 0 };
   /**
    * The gradients travel in the configured format (the tail's votes and counts stay exact)
@@ -89,18 +80,12 @@ export class Trainer {
    */
   private readonly gradientOptions: CollectiveOptions;
   /**
-   * The first rank that sits the next step out, or null: the ranks a hand-over just brought
-   * in at the end of the ring (joiners), and the rank that sends it to them, train no
-   * examples in the first step on the new ring, so the class computes while the state
-   * still travels instead of waiting for it and then for the joiners' compute. Set from the
-   * agreed fingerprints, so the same on every replica.
+   * The first rank that sits the next step out, or null: joiners and the rank that sends them
+   * the state train nothing in the new ring's first step, so the class computes while the
+   * state travels. Set from the agreed fingerprints, so the same on every replica.
    */
   private sitOutFrom: number | null = null;
-  /**
-   * When this replica's last gradient all-reduce ended, while the steps follow each other
-   * with nothing else between them; null after anything that is not a step's usual
-   * overhead (a new ring, a hand-over, an evaluation, a link measurement).
-   */
+  /** When the last gradient all-reduce ended, while steps follow each other; null after anything else (a new ring, a hand-over, an evaluation, a link measurement). */
   private lastReduceEnd: number | null = null;
   /** How the class sums its work each turn: every step's gradients, or a round of local steps (sync-mode.ts). */
   private readonly mode: SyncModeRun;
@@ -124,7 +109,10 @@ export class Trainer {
     const tail: TailSection[] = [this.metrics, this.votes, this.times, this.links, this.count];
     if (agreement) tail.push(new DataAgreementTail(agreement));
     this.tail = new Ledger(tail, MAX_ROOM_MEMBERS);
-    this.buffers = new StepBuffers(total, this.tail, data.maxShardExamples, collective.worldSize);
+    // The engine knows an example only as F numbers: the task says how many.
+    const features = featuresOf(config.task);
+    this.buffers = new StepBuffers(total, this.tail, data.maxShardExamples * features, data.maxShardExamples, collective.worldSize);
+    this.evaluation = new Evaluation(features);
     this.links.sizeFor(total, this.tail.length);
     const host: TurnHost = {
       replica: this.replica,
@@ -307,14 +295,8 @@ export class Trainer {
     const hashChecked = this.mode.hashEveryTurn || step % HASH_CHECK_EVERY_STEPS === 0;
     const hash = hashChecked ? await this.weightsHash() : null;
 
-    const timing = this.timing;
-    const facts = this.facts;
-    facts.loss = 0;
-    facts.correct = 0;
-    timing.dataMs = 0;
-    timing.computeMs = 0;
-    timing.readbackMs = 0;
-    timing.crossMs = 0;
+    const { timing, facts } = this;
+    startTurn(facts, timing);
     const work = await this.mode.contribute(rank, worldSize);
     const { trained } = work;
     const buffers = this.buffers;
@@ -357,13 +339,7 @@ export class Trainer {
     const trainedExamples = this.count.examples;
     const inv = trainedExamples > 0 ? 1 / trainedExamples : 0;
     const sq = buffers.mean(trainedExamples);
-    if (this.config.wire === 'fp16' && !Number.isFinite(sq)) {
-      // Every replica holds the same sum, so every replica stops here, before applying it.
-      throw new WebringError(
-        'ERR_BAD_DATA',
-        `step ${step}: the summed gradient is not finite on the fp16 wire (a partial sum beyond ±65504, or a diverged model); resume with wire 'fp32'`,
-      );
-    }
+    checkSummedGradient(sq, this.config.wire, step);
     const learningRate = await this.mode.apply(step, worldSize, trainedExamples);
     // Averaging and posting the update here, and the optimizer's last time in the replica.
     timing.applyMs = this.clock.now() - tApply + (trainedExamples > 0 ? buffers.lastApplyMs : 0);
@@ -415,8 +391,8 @@ export class Trainer {
   /** This rank's examples of `batch`, then forward and backward on them in the replica; how many it trained. */
   private async computeGradients(batch: GlobalBatch, rank: number): Promise<number> {
     const tData = this.clock.now();
-    const { images, labels } = this.buffers;
-    const n = await this.data.readShard(batch, rank, images, labels);
+    const { features, labels } = this.buffers;
+    const n = await this.data.readShard(batch, rank, features, labels);
     this.timing.dataMs = this.clock.now() - tData;
     if (n > 0) await this.buffers.compute(this.replica, n, this.facts, this.timing);
     return n;
@@ -437,10 +413,10 @@ export class Trainer {
   }
 
   /**
-   * Test-set accuracy, evaluated data-parallel (evaluation.ts); null when the class holds no
-   * test example (own data, none held out yet).
+   * Held-out accuracy and loss, evaluated data-parallel (evaluation.ts); null when the class
+   * holds no test example (own data, none held out yet).
    */
-  async evaluate(): Promise<number | null> {
+  async evaluate(): Promise<Scores | null> {
     this.lastReduceEnd = null;
     await this.buffers.settle();
     return this.evaluation.run(this.replica, this.data, this.collective, this.position.step);

@@ -123,6 +123,7 @@ export class TrainingRun {
       examplesProcessed: 0,
       loss: null,
       testAccuracy: null,
+      testLoss: null,
       error: null,
       resyncs: 0,
       secureAggregation: start.config.secureAggregation,
@@ -236,19 +237,20 @@ export class TrainingRun {
     this.joinCosts.stateArrived(clock.now());
   }
 
-  /** The evaluation owed at an epoch's end (or the run's), data-parallel over the test digits. */
+  /** The evaluation owed at an epoch's end (or the run's), data-parallel over the held-out examples. */
   private async evaluate(): Promise<void> {
     const trainer = this.trainer;
     const epoch = trainer.pendingEvaluation!;
-    const accuracy = await trainer.evaluate();
+    const scores = await trainer.evaluate();
     trainer.pendingEvaluation = null;
-    if (accuracy === null) {
+    if (scores === null) {
       this.options.log(`epoch ${epoch}: no test example anywhere in the class to score (own data holds out 1 in 5 of each device's)`);
       return;
     }
-    this.update({ testAccuracy: accuracy });
+    const { accuracy, loss: testLoss } = scores;
+    this.update({ testAccuracy: accuracy, testLoss });
     const { start, network } = this.options;
-    this.options.reporter.report('worker:evaluated', { run: start.run, generation: network.generation?.generation ?? start.generation, step: trainer.step, epoch, accuracy });
+    this.options.reporter.report('worker:evaluated', { run: start.run, generation: network.generation?.generation ?? start.generation, step: trainer.step, epoch, accuracy, testLoss });
   }
 
   /** Paused after the same step as everyone: waits for resume, stop or a new generation. True while held. */

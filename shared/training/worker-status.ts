@@ -25,6 +25,8 @@ export interface WorkerStatus {
   loss: number | null;
   trainAccuracy: number | null;
   testAccuracy: number | null;
+  /** The held-out loss after the last epoch, nats per example (per symbol for text). */
+  testLoss: number | null;
   weightsHash: string | null;
   gradNorm: number | null;
   examplesPerSec: number;
@@ -65,6 +67,8 @@ export interface WorkerStatus {
   dataMs: number;
   /** Why this worker is waiting for its examples (the data service is unreachable, say), or null. */
   dataWait: string | null;
+  /** The task of the run this worker trains or last trained (shared/tasks/); null before any run. */
+  task: string | null;
   /** The classes of the run this worker trains or last trained, in output order; null before any run. */
   classes: readonly string[] | null;
   /** Ring neighbours' names (left, right) in the current generation. */
@@ -99,6 +103,7 @@ export class WorkerStatusView {
       loss: null,
       trainAccuracy: null,
       testAccuracy: null,
+      testLoss: null,
       weightsHash: null,
       gradNorm: null,
       examplesPerSec: 0,
@@ -125,6 +130,7 @@ export class WorkerStatusView {
       linkMBps: 0,
       dataMs: 0,
       dataWait: null,
+      task: null,
       classes: null,
       neighbours: null,
       error: null,

@@ -41,7 +41,7 @@ export interface WorkerOptions {
   peerFactory: PeerFactory;
   /**
    * Where each run's examples come from; by default the server's digits streamed from its
-   * data service (streamed-mnist.ts), or for a run on the class's own data this device's
+   * data service (streamed-dataset.ts), or for a run on the class's own data this device's
    * own examples (ownExamples).
    */
   data?: DataFactory;
@@ -197,11 +197,12 @@ export class TrainingWorker {
   }
 
   /**
-   * Class probabilities for one 28×28 image (values 0..1) from this replica's live weights,
-   * or null before the first run. Runs between training steps on the same backend.
+   * Output probabilities for `n` examples (n × F numbers, as the model takes them) from
+   * this replica's live weights, n × outputs; null before the first run. Runs between
+   * training steps on the same backend: the try panels ask it.
    */
-  async predict(image: Float32Array): Promise<Float32Array | null> {
-    return this.trainer ? this.trainer.replica.predict(image) : null;
+  async predict(features: Float32Array, n = 1): Promise<Float32Array | null> {
+    return this.trainer ? this.trainer.replica.predict(features, n) : null;
   }
 
   /** This tab's member token while it is a member, for its reads of the room (never the join code); null before joining. */
@@ -358,7 +359,7 @@ export class TrainingWorker {
       return;
     }
     this.running = true;
-    this.status.update({ classes: start.config.classes });
+    this.status.update({ task: start.config.task, classes: start.config.classes });
     // Ends the run's fetches: a data service retried for a run that is over wastes the class's link.
     const dataAbort = new AbortController();
     try {

@@ -17,9 +17,10 @@
 import type { Express, RequestHandler, Response } from 'express';
 import { WebringError } from '../../shared/protocol/errors';
 import { parseOrThrow, roomNameSchema } from '../../shared/protocol';
-import { EXAMPLE_BYTES, decodeRanges, isDataSplit, isDatasetKind, splitCount } from '../../shared/data/data-service';
-import { MNIST_PIXELS } from '../../shared/data/mnist-format';
-import { examplesPerRequest } from '../../shared/data/streamed-mnist';
+import { decodeRanges, exampleBytes, isDataSplit, splitCount } from '../../shared/data/data-service';
+import { examplesPerRequest } from '../../shared/data/streamed-dataset';
+import { DATASET_IDS, findDataset } from '../../shared/tasks/registry';
+import { featureCount } from '../../shared/tasks/task';
 import { DATA_BUDGET_RETRY_AFTER_S, DataBudgets, UnsentReplies, budgetPlan } from './data-budget';
 import type { DatasetLibrary } from '../data/datasets';
 import type { RoomContext } from '../rooms/room-context';
@@ -65,16 +66,18 @@ export function registerDataApi(app: Express, ctx: RoomContext, library: Dataset
     unsent.claimConnection(req, res);
     const name = parseOrThrow(roomNameSchema, req.params.room);
     const { dataset, split } = req.params as { dataset: string; split: string };
-    if (!isDatasetKind(dataset)) throw new WebringError('ERR_BAD_REQUEST', `no dataset ${dataset.slice(0, 40)}; there are mnist-60k and mnist-10k`, 'dataset');
+    const found = findDataset(dataset);
+    if (!found) throw new WebringError('ERR_BAD_REQUEST', `no dataset ${dataset.slice(0, 40)}; there are ${DATASET_IDS.join(', ')}`, 'dataset');
+    const features = featureCount(found.task.example);
     if (!isDataSplit(split)) throw new WebringError('ERR_BAD_REQUEST', `no split ${split.slice(0, 40)}; there are train and test`, 'split');
     const ranges = req.query.ranges;
     if (typeof ranges !== 'string') throw new WebringError('ERR_BAD_REQUEST', 'name the examples once: ?ranges=0-31,40,45-50', 'ranges');
     const room = await ctx.rooms.read(name);
     if (!room) throw new WebringError('ERR_UNKNOWN_ROOM', `room ${name} does not exist`);
     const plan = budgetPlan(room.runConfig, dataset);
-    const indices = decodeRanges(ranges, splitCount(dataset, split), examplesPerRequest(plan.maxShare));
+    const indices = decodeRanges(ranges, splitCount(found.dataset, split), examplesPerRequest(plan.maxShare));
     const count = indices.length;
-    const bytes = count * EXAMPLE_BYTES;
+    const bytes = count * exampleBytes(features);
     const send = unsent.admit(req, res, req.ip ?? req.socket.remoteAddress ?? 'unknown', bytes);
     try {
       budgets.charge(name, room.dataWindow, plan, budgetReader(res), bytes);
@@ -82,12 +85,12 @@ export function registerDataApi(app: Express, ctx: RoomContext, library: Dataset
       res.set('Retry-After', String(DATA_BUDGET_RETRY_AFTER_S));
       throw refusal;
     }
-    const { labels, pixels } = (await library.get(dataset))[split];
+    const { labels, features: bytesOf } = (await library.get(found.dataset))[split];
     const body = Buffer.allocUnsafe(bytes);
     for (let i = 0; i < count; i++) {
       const at = indices[i]!;
       body[i] = labels[at]!;
-      body.set(pixels.subarray(at * MNIST_PIXELS, (at + 1) * MNIST_PIXELS), count + i * MNIST_PIXELS);
+      body.set(bytesOf.subarray(at * features, (at + 1) * features), count + i * features);
     }
     served.add(name, room.runNumber, body.byteLength);
     res.set('Content-Type', 'application/octet-stream');

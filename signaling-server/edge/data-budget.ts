@@ -4,7 +4,7 @@
  *  - Bytes per epoch. Each reader of a room (a member, by its token; a join-code reader, by
  *    its address) and the room as a whole may take so many bytes of examples per *window*:
  *    the room's run and the epoch its chief last reported. The sizes follow from what an
- *    honest class fetches (shared/data/streamed-mnist.ts): each example of the epoch
+ *    honest class fetches (shared/data/streamed-dataset.ts): each example of the epoch
  *    once, to the rank that trains it; each rank's test shard; one prefetch window reaching
  *    into the next epoch; and, after every change of the ring (a join, a leave, a reload, a
  *    drop), a prefetch window and a test shard again, because every shard boundary moved.
@@ -19,10 +19,11 @@
  */
 import type { Socket } from 'node:net';
 import type { Request, Response } from 'express';
-import { DEFAULT_START_CONFIG, MAX_ROOM_MEMBERS, type DatasetKind, type StartConfig } from '../../shared/protocol';
+import { MAX_ROOM_MEMBERS, RECIPE_DEFAULTS, type StartConfig } from '../../shared/protocol';
 import { WebringError } from '../../shared/protocol/errors';
-import { DATASETS, EXAMPLE_BYTES } from '../../shared/data/data-service';
-import { PREFETCH_STEPS } from '../../shared/data/streamed-mnist';
+import { exampleBytes } from '../../shared/data/data-service';
+import { datasetFacts } from '../../shared/tasks/registry';
+import { PREFETCH_STEPS } from '../../shared/data/streamed-dataset';
 import { globalBatchSize } from '../../shared/data/batch-plan';
 import { maxShareOf } from '../../shared/data/batch-plan';
 import type { Timers } from '../rooms/timers';
@@ -59,9 +60,17 @@ export const WRITE_PIECE_BYTES = 64 * 1024;
 /** A reader refused for bytes in flight tries again after this long (seconds). */
 export const UNSENT_RETRY_AFTER_S = 1;
 
+/** A dataset as a budget sees it: its splits' sizes, and the bytes of one example on the wire. */
+export interface BudgetDataset {
+  id: string;
+  trainCount: number;
+  testCount: number;
+  exampleBytes: number;
+}
+
 /** What a budget is sized from: the run's dataset and shards (the defaults before any run). */
 export interface BudgetPlan {
-  dataset: DatasetKind;
+  dataset: BudgetDataset;
   /** Examples per rank per step (batchSizePerWorker). */
   perWorker: number;
   /** The most examples one rank trains in a step (more than perWorker when shares follow speed). */
@@ -77,10 +86,17 @@ export interface WindowSeen {
   changes: number;
 }
 
-/** The plan of a run with `config`; before a run, the default shards of `dataset`. */
-export function budgetPlan(config: StartConfig | null, dataset: DatasetKind): BudgetPlan {
-  const shards = config ?? { batchSizePerWorker: DEFAULT_START_CONFIG.batchSizePerWorker, balanceShares: DEFAULT_START_CONFIG.balanceShares };
-  return { dataset: config?.dataset ?? dataset, perWorker: shards.batchSizePerWorker, maxShare: maxShareOf(shards) };
+/** Dataset `id` as a budget sees it (shared/tasks/ says what it is); ERR_BAD_REQUEST naming `dataset` for none. */
+export function budgetDatasetOf(id: string): BudgetDataset {
+  const facts = datasetFacts(id);
+  if (!facts) throw new WebringError('ERR_BAD_REQUEST', `no dataset ${id.slice(0, 40)}`, 'dataset');
+  return { id, trainCount: facts.trainCount, testCount: facts.testCount, exampleBytes: exampleBytes(facts.features) };
+}
+
+/** The plan of a run with `config` (its dataset wins over the one asked for); before a run, the default shards of the dataset asked for. */
+export function budgetPlan(config: Pick<StartConfig, 'dataset' | 'batchSizePerWorker' | 'balanceShares'> | null, asked: string): BudgetPlan {
+  const shards = config ?? { batchSizePerWorker: RECIPE_DEFAULTS.batchSizePerWorker, balanceShares: RECIPE_DEFAULTS.balanceShares };
+  return { dataset: budgetDatasetOf(config?.dataset ?? asked), perWorker: shards.batchSizePerWorker, maxShare: maxShareOf(shards) };
 }
 
 /** What one rank fetches again when its shard moves: its prefetch window and the step it is on. */
@@ -93,9 +109,9 @@ const refetchExamples = (examplesPerStep: number): number => (PREFETCH_STEPS + 1
  * shard of the smallest ring.
  */
 export function roomWindowBudget(plan: BudgetPlan, seen: WindowSeen): number {
-  const { trainCount, testCount } = DATASETS[plan.dataset];
+  const { trainCount, testCount, exampleBytes } = plan.dataset;
   const perChange = refetchExamples(globalBatchSize(plan.perWorker, seen.largestRing)) + Math.ceil(testCount / seen.smallestRing);
-  return Math.ceil((EPOCH_TRAIN_FACTOR * trainCount + 2 * testCount + (seen.changes + 1) * perChange) * EXAMPLE_BYTES);
+  return Math.ceil((EPOCH_TRAIN_FACTOR * trainCount + 2 * testCount + (seen.changes + 1) * perChange) * exampleBytes);
 }
 
 /**
@@ -105,9 +121,9 @@ export function roomWindowBudget(plan: BudgetPlan, seen: WindowSeen): number {
  * window for the window itself and each change of the ring.
  */
 export function readerWindowBudget(plan: BudgetPlan, seen: WindowSeen): number {
-  const { trainCount, testCount } = DATASETS[plan.dataset];
+  const { trainCount, testCount, exampleBytes } = plan.dataset;
   const share = Math.min(1, plan.maxShare / globalBatchSize(plan.perWorker, seen.smallestRing));
-  return Math.ceil((EPOCH_TRAIN_FACTOR * trainCount * share + testCount + (seen.changes + 1) * refetchExamples(plan.maxShare)) * EXAMPLE_BYTES);
+  return Math.ceil((EPOCH_TRAIN_FACTOR * trainCount * share + testCount + (seen.changes + 1) * refetchExamples(plan.maxShare)) * exampleBytes);
 }
 
 /** Where a room is, as the data service sees it at a request (Room.dataWindow). */

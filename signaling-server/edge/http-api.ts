@@ -10,6 +10,7 @@
  * This file: HTTP, the room API (the contract the dashboard, Node workers and tests use),
  * health, and the built client; data-api.ts adds the data service's examples.
  */
+import { startConfigSchema } from '../../shared/tasks/start-config';
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import type { TrustProxy } from './client-address';
@@ -19,7 +20,7 @@ import { normalizeJoinCode } from '../../shared/protocol/join-code';
 import express, { type NextFunction, type Request, type Response } from 'express';
 import multer from 'multer';
 import { WebringError, toWebringError, type ErrorCode } from '../../shared/protocol/errors';
-import { MAX_HTTP_JSON_BYTES, collectRequestSchema, seatsRequestSchema, parseOrThrow, roomNameSchema, startConfigSchema, type HubKeyInfo, type RoomJoinInfo, type RoomStatus, type ServerInfo } from '../../shared/protocol';
+import { MAX_HTTP_JSON_BYTES, collectRequestSchema, seatsRequestSchema, parseOrThrow, roomNameSchema, type HubKeyInfo, type RoomJoinInfo, type RoomStatus, type ServerInfo } from '../../shared/protocol';
 import { CHECKPOINT_FILES, CHECKPOINT_FILE_NAMES, LATEST_CHECKPOINT, type CheckpointFile } from '../../shared/checkpoints/checkpoint';
 import { startRun } from '../rooms/runs';
 import { allowHubAgain, removeHubAsTeacher } from '../rooms/hub-access';
@@ -31,7 +32,7 @@ import type { CheckpointAdmission } from '../rooms/checkpoint-store';
 import type { DatasetLibrary } from '../data/datasets';
 import { pageHeaders } from './page-headers';
 
-/** Per file of a checkpoint upload; the MLP's weights and Adam state are ~1.2 MB, the CNN's far less. */
+/** Per file of a checkpoint upload; a 100k-parameter model's weights and Adam state are ~1.2 MB. */
 const MAX_CHECKPOINT_FILE_BYTES = 32 * 1024 * 1024;
 
 const HTTP_STATUS: Partial<Record<ErrorCode, number>> = {
@@ -45,6 +46,8 @@ const HTTP_STATUS: Partial<Record<ErrorCode, number>> = {
   ERR_NO_WORKERS: 409,
   ERR_STALE_RUN: 409,
   ERR_STEP_OUT_OF_RANGE: 409,
+  ERR_OTHER_TASK: 409,
+  ERR_UNKNOWN_TASK: 400,
   ERR_PAYLOAD_TOO_LARGE: 413,
   ERR_RATE_LIMITED: 429,
   ERR_DATA_BUDGET: 429,

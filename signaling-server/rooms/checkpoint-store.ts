@@ -199,7 +199,7 @@ export class CheckpointStore {
     }
     await this.prune(room, maxToKeep, id);
     const bytes = files.reduce((sum, [, b]) => sum + b.byteLength, 0);
-    return { id, run: meta.run, step: meta.step, epoch: meta.epoch, createdAt: meta.createdAt, bytes, writer, writerName, trust, weightsHash: meta.weightsHash, classes: meta.config.classes };
+    return { id, run: meta.run, step: meta.step, epoch: meta.epoch, createdAt: meta.createdAt, bytes, writer, writerName, trust, weightsHash: meta.weightsHash, task: meta.config.task, model: meta.config.model, classes: meta.config.classes };
   }
 
   /**
@@ -312,7 +312,7 @@ export class CheckpointStore {
         const trust = await this.readTrust(cdir);
         found.push({
           dir: cdir,
-          info: { id: entry, run: meta.run, step: meta.step, epoch: meta.epoch, createdAt: meta.createdAt, bytes, writer, writerName, trust, weightsHash: meta.weightsHash, classes: meta.config.classes },
+          info: { id: entry, run: meta.run, step: meta.step, epoch: meta.epoch, createdAt: meta.createdAt, bytes, writer, writerName, trust, weightsHash: meta.weightsHash, task: meta.config.task, model: meta.config.model, classes: meta.config.classes },
         });
       } catch (err) {
         console.warn(`[webring] skipping unreadable checkpoint ${cdir}: ${(err as Error).message}`);

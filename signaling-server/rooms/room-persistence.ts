@@ -4,10 +4,11 @@
  * RoomFile form. Written atomically (temp file, fsync, rename) whenever it changes (see
  * persisting-room-store.ts); validated on load like any other input.
  */
+import { startConfigSchema } from '../../shared/tasks/start-config';
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { z } from 'zod';
-import { BACKENDS, ROOM_STATES, WORKER_KINDS, collectSettingSchema, roomNameSchema, startConfigSchema } from '../../shared/protocol';
+import { BACKENDS, ROOM_STATES, WORKER_KINDS, collectSettingSchema, roomNameSchema } from '../../shared/protocol';
 import type { Clock } from '../../shared/util/clock';
 import type { Room } from './room';
 import { decodeRoom, encodeRoom, fromRoomFile, toRoomFile, type RoomFile } from './room-codec';

@@ -4,7 +4,8 @@
  * and the seats' settings.
  */
 import type { RoomStatus } from '../../shared/protocol';
-import { trainingSetBytes } from '../../shared/data/data-service';
+import { exampleBytes, trainingSetBytes } from '../../shared/data/data-service';
+import { datasetFacts } from '../../shared/tasks/registry';
 import { DEFAULT_SEATS_PER_LAN_ADDRESS } from './seats';
 import type { RoomCore } from './room-core';
 
@@ -30,13 +31,13 @@ export function roomStatus(core: RoomCore): RoomStatus {
     waiting: core.members.waiting.map((m) => core.members.info(m, null)),
     config: run.config,
     totalSteps: core.runState.totalSteps(ring.length),
-    metrics: { loss: run.loss, accuracy: run.accuracy, trainAccuracy: run.trainAccuracy },
+    metrics: { loss: run.loss, accuracy: run.accuracy, trainAccuracy: run.trainAccuracy, testLoss: run.testLoss ?? null },
     lastError: run.lastError,
     dropped: [...run.dropped],
     consistency: { ...run.consistency },
     events: core.events.slice(-ROOM_EVENTS_SHOWN),
     // What was served is counted where it is served (edge/data-api.ts), which fills it in.
-    data: { dataset: run.config?.dataset ?? null, datasetBytes: run.config ? trainingSetBytes(run.config.dataset) : 0, bytesServed: 0 },
+    data: { dataset: run.config?.dataset ?? null, ...datasetBytesOf(run.config?.dataset ?? null), bytesServed: 0 },
     joins: run.joins ?? [],
     collect: core.collectSetting,
     hubAccess: hubAccess(core),
@@ -58,4 +59,10 @@ function bytesPerRound(core: RoomCore): Pick<RoomStatus, 'bytesSentPerRound' | '
 function hubAccess(core: RoomCore): RoomStatus['hubAccess'] {
   const { accusers, needed } = core.hubRole.accusationsOf(core.members.ring, core.members.hub);
   return { barred: core.hubRole.barred(), accusers, accusersNeeded: needed };
+}
+
+/** The training set's size on the wire and one example's, for the teacher's "bytes served per epoch"; 0 before a run. */
+function datasetBytesOf(dataset: string | null): { datasetBytes: number; exampleBytes: number } {
+  const facts = dataset ? datasetFacts(dataset) : null;
+  return facts ? { datasetBytes: trainingSetBytes(facts, facts.features), exampleBytes: exampleBytes(facts.features) } : { datasetBytes: 0, exampleBytes: 0 };
 }

@@ -21,28 +21,9 @@
  * will, the members' reports of the run and the room's status have files of their own
  * (removals.ts, run-reports.ts, room-status.ts).
  */
+import { DEFAULT_START_CONFIG } from '../../shared/tasks/start-config';
 import { WebringError } from '../../shared/protocol/errors';
-import {
-  DEFAULT_START_CONFIG,
-  REFORM_AFTER_MS,
-  type DropRequest,
-  type EvaluationReport,
-  type OwnExamplesReport,
-  type CollectSetting,
-  type HubBar,
-  type EvictRequest,
-  type FinishReport,
-  type Generation,
-  type DeviceProbe,
-  type MetricPoint,
-  type ProgressReport,
-  type RoomMetrics,
-  type RoomStatus,
-  type StartConfig,
-  type TrainStart,
-  type ResumePoint,
-  type MemberDropped,
-} from '../../shared/protocol';
+import { REFORM_AFTER_MS, type DropRequest, type EvaluationReport, type OwnExamplesReport, type CollectSetting, type HubBar, type EvictRequest, type FinishReport, type Generation, type DeviceProbe, type MetricPoint, type ProgressReport, type RoomMetrics, type RoomStatus, type StartConfig, type TrainStart, type ResumePoint, type MemberDropped } from '../../shared/protocol';
 import type { Clock } from '../../shared/util/clock';
 import type { NewMember } from './membership';
 import type { CheckpointTrust } from '../../shared/checkpoints/checkpoint';

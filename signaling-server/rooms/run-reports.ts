@@ -6,6 +6,7 @@
 import { WebringError } from '../../shared/protocol/errors';
 import type { EvaluationReport, FinishReport, OwnExamplesReport, ProgressReport } from '../../shared/protocol';
 import type { CheckpointTrust } from '../../shared/checkpoints/checkpoint';
+import { findTask } from '../../shared/tasks/registry';
 import type { TrustChange } from './checkpoint-guard';
 import { NO_CHANGE, type MembershipChange, type RoomCore } from './room-core';
 import type { Member } from './membership';
@@ -78,7 +79,7 @@ export function recordOwnExamples(core: RoomCore, memberId: string, report: OwnE
   const m = core.members.find(memberId);
   if (!m || core.members.isHub(memberId)) throw new WebringError('ERR_NOT_IN_ROOM', 'only students and Node workers hold examples');
   const config = core.runState.config;
-  const classes = core.collectSetting?.classes ?? (config && config.data !== 'mnist' ? config.classes : null);
+  const classes = core.collectSetting?.classes ?? (config && config.data !== 'dataset' ? config.classes : null);
   if (!classes) throw new WebringError('ERR_BAD_STATE', `room ${core.name} collects no examples and has no run on own data`);
   const stranger = Object.keys(report.counts).find((label) => !classes.includes(label));
   if (stranger !== undefined) throw new WebringError('ERR_BAD_REQUEST', `room ${core.name} collects ${classes.join(', ')}; not ${JSON.stringify(stranger)}`, 'counts');
@@ -88,7 +89,9 @@ export function recordOwnExamples(core: RoomCore, memberId: string, report: OwnE
 /** A ring member's evaluation of the run; only the chief's is the room's. */
 export function recordEvaluation(core: RoomCore, memberId: string, report: EvaluationReport): void {
   const m = core.requireMemberOfRun(memberId, report.run);
-  if (core.members.chief === m) core.runState.recordEvaluation(report);
+  if (core.members.chief !== m) return;
+  const task = findTask(core.runState.record.config?.task ?? '');
+  core.runState.recordEvaluation(report, task?.target === 'class');
 }
 
 /** A finish report's effect: the membership change, and the member taken out for its own failure (told why), if any. */

@@ -4,9 +4,10 @@
  * the weight-consistency count. The replicas do the training; this only records what the
  * chief reports, so every signaling node can show the same run.
  */
+import { DEFAULT_START_CONFIG } from '../../shared/tasks/start-config';
 import { WebringError, type ErrorBody } from '../../shared/protocol/errors';
-import { DEFAULT_START_CONFIG, MAX_JOIN_COSTS, type DroppedMember, type EvaluationReport, type JoinCost, type MetricPoint, type ProgressReport, type ResumePoint, type RoomMetrics, type RoomState, type StartConfig } from '../../shared/protocol';
-import { DATASETS } from '../../shared/data/data-service';
+import { MAX_JOIN_COSTS, type DroppedMember, type EvaluationReport, type JoinCost, type MetricPoint, type ProgressReport, type ResumePoint, type RoomMetrics, type RoomState, type StartConfig } from '../../shared/protocol';
+import { datasetFacts } from '../../shared/tasks/registry';
 import { globalBatchSize } from '../../shared/data/batch-plan';
 import { stepsPerEpoch } from '../../shared/data/sharding';
 import { CheckpointGuard, newCheckpointGuard, type CheckpointGuardRecord } from './checkpoint-guard';
@@ -32,6 +33,8 @@ export interface RunRecord {
   loss: number | null;
   trainAccuracy: number | null;
   accuracy: number | null;
+  /** The held-out loss after the last epoch; absent in records from before it was kept. */
+  testLoss?: number | null;
   evaluations: RoomMetrics['evaluations'];
   lastError: ErrorBody | null;
   /** The chief's estimate of the run's last step, from its latest report. */
@@ -59,6 +62,7 @@ export const idleRun = (): RunRecord => ({
   loss: null,
   trainAccuracy: null,
   accuracy: null,
+  testLoss: null,
   evaluations: [],
   lastError: null,
   reportedTotalSteps: null,
@@ -180,9 +184,12 @@ export class RunState {
     return { counted: true, resynced: report.hashMismatch };
   }
 
-  recordEvaluation(report: EvaluationReport): void {
-    this.r.accuracy = report.accuracy;
-    this.r.evaluations.push({ epoch: report.epoch, step: report.step, accuracy: report.accuracy });
+  /** An epoch's held-out scores; accuracy is kept for a task that tells classes apart only. */
+  recordEvaluation(report: EvaluationReport, classifies: boolean): void {
+    const accuracy = classifies ? report.accuracy : null;
+    this.r.accuracy = accuracy;
+    this.r.testLoss = report.testLoss;
+    this.r.evaluations.push({ epoch: report.epoch, step: report.step, accuracy, testLoss: report.testLoss });
   }
 
   /** Joiners were admitted into the running ring in `generation`; their cost is reported later. */
@@ -213,9 +220,10 @@ export class RunState {
   totalSteps(ringSize: number): number | null {
     const config = this.r.config;
     // The class's own data: only the devices know how many examples an epoch has.
+    const facts = config && config.data === 'dataset' ? datasetFacts(config.dataset) : null;
     const estimate =
-      config && ringSize > 0 && config.data === 'mnist'
-        ? Math.min(config.epochs * stepsPerEpoch(DATASETS[config.dataset].trainCount, globalBatchSize(config.batchSizePerWorker, ringSize)), config.maxSteps ?? Number.POSITIVE_INFINITY)
+      config && facts && ringSize > 0
+        ? Math.min(config.epochs * stepsPerEpoch(facts.trainCount, globalBatchSize(config.batchSizePerWorker, ringSize)), config.maxSteps ?? Number.POSITIVE_INFINITY)
         : null;
     return this.r.reportedTotalSteps ?? estimate;
   }

@@ -58,7 +58,7 @@ function otherDataThan(saved: StartConfig, config: StartConfig): string | null {
   return null;
 }
 
-/** The newest checkpoint of the same model and data for 'latest', or the named one. */
+/** The newest checkpoint of the same task, model and data for 'latest', or the named one. */
 async function resumePoint(ctx: RoomContext, room: string, config: StartConfig): Promise<ResumePoint | null> {
   if (config.resumeFrom === 'none') return null;
   const found = await ctx.checkpoints.metadata(room, config.resumeFrom);
@@ -67,6 +67,10 @@ async function resumePoint(ctx: RoomContext, room: string, config: StartConfig):
     throw new WebringError('ERR_UNKNOWN_CHECKPOINT', `room ${room} has no checkpoint ${config.resumeFrom}`, 'resumeFrom');
   }
   const { meta } = found;
+  if (meta.config.task !== config.task) {
+    if (config.resumeFrom === LATEST_CHECKPOINT) return null; // another task starts fresh
+    throw new WebringError('ERR_OTHER_TASK', `checkpoint ${config.resumeFrom} is of the task ${meta.config.task}, not ${config.task}: its weights and data position mean nothing to this run`, 'resumeFrom');
+  }
   if (meta.config.model !== config.model) {
     if (config.resumeFrom === LATEST_CHECKPOINT) return null; // a different model starts fresh
     throw new WebringError('ERR_BAD_STATE', `checkpoint ${config.resumeFrom} holds a ${meta.config.model}, not a ${config.model}`, 'resumeFrom');

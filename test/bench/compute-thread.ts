@@ -1,7 +1,8 @@
 /**
  * `npm run bench:compute`: what the compute thread costs and what it buys, before (the
  * maths on the network's thread: `--compute main`, `?compute=main`) and after (a thread of
- * its own, the default). For the MLP and the CNN, on the product's default settings:
+ * its own, the default). For the lab's workloads (shared/tasks/lab-workloads.ts: the MLP and
+ * the CNN), on the product's default settings:
  *
  * - node: one Node worker's trainer (a ring of one, in this process) on tfjs's CPU backend:
  *   the step's wall time, the thread crossing (its two messages and transfers beyond the
@@ -26,16 +27,18 @@ import { buildClientIfNeeded, CLIENT_DIST } from '../../signaling-server/build-c
 import { createLogger } from '../../signaling-server/logger';
 import { startServer, type RunningServer } from '../../signaling-server/server';
 import { joinCodeFor } from '../../signaling-server/edge/join-codes';
-import { startConfigSchema, type ModelKind, type RoomStatus, type StepTimingReport } from '../../shared/protocol';
+import type { RoomStatus, StepTimingReport } from '../../shared/protocol';
+import { startConfigSchema } from '../../shared/tasks/start-config';
+import { LAB_DATASETS, LAB_WORKLOADS, LAB_WORKLOAD_LIST, type LabModel } from '../../shared/tasks/lab-workloads';
 import { Trainer } from '../../shared/training/trainer';
-import { mnistShards } from '../../shared/data/data-source';
-import { packMnistFromPackage } from '../../signaling-server/data/mnist-pack';
+import { inMemoryShards } from '../../shared/data/data-source';
+import { loadDataset } from '../../signaling-server/data/datasets';
 import { createMemoryRing } from '../support/memory-ring';
 import { openNodeCompute } from '../../node-worker/node-compute';
 import type { ComputePlace } from '../../shared/compute/compute';
 
 const PARTS = new Set((process.env.BENCH_PARTS ?? 'node,tab').split(','));
-const STEPS: Record<ModelKind, number> = { mlp: 40, cnn: 12 };
+const STEPS: Record<LabModel, number> = { [LAB_WORKLOADS.dense.model]: 40, [LAB_WORKLOADS.conv.model]: 12 };
 const WARMUP_STEPS = 3;
 const OUT_DIR = path.resolve(import.meta.dirname, '../../bench');
 const TOKEN = 'bench';
@@ -44,7 +47,7 @@ const PLACES: readonly ComputePlace[] = ['main', 'thread'];
 
 interface Row {
   where: 'node' | 'tab';
-  model: ModelKind;
+  model: LabModel;
   backend: string;
   compute: ComputePlace;
   steps: number;
@@ -65,14 +68,15 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 async function nodeRows(): Promise<Row[]> {
   await tf.setBackend('cpu');
-  const dataset = packMnistFromPackage();
+  const dataset = await loadDataset(LAB_DATASETS.small);
   const rows: Row[] = [];
-  for (const model of ['mlp', 'cnn'] as const) {
+  for (const w of LAB_WORKLOAD_LIST) {
+    const model = w.model;
     for (const place of PLACES) {
-      const config = startConfigSchema.parse({ model });
+      const config = startConfigSchema.parse({ ...w.config, dataset: LAB_DATASETS.small.id });
       const compute = place === 'thread' ? await openNodeCompute('cpu', 'thread') : null;
       const replica = compute ? await compute.createReplica({ config }) : undefined;
-      const trainer = new Trainer(config, mnistShards(config, dataset), createMemoryRing(1).rings[0]!, replica ? { replica } : {});
+      const trainer = new Trainer(config, inMemoryShards(config, dataset, w.task.example), createMemoryRing(1).rings[0]!, replica ? { replica } : {});
       for (let s = 0; s < WARMUP_STEPS; s++) await trainer.trainStep();
       const delay = monitorEventLoopDelay({ resolution: 5 });
       delay.enable();
@@ -114,7 +118,8 @@ async function tabRows(browser: Browser, server: RunningServer): Promise<Row[]> 
   const rows: Row[] = [];
   let counter = 0;
   for (const backend of ['cpu', 'webgpu'] as const) {
-    for (const model of ['mlp', 'cnn'] as const) {
+    for (const w of LAB_WORKLOAD_LIST) {
+      const model = w.model;
       for (const place of PLACES) {
         const room = `bench-compute-${counter++}`;
         const context = await browser.newContext();
@@ -124,7 +129,7 @@ async function tabRows(browser: Browser, server: RunningServer): Promise<Row[]> 
         await page.getByRole('button', { name: 'Join' }).click();
         await page.waitForFunction(() => /^\d+$/.test(document.querySelector<HTMLElement>('[data-testid="worker-status"]')?.dataset.rank ?? ''), null, { timeout: 120_000 });
         await page.evaluate(() => ((window as unknown as { __longTasks: number[] }).__longTasks.length = 0));
-        const res = await fetch(`${server.url}/api/rooms/${room}/start`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${TOKEN}` }, body: JSON.stringify({ model, dataset: 'mnist-10k', maxSteps: STEPS[model] + WARMUP_STEPS, resumeFrom: 'none' }) });
+        const res = await fetch(`${server.url}/api/rooms/${room}/start`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${TOKEN}` }, body: JSON.stringify({ ...w.config, dataset: LAB_DATASETS.small.id, maxSteps: STEPS[model] + WARMUP_STEPS, resumeFrom: 'none' }) });
         if (!res.ok) throw new Error(`start: ${res.status} ${await res.text()}`);
         const samples = new Map<number, StepTimingReport>();
         for (;;) {

@@ -16,18 +16,19 @@ import { parseArgs } from 'node:util';
 import * as tf from '@tensorflow/tfjs';
 import { selectNodeBackend } from '../../node-worker/node-backend';
 import { LocalReplica } from '../../shared/compute/local-replica';
-import { startConfigSchema, type ModelKind } from '../../shared/protocol';
-import { MNIST_PIXELS } from '../../shared/data/mnist-format';
+import { startConfigSchema } from '../../shared/tasks/start-config';
+import { featureCount } from '../../shared/tasks/task';
+import { LAB_WORKLOADS, LAB_WORKLOAD_LIST, labWorkloadOf, type LabModel } from '../../shared/tasks/lab-workloads';
 
 const WARM_STEPS = 3;
-const SHARES: Record<ModelKind, number[]> = { mlp: [32, 128, 512, 1024], cnn: [32, 128, 512] };
+const SHARES: Record<LabModel, number[]> = { [LAB_WORKLOADS.dense.model]: [32, 128, 512, 1024], [LAB_WORKLOADS.conv.model]: [32, 128, 512] };
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 
 interface Row {
   backend: string;
   adapter: string | null;
-  model: ModelKind;
+  model: LabModel;
   share: number;
   stepMs: number;
   computeMs: number;
@@ -40,10 +41,11 @@ interface Row {
   tensorsFlat: boolean;
 }
 
-async function timeSteps(model: ModelKind, share: number, timedSteps: number): Promise<Omit<Row, 'backend' | 'adapter'>> {
-  const replica = new LocalReplica({ config: startConfigSchema.parse({ model, batchSizePerWorker: share }) });
-  const images = Float32Array.from({ length: share * MNIST_PIXELS }, () => Math.random());
-  const labels = Int32Array.from({ length: share }, () => Math.floor(Math.random() * 10));
+async function timeSteps(model: LabModel, share: number, timedSteps: number): Promise<Omit<Row, 'backend' | 'adapter'>> {
+  const w = labWorkloadOf(model);
+  const replica = new LocalReplica({ config: startConfigSchema.parse({ ...w.config, batchSizePerWorker: share }) });
+  const features = Float32Array.from({ length: share * featureCount(w.task.example) }, () => Math.random());
+  const labels = Int32Array.from({ length: share }, () => Math.floor(Math.random() * w.task.outputs.length));
   let flat: Float32Array = new Float32Array(replica.parameterCount);
   const steps: number[] = [];
   const computes: number[] = [];
@@ -54,7 +56,7 @@ async function timeSteps(model: ModelKind, share: number, timedSteps: number): P
   const tensors: number[] = [];
   for (let s = 0; s < WARM_STEPS + timedSteps; s++) {
     const t0 = performance.now();
-    const g = await replica.computeGradients({ images, labels, n: share }, flat);
+    const g = await replica.computeGradients({ features, labels, n: share }, flat);
     const t1 = performance.now();
     const applied = await replica.applyGradients(g.flat, 0.001);
     const t2 = performance.now();
@@ -78,12 +80,12 @@ async function main(): Promise<void> {
     options: { backend: { type: 'string', default: 'webgpu' }, out: { type: 'string' }, 'cnn-shares': { type: 'string' }, steps: { type: 'string', default: '10' } },
   });
   // The CPU backend takes seconds a CNN step: a baseline run can keep to the small shares.
-  if (values['cnn-shares']) SHARES.cnn = values['cnn-shares'].split(',').map(Number);
+  if (values['cnn-shares']) SHARES[LAB_WORKLOADS.conv.model] = values['cnn-shares'].split(',').map(Number);
   const timedSteps = Number(values.steps);
   const choice = await selectNodeBackend(values.backend === 'cpu' ? 'cpu' : 'webgpu');
   if (values.backend !== 'cpu' && choice.backend !== 'webgpu') throw new Error(`no WebGPU here: ${choice.webgpuUnavailable}`);
   const rows: Row[] = [];
-  for (const model of ['mlp', 'cnn'] as const) {
+  for (const { model } of LAB_WORKLOAD_LIST) {
     for (const share of SHARES[model]) {
       const row: Row = { backend: tf.getBackend(), adapter: choice.adapter ?? null, ...(await timeSteps(model, share, timedSteps)) };
       rows.push(row);

@@ -4,7 +4,9 @@
  * and evaluating on its 10,000 test digits, as a class would.
  *
  *   npm run bench:epoch -- --workers 4 --model cnn --global-batch 32
- *     [--epochs 1] [--lr 0.003] [--warmup 100] [--dataset mnist-60k] [--max-steps N]
+ *     [--epochs 1] [--lr 0.003] [--warmup 100] [--dataset mnist-60k] [--max-steps N] [--task mnist]
+ *
+ * The defaults are the lab's conv workload on its full dataset (shared/tasks/lab-workloads.ts).
  *
  * It prints, and adds to bench/mnist-epoch.json: the test accuracy after the run, its wall
  * time and examples/s, the share of each step the workers spent waiting for examples, and
@@ -17,28 +19,35 @@ import os from 'node:os';
 import { parseArgs } from 'node:util';
 import { AS_TEACHER, codeFor, startTestServer } from '../support/server';
 import { createLogger } from '../../signaling-server/logger';
-import { DATASETS, trainingSetBytes } from '../../shared/data/data-service';
-import { DATASET_KINDS, MODEL_KINDS, type DatasetKind, type ModelKind, type RoomStatus } from '../../shared/protocol';
+import { trainingSetBytes } from '../../shared/data/data-service';
+import type { RoomStatus } from '../../shared/protocol';
+import { datasetFacts, taskOf } from '../../shared/tasks/registry';
+import { LAB_DATASETS, LAB_WORKLOADS } from '../../shared/tasks/lab-workloads';
 
 const { values } = parseArgs({
   options: {
     workers: { type: 'string', default: '1' },
-    model: { type: 'string', default: 'cnn' },
+    task: { type: 'string', default: LAB_WORKLOADS.conv.task.id },
+    model: { type: 'string', default: LAB_WORKLOADS.conv.model },
     'global-batch': { type: 'string', default: '32' },
     epochs: { type: 'string', default: '1' },
     lr: { type: 'string' },
     warmup: { type: 'string' },
-    dataset: { type: 'string', default: 'mnist-60k' },
+    dataset: { type: 'string', default: LAB_DATASETS.full.id },
     'max-steps': { type: 'string' },
   },
 });
 const workers = Number(values.workers);
 const globalBatch = Number(values['global-batch']);
-if (!(MODEL_KINDS as readonly string[]).includes(values.model!)) throw new Error(`--model: one of ${MODEL_KINDS.join(', ')}`);
-if (!(DATASET_KINDS as readonly string[]).includes(values.dataset!)) throw new Error(`--dataset: one of ${DATASET_KINDS.join(', ')}`);
+const task = taskOf(values.task!);
+const modelIds = task.models.map((m) => m.id);
+const datasetIds = task.datasets.map((d) => d.id);
+if (!modelIds.includes(values.model!)) throw new Error(`--model: one of ${modelIds.join(', ')}`);
+if (!datasetIds.includes(values.dataset!)) throw new Error(`--dataset: one of ${datasetIds.join(', ')}`);
 if (!Number.isInteger(globalBatch / workers)) throw new Error('--global-batch must divide evenly among --workers');
-const model = values.model as ModelKind;
-const dataset = values.dataset as DatasetKind;
+const model = values.model!;
+const dataset = values.dataset!;
+const facts = datasetFacts(dataset)!;
 
 const ROOM = 'bench-epoch';
 const POLL_MS = 500;
@@ -77,6 +86,7 @@ process.on('exit', stopAll);
 
 while ((await status()).members.length < workers) await new Promise((r) => setTimeout(r, POLL_MS));
 const config = {
+  task: task.id,
   model,
   dataset,
   batchSizePerWorker: globalBatch / workers,
@@ -104,7 +114,7 @@ while (last.state !== 'done' || last.metrics.accuracy === null) {
 }
 const wallS = (performance.now() - t0) / 1000;
 const steps = last.step;
-const examples = Math.min(steps * globalBatch, Number(values.epochs) * DATASETS[dataset].trainCount);
+const examples = Math.min(steps * globalBatch, Number(values.epochs) * facts.trainCount);
 const stepMs = (wallS * 1000) / steps;
 const waits = dataMs.flatMap((m) => [...m.values()]);
 const meanWaitMs = waits.reduce((a, b) => a + b, 0) / Math.max(1, waits.length);
@@ -126,7 +136,7 @@ const row = {
   meanDataWaitMs: Number(meanWaitMs.toFixed(2)),
   dataWaitShare: Number((meanWaitMs / stepMs).toFixed(4)),
   bytesServed: last.data.bytesServed,
-  bytesPerEpochOverTrainingSet: Number((last.data.bytesServed / trainingSetBytes(dataset) / (examples / DATASETS[dataset].trainCount)).toFixed(3)),
+  bytesPerEpochOverTrainingSet: Number((last.data.bytesServed / trainingSetBytes(facts, facts.features) / (examples / facts.trainCount)).toFixed(3)),
 };
 console.log(JSON.stringify(row, null, 2));
 const file = 'bench/mnist-epoch.json';

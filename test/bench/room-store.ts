@@ -9,7 +9,8 @@ import { Redis } from 'ioredis';
 import { MemoryRoomStore, type RoomStore } from '../../signaling-server/rooms/room-store';
 import { RedisRoomStore } from '../../signaling-server/rooms/redis-room-store';
 import { wallClock } from '../../signaling-server/rooms/wall-clock';
-import { DIGIT_CLASSES, MAX_ROOM_MEMBERS, type ProgressReport } from '../../shared/protocol';
+import { MAX_ROOM_MEMBERS, type ProgressReport } from '../../shared/protocol';
+import { LAB_DATASETS, LAB_WORKLOADS } from '../../shared/tasks/lab-workloads';
 import { startRedis } from '../support/redis';
 
 const ROOM = 'bench-room';
@@ -24,7 +25,7 @@ async function fill(store: RoomStore): Promise<number> {
   for (let i = 0; i < MAX_ROOM_MEMBERS; i++) {
     await store.update(ROOM, (r) => r.join({ id: memberId(i), socketId: `s${i}`, tokenHash: '0'.repeat(64), name: `student ${i}`, backend: 'webgpu', kind: 'browser', adapter: null, node: null }), { create: true });
   }
-  const started = await store.update(ROOM, (r) => r.start({ model: 'mlp', optimizer: 'adam', learningRate: 0.001, warmupSteps: 0, scaleLearningRate: false, referenceBatch: 32, balanceShares: false, batchSizePerWorker: 32, epochs: 2, seed: 1, saveEverySteps: 50, maxToKeep: 3, resumeFrom: 'none', wire: 'fp32', allreduce: 'auto', dataset: 'mnist-60k', data: 'mnist', classes: [...DIGIT_CLASSES], secureAggregation: false, sync: 'every-step', localSteps: 20, outerOptimizer: 'nesterov', outerLearningRate: 0.7, outerMomentum: 0.9 }, null));
+  const started = await store.update(ROOM, (r) => r.start({ ...LAB_WORKLOADS.dense.config, optimizer: 'adam', learningRate: 0.001, warmupSteps: 0, scaleLearningRate: false, referenceBatch: 32, balanceShares: false, batchSizePerWorker: 32, epochs: 2, seed: 1, saveEverySteps: 50, maxToKeep: 3, resumeFrom: 'none', wire: 'fp32', allreduce: 'auto', dataset: LAB_DATASETS.full.id, data: 'dataset', classes: [...LAB_WORKLOADS.dense.task.outputs], secureAggregation: false, sync: 'every-step', localSteps: 20, outerOptimizer: 'nesterov', outerLearningRate: 0.7, outerMomentum: 0.9 }, null));
   return started!.result.run;
 }
 

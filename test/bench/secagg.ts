@@ -4,7 +4,8 @@
  * fixed point's own cost, not a link's).
  *
  * - Mask generation: one rank's combined mask for one step (k pairwise AES-CTR keystreams
- *   from HKDF, summed), for the MLP's and the CNN's gradient buffers, at the partner counts
+ *   from HKDF, summed), for the lab workloads' gradient buffers (the MLP's and the CNN's:
+ *   shared/tasks/lab-workloads.ts), at the partner counts
  *   of N = 3, 8, 16 and 30 (k = min(N-1, 2⌈log2 N⌉)).
  * - A training step: N trainers on the MLP stepping together over an in-memory mesh, plain
  *   float32 against secure, N = 3 and 8; the masks for step s+1 are made while step s+1
@@ -17,12 +18,14 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import * as tf from '@tensorflow/tfjs';
-import { startConfigSchema, type WireFormat } from '../../shared/protocol';
+import type { WireFormat } from '../../shared/protocol';
+import { startConfigSchema } from '../../shared/tasks/start-config';
+import { LAB_WORKLOADS, LAB_WORKLOAD_LIST } from '../../shared/tasks/lab-workloads';
 import { Trainer } from '../../shared/training/trainer';
-import { mnistShards } from '../../shared/data/data-source';
+import { inMemoryShards } from '../../shared/data/data-source';
 import { LocalReplica } from '../../shared/compute/local-replica';
 import type { Collective } from '../../shared/collectives/collective';
-import { packMnistFromPackage } from '../../signaling-server/data/mnist-pack';
+import { loadDataset } from '../../signaling-server/data/datasets';
 import { createMemoryMesh } from '../support/memory-ring';
 import { memberIds, relayedDirectories, secureOver } from '../support/secure-ring';
 import { maskPartnerCount } from '../../shared/secagg/mask-graph';
@@ -59,13 +62,14 @@ interface StepRow {
 }
 
 async function stepRow(n: number, mode: StepRow['mode']): Promise<StepRow> {
-  const dataset = packMnistFromPackage();
+  const w = LAB_WORKLOADS.dense;
+  const dataset = await loadDataset(w.datasets.small);
   const wire: WireFormat = mode === 'fp16' ? 'fp16' : 'fp32';
-  const config = startConfigSchema.parse({ model: 'mlp', batchSizePerWorker: 32, balanceShares: false, allreduce: 'ring', wire, secureAggregation: mode === 'secure' });
+  const config = startConfigSchema.parse({ ...w.config, dataset: w.datasets.small.id, batchSizePerWorker: 32, balanceShares: false, allreduce: 'ring', wire, secureAggregation: mode === 'secure' });
   const mesh = createMemoryMesh(n);
   const ids = memberIds(n);
   const collectives: Collective[] = mode === 'secure' ? secureOver(mesh.rings, ids, relayedDirectories(ids), 1).secure : mesh.rings;
-  const trainers = collectives.map((c) => new Trainer(config, mnistShards(config, dataset), c));
+  const trainers = collectives.map((c) => new Trainer(config, inMemoryShards(config, dataset, w.task.example), c));
   const times: number[] = [];
   const bytes: number[] = [];
   for (let s = 0; s < STEPS; s++) {
@@ -82,7 +86,7 @@ async function stepRow(n: number, mode: StepRow['mode']): Promise<StepRow> {
 
 async function main(): Promise<void> {
   await tf.setBackend('cpu');
-  const models = { mlp: new LocalReplica({ config: startConfigSchema.parse({ model: 'mlp' }) }), cnn: new LocalReplica({ config: startConfigSchema.parse({ model: 'cnn' }) }) };
+  const models = Object.fromEntries(LAB_WORKLOAD_LIST.map((w) => [w.model, new LocalReplica({ config: startConfigSchema.parse(w.config) })]));
   const masks: Array<{ model: string; parameters: number; n: number; partners: number; maskMs: number }> = [];
   for (const [model, replica] of Object.entries(models)) {
     for (const n of [3, 8, 16, 30]) {

@@ -7,9 +7,10 @@
  * It prints the totals it threw. Handshakes, malformed events, floods and replays are in
  * abuse-sockets.test.ts.
  */
+import { startConfigSchema } from '../../shared/tasks/start-config';
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { MAX_HTTP_JSON_BYTES, MAX_SOCKET_PACKET_BYTES, MAX_SIGNAL_BYTES, startConfigSchema, type AckResult, type JoinAccepted } from '../../shared/protocol';
+import { MAX_HTTP_JSON_BYTES, MAX_SOCKET_PACKET_BYTES, MAX_SIGNAL_BYTES, type AckResult, type JoinAccepted } from '../../shared/protocol';
 import { CHECKPOINT_FILES, sha256Hex, type CheckpointMetadata } from '../../shared/checkpoints/checkpoint';
 import { WeightsHasher } from '../../shared/util/weights-hash';
 import { codeFor, TEST_TOKEN } from '../support/server';

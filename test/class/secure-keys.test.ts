@@ -36,12 +36,12 @@ test('the key relay: checked at the edge, one key per member, run and generation
   const { publicKey } = await makeKeyPair();
   // Not a secure run: nothing to relay.
   const plain = await t.students('keys-plain', ['p0', 'p1', 'p2']);
-  await startTestRun(t.server, 'keys-plain', plain.students[0]!, { data: 'mnist', maxSteps: 1 });
+  await startTestRun(t.server, 'keys-plain', plain.students[0]!, { data: 'dataset', maxSteps: 1 });
   const plainRing = await t.status('keys-plain');
   assert.equal(codeOf(await sendKey(plain.students[0]!, { run: plainRing.run, generation: plainRing.generation, publicKey })), 'ERR_BAD_STATE');
 
   const { students, ids } = await t.students('keys', ['k0', 'k1', 'k2']);
-  const start = await startTestRun(t.server, 'keys', students[0]!, { data: 'mnist', secureAggregation: true, maxSteps: 1 });
+  const start = await startTestRun(t.server, 'keys', students[0]!, { data: 'dataset', secureAggregation: true, maxSteps: 1 });
   assert.equal(start.config.secureAggregation, true);
   const { generation, run } = await t.status('keys');
   const heard = students.map((s) => nextEvent(s, 'secagg:key'));
@@ -64,7 +64,7 @@ test('the key relay: checked at the edge, one key per member, run and generation
   // These members are sockets: the chief reports the stop as a worker would.
   students[0]!.emit('worker:finished', { run, generation, step: 0, reason: 'stopped' });
   await pollUntil('the run to end', async () => (await t.status('keys')).state === 'done', 10_000);
-  await startTestRun(t.server, 'keys', students[0]!, { data: 'mnist', secureAggregation: true, maxSteps: 1 });
+  await startTestRun(t.server, 'keys', students[0]!, { data: 'dataset', secureAggregation: true, maxSteps: 1 });
   const next = await t.status('keys');
   assert.equal(next.generation, generation);
   assert.equal(next.run, run + 1);

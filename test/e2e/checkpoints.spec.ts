@@ -7,8 +7,8 @@ import * as tf from '@tensorflow/tfjs';
 import { E2E_TOKEN } from '../../playwright.config';
 import type { CheckpointInfo } from '../../shared/checkpoints/checkpoint';
 import type { RoomMetrics } from '../../shared/protocol';
-import { packMnistFromPackage } from '../../signaling-server/data/mnist-pack';
-import { MNIST_PIXELS } from '../../shared/data/mnist-format';
+import { mnistSubset } from '../support/mnist';
+import { MNIST_PIXELS } from '../../shared/tasks/mnist/format';
 import { asTeacher, openStudent, readStatus, status } from './helpers';
 
 const ROOM = 'e2e-ckpt';
@@ -35,16 +35,16 @@ function indexedDbModels(page: Page): Promise<string[]> {
 async function testAccuracy(modelUrl: string): Promise<number> {
   await tf.setBackend('cpu');
   const model = await tf.loadLayersModel(modelUrl, { requestInit: asTeacher });
-  const ds = packMnistFromPackage();
-  const n = ds.testCount;
+  const ds = mnistSubset();
+  const n = ds.test.count;
   const images = new Float32Array(n * MNIST_PIXELS);
-  for (let i = 0; i < images.length; i++) images[i] = ds.pixels[ds.trainCount * MNIST_PIXELS + i]! / 255;
+  for (let i = 0; i < images.length; i++) images[i] = ds.test.features[i]! / 255;
   const predicted = tf.tidy(() => (model.predict(tf.tensor4d(images, [n, 28, 28, 1])) as tf.Tensor).argMax(-1));
   const labels = await predicted.data();
   predicted.dispose();
   model.dispose();
   let correct = 0;
-  for (let i = 0; i < n; i++) if (labels[i] === ds.labels[ds.trainCount + i]) correct++;
+  for (let i = 0; i < n; i++) if (labels[i] === ds.test.labels[i]) correct++;
   return correct / n;
 }
 

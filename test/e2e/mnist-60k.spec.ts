@@ -8,8 +8,8 @@
  */
 import { test, expect } from '@playwright/test';
 import type { RoomStatus } from '../../shared/protocol';
-import { EXAMPLE_BYTES } from '../../shared/data/data-service';
-import { PREFETCH_STEPS } from '../../shared/data/streamed-mnist';
+import { EXAMPLE_BYTES } from '../support/mnist';
+import { PREFETCH_STEPS } from '../../shared/data/streamed-dataset';
 import { E2E_TOKEN } from '../../playwright.config';
 import { asTeacher, openStudent, readStatus, status, type Student } from './helpers';
 

@@ -17,11 +17,11 @@
 import { test, expect, type CDPSession, type Page } from '@playwright/test';
 import { E2E_TOKEN } from '../../playwright.config';
 import type { RoomStatus } from '../../shared/protocol';
-import { MNIST_PIXELS } from '../../shared/data/mnist-format';
-import { packMnistFromPackage } from '../../signaling-server/data/mnist-pack';
+import { MNIST_PIXELS } from '../../shared/tasks/mnist/format';
+import { mnistSubset } from '../support/mnist';
 import { asTeacher, openStudent, status, type Student } from './helpers';
 import { VANTAGES, ownValuesSeen } from '../../lab/leak/views';
-import { cosine, mlpCandidates } from '../../lab/leak/attack';
+import { cosine, denseCandidates } from '../../lab/leak/attack';
 
 const teacher = { authorization: `Bearer ${E2E_TOKEN}` };
 const HOLDINGS = [
@@ -34,14 +34,14 @@ const RUN = { model: 'mlp', data: 'own', dataset: 'mnist-10k', epochs: 8, batchS
 
 /** Each tab's digits as MNIST stores them: a byte per pixel. */
 function digitsOf(digits: readonly number[]): { labels: number[]; bytes: Uint8Array } {
-  const mnist = packMnistFromPackage();
+  const mnist = mnistSubset();
   const labels: number[] = [];
   const chunks: Uint8Array[] = [];
   for (const d of digits) {
-    for (let i = 0, n = 0; i < mnist.trainCount && n < PER_DIGIT; i++) {
-      if (mnist.labels[i] !== d) continue;
+    for (let i = 0, n = 0; i < mnist.train.count && n < PER_DIGIT; i++) {
+      if (mnist.train.labels[i] !== d) continue;
       labels.push(d);
-      chunks.push(mnist.pixels.subarray(i * MNIST_PIXELS, (i + 1) * MNIST_PIXELS));
+      chunks.push(mnist.train.features.subarray(i * MNIST_PIXELS, (i + 1) * MNIST_PIXELS));
       n++;
     }
   }
@@ -166,7 +166,7 @@ async function bestLeak(tab: Student, rank: number, worldSize: number, data: { b
     if (!messages.some((m) => phases.includes(m[0]!))) continue;
     const seen = ownValuesSeen(messages, vantage, rank, worldSize);
     if (!seen) continue;
-    for (const c of mlpCandidates(seen)) for (const x of drawings) best = Math.max(best, cosine(c.pixels, x));
+    for (const c of denseCandidates(seen)) for (const x of drawings) best = Math.max(best, cosine(c.pixels, x));
   }
   return best;
 }

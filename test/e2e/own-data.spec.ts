@@ -14,8 +14,8 @@ import path from 'node:path';
 import { PNG } from 'pngjs';
 import { E2E_TOKEN } from '../../playwright.config';
 import type { RoomStatus } from '../../shared/protocol';
-import { MNIST_PIXELS } from '../../shared/data/mnist-format';
-import { packMnistFromPackage } from '../../signaling-server/data/mnist-pack';
+import { MNIST_PIXELS } from '../../shared/tasks/mnist/format';
+import { mnistSubset } from '../support/mnist';
 import { asTeacher, codeFor } from './helpers';
 
 const teacher = { authorization: `Bearer ${E2E_TOKEN}` };
@@ -33,15 +33,15 @@ let root: string;
 
 /** Writes PER_DIGIT training digits of each of `digits` as dark-on-white PNGs, a folder per class. */
 function writeFolder(dir: string, digits: readonly number[]): void {
-  const mnist = packMnistFromPackage();
+  const mnist = mnistSubset();
   for (const d of digits) {
     mkdirSync(path.join(dir, String(d)), { recursive: true });
     let written = 0;
-    for (let i = 0; i < mnist.trainCount && written < PER_DIGIT; i++) {
-      if (mnist.labels[i] !== d) continue;
+    for (let i = 0; i < mnist.train.count && written < PER_DIGIT; i++) {
+      if (mnist.train.labels[i] !== d) continue;
       const png = new PNG({ width: 28, height: 28 });
       for (let p = 0; p < MNIST_PIXELS; p++) {
-        const paper = 255 - mnist.pixels[i * MNIST_PIXELS + p]!;
+        const paper = 255 - mnist.train.features[i * MNIST_PIXELS + p]!;
         png.data.set([paper, paper, paper, 255], p * 4);
       }
       writeFileSync(path.join(dir, String(d), `${String(written).padStart(4, '0')}.png`), PNG.sync.write(png));
@@ -125,10 +125,10 @@ test('three machines that each hold only some digits learn all ten together, and
     expect(accuracy).toBeGreaterThanOrEqual(0.85);
 
     // mnist+own: the server's digits stream in beside each machine's own, in one epoch.
-    const mixed = await train(request, together, { data: 'mnist+own', epochs: 1 });
+    const mixed = await train(request, together, { data: 'dataset+own', epochs: 1 });
     console.log(`[own-data] the same machines on mnist+own, one epoch: test accuracy ${(mixed * 100).toFixed(1)} %`);
     expect(mixed).toBeGreaterThanOrEqual(0.85);
-    expect((await room(request, together)).config?.data).toBe('mnist+own');
+    expect((await room(request, together)).config?.data).toBe('dataset+own');
   } finally {
     for (const w of workers) w.child.kill('SIGKILL');
   }

@@ -4,7 +4,7 @@
  * and a start resumes from it. A checkpoint that exists but cannot be read is a server
  * error, not "not found".
  */
-import { mnistShards } from '../../shared/data/data-source';
+import { mnistShards } from '../support/mnist';
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
@@ -143,7 +143,7 @@ test('a checkpoint resumes only on the data and classes it trained: naming it fo
   const own = await start({ data: 'own', classes: ['cat', 'sun'] });
   const ownBody = (await own.json()) as { error: { code: string; field: string; message: string } };
   assert.deepEqual([own.status, ownBody.error.code, ownBody.error.field], [409, 'ERR_BAD_STATE', 'resumeFrom']);
-  assert.match(ownBody.error.message, /trained on data 'mnist', not 'own'/);
+  assert.match(ownBody.error.message, /trained on data 'dataset', not 'own'/);
   // Labels other than the digits need the class's own data: a 400 naming the field.
   const digits = await start({ classes: ['cat', 'sun'] });
   const digitsBody = (await digits.json()) as { error: { code: string; field: string } };

@@ -8,8 +8,9 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import type { RunningServer } from '../../signaling-server/server';
 import type { JoinAccepted, RoomStatus } from '../../shared/protocol';
-import { EXAMPLE_BYTES, MAX_EXAMPLES_PER_REQUEST } from '../../shared/data/data-service';
-import { MNIST_PIXELS } from '../../shared/data/mnist-format';
+import { MAX_EXAMPLES_PER_REQUEST } from '../../shared/data/data-service';
+import { EXAMPLE_BYTES } from '../support/mnist';
+import { MNIST_PIXELS } from '../../shared/tasks/mnist/format';
 import { AS_TEACHER, codeFor, connectClient, join, startTestServer, type TestSocket } from '../support/server';
 
 const HTTP_BUDGET = 60;
@@ -72,7 +73,7 @@ test('examples by index: the official digits, in compact uint8, cacheable, count
   const started = await fetch(`${server.url}/api/rooms/data/start`, { method: 'POST', headers: { ...AS_TEACHER.headers, 'content-type': 'application/json' }, body: JSON.stringify({ dataset: 'mnist-60k', maxSteps: 5 }) });
   assert.equal(started.status, 200);
   const fresh = await status('data');
-  assert.deepEqual(fresh.data, { dataset: 'mnist-60k', datasetBytes: 60_000 * EXAMPLE_BYTES, bytesServed: 0 });
+  assert.deepEqual(fresh.data, { dataset: 'mnist-60k', datasetBytes: 60_000 * EXAMPLE_BYTES, bytesServed: 0, exampleBytes: EXAMPLE_BYTES });
   assert.equal(fresh.config?.dataset, 'mnist-60k');
   await examples('data', `mnist-60k/train?ranges=100-${100 + MAX_EXAMPLES_PER_REQUEST - 1}`);
   assert.equal((await status('data')).data.bytesServed, MAX_EXAMPLES_PER_REQUEST * EXAMPLE_BYTES);

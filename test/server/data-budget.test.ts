@@ -12,8 +12,9 @@ import { io as connect } from 'socket.io-client';
 import type { RunningServer } from '../../signaling-server/server';
 import type { JoinAccepted, RoomStatus } from '../../shared/protocol';
 import type { ErrorBody } from '../../shared/protocol/errors';
-import { EXAMPLE_BYTES, MAX_EXAMPLES_PER_REQUEST } from '../../shared/data/data-service';
-import { examplesPerRequest } from '../../shared/data/streamed-mnist';
+import { MAX_EXAMPLES_PER_REQUEST } from '../../shared/data/data-service';
+import { EXAMPLE_BYTES } from '../support/mnist';
+import { examplesPerRequest } from '../../shared/data/streamed-dataset';
 import { STALLED_REPLY_MS, STALL_CHECK_MS, budgetPlan, readerWindowBudget } from '../../signaling-server/edge/data-budget';
 import { AS_TEACHER, codeFor, connectClient, join, startTestServer, type TestSocket } from '../support/server';
 

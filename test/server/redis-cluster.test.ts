@@ -11,7 +11,8 @@ import { Redis } from 'ioredis';
 import type { RunningServer } from '../../signaling-server/server';
 import { wallClock } from '../../signaling-server/rooms/wall-clock';
 import { RedisRoomStore } from '../../signaling-server/rooms/redis-room-store';
-import { DIGIT_CLASSES, type Generation, type RoomStatus } from '../../shared/protocol';
+import { type Generation, type RoomStatus } from '../../shared/protocol';
+import { DIGIT_CLASSES } from '../../shared/tasks/mnist/format';
 import { AS_TEACHER, codeFor, connectClient, join, nextEvent, startTestServer, type TestSocket } from '../support/server';
 import { startRedis, type TestRedis } from '../support/redis';
 
@@ -83,7 +84,7 @@ test('changes waiting for one room are written together; one that is refused lea
     assert.deepEqual(room!.snapshot().members.map((m) => m.name), ['n0', 'n1', 'n2']);
     // A change that throws is refused with its own error, and nothing of it is stored.
     const refused = await Promise.allSettled([
-      store.update('batch', (r) => r.start({ model: 'mlp', optimizer: 'sgd', learningRate: 0.1, warmupSteps: 0, scaleLearningRate: false, referenceBatch: 32, balanceShares: false, batchSizePerWorker: 8, epochs: 1, seed: 1, saveEverySteps: 5, maxToKeep: 1, resumeFrom: 'none', wire: 'fp32', allreduce: 'ring', dataset: 'mnist-60k', data: 'mnist', classes: [...DIGIT_CLASSES], secureAggregation: false, sync: 'every-step', localSteps: 20, outerOptimizer: 'nesterov', outerLearningRate: 0.7, outerMomentum: 0.9 }, null)),
+      store.update('batch', (r) => r.start({ task: 'mnist', model: 'mlp', optimizer: 'sgd', learningRate: 0.1, warmupSteps: 0, scaleLearningRate: false, referenceBatch: 32, balanceShares: false, batchSizePerWorker: 8, epochs: 1, seed: 1, saveEverySteps: 5, maxToKeep: 1, resumeFrom: 'none', wire: 'fp32', allreduce: 'ring', dataset: 'mnist-60k', data: 'dataset', classes: [...DIGIT_CLASSES], secureAggregation: false, sync: 'every-step', localSteps: 20, outerOptimizer: 'nesterov', outerLearningRate: 0.7, outerMomentum: 0.9 }, null)),
       store.update('batch', (r) => r.pause()),
       store.update('batch', (r) => r.requestStop()),
     ]);

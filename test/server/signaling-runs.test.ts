@@ -93,7 +93,7 @@ test('progress reports feed the room status; a report of another run is refused'
   b.on('server:error', () => (complained = true));
   b.emit('worker:progress', { run, generation, step: 5, epoch: 0, loss: 1, trainAccuracy: 0.5, examplesPerSec: 1, weightsHash: '0123456789abcdef', ...EXTRA });
   b.emit('worker:finished', { run, generation, step: 5, reason: 'completed' });
-  a.emit('worker:evaluated', { run, generation, step: 5, epoch: 0, accuracy: 0.75 });
+  a.emit('worker:evaluated', { run, generation, step: 5, epoch: 0, accuracy: 0.75, testLoss: 0.3 });
   await new Promise((r) => setTimeout(r, 200));
   assert.equal(complained, false);
   assert.equal((await ts.status('progress')).metrics.accuracy, 0.75);
@@ -160,10 +160,10 @@ test('students arriving mid-run are admitted together in one generation and told
 
 test('each member shows its admission probe; a bad probe is refused; an admission records the class pause and the joiner\'s time to lock-step', async () => {
   const [a, b] = [await ts.client(), await ts.client()];
-  await join(a, 'probed', 'a', { probe: { device: 'laptop', model: 'mlp', msPerExample: 0.8 } });
-  await join(b, 'probed', 'b', { probe: { device: 'tablet', model: 'mlp', msPerExample: 2.5 } });
+  await join(a, 'probed', 'a', { probe: { device: 'laptop', task: 'mnist', model: 'mlp', msPerExample: 0.8 } });
+  await join(b, 'probed', 'b', { probe: { device: 'tablet', task: 'mnist', model: 'mlp', msPerExample: 2.5 } });
   const bad = await ts.client();
-  const refused = await join(bad, 'probed', 'bad', { probe: { device: 'laptop', model: 'mlp', msPerExample: -1 } });
+  const refused = await join(bad, 'probed', 'bad', { probe: { device: 'laptop', task: 'mnist', model: 'mlp', msPerExample: -1 } });
   assert.ok(!refused.ok && refused.error.code === 'ERR_BAD_REQUEST', JSON.stringify(refused));
   const before = await ts.status('probed');
   assert.deepEqual(before.members.map((m) => [m.name, m.probe?.device, m.probe?.msPerExample]), [['a', 'laptop', 0.8], ['b', 'tablet', 2.5]]);
@@ -174,7 +174,7 @@ test('each member shows its admission probe; a bad probe is refused; an admissio
   a.emit('worker:progress', { run, generation, step: 4, epoch: 0, loss: 1, trainAccuracy: 0.5, examplesPerSec: 1, weightsHash: '0123456789abcdef', ...EXTRA });
   const late = await ts.client();
   const admitted = nextEvent(a, 'ring:generation', (g) => g.members.length === 3);
-  await join(late, 'probed', 'late', { probe: { device: 'phone', model: 'mlp', msPerExample: 9 } });
+  await join(late, 'probed', 'late', { probe: { device: 'phone', task: 'mnist', model: 'mlp', msPerExample: 9 } });
   const g = await admitted;
   assert.equal(g.members[2]!.probe?.device, 'phone', 'the generation carries the probes every replica sizes first shares by');
   const pending = (await ts.status('probed')).joins;

@@ -164,6 +164,7 @@ test('https and http serve the same app and socket.io; /api/info lists https URL
     assert.deepEqual(info, (await (await fetch(`${server.url}/api/info`)).json()) as ServerInfo);
     assert.deepEqual(info, {
       defaultRoom: 'class',
+      defaultTask: 'mnist',
       httpPort: server.port,
       httpsPort: server.httpsPort,
       studentUrls: [`${httpsOrigin}/?room=class`, `http://127.0.0.1:${server.port}/?room=class`],

@@ -1,20 +1,12 @@
-import * as tf from '@tensorflow/tfjs';
-import { mnistShards } from '../../shared/data/data-source';
-import { packMnistFromPackage } from '../../signaling-server/data/mnist-pack';
-import { startConfigSchema, type StartConfig } from '../../shared/protocol';
+import { startConfigSchema } from '../../shared/tasks/start-config';
+import { mnist, mnistShards } from './mnist';
+import { type StartConfig } from '../../shared/protocol';
 import { Trainer } from '../../shared/training/trainer';
 import { captureCheckpoint, type CapturedCheckpoint } from '../../shared/checkpoints/checkpoint-io';
 import type { CheckpointUpload } from '../../signaling-server/rooms/checkpoint-store';
-import type { MnistDataset } from '../../shared/data/mnist-format';
 import { createMemoryRing } from './memory-ring';
 
-let dataset: MnistDataset | null = null;
-
-export async function mnist(): Promise<MnistDataset> {
-  await tf.setBackend('cpu');
-  dataset ??= packMnistFromPackage();
-  return dataset;
-}
+export { mnist } from './mnist';
 
 /** A lone replica trained for `steps` real steps (so Adam has moments worth saving). */
 export async function trainedReplica(steps: number, overrides: Partial<StartConfig> = {}): Promise<Trainer> {

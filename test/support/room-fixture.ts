@@ -3,10 +3,11 @@
  * its hub member (room-hub.test.ts): members, a room joined in order, its ranks, the code a
  * call throws, and a chief's progress report.
  */
+import { DEFAULT_START_CONFIG } from '../../shared/tasks/start-config';
 import assert from 'node:assert/strict';
 import { ManualClock } from '../../shared/util/clock';
 import { WebringError } from '../../shared/protocol/errors';
-import { DEFAULT_START_CONFIG, type ProgressReport, type StartConfig } from '../../shared/protocol';
+import { type ProgressReport, type StartConfig } from '../../shared/protocol';
 import { Room, type NewMember } from '../../signaling-server/rooms/room';
 
 export const GRACE_MS = 1_000;

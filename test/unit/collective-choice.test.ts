@@ -3,16 +3,17 @@
  * the decision at the crossover, and trainers that measure their links, agree on the models
  * through the gradient tail and switch algorithm together, staying bit-identical.
  */
-import { mnistShards } from '../../shared/data/data-source';
+import { startConfigSchema } from '../../shared/tasks/start-config';
+import { mnistShards } from '../support/mnist';
 import { test, before } from 'node:test';
 import assert from 'node:assert/strict';
 import * as tf from '@tensorflow/tfjs';
 import { chooseAlgorithm, predictAllReduceMs, type LinkModel, type LinkModels } from '../../shared/collectives/choice';
-import { packMnistFromPackage } from '../../signaling-server/data/mnist-pack';
+import { mnistSubset } from '../support/mnist';
 import { createMemoryMesh } from '../support/memory-ring';
 import { Trainer } from '../../shared/training/trainer';
-import { startConfigSchema } from '../../shared/protocol';
-import type { MnistDataset } from '../../shared/data/mnist-format';
+
+import type { LoadedDataset } from '../../shared/tasks/task';
 
 const KB = 1024;
 // 1 ms per hop and 10 MB/s: a loaded classroom Wi-Fi, the same for both algorithms.
@@ -62,10 +63,10 @@ test('without open partner links or measured models for both, the choice is the 
   assert.equal(chooseAlgorithm('ring', 16, 128 * KB, SAME, MESH), 'ring');
 });
 
-let dataset: MnistDataset;
+let dataset: LoadedDataset;
 before(async () => {
   await tf.setBackend('cpu');
-  dataset = packMnistFromPackage();
+  dataset = mnistSubset();
 });
 
 for (const allreduce of ['halving-doubling', 'auto'] as const) {

@@ -3,28 +3,30 @@
  * bits as replicas in this thread, their buffers cross by transfer, a compute that holds
  * its thread leaves the network's event loop free, and errors keep their codes.
  */
+import { startConfigSchema } from '../../shared/tasks/start-config';
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import * as tf from '@tensorflow/tfjs';
-import { packMnistFromPackage } from '../../signaling-server/data/mnist-pack';
+import { mnistSubset } from '../support/mnist';
 import { createMemoryRing } from '../support/memory-ring';
 import { Trainer } from '../../shared/training/trainer';
-import { mnistShards } from '../../shared/data/data-source';
-import { startConfigSchema } from '../../shared/protocol';
+import { mnistShards } from '../support/mnist';
+
 import { WebringError } from '../../shared/protocol/errors';
-import { MNIST_PIXELS, type MnistDataset } from '../../shared/data/mnist-format';
+import { MNIST_PIXELS } from '../../shared/tasks/mnist/format';
+import type { LoadedDataset } from '../../shared/tasks/task';
 import { openNodeCompute } from '../../node-worker/node-compute';
 import { LocalReplica } from '../../shared/compute/local-replica';
 import type { Compute } from '../../shared/compute/compute';
 
 const WORKERS = 3;
 const STEPS = 4;
-let dataset: MnistDataset;
+let dataset: LoadedDataset;
 const threads: Compute[] = [];
 
 before(async () => {
   await tf.setBackend('cpu');
-  dataset = packMnistFromPackage();
+  dataset = mnistSubset();
   for (let i = 0; i < WORKERS; i++) threads.push(await openNodeCompute('cpu', 'thread'));
 });
 
@@ -56,8 +58,9 @@ test('replicas in compute threads train a ring to the same bits as replicas in t
   const hashes = await Promise.all([...threaded, ...local].map((t) => t.weightsHash()));
   assert.equal(new Set(hashes).size, 1, `one set of weights: ${hashes}`);
   // The evaluation scores in the thread too, and agrees.
-  const accuracies = await Promise.all([...threaded, ...local].slice(0, WORKERS).map((t) => t.evaluate()));
-  assert.equal(new Set(accuracies).size, 1);
+  const scores = await Promise.all([...threaded, ...local].slice(0, WORKERS).map((t) => t.evaluate()));
+  assert.equal(new Set(scores.map((s) => s!.accuracy)).size, 1);
+  assert.equal(new Set(scores.map((s) => s!.loss)).size, 1);
   // The replica's tensors stay flat across steps: the step reports the thread's count.
   const counts = threaded.map((t) => t.numTensors);
   await Promise.all(threaded.map((t) => t.trainStep()));
@@ -74,21 +77,21 @@ test("a step's buffers cross to the thread by transfer and come back as the same
   const n = 8;
   const flat = new Float32Array(replica.parameterCount + 4);
   flat[replica.parameterCount] = 42;
-  const images = new Float32Array(n * MNIST_PIXELS).fill(0.5);
+  const features = new Float32Array(n * MNIST_PIXELS).fill(0.5);
   const labels = new Int32Array(n).fill(7);
-  const result = await replica.computeGradients({ images, labels, n }, flat);
+  const result = await replica.computeGradients({ features, labels, n }, flat);
   // Transferred, not copied: the caller's views are detached while the thread holds them.
   assert.equal(flat.byteLength, 0);
-  assert.equal(images.byteLength, 0);
+  assert.equal(features.byteLength, 0);
   assert.equal(result.flat.length, replica.parameterCount + 4);
   assert.equal(result.flat[replica.parameterCount], 42, 'the tail past the gradients is untouched');
   assert.ok(result.flat.subarray(0, replica.parameterCount).some((g) => g !== 0));
-  assert.equal(result.images[0], 0.5);
+  assert.equal(result.features[0], 0.5);
   const back = (await replica.applyGradients(result.flat, 0.1)).flat;
   assert.equal(result.flat.byteLength, 0);
   assert.equal(back.length, replica.parameterCount + 4);
   // A subarray would carry the rest of its buffer along: it is refused before anything moves.
-  await assert.rejects(() => replica.computeGradients({ images: result.images, labels: result.labels, n }, back.subarray(0, 10)), RangeError);
+  await assert.rejects(() => replica.computeGradients({ features: result.features, labels: result.labels, n }, back.subarray(0, 10)), RangeError);
   await replica.dispose();
 });
 
@@ -96,7 +99,7 @@ test('a compute that holds its thread for seconds leaves the network thread free
   const config = startConfigSchema.parse({ model: 'mlp', seed: 1 });
   const HOLD_MS = 1_500;
   const n = 4;
-  const examples = () => ({ images: new Float32Array(n * MNIST_PIXELS), labels: new Int32Array(n), n });
+  const examples = () => ({ features: new Float32Array(n * MNIST_PIXELS), labels: new Int32Array(n), n });
   /** Timer ticks every 10 ms while `work` runs: the event loop's answers to a ping. */
   const ticksDuring = async (work: () => Promise<unknown>): Promise<number> => {
     let ticks = 0;

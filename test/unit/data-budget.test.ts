@@ -1,6 +1,6 @@
 /**
  * The data service's budget arithmetic (signaling-server/edge/data-budget.ts), and the proof
- * that an honest class never meets it: classes of real StreamedMnist workers (the code every
+ * that an honest class never meets it: classes of real StreamedDataset workers (the code every
  * tab and Node worker runs) train whole epochs of the real datasets' sizes, with students
  * joining, leaving and reloading, and every request they make is charged to the budgets the
  * server keeps, with the epoch the server learns from the chief's reports a step late.
@@ -13,38 +13,42 @@ import express from 'express';
 import { systemClock } from '../../shared/util/clock';
 import { Timers } from '../../signaling-server/rooms/timers';
 import { WebringError } from '../../shared/protocol/errors';
-import { DATASETS, EXAMPLE_BYTES, trainingSetBytes } from '../../shared/data/data-service';
-import { MNIST_PIXELS } from '../../shared/data/mnist-format';
+import { trainingSetBytes } from '../../shared/data/data-service';
+import { EXAMPLE_BYTES } from '../support/mnist';
+import { MNIST_PIXELS } from '../../shared/tasks/mnist/format';
 import type { ExampleFetcher } from '../../shared/data/example-fetcher';
-import { StreamedMnist, examplesPerRequest } from '../../shared/data/streamed-mnist';
+import { StreamedDataset, examplesPerRequest } from '../../shared/data/streamed-dataset';
 import { advance, type DataCursor } from '../../shared/data/batch-plan';
 import { testShardOf } from '../../shared/data/sharding';
-import type { DatasetKind } from '../../shared/protocol';
-import { DataBudgets, MAX_COUNTED_CHANGES, UnsentReplies, budgetPlan, readerWindowBudget, roomWindowBudget, type BudgetPlan, type RoomWindow } from '../../signaling-server/edge/data-budget';
+import { DataBudgets, MAX_COUNTED_CHANGES, UnsentReplies, budgetDatasetOf, budgetPlan, readerWindowBudget, roomWindowBudget, type BudgetPlan, type RoomWindow } from '../../signaling-server/edge/data-budget';
 
 const MB = 1e6;
+/** MNIST's datasets as the budgets size them. */
+const D = (id: string) => budgetDatasetOf(id);
+const setBytes = (id: string) => trainingSetBytes(D(id), MNIST_PIXELS);
 
 test('the budgets: about 1.2× the training set per epoch for the class plus slack, a reader its share, more slack for each change of the ring', () => {
-  const plan: BudgetPlan = { dataset: 'mnist-60k', perWorker: 32, maxShare: 32 };
+  const plan: BudgetPlan = { dataset: D('mnist-60k'), perWorker: 32, maxShare: 32 };
   const quiet = { smallestRing: 30, largestRing: 30, changes: 0 };
   // 1.2 × 60,000 + 2 × 10,000 test digits + one prefetch window of the class (9 × 32 × 30) + a test shard of 334.
   assert.equal(roomWindowBudget(plan, quiet), Math.ceil((72_000 + 20_000 + 8_640 + 334) * EXAMPLE_BYTES));
-  assert.ok(roomWindowBudget(plan, quiet) / trainingSetBytes('mnist-60k') < 1.75);
+  assert.ok(roomWindowBudget(plan, quiet) / setBytes('mnist-60k') < 1.75);
   // A reader: 1.2 × its 1/30 of the set, the test split once, its own window of 9 × 32.
   assert.equal(readerWindowBudget(plan, quiet), Math.ceil((2_400 + 10_000 + 288) * EXAMPLE_BYTES));
   // Alone, a reader may take the whole set; shares that follow speed let a fast rank take up to 4× its part.
   assert.equal(readerWindowBudget(plan, { ...quiet, smallestRing: 1 }), Math.ceil((72_000 + 10_000 + 288) * EXAMPLE_BYTES));
   const balanced = budgetPlan(null, 'mnist-60k');
-  assert.deepEqual(balanced, { dataset: 'mnist-60k', perWorker: 32, maxShare: 129 });
+  assert.deepEqual(balanced, { dataset: D('mnist-60k'), perWorker: 32, maxShare: 129 });
   assert.ok(readerWindowBudget(balanced, quiet) > readerWindowBudget(plan, quiet) + 1.2 * 3 * 2_000 * EXAMPLE_BYTES);
   // Each change adds a window of the class and a test shard; the run's config wins over the dataset asked for.
   assert.equal(roomWindowBudget(plan, { ...quiet, changes: 3 }) - roomWindowBudget(plan, quiet), 3 * (8_640 + 334) * EXAMPLE_BYTES);
-  assert.equal(budgetPlan({ dataset: 'mnist-10k', batchSizePerWorker: 64, balanceShares: false } as never, 'mnist-60k').dataset, 'mnist-10k');
+  assert.equal(budgetPlan({ dataset: 'mnist-10k', batchSizePerWorker: 64, balanceShares: false }, 'mnist-60k').dataset.id, 'mnist-10k');
+  assert.throws(() => budgetPlan(null, 'cifar-10'), (e: unknown) => e instanceof WebringError && e.code === 'ERR_BAD_REQUEST' && e.field === 'dataset');
 });
 
 test('the windows: a reader past its budget is refused and charged nothing; the room refuses only those past their part; a new epoch or run refills', () => {
   const budgets = new DataBudgets();
-  const plan: BudgetPlan = { dataset: 'mnist-10k', perWorker: 32, maxShare: 32 };
+  const plan: BudgetPlan = { dataset: D('mnist-10k'), perWorker: 32, maxShare: 32 };
   const at: RoomWindow = { run: 1, epoch: 0, generation: 4, ringSize: 2 };
   const seen = { smallestRing: 2, largestRing: 2, changes: 0 };
   const readerBudget = readerWindowBudget(plan, seen);
@@ -80,24 +84,24 @@ test('the windows: a reader past its budget is refused and charged nothing; the 
 
 interface Student {
   id: string;
-  source: StreamedMnist;
+  source: StreamedDataset;
 }
 
 /**
  * One class training `epochs` epochs of `dataset`, every fetch charged to a DataBudgets as
  * the server charges it. `change(step, ring)` returns the ring for the step (joins, leaves,
- * reloads: a new StreamedMnist under a new id). Returns the largest window of the room, as
+ * reloads: a new StreamedDataset under a new id). Returns the largest window of the room, as
  * a multiple of the training set, and the largest reader's.
  */
 async function honestClass(
-  dataset: DatasetKind,
+  dataset: string,
   balanceShares: boolean,
   epochs: number,
   change: (step: number, ring: Student[], fresh: () => Student) => Student[],
 ): Promise<{ roomPerSet: number; readerPerSet: number; steps: number }> {
   const config = { dataset, batchSizePerWorker: 32, balanceShares } as never;
   const plan = budgetPlan(config, dataset);
-  const { trainCount, testCount } = DATASETS[dataset];
+  const { trainCount, testCount } = D(dataset);
   const budgets = new DataBudgets();
   let generation = 0;
   let ring: Student[] = [];
@@ -116,9 +120,9 @@ async function honestClass(
       windowBytes.set(`${reportedEpoch}`, (windowBytes.get(`${reportedEpoch}`) ?? 0) + bytes);
       readerBytes.set(`${reportedEpoch} ${id}`, (readerBytes.get(`${reportedEpoch} ${id}`) ?? 0) + bytes);
       await new Promise((resolve) => setImmediate(resolve));
-      return { labels: new Uint8Array(count), pixels: new Uint8Array(count * MNIST_PIXELS) };
+      return { labels: new Uint8Array(count), features: new Uint8Array(count * MNIST_PIXELS) };
     };
-    return { id, source: new StreamedMnist({ dataset, perWorker: 32, maxShare: plan.maxShare, seed: 9, fetcher }) };
+    return { id, source: new StreamedDataset({ dataset: D(dataset), format: { features: MNIST_PIXELS, byteScale: 1 / 255 }, perWorker: 32, maxShare: plan.maxShare, seed: 9, fetcher }) };
   };
   const images = new Float32Array(plan.maxShare * MNIST_PIXELS);
   const labels = new Int32Array(plan.maxShare);
@@ -141,7 +145,7 @@ async function honestClass(
       }
     }
   }
-  const set = trainingSetBytes(dataset);
+  const set = setBytes(dataset);
   return { roomPerSet: Math.max(...windowBytes.values()) / set, readerPerSet: Math.max(...readerBytes.values()) / set, steps: step };
 }
 
@@ -176,7 +180,7 @@ test('an honest class on the 10k subset, whose epoch is shorter than the prefetc
   }
   const busy = await honestClass('mnist-10k', true, 12, lesson);
   console.log(`mnist-10k lesson with churn: ${busy.roomPerSet.toFixed(2)}× the training set per epoch`);
-  assert.ok(busy.roomPerSet * trainingSetBytes('mnist-10k') > 1 * MB);
+  assert.ok(busy.roomPerSet * setBytes('mnist-10k') > 1 * MB);
 });
 
 test('replies waiting to be sent: capped per address and per server, one per connection, and a connection that stops reading is cut, which frees its share', { timeout: 30_000 }, async () => {

@@ -8,17 +8,19 @@
 import { test, before } from 'node:test';
 import assert from 'node:assert/strict';
 import { WebringError } from '../../shared/protocol/errors';
-import { parseIdx, parseIdxDigits } from '../../shared/data/idx';
-import { EXAMPLE_BYTES, MAX_EXAMPLES_PER_REQUEST, decodeRanges, encodeRanges } from '../../shared/data/data-service';
+import { parseIdx, parseIdxDigits } from '../../shared/tasks/mnist/idx';
+import { MAX_EXAMPLES_PER_REQUEST, decodeRanges, encodeRanges } from '../../shared/data/data-service';
 import { ExampleCache } from '../../shared/data/example-cache';
 import { httpExampleFetcher, RETRY_FIRST_MS, type ExampleFetcher } from '../../shared/data/example-fetcher';
-import { MNIST_PIXELS, decodeMnist } from '../../shared/data/mnist-format';
-import { StreamedMnist, PREFETCH_STEPS } from '../../shared/data/streamed-mnist';
+import { MNIST_PIXELS } from '../../shared/tasks/mnist/format';
+import { mnistTask } from '../../shared/tasks/mnist/task';
+import { MNIST_SUBSET, OFFICIAL_MNIST } from '../../shared/tasks/mnist/datasets';
+import type { LoadedDataset } from '../../shared/tasks/task';
+import { StreamedDataset, PREFETCH_STEPS } from '../../shared/data/streamed-dataset';
 import { advance, cutBatch, shardOf, type DataCursor } from '../../shared/data/batch-plan';
 import { EpochPermutation } from '../../shared/data/sharding';
-import { loadOfficialMnist, splitPacked, type LoadedDataset } from '../../signaling-server/data/datasets';
-import { packMnistFromPackage } from '../../signaling-server/data/mnist-pack';
-import { encodeMnist } from '../../shared/data/mnist-format';
+import { loadDataset } from '../../signaling-server/data/datasets';
+import { EXAMPLE_BYTES, mnistSubset } from '../support/mnist';
 import { mulberry32 } from '../../shared/util/random';
 
 function codeOf(fn: () => unknown): string {
@@ -42,10 +44,10 @@ function idx(dims: number[], data: Uint8Array, magic = 0x0800 | dims.length): Ui
 }
 
 test('IDX: the official files parse to 60,000 + 10,000 labelled 28×28 digits', async () => {
-  const mnist = await loadOfficialMnist();
+  const mnist = await loadDataset(OFFICIAL_MNIST);
   assert.equal(mnist.train.count, 60_000);
   assert.equal(mnist.test.count, 10_000);
-  assert.equal(mnist.train.pixels.length, 60_000 * MNIST_PIXELS);
+  assert.equal(mnist.train.features.length, 60_000 * MNIST_PIXELS);
   // The official files' first labels, as published: 5 0 4 1 9 for training, 7 2 1 0 4 for testing.
   assert.deepEqual([...mnist.train.labels.subarray(0, 5)], [5, 0, 4, 1, 9]);
   assert.deepEqual([...mnist.test.labels.subarray(0, 5)], [7, 2, 1, 0, 4]);
@@ -91,7 +93,7 @@ test('ranges: runs compress, decode back exactly, and anything out of order, out
 });
 
 test('the example cache never holds more than its capacity, and drops the oldest first', () => {
-  const cache = new ExampleCache(50, 1_000);
+  const cache = new ExampleCache(FORMAT, 50, 1_000);
   const pixels = new Uint8Array(MNIST_PIXELS);
   const rand = mulberry32(3);
   const inserted: number[] = [];
@@ -118,7 +120,7 @@ test('the example cache never holds more than its capacity, and drops the oldest
 });
 
 test('the example cache never evicts what the current step pinned, however many other examples arrive; unpinned, they age out as any other', () => {
-  const cache = new ExampleCache(10, 1_000, 4);
+  const cache = new ExampleCache(FORMAT, 10, 1_000, 4);
   const pixels = new Uint8Array(MNIST_PIXELS);
   const put = (index: number): void => {
     pixels.fill(index % 256);
@@ -147,15 +149,15 @@ test('the example cache never evicts what the current step pinned, however many 
   // The bound: a step pins at most maxPinned, which leaves the cache room for new examples.
   for (const index of step) cache.pin(index);
   assert.throws(() => cache.pin(1), (err: unknown) => err instanceof WebringError && err.code === 'ERR_INTERNAL');
-  assert.throws(() => new ExampleCache(10, 1_000, 10), (err: unknown) => err instanceof WebringError && err.code === 'ERR_INTERNAL');
-  assert.doesNotThrow(() => new ExampleCache(1_000, 1_000, 1_000), 'a cache of the whole split never evicts');
+  assert.throws(() => new ExampleCache(FORMAT, 10, 1_000, 10), (err: unknown) => err instanceof WebringError && err.code === 'ERR_INTERNAL');
+  assert.doesNotThrow(() => new ExampleCache(FORMAT, 1_000, 1_000, 1_000), 'a cache of the whole split never evicts');
 });
 
-/** The packed 10k subset as a data service in memory, recording what each fetch asked for. */
+/** The 10k subset as a data service in memory, recording what each fetch asked for. */
 let subset: LoadedDataset;
 
 before(() => {
-  subset = splitPacked(decodeMnist(encodeMnist(packMnistFromPackage())));
+  subset = mnistSubset();
 });
 
 function memoryService(log: Array<{ split: string; indices: number[] }>): ExampleFetcher {
@@ -169,16 +171,19 @@ function memoryService(log: Array<{ split: string; indices: number[] }>): Exampl
 }
 
 /** The subset's examples `indices[0, count)` of `split`, as the service sends them. */
-function replyOf(split: 'train' | 'test', indices: ArrayLike<number>, count: number): { labels: Uint8Array; pixels: Uint8Array } {
+function replyOf(split: 'train' | 'test', indices: ArrayLike<number>, count: number): { labels: Uint8Array; features: Uint8Array } {
   const data = subset[split];
   const labels = new Uint8Array(count);
-  const pixels = new Uint8Array(count * MNIST_PIXELS);
+  const features = new Uint8Array(count * MNIST_PIXELS);
   for (let i = 0; i < count; i++) {
     labels[i] = data.labels[indices[i]!]!;
-    pixels.set(data.pixels.subarray(indices[i]! * MNIST_PIXELS, (indices[i]! + 1) * MNIST_PIXELS), i * MNIST_PIXELS);
+    features.set(data.features.subarray(indices[i]! * MNIST_PIXELS, (indices[i]! + 1) * MNIST_PIXELS), i * MNIST_PIXELS);
   }
-  return { labels, pixels };
+  return { labels, features };
 }
+
+/** What one MNIST example is to a cache or a stream. */
+const FORMAT = { features: MNIST_PIXELS, byteScale: mnistTask.example.byteScale };
 
 test('the prefetch plan: a steady class fetches exactly what each rank will train, ahead of time; through joins and leaves every example arrives, once per epoch', async () => {
   const PER_WORKER = 16;
@@ -187,7 +192,7 @@ test('the prefetch plan: a steady class fetches exactly what each rank will trai
   const MAX_WORLD = 5;
   const permutation = new EpochPermutation(8_000, SEED);
   const logs = Array.from({ length: MAX_WORLD }, () => [] as Array<{ split: string; indices: number[] }>);
-  const sources = logs.map((log) => new StreamedMnist({ dataset: 'mnist-10k', perWorker: PER_WORKER, seed: SEED, fetcher: memoryService(log) }));
+  const sources = logs.map((log) => new StreamedDataset({ dataset: MNIST_SUBSET, format: FORMAT, perWorker: PER_WORKER, seed: SEED, fetcher: memoryService(log) }));
   const asked = (rank: number): number[] => logs[rank]!.filter((l) => l.split === 'train').flatMap((l) => l.indices);
   const images = new Float32Array(PER_WORKER * MNIST_PIXELS);
   const labels = new Int32Array(PER_WORKER);
@@ -220,7 +225,7 @@ test('the prefetch plan: a steady class fetches exactly what each rank will trai
       for (let i = 0; i < n; i++) {
         const index = indices[i]!;
         assert.equal(labels[i], subset.train.labels[index], `step ${step} rank ${rank} example ${i}`);
-        assert.equal(Math.round(images[i * MNIST_PIXELS + 300]! * 255), subset.train.pixels[index * MNIST_PIXELS + 300]);
+        assert.equal(Math.round(images[i * MNIST_PIXELS + 300]! * 255), subset.train.features[index * MNIST_PIXELS + 300]);
         assert.ok(!seenThisEpoch.has(index), `index ${index} trained twice in epoch ${batch.epoch}`);
         seenThisEpoch.add(index);
         // Ahead of time: after its first step, a steady rank had asked for this example before the step began.
@@ -268,6 +273,7 @@ test('the fetcher: a server that cannot answer is retried with backoff and the w
     baseUrl: 'http://server',
     room: 'class',
     dataset: 'mnist-60k',
+    features: MNIST_PIXELS,
     memberToken: () => 'a1'.repeat(24),
     onWait: (why) => waits.push(why),
     fetch: async (url, init) => {
@@ -280,7 +286,7 @@ test('the fetcher: a server that cannot answer is retried with backoff and the w
   });
   const got = await fetcher('train', Uint32Array.of(4, 5), 2);
   assert.deepEqual([...got.labels], [9, 9]);
-  assert.equal(got.pixels.length, 2 * MNIST_PIXELS);
+  assert.equal(got.features.length, 2 * MNIST_PIXELS);
   assert.equal(urls.length, 4);
   assert.equal(urls[0], `http://server/api/rooms/class/data/mnist-60k/train?ranges=4-5 Bearer ${'a1'.repeat(24)}`);
   assert.equal(waits.length, 4, JSON.stringify(waits));
@@ -294,6 +300,7 @@ test('the fetcher: a server that cannot answer is retried with backoff and the w
     baseUrl: '',
     room: 'class',
     dataset: 'mnist-60k',
+    features: MNIST_PIXELS,
     memberToken: () => 'b2'.repeat(24),
     fetch: async () => new Response(JSON.stringify({ ok: false, error: { code: 'ERR_UNAUTHORIZED', message: 'reading room class needs a member token' } }), { status: 401 }),
   });
@@ -306,6 +313,7 @@ test('the fetcher: a server that cannot answer is retried with backoff and the w
     baseUrl: '',
     room: 'class',
     dataset: 'mnist-60k',
+    features: MNIST_PIXELS,
     memberToken: () => token,
     fetch: async (_url, init) => {
       const used = (init?.headers as Record<string, string>).Authorization!;
@@ -325,6 +333,7 @@ test('the fetcher: a server that cannot answer is retried with backoff and the w
     baseUrl: '',
     room: 'class',
     dataset: 'mnist-60k',
+    features: MNIST_PIXELS,
     memberToken: () => 'a1'.repeat(24),
     signal: ended.signal,
     fetch: async () => new Response('bad gateway', { status: 502 }),
@@ -335,8 +344,8 @@ test('the fetcher: a server that cannot answer is retried with backoff and the w
 });
 
 test('a streamed source whose service refuses fails the step with the coded error, never with zeros', async () => {
-  const source = new StreamedMnist({
-    dataset: 'mnist-10k',
+  const source = new StreamedDataset({
+    dataset: MNIST_SUBSET, format: FORMAT,
     perWorker: 8,
     seed: 1,
     fetcher: async () => {
@@ -349,7 +358,7 @@ test('a streamed source whose service refuses fails the step with the coded erro
 
 test('digits cut elsewhere (mnist+own): without its own plan a source fetches only its step and what the planner names, so a drifting guess never floods the cache', async () => {
   const log: Array<{ split: string; indices: number[] }> = [];
-  const source = new StreamedMnist({ dataset: 'mnist-10k', perWorker: 32, seed: 5, fetcher: memoryService(log), planAhead: false });
+  const source = new StreamedDataset({ dataset: MNIST_SUBSET, format: FORMAT, perWorker: 32, seed: 5, fetcher: memoryService(log), planAhead: false });
   const permutation = new EpochPermutation(8_000, 5);
   // The digits of a step beside the class's own: 69 of a 96-place window, cut among 3 ranks.
   const step = (offset: number) => cutBatch({ epoch: 0, offset }, 69, 3);
@@ -379,7 +388,7 @@ test('the mnist+own livelock cannot come back: a plan drifting ahead by more tha
     pending.splice(at, 1)[0]!.reply();
     await flush();
   };
-  const source = new StreamedMnist({ dataset: 'mnist-10k', perWorker: 4, seed: 9, fetcher, prefetchSteps: 2, planAhead: false });
+  const source = new StreamedDataset({ dataset: MNIST_SUBSET, format: FORMAT, perWorker: 4, seed: 9, fetcher, prefetchSteps: 2, planAhead: false });
   const capacity = source.cacheCapacity;
   assert.equal(capacity, 28);
   const permutation = new EpochPermutation(8_000, 9).forEpoch(0);
@@ -429,7 +438,7 @@ test("a prefetch that reaches across an epoch's end asks for an example in both 
   const labels = new Int32Array(PER_WORKER);
   for (let rank = 0; rank < N; rank++) {
     const log: Array<{ split: string; indices: number[] }> = [];
-    const source = new StreamedMnist({ dataset: 'mnist-10k', perWorker: PER_WORKER, seed: 1234, fetcher: strictService(log) });
+    const source = new StreamedDataset({ dataset: MNIST_SUBSET, format: FORMAT, perWorker: PER_WORKER, seed: 1234, fetcher: strictService(log) });
     let cursor: DataCursor = { epoch: 0, offset: 0 };
     for (let step = 0; step < 40; step++) {
       const batch = source.nextBatch(cursor, N);

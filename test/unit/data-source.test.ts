@@ -3,25 +3,29 @@
  * whatever share of the global batch. Two replicas splitting every global batch 3:1 train
  * the same model as one worker on the whole batch, with the loop untouched.
  */
+import { startConfigSchema } from '../../shared/tasks/start-config';
 import { test, before } from 'node:test';
 import assert from 'node:assert/strict';
 import * as tf from '@tensorflow/tfjs';
-import { packMnistFromPackage } from '../../signaling-server/data/mnist-pack';
-import { startConfigSchema } from '../../shared/protocol';
-import { MNIST_PIXELS, type MnistDataset } from '../../shared/data/mnist-format';
+import { mnistSubset } from '../support/mnist';
+
+import { MNIST_PIXELS } from '../../shared/tasks/mnist/format';
+import type { LoadedDataset } from '../../shared/tasks/task';
 import { Trainer } from '../../shared/training/trainer';
-import { MnistShards, mnistShards, type DataSource } from '../../shared/data/data-source';
+import type { DataSource } from '../../shared/data/data-source';
+import { mnistShards } from '../support/mnist';
+import type { InMemoryShards } from '../../shared/data/data-source';
 import { batchOfSlices, nextBatch, type DataCursor, type GlobalBatch } from '../../shared/data/batch-plan';
 import { EpochPermutation } from '../../shared/data/sharding';
 import { createMemoryRing } from '../support/memory-ring';
 
-let dataset: MnistDataset;
-/** As MnistShards scales: the same floats, so the same batches. */
+let dataset: LoadedDataset;
+/** As the in-memory shards scale: the same floats, so the same batches. */
 const PIXEL_SCALE = 1 / 255;
 
 before(async () => {
   await tf.setBackend('cpu');
-  dataset = packMnistFromPackage();
+  dataset = mnistSubset();
 });
 
 /** The MNIST permutation's global batches of `batchSize`, cut between the ranks in proportion to `weights`. */
@@ -29,23 +33,23 @@ class WeightedShards implements DataSource {
   private readonly permutation: EpochPermutation;
   private readonly cumulative: number[];
   /** The evaluation stays on MNIST's test split. */
-  private readonly pixels: MnistShards;
+  private readonly pixels: InMemoryShards;
 
   constructor(
-    private readonly data: MnistDataset,
+    private readonly data: LoadedDataset,
     private readonly batchSize: number,
     weights: number[],
     seed: number,
   ) {
-    this.permutation = new EpochPermutation(data.trainCount, seed);
+    this.permutation = new EpochPermutation(data.train.count, seed);
     const total = weights.reduce((a, b) => a + b, 0);
     let sum = 0;
     this.cumulative = [0, ...weights.map((w) => (sum += w) / total)];
-    this.pixels = new MnistShards(data, 1, seed);
+    this.pixels = mnistShards({ batchSizePerWorker: 1, seed, balanceShares: false }, data);
   }
 
   get trainCount(): number {
-    return this.data.trainCount;
+    return this.data.train.count;
   }
 
   get maxShardExamples(): number {
@@ -57,7 +61,7 @@ class WeightedShards implements DataSource {
   }
 
   nextBatch(cursor: DataCursor, worldSize: number): GlobalBatch {
-    const whole = nextBatch(cursor, this.batchSize, 1, this.data.trainCount);
+    const whole = nextBatch(cursor, this.batchSize, 1, this.data.train.count);
     const slices = Array.from({ length: worldSize }, (_, rank) => {
       const [from, to] = this.range(whole, rank);
       return to - from;
@@ -75,8 +79,8 @@ class WeightedShards implements DataSource {
     for (let i = from; i < to; i++) {
       const idx = order[batch.offset + i]!;
       const dst = (i - from) * MNIST_PIXELS;
-      for (let p = 0; p < MNIST_PIXELS; p++) images[dst + p] = this.data.pixels[idx * MNIST_PIXELS + p]! * PIXEL_SCALE;
-      labels[i - from] = this.data.labels[idx]!;
+      for (let p = 0; p < MNIST_PIXELS; p++) images[dst + p] = this.data.train.features[idx * MNIST_PIXELS + p]! * PIXEL_SCALE;
+      labels[i - from] = this.data.train.labels[idx]!;
     }
     return to - from;
   }

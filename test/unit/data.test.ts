@@ -1,34 +1,38 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { packMnistFromPackage } from '../../signaling-server/data/mnist-pack';
-import { decodeMnist, encodeMnist, MNIST_PIXELS } from '../../shared/data/mnist-format';
+import { mnistSubset } from '../support/mnist';
+import { readFileSync } from 'node:fs';
+import { MNIST_PIXELS } from '../../shared/tasks/mnist/format';
+import { MNIST_SUBSET, OFFICIAL_MNIST } from '../../shared/tasks/mnist/datasets';
+import { packageFilePath } from '../../signaling-server/data/datasets';
 import { advance, cutBatch, nextBatch, shardOf } from '../../shared/data/batch-plan';
 import { EpochPermutation, stepsPerEpoch } from '../../shared/data/sharding';
 import { WebringError } from '../../shared/protocol/errors';
 
-test('the packed MNIST file holds 10,000 real digits split 8,000/2,000 with every class in both', () => {
-  const packed = encodeMnist(packMnistFromPackage());
-  const ds = decodeMnist(packed);
-  assert.equal(ds.count, 10_000);
-  assert.equal(ds.trainCount, 8_000);
-  assert.equal(ds.testCount, 2_000);
-  const trainClasses = new Set(ds.labels.subarray(0, 8000));
-  const testClasses = new Set(ds.labels.subarray(8000));
-  assert.equal(trainClasses.size, 10);
-  assert.equal(testClasses.size, 10);
+test('the mnist-10k dataset holds 10,000 real digits split 8,000/2,000 with every class in both', () => {
+  const ds = mnistSubset();
+  assert.equal(ds.train.count, 8_000);
+  assert.equal(ds.test.count, 2_000);
+  assert.equal(ds.train.features.length, 8_000 * MNIST_PIXELS);
+  assert.equal(new Set(ds.train.labels).size, 10);
+  assert.equal(new Set(ds.test.labels).size, 10);
   // Real digits: ink covers roughly 10-25% of the pixels, never none, never all.
   let ink = 0;
-  for (let i = 0; i < MNIST_PIXELS * 100; i++) if (ds.pixels[i]! > 127) ink++;
+  for (let i = 0; i < MNIST_PIXELS * 100; i++) if (ds.train.features[i]! > 127) ink++;
   const fraction = ink / (MNIST_PIXELS * 100);
   assert.ok(fraction > 0.05 && fraction < 0.35, `ink fraction ${fraction}`);
 });
 
-test('a corrupt MNIST file is refused with ERR_BAD_DATA', () => {
-  const packed = encodeMnist(packMnistFromPackage());
-  assert.throws(() => decodeMnist(packed.subarray(0, packed.length - 1)), (e: unknown) => e instanceof WebringError && e.code === 'ERR_BAD_DATA');
-  const badLabel = packed.slice();
-  badLabel[24] = 11;
-  assert.throws(() => decodeMnist(badLabel), (e: unknown) => e instanceof WebringError && e.code === 'ERR_BAD_DATA');
+test('a corrupt dataset file is refused with ERR_BAD_DATA, never trained on', () => {
+  const files = MNIST_SUBSET.files.map((file) => new Uint8Array(readFileSync(packageFilePath(file))));
+  const truncated = files.map((f, i) => (i === 3 ? f.subarray(0, f.length - 100) : f));
+  assert.throws(() => MNIST_SUBSET.decode(truncated), (e: unknown) => e instanceof SyntaxError || (e instanceof WebringError && e.code === 'ERR_BAD_DATA'));
+  const official = OFFICIAL_MNIST.decode.bind(OFFICIAL_MNIST);
+  const idx = OFFICIAL_MNIST.files.map((file) => new Uint8Array(readFileSync(packageFilePath(file))));
+  assert.throws(() => official(idx.map((f, i) => (i === 1 ? f.subarray(0, f.length - 1) : f))), (e: unknown) => e instanceof WebringError && e.code === 'ERR_BAD_DATA');
+  const badLabel = idx.map((f) => f.slice());
+  badLabel[1]![8] = 11;
+  assert.throws(() => official(badLabel), (e: unknown) => e instanceof WebringError && e.code === 'ERR_BAD_DATA');
 });
 
 test('the shards of N workers are exactly the global batch, and an epoch uses each digit once', () => {

@@ -17,7 +17,7 @@ test('the probe times the model on this backend, says which device and model, an
   assert.ok(mlp.msPerExample > 0 && cnn.msPerExample > mlp.msPerExample, `the CNN costs more per example than the MLP: ${cnn.msPerExample} vs ${mlp.msPerExample}`);
 });
 
-const probe = (device: DeviceProbe['device'], msPerExample: number): DeviceProbe => ({ device, model: 'mlp', msPerExample });
+const probe = (device: DeviceProbe['device'], msPerExample: number): DeviceProbe => ({ device, task: 'mnist', model: 'mlp', msPerExample });
 
 test('the class summary counts devices and calls one slow at twice the median or more', () => {
   assert.equal(describeClass([probe('laptop', 1), probe('laptop', 1.2), probe('laptop', 0.9), probe('tablet', 3)]), '3 laptops, 1 slow tablet');

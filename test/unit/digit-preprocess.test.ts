@@ -1,8 +1,8 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { packMnistFromPackage } from '../../signaling-server/data/mnist-pack';
-import { MNIST_PIXELS } from '../../shared/data/mnist-format';
-import { inkFromRgba, preprocessDigit, type InkImage } from '../../shared/data/digit-preprocess';
+import { digitImage, mnistSubset } from '../support/mnist';
+import { MNIST_PIXELS } from '../../shared/tasks/mnist/format';
+import { inkFromRgba, preprocessDigit, type InkImage } from '../../shared/tasks/mnist/digit-preprocess';
 
 // MNIST's numbers, written out rather than imported, so a wrong constant fails the test.
 const MNIST_SIZE_PX = 28;
@@ -162,14 +162,14 @@ test('real MNIST digits, enlarged ×10 and moved off-centre, come back as themse
   // - allowing for MNIST's own ±1 px rounding of the centre of mass, every digit's shape
   //   matches (|Δ| < 0.07; the worst of 1,000 digits is 0.061);
   // - each result is nearer to its own original than to any of the other 19 digits.
-  const ds = packMnistFromPackage();
+  const ds = mnistSubset();
   const count = 20;
   const canvasPx = 400;
   const originals: Float32Array[] = [];
   const results: Float32Array[] = [];
   for (let i = 0; i < count; i++) {
-    const at = (ds.trainCount + i) * MNIST_PIXELS;
-    const original = Float32Array.from(ds.pixels.subarray(at, at + MNIST_PIXELS), (v) => v / 255);
+    // The held-out digits: the first 20 of the test split.
+    const original = digitImage(ds.test, i);
     // Offsets up to 119 px put the 280 px digit anywhere in the 400 px canvas.
     const out = preprocessDigit(upsample(original, 10, canvasPx, (i * 37) % 120, (i * 53) % 120));
     assert.ok(out, `digit ${i} vanished`);
@@ -183,7 +183,7 @@ test('real MNIST digits, enlarged ×10 and moved off-centre, come back as themse
   results.forEach((out, i) => {
     let best = Infinity;
     for (let dy = -1; dy <= 1; dy++) for (let dx = -1; dx <= 1; dx++) best = Math.min(best, meanAbsDiff(out, originals[i]!, dx, dy));
-    assert.ok(best < 0.07, `digit ${i} (a ${ds.labels[ds.trainCount + i]}): |Δ| ${best} even at the best ±1 px alignment`);
+    assert.ok(best < 0.07, `digit ${i} (a ${ds.test.labels[i]}): |Δ| ${best} even at the best ±1 px alignment`);
     const nearest = originals.reduce((bestJ, o, j) => (meanAbsDiff(out, o) < meanAbsDiff(out, originals[bestJ]!) ? j : bestJ), 0);
     assert.equal(nearest, i, `digit ${i} looks more like digit ${nearest}`);
   });

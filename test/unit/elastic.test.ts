@@ -3,16 +3,17 @@
  * and aborted steps, and the hand-over of a live replica's whole state to survivors and
  * joiners of a new generation.
  */
-import { mnistShards } from '../../shared/data/data-source';
+import { startConfigSchema } from '../../shared/tasks/start-config';
+import { mnistShards } from '../support/mnist';
 import { test, before } from 'node:test';
 import assert from 'node:assert/strict';
 import * as tf from '@tensorflow/tfjs';
-import { packMnistFromPackage } from '../../signaling-server/data/mnist-pack';
+import { mnistSubset } from '../support/mnist';
 import { advance, nextBatch, type DataCursor } from '../../shared/data/batch-plan';
 import { EpochPermutation } from '../../shared/data/sharding';
 import { Trainer } from '../../shared/training/trainer';
-import { startConfigSchema } from '../../shared/protocol';
-import type { MnistDataset } from '../../shared/data/mnist-format';
+
+import type { LoadedDataset } from '../../shared/tasks/task';
 import { mulberry32 } from '../../shared/util/random';
 import { createMemoryRing } from '../support/memory-ring';
 import type { FaultInjector } from '../../shared/training/faults';
@@ -20,11 +21,11 @@ import type { FaultInjector } from '../../shared/training/faults';
 /** Nudges the weights once, just before `step`: numeric drift between backends. */
 const driftBefore = (at: number): FaultInjector => ({ driftBefore: (step) => step === at });
 
-let dataset: MnistDataset;
+let dataset: LoadedDataset;
 
 before(async () => {
   await tf.setBackend('cpu');
-  dataset = packMnistFromPackage();
+  dataset = mnistSubset();
 });
 
 test('through joins, leaves and aborted steps, every example of an epoch is trained exactly once', () => {

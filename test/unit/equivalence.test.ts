@@ -2,24 +2,25 @@
  * The proof that the ring is real data parallelism: 3 workers training K steps over the
  * ring end with the same weights as 1 worker training on the same global batches.
  */
-import { mnistShards } from '../../shared/data/data-source';
+import { startConfigSchema } from '../../shared/tasks/start-config';
+import { mnistShards } from '../support/mnist';
 import { test, before } from 'node:test';
 import assert from 'node:assert/strict';
 import * as tf from '@tensorflow/tfjs';
-import { packMnistFromPackage } from '../../signaling-server/data/mnist-pack';
+import { mnistSubset } from '../support/mnist';
 import { createMemoryRing } from '../support/memory-ring';
 import { Trainer } from '../../shared/training/trainer';
-import { startConfigSchema } from '../../shared/protocol';
-import type { MnistDataset } from '../../shared/data/mnist-format';
+
+import type { LoadedDataset } from '../../shared/tasks/task';
 
 const STEPS = 6;
 const WORKERS = 3;
 const PER_WORKER = 16;
-let dataset: MnistDataset;
+let dataset: LoadedDataset;
 
 before(async () => {
   await tf.setBackend('cpu');
-  dataset = packMnistFromPackage();
+  dataset = mnistSubset();
 });
 
 // The CNN is slow on Node's pure-JS CPU backend, so it runs fewer, smaller steps.
@@ -99,9 +100,12 @@ test('after syncState every replica trains on from rank 0 state, and evaluation 
   await firstStep.trainStep();
   await reference.replica.writeState(await firstStep.replica.readState());
   reference.setPosition(firstStep.step, firstStep.dataCursor);
-  const accuracies = await Promise.all(trainers.map((t) => t.evaluate()));
+  const scores = await Promise.all(trainers.map((t) => t.evaluate()));
+  const accuracies = scores.map((s) => s!.accuracy);
   assert.equal(new Set(accuracies).size, 1);
+  assert.equal(new Set(scores.map((s) => s!.loss)).size, 1, 'every replica scores the same held-out loss');
   assert.ok(accuracies[0]! >= 0 && accuracies[0]! <= 1);
+  assert.ok(scores[0]!.loss > 0 && scores[0]!.loss < Math.log(10) * 2, `held-out loss ${scores[0]!.loss} nats per example`);
   const next = await Promise.all(trainers.map((t) => t.trainStep()));
   await reference.trainStep();
   assert.ok(next.every((r) => r.step === 1));

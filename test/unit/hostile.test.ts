@@ -4,7 +4,8 @@
  * of it, fails at once (no 120 s timeout) naming the sender, and nothing it sent reaches
  * the weights: the survivors, re-formed, train on bit-identical to a ring that never had it.
  */
-import { mnistShards } from '../../shared/data/data-source';
+import { startConfigSchema } from '../../shared/tasks/start-config';
+import { mnistShards } from '../support/mnist';
 import { test, before } from 'node:test';
 import assert from 'node:assert/strict';
 import * as tf from '@tensorflow/tfjs';
@@ -14,16 +15,17 @@ import { PeerMisbehavedError } from '../../shared/collectives/admission';
 import { HEADER_BYTES } from '../../shared/collectives/wire';
 import { WebringError } from '../../shared/protocol/errors';
 import { integerBuffer } from '../support/test-buffers';
-import { packMnistFromPackage } from '../../signaling-server/data/mnist-pack';
+import { mnistSubset } from '../support/mnist';
 import { Trainer } from '../../shared/training/trainer';
-import { startConfigSchema, type Misbehaviour } from '../../shared/protocol';
-import { MNIST_PIXELS, type MnistDataset } from '../../shared/data/mnist-format';
+import { type Misbehaviour } from '../../shared/protocol';
+import { MNIST_PIXELS } from '../../shared/tasks/mnist/format';
+import type { LoadedDataset } from '../../shared/tasks/task';
 
-let dataset: MnistDataset;
+let dataset: LoadedDataset;
 
 before(async () => {
   await tf.setBackend('cpu');
-  dataset = packMnistFromPackage();
+  dataset = mnistSubset();
 });
 
 const N = 4;

@@ -3,13 +3,14 @@
  * room's bar on hub joins (the teacher's until allowed, the server's until the run ends),
  * the bar kept through the codec and room.json, and the hub key's derivation.
  */
+import { DEFAULT_START_CONFIG } from '../../shared/tasks/start-config';
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdtempSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { ManualClock } from '../../shared/util/clock';
-import { DEFAULT_START_CONFIG, HUB_RANK, hubKeySchema, type StartConfig } from '../../shared/protocol';
+import { HUB_RANK, hubKeySchema, type StartConfig } from '../../shared/protocol';
 import { Accusations, hubAccusersNeeded } from '../../signaling-server/rooms/accusations';
 import { Room, type NewMember } from '../../signaling-server/rooms/room';
 import { decodeRoom, encodeRoom, fromRoomFile, toRoomFile, type RoomRecord } from '../../signaling-server/rooms/room-codec';

@@ -5,7 +5,8 @@
  * and the ranks refuse what no honest peer sends, and the hub leaving hands the class
  * back to the ring. The real data channels are exercised by the E2E test with a hub.
  */
-import { mnistShards } from '../../shared/data/data-source';
+import { startConfigSchema } from '../../shared/tasks/start-config';
+import { mnistShards } from '../support/mnist';
 import { test, before } from 'node:test';
 import assert from 'node:assert/strict';
 import * as tf from '@tensorflow/tfjs';
@@ -19,9 +20,9 @@ import { HEADER_BYTES, MAX_CHUNK_FLOATS, MAX_CHUNK_HALVES, PHASE_HUB_UP, readHea
 import { WebringError } from '../../shared/protocol/errors';
 import type { Misbehaviour } from '../../shared/protocol';
 import { Trainer } from '../../shared/training/trainer';
-import { startConfigSchema } from '../../shared/protocol';
-import { packMnistFromPackage } from '../../signaling-server/data/mnist-pack';
-import type { MnistDataset } from '../../shared/data/mnist-format';
+
+import { mnistSubset } from '../support/mnist';
+import type { LoadedDataset } from '../../shared/tasks/task';
 
 const HUB: CollectiveOptions = { algorithm: 'hub' };
 const HUB_FP16: CollectiveOptions = { algorithm: 'hub', wire: 'fp16' };
@@ -178,10 +179,10 @@ test('a ring member sending a hub sum is refused, and without a hub link the hub
   await assert.rejects(noHub[0]!.allReduce(new Float32Array(3), 1, COLLECTIVE_TAG.gradients, HUB), (e: unknown) => e instanceof WebringError && e.code === 'ERR_BAD_REQUEST');
 });
 
-let dataset: MnistDataset;
+let dataset: LoadedDataset;
 before(async () => {
   await tf.setBackend('cpu');
-  dataset = packMnistFromPackage();
+  dataset = mnistSubset();
 });
 
 test('trainers on the hub stay bit-identical, and when the hub leaves the next generation trains on the ring from the same weights', async () => {

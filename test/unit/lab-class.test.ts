@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import {
   GRADIENT_BYTES,
   classTargets,
-  cnnScalingTarget,
+  convScalingTarget,
   duration,
   frontierEvaluation,
   thresholdSeen,
@@ -34,6 +34,8 @@ import { markdown } from '../../lab/report';
 import { wiredLab } from '../../lab/network-models';
 import { boundMs } from '../../lab/bounds';
 import { buildModel } from '../../shared/compute/models';
+import { LAB_WORKLOAD_LIST } from '../../shared/tasks/lab-workloads';
+import { featureCount } from '../../shared/tasks/task';
 import type { TrainingRow } from '../../lab/training-rows';
 import type { MetricPoint } from '../../shared/protocol';
 
@@ -70,12 +72,19 @@ function row(model: TrainingRow['model'], net: TrainingRow['net'], n: number, ex
   };
 }
 
-test('the gradient sizes are the models\' parameters × 4 bytes', () => {
-  for (const net of ['mlp', 'cnn'] as const) {
-    const model = buildModel(net, 1);
-    assert.equal(GRADIENT_BYTES[net], model.countParams() * 4, net);
+test('the gradient sizes are the models\' parameters × 4 bytes; a dense first layer is what the workload says', () => {
+  for (const w of LAB_WORKLOAD_LIST) {
+    const model = buildModel({ task: w.task.id, model: w.model, seed: 1, classes: [...w.task.outputs] });
+    assert.equal(w.parameters, model.countParams(), w.model);
+    assert.equal(GRADIENT_BYTES[w.model], model.countParams() * 4, w.model);
+    if (w.denseUnits !== undefined) {
+      const [kernel, bias] = model.getWeights();
+      assert.deepEqual(kernel!.shape, [featureCount(w.task.example), w.denseUnits], `${w.model}: the first weights are a features × units kernel`);
+      assert.deepEqual(bias!.shape, [w.denseUnits], `${w.model}: then the units' biases`);
+    }
     model.dispose();
   }
+  assert.deepEqual(LAB_WORKLOAD_LIST.map((w) => w.model), ['mlp', 'cnn'], 'the ids bench/*.json records');
 });
 
 test('scaling: efficiency is examples/s(N) over N × one device, and one device stands for every network', () => {
@@ -96,15 +105,15 @@ test('scaling: efficiency is examples/s(N) over N × one device, and one device 
 
 test('cnn-scaling-n8: met at 0.8 of linear on wired-lab, not on wifi, not when a row does not count', () => {
   const one = row('wired-lab', 'cnn', 1, 30);
-  const met = cnnScalingTarget(scalingTable([one, row('wired-lab', 'cnn', 8, 0.8 * 8 * 30), row('wifi', 'cnn', 8, 10)]));
+  const met = convScalingTarget(scalingTable([one, row('wired-lab', 'cnn', 8, 0.8 * 8 * 30), row('wifi', 'cnn', 8, 10)]));
   close(met.value!, 0.8);
   assert.equal(met.met, true);
-  const missed = cnnScalingTarget(scalingTable([one, row('wired-lab', 'cnn', 8, 0.79 * 8 * 30)]));
+  const missed = convScalingTarget(scalingTable([one, row('wired-lab', 'cnn', 8, 0.79 * 8 * 30)]));
   assert.equal(missed.met, false);
-  const unCounted = cnnScalingTarget(scalingTable([one, row('wired-lab', 'cnn', 8, 240, { counts: false })]));
+  const unCounted = convScalingTarget(scalingTable([one, row('wired-lab', 'cnn', 8, 240, { counts: false })]));
   assert.equal(unCounted.value, 1);
   assert.equal(unCounted.met, false);
-  assert.deepEqual(cnnScalingTarget(scalingTable([row('wifi', 'cnn', 8, 240), one])).value, null, 'only wifi measured: no figure');
+  assert.deepEqual(convScalingTarget(scalingTable([row('wifi', 'cnn', 8, 240), one])).value, null, 'only wifi measured: no figure');
 });
 
 test('where the time goes: the chief\'s mean split, the rest of the step, and the all-reduce against the network\'s bound', () => {

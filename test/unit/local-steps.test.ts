@@ -3,34 +3,36 @@
  * then one outer step on the examples-weighted mean change in weights. Real trainers, real
  * MNIST digits, the in-memory ring.
  */
+import { startConfigSchema } from '../../shared/tasks/start-config';
 import { test, before } from 'node:test';
 import assert from 'node:assert/strict';
 import * as tf from '@tensorflow/tfjs';
-import { packMnistFromPackage } from '../../signaling-server/data/mnist-pack';
+import { mnistShards, mnistSubset } from '../support/mnist';
 import { createMemoryRing } from '../support/memory-ring';
 import { Trainer } from '../../shared/training/trainer';
-import { mnistShards, type DataSource } from '../../shared/data/data-source';
+import type { DataSource } from '../../shared/data/data-source';
 import { shardOf, type GlobalBatch } from '../../shared/data/batch-plan';
 import { EpochPermutation } from '../../shared/data/sharding';
-import { startConfigSchema, type StartConfig } from '../../shared/protocol';
-import type { MnistDataset } from '../../shared/data/mnist-format';
+import { type StartConfig } from '../../shared/protocol';
+import type { LoadedDataset } from '../../shared/tasks/task';
 import { OuterOptimizer } from '../../shared/training/outer-optimizer';
 import { applyCheckpoint, captureCheckpoint, splitOuterMomentum } from '../../shared/checkpoints/checkpoint-io';
 import { checkpointMetadataSchema } from '../../shared/checkpoints/checkpoint';
 
-let dataset: MnistDataset;
+let dataset: LoadedDataset;
 
 before(async () => {
   await tf.setBackend('cpu');
-  dataset = packMnistFromPackage();
+  dataset = mnistSubset();
 });
 
 /** The first `trainCount` training digits alone: an epoch in a few dozen steps. */
-function smallDataset(trainCount: number): MnistDataset {
-  return { count: trainCount, trainCount, testCount: 0, labels: dataset.labels.subarray(0, trainCount), pixels: dataset.pixels.subarray(0, trainCount * 784) };
+function smallDataset(trainCount: number): LoadedDataset {
+  const train = { count: trainCount, labels: dataset.train.labels.subarray(0, trainCount), features: dataset.train.features.subarray(0, trainCount * 784) };
+  return { train, test: { count: 0, labels: new Uint8Array(0), features: new Uint8Array(0) } };
 }
 
-function trainersOn(config: StartConfig, n: number, data: MnistDataset = dataset, ring = createMemoryRing(n)): Trainer[] {
+function trainersOn(config: StartConfig, n: number, data: LoadedDataset = dataset, ring = createMemoryRing(n)): Trainer[] {
   return ring.rings.map((r) => new Trainer(config, mnistShards(config, data), r));
 }
 
@@ -115,7 +117,7 @@ test('the outer optimizer: Nesterov and heavy-ball momentum by their formulas, a
 test('every example is trained once per epoch under unequal shares, rounds end with their epoch', async () => {
   const data = smallDataset(331); // prime: every epoch ends in a short batch
   const config = startConfigSchema.parse({ sync: 'local-steps', localSteps: 4, batchSizePerWorker: 8, seed: 5, epochs: 3 });
-  const perm = new EpochPermutation(data.trainCount, config.seed);
+  const perm = new EpochPermutation(data.train.count, config.seed);
   const seen = new Map<number, number[]>();
   const ring = createMemoryRing(3);
   const trainers = ring.rings.map((r, rank) => {
@@ -125,7 +127,7 @@ test('every example is trained once per epoch under unequal shares, rounds end w
     (source as DataSource).readShard = (batch: GlobalBatch, rk: number, images: Float32Array, labels: Int32Array) => {
       const indices = perm.sliceInto(new Uint32Array(batch.slices[rk]!), batch, rk);
       let counts = seen.get(batch.epoch);
-      if (!counts) seen.set(batch.epoch, (counts = new Array<number>(data.trainCount).fill(0)));
+      if (!counts) seen.set(batch.epoch, (counts = new Array<number>(data.train.count).fill(0)));
       for (const i of indices) counts[i]!++;
       assert.equal(shardOf(batch, rk).count, indices.length);
       return read(batch, rk, images, labels);

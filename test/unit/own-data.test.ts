@@ -3,37 +3,42 @@
  * only its own, the update weighs every example alike, every example of an epoch is trained
  * once whatever the class does, and a device with nothing changes nothing.
  */
+import { startConfigSchema } from '../../shared/tasks/start-config';
 import { test, before } from 'node:test';
 import assert from 'node:assert/strict';
 import * as tf from '@tensorflow/tfjs';
-import { packMnistFromPackage } from '../../signaling-server/data/mnist-pack';
+import { mnistSubset } from '../support/mnist';
 import { createMemoryRing } from '../support/memory-ring';
 import { Trainer } from '../../shared/training/trainer';
 import { OwnDataSource, EpochLine } from '../../shared/data/own-data';
 import { HOLDOUT_FRACTION, MemoryOwnExamples, isHeldOut, type OwnExamples } from '../../shared/data/own-examples';
 import type { DataSource, EpochRoster } from '../../shared/data/data-source';
 import { cutBatch, type GlobalBatch } from '../../shared/data/batch-plan';
-import { DIGIT_CLASSES, startConfigSchema, type StartConfig } from '../../shared/protocol';
-import { MNIST_PIXELS, type MnistDataset } from '../../shared/data/mnist-format';
-import { PIXEL_SCALE } from '../../shared/data/example-cache';
-import { MnistShards } from '../../shared/data/data-source';
+import { type StartConfig } from '../../shared/protocol';
+import { DIGIT_CLASSES } from '../../shared/tasks/mnist/format';
+import type { LoadedDataset } from '../../shared/tasks/task';
+import { MNIST_PIXELS } from '../../shared/tasks/mnist/format';
+import { InMemoryShards } from '../../shared/data/data-source';
+import { mnistTask } from '../../shared/tasks/mnist/task';
+
+const PIXEL_SCALE = mnistTask.example.byteScale;
 import { WebringError } from '../../shared/protocol/errors';
 
-let dataset: MnistDataset;
+let dataset: LoadedDataset;
 
 before(async () => {
   await tf.setBackend('cpu');
-  dataset = packMnistFromPackage();
+  dataset = mnistSubset();
 });
 
 /** A store of `count` MNIST training digits from `from`, each of a digit in `digits`. */
 function storeOf(key: number, digits: readonly number[], count: number, from = 0): MemoryOwnExamples {
   const store = new MemoryOwnExamples(key);
-  for (let i = from; store.examples.length < count && i < dataset.trainCount; i++) {
-    const label = dataset.labels[i]!;
+  for (let i = from; store.examples.length < count && i < dataset.train.count; i++) {
+    const label = dataset.train.labels[i]!;
     if (!digits.includes(label)) continue;
     const pixels = new Float32Array(MNIST_PIXELS);
-    for (let p = 0; p < MNIST_PIXELS; p++) pixels[p] = dataset.pixels[i * MNIST_PIXELS + p]! / 255;
+    for (let p = 0; p < MNIST_PIXELS; p++) pixels[p] = dataset.train.features[i * MNIST_PIXELS + p]! / 255;
     store.add(String(label), pixels);
   }
   return store;
@@ -44,7 +49,7 @@ class Recording {
   readonly steps: Array<Array<{ key: number; seq: number; pixels: Float32Array; label: number }>> = [];
 
   /** Examples not in `store` are looked up among `digits` (the server's, in mnist+own), as key 0. */
-  wrap(source: OwnDataSource, store: OwnExamples | null, digits: MnistDataset | null = null): OwnDataSource {
+  wrap(source: OwnDataSource, store: OwnExamples | null, digits: LoadedDataset | null = null): OwnDataSource {
     const read = source.readShard.bind(source);
     source.readShard = async (batch: GlobalBatch, rank: number, images: Float32Array, labels: Int32Array) => {
       const n = await read(batch, rank, images, labels);
@@ -56,7 +61,7 @@ class Recording {
           step.push({ key: store!.key, seq: example.seq, pixels, label: labels[i]! });
           continue;
         }
-        const index = Array.from({ length: digits!.trainCount }, (_, d) => d).find((d) => pixels.every((v, p) => v === Math.fround(digits!.pixels[d * MNIST_PIXELS + p]! * PIXEL_SCALE)));
+        const index = Array.from({ length: digits!.train.count }, (_, d) => d).find((d) => pixels.every((v, p) => v === Math.fround(digits!.train.features[d * MNIST_PIXELS + p]! * PIXEL_SCALE)));
         assert.ok(index !== undefined, 'an example read is either this device\'s own or one of the server\'s digits');
         step.push({ key: 0, seq: index, pixels, label: labels[i]! });
       }
@@ -279,7 +284,8 @@ test('custom classes: the model has one output per class, and the holdout is sco
   while (!trainers[0]!.finished) await Promise.all(trainers.map((t) => t.trainStep()));
   const held = stores.reduce((n, s) => n + s.examples.filter((e) => isHeldOut(s.key, e.seq)).length, 0);
   assert.ok(held > 0, 'some examples are held out');
-  const accuracies = await Promise.all(trainers.map((t) => t.evaluate()));
+  const scores = await Promise.all(trainers.map((t) => t.evaluate()));
+  const accuracies = scores.map((s) => s?.accuracy ?? null);
   assert.equal(new Set(accuracies).size, 1);
   assert.ok(accuracies[0] !== null && accuracies[0]! >= 0 && accuracies[0]! <= 1);
   trainers.forEach((t) => t.dispose());
@@ -296,13 +302,16 @@ test("config: custom classes need the class's own data; labels are checked", () 
 
 test('mnist+own: the server\'s digits and the devices\' own examples make one epoch, each trained once, equal to 1 worker on the union', async () => {
   // A small slice of the digits keeps the epoch short: 90 to train, 10 to test.
-  const digits: MnistDataset = { count: 100, trainCount: 90, testCount: 10, labels: dataset.labels.subarray(0, 100), pixels: dataset.pixels.subarray(0, 100 * MNIST_PIXELS) };
-  const config = ownConfig({ data: 'mnist+own', epochs: 1 });
+  const digits: LoadedDataset = {
+    train: { count: 90, labels: dataset.train.labels.subarray(0, 90), features: dataset.train.features.subarray(0, 90 * MNIST_PIXELS) },
+    test: { count: 10, labels: dataset.train.labels.subarray(90, 100), features: dataset.train.features.subarray(90 * MNIST_PIXELS, 100 * MNIST_PIXELS) },
+  };
+  const config = ownConfig({ data: 'dataset+own', epochs: 1 });
   const stores = [storeOf(51, [0, 1, 2, 3], 40, 1_000), null, storeOf(52, [4, 5, 6, 7, 8, 9], 30, 2_000)];
   const recording = new Recording();
   const { rings } = createMemoryRing(3);
   const trainers = rings.map((ring, r) => {
-    const shared = new MnistShards(digits, config.batchSizePerWorker, config.seed, 64);
+    const shared = new InMemoryShards(digits, mnistTask.example, config.batchSizePerWorker, config.seed, 64);
     return new Trainer(config, recording.wrap(new OwnDataSource(config, stores[r]!, shared, shared), stores[r]!, digits), ring);
   });
   await Promise.all(trainers.map((t) => t.syncState()));
@@ -314,7 +323,7 @@ test('mnist+own: the server\'s digits and the devices\' own examples make one ep
   }
   const trained = recording.steps.flat().map((e) => `${e.key}/${e.seq}`);
   const own = stores.flatMap((s) => (s ? s.examples.filter((e) => !isHeldOut(s.key, e.seq)).map((e) => `${s.key}/${e.seq}`) : []));
-  const served = Array.from({ length: digits.trainCount }, (_, i) => `0/${i}`);
+  const served = Array.from({ length: digits.train.count }, (_, i) => `0/${i}`);
   assert.deepEqual([...trained].sort(), [...own, ...served].sort(), 'every digit and every own example once');
   const single = new Trainer(config, new UnionReplay(recording), createMemoryRing(1).rings[0]!);
   for (let s = 0; s < steps; s++) await single.trainStep();

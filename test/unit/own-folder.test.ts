@@ -9,9 +9,9 @@ import { deflateSync } from 'node:zlib';
 import os from 'node:os';
 import path from 'node:path';
 import { PNG } from 'pngjs';
-import { MAX_PNG_FILE_BYTES, MAX_PNG_SIDE_PX, readOwnFolder } from '../../node-worker/own-folder';
+import { MAX_PNG_FILE_BYTES, MAX_PNG_SIDE_PX, readOwnFolder } from '../../shared/tasks/mnist/own-folder';
 import { countByLabel } from '../../shared/data/own-examples';
-import { MNIST_PIXELS } from '../../shared/data/mnist-format';
+import { MNIST_PIXELS } from '../../shared/tasks/mnist/format';
 
 /** A 40×30 white PNG with a dark bar: a drawing, not yet MNIST-shaped. */
 function drawing(ink: boolean): Buffer {

@@ -6,20 +6,21 @@
  * really take the rate that is set (one that is set but not read would leave a run at full
  * speed from its first step, or stuck at a tiny one).
  */
+import { DEFAULT_START_CONFIG, startConfigSchema } from '../../shared/tasks/start-config';
 import { test, before } from 'node:test';
 import assert from 'node:assert/strict';
 import * as tf from '@tensorflow/tfjs';
 import { buildOptimizer, setLearningRate } from '../../shared/compute/models';
 import { LearningRateSchedule, RESCALE_RAMP_STEPS } from '../../shared/training/lr-schedule';
-import { DEFAULT_START_CONFIG, startConfigSchema } from '../../shared/protocol';
+
 import { Trainer } from '../../shared/training/trainer';
-import { mnistShards } from '../../shared/data/data-source';
+import { mnistShards } from '../support/mnist';
 import { applyCheckpoint } from '../../shared/checkpoints/checkpoint-io';
 import { createMemoryRing } from '../support/memory-ring';
 import { capture, mnist } from '../support/checkpoint-fixture';
-import type { MnistDataset } from '../../shared/data/mnist-format';
+import type { LoadedDataset } from '../../shared/tasks/task';
 
-let dataset: MnistDataset;
+let dataset: LoadedDataset;
 before(async () => {
   await tf.setBackend('cpu');
   dataset = await mnist();

@@ -33,7 +33,7 @@ test('a hub joins in any state as a new generation with the same ring; a second 
 
   // The hub trains nothing: its reports are refused like a non-member's, and change nothing.
   assert.equal(codeOf(() => room.recordProgress('hub1', progress(run, 1))), 'ERR_NOT_IN_ROOM');
-  assert.equal(codeOf(() => room.recordEvaluation('hub1', { run, generation: room.currentGeneration, epoch: 0, step: 1, accuracy: 1 })), 'ERR_NOT_IN_ROOM');
+  assert.equal(codeOf(() => room.recordEvaluation('hub1', { run, generation: room.currentGeneration, epoch: 0, step: 1, accuracy: 1, testLoss: 0.3 })), 'ERR_NOT_IN_ROOM');
   assert.equal(codeOf(() => room.recordFinished('hub1', { run, generation: room.currentGeneration, step: 1, reason: 'failed' })), 'ERR_NOT_IN_ROOM');
   assert.equal(codeOf(() => room.drop('hub1', { run, generation: room.currentGeneration, member: 'b', step: 1, computeMs: 1, deadlineMs: 1 })), 'ERR_NOT_IN_ROOM');
   assert.equal(codeOf(() => room.reform('hub1', room.currentGeneration, 'test')), 'ERR_NOT_IN_ROOM');

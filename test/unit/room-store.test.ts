@@ -3,13 +3,14 @@
  * matters (and not on every progress report), room.json itself on disk (with and without a
  * hub), and the server's timers on a manual clock.
  */
+import { DEFAULT_START_CONFIG } from '../../shared/tasks/start-config';
 import { test } from 'node:test';
 import { mkdtempSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import assert from 'node:assert/strict';
 import { ManualClock } from '../../shared/util/clock';
-import { DEFAULT_START_CONFIG, type ProgressReport } from '../../shared/protocol';
+import { type ProgressReport } from '../../shared/protocol';
 import { MemoryRoomStore } from '../../signaling-server/rooms/room-store';
 import { PersistingRoomStore } from '../../signaling-server/rooms/persisting-room-store';
 import { encodeRoom, toRoomFile, type RoomFile } from '../../signaling-server/rooms/room-codec';

@@ -196,8 +196,8 @@ test('a run starts, records the chief\'s progress and evaluations, pauses, resum
   assert.equal(room.status().step, 1, 'only the chief\'s report is the room\'s');
   room.recordProgress('a', progress(1, 2, { hashChecked: true, hashMismatch: true }));
   assert.equal(codeOf(() => room.recordProgress('a', progress(2, 3))), 'ERR_STALE_RUN');
-  room.recordEvaluation('a', { run: 1, generation: room.currentGeneration, epoch: 0, step: 2, accuracy: 0.9 });
-  room.recordEvaluation('b', { run: 1, generation: room.currentGeneration, epoch: 0, step: 2, accuracy: 0.1 });
+  room.recordEvaluation('a', { run: 1, generation: room.currentGeneration, epoch: 0, step: 2, accuracy: 0.9, testLoss: 0.3 });
+  room.recordEvaluation('b', { run: 1, generation: room.currentGeneration, epoch: 0, step: 2, accuracy: 0.1, testLoss: 0.3 });
 
   const status = room.status();
   assert.equal(status.metrics.loss, 1 / 2);
@@ -206,7 +206,7 @@ test('a run starts, records the chief\'s progress and evaluations, pauses, resum
   assert.equal(status.totalSteps, 100);
   assert.equal(status.events.at(-1)?.kind, 'resynced');
   assert.deepEqual(room.metrics().history.map((p) => [p.at, p.step]), [[1_000, 1], [1_000, 2]]);
-  assert.deepEqual(room.metrics().evaluations, [{ epoch: 0, step: 2, accuracy: 0.9 }]);
+  assert.deepEqual(room.metrics().evaluations, [{ epoch: 0, step: 2, accuracy: 0.9, testLoss: 0.3 }]);
 
   room.pause();
   assert.equal(room.status().state, 'paused');

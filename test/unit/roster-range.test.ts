@@ -4,6 +4,7 @@
  * roster a hand-over's state carries. A count of 1e10 or −5 used to reach EpochLine and throw
  * a RangeError on every replica; now every replica refuses it with ERR_BAD_DATA, alike.
  */
+import { startConfigSchema } from '../../shared/tasks/start-config';
 import { test, before } from 'node:test';
 import assert from 'node:assert/strict';
 import * as tf from '@tensorflow/tfjs';
@@ -11,8 +12,8 @@ import { createMemoryRing } from '../support/memory-ring';
 import { Trainer } from '../../shared/training/trainer';
 import { OwnDataSource } from '../../shared/data/own-data';
 import { MemoryOwnExamples } from '../../shared/data/own-examples';
-import { startConfigSchema, MAX_ROOM_MEMBERS, type StartConfig } from '../../shared/protocol';
-import { MNIST_PIXELS } from '../../shared/data/mnist-format';
+import { MAX_ROOM_MEMBERS, type StartConfig } from '../../shared/protocol';
+import { MNIST_PIXELS } from '../../shared/tasks/mnist/format';
 import { WebringError } from '../../shared/protocol/errors';
 
 before(async () => {

@@ -5,12 +5,15 @@
  * as one worker on the same global batches, every example of an epoch trained once through
  * a leave and a join, and every replica bit-identical.
  */
+import { startConfigSchema } from '../../shared/tasks/start-config';
 import { test, before } from 'node:test';
 import assert from 'node:assert/strict';
 import * as tf from '@tensorflow/tfjs';
-import { startConfigSchema } from '../../shared/protocol';
-import type { MnistDataset } from '../../shared/data/mnist-format';
-import { MnistShards, mnistShards } from '../../shared/data/data-source';
+
+import type { LoadedDataset } from '../../shared/tasks/task';
+import { InMemoryShards } from '../../shared/data/data-source';
+import { mnistShards } from '../support/mnist';
+import { mnistTask } from '../../shared/tasks/mnist/task';
 import { ShareBalancer, REBALANCE_EVERY_STEPS, explainShare } from '../../shared/training/share-balancer';
 import { MAX_SHARE_FACTOR, MIN_SHARE_FACTOR, maxShareOf } from '../../shared/data/batch-plan';
 import { advance, cutBatch, shardOf, withoutRanksFrom, type GlobalBatch } from '../../shared/data/batch-plan';
@@ -20,7 +23,7 @@ import type { Clock } from '../../shared/util/clock';
 import { createMemoryRing } from '../support/memory-ring';
 import { mnist } from '../support/checkpoint-fixture';
 
-let dataset: MnistDataset;
+let dataset: LoadedDataset;
 before(async () => {
   await tf.setBackend('cpu');
   dataset = await mnist();
@@ -147,8 +150,8 @@ function tickingClock(msPerCall: number): Clock {
   return { now: () => (t += msPerCall), setTimeout: (fn, ms) => setTimeout(fn, ms), clearTimeout: (h) => clearTimeout(h as ReturnType<typeof setTimeout>) };
 }
 
-/** MnistShards that records which permutation positions each step trained. */
-class RecordingShards extends MnistShards {
+/** In-memory shards that record which permutation positions each step trained. */
+class RecordingShards extends InMemoryShards {
   readonly trained: Array<{ epoch: number; start: number; count: number }> = [];
 
   override readShard(batch: GlobalBatch, rank: number, images: Float32Array, labels: Int32Array): Promise<number> {
@@ -160,7 +163,7 @@ class RecordingShards extends MnistShards {
 test('unequal, changing shares stay exact: one worker on the same global batches, every example once through a leave and a join, replicas identical', async () => {
   const PER_WORKER = 8;
   const config = startConfigSchema.parse({ model: 'mlp', optimizer: 'sgd', learningRate: 0.05, warmupSteps: 0, batchSizePerWorker: PER_WORKER, seed: 7, balanceShares: true, dataset: 'mnist-10k' });
-  const shards = () => new RecordingShards(dataset, PER_WORKER, config.seed, maxShareOf(config));
+  const shards = () => new RecordingShards(dataset, mnistTask.example, PER_WORKER, config.seed, maxShareOf(config));
   // Rank 2 reads the clock three times slower: it looks like a device a third as fast.
   const speeds = [1, 1, 3];
   const first = createMemoryRing(3, { generation: 1 });

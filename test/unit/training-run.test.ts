@@ -3,13 +3,14 @@
  * server side faked (generations are handed to each replica's tracker by the test, reports
  * and checkpoints are recorded) and time on a manual clock.
  */
-import { mnistShards } from '../../shared/data/data-source';
+import { startConfigSchema } from '../../shared/tasks/start-config';
+import { mnistShards } from '../support/mnist';
 import { test, before } from 'node:test';
 import assert from 'node:assert/strict';
 import * as tf from '@tensorflow/tfjs';
-import { packMnistFromPackage } from '../../signaling-server/data/mnist-pack';
-import { startConfigSchema, type Generation, type MemberInfo, type StartConfig, type TrainStart } from '../../shared/protocol';
-import type { MnistDataset } from '../../shared/data/mnist-format';
+import { mnistSubset } from '../support/mnist';
+import { type Generation, type MemberInfo, type StartConfig, type TrainStart } from '../../shared/protocol';
+import type { LoadedDataset } from '../../shared/tasks/task';
 import { WebringError } from '../../shared/protocol/errors';
 import type { RingAllReduce } from '../../shared/collectives/ring-allreduce';
 import { ManualClock } from '../../shared/util/clock';
@@ -20,11 +21,11 @@ import type { RunCheckpoints, RunControl, RunReporter } from '../../shared/train
 import type { FaultInjector } from '../../shared/training/faults';
 import { createMemoryRing } from '../support/memory-ring';
 
-let dataset: MnistDataset;
+let dataset: LoadedDataset;
 
 before(async () => {
   await tf.setBackend('cpu');
-  dataset = packMnistFromPackage();
+  dataset = mnistSubset();
 });
 
 const ROOM = 'run-room';

@@ -3,26 +3,27 @@
  * one epoch of the real MNIST digits, once with fp32 and once with fp16 on the wire, from
  * the same seed; test accuracy after the epoch must agree within 0.5 percentage points.
  */
-import { mnistShards } from '../../shared/data/data-source';
+import { startConfigSchema } from '../../shared/tasks/start-config';
+import { mnistShards } from '../support/mnist';
 import { test, before } from 'node:test';
 import assert from 'node:assert/strict';
 import * as tf from '@tensorflow/tfjs';
-import { packMnistFromPackage } from '../../signaling-server/data/mnist-pack';
+import { mnistSubset } from '../support/mnist';
 import { createMemoryRing } from '../support/memory-ring';
 import { Trainer } from '../../shared/training/trainer';
-import { startConfigSchema, type WireFormat } from '../../shared/protocol';
-import type { MnistDataset } from '../../shared/data/mnist-format';
+import { type WireFormat } from '../../shared/protocol';
+import type { LoadedDataset } from '../../shared/tasks/task';
 import type { Collective } from '../../shared/collectives/collective';
 import { COLLECTIVE_TAG } from '../../shared/collectives/collective';
 import { WebringError } from '../../shared/protocol/errors';
 
 const WORKERS = 2;
 const MAX_ACCURACY_GAP = 0.005;
-let dataset: MnistDataset;
+let dataset: LoadedDataset;
 
 before(async () => {
   await tf.setBackend('cpu');
-  dataset = packMnistFromPackage();
+  dataset = mnistSubset();
 });
 
 interface EpochResult {
@@ -45,7 +46,7 @@ async function trainOneEpoch(wire: WireFormat): Promise<EpochResult> {
     for (const r of results) assert.ok(!r.hashMismatch, `${wire}: replicas differ at step ${r.step}`);
     steps++;
   }
-  const accuracies = await Promise.all(trainers.map((t) => t.evaluate()));
+  const accuracies = (await Promise.all(trainers.map((t) => t.evaluate()))).map((s) => s!.accuracy);
   assert.equal(accuracies[0], accuracies[1]);
   const hashes = await Promise.all(trainers.map((t) => t.weightsHash()));
   assert.equal(hashes[0], hashes[1], `${wire}: replicas end bit-identical`);

@@ -5,23 +5,24 @@
  * the lab with a phone at 0.05 core: the worker ignored the Start and the class waited for
  * it forever.
  */
+import { startConfigSchema } from '../../shared/tasks/start-config';
 import { test, before } from 'node:test';
 import assert from 'node:assert/strict';
 import * as tf from '@tensorflow/tfjs';
 import { LocalCompute } from '../../shared/compute/compute';
 import type { Socket } from 'socket.io-client';
-import { packMnistFromPackage } from '../../signaling-server/data/mnist-pack';
-import { startConfigSchema, type ClientToServerEvents, type Generation, type MemberInfo, type ServerToClientEvents, type TrainStart } from '../../shared/protocol';
-import type { MnistDataset } from '../../shared/data/mnist-format';
-import { mnistShards } from '../../shared/data/data-source';
+import { mnistSubset } from '../support/mnist';
+import { type ClientToServerEvents, type Generation, type MemberInfo, type ServerToClientEvents, type TrainStart } from '../../shared/protocol';
+import type { LoadedDataset } from '../../shared/tasks/task';
+import { mnistShards } from '../support/mnist';
 import { TrainingWorker } from '../../shared/training/worker';
 import type { WorkerStatus } from '../../shared/training/worker-status';
 import type { PeerFactory } from '../../shared/network/peer';
 
-let dataset: MnistDataset;
+let dataset: LoadedDataset;
 before(async () => {
   await tf.setBackend('cpu');
-  dataset = packMnistFromPackage();
+  dataset = mnistSubset();
 });
 
 const ROOM = 'race';

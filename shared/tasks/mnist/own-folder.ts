@@ -1,6 +1,6 @@
 /**
  * A Node worker's own examples (`--data DIR`): a folder per class, each holding PNG files.
- * Every image goes through the digit pad's preprocessing (shared/data/digit-preprocess.ts):
+ * Every image goes through the digit pad's preprocessing (digit-preprocess.ts):
  * dark strokes on a light or transparent background, scaled into MNIST's 20 × 20 box and
  * centred by mass, so a photo of a drawing and a pad drawing meet the model alike.
  *
@@ -13,10 +13,10 @@
 import { closeSync, openSync, readdirSync, readFileSync, readSync, statSync, type Stats } from 'node:fs';
 import path from 'node:path';
 import { PNG } from 'pngjs';
-import { inkFromRgba, preprocessDigit } from '../shared/data/digit-preprocess';
-import { MemoryOwnExamples } from '../shared/data/own-examples';
-import { classLabelSchema } from '../shared/protocol';
-import { mixSeed } from '../shared/util/random';
+import { inkFromRgba, preprocessDigit } from './digit-preprocess';
+import { MemoryOwnExamples } from '../../data/own-examples';
+import { classLabelSchema } from '../../protocol';
+import { mixSeed } from '../../util/random';
 
 /**
  * The widest and tallest PNG decoded. A digit is 28 × 28; a scan or a screenshot of a drawing

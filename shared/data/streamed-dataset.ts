@@ -1,5 +1,5 @@
 /**
- * MNIST streamed from the server's data service: the same shards as MnistShards (one
+ * A task's dataset streamed from the server's data service: the same shards as InMemoryShards (one
  * seeded permutation per epoch, each rank a contiguous slice of every global batch), but a
  * worker holds only the examples it is about to train.
  *
@@ -15,10 +15,12 @@
  * The test set is fetched the same way, only the rank's shard of it, and once: the
  * replicas keep it for every later evaluation.
  */
-import { DATASETS, MAX_EXAMPLES_PER_REQUEST } from './data-service';
-import { ExampleCache } from './example-cache';
+import { MAX_EXAMPLES_PER_REQUEST, type SplitCounts } from './data-service';
+import { ExampleCache, type CachedFormat } from './example-cache';
 import { httpExampleFetcher, type ExampleFetcher } from './example-fetcher';
-import type { DatasetKind, StartConfig } from '../protocol';
+import type { StartConfig } from '../protocol';
+import { featureCount } from '../tasks/task';
+import { findDataset } from '../tasks/registry';
 import { WebringError } from '../protocol/errors';
 import type { DataContext, DataSource } from './data-source';
 import { maxShareOf } from './batch-plan';
@@ -37,14 +39,16 @@ const REQUEST_MARGIN = 2;
  * request, and the most the server gives one request of such a run (edge/data-api.ts): its
  * largest request is a prefetch window plus one shard, and the test shard comes in pieces
  * of this size. The default recipe (32 per worker, shares that follow speed, so a fast rank
- * trains up to 129 a step) keeps the full 1,024; 32 per worker at equal shares: 576 (452 KB).
+ * trains up to 129 a step) keeps the full 1,024; 32 per worker at equal shares: 576.
  */
 export function examplesPerRequest(maxShare: number): number {
   return Math.min(MAX_EXAMPLES_PER_REQUEST, REQUEST_MARGIN * (PREFETCH_STEPS + 1) * maxShare);
 }
 
-export interface StreamedMnistOptions {
-  dataset: DatasetKind;
+export interface StreamedDatasetOptions {
+  /** The dataset's split sizes, and what one example is. */
+  dataset: SplitCounts;
+  format: CachedFormat;
   perWorker: number;
   /** The most examples of one shard: perWorker, or more when shares follow speed. */
   maxShare?: number;
@@ -53,14 +57,15 @@ export interface StreamedMnistOptions {
   prefetchSteps?: number;
   /**
    * Whether readShard plans the steps after it from the batches this source would cut
-   * (true by default). A source that trains the digits beside other examples (mnist+own)
+   * (true by default). A source that trains the dataset beside other examples (dataset+own)
    * cuts them otherwise, plans them itself and says so with `fetchAhead`.
    */
   planAhead?: boolean;
 }
 
-export class StreamedMnist implements DataSource {
+export class StreamedDataset implements DataSource {
   readonly trainCount: number;
+  private readonly format: CachedFormat;
   readonly testCount: number;
   private readonly perWorker: number;
   private readonly maxShare: number;
@@ -87,8 +92,9 @@ export class StreamedMnist implements DataSource {
   /** The test shard on its way, fetched once when training is under way. */
   private testLoading: { start: number; count: number; done: Promise<void> } | null = null;
 
-  constructor(options: StreamedMnistOptions) {
-    const spec = DATASETS[options.dataset];
+  constructor(options: StreamedDatasetOptions) {
+    const spec = options.dataset;
+    this.format = options.format;
     this.trainCount = spec.trainCount;
     this.testCount = spec.testCount;
     this.perWorker = options.perWorker;
@@ -100,7 +106,7 @@ export class StreamedMnist implements DataSource {
     this.permutations = [new EpochPermutation(this.trainCount, options.seed), new EpochPermutation(this.trainCount, options.seed)];
     const window = this.prefetchSteps * this.maxShare;
     // A step pins its shard (at most maxShare) while it waits: the windows around it are for prefetching.
-    this.cache = new ExampleCache(Math.min(this.trainCount, CACHE_WINDOWS * window + this.maxShare), this.trainCount, this.maxShare);
+    this.cache = new ExampleCache(this.format, Math.min(this.trainCount, CACHE_WINDOWS * window + this.maxShare), this.trainCount, this.maxShare);
     this.pendingIn = new Int32Array(this.trainCount);
     this.wanted = new Uint32Array(window + this.maxShare);
   }
@@ -137,7 +143,7 @@ export class StreamedMnist implements DataSource {
     const { start, count } = shardOf(batch, rank);
     try {
       // The step holds its examples until it has read them: however far a prefetch plan drifts,
-      // its replies cannot evict what the step waits for (the mnist+own livelock). One step
+      // its replies cannot evict what the step waits for (the dataset+own livelock). One step
       // reads at a time (the trainer has one input buffer), so the pins are the step's alone.
       for (let i = 0; i < count; i++) this.cache.pin(this.indexAt(batch.epoch, start + i));
       // What this step needs goes first; the steps after it follow in a second request.
@@ -231,9 +237,9 @@ export class StreamedMnist implements DataSource {
       const id = this.nextRequest++;
       for (const index of chunk) this.pendingIn[index] = id;
       const done = this.fetcher('train', chunk, chunk.length).then(
-        ({ labels, pixels }) => {
+        ({ labels, features }) => {
           chunk.forEach((index, i) => {
-            this.cache.put(index, labels[i]!, pixels, i);
+            this.cache.put(index, labels[i]!, features, i);
             this.pendingIn[index] = 0;
           });
         },
@@ -273,13 +279,13 @@ export class StreamedMnist implements DataSource {
 
   /** Fetches the test examples [start, start + count) not held yet; they are kept for every later evaluation. */
   private async loadTest(start: number, count: number): Promise<void> {
-    const cache = (this.testCache ??= new ExampleCache(this.testCount, this.testCount));
+    const cache = (this.testCache ??= new ExampleCache(this.format, this.testCount, this.testCount));
     const missing: number[] = [];
     for (let i = start; i < start + count; i++) if (!cache.has(i)) missing.push(i);
     const parts: Array<Promise<void>> = [];
     for (let from = 0; from < missing.length; from += this.requestLimit) {
       const chunk = Uint32Array.from(missing.slice(from, from + this.requestLimit));
-      parts.push(this.fetcher('test', chunk, chunk.length).then((reply) => chunk.forEach((index, i) => cache.put(index, reply.labels[i]!, reply.pixels, i))));
+      parts.push(this.fetcher('test', chunk, chunk.length).then((reply) => chunk.forEach((index, i) => cache.put(index, reply.labels[i]!, reply.features, i))));
     }
     await Promise.all(parts);
   }
@@ -287,12 +293,16 @@ export class StreamedMnist implements DataSource {
 
 /**
  * A run's examples streamed from the server the worker joined through, authorised by the
- * worker's member token (a DataFactory; `planAhead` as StreamedMnistOptions says).
+ * worker's member token (a DataFactory; `planAhead` as StreamedDatasetOptions says).
  */
-export const streamFromDataService = (config: StartConfig, context: DataContext, options: { planAhead?: boolean } = {}): StreamedMnist =>
-  new StreamedMnist({
+export function streamFromDataService(config: StartConfig, context: DataContext, options: { planAhead?: boolean } = {}): StreamedDataset {
+  const found = findDataset(config.dataset);
+  if (!found) throw new WebringError('ERR_UNKNOWN_TASK', `no dataset ${config.dataset}`, 'dataset');
+  const format = { features: featureCount(found.task.example), byteScale: found.task.example.byteScale };
+  return new StreamedDataset({
     planAhead: options.planAhead ?? true,
-    dataset: config.dataset,
+    dataset: found.dataset,
+    format,
     perWorker: config.batchSizePerWorker,
     maxShare: maxShareOf(config),
     seed: config.seed,
@@ -300,8 +310,10 @@ export const streamFromDataService = (config: StartConfig, context: DataContext,
       baseUrl: context.serverUrl,
       room: context.room,
       dataset: config.dataset,
+      features: format.features,
       memberToken: context.memberToken,
       onWait: context.onWait,
       signal: context.signal,
     }),
   });
+}

@@ -3,7 +3,7 @@
  * per class, and the one live sentence a screen reader hears. It shows what it is given;
  * the pad (digit-pad.ts) decides when to ask the model.
  */
-import { el } from './element';
+import { el } from '../../element';
 
 /** Why no answer is shown: nothing drawn, no model, the pad disabled, or the model failed. */
 export type NoAnswer = 'empty' | 'unavailable' | 'disabled' | 'error';

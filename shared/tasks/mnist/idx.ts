@@ -8,8 +8,8 @@
  * (count, rows, cols). Anything else, or a file whose length does not match its header, is
  * ERR_BAD_DATA naming the file: training on a misread file would learn noise.
  */
-import { WebringError } from '../protocol/errors';
-import { MNIST_COLS, MNIST_ROWS } from './mnist-format';
+import { WebringError } from '../../protocol/errors';
+import { MNIST_COLS, MNIST_ROWS } from './format';
 
 /** The magic number's third byte: the values are unsigned bytes. */
 const IDX_TYPE_UBYTE = 0x08;

@@ -1,15 +1,16 @@
 /**
  * "Try the model": a square pad to draw a digit on with a mouse, finger or pen, and the
  * model's answer as ten labelled probability bars. The pad never touches TensorFlow.js:
- * it hands the caller a preprocessed 28 × 28 input (shared/digit-preprocess.ts) and shows
+ * it hands the caller a preprocessed 28 × 28 input (../digit-preprocess.ts) and shows
  * whatever probabilities come back, so it leaks no tensors and works with any model.
  * This file owns the pad's page and its drawing and asking; the answer is digit-answer.ts's,
  * the painting of strokes digit-ink.ts's.
  */
 import './digit-pad.css';
-import { MNIST_SIZE_PX, inkFromRgba, preprocessDigit } from '../shared/data/digit-preprocess';
-import { DIGIT_CLASSES, sameClasses } from '../shared/protocol';
-import { el } from './element';
+import { MNIST_SIZE_PX, inkFromRgba, preprocessDigit } from '../digit-preprocess';
+import { DIGIT_CLASSES } from '../format';
+import { sameClasses } from '../../../protocol';
+import { el } from '../../element';
 import { AnswerView, toProbabilities } from './digit-answer';
 import { INK_BUFFER_PX, drawPreview, paintDot, paintSegment, paintStrokes, type Point } from './digit-ink';
 

@@ -9,7 +9,7 @@
  * Pure and DOM-free, so it runs in the page, a worker or a unit test alike.
  */
 
-import { MNIST_ROWS } from './mnist-format';
+import { MNIST_ROWS } from './format';
 
 /** Side of the MNIST frame, in output pixels. */
 export const MNIST_SIZE_PX = MNIST_ROWS;

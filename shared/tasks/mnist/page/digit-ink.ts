@@ -3,7 +3,7 @@
  * scaled to any canvas side, on the visible pad and on the fixed-size ink buffer the
  * model's input is made from; and the 28 × 28 preview of that input.
  */
-import { MNIST_SIZE_PX } from '../shared/data/digit-preprocess';
+import { MNIST_SIZE_PX } from '../digit-preprocess';
 
 /**
  * Strokes are rendered for preprocessing at this fixed size, whatever the screen, so a

