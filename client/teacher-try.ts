@@ -60,7 +60,7 @@ export function mountTeacherTry(container: HTMLElement, room: string, readHeader
       // The checkpoint's own task and classes: the task's outputs, or the ones the class collected.
       const tryPanel = await panelFor(c.task, c.classes);
       tryPanel.setEnabled(true);
-      tryPanel.refresh();
+      tryPanel.refresh(`the checkpoint of epoch ${c.epoch + 1}, step ${c.step}`);
       onLoaded?.(loaded);
     } catch (err) {
       const e = toWebringError(err);

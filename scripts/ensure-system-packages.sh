@@ -5,8 +5,10 @@
 #   redis-server  test/server/redis-cluster.test.ts and test/e2e/cluster.spec.ts share rooms through it
 #   haproxy       test/e2e/cluster.spec.ts puts it in front of two signaling nodes
 #   iproute2      ip and tc: the classroom lab (test/lab, npm run lab) builds its network namespaces and shapes their links
+#   libvulkan1    the Vulkan loader: Dawn (the `webgpu` package) gives Node a WebGPU adapter over Chromium's
+#                 SwiftShader ICD, so test/unit/task-models.test.ts trains every task's models on WebGPU in Node too
 # Each one missing is installed with apt-get (needs root, or sudo, as in CI). This list is
-# the one place that names them: "<binary the tests run> <Debian package that ships it>".
+# the one place that names them: "<file the tests use> <Debian package that ships it>".
 # Installing coturn or redis-server may start their system services on the default ports;
 # the tests never use those: they start their own processes, on free ports, without the
 # system config files.
@@ -18,12 +20,13 @@ REQUIRED=(
   "/usr/sbin/haproxy haproxy"
   "/usr/sbin/ip iproute2"
   "/usr/sbin/tc iproute2"
+  "/usr/lib/x86_64-linux-gnu/libvulkan.so.1 libvulkan1"
 )
 
 missing=()
 for entry in "${REQUIRED[@]}"; do
   read -r binary package <<<"$entry"
-  if [ ! -x "$binary" ]; then
+  if [ ! -e "$binary" ]; then
     echo "webring: $binary is missing; it comes with Debian's $package package" >&2
     missing+=("$package")
   fi
@@ -45,7 +48,7 @@ $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
 status=0
 for entry in "${REQUIRED[@]}"; do
   read -r binary package <<<"$entry"
-  if [ ! -x "$binary" ]; then
+  if [ ! -e "$binary" ]; then
     echo "webring: $package installed, but $binary is still missing" >&2
     status=1
   fi

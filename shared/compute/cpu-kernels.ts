@@ -1,6 +1,6 @@
 /**
- * A faster filter gradient for TensorFlow.js's CPU backend, the one Node workers and tabs
- * without WebGPU or WebGL train on.
+ * Faster gradients for TensorFlow.js's CPU backend, the one Node workers and tabs without
+ * WebGPU or WebGL train on: a convolution's filter gradient, and an embedding's.
  *
  * tfjs-backend-cpu's own Conv2DBackpropFilter reads every element through
  * TensorBuffer.get(), which recomputes a flat index from four coordinates at every multiply:
@@ -9,6 +9,12 @@
  * position by output position, and skips the zeros ReLU leaves in its input; it sums in
  * float64, as the original does, and stores float32. Channels-first data goes to the
  * original kernel.
+ *
+ * tfjs-backend-cpu's UnsortedSegmentSum (an embedding's gradient) makes one equal, cast,
+ * multiply and sum pass over the whole gradient per segment: 28 passes, 142 ms of a 245 ms
+ * step of the names task's model at batch 192. This one adds each row into its segment once,
+ * in float64, and stores float32 (113 ms a step then). Rows whose id is outside
+ * [0, numSegments) are dropped, as TensorFlow drops them; other dtypes go to the original.
  */
 import * as tf from '@tensorflow/tfjs';
 
@@ -21,25 +27,27 @@ interface KernelArgs {
 
 type KernelFunc = (args: KernelArgs) => tf.TensorInfo;
 
-const KERNEL = 'Conv2DBackpropFilter';
 const BACKEND = 'cpu';
+const FASTER: Record<string, (args: KernelArgs, fallback: KernelFunc) => tf.TensorInfo> = {
+  Conv2DBackpropFilter: (args, fallback) => conv2dBackpropFilter(args, fallback),
+  UnsortedSegmentSum: (args, fallback) => segmentSum(args, fallback),
+};
 
 let installed = false;
 
-/** Replaces the CPU backend's Conv2DBackpropFilter once per process; later calls do nothing. */
+/** Replaces the CPU backend's kernels above once per process; later calls do nothing. */
 export function useFastCpuKernels(): void {
   if (installed) return;
-  const original = tf.getKernel(KERNEL, BACKEND);
   // The CPU backend registers its kernels when @tensorflow/tfjs is imported; without it there is nothing to speed up.
-  if (!original) return;
+  if (!tf.getKernel('Conv2DBackpropFilter', BACKEND)) return;
   installed = true;
-  const fallback = original.kernelFunc as unknown as KernelFunc;
-  tf.unregisterKernel(KERNEL, BACKEND);
-  tf.registerKernel({
-    kernelName: KERNEL,
-    backendName: BACKEND,
-    kernelFunc: ((args: KernelArgs) => conv2dBackpropFilter(args, fallback)) as unknown as tf.KernelFunc,
-  });
+  for (const [kernelName, faster] of Object.entries(FASTER)) {
+    const original = tf.getKernel(kernelName, BACKEND);
+    if (!original) continue;
+    const fallback = original.kernelFunc as unknown as KernelFunc;
+    tf.unregisterKernel(kernelName, BACKEND);
+    tf.registerKernel({ kernelName, backendName: BACKEND, kernelFunc: ((args: KernelArgs) => faster(args, fallback)) as unknown as tf.KernelFunc });
+  }
 }
 
 /** dW[r, c, i, o] = Σ over batch and output positions of x[at the tap] · dy, for channels-last data. */
@@ -90,4 +98,26 @@ export function conv2dBackpropFilter(args: KernelArgs, fallback: KernelFunc): tf
     }
   }
   return backend.makeTensorInfo(filterShape, 'float32', Float32Array.from(sum));
+}
+
+/** out[s, …] = Σ over rows r with segmentIds[r] = s of x[r, …]; segmentIds covers x's leading dimensions. */
+export function segmentSum(args: KernelArgs, fallback: KernelFunc): tf.TensorInfo {
+  const { inputs, backend, attrs } = args;
+  const x = inputs.x!;
+  const ids = inputs.segmentIds!;
+  const numSegments = attrs.numSegments as number;
+  if (x.dtype !== 'float32' || ids.dtype !== 'int32') return fallback(args);
+  const rows = ids.shape.reduce((a, b) => a * b, 1);
+  const xv = backend.data.get(x.dataId).values as Float32Array;
+  const iv = backend.data.get(ids.dataId).values as Int32Array;
+  const width = rows === 0 ? 0 : xv.length / rows;
+  const sum = new Float64Array(numSegments * width);
+  for (let r = 0; r < rows; r++) {
+    const s = iv[r]!;
+    if (s < 0 || s >= numSegments) continue;
+    const from = r * width;
+    const to = s * width;
+    for (let c = 0; c < width; c++) sum[to + c]! += xv[from + c]!;
+  }
+  return backend.makeTensorInfo([numSegments, ...x.shape.slice(ids.shape.length)], 'float32', Float32Array.from(sum));
 }

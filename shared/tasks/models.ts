@@ -6,9 +6,11 @@
 import { WebringError } from '../protocol/errors';
 import type { TaskModels } from './task';
 import { mnistModels } from './mnist/models';
+import { namesModels } from './names/models';
 
 const MODELS: Record<string, TaskModels> = {
   mnist: mnistModels,
+  names: namesModels,
 };
 
 /** The models of task `task`; ERR_UNKNOWN_TASK for a task without any. */

@@ -11,6 +11,7 @@ export type { TaskPages, TryPanel, TryPanelOptions } from './try-panel';
 
 const PAGES: Record<string, () => Promise<TaskPages>> = {
   mnist: () => import('./mnist/page/pages').then((m) => m.mnistPages),
+  names: () => import('./names/page/pages').then((m) => m.namesPages),
 };
 
 /** The pages of task `task` (a chunk loaded on first use). */

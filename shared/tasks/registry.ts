@@ -7,9 +7,11 @@ import { WebringError } from '../protocol/errors';
 import type { TaskCatalog } from '../protocol/start-config';
 import { catalogEntryOf, featureCount, type Task, type TaskDataset } from './task';
 import { mnistTask } from './mnist/task';
+import { namesTask } from './names/task';
 
 export const TASKS: readonly Task[] = [
   mnistTask,
+  namesTask,
 ];
 
 export const DEFAULT_TASK: Task = TASKS[0]!;

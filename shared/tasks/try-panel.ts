@@ -16,8 +16,8 @@ export interface TryPanelOptions {
 }
 
 export interface TryPanel {
-  /** Asks again, e.g. after the weights changed. */
-  refresh(): void;
+  /** Asks again, e.g. after the weights changed; `about` names what answers now ("epoch 3, step 420"). */
+  refresh(about?: string): void;
   /** Disabled, it shows `reason` instead of an answer. */
   setEnabled(enabled: boolean, reason?: string): void;
   /** The run's outputs changed (a run on the class's own classes). */

@@ -26,6 +26,7 @@ import type { Replica } from '../compute/replica';
 import type { FaultInjector } from './faults';
 import type { RingView } from './generation-tracker';
 import type { WorkerStatus, WorkerStatusView } from './worker-status';
+import { EpochTally } from './epoch-tally';
 import { JoinCostMeter, type JoinCost } from './join-cost';
 import type { RunCheckpoints, RunControl, RunGenerations, RunReporter } from './run-ports';
 
@@ -79,6 +80,8 @@ export class TrainingRun {
   private readonly joinCosts: JoinCostMeter;
   /** Join costs measured by the last step, for its progress report. */
   private joinCost: JoinCost = {};
+  /** The examples the class trained per epoch, for the epoch's line in the log. */
+  private readonly tally = new EpochTally();
   /** Set after a step the ring agreed to pause after; cleared on resume. */
   private holding = false;
   /** When the last turns ended and at which step: a round of local steps is many steps. */
@@ -248,6 +251,9 @@ export class TrainingRun {
       return;
     }
     const { accuracy, loss: testLoss } = scores;
+    const count = this.tally.of(epoch);
+    const trained = count ? `${count.examples} examples trained${count.whole ? '' : ' since this replica joined'}` : 'no step seen';
+    this.options.log(`epoch ${epoch}: ${trained}; held out: ${testLoss.toFixed(4)} nats per example, accuracy ${accuracy.toFixed(4)} over ${scores.examples}`);
     this.update({ testAccuracy: accuracy, testLoss });
     const { start, network } = this.options;
     this.options.reporter.report('worker:evaluated', { run: start.run, generation: network.generation?.generation ?? start.generation, step: trainer.step, epoch, accuracy, testLoss });
@@ -281,6 +287,7 @@ export class TrainingRun {
     const { network, control, clock } = this.options;
     const trainer = this.trainer;
     const t0 = clock.now();
+    const from = trainer.dataCursor;
     const r = await trainer.trainStep({
       requestStop: control.stopRequested,
       requestPause: control.pauseRequested,
@@ -289,6 +296,7 @@ export class TrainingRun {
       hubReady: network.hubReady,
     });
     if (r.pause) this.holding = true;
+    this.tally.add(r.epoch, r.epoch === from.epoch ? from.offset : 0, r.globalBatchSize);
     this.joinCost = this.joinCosts.stepEnded(clock.now(), r.examples > 0);
     const stepTimes = this.recentStepEnds;
     stepTimes.push({ at: clock.now(), step: trainer.step });

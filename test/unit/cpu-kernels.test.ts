@@ -1,7 +1,8 @@
 /**
- * The CPU backend's filter gradient (shared/training/cpu-kernels.ts) against the definition,
+ * The CPU backend's filter gradient (shared/compute/cpu-kernels.ts) against the definition,
  * written out as plain loops: every stride, padding and shape a model here could use, with
- * the zeros ReLU leaves in its input. The CNN's training on the CPU backend rests on it.
+ * the zeros ReLU leaves in its input; and the embedding gradient, the same way. The CNN's and the
+ * names model's training on the CPU backend rest on them.
  */
 import { test, before } from 'node:test';
 import assert from 'node:assert/strict';
@@ -65,4 +66,29 @@ test('the CPU filter gradient equals the definition for every stride and padding
     }
     tf.dispose([x, filter, y, dy, dW]);
   }
+});
+
+test("the CPU embedding gradient (unsorted segment sum) equals the definition, ids out of range dropped", () => {
+  assert.notEqual(tf.getKernel('UnsortedSegmentSum', 'cpu')?.kernelFunc.name, 'unsortedSegmentSum');
+  const rand = mulberry32(5);
+  const rows = 300;
+  const width = 24;
+  const segments = 28;
+  const xs = Float32Array.from({ length: rows * width }, () => rand() * 2 - 1);
+  // Most ids in range, a few past either end, as a corrupt input would give.
+  const ids = Int32Array.from({ length: rows }, (_, r) => (r % 97 === 0 ? segments + 3 : r % 89 === 0 ? -1 : Math.floor(rand() * segments)));
+  const got = tf.tidy(() => tf.unsortedSegmentSum(tf.tensor2d(xs, [rows, width]), tf.tensor1d(ids, 'int32'), segments).arraySync() as number[][]);
+  const want = Array.from({ length: segments }, () => new Float64Array(width));
+  for (let r = 0; r < rows; r++) {
+    const s = ids[r]!;
+    if (s < 0 || s >= segments) continue;
+    for (let c = 0; c < width; c++) want[s]![c]! += xs[r * width + c]!;
+  }
+  for (let s = 0; s < segments; s++) for (let c = 0; c < width; c++) assert.equal(got[s]![c], Math.fround(want[s]![c]!), `segment ${s}, column ${c}`);
+  // An embedding's gradient through a model runs on it: the same sums as the definition.
+  const table = tf.variable(tf.randomNormal([segments, width], 0, 1, 'float32', 2));
+  const grads = tf.grad((t: tf.Tensor) => tf.sum(tf.gather(t, tf.tensor1d([1, 1, 5, 27], 'int32'))))(table);
+  const rowsOf = grads.arraySync() as number[][];
+  assert.deepEqual([rowsOf[1]![0], rowsOf[5]![0], rowsOf[27]![0], rowsOf[0]![0]], [2, 1, 1, 0]);
+  tf.dispose([table, grads]);
 });
