@@ -14,7 +14,7 @@ import { describeRefusal } from './plain-errors';
 import { faultsFromFlags, type FaultInjector } from '../shared/training/faults';
 import { CollectPanel } from './collect-panel';
 import type { TryPanel } from '../shared/tasks/pages';
-import { DEFAULT_TASK } from '../shared/tasks/registry';
+import { DEFAULT_TASK, findTask } from '../shared/tasks/registry';
 
 const $ = <T extends HTMLElement>(id: string) => document.getElementById(id) as T;
 const params = new URLSearchParams(location.search);
@@ -98,7 +98,7 @@ function bannerText(s: WorkerStatus): { key: string; text: string } {
     case 'ready':
       return { key: 'waiting', text: `In the ring as rank ${s.rank} of ${s.worldSize}. Waiting for the teacher to press Start.` };
     case 'training':
-      if (s.dataWait) return { key: 'data-wait', text: `Training is waiting for its digits: ${s.dataWait}.` };
+      if (s.dataWait) return { key: 'data-wait', text: `Training is waiting for its examples: ${s.dataWait}.` };
       if (s.secureWait) return { key: 'secure-wait', text: 'Waiting for a third classmate: this run masks every update, and with only two, each would learn the other\'s from the sum.' };
       return { key: 'training', text: `Training: step ${s.step}${s.totalSteps ? ` of ${s.totalSteps}` : ''}${s.localSteps === null ? '' : `, round ${s.round}`}, together with ${Math.max(0, s.worldSize - 1)} other tab(s).` };
     case 'paused':
@@ -124,6 +124,14 @@ const DROPPED_TEXT: Partial<Record<ErrorCode, string>> = {
 function roundText(s: WorkerStatus): string {
   if (s.localSteps === null) return '';
   return ` · round ${s.round} (${s.localSteps} steps alone on this device, then the class averages)`;
+}
+
+/** The last epoch's held-out score: accuracy where the task tells classes apart, and the loss in nats. */
+function heldOutText(s: WorkerStatus): string {
+  if (s.testLoss === null) return '–';
+  const perWhat = findTask(s.task ?? '')?.target === 'next-symbol' ? 'per character' : 'per example';
+  const loss = `${s.testLoss.toFixed(3)} nats ${perWhat}`;
+  return findTask(s.task ?? '')?.target === 'class' && s.testAccuracy !== null ? `${percent(s.testAccuracy)} right · ${loss}` : loss;
 }
 
 function render(s: WorkerStatus): void {
@@ -157,6 +165,7 @@ function render(s: WorkerStatus): void {
     errorCode: s.error?.code ?? '',
     dataWait: s.dataWait ?? '',
     secure: s.secureAggregation === null ? '' : String(s.secureAggregation),
+    task: s.task ?? '',
   });
   showClasses(s.task, s.classes);
   const b = bannerText(s);
@@ -179,7 +188,8 @@ function render(s: WorkerStatus): void {
   $('s-sps').textContent = s.stepsPerSec > 0 ? s.stepsPerSec.toFixed(2) : '–';
   $('s-eps').textContent = fmt(s.examplesPerSec, 0);
   $('s-loss').textContent = fmt(s.loss, 4);
-  $('s-accuracy').textContent = s.testAccuracy === null ? '–' : percent(s.testAccuracy);
+  $('s-task').textContent = s.task === null ? '–' : (findTask(s.task)?.title ?? s.task);
+  $('s-accuracy').textContent = heldOutText(s);
   $('s-hash').textContent = s.weightsHash ?? '–';
   $('s-sync').textContent =
     s.lastSyncMs === null ? '–' : `${s.lastSyncMs.toFixed(0)} ms (resynced ${s.resyncs}×)${s.lockStepMs === null ? '' : `; in lock-step ${(s.lockStepMs / 1000).toFixed(1)} s after joining`}`;

@@ -4,6 +4,7 @@
  * measures, this turns the measurements into figures, targets and text, and the unit test
  * checks the targets against hand-made rows.
  */
+import { LAB_WORKLOAD_LIST } from '../shared/tasks/lab-workloads';
 import type { Algorithm, WireFormat } from '../shared/protocol';
 import type { AllReduceRow, AutoRow } from './allreduce-rows';
 import type { ModelName, ModelProfile } from './network-models';
@@ -82,7 +83,7 @@ export function markdown(r: LabReport, profiles: ModelProfile[]): string {
   const lines: string[] = [];
   lines.push('# The classroom lab', '');
   lines.push(
-    `Measured by \`npm run lab${r.quick ? ' -- --quick' : ''}\` on ${r.generatedAt.slice(0, 10)}, ${r.machine.cores} cores, kernel ${r.machine.kernel}, Node ${r.machine.node}; ${f(r.minutes)} minutes. netem: ${r.netem ? 'present' : 'absent (rates only, no added delay)'}. Every worker is its own network namespace under a CPU cap; times are the median over repetitions of the slowest rank. See docs/lab.md.`,
+    `Measured by \`npm run lab${r.quick ? ' -- --quick' : ''}\` on ${r.generatedAt.slice(0, 10)}, ${r.machine.cores} cores, kernel ${r.machine.kernel}, Node ${r.machine.node}; ${f(r.minutes)} minutes. netem: ${r.netem ? 'present' : 'absent (rates only, no added delay)'}. Every worker is its own network namespace under a CPU cap; times are the median over repetitions of the slowest rank. Workloads: ${LAB_WORKLOAD_LIST.map((w) => `${w.role}, the ${w.task.id} task's ${w.model}`).join('; ')} (shared/tasks/lab-workloads.ts). See docs/lab.md.`,
     '',
   );
   lines.push('## Targets', '', '| target | goal | figure | met |', '|---|---|---|---|');

@@ -3,7 +3,7 @@
  * schema both sides validate, and the checkpoint id rules. The chief writes checkpoints
  * (checkpoint-writer.ts); the server stores them (signaling-server/rooms/checkpoint-store.ts).
  */
-import { startConfigSchema } from '../tasks/start-config';
+import { storedConfigSchema } from '../tasks/start-config';
 import { z } from 'zod';
 import { sha256 } from '@noble/hashes/sha2.js';
 import { bytesToHex } from '@noble/hashes/utils.js';
@@ -78,7 +78,7 @@ export const checkpointMetadataSchema = z.strictObject({
       }),
     )
     .max(64),
-  config: startConfigSchema,
+  config: storedConfigSchema,
   backend: z.enum(BACKENDS),
   createdAt: z.string().datetime(),
   /** sha256 of model.weights.bin exactly as uploaded; the server refuses a mismatch. */

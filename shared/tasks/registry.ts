@@ -1,7 +1,9 @@
 /**
  * Every task webring can train, in the order the teacher's form lists them; the first is
  * the default (`TASK=` at `npm start` picks another for the room's form). A new task is
- * one folder beside this file and one line below.
+ * one folder beside this file and one line below, with one line each in models.ts (its
+ * tfjs models, loaded only where the maths runs) and pages.ts (its page panels, loaded only
+ * in the browser) so that the server and the pages' first paint never load tfjs.
  */
 import { WebringError } from '../protocol/errors';
 import type { TaskCatalog } from '../protocol/start-config';

@@ -4,7 +4,9 @@
  * TASK_CATALOG), and the config a teacher gets without touching the form.
  */
 import { startConfigSchemaFor, type StartConfig } from '../protocol/start-config';
+import { z } from 'zod';
 import { TASK_CATALOG } from './registry';
+import { mnistTask } from './mnist/task';
 
 export const startConfigSchema = startConfigSchemaFor(TASK_CATALOG);
 
@@ -15,3 +17,18 @@ export const DEFAULT_START_CONFIG: StartConfig = startConfigSchema.parse({});
 export function defaultConfigOf(task: string): StartConfig {
   return startConfigSchema.parse({ task });
 }
+
+/** The `data` values a server wrote before workloads were tasks, and what they are now. */
+const DATA_BEFORE_TASKS: Record<string, string> = { mnist: 'dataset', 'mnist+own': 'dataset+own' };
+
+/**
+ * A config as stored (checkpoint metadata, room.json): one written before workloads were
+ * tasks names its data 'mnist' or 'mnist+own' and no task, and means the digits. Read as
+ * what it meant, so a teacher's checkpoints still resume after an upgrade.
+ */
+export const storedConfigSchema = z.preprocess((raw) => {
+  if (raw === null || typeof raw !== 'object' || 'task' in raw) return raw;
+  const old = raw as Record<string, unknown>;
+  const data = typeof old.data === 'string' ? (DATA_BEFORE_TASKS[old.data] ?? old.data) : old.data;
+  return { ...old, task: mnistTask.id, data };
+}, startConfigSchema);

@@ -4,7 +4,7 @@
  * RoomFile form. Written atomically (temp file, fsync, rename) whenever it changes (see
  * persisting-room-store.ts); validated on load like any other input.
  */
-import { startConfigSchema } from '../../shared/tasks/start-config';
+import { storedConfigSchema } from '../../shared/tasks/start-config';
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { z } from 'zod';
@@ -36,7 +36,7 @@ const persistedRoomSchema = z.strictObject({
   generation: z.number().int().min(0),
   run: z.number().int().min(0),
   state: z.enum(ROOM_STATES),
-  config: startConfigSchema.nullable(),
+  config: storedConfigSchema.nullable(),
   step: z.number().int().min(0),
   epoch: z.number().int().min(0),
   active: z.array(memberSchema).max(64),

@@ -15,7 +15,7 @@ import { CONTEXT, SYMBOLS } from '../../shared/tasks/names/names-text';
 import { SAMPLE_COUNT, SAMPLE_SEED, SAMPLE_TEMPERATURE, sampleNames } from '../../shared/tasks/names/sampling';
 
 const ROOM = 'e2e-names';
-const STEPS = 90;
+const STEPS = 60;
 
 test('three tabs train the names task from the teacher form; the teacher page invents names, a student completes a prefix, the checkpoint samples names in plain tfjs', async ({ browser, request }) => {
   test.setTimeout(480_000);
@@ -32,7 +32,7 @@ test('three tabs train the names task from the teacher form; the teacher page in
   await expect(teacher.locator('input[name=batchSizePerWorker]')).toHaveValue('64');
   await expect(teacher.locator('input[name=classes]')).toBeHidden();
   await teacher.locator('input[name=maxSteps]').fill(String(STEPS));
-  await teacher.locator('input[name=saveEverySteps]').fill('30');
+  await teacher.locator('input[name=saveEverySteps]').fill('20');
   await teacher.locator('input[name=startFresh]').check();
   await teacher.getByRole('button', { name: 'Start' }).click();
 

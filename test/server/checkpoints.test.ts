@@ -119,7 +119,7 @@ test('a tampered upload gets a 400 and nothing is kept; an oversized one a 413',
   assert.deepEqual((await list()).map((c) => c.id), before.map((c) => c.id));
 });
 
-test('a checkpoint resumes only on the data and classes it trained: naming it for others is a 409 at resumeFrom, and nothing starts', async () => {
+test('a checkpoint resumes only on the task, data and classes it trained: naming it for others is a 409 at resumeFrom, and nothing starts', async () => {
   // The chief ends the first run (its last checkpoint is stored), as after the teacher's Stop.
   lastChief.socket.emit('worker:finished', { run: firstRun.run, generation: (await roomState()).generation, step: 4, reason: 'stopped' });
   await waitForState('done');
@@ -144,6 +144,11 @@ test('a checkpoint resumes only on the data and classes it trained: naming it fo
   const ownBody = (await own.json()) as { error: { code: string; field: string; message: string } };
   assert.deepEqual([own.status, ownBody.error.code, ownBody.error.field], [409, 'ERR_BAD_STATE', 'resumeFrom']);
   assert.match(ownBody.error.message, /trained on data 'dataset', not 'own'/);
+  // Nor for another task: its weights and data position mean nothing there; its own error code.
+  const names = await start({ task: 'names', model: 'char-mlp' });
+  const namesBody = (await names.json()) as { error: { code: string; field: string; message: string } };
+  assert.deepEqual([names.status, namesBody.error.code, namesBody.error.field], [409, 'ERR_OTHER_TASK', 'resumeFrom']);
+  assert.match(namesBody.error.message, /is of the task mnist, not names/);
   // Labels other than the digits need the class's own data: a 400 naming the field.
   const digits = await start({ classes: ['cat', 'sun'] });
   const digitsBody = (await digits.json()) as { error: { code: string; field: string } };
