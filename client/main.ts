@@ -244,7 +244,8 @@ const collect = new CollectPanel(
 function showClasses(task: string | null, classes: readonly string[] | null): void {
   if (!worker || !task || !classes) return;
   if (tryPanel?.task !== task) {
-    void mountTryTheModel(worker, task, classes);
+    // Statuses arrive while the task's panel still loads: mount it once.
+    if (mountingTask !== task) void mountTryTheModel(worker, task, classes);
     return;
   }
   tryPanel.panel.setClasses(classes);
@@ -320,17 +321,21 @@ async function join(event: Event): Promise<void> {
 /** The try panel re-asks the live weights at most this often while the class trains. */
 const TRY_REFRESH_MS = 1_000;
 let tryRefresh: ReturnType<typeof setInterval> | null = null;
+let mountingTask: string | null = null;
 
 /** The task's try panel (the digit pad, a name's completions), asking this tab's live weights. */
 async function mountTryTheModel(w: Worker, task: string, classes: readonly string[]): Promise<void> {
+  mountingTask = task;
   const { loadPages } = await import('../shared/tasks/pages');
   const pages = await loadPages(task);
+  if (mountingTask !== task) return; // a run of another task came meanwhile: its panel wins
   tryPanel?.panel.destroy();
   const host = $('task-try');
   host.replaceChildren();
   host.dataset.task = task;
   const panel = pages.mountTry(host, { ask: (features, n) => w.predict(features, n), source: 'live', classes });
   tryPanel = { task, panel };
+  mountingTask = null;
   $('try-hint').textContent = panel.hint;
   $('try-model').classList.remove('hidden');
   // As the weights change, the same question gets a fresher answer.

@@ -16,7 +16,7 @@ import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import { parseArgs } from 'node:util';
-import { version as tfjsVersion } from '@tensorflow/tfjs';
+import { version as tfjsVersions } from '@tensorflow/tfjs';
 import { AS_TEACHER, codeFor, startTestServer } from '../support/server';
 import { createLogger } from '../../signaling-server/logger';
 import type { RoomMetrics, RoomStatus, StartConfig } from '../../shared/protocol';
@@ -84,6 +84,9 @@ async function trainClass(workers: number): Promise<ClassRun> {
   }
 }
 
+// The code that runs is the code at the start: record its commit then, not when the run ends.
+const commit = execFileSync('git', ['rev-parse', '--short', 'HEAD'], { encoding: 'utf8' }).trim();
+const dirty = execFileSync('git', ['status', '--porcelain', '--untracked-files=no'], { encoding: 'utf8' }).trim() !== '';
 const split = namesSplitOf(NAME_FILES.map((file) => readFileSync(packageFilePath(file), 'utf8')));
 const baselines = ngramBaselines(split.train, split.heldOut);
 console.log(`baselines (add-0.1, held out): bigram ${baselines.bigram.toFixed(4)}, 4-gram ${baselines.fourgram.toFixed(4)} nats/char`);
@@ -92,8 +95,8 @@ for (const workers of classes) runs.push(await trainClass(workers));
 
 const report = {
   at: new Date().toISOString(),
-  commit: execFileSync('git', ['rev-parse', '--short', 'HEAD'], { encoding: 'utf8' }).trim(),
-  versions: { node: process.version, tfjs: tfjsVersion },
+  commit: dirty ? `${commit} with uncommitted changes` : commit,
+  versions: { node: process.version, tfjs: tfjsVersions['tfjs-core'] },
   regime: `Node worker processes on the CPU backend through a real signaling server on loopback, sharing ${os.cpus().length} cores (${os.cpus()[0]?.model ?? 'unknown CPU'}): CPU cost, not a link`,
   settings: { ...recipe, epochs, globalBatch: GLOBAL_BATCH, parameters: namesParameterCount(), trainNames: split.train.length, heldOutNames: split.heldOut.length },
   baselines: { bigram: Number(baselines.bigram.toFixed(4)), fourgram: Number(baselines.fourgram.toFixed(4)) },
@@ -112,11 +115,11 @@ const md = [
   '|---|---|',
   `| bigram, add-0.1 | ${report.baselines.bigram} |`,
   `| 4-gram, add-0.1 | ${report.baselines.fourgram} |`,
-  ...runs.map((r) => `| ${recipe.model}, ${r.workers} worker(s), after ${epochs} epochs | ${r.epochs.at(-1)?.testLoss ?? '-'} (best ${Math.min(...r.epochs.map((e) => e.testLoss))}) |`),
+  ...runs.map((r) => `| ${recipe.model}, ${r.workers} worker(s), after ${epochs} epochs | ${r.epochs.at(-1)?.testLoss.toFixed(4) ?? '-'} (best ${Math.min(...r.epochs.map((e) => e.testLoss)).toFixed(4)}) |`),
   '',
   '| workers | batch each | to 2.10 | to 2.00 | run | mean step | held out per epoch |',
   '|---|---|---|---|---|---|---|',
-  ...runs.map((r) => `| ${r.workers} | ${r.batchSizePerWorker} | ${fmt(r.toTarget['2.10']!)} | ${fmt(r.toTarget['2.00']!)} | ${r.wallS} s | ${r.meanStepMs} ms | ${r.epochs.map((e) => e.testLoss).join(', ')} |`),
+  ...runs.map((r) => `| ${r.workers} | ${r.batchSizePerWorker} | ${fmt(r.toTarget['2.10']!)} | ${fmt(r.toTarget['2.00']!)} | ${r.wallS} s | ${r.meanStepMs} ms | ${r.epochs.map((e) => e.testLoss.toFixed(4)).join(', ')} |`),
   '',
   'A crossing is timed at the end of the epoch whose held-out score crossed (held out is scored once per epoch).',
   '',
