@@ -129,9 +129,9 @@ function roundText(s: WorkerStatus): string {
 /** The last epoch's held-out score: accuracy where the task tells classes apart, and the loss in nats. */
 function heldOutText(s: WorkerStatus): string {
   if (s.testLoss === null) return '–';
-  const perWhat = findTask(s.task ?? '')?.target === 'next-symbol' ? 'per character' : 'per example';
-  const loss = `${s.testLoss.toFixed(3)} nats ${perWhat}`;
-  return findTask(s.task ?? '')?.target === 'class' && s.testAccuracy !== null ? `${percent(s.testAccuracy)} right · ${loss}` : loss;
+  const target = findTask(s.task ?? '')?.target;
+  const loss = `${s.testLoss.toFixed(3)} nats ${target === 'next-symbol' ? 'per character' : 'per example'}`;
+  return target === 'class' && s.testAccuracy !== null ? `${percent(s.testAccuracy)} right · ${loss}` : loss;
 }
 
 function render(s: WorkerStatus): void {

@@ -3,14 +3,7 @@
  * only (it reads files), so apart from the registry the pages import. A task whose class
  * can collect examples and whose Node workers can bring theirs adds one line here.
  */
-import type { MemoryOwnExamples } from '../data/own-examples';
-import { readOwnFolder as readDrawings } from './mnist/own-folder';
-
-/** What a folder gave: the examples, and one line per file or folder skipped, naming it and why. */
-export interface OwnFolder {
-  store: MemoryOwnExamples;
-  errors: string[];
-}
+import { readOwnFolder as readDrawings, type OwnFolder } from './mnist/own-folder';
 
 const READERS: Record<string, (dir: string) => OwnFolder> = {
   mnist: readDrawings,

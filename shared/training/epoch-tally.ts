@@ -16,11 +16,17 @@ export class EpochTally {
   private current: EpochCount = { epoch: -1, examples: 0, whole: false };
   private closed: EpochCount | null = null;
 
-  /** A step trained `examples` in `epoch`, starting at `offset` places into it. */
+  /** Whether steps of `epoch` are being counted (a step in it adds to the count, whatever its offset). */
+  counting(epoch: number): boolean {
+    return this.current.epoch === epoch;
+  }
+
+  /** A step trained `examples` in `epoch`, starting at `offset` places into it (read when the epoch is new to the tally). */
   add(epoch: number, offset: number, examples: number): void {
     if (epoch !== this.current.epoch) {
       if (this.current.epoch >= 0) this.closed = this.current;
-      this.current = { epoch, examples: 0, whole: offset === 0 };
+      // Whole: it starts the epoch, or it counted the epoch before and so was there when this one began.
+      this.current = { epoch, examples: 0, whole: offset === 0 || (this.current.epoch >= 0 && this.current.epoch === epoch - 1) };
     }
     this.current.examples += examples;
   }

@@ -287,7 +287,8 @@ export class TrainingRun {
     const { network, control, clock } = this.options;
     const trainer = this.trainer;
     const t0 = clock.now();
-    const from = trainer.dataCursor;
+    // Where this step starts, read only when it begins an epoch for the tally (a copy: not every step).
+    const startsAt = this.tally.counting(trainer.epoch) ? -1 : trainer.dataCursor.offset;
     const r = await trainer.trainStep({
       requestStop: control.stopRequested,
       requestPause: control.pauseRequested,
@@ -296,7 +297,7 @@ export class TrainingRun {
       hubReady: network.hubReady,
     });
     if (r.pause) this.holding = true;
-    this.tally.add(r.epoch, r.epoch === from.epoch ? from.offset : 0, r.globalBatchSize);
+    this.tally.add(r.epoch, startsAt, r.globalBatchSize);
     this.joinCost = this.joinCosts.stepEnded(clock.now(), r.examples > 0);
     const stepTimes = this.recentStepEnds;
     stepTimes.push({ at: clock.now(), step: trainer.step });

@@ -17,9 +17,7 @@ after(() => {
   for (const w of workers) w.child.kill('SIGKILL');
 });
 
-function post(path: string, body: unknown): Promise<Response> {
-  return fetch(`${t.server.url}${path}`, { method: 'POST', headers: { ...AS_TEACHER.headers, 'content-type': 'application/json' }, body: JSON.stringify(body) });
-}
+const post = (path: string, body: unknown): Promise<Response> => t.teacherPost(path, body);
 
 test('the start config: local steps and the outer optimizer are checked at the edge, and the wire follows the mode', async () => {
   await t.students('local-config', ['l0', 'l1']);

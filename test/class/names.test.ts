@@ -19,9 +19,7 @@ after(() => {
   for (const w of workers) w.child.kill('SIGKILL');
 });
 
-function post(path: string, body: unknown): Promise<Response> {
-  return fetch(`${t.server.url}${path}`, { method: 'POST', headers: { ...AS_TEACHER.headers, 'content-type': 'application/json' }, body: JSON.stringify(body) });
-}
+const post = (path: string, body: unknown): Promise<Response> => t.teacherPost(path, body);
 
 test('the start config names a task and one of its models: anything else is a 400 naming the field, and the room is untouched', async () => {
   await t.students('names-config', ['n0', 'n1']);

@@ -54,6 +54,8 @@ export interface TestServer {
   status(room: string): Promise<RoomStatus>;
   /** Students `names` join `room` in this order, each on a connection of its own (every join asserted); their sockets and member ids. */
   students(room: string, names: readonly string[]): Promise<{ students: TestSocket[]; ids: string[] }>;
+  /** POSTs `body` as JSON to `path` with the teacher's token. */
+  teacherPost(path: string, body: unknown): Promise<Response>;
 }
 
 /**
@@ -81,6 +83,9 @@ export function useTestServer(options: TestServerOptions = {}): TestServer {
     keep(socket) {
       sockets.push(socket);
       return socket;
+    },
+    teacherPost(path, body) {
+      return fetch(`${testServer.server.url}${path}`, { method: 'POST', headers: { ...AS_TEACHER.headers, 'content-type': 'application/json' }, body: JSON.stringify(body) });
     },
     async status(room) {
       const res = await fetch(`${testServer.server.url}/api/rooms/${room}`, AS_TEACHER);
