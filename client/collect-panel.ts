@@ -1,25 +1,36 @@
 /**
- * The Collect panel: while the teacher collects for a lesson's classes (PUT …/collect), a
- * student draws an example on the pad, picks its class and adds it. The examples stay in
- * this tab's IndexedDB (own-examples-db.ts); the student sees their counts per class and can
- * take the last one of a class back, and the server hears the counts only.
+ * The Collect panel: while the teacher collects (PUT …/collect), a student adds items of
+ * the lesson's task: for a lesson's classes, an example drawn on the pad with its class
+ * picked; for a text task (names), a typed name. The items stay in this tab's IndexedDB
+ * (own-examples-db.ts); the student sees their counts (and a text task's latest items) and
+ * can take the last one back, and the server hears the counts only.
  *
- * `window.webringOwnData` is the same path as a drawing, for scripts and tests:
- * `add(label, pixels)` adds one drawing as the collecting task's input (F values in 0..1, row-major, ink = 1) and resolves to
- * the new count of that label; `clear()` empties this tab's collection for the room.
+ * `window.webringOwnData` is the same path, for scripts and tests: `add(label, item)` adds
+ * one drawing (the task's input: F values in 0..1, row-major, ink = 1) or, for a text task,
+ * one typed text under its label ("names"), and resolves to the new count of that label;
+ * `clear()` empties this tab's collection for the room.
  */
-import { sameClasses, type CollectSetting } from '../shared/protocol';
+import type { CollectSetting } from '../shared/protocol';
 import { WebringError, toWebringError } from '../shared/protocol/errors';
 import type { OwnExamples } from '../shared/data/own-examples';
+import type { OwnRun } from '../shared/data/run-data';
+import { collectionServes, sameCollection } from '../shared/tasks/collect';
 import { IndexedDbOwnExamples } from './own-examples-db';
 
 /** Counts go to the server at most this often while a student (or a script) adds many. */
 export const COUNT_REPORT_INTERVAL_MS = 500;
+/** A text task's latest items the student sees under its count. */
+const ITEMS_SHOWN = 12;
 
 export interface CollectPanelElements {
   section: HTMLElement;
   form: HTMLFormElement;
+  hint: HTMLElement;
   classPicker: HTMLSelectElement;
+  classLabel: HTMLElement;
+  text: HTMLInputElement;
+  textLabel: HTMLElement;
+  add: HTMLButtonElement;
   status: HTMLElement;
   counts: HTMLElement;
 }
@@ -32,7 +43,7 @@ export interface CollectPanelOptions {
 }
 
 export interface OwnDataApi {
-  add(label: string, pixels: ArrayLike<number>): Promise<number>;
+  add(label: string, item: ArrayLike<number> | string): Promise<number>;
   clear(): Promise<void>;
 }
 
@@ -53,13 +64,13 @@ export class CollectPanel {
   ) {
     el.form.addEventListener('submit', (e) => {
       e.preventDefault();
-      void this.addDrawing();
+      void (this.store?.own.collects === 'text' ? this.addText() : this.addDrawing());
     });
     window.webringOwnData = {
-      add: async (label, pixels) => {
+      add: async (label, item) => {
         await this.opening;
         if (!this.store) throw new WebringError('ERR_BAD_STATE', 'the teacher is not collecting examples in this room yet');
-        const count = await this.store.add(label, pixels);
+        const count = await this.store.add(label, item);
         this.changed();
         return count;
       },
@@ -75,19 +86,51 @@ export class CollectPanel {
   /** The room's collecting changed (the join reply, `room:collect`): open that collection, or hide the panel. */
   setCollect(room: string, collect: CollectSetting | null): Promise<void> {
     this.opening = this.opening.then(async () => {
-      const same = this.store && this.store.room === room && collect && sameClasses(this.store.classes, collect.classes);
+      const same = this.store && this.store.room === room && collect && sameCollection(this.store.setting, collect);
       if (same) return;
-      this.store = collect ? await IndexedDbOwnExamples.open(room, collect.classes) : null;
+      this.store = collect ? await IndexedDbOwnExamples.open(room, collect) : null;
       this.el.section.classList.toggle('hidden', !collect);
-      this.el.classPicker.replaceChildren(...(collect?.classes ?? []).map((c) => new Option(c, c)));
+      this.showForm();
       this.changed();
     });
     return this.opening;
   }
 
-  /** This tab's examples for a run of `classes`, or null when it collected none for them. */
-  examplesFor(classes: readonly string[]): OwnExamples | null {
-    return this.store && sameClasses(this.store.classes, classes) ? this.store : null;
+  /** This tab's items for a run (its task and classes), or null when it collected none for it. */
+  examplesFor(run: OwnRun): OwnExamples | null {
+    return this.store && collectionServes(this.store.setting, run) ? this.store : null;
+  }
+
+  /** The form for what the lesson collects: a class picker for drawings, a text box for a text task. */
+  private showForm(): void {
+    const own = this.store?.own;
+    const text = own?.collects === 'text';
+    const el = this.el;
+    el.classPicker.replaceChildren(...(this.store?.labels ?? []).map((c) => new Option(c, c)));
+    for (const part of [el.classPicker, el.classLabel]) part.hidden = text;
+    for (const part of [el.text, el.textLabel]) part.hidden = !text;
+    if (own?.collects === 'text') {
+      el.text.maxLength = own.maxChars;
+      el.add.textContent = `Add to ${own.label}`;
+      el.hint.textContent = `Your teacher is collecting ${own.label}. Type one (yours, your family's, one you like), press Add, and add as many as you like. They stay on this device: the class learns from them without seeing them, and only how many you added leaves this tab.`;
+    } else {
+      el.add.textContent = 'Add the drawing';
+      el.hint.textContent = 'Your teacher picked these classes. Draw one on the pad below, choose its class and press Add. Your drawings stay on this device, and the class learns how many you have of each. What training sends from this device is under "What leaves this tab".';
+    }
+  }
+
+  private async addText(): Promise<void> {
+    const store = this.store;
+    if (!store || store.own.collects !== 'text') return;
+    const label = store.own.label;
+    try {
+      const count = await store.add(label, this.el.text.value);
+      this.el.text.value = '';
+      this.changed();
+      this.say(`Added. You have ${count} of your own ${label}.`);
+    } catch (err) {
+      this.say(`Not added: ${toWebringError(err).message}`);
+    }
   }
 
   private async addDrawing(): Promise<void> {
@@ -129,6 +172,7 @@ export class CollectPanel {
         remove.setAttribute('aria-label', `Delete your last ${label} example`);
         remove.addEventListener('click', () => void this.deleteLast(label));
         item.append(`${label}: ${count} `, remove);
+        if (store?.own.collects === 'text') item.append(latestItems(store, label));
         return item;
       }),
     );
@@ -142,6 +186,22 @@ export class CollectPanel {
   private say(text: string): void {
     this.el.status.textContent = text;
   }
+}
+
+/** A text task's latest live items, newest first, so a student sees what they added. */
+function latestItems(store: IndexedDbOwnExamples, label: string): HTMLElement {
+  const own = store.own;
+  const list = document.createElement('span');
+  list.className = 'hint';
+  list.dataset.testid = 'collect-items';
+  if (own.collects !== 'text') return list;
+  const texts: string[] = [];
+  for (let i = store.examples.length - 1; i >= 0 && texts.length < ITEMS_SHOWN; i--) {
+    const e = store.examples[i]!;
+    if (e.label === label && e.pixels !== null) texts.push(own.decode(e.pixels));
+  }
+  list.textContent = texts.join(', ');
+  return list;
 }
 
 function article(label: string): string {

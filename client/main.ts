@@ -228,9 +228,20 @@ type Worker = Awaited<ReturnType<Awaited<typeof session>['startSession']>>;
 let worker: Worker | null = null;
 let tryPanel: { task: string; panel: TryPanel } | null = null;
 
-/** The lesson's own examples: drawn on the pad, kept on this device (collect-panel.ts). */
+/** The lesson's own examples: drawn on the pad or typed, kept on this device (collect-panel.ts). */
 const collect = new CollectPanel(
-  { section: $('collect-panel'), form: $<HTMLFormElement>('collect-form'), classPicker: $<HTMLSelectElement>('collect-class'), status: $('collect-status'), counts: $('collect-counts') },
+  {
+    section: $('collect-panel'),
+    form: $<HTMLFormElement>('collect-form'),
+    hint: $('collect-hint'),
+    classPicker: $<HTMLSelectElement>('collect-class'),
+    classLabel: $('collect-class-label'),
+    text: $<HTMLInputElement>('collect-text'),
+    textLabel: $('collect-text-label'),
+    add: $<HTMLButtonElement>('collect-add'),
+    status: $('collect-status'),
+    counts: $('collect-counts'),
+  },
   {
     drawing: () => {
       const panel = tryPanel?.panel;
@@ -254,7 +265,7 @@ function showClasses(task: string | null, classes: readonly string[] | null): vo
 
 /**
  * Whether a hub sums the class's gradients, in plain words: it sees each tab's gradient
- * (never the drawings), so a student should know it is there. Only the teacher's server
+ * (never the examples), so a student should know it is there. Only the teacher's server
  * makes a hub (its key), so a hub is the teacher's.
  */
 function showHub(hub: MemberInfo | null): void {
@@ -262,7 +273,7 @@ function showHub(hub: MemberInfo | null): void {
   note.hidden = false;
   note.dataset.hub = hub ? 'yes' : 'no';
   note.textContent = hub
-    ? `A hub on the teacher's computer (${hub.name}) sums the class's gradients when the hub collective runs: it sees each tab's gradient, never your drawings.`
+    ? `A hub on the teacher's computer (${hub.name}) sums the class's gradients when the hub collective runs: it sees each tab's gradient, never your examples.`
     : 'No hub: the class\'s gradients are summed around the ring, tab to tab.';
 }
 
@@ -290,7 +301,7 @@ async function join(event: Event): Promise<void> {
         onServerError: (e) => showError(describeRefusal(e, room)),
         onCollect: (setting) => void collect.setCollect(room, setting),
         onHub: showHub,
-        ownExamples: (classes) => collect.examplesFor(classes),
+        ownExamples: (run) => collect.examplesFor(run),
         onFallback: (reason, backend) => {
           const notice = $('webgpu-notice');
           notice.textContent = `WebGPU is unavailable (${reason}). This tab trains with ${backend.toUpperCase()} instead.`;

@@ -7,6 +7,7 @@ import { deviceClassOf } from './device-class';
 import { io, type Socket } from 'socket.io-client';
 import { BACKENDS, type Backend, type ClientToServerEvents, type CollectSetting, type MemberInfo, type ServerToClientEvents } from '../shared/protocol';
 import type { OwnExamples } from '../shared/data/own-examples';
+import type { OwnRun } from '../shared/data/run-data';
 import type { ErrorBody } from '../shared/protocol/errors';
 import { TrainingWorker } from '../shared/training/worker';
 import { RECONNECT_OPTIONS } from '../shared/training/signaling-session';
@@ -32,7 +33,7 @@ export interface SessionOptions {
   /** What the room collects examples for (the join reply, then each change). */
   onCollect(collect: CollectSetting | null): void;
   /** This tab's own examples for a run's classes, or null. */
-  ownExamples(classes: readonly string[]): OwnExamples | null;
+  ownExamples(run: OwnRun): OwnExamples | null;
   /** The class's hub in each generation this tab hears, or null: whether a hub sums the gradients. */
   onHub(hub: MemberInfo | null): void;
 }

@@ -6,10 +6,12 @@
  * one request at a time; the panels live in ./teacher/.
  */
 import './zod-jitless';
-import { sameClasses, type MetricPoint, type RoomMetrics, type RoomState, type RoomStatus, type ServerInfo } from '../shared/protocol';
+import { type CollectSetting, type MetricPoint, type RoomMetrics, type RoomState, type RoomStatus, type ServerInfo } from '../shared/protocol';
 import type { CheckpointInfo } from '../shared/checkpoints/checkpoint';
 import type { ErrorBody } from '../shared/protocol/errors';
 import { createLiveChart } from './charts';
+import { sameCollection } from '../shared/tasks/collect';
+import { DEFAULT_TASK, findTask } from '../shared/tasks/registry';
 import { RoomApi, type Result, type RoomAction } from './teacher/api';
 import { ConfigForm, type StartConfigInput } from './teacher/config-form';
 import { renderCheckpoints } from './teacher/checkpoints';
@@ -199,12 +201,12 @@ configForm.form.addEventListener('submit', (e) => {
   const config = configForm.read();
   if (config) void start(config);
 });
-// Students collect their own examples for the typed classes before Start; pressed again with
-// the same classes it stops collecting.
+// Students collect their own examples for the typed classes (or a text task's items) before
+// Start; pressed again for the same it stops collecting.
 byId<HTMLButtonElement>('collect-open').addEventListener('click', () => {
-  const classes = configForm.readClasses();
-  if (!classes) return;
-  void api.collect(collectingNow(classes) ? null : classes).then((result) => {
+  const collect = configForm.readCollect();
+  if (!collect) return;
+  void api.collect(collectingNow(collect) ? null : collect).then((result) => {
     if (result.ok) applyStatus(result.value);
     else showActionError(result.error);
   });
@@ -305,15 +307,22 @@ function applyStatus(s: RoomStatus): void {
 
 /** What the students collect for, and what the button would do next. */
 function renderCollecting(s: RoomStatus): void {
-  const state = byId('collect-state');
-  state.textContent = s.collect ? `Students are collecting: ${s.collect.classes.join(', ')}. Their drawings stay on their devices; the members table shows how many each has.` : '';
-  const typed = configForm.readClasses(false);
-  byId('collect-open').textContent = typed && collectingNow(typed) ? 'Stop collecting' : 'Let students collect these classes';
+  byId('collect-state').textContent = s.collect ? collectingText(s.collect) : '';
+  const typed = configForm.readCollect(false);
+  const own = configForm.ownData;
+  byId('collect-open').textContent = typed && collectingNow(typed) ? 'Stop collecting' : own?.collects === 'text' ? `Let students add ${own.label}` : 'Let students collect these classes';
 }
 
-/** True while the students collect exactly `classes`: the button then stops collecting. */
-function collectingNow(classes: readonly string[]): boolean {
-  return !!status?.collect && sameClasses(status.collect.classes, classes);
+/** What the students are collecting, in the teacher's words. */
+function collectingText(collect: CollectSetting): string {
+  const task = findTask(collect.task ?? DEFAULT_TASK.id);
+  if (task?.own?.collects === 'text') return `Students are adding ${task.own.label} (${task.title}). Theirs stay on their devices; the members table shows how many each has.`;
+  return `Students are collecting: ${(collect.classes ?? []).join(', ')}. Their drawings stay on their devices; the members table shows how many each has.`;
+}
+
+/** True while the students collect exactly `collect`: the button then stops collecting. */
+function collectingNow(collect: CollectSetting): boolean {
+  return !!status?.collect && sameCollection(status.collect, collect);
 }
 
 function showConnection(error: ErrorBody | null): void {

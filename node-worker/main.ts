@@ -3,10 +3,11 @@
  * TrainingWorker, the ring, the trainer), over simple-peer + @roamhq/wrtc. A lab machine
  * with a real GPU can join a class of browsers this way.
  *
- *   npm run worker -- --url http://HOST:PORT --room NAME --code K7M-Q2P [--name X] [--backend webgpu|cpu] [--device laptop|tablet|phone|node] [--data DIR] [--compute thread|main]
+ *   npm run worker -- --url http://HOST:PORT --room NAME --code K7M-Q2P [--name X] [--backend webgpu|cpu] [--device laptop|tablet|phone|node] [--data DIR [--data-task ID]] [--compute thread|main]
  *
- * --data DIR holds this worker's own examples for a run on the class's own data: a folder
- * per class of PNG files (read by the collecting task: shared/tasks/own-folders.ts). They never leave this machine; the
+ * --data DIR holds this worker's own examples for a run on the class's own data, of the task
+ * --data-task names (default: the default task), laid out as that task reads them
+ * (shared/tasks/own-folders.ts, docs/own-data.md). They never leave this machine; the
  * server learns the counts per class.
  *
  * --device says what the teacher's class summary calls this worker (default node): the lab
@@ -49,15 +50,15 @@ const MAX_HOLD_COMPUTE_MS = 60_000;
 const REJOIN_AFTER_LEAVE_MS = 5_000;
 import { countByLabel, type OwnExamples } from '../shared/data/own-examples';
 import { ownFolderReader } from '../shared/tasks/own-folders';
-import { COLLECT_TASK } from '../shared/tasks/registry';
+import { DEFAULT_TASK, TASKS } from '../shared/tasks/registry';
 import { EXIT_FAILURE, failUsage, parseMemberArgs, type CommandLine, type MemberArgs } from './args';
 
 const COMPUTE_PLACES: readonly ComputePlace[] = ['thread', 'main'];
 
-const COMMAND_LINE: CommandLine<'backend' | 'device' | 'data' | 'compute' | 'hold-compute-ms' | 'peer-links'> = {
+const COMMAND_LINE: CommandLine<'backend' | 'device' | 'data' | 'data-task' | 'compute' | 'hold-compute-ms' | 'peer-links'> = {
   program: 'webring worker',
-  usage: 'usage: npm run worker -- --url http://HOST:PORT --room NAME --code JOIN-CODE [--name X] [--backend webgpu|cpu] [--device laptop|tablet|phone|node] [--data DIR] [--compute thread|main]',
-  flags: ['backend', 'device', 'data', 'compute', 'hold-compute-ms', 'peer-links'],
+  usage: 'usage: npm run worker -- --url http://HOST:PORT --room NAME --code JOIN-CODE [--name X] [--backend webgpu|cpu] [--device laptop|tablet|phone|node] [--data DIR [--data-task ID]] [--compute thread|main]',
+  flags: ['backend', 'device', 'data', 'data-task', 'compute', 'hold-compute-ms', 'peer-links'],
   defaultName: `node-${os.hostname()}`.slice(0, 40),
   codeHint: ', from the teacher page or the server\'s start-up output',
 };
@@ -67,6 +68,8 @@ interface WorkerArgs extends MemberArgs {
   backend: Backend | null;
   device: DeviceClass;
   data: string | null;
+  /** The task whose examples --data holds. */
+  dataTask: string;
   compute: ComputePlace;
   holdComputeMs: number;
   /** --peer-links off: the fault that opens no peer link. */
@@ -79,14 +82,16 @@ function parse(): WorkerArgs {
   if (backend !== null && !(BACKENDS as readonly string[]).includes(backend)) fail(`--backend ${backend}: one of ${BACKENDS.join(', ')}`);
   const device = flags.device ?? 'node';
   if (!(DEVICE_CLASSES as readonly string[]).includes(device)) fail(`--device ${device}: one of ${DEVICE_CLASSES.join(', ')}`);
-  if (flags.data !== undefined && !isDirectory(flags.data)) fail(`--data ${flags.data}: not a folder (a folder per class, each holding PNG files)`);
+  if (flags.data !== undefined && !isDirectory(flags.data)) fail(`--data ${flags.data}: not a folder (docs/own-data.md says what each task reads from it)`);
+  const dataTask = flags['data-task'] ?? DEFAULT_TASK.id;
+  if (!ownFolderReader(dataTask)) fail(`--data-task ${dataTask}: one of ${TASKS.filter((t) => ownFolderReader(t.id)).map((t) => t.id).join(', ')}`);
   const compute = flags.compute ?? 'thread';
   if (!(COMPUTE_PLACES as readonly string[]).includes(compute)) fail(`--compute ${compute}: one of ${COMPUTE_PLACES.join(', ')}`);
   const holdComputeMs = Number(flags['hold-compute-ms'] ?? 0);
   if (!Number.isInteger(holdComputeMs) || holdComputeMs < 0 || holdComputeMs > MAX_HOLD_COMPUTE_MS) fail(`--hold-compute-ms ${flags['hold-compute-ms']}: whole milliseconds from 0 to ${MAX_HOLD_COMPUTE_MS}`);
   const peerLinks = flags['peer-links'] ?? 'on';
   if (peerLinks !== 'on' && peerLinks !== 'off') fail(`--peer-links ${peerLinks}: on or off`);
-  return { ...member, backend: backend as Backend | null, device: device as DeviceClass, data: flags.data ?? null, compute: compute as ComputePlace, holdComputeMs, peerLinks: peerLinks === 'on' };
+  return { ...member, backend: backend as Backend | null, device: device as DeviceClass, data: flags.data ?? null, dataTask, compute: compute as ComputePlace, holdComputeMs, peerLinks: peerLinks === 'on' };
 }
 
 function isDirectory(where: string): boolean {
@@ -97,13 +102,10 @@ function isDirectory(where: string): boolean {
   }
 }
 
-/** This worker's own examples, read once at start; each unreadable file is named. */
-function readOwnExamples(dir: string | null): OwnExamples | null {
+/** This worker's own examples of task `task`, read once at start; each unreadable file is named. */
+function readOwnExamples(dir: string | null, task: string): OwnExamples | null {
   if (dir === null) return null;
-  // The folder is read before the run's task is known: as the collecting task's examples (drawings).
-  const read = ownFolderReader(COLLECT_TASK.id);
-  if (!read) throw new Error(`--data: the task ${COLLECT_TASK.id} takes no examples from a folder`);
-  const { store, errors } = read(dir);
+  const { store, errors } = ownFolderReader(task)!(dir);
   for (const e of errors) console.error(`webring worker: --data ${e}`);
   const counts = Object.entries(countByLabel(store)).map(([label, n]) => `${label} ${n}`);
   console.log(`webring worker: own examples from ${dir}: ${store.examples.length} (${counts.join(', ') || 'none'})${errors.length ? `; ${errors.length} skipped` : ''}`);
@@ -120,7 +122,7 @@ function describe(s: WorkerStatus): string {
 async function main(): Promise<void> {
   const args = parse();
   const base = args.url.origin;
-  const own = readOwnExamples(args.data);
+  const own = readOwnExamples(args.data, args.dataTask);
   const compute = await openNodeCompute(args.backend, args.compute);
   const choice = compute.info;
   console.log(`webring worker: backend ${choice.backend}${choice.adapter ? ` (${choice.adapter})` : ''} in ${args.compute === 'thread' ? 'a compute thread' : 'the main thread'}${choice.webgpuUnavailable ? `; WebGPU unavailable: ${choice.webgpuUnavailable}` : ''}`);
@@ -141,7 +143,8 @@ async function main(): Promise<void> {
     ...(args.holdComputeMs > 0 || !args.peerLinks ? { faults: { ...(args.holdComputeMs > 0 ? { busyComputeMs: args.holdComputeMs } : {}), ...(args.peerLinks ? {} : { noPeerLinks: true }) } } : {}),
     serverUrl: base,
     localCheckpoints: null,
-    ownExamples: () => own,
+    // A run of another task trains none of them: they are examples of --data-task.
+    ownExamples: (run) => (run.task === args.dataTask ? own : null),
     onStatus: (s) => {
       // One line per change of state, rank or step: a readable log, not a flood.
       const line = describe(s);

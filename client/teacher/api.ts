@@ -3,7 +3,7 @@
  * teacher token; download links, which cannot carry a header, carry the join code. Failures come back as coded ErrorBody values, never as
  * thrown exceptions, so each panel decides where to show them.
  */
-import type { RoomJoinInfo, RoomMetrics, RoomStatus } from '../../shared/protocol';
+import type { CollectSetting, RoomJoinInfo, RoomMetrics, RoomStatus } from '../../shared/protocol';
 import type { CheckpointInfo, CheckpointMetadata } from '../../shared/checkpoints/checkpoint';
 import { ERROR_CODES, type ErrorBody } from '../../shared/protocol/errors';
 
@@ -85,9 +85,9 @@ export class RoomApi {
     return { authorization: `Bearer ${this.token}` };
   }
 
-  /** Opens (classes) or closes (null) collecting for the lesson's own examples. */
-  collect(classes: string[] | null): Promise<Result<RoomStatus>> {
-    return this.send('PUT', 'collect', { classes });
+  /** Opens (a task's items, and its classes) or closes (null) collecting for the lesson's own examples. */
+  collect(setting: CollectSetting | null): Promise<Result<RoomStatus>> {
+    return this.send('PUT', 'collect', setting ?? { classes: null });
   }
 
   /** Sets (1 to MAX_ROOM_MEMBERS) or clears (null: the defaults) the seats one client address may hold. */

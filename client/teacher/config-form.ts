@@ -7,7 +7,8 @@
 import { startConfigSchema, defaultConfigOf } from '../../shared/tasks/start-config';
 import { TASKS, findTask } from '../../shared/tasks/registry';
 import type { z } from 'zod';
-import { classesSchema, defaultWire, sameClasses, secureByDefault, type StartConfig } from '../../shared/protocol';
+import { classesSchema, defaultWire, sameClasses, secureByDefault, type CollectSetting, type StartConfig } from '../../shared/protocol';
+import type { OwnData } from '../../shared/tasks/task';
 import type { ErrorBody } from '../../shared/protocol/errors';
 
 export type StartConfigInput = z.input<typeof startConfigSchema>;
@@ -97,11 +98,23 @@ export class ConfigForm {
     this.control('classes')!.value = config.classes.join(', ');
   }
 
-  /** The classes typed in the form, for collecting before the run; null (and the field marked, with `mark`) when they are not valid. */
-  readClasses(mark = true): string[] | null {
-    const result = classesSchema.safeParse(this.raw().classes);
+  /**
+   * What the students would collect for the form's task before the run: its classes as
+   * typed, or a text task's items; null (and the classes marked, with `mark`) when the typed
+   * classes are not valid or the task takes no examples of the class's own.
+   */
+  readCollect(mark = true): CollectSetting | null {
+    const task = findTask(this.control('task')!.value);
+    if (!task?.own) return null;
+    if (task.own.collects === 'text') return { task: task.id };
+    const result = classesSchema.safeParse(this.typedClasses());
     if (mark) this.showAt('classes', result.success ? null : issueText(result.error.issues[0]!));
-    return result.success ? [...result.data] : null;
+    return result.success ? { task: task.id, classes: [...result.data] } : null;
+  }
+
+  /** The form's task's own data, or null when it takes none. */
+  get ownData(): OwnData | null {
+    return findTask(this.control('task')!.value)?.own ?? null;
   }
 
   /** A checkpoint restores only into the task, model and optimizer it was trained with. */
@@ -111,7 +124,7 @@ export class ConfigForm {
     this.control('optimizer')!.value = optimizer;
   }
 
-  /** The task's models and datasets as the selects' options, its summary as the hint, and its classes field only where the class may name its own. */
+  /** The task's models and datasets as the selects' options, its summary as the hint, its data and collect fields only where the class may bring its own, and its classes only where the class names them. */
   private showTask(id: string): void {
     const task = findTask(id);
     if (!task) return;
@@ -119,8 +132,9 @@ export class ConfigForm {
     (this.control('dataset') as HTMLSelectElement).replaceChildren(...task.datasets.map((d) => new Option(d.title, d.id)));
     document.getElementById('cfg-task-hint')!.textContent = task.summary;
     this.form.dataset.task = task.id;
-    this.control('classes')!.closest('.field')?.toggleAttribute('hidden', !task.ownData);
-    this.control('data')!.closest('.field')?.toggleAttribute('hidden', !task.ownData);
+    this.control('classes')!.closest('.field')?.toggleAttribute('hidden', task.own?.collects !== 'classes');
+    this.control('data')!.closest('.field')?.toggleAttribute('hidden', !task.own);
+    document.getElementById('collect-field')?.toggleAttribute('hidden', !task.own);
   }
 
   private raw(): Record<string, unknown> {
@@ -136,9 +150,12 @@ export class ConfigForm {
       sync: (els.namedItem('sync') as HTMLSelectElement).value,
       outerOptimizer: (els.namedItem('outerOptimizer') as HTMLSelectElement).value,
     };
-    // The classes typed count where the class names its own; otherwise they are the task's.
-    const classes = (els.namedItem('classes') as HTMLInputElement).value.split(',').map((c) => c.trim()).filter((c) => c !== '');
-    if (data === 'own' || !sameClasses(classes, findTask(String(raw.task))?.outputs ?? [])) raw.classes = classes;
+    // The classes typed count where the class names its own; otherwise they are the task's
+    // (a text task's class adds text, never classes).
+    const task = findTask(String(raw.task));
+    const classes = this.typedClasses();
+    const named = task?.own?.collects !== 'text' && (data === 'own' || !sameClasses(classes, task?.outputs ?? []));
+    if (named) raw.classes = classes;
     const wire = (els.namedItem('wire') as HTMLSelectElement).value;
     if (wire !== 'auto') raw.wire = wire;
     for (const name of NUMBER_FIELDS) {
@@ -164,6 +181,10 @@ export class ConfigForm {
       if (!byField.has(field)) byField.set(field, issueText(issue));
     }
     return byField;
+  }
+
+  private typedClasses(): string[] {
+    return (this.control('classes')!.value).split(',').map((c) => c.trim()).filter((c) => c !== '');
   }
 
   private control(name: string): HTMLInputElement | HTMLSelectElement | null {

@@ -43,14 +43,22 @@
  * one pass over the dataset and the class's examples together, each once. A step then covers
  * perWorker × N places, since every rank can train the dataset.
  */
-import { featureCount } from '../tasks/task';
+import { featureCount, ownClassExamples, type OwnData } from '../tasks/task';
 import { taskOf } from '../tasks/registry';
-import { MAX_OWN_EXAMPLES_PER_DEVICE, MAX_OWN_SEQ, MAX_ROOM_MEMBERS, type StartConfig } from '../protocol';
+import { MAX_OWN_EXAMPLES_PER_DEVICE, MAX_ROOM_MEMBERS, type StartConfig } from '../protocol';
 import { WebringError } from '../protocol/errors';
 import { mixSeed, permutationInto } from '../util/random';
 import type { DataAgreement, DataSource, EpochRoster, RosterDevice } from './data-source';
+import { EpochLine, RANK_FLOATS, ROSTER_STATE_FLOATS, checkRosterTotal, isIntegerIn, readPeerEntry, writeEntry } from './epoch-roster';
 import { isHeldOut, type OwnExample, type OwnExamples } from './own-examples';
 import { batchOfSlices, cutBatch, globalBatchSize, ranksThatTrain, type DataCursor, type GlobalBatch } from './batch-plan';
+
+/** One held-out example: example `part` of an item, whose label's index is `label`. */
+interface HeldOutExample {
+  item: Float32Array;
+  part: number;
+  label: number;
+}
 
 /** The server's dataset beside the class's own: any DataSource, and a streamed one can be told what to fetch ahead. */
 export type SharedDigits = DataSource & {
@@ -60,89 +68,12 @@ export type SharedDigits = DataSource & {
 
 /** The roster's key for the server's dataset in a `dataset+own` run: no store has it (newStoreKey never returns 0). */
 export const SHARED_BLOCK_KEY = 0;
-/** Floats each rank contributes per agreement: its key as two 16-bit words, its count, its last seq + 1. */
-const RANK_FLOATS = 4;
-const WORD = 0x10000;
-/** Floats of the roster in the hand-over's state: epoch + 1 (0: none), devices, then RANK_FLOATS per device. */
-const ROSTER_STATE_FLOATS = 2 + MAX_ROOM_MEMBERS * RANK_FLOATS;
-
-/** The epoch's line: where each device's examples sit, and cᵢ(O) above. */
-export class EpochLine {
-  /** Each device's places on the line, ascending. */
-  private readonly placesOf: Uint32Array[];
-  readonly places: number;
-
-  /** Built once per epoch: a merge of the devices' evenly spread examples, T × devices comparisons. */
-  constructor(readonly roster: EpochRoster) {
-    const counts = roster.devices.map((d) => d.examples);
-    this.placesOf = counts.map((n) => new Uint32Array(n));
-    this.places = counts.reduce((a, b) => a + b, 0);
-    const next = counts.map(() => 0);
-    for (let place = 0; place < this.places; place++) {
-      // The device whose next example sits earliest: (2k + 1) / 2n compared exactly in integers.
-      let best = -1;
-      for (let i = 0; i < counts.length; i++) {
-        if (next[i]! >= counts[i]!) continue;
-        if (best < 0 || (2 * next[i]! + 1) * counts[best]! < (2 * next[best]! + 1) * counts[i]!) best = i;
-      }
-      this.placesOf[best]![next[best]!++] = place;
-    }
-  }
-
-  /** cᵢ(O): how many of device `index`'s places are among the first `placesConsumed`. */
-  consumed(index: number, placesConsumed: number): number {
-    const places = this.placesOf[index]!;
-    let lo = 0;
-    let hi = places.length;
-    while (lo < hi) {
-      const mid = (lo + hi) >>> 1;
-      if (places[mid]! < placesConsumed) lo = mid + 1;
-      else hi = mid;
-    }
-    return lo;
-  }
-}
-
-/** A roster entry (or a rank's holding) as RANK_FLOATS float32 integers from `at`: the key in two 16-bit words, and the last seq + 1. */
-function writeEntry(out: Float32Array, at: number, e: RosterDevice): void {
-  out[at] = Math.floor(e.key / WORD);
-  out[at + 1] = e.key % WORD;
-  out[at + 2] = e.examples;
-  out[at + 3] = e.lastSeq + 1;
-}
-
-function readEntry(from: Float32Array, at: number): RosterDevice {
-  return { key: from[at]! * WORD + from[at + 1]!, examples: from[at + 2]!, lastSeq: from[at + 3]! - 1 };
-}
-
-const isIntegerIn = (v: number, min: number, max: number): boolean => Number.isInteger(v) && v >= min && v <= max;
-
 /**
- * A roster entry as peers sent it (the agreement's sum, the hand-over's state), checked
- * before anything is built from it: key words of 16 bits, a count and a last seq + 1 within
- * what a store can hold (own-examples.ts), as the checkpoint schema checks a stored roster.
- * Honest peers never send anything else; a count of 1e10 or −5 would otherwise throw a
- * RangeError out of EpochLine on every replica. ERR_BAD_DATA, like a non-finite sum: every
- * replica reads the same floats, so every replica refuses them alike, and the sum cannot
- * say which peer wrote them.
- */
-function readPeerEntry(from: Float32Array, at: number, what: string): RosterDevice {
-  const [hi, lo, examples, seqPlusOne] = [from[at]!, from[at + 1]!, from[at + 2]!, from[at + 3]!];
-  if (!isIntegerIn(hi, 0, WORD - 1) || !isIntegerIn(lo, 0, WORD - 1) || !isIntegerIn(examples, 0, MAX_OWN_SEQ + 1) || !isIntegerIn(seqPlusOne, 0, MAX_OWN_SEQ + 1)) {
-    throw new WebringError('ERR_BAD_DATA', `${what}: [${hi}, ${lo}, ${examples}, ${seqPlusOne}] is no roster entry (16-bit key words, at most ${MAX_OWN_SEQ + 1} examples)`);
-  }
-  return readEntry(from, at);
-}
-
-/** The line's positions travel as exact float32 integers: a roster whose devices hold more examples in all is refused. */
-function checkRosterTotal(devices: readonly RosterDevice[], what: string): void {
-  const total = devices.reduce((sum, d) => sum + d.examples, 0);
-  if (total > MAX_OWN_EXAMPLES_PER_DEVICE) throw new WebringError('ERR_BAD_DATA', `${what}: ${total} examples in all, more than the ${MAX_OWN_EXAMPLES_PER_DEVICE} a line can place`);
-}
-
-/**
- * A DataSource over this device's own examples. The test set: the dataset's held-out split for
- * a run of its classes (`datasetTest`), else the 20% each device holds out, scored in place.
+ * A DataSource over this device's own examples. A student's item gives the task's examples
+ * (task.own: a drawing is one, a name one per letter and its end); the roster counts
+ * examples, and an item is trained or held out whole. The test set: the dataset's held-out
+ * split for a run of its outputs (`datasetTest`), else the fifth of its items each device
+ * holds out, scored in place.
  */
 export class OwnDataSource implements DataSource, DataAgreement {
   readonly agreement: DataAgreement = this;
@@ -153,20 +84,25 @@ export class OwnDataSource implements DataSource, DataAgreement {
   /** Numbers in one example (the task's F). */
   private readonly features: number;
   private readonly classIndex: Map<string, number>;
+  /** How the task's items give examples (a drawing: itself; a name: one per character and its end). */
+  private readonly own: OwnData;
+  /** Whether each device holds out a fifth of its items to score the model on: only where the dataset's held-out split does not. */
+  private readonly holdsOut: boolean;
   /** What each rank holds for the next roster, as last agreed (by rank of that ring), and the floats it came from. */
   private holdings: RosterDevice[] = [];
   private agreed = new Float32Array(0);
   private line: EpochLine | null = null;
   /** Each rank's device in the current roster, or -1. */
   private rankDevice: number[] = [];
-  /** This device's training examples of the current roster (indices into the store), and its permutation of them. */
+  /** This device's training examples of the current roster: each one's item (an index into the store) and its place in the item, and its permutation of them. */
   private ownBlock: Uint32Array = new Uint32Array(0);
+  private ownPart: Uint32Array = new Uint32Array(0);
   private ownOrder: Uint32Array = new Uint32Array(0);
   private ownDevice = -1;
   /** This device's count of training examples, kept up to date as the store grows. */
   private counted = { key: 0, scanned: 0, examples: 0, lastSeq: -1 };
   /** The held-out examples of the evaluation under way (testShard takes them). */
-  private evaluating: Array<{ pixels: Float32Array; label: number }> = [];
+  private evaluating: HeldOutExample[] = [];
 
   constructor(
     config: Pick<StartConfig, 'task' | 'batchSizePerWorker' | 'seed' | 'classes'>,
@@ -181,8 +117,11 @@ export class OwnDataSource implements DataSource, DataAgreement {
   ) {
     this.perWorker = config.batchSizePerWorker;
     this.seed = config.seed;
-    this.features = featureCount(taskOf(config.task).example);
+    const task = taskOf(config.task);
+    this.features = featureCount(task.example);
     this.classIndex = new Map(config.classes.map((c, i) => [c, i]));
+    this.own = task.own ?? ownClassExamples(task.example);
+    this.holdsOut = datasetTest === null;
   }
 
   /** The current epoch's roster; null before the first. */
@@ -254,11 +193,11 @@ export class OwnDataSource implements DataSource, DataAgreement {
       const to = line.consumed(this.ownDevice, batch.offset + span);
       const examples = this.store.examples;
       for (let j = from; j < to; j++) {
-        const example = examples[this.ownBlock[this.ownOrder[j]!]!]!;
-        const label = this.classIndex.get(example.label);
-        if (example.pixels === null || label === undefined) continue;
-        features.set(example.pixels, n * this.features);
-        labels[n] = label;
+        const at = this.ownOrder[j]!;
+        const item = examples[this.ownBlock[at]!]!;
+        const label = this.labelTarget(item);
+        if (item.pixels === null || label === undefined) continue;
+        labels[n] = this.own.writeExample(item.pixels, this.ownPart[at]!, label, features, n * this.features);
         n++;
       }
     }
@@ -307,8 +246,7 @@ export class OwnDataSource implements DataSource, DataAgreement {
     if (this.datasetTest) return this.datasetTest.readTest(start, count, features, labels);
     for (let i = 0; i < count; i++) {
       const example = this.evaluating[start + i]!;
-      features.set(example.pixels, i * this.features);
-      labels[i] = example.label;
+      labels[i] = this.own.writeExample(example.item, example.part, example.label, features, i * this.features);
     }
     return Promise.resolve();
   }
@@ -375,16 +313,22 @@ export class OwnDataSource implements DataSource, DataAgreement {
     const index = roster && key !== undefined ? roster.devices.findIndex((d) => d.key === key) : -1;
     if (!roster || index < 0 || !this.store) return;
     const mine = roster.devices[index]!;
-    const block: number[] = [];
+    const items: number[] = [];
+    const parts: number[] = [];
     this.store.examples.forEach((e, i) => {
-      if (e.seq <= mine.lastSeq && this.trains(key!, e)) block.push(i);
+      if (e.seq > mine.lastSeq || !this.trains(key!, e)) return;
+      for (let k = 0, n = this.examplesIn(e); k < n; k++) {
+        items.push(i);
+        parts.push(k);
+      }
     });
-    if (block.length !== mine.examples) {
+    if (items.length !== mine.examples) {
       // The store changed underneath the roster (it was replaced, not cleared): train nothing rather than the wrong examples.
       return;
     }
-    this.ownBlock = Uint32Array.from(block);
-    this.ownOrder = permutationInto(new Uint32Array(block.length), mixSeed(mixSeed(this.seed, roster.epoch), key!));
+    this.ownBlock = Uint32Array.from(items);
+    this.ownPart = Uint32Array.from(parts);
+    this.ownOrder = permutationInto(new Uint32Array(items.length), mixSeed(mixSeed(this.seed, roster.epoch), key!));
     this.ownDevice = index;
   }
 
@@ -425,25 +369,37 @@ export class OwnDataSource implements DataSource, DataAgreement {
     for (; c.scanned < list.length; c.scanned++) {
       const e = list[c.scanned]!;
       if (!this.trains(store.key, e)) continue;
-      c.examples++;
+      c.examples += this.examplesIn(e);
       c.lastSeq = e.seq;
     }
     return c;
   }
 
-  /** A training place of this run, live or deleted: not held out, and of one of the run's classes. */
+  /** An item this run trains, live or deleted: of one of the run's classes (or the text task's label), and not held out. */
   private trains(key: number, e: OwnExample): boolean {
-    return !isHeldOut(key, e.seq) && this.classIndex.has(e.label);
+    return this.labelTarget(e) !== undefined && !(this.holdsOut && isHeldOut(key, e.seq));
+  }
+
+  /** The item's label's output index ('classes'), 0 for an item of a text task's label; undefined for an item this run does not train. */
+  private labelTarget(e: OwnExample): number | undefined {
+    if (this.own.collects === 'text') return e.label === this.own.label ? 0 : undefined;
+    return this.classIndex.get(e.label);
+  }
+
+  /** The examples an item gives, live or deleted: a tombstone keeps its item's size, so its places stay where they were. */
+  private examplesIn(e: OwnExample): number {
+    return this.own.examplesIn(e.pixels?.length ?? e.size ?? 0);
   }
 
   /** This device's live held-out examples of the run's classes, as the evaluation starts. */
-  private heldOut(): Array<{ pixels: Float32Array; label: number }> {
-    if (!this.store) return [];
+  private heldOut(): HeldOutExample[] {
+    if (!this.store || !this.holdsOut) return [];
     const key = this.store.key;
-    const out: Array<{ pixels: Float32Array; label: number }> = [];
+    const out: HeldOutExample[] = [];
     for (const e of this.store.examples) {
-      const label = this.classIndex.get(e.label);
-      if (e.pixels !== null && label !== undefined && isHeldOut(key, e.seq)) out.push({ pixels: e.pixels, label });
+      const label = this.labelTarget(e);
+      if (e.pixels === null || label === undefined || !isHeldOut(key, e.seq)) continue;
+      for (let k = 0, n = this.examplesIn(e); k < n; k++) out.push({ item: e.pixels, part: k, label });
     }
     return out;
   }

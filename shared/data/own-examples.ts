@@ -20,8 +20,20 @@ export interface OwnExample {
   /** Its place in collection order on this device: increasing, never reused. */
   readonly seq: number;
   readonly label: string;
-  /** Its F features as the model takes them (a drawing: 0..1, row-major, ink = 1); null once the student deleted it. */
+  /**
+   * The item's numbers (shared/tasks/task.ts OwnData): a drawing's F features as the model
+   * takes them (0..1, row-major, ink = 1), a name's symbols; null once the student deleted it.
+   */
   pixels: Float32Array | null;
+  /** How many numbers it had, kept by its tombstone: a text item gives examples by its length. Absent: as many as the task's items have. */
+  size?: number;
+}
+
+/** Turns a live item into its tombstone, which keeps its place and its size. */
+export function tombstone(example: OwnExample): void {
+  if (example.pixels === null) return;
+  example.size = example.pixels.length;
+  example.pixels = null;
 }
 
 /** One device's examples as the trainer reads them. */
@@ -63,10 +75,9 @@ export class MemoryOwnExamples implements OwnExamples {
     return this.list;
   }
 
-  /** Adds one example; returns its seq. */
+  /** Adds one item (the caller checks it against its task's OwnData); returns its seq. */
   add(label: string, pixels: ArrayLike<number>): number {
-    const features = this.list.find((e) => e.pixels !== null)?.pixels?.length ?? pixels.length;
-    if (pixels.length !== features || features === 0) throw new RangeError(`an example here has ${features} features, got ${pixels.length}`);
+    if (pixels.length === 0) throw new RangeError('an item has at least one number');
     const seq = this.list.length === 0 ? 0 : this.list.at(-1)!.seq + 1;
     if (seq > MAX_OWN_SEQ) throw new RangeError(`a store holds at most ${MAX_OWN_SEQ + 1} examples`);
     this.list.push({ seq, label, pixels: Float32Array.from(pixels) });
@@ -77,7 +88,7 @@ export class MemoryOwnExamples implements OwnExamples {
   delete(seq: number): boolean {
     const example = this.list.find((e) => e.seq === seq);
     if (!example || example.pixels === null) return false;
-    example.pixels = null;
+    tombstone(example);
     return true;
   }
 

@@ -5,18 +5,21 @@
  * the run's classes are the dataset's. The test set: the dataset's held-out split for a run
  * of its classes, else every device's held-out fifth.
  */
-import { sameClasses } from '../protocol';
+import { sameClasses, type StartConfig } from '../protocol';
 import { taskOf } from '../tasks/registry';
 import type { DataFactory } from './data-source';
 import type { OwnExamples } from './own-examples';
 import { OwnDataSource } from './own-data';
 import { streamFromDataService } from './streamed-dataset';
 
-/** The data factory of a device whose own examples for a run's classes `ownExamples` gives (null: none). */
-export function runData(ownExamples: (classes: readonly string[]) => OwnExamples | null): DataFactory {
+/** What a device's own examples are asked for: the run's task and classes. */
+export type OwnRun = Pick<StartConfig, 'task' | 'classes'>;
+
+/** The data factory of a device whose own examples for a run `ownExamples` gives (null: none). */
+export function runData(ownExamples: (run: OwnRun) => OwnExamples | null): DataFactory {
   return (config, context) => {
     if (config.data === 'dataset') return streamFromDataService(config, context);
-    const own = ownExamples(config.classes);
+    const own = ownExamples(config);
     // Beside the class's own examples the dataset is cut as the epoch's line says, which
     // plans its fetches itself (own-data.ts).
     const shared = sameClasses(config.classes, taskOf(config.task).outputs) ? streamFromDataService(config, context, { planAhead: config.data !== 'dataset+own' }) : null;

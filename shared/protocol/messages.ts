@@ -40,15 +40,25 @@ export const outputsSchema = z
   .refine((labels) => new Set(labels).size === labels.length, 'each output once')
   .readonly();
 
+/** Task, model and dataset ids: lower case, digits and dashes (they appear in URLs and checkpoint metadata). */
+export const WORKLOAD_ID_PATTERN = /^[a-z0-9][a-z0-9-]{0,39}$/;
+export const workloadIdSchema = z.string().regex(WORKLOAD_ID_PATTERN, 'lower-case letters, digits and "-"');
+
 /**
- * What a room's students collect examples for, before the teacher starts a run on the
- * class's own data (own-data.md): the classes, in output order. A room that collects stays
- * while it is empty, so students can reload and come back to it.
+ * What a room's students collect, before the teacher starts a run on the class's own data
+ * (own-data.md): items of the task (absent: the default task, as rooms stored before tasks
+ * read), and for a task whose class names its classes, those classes in output order
+ * (absent for a task that collects text, such as names). A room that collects stays while
+ * it is empty, so students can reload and come back to it.
  */
-export const collectSettingSchema = z.strictObject({ classes: classesSchema });
+export const collectSettingSchema = z.strictObject({ task: workloadIdSchema.optional(), classes: classesSchema.optional() });
 export type CollectSetting = z.output<typeof collectSettingSchema>;
-/** PUT /api/rooms/:room/collect: the classes to collect for, or null to stop collecting. */
-export const collectRequestSchema = z.strictObject({ classes: classesSchema.nullable() });
+/**
+ * PUT /api/rooms/:room/collect: what to collect, checked against the task on the server
+ * (the classes of a task whose class names them; none for a text task), or classes null
+ * to stop collecting.
+ */
+export const collectRequestSchema = z.strictObject({ task: workloadIdSchema.optional(), classes: classesSchema.nullable().optional() });
 /**
  * PUT /api/rooms/:room/seats: how many seats of the room one client address may hold, or
  * null for the defaults by address (signaling-server/rooms/seats.ts). MAX_ROOM_MEMBERS lets

@@ -4,8 +4,8 @@
  * at the edge, and the defaults that follow from other fields (the wire, masking).
  */
 import { z } from 'zod';
-import { classesSchema, outputsSchema, sameClasses } from './messages';
-import { ALLREDUCE_CHOICES, DATA_KINDS, OPTIMIZER_KINDS, WIRE_FORMATS, SYNC_MODES, OUTER_OPTIMIZERS, MIN_LOCAL_STEPS, MAX_LOCAL_STEPS, type DataKind, type OptimizerKind, type SyncMode, type WireFormat } from './vocabulary';
+import { classesSchema, outputsSchema, sameClasses, workloadIdSchema } from './messages';
+import { ALLREDUCE_CHOICES, DATA_KINDS, type OwnDataKind, OPTIMIZER_KINDS, WIRE_FORMATS, SYNC_MODES, OUTER_OPTIMIZERS, MIN_LOCAL_STEPS, MAX_LOCAL_STEPS, type DataKind, type OptimizerKind, type SyncMode, type WireFormat } from './vocabulary';
 /**
  * The recipe a teacher gets without touching the form (docs/recipe.md), where the task
  * names none of its own (shared/tasks/task.ts TaskRecipe): Adam at 0.003 after a 50-step
@@ -43,9 +43,6 @@ export const RECIPE_DEFAULTS = {
 /** The wire a local-steps run takes when the teacher names none: DiLoCo's outer gradients survive fp16, and a round's one all-reduce then moves half the bytes. */
 export const LOCAL_STEPS_DEFAULT_WIRE = 'fp16';
 
-/** Task, model and dataset ids: lower case, digits and dashes (they appear in URLs and checkpoint metadata). */
-export const WORKLOAD_ID_PATTERN = /^[a-z0-9][a-z0-9-]{0,39}$/;
-const workloadIdSchema = z.string().regex(WORKLOAD_ID_PATTERN, 'lower-case letters, digits and "-"');
 
 /**
  * What the start config's check needs of a task (shared/tasks/task.ts catalogEntryOf):
@@ -58,8 +55,8 @@ export interface TaskCatalogEntry {
   datasets: readonly string[];
   /** The model's outputs in order when the run names no classes of its own. */
   outputs: readonly string[];
-  /** Whether the class may train on examples of its own (and name their classes). */
-  ownData: boolean;
+  /** What the class may collect of its own for it: examples of classes it names, text in the task's symbols, or nothing (null). */
+  ownData: OwnDataKind | null;
   recipe: { optimizer?: OptimizerKind; learningRate?: number; warmupSteps?: number; batchSizePerWorker?: number; epochs?: number };
 }
 export interface TaskCatalog {
@@ -177,7 +174,9 @@ function resolveAgainst(catalog: TaskCatalog, c: StartConfigFields, ctx: z.Refin
   if (c.data !== 'own' && !sameClasses(classes, task.outputs)) {
     return fail('classes', `the task ${task.id}'s dataset has the outputs ${task.outputs.slice(0, 12).join(', ')}${task.outputs.length > 12 ? ', …' : ''}: name other classes with data 'own'`);
   }
-  if (c.data === 'own' && c.classes) {
+  // Classes of the class's own: a lesson's (2 to 20 of them), never a text task's, which learns its own symbols.
+  if (c.data === 'own' && c.classes && !sameClasses(c.classes, task.outputs)) {
+    if (task.ownData === 'text') return fail('classes', `the task ${task.id} learns its own symbols: the class adds text of its own (${task.id}), not classes`);
     const custom = classesSchema.safeParse(c.classes);
     if (!custom.success) return fail('classes', custom.error.issues[0]?.message ?? 'not a list of classes');
     classes = custom.data;

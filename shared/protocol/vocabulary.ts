@@ -60,6 +60,9 @@ export type AllReduceChoice = (typeof ALLREDUCE_CHOICES)[number];
  * never leave it (shared/data/own-data.ts); 'dataset+own' both, in one epoch.
  */
 export const DATA_KINDS = ['dataset', 'own', 'dataset+own'] as const;
+/** What a class collects of its own for a task (shared/tasks/task.ts OwnData): examples of the classes the teacher names, or text in the task's symbols. */
+export const OWN_DATA_KINDS = ['classes', 'text'] as const;
+export type OwnDataKind = (typeof OWN_DATA_KINDS)[number];
 /** With two members the sum of their gradients tells each the other's: a secure run waits for a third (shared/secagg/). */
 export const MIN_SECURE_MEMBERS = 3;
 /** A raw P-256 public key's 65 bytes in base64 (secure aggregation's `secagg:key`). */

@@ -4,12 +4,14 @@
  * can collect examples and whose Node workers can bring theirs adds one line here.
  */
 import { readOwnFolder as readDrawings, type OwnFolder } from './mnist/own-folder';
+import { readOwnNames } from './names/own-folder';
 
 const READERS: Record<string, (dir: string) => OwnFolder> = {
   mnist: readDrawings,
+  names: readOwnNames,
 };
 
-/** The reader of task `task`'s own examples, or null for a task whose Node workers bring none. */
+/** The reader of task `task`'s own examples (mnist: a folder of PNGs per class; names: .txt files of names), or null for a task whose Node workers bring none. */
 export function ownFolderReader(task: string): ((dir: string) => OwnFolder) | null {
   return READERS[task] ?? null;
 }

@@ -59,12 +59,6 @@ export function datasetFacts(id: string): { trainCount: number; testCount: numbe
   return { trainCount: found.dataset.trainCount, testCount: found.dataset.testCount, features: featureCount(found.task.example) };
 }
 
-/**
- * The task the class collects its own examples for (the Collect panel, a Node worker's
- * `--data DIR`): the first that takes them. A collect setting names classes, not a task.
- */
-export const COLLECT_TASK: Task = TASKS.find((t) => t.ownData) ?? DEFAULT_TASK;
-
 /** F, the numbers in one example of task `task` (the engine's only knowledge of an example's shape). */
 export function featuresOf(task: string): number {
   return featureCount(taskOf(task).example);

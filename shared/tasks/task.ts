@@ -15,6 +15,7 @@
  */
 import type * as tf from '@tensorflow/tfjs';
 import type { TaskCatalogEntry } from '../protocol/start-config';
+import { WebringError } from '../protocol/errors';
 
 /**
  * What the model predicts: one class of the task's (or the class's own) classes, or the
@@ -89,13 +90,81 @@ export interface Task {
   readonly example: ExampleFormat;
   /** The model's outputs in order: the classes, or the vocabulary's symbols. */
   readonly outputs: readonly string[];
-  /** Whether students can collect examples of their own for it (a run's `data: 'own'`), and name its classes. */
-  readonly ownData: boolean;
+  /** What students collect of their own for it (a run's `data: 'own'`); null: it trains on its datasets only. */
+  readonly own: OwnData | null;
   /** The models that learn it; the first is the default. */
   readonly models: readonly TaskModelInfo[];
   /** Its datasets; the first is the default. */
   readonly datasets: readonly TaskDataset[];
   readonly recipe: TaskRecipe;
+}
+
+/**
+ * How the class's own examples are kept and trained (shared/data/own-data.ts). A student
+ * adds *items*: each is kept on the device as numbers (an IndexedDB row, a file a Node
+ * worker reads), filed under a label, and gives one or more examples. An item is held out
+ * or trained whole, so no part of a held-out item is learnt.
+ *  - 'classes': the teacher names the lesson's classes; an item is one example of one of
+ *    them (a drawing: F features as the model takes them), filed under its class.
+ *  - 'text': an item is a word of the task's symbols (a name), filed under the task's one
+ *    label; it gives one example per symbol the model predicts, whose targets are the
+ *    task's own outputs, so the class names no classes.
+ */
+export type OwnData = OwnClasses | OwnText;
+
+interface OwnItems {
+  /** Checks one item as a store is handed it (a page, a script, a file): ERR_BAD_REQUEST naming what is wrong. */
+  check(item: ArrayLike<number>): void;
+  /** How many examples an item of `size` numbers gives (≥ 1); by its size alone, so a deleted item's tombstone keeps its places. */
+  examplesIn(size: number): number;
+  /**
+   * Writes the features of the item's example `k` (F numbers, as the model takes them) into
+   * `out` from `at` and returns its target, an output index; `labelTarget` is the index of
+   * the item's label among the run's classes ('classes'), unused for 'text'.
+   */
+  writeExample(item: Float32Array, k: number, labelTarget: number, out: Float32Array, at: number): number;
+}
+export interface OwnClasses extends OwnItems {
+  readonly collects: 'classes';
+}
+export interface OwnText extends OwnItems {
+  readonly collects: 'text';
+  /** What an item is, plural and lower case ("names"): the label every item is filed and counted under. */
+  readonly label: string;
+  /** The longest item, in characters. */
+  readonly maxChars: number;
+  /** A student's text to an item, normalised as the task's dataset is (ERR_BAD_REQUEST when it cannot be one). */
+  encode(text: string): Float32Array;
+  /** An item back to its text. */
+  decode(item: ArrayLike<number>): string;
+}
+
+/**
+ * 'classes' own data whose items are examples as they are: F features as the model takes
+ * them, each in [0, 1] (a drawing as its pad prepares it: row-major, ink = 1).
+ */
+export function ownClassExamples(format: ExampleFormat): OwnClasses {
+  const features = featureCount(format);
+  return {
+    collects: 'classes',
+    check(item) {
+      if (item.length !== features) throw new WebringError('ERR_BAD_REQUEST', `an example has ${features} numbers, got ${item.length}`, 'pixels');
+      for (let i = 0; i < item.length; i++) {
+        const v = item[i]!;
+        if (!(v >= 0 && v <= 1)) throw new WebringError('ERR_BAD_REQUEST', 'an example\'s numbers run from 0 (paper) to 1 (ink)', 'pixels');
+      }
+    },
+    examplesIn: () => 1,
+    writeExample(item, _k, labelTarget, out, at) {
+      out.set(item, at);
+      return labelTarget;
+    },
+  };
+}
+
+/** The labels a collection files its items under: the lesson's classes, or a text task's one label. */
+export function ownLabels(own: OwnData, classes: readonly string[] | undefined): readonly string[] {
+  return own.collects === 'text' ? [own.label] : (classes ?? []);
 }
 
 /** The models' builders: seeded, so every replica starts from identical weights. */
@@ -111,7 +180,7 @@ export function catalogEntryOf(task: Task): TaskCatalogEntry {
     models: task.models.map((m) => m.id),
     datasets: task.datasets.map((d) => d.id),
     outputs: task.outputs,
-    ownData: task.ownData,
+    ownData: task.own?.collects ?? null,
     recipe: task.recipe,
   };
 }

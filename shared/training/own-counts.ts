@@ -6,13 +6,15 @@
  * (Room.recordOwnExamples), and a Node worker's folder may hold more classes than the lesson's.
  */
 import type { StartConfig } from '../protocol';
+import { findTask } from '../tasks/registry';
+import { ownLabels } from '../tasks/task';
 
 export class OwnCounts {
   /** As last reported; null: this device reports none. */
   private counts: Record<string, number> | null = null;
-  /** The classes the room collects for, or null (the join reply, then `room:collect`). */
+  /** The labels the room collects (its classes, or a text task's one label), or null (the join reply, then `room:collect`). */
   private collectClasses: readonly string[] | null = null;
-  /** The classes of the room's run on own data, or null. */
+  /** The labels of the room's run on own data, or null. */
   private runClasses: readonly string[] | null = null;
 
   /** `send` reports counts; `joined` says whether there is a membership to report them for. */
@@ -27,15 +29,16 @@ export class OwnCounts {
     this.sendNow();
   }
 
-  /** What the room collects for changed (or a join told it). */
-  collecting(classes: readonly string[] | null): void {
-    this.collectClasses = classes;
+  /** What the room collects changed (or a join told it): the labels its items are counted under. */
+  collecting(labels: readonly string[] | null): void {
+    this.collectClasses = labels;
     this.sendNow();
   }
 
-  /** A run starts: on own data its classes count too. */
+  /** A run starts: on own data its labels count too. */
   runStarting(config: StartConfig): void {
-    this.runClasses = config.data === 'dataset' ? null : config.classes;
+    const own = config.data === 'dataset' ? null : findTask(config.task)?.own;
+    this.runClasses = own ? ownLabels(own, config.classes) : null;
     this.sendNow();
   }
 

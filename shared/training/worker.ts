@@ -23,7 +23,8 @@ import { restoreFromServer } from '../checkpoints/checkpoint-io';
 import { systemClock, type Clock } from '../util/clock';
 import type { FaultInjector } from './faults';
 import type { DataFactory, DataSource } from '../data/data-source';
-import { runData } from '../data/run-data';
+import { runData, type OwnRun } from '../data/run-data';
+import { collectLabelsOf } from '../tasks/collect';
 import type { OwnExamples } from '../data/own-examples';
 import { SignalingSession } from './signaling-session';
 import { GenerationTracker } from './generation-tracker';
@@ -40,17 +41,18 @@ export interface WorkerOptions {
   socket: Socket<ServerToClientEvents, ClientToServerEvents>;
   peerFactory: PeerFactory;
   /**
-   * Where each run's examples come from; by default the server's digits streamed from its
+   * Where each run's examples come from; by default the task's dataset streamed from its
    * data service (streamed-dataset.ts), or for a run on the class's own data this device's
    * own examples (ownExamples).
    */
   data?: DataFactory;
   /**
-   * This device's own examples for a run's classes (own-examples.ts: the browser's IndexedDB,
-   * a Node worker's --data folder); null or absent where it holds none. They never leave it.
+   * This device's own examples for a run of a task and classes (own-examples.ts: the
+   * browser's IndexedDB, a Node worker's --data folder); null or absent where it holds none.
+   * They never leave it.
    */
-  ownExamples?: (classes: readonly string[]) => OwnExamples | null;
-  /** Hears what the room collects examples for (the join reply, then `room:collect`): its classes, or null. */
+  ownExamples?: (run: OwnRun) => OwnExamples | null;
+  /** Hears what the room collects (the join reply, then `room:collect`): its task and classes, or null. */
   onCollect?(collect: CollectSetting | null): void;
   /** The device's maths: tfjs, its backend and the replicas, in a compute thread or in this one (compute/compute.ts). */
   compute: Compute;
@@ -409,14 +411,14 @@ export class TrainingWorker {
     this.ownCounts.report(counts);
   }
 
-  /** What the room collects for changed (or a join told it): the counts follow the classes. */
+  /** What the room collects changed (or a join told it): the counts follow its labels. */
   private heardCollect(collect: CollectSetting | null): void {
     this.options.onCollect?.(collect);
-    this.ownCounts.collecting(collect?.classes ?? null);
+    this.ownCounts.collecting(collect ? collectLabelsOf(collect) : null);
   }
 
-  /** The server's digits, or this device's own examples (data/run-data.ts). */
-  private readonly defaultData: DataFactory = runData((classes) => this.options.ownExamples?.(classes) ?? null);
+  /** The task's dataset, or this device's own examples (data/run-data.ts). */
+  private readonly defaultData: DataFactory = runData((run) => this.options.ownExamples?.(run) ?? null);
 
   /** Where this run's examples come from; `signal` ends its fetches with the run. */
   private runData(start: TrainStart, signal: AbortSignal): DataSource {

@@ -11,6 +11,8 @@
  * health, and the built client; data-api.ts adds the data service's examples.
  */
 import { startConfigSchema } from '../../shared/tasks/start-config';
+import { collectSettingFor } from '../../shared/tasks/collect';
+import { DEFAULT_TASK } from '../../shared/tasks/registry';
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import type { TrustProxy } from './client-address';
@@ -200,23 +202,24 @@ export function createHttpApp(ctx: RoomContext, options: HttpOptions): express.E
 
   const json = express.json({ limit: MAX_HTTP_JSON_BYTES, strict: true });
 
-  /** A start on the class's own data that names no classes trains the classes the room collects for. */
+  /** A start on the class's own data that names no classes trains the classes the room collects for, when it collects for the run's task. */
   const withCollectedClasses = async (name: string, body: unknown): Promise<unknown> => {
     if (typeof body !== 'object' || body === null || Array.isArray(body)) return body;
     const raw = body as Record<string, unknown>;
     if (raw.data !== 'own' || raw.classes !== undefined) return body;
     const collect = (await ctx.rooms.read(name))?.collect;
-    return collect ? { ...raw, classes: collect.classes } : body;
+    if (!collect?.classes || (collect.task ?? DEFAULT_TASK.id) !== (raw.task ?? DEFAULT_TASK.id)) return body;
+    return { ...raw, classes: collect.classes };
   };
 
   /**
-   * What the students collect examples for before a run on the class's own data: the
-   * classes, or null to stop. The room stays while it collects, even with nobody in it.
+   * What the students collect before a run on the class's own data: a task's items (the
+   * classes of a task whose class names them, none for a text task), or classes null to
+   * stop. The room stays while it collects, even with nobody in it.
    */
   app.put('/api/rooms/:room/collect', requireTeacher, json, async (req, res) => {
     const name = roomName(req);
-    const { classes } = parseOrThrow(collectRequestSchema, req.body ?? {});
-    const collect = classes === null ? null : { classes: [...classes] };
+    const collect = collectSettingFor(parseOrThrow(collectRequestSchema, req.body ?? {}));
     const { room } = (await ctx.rooms.update(name, (r) => r.setCollect(collect), { create: true }))!;
     await ctx.rooms.releaseIfIdle(name);
     ctx.io.to(channelOf(name)).emit('room:collect', collect);

@@ -109,14 +109,14 @@ export class Room {
     this.core.members.seatsPerAddress = cap;
   }
 
-  /** The classes the students collect examples for, or null. */
+  /** What the students collect (a task's items, and its classes), or null. */
   get collect(): CollectSetting | null {
     return this.core.collectSetting;
   }
 
-  /** Opens, changes (classes) or closes (null) collecting; the examples stay on the students' devices. */
+  /** Opens, changes (task, classes) or closes (null) collecting; the examples stay on the students' devices. */
   setCollect(setting: CollectSetting | null): void {
-    this.core.collectSetting = setting === null ? null : { classes: [...setting.classes] };
+    this.core.collectSetting = setting === null ? null : { ...setting, ...(setting.classes ? { classes: [...setting.classes] } : {}) };
   }
 
   /** Someone could train: the ring has a member (a hub alone trains nothing). */

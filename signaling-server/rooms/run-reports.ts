@@ -7,6 +7,8 @@ import { WebringError } from '../../shared/protocol/errors';
 import type { EvaluationReport, FinishReport, OwnExamplesReport, ProgressReport } from '../../shared/protocol';
 import type { CheckpointTrust } from '../../shared/checkpoints/checkpoint';
 import { findTask } from '../../shared/tasks/registry';
+import { collectLabelsOf } from '../../shared/tasks/collect';
+import { ownLabels } from '../../shared/tasks/task';
 import type { TrustChange } from './checkpoint-guard';
 import { NO_CHANGE, type MembershipChange, type RoomCore } from './room-core';
 import type { Member } from './membership';
@@ -69,8 +71,9 @@ export function noteCheckpoint(core: RoomCore, id: string, writerId: string, ste
 }
 
 /**
- * A member's own examples per class (counts only): the teacher's page shows them live.
- * Only for the classes the room collects for, or else those of its run on own data (the
+ * A member's own examples per class (counts only; a text task's items under its one
+ * label): the teacher's page shows them live. Only for the labels the room collects, or
+ * else those of its run on own data (the
  * running one, or the last); ERR_BAD_STATE while it has neither, ERR_BAD_REQUEST for any
  * other label, and nothing changes: a student cannot fill the teacher's page with labels of
  * its own.
@@ -79,7 +82,8 @@ export function recordOwnExamples(core: RoomCore, memberId: string, report: OwnE
   const m = core.members.find(memberId);
   if (!m || core.members.isHub(memberId)) throw new WebringError('ERR_NOT_IN_ROOM', 'only students and Node workers hold examples');
   const config = core.runState.config;
-  const classes = core.collectSetting?.classes ?? (config && config.data !== 'dataset' ? config.classes : null);
+  const own = config && config.data !== 'dataset' ? findTask(config.task)?.own : null;
+  const classes = core.collectSetting ? collectLabelsOf(core.collectSetting) : own && config ? ownLabels(own, config.classes) : null;
   if (!classes) throw new WebringError('ERR_BAD_STATE', `room ${core.name} collects no examples and has no run on own data`);
   const stranger = Object.keys(report.counts).find((label) => !classes.includes(label));
   if (stranger !== undefined) throw new WebringError('ERR_BAD_REQUEST', `room ${core.name} collects ${classes.join(', ')}; not ${JSON.stringify(stranger)}`, 'counts');

@@ -279,23 +279,23 @@ test('the teacher opens collecting for classes: members hear it, joiners get it,
   const heard = nextEvent(a, 'room:collect');
   const opened = await put('drawing', { classes: ['cat', 'house', 'sun'] });
   assert.equal(opened.status, 200);
-  assert.deepEqual(await heard, { classes: ['cat', 'house', 'sun'] });
-  assert.deepEqual((await ts.status('drawing')).collect, { classes: ['cat', 'house', 'sun'] });
+  assert.deepEqual(await heard, { task: 'mnist', classes: ['cat', 'house', 'sun'] });
+  assert.deepEqual((await ts.status('drawing')).collect, { task: 'mnist', classes: ['cat', 'house', 'sun'] });
 
   // Refused with nothing changed: no teacher token, a bad class list.
   assert.equal((await put('drawing', { classes: ['cat', 'dog'] }, null)).status, 401);
-  for (const bad of [{ classes: ['cat'] }, { classes: ['cat', 'cat'] }, { classes: ['cat', 'x'.repeat(25)] }, { classes: 'cat,dog' }, {}]) {
+  for (const bad of [{ classes: ['cat'] }, { classes: ['cat', 'cat'] }, { classes: ['cat', 'x'.repeat(25)] }, { classes: 'cat,dog' }, {}, { task: 'names', classes: ['cat', 'dog'] }]) {
     const res = await put('drawing', bad);
     const body = (await res.json()) as { error: { code: string; field?: string } };
     assert.deepEqual([res.status, body.error.code], [400, 'ERR_BAD_REQUEST'], JSON.stringify(bad));
   }
-  assert.deepEqual((await ts.status('drawing')).collect, { classes: ['cat', 'house', 'sun'] });
+  assert.deepEqual((await ts.status('drawing')).collect, { task: 'mnist', classes: ['cat', 'house', 'sun'] });
 
   // A student who joins later learns it in the join reply.
   const b = await ts.client();
   const jb = await join(b, 'drawing', 'ben');
   assert.ok(jb.ok && jb.collect !== null);
-  assert.deepEqual(jb.ok && jb.collect, { classes: ['cat', 'house', 'sun'] });
+  assert.deepEqual(jb.ok && jb.collect, { task: 'mnist', classes: ['cat', 'house', 'sun'] });
 
   // A start on the class's own data that names no classes trains the collected ones.
   const started = nextEvent(a, 'train:start');
@@ -307,8 +307,40 @@ test('the teacher opens collecting for classes: members hear it, joiners get it,
   a.disconnect();
   b.disconnect();
   await new Promise((r) => setTimeout(r, 300));
-  assert.deepEqual((await ts.status('drawing')).collect, { classes: ['cat', 'house', 'sun'] });
+  assert.deepEqual((await ts.status('drawing')).collect, { task: 'mnist', classes: ['cat', 'house', 'sun'] });
   const closed = await put('drawing', { classes: null });
   assert.equal(closed.status, 200);
   assert.equal((await ts.status('drawing')).collect, null);
+});
+
+test('the teacher collects names: students report how many names they typed, a start on own names trains the task\'s symbols, securely; a bad request changes nothing', async () => {
+  const room = 'naming';
+  const put = (body: unknown) => fetch(`${ts.server.url}/api/rooms/${room}/collect`, { method: 'PUT', headers: { 'content-type': 'application/json', authorization: `Bearer ${TEST_TOKEN}` }, body: JSON.stringify(body) });
+  const a = await ts.client();
+  await join(a, room, 'ana');
+  const heard = nextEvent(a, 'room:collect');
+  assert.equal((await put({ task: 'names' })).status, 200);
+  assert.deepEqual(await heard, { task: 'names' });
+  for (const [bad, code, field] of [[{ task: 'chess' }, 'ERR_UNKNOWN_TASK', 'task'], [{ task: 'names', classes: ['ann', 'bob'] }, 'ERR_BAD_REQUEST', 'classes'], [{ task: 'Names' }, 'ERR_BAD_REQUEST', 'task']] as const) {
+    const res = await put(bad);
+    const body = (await res.json()) as { error: { code: string; field?: string } };
+    assert.deepEqual([res.status, body.error.code, body.error.field], [400, code, field], JSON.stringify(bad));
+  }
+  assert.deepEqual((await ts.status(room)).collect, { task: 'names' });
+
+  // Counts only, under the task's one label: no name reaches the server.
+  const refused = nextEvent(a, 'server:error');
+  a.emit('worker:own-examples', { counts: { ann: 1 } });
+  assert.equal((await refused).code, 'ERR_BAD_REQUEST');
+  a.emit('worker:own-examples', { counts: { names: 7 } });
+  await new Promise((r) => setTimeout(r, 150));
+  assert.deepEqual((await ts.status(room)).members[0]!.ownExamples, { names: 7 });
+
+  // A run on own names learns the task's own symbols, under secure aggregation by default.
+  const started = nextEvent(a, 'train:start');
+  assert.equal((await post(`/api/rooms/${room}/start`, { task: 'names', data: 'own', maxSteps: 5, resumeFrom: 'none' })).status, 200);
+  const config = (await started).config;
+  assert.deepEqual([config.task, config.data, config.secureAggregation, config.classes.length], ['names', 'own', true, 28]);
+  await post(`/api/rooms/${room}/stop`, {});
+  a.disconnect();
 });

@@ -6,8 +6,9 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { DEFAULT_START_CONFIG, defaultConfigOf, startConfigSchema, storedConfigSchema } from '../../shared/tasks/start-config';
-import { TASKS } from '../../shared/tasks/registry';
-import { parseOrThrow } from '../../shared/protocol';
+import { TASKS, TASK_CATALOG } from '../../shared/tasks/registry';
+import { namesTask } from '../../shared/tasks/names/task';
+import { parseOrThrow, startConfigSchemaFor } from '../../shared/protocol';
 import { WebringError } from '../../shared/protocol/errors';
 
 test("every task's defaults: its first model and dataset, its outputs, its recipe", () => {
@@ -23,9 +24,9 @@ test("every task's defaults: its first model and dataset, its outputs, its recip
 });
 
 test('a task, model, dataset, data or classes the task lacks is refused naming the field', () => {
-  const field = (body: object): string | undefined => {
+  const field = (body: object, schema = startConfigSchema): string | undefined => {
     try {
-      parseOrThrow(startConfigSchema, body);
+      parseOrThrow(schema, body);
     } catch (err) {
       assert.ok(err instanceof WebringError && err.code === 'ERR_BAD_REQUEST');
       return err.field;
@@ -37,8 +38,18 @@ test('a task, model, dataset, data or classes the task lacks is refused naming t
   assert.equal(field({ task: 'names', model: 'cnn' }), 'model');
   assert.equal(field({ model: 'char-mlp' }), 'model');
   assert.equal(field({ task: 'names', dataset: 'mnist-10k' }), 'dataset');
-  assert.equal(field({ task: 'names', data: 'dataset+own' }), 'data');
   assert.equal(field({ task: 'names', classes: ['a', 'b'] }), 'classes');
+  // Own names train the task's symbols: a names run on own data names no classes of its own.
+  assert.equal(field({ task: 'names', data: 'own', classes: ['a', 'b'] }), 'classes');
+  for (const data of ['own', 'dataset+own'] as const) {
+    const config = startConfigSchema.parse({ task: 'names', data });
+    assert.deepEqual(config.classes, namesTask.outputs);
+    // Read back as a checkpoint's metadata is: its 28 outputs are the task's, not a lesson's (at most 20).
+    assert.deepEqual(startConfigSchema.parse(config), config);
+  }
+  // A task the class collects nothing for refuses own data.
+  const datasetOnly = startConfigSchemaFor({ ...TASK_CATALOG, entry: (id) => (id === 'names' ? { ...TASK_CATALOG.entry(id)!, ownData: null } : TASK_CATALOG.entry(id)) });
+  assert.equal(field({ task: 'names', data: 'dataset+own' }, datasetOnly), 'data');
   assert.equal(field({ data: 'mnist' }), 'data');
 });
 

@@ -9,6 +9,7 @@
 import type { Task } from '../task';
 import { CONTEXT, SYMBOLS } from './names-text';
 import { FIRST_NAMES } from './datasets';
+import { OWN_NAMES } from './own-names';
 
 export const namesTask: Task = {
   id: 'names',
@@ -18,7 +19,8 @@ export const namesTask: Task = {
   // Symbol indices, taken as they are (the embedding reads them).
   example: { shape: [CONTEXT], byteScale: 1 },
   outputs: SYMBOLS,
-  ownData: false,
+  // Names the students type, kept on their devices (docs/own-data.md).
+  own: OWN_NAMES,
   models: [{ id: 'char-mlp', title: `embedding and MLP over the last ${CONTEXT} characters` }],
   datasets: [FIRST_NAMES],
   // docs/tasks.md: 3 × 64 a step, Adam at 0.005 after a 50-step warm-up; 6 epochs reach 1.99
