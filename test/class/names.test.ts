@@ -27,7 +27,7 @@ test('the start config names a task and one of its models: anything else is a 40
     [{ task: 'cifar' }, 'task'],
     [{ task: 'names', model: 'cnn' }, 'model'],
     [{ task: 'names', dataset: 'mnist-60k' }, 'dataset'],
-    [{ task: 'names', data: 'own' }, 'data'],
+    [{ task: 'names', data: 'own', classes: ['ann', 'bob'] }, 'classes'],
     [{ task: 'names', classes: ['a', 'b'] }, 'classes'],
     [{ task: 'Names' }, 'task'],
   ] as const) {
