@@ -1,6 +1,6 @@
 /**
  * One headless bench peer in a lab namespace: joins the lab's room like a student (the same
- * RingNetwork over simple-peer + @roamhq/wrtc as a Node worker) and runs bare collectives
+ * RingNetwork over @roamhq/wrtc as a Node worker) and runs bare collectives
  * the lab asks for. Commands arrive as JSON lines on stdin (a pipe works through
  * `ip netns exec`, where an IPC channel may not); each answer is one line on stdout:
  *
@@ -16,11 +16,9 @@
  */
 import { createInterface } from 'node:readline';
 import { parseArgs } from 'node:util';
-import SimplePeer from 'simple-peer';
-import wrtc from '@roamhq/wrtc';
 import { io } from 'socket.io-client';
 import { BenchPeer } from '../shared/network/bench-peer';
-import { createSimplePeerFactory } from '../shared/network/simple-peer-factory';
+import { createWrtcPeerFactory } from '../shared/network/wrtc-peer-factory';
 import { RESULT_PREFIX, type BenchPeerCommand } from './bench-peer-protocol';
 
 const { values } = parseArgs({ options: { url: { type: 'string' }, room: { type: 'string' }, name: { type: 'string' }, n: { type: 'string' } }, strict: true });
@@ -30,7 +28,7 @@ if (!values.url || !values.room || !values.name || !values.n || !code) {
   process.exit(2);
 }
 const worldSize = Number(values.n);
-const factory = createSimplePeerFactory(SimplePeer, { rtcConfig: () => ({ iceServers: [] }), wrtc });
+const factory = createWrtcPeerFactory(() => ({ iceServers: [] }));
 const peer = new BenchPeer(io(values.url, { transports: ['websocket'], auth: { room: values.room, code } }), factory, (m) => console.log(`[${values.name}] ${m}`));
 
 async function run(c: BenchPeerCommand): Promise<unknown> {

@@ -14,14 +14,12 @@
  * A hub the server let go joins again by itself; one the teacher removed waits until the
  * teacher allows a hub again. Every 30 s it logs what it summed.
  */
-import SimplePeer from 'simple-peer';
-import wrtc from '@roamhq/wrtc';
 import { io, type Socket } from 'socket.io-client';
 import { hubKeySchema, type ClientToServerEvents, type ServerToClientEvents } from '../shared/protocol';
 import { toWebringError } from '../shared/protocol/errors';
 import { HUB_WAIT_OUT_CODES, HubMember } from '../shared/training/hub-member';
 import { RECONNECT_OPTIONS } from '../shared/training/signaling-session';
-import { createSimplePeerFactory } from '../shared/network/simple-peer-factory';
+import { createWrtcPeerFactory } from '../shared/network/wrtc-peer-factory';
 import { IceConfigHolder, ICE_REQUEST_TIMEOUT_MS } from '../shared/network/ice-config';
 import { EXIT_FAILURE, failUsage, parseMemberArgs, type CommandLine, type MemberArgs } from './args';
 
@@ -49,7 +47,7 @@ async function main(): Promise<void> {
   const ice = new IceConfigHolder({ request: () => socket.timeout(ICE_REQUEST_TIMEOUT_MS).emitWithAck('ice:config'), log });
   const hub = new HubMember({
     socket,
-    factory: createSimplePeerFactory(SimplePeer, { rtcConfig: () => ice.rtcConfiguration(), wrtc }),
+    factory: createWrtcPeerFactory(() => ice.rtcConfiguration()),
     onIceConfig: (raw) => ice.update(raw),
     onGaveUp: () => process.exit(EXIT_FAILURE),
     log,

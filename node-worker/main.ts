@@ -1,6 +1,6 @@
 /**
  * A headless Node worker: joins a room like a browser tab, with the same shared/ code (the
- * TrainingWorker, the ring, the trainer), over simple-peer + @roamhq/wrtc. A lab machine
+ * TrainingWorker, the ring, the trainer), over @roamhq/wrtc's RTCPeerConnection. A lab machine
  * with a real GPU can join a class of browsers this way.
  *
  *   npm run worker -- --url http://HOST:PORT --room NAME --code K7M-Q2P [--name X] [--backend webgpu|cpu] [--device laptop|tablet|phone|node] [--data DIR [--data-task ID]] [--compute thread|main]
@@ -31,14 +31,12 @@
  */
 import os from 'node:os';
 import { statSync } from 'node:fs';
-import SimplePeer from 'simple-peer';
-import wrtc from '@roamhq/wrtc';
 import { io, type Socket } from 'socket.io-client';
 import { BACKENDS, DEVICE_CLASSES, type Backend, type DeviceClass, type ClientToServerEvents, type ServerToClientEvents } from '../shared/protocol';
 import { TrainingWorker } from '../shared/training/worker';
 import { RECONNECT_OPTIONS } from '../shared/training/signaling-session';
 import type { WorkerStatus } from '../shared/training/worker-status';
-import { createSimplePeerFactory } from '../shared/network/simple-peer-factory';
+import { createWrtcPeerFactory } from '../shared/network/wrtc-peer-factory';
 import { IceConfigHolder, ICE_REQUEST_TIMEOUT_MS } from '../shared/network/ice-config';
 import { toWebringError } from '../shared/protocol/errors';
 import { openNodeCompute } from './node-compute';
@@ -135,7 +133,7 @@ async function main(): Promise<void> {
     socket,
     // The same TURN servers and policy as the tabs: a lab machine behind the school's NAT
     // reaches students at home through the relay too.
-    peerFactory: createSimplePeerFactory(SimplePeer, { rtcConfig: () => ice.rtcConfiguration(), wrtc }),
+    peerFactory: createWrtcPeerFactory(() => ice.rtcConfiguration()),
     onIceConfig: (raw) => ice.update(raw),
     compute,
     kind: 'node',

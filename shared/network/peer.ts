@@ -1,6 +1,6 @@
 /**
- * The one seam between the ring and a WebRTC library. The browser passes simple-peer's
- * self-contained bundle, the Node worker simple-peer over @roamhq/wrtc; keeping the library
+ * The one seam between the ring and WebRTC: rtc-peer.ts over the browser's
+ * RTCPeerConnection in a tab and @roamhq/wrtc's in Node (the unit tests pass fakes); keeping it
  * behind this small interface means it can be swapped without touching the ring.
  */
 import type { ErrorCode } from '../protocol/errors';

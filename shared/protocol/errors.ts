@@ -1,6 +1,6 @@
 /**
  * Stable error codes shared by the server, the browser worker and the Node worker.
- * Callers branch on `code`, never on message text (the simple-peer convention).
+ * Callers branch on `code`, never on message text.
  */
 export const ERROR_CODES = [
   'ERR_BAD_REQUEST',

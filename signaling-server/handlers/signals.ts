@@ -5,7 +5,7 @@ import type { IoSocket } from '../rooms/room-context';
 import type { ServerContext } from './context';
 import { guarded } from './errors';
 
-/** simple-peer's signals are objects of strings and small objects; anything deeper is abuse. */
+/** Signals (SDP and ICE candidates, shared/network/rtc-peer.ts) are objects of strings and small objects; anything deeper is abuse. */
 const MAX_SIGNAL_DEPTH = 8;
 
 /** Whether `value` has objects or arrays nested more than `max` levels; stops looking at max. */

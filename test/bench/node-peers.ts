@@ -1,14 +1,12 @@
 /**
  * Headless Node bench peers for the large rings (N = 16 and 32): one process hosts
- * `--count` BenchPeers over simple-peer + @roamhq/wrtc, joined to the bench's room, and
+ * `--count` BenchPeers over @roamhq/wrtc, joined to the bench's room, and
  * runs the commands test/bench/bench.ts sends over IPC on all of them at once.
  */
 import { parseArgs } from 'node:util';
-import SimplePeer from 'simple-peer';
-import wrtc from '@roamhq/wrtc';
 import { io } from 'socket.io-client';
 import { BenchPeer } from '../../shared/network/bench-peer';
-import { createSimplePeerFactory } from '../../shared/network/simple-peer-factory';
+import { createWrtcPeerFactory } from '../../shared/network/wrtc-peer-factory';
 import type { Algorithm, WireFormat } from '../../shared/protocol';
 
 export type NodePeerCommand =
@@ -29,7 +27,7 @@ const { values } = parseArgs({
 });
 const count = Number(values.count);
 const worldSize = Number(values.n);
-const factory = createSimplePeerFactory(SimplePeer, { rtcConfig: () => ({ iceServers: [] }), wrtc });
+const factory = createWrtcPeerFactory(() => ({ iceServers: [] }));
 const peers = Array.from({ length: count }, (_, i) => new BenchPeer(io(values.url!, { transports: ['websocket'], auth: { room: values.room!, code: values.code! } }), factory, process.env.BENCH_VERBOSE ? (m) => console.log(`[${values.name}-${i}] ${m}`) : () => {}));
 
 async function run(command: NodePeerCommand): Promise<unknown[]> {

@@ -15,7 +15,7 @@ import type { StartConfig } from '../../shared/protocol';
 
 let subset: LoadedDataset | null = null;
 
-/** The `mnist` package's 10,000 digits: 8,000 to train, 2,000 to test (the 'mnist-10k' dataset). */
+/** The first 10,000 official training digits: 8,000 to train, 2,000 to test (the 'mnist-10k' dataset). */
 export function mnistSubset(): LoadedDataset {
   subset ??= MNIST_SUBSET.decode(MNIST_SUBSET.files.map((file) => new Uint8Array(readFileSync(packageFilePath(file)))));
   return subset;

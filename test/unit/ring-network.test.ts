@@ -1,7 +1,7 @@
 /**
  * RingNetwork over an in-memory PeerFactory: who dials whom, links kept or dropped across
- * generations, and all-reduces over the resulting ring. The real simple-peer path runs in
- * the Playwright tests and the benchmark.
+ * generations, and all-reduces over the resulting ring. Real WebRTC peers: rtc-peer.test.ts
+ * (in Node), the Playwright tests (tabs) and the benchmark.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';

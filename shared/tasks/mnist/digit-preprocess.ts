@@ -17,7 +17,7 @@ export const MNIST_SIZE_PX = MNIST_ROWS;
 export const MNIST_BOX_PX = 20;
 /**
  * Where the centre of mass lands, in pixel-index coordinates (pixel i spans [i, i + 1)
- * but is counted at i). Measured on the 10,000 digits of the `mnist` package: the mean
+ * but is counted at i). Measured on the 10,000 digits of the `mnist-10k` subset: the mean
  * centre of mass is (14.00, 14.00) in these coordinates, so this is MNIST's convention.
  */
 export const MNIST_CENTRE_PX = 14;
