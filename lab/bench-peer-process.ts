@@ -28,7 +28,7 @@ if (!values.url || !values.room || !values.name || !values.n || !code) {
   process.exit(2);
 }
 const worldSize = Number(values.n);
-const factory = createWrtcPeerFactory(() => ({ iceServers: [] }));
+const factory = await createWrtcPeerFactory(() => ({ iceServers: [] }));
 const peer = new BenchPeer(io(values.url, { transports: ['websocket'], auth: { room: values.room, code } }), factory, (m) => console.log(`[${values.name}] ${m}`));
 
 async function run(c: BenchPeerCommand): Promise<unknown> {

@@ -47,7 +47,7 @@ async function main(): Promise<void> {
   const ice = new IceConfigHolder({ request: () => socket.timeout(ICE_REQUEST_TIMEOUT_MS).emitWithAck('ice:config'), log });
   const hub = new HubMember({
     socket,
-    factory: createWrtcPeerFactory(() => ice.rtcConfiguration()),
+    factory: await createWrtcPeerFactory(() => ice.rtcConfiguration()),
     onIceConfig: (raw) => ice.update(raw),
     onGaveUp: () => process.exit(EXIT_FAILURE),
     log,

@@ -133,7 +133,7 @@ async function main(): Promise<void> {
     socket,
     // The same TURN servers and policy as the tabs: a lab machine behind the school's NAT
     // reaches students at home through the relay too.
-    peerFactory: createWrtcPeerFactory(() => ice.rtcConfiguration()),
+    peerFactory: await createWrtcPeerFactory(() => ice.rtcConfiguration()),
     onIceConfig: (raw) => ice.update(raw),
     compute,
     kind: 'node',

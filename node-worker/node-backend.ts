@@ -13,8 +13,19 @@ export interface NodeBackendChoice {
   webgpuUnavailable: string | null;
 }
 
+/** Dawn for Node: an optional package, so a machine without it trains on the CPU and is told what to install. */
+const WEBGPU_PACKAGE = 'webgpu';
+
 async function tryWebgpu(): Promise<{ adapter: string | undefined } | string> {
-  const { create, globals } = await import('webgpu');
+  let dawn: typeof import('webgpu');
+  try {
+    dawn = await import('webgpu');
+  } catch (err) {
+    const e = err as NodeJS.ErrnoException;
+    if (e.code === 'ERR_MODULE_NOT_FOUND' && e.message.includes(`'${WEBGPU_PACKAGE}'`)) return `the optional package ${WEBGPU_PACKAGE} is not installed (npm install ${WEBGPU_PACKAGE})`;
+    throw err;
+  }
+  const { create, globals } = dawn;
   Object.assign(globalThis, globals);
   const gpu = create([]);
   const adapter = await gpu.requestAdapter();

@@ -55,6 +55,8 @@ export const ERROR_CODES = [
   'ERR_HUB_REMOVED',
   /** A checkpoint's step outside its run: before the run's start step, or past the class's reported step plus a small margin. */
   'ERR_STEP_OUT_OF_RANGE',
+  /** An optional package this machine needs and lacks (a Node worker's WebRTC, @roamhq/wrtc): the message names it and the command that installs it. */
+  'ERR_MISSING_PACKAGE',
   'ERR_INTERNAL',
 ] as const;
 

@@ -27,7 +27,7 @@ const { values } = parseArgs({
 });
 const count = Number(values.count);
 const worldSize = Number(values.n);
-const factory = createWrtcPeerFactory(() => ({ iceServers: [] }));
+const factory = await createWrtcPeerFactory(() => ({ iceServers: [] }));
 const peers = Array.from({ length: count }, (_, i) => new BenchPeer(io(values.url!, { transports: ['websocket'], auth: { room: values.room!, code: values.code! } }), factory, process.env.BENCH_VERBOSE ? (m) => console.log(`[${values.name}-${i}] ${m}`) : () => {}));
 
 async function run(command: NodePeerCommand): Promise<unknown[]> {

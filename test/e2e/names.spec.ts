@@ -21,7 +21,7 @@ import { readFileSync } from 'node:fs';
 import { SAMPLE_COUNT, SAMPLE_SEED, SAMPLE_TEMPERATURE, sampleNames } from '../../shared/tasks/names/sampling';
 
 const ROOM = 'e2e-names';
-const STEPS = 60;
+const STEPS = 40;
 /** What each student types by hand; the server must never see them. */
 const TYPED = ['Zyxwanda', 'quorbet', 'ylvanne'];
 /** Then a class's worth each by script, from the whole alphabet: about 150 names a tab. */

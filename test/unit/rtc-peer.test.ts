@@ -7,11 +7,11 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { createWrtcPeerFactory } from '../../shared/network/wrtc-peer-factory';
+import { WRTC_PACKAGE, createWrtcPeerFactory } from '../../shared/network/wrtc-peer-factory';
 import type { PeerEvents, PeerHandle } from '../../shared/network/peer';
-import type { ErrorCode } from '../../shared/protocol/errors';
+import { WebringError, type ErrorCode } from '../../shared/protocol/errors';
 
-const factory = createWrtcPeerFactory(() => ({ iceServers: [] }));
+const factory = await createWrtcPeerFactory(() => ({ iceServers: [] }));
 const WAIT_MS = 15_000;
 
 /** One end: its handle, what it heard, and promises for its events. */
@@ -125,4 +125,13 @@ test('a signal that is no offer, answer or candidate fails the link with ERR_PEE
   b.handle.signal({ type: 'offer', sdp: 'not an sdp' });
   await within(b.closed, 'a nonsense SDP');
   assert.match(b.errors[0]!.message, /handshake failed/);
+});
+
+test('a machine without @roamhq/wrtc is told which package to install (ERR_MISSING_PACKAGE); any other load failure keeps its own words', async () => {
+  const noConfig = () => ({ iceServers: [] });
+  // What Node throws for an import of a package that is not installed.
+  const missing = Object.assign(new Error(`Cannot find package '${WRTC_PACKAGE}' imported from /app/shared/network/wrtc-peer-factory.ts`), { code: 'ERR_MODULE_NOT_FOUND' });
+  await assert.rejects(createWrtcPeerFactory(noConfig, () => Promise.reject(missing)), (e: unknown) => e instanceof WebringError && e.code === 'ERR_MISSING_PACKAGE' && e.message.includes(`npm install ${WRTC_PACKAGE}`));
+  const broken = new Error('wrtc.node: invalid ELF header');
+  await assert.rejects(createWrtcPeerFactory(noConfig, () => Promise.reject(broken)), (e: unknown) => e === broken);
 });
