@@ -10,8 +10,7 @@ import { type CollectSetting, type MetricPoint, type RoomMetrics, type RoomState
 import type { CheckpointInfo } from '../shared/checkpoints/checkpoint';
 import type { ErrorBody } from '../shared/protocol/errors';
 import { createLiveChart } from './charts';
-import { sameCollection } from '../shared/tasks/collect';
-import { DEFAULT_TASK, findTask } from '../shared/tasks/registry';
+import { collectTaskOf, sameCollection } from '../shared/tasks/collect';
 import { RoomApi, type Result, type RoomAction } from './teacher/api';
 import { ConfigForm, type StartConfigInput } from './teacher/config-form';
 import { renderCheckpoints } from './teacher/checkpoints';
@@ -315,8 +314,8 @@ function renderCollecting(s: RoomStatus): void {
 
 /** What the students are collecting, in the teacher's words. */
 function collectingText(collect: CollectSetting): string {
-  const task = findTask(collect.task ?? DEFAULT_TASK.id);
-  if (task?.own?.collects === 'text') return `Students are adding ${task.own.label} (${task.title}). Theirs stay on their devices; the members table shows how many each has.`;
+  const task = collectTaskOf(collect);
+  if (task.own?.collects === 'text') return `Students are adding ${task.own.label} (${task.title}). Theirs stay on their devices; the members table shows how many each has.`;
   return `Students are collecting: ${(collect.classes ?? []).join(', ')}. Their drawings stay on their devices; the members table shows how many each has.`;
 }
 

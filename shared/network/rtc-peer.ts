@@ -42,8 +42,7 @@ const candidateSchema = z.strictObject({
   }),
 });
 /** A signal as a peer may send it. */
-export const peerSignalSchema = z.union([descriptionSchema, candidateSchema]);
-export type PeerSignal = z.output<typeof peerSignalSchema>;
+const peerSignalSchema = z.union([descriptionSchema, candidateSchema]);
 
 export function createRtcPeerFactory(Rtc: RtcPeerConnectionClass, options: RtcPeerFactoryOptions): PeerFactory {
   return ({ initiator }, events) => new RtcPeer(new Rtc(options.rtcConfig()), initiator, events);

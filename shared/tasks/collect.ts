@@ -7,7 +7,7 @@ import { WebringError } from '../protocol/errors';
 import { sameClasses, type CollectSetting } from '../protocol';
 import type { z } from 'zod';
 import type { collectRequestSchema } from '../protocol/messages';
-import { DEFAULT_TASK, taskOf } from './registry';
+import { DEFAULT_TASK, findTask, taskOf } from './registry';
 import { ownLabels, type OwnData, type Task } from './task';
 
 export type CollectRequest = z.output<typeof collectRequestSchema>;
@@ -43,6 +43,12 @@ export function collectSettingFor(request: CollectRequest): CollectSetting | nul
   }
   if (request.classes === undefined) throw new WebringError('ERR_BAD_REQUEST', `name the classes to collect for the task ${task.id}, or classes: null to stop`, 'classes');
   return { task: task.id, classes: [...request.classes] };
+}
+
+/** The labels a run's own examples are counted under (its classes, or its text task's one label); null for a run on the dataset alone. */
+export function runOwnLabels(config: { task: string; data: string; classes: readonly string[] }): readonly string[] | null {
+  const own = config.data === 'dataset' ? null : findTask(config.task)?.own;
+  return own ? ownLabels(own, config.classes) : null;
 }
 
 /** Whether two settings collect the same items (the same task and labels): a device keeps one collection per room and setting. */

@@ -6,8 +6,7 @@
  * (Room.recordOwnExamples), and a Node worker's folder may hold more classes than the lesson's.
  */
 import type { StartConfig } from '../protocol';
-import { findTask } from '../tasks/registry';
-import { ownLabels } from '../tasks/task';
+import { runOwnLabels } from '../tasks/collect';
 
 export class OwnCounts {
   /** As last reported; null: this device reports none. */
@@ -37,8 +36,7 @@ export class OwnCounts {
 
   /** A run starts: on own data its labels count too. */
   runStarting(config: StartConfig): void {
-    const own = config.data === 'dataset' ? null : findTask(config.task)?.own;
-    this.runClasses = own ? ownLabels(own, config.classes) : null;
+    this.runClasses = runOwnLabels(config);
     this.sendNow();
   }
 

@@ -11,7 +11,7 @@
  * health, and the built client; data-api.ts adds the data service's examples.
  */
 import { startConfigSchema } from '../../shared/tasks/start-config';
-import { collectSettingFor } from '../../shared/tasks/collect';
+import { collectSettingFor, collectTaskOf } from '../../shared/tasks/collect';
 import { DEFAULT_TASK } from '../../shared/tasks/registry';
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
@@ -208,7 +208,7 @@ export function createHttpApp(ctx: RoomContext, options: HttpOptions): express.E
     const raw = body as Record<string, unknown>;
     if (raw.data !== 'own' || raw.classes !== undefined) return body;
     const collect = (await ctx.rooms.read(name))?.collect;
-    if (!collect?.classes || (collect.task ?? DEFAULT_TASK.id) !== (raw.task ?? DEFAULT_TASK.id)) return body;
+    if (!collect?.classes || collectTaskOf(collect).id !== (raw.task ?? DEFAULT_TASK.id)) return body;
     return { ...raw, classes: collect.classes };
   };
 
