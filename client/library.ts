@@ -1,0 +1,30 @@
+/**
+ * `webring` in a browser (the package's "browser" entry; node-worker/library.ts is Node's):
+ * the shared library surface, and joinRoom with a tab's parts: the maths in a Web Worker of
+ * its own on WebGPU (WebGL, the CPU as fallbacks), the browser's RTCPeerConnection, and the
+ * chief's checkpoint copies in IndexedDB.
+ */
+import { joinRoomWith, type MemberOptions, type RoomMember, type WorkerPlatform } from '../shared/library';
+import { openCompute } from './open-compute';
+import { createBrowserPeerFactory } from './browser-peer';
+import { deviceClassOf } from './device-class';
+import { indexedDbCheckpoints } from './indexeddb-checkpoints';
+
+export * from '../shared/library';
+
+/** This tab's parts; `options.compute` 'main' keeps tfjs on the page. */
+export async function browserPlatform(options: Pick<MemberOptions, 'backend' | 'compute' | 'device' | 'log'> = {}): Promise<WorkerPlatform> {
+  const compute = await openCompute(options.backend ?? null, options.compute ?? 'thread', options.log ?? (() => undefined));
+  return {
+    compute,
+    peerFactory: (rtcConfig) => createBrowserPeerFactory(rtcConfig),
+    kind: 'browser',
+    device: options.device ?? deviceClassOf(navigator as Navigator & { userAgentData?: { mobile: boolean } }),
+    localCheckpoints: indexedDbCheckpoints,
+  };
+}
+
+/** Joins a room from this tab; resolves once admitted (room-member.ts). */
+export async function joinRoom(options: MemberOptions): Promise<RoomMember> {
+  return joinRoomWith(await browserPlatform(options), options);
+}

@@ -1,0 +1,30 @@
+/**
+ * `webring/node`, and `webring` under Node: the shared library surface, and joinRoom with a
+ * Node process's parts: the maths in a worker thread of its own, on WebGPU through Dawn (the
+ * optional `webgpu` package) where a Vulkan device exists and the CPU otherwise, and WebRTC
+ * through the optional `@roamhq/wrtc` (ERR_MISSING_PACKAGE names it when it is missing).
+ */
+import { joinRoomWith, type MemberOptions, type RoomMember, type WorkerPlatform } from '../shared/library';
+import { createWrtcPeerFactory } from '../shared/network/wrtc-peer-factory';
+import { openNodeCompute } from './node-compute';
+
+export * from '../shared/library';
+
+/** This process's parts; `options.compute` 'main' keeps tfjs in this thread. */
+export async function nodePlatform(options: Pick<MemberOptions, 'backend' | 'compute' | 'device'> = {}): Promise<WorkerPlatform> {
+  // WebRTC is loaded first: a machine without it stops before a compute thread starts.
+  await createWrtcPeerFactory(() => ({}));
+  const compute = await openNodeCompute(options.backend ?? null, options.compute ?? 'thread');
+  return {
+    compute,
+    peerFactory: (rtcConfig) => createWrtcPeerFactory(rtcConfig),
+    kind: 'node',
+    device: options.device ?? 'node',
+    localCheckpoints: null,
+  };
+}
+
+/** Joins a room from this process; resolves once admitted (room-member.ts). */
+export async function joinRoom(options: MemberOptions): Promise<RoomMember> {
+  return joinRoomWith(await nodePlatform(options), options);
+}

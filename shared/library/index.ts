@@ -1,0 +1,28 @@
+/**
+ * The library's public surface that a tab and a Node process share (docs/library.md).
+ * The package's entry points add where the maths and WebRTC come from: `webring` in a
+ * browser is client/library.ts, in Node node-worker/library.ts (both export `joinRoom`
+ * with the same options), and `webring/server` is signaling-server/library.ts.
+ */
+import type { Backend, DeviceClass } from '../protocol';
+import type { ComputePlace } from '../compute/compute';
+import type { JoinOptions } from './room-member';
+
+export { RoomMember, joinRoomWith, type JoinOptions, type Membership, type MemberEvents } from './room-member';
+export { RoomControl, type RoomControlOptions, type StartOptions } from './room-control';
+export type { WorkerPlatform } from './platform';
+export type { WorkerStatus, WorkerState } from '../training/worker-status';
+export { WebringError, ERROR_CODES, type ErrorCode, type ErrorBody } from '../protocol/errors';
+export { RECIPE_DEFAULTS, type StartConfig } from '../protocol/start-config';
+export type { RoomStatus, RoomJoinInfo, Backend, DeviceClass } from '../protocol';
+export type { ComputePlace } from '../compute/compute';
+
+/** joinRoom's options: where to join, and where this device's maths runs. */
+export interface MemberOptions extends JoinOptions {
+  /** The tfjs backend to try first (default: WebGPU, then WebGL in a tab, then the CPU). */
+  backend?: Backend | null;
+  /** Where the maths runs: a thread of its own (default), or this thread. */
+  compute?: ComputePlace;
+  /** What the teacher's class summary calls this device (default: a tab's own kind, 'node' in Node). */
+  device?: DeviceClass;
+}
