@@ -213,6 +213,8 @@ export class TrainingWorker {
   }
 
   close(): void {
+    // Its timer would otherwise hold a Node process that is done open until it fires.
+    this.linkWatchdog.stop();
     this.network?.close();
     // A run waiting for its ring to re-form finds it gone now, not at its next timer.
     this.generations.notify();

@@ -1,0 +1,24 @@
+// Type-checked against the package's emitted declarations (test/package/package.test.ts).
+// Each @ts-expect-error fails the check if the types it guards were lost (an unresolved
+// import in a declaration file turns them into `any`, and the directive goes unused).
+import { joinRoom, RoomControl, WebringError, ERROR_CODES, type RoomMember, type Membership, type WorkerStatus, type StartOptions } from 'webring';
+import { joinRoom as joinFromNode, nodePlatform } from 'webring/node';
+import { startServer, type EmbeddedServer } from 'webring/server';
+
+export async function main(): Promise<void> {
+  const server: EmbeddedServer = await startServer({ port: 0 });
+  const member: RoomMember = await joinFromNode({ url: server.url, room: 'class', code: server.joinCode('class'), backend: 'cpu' });
+  const off = member.on('membership', (m: Membership) => console.log(m.rank, m.size, m.isChief));
+  off();
+  const options: StartOptions = { epochs: 1, batchSizePerWorker: 32, allreduce: 'ring', wire: 'fp16' };
+  const status = await new RoomControl({ url: server.url, teacherToken: server.teacherToken }).start('class', options);
+  const done: WorkerStatus = await member.whenDone();
+  const code: (typeof ERROR_CODES)[number] = 'ERR_BAD_JOIN_CODE';
+  console.log(status.step, done.loss, joinRoom === joinFromNode, typeof nodePlatform, new WebringError(code, 'x').code);
+  // @ts-expect-error: a join needs its room's code
+  await joinRoom({ url: server.url, room: 'class' });
+  // @ts-expect-error: the rank is null while a member waits to be admitted
+  member.rank.toFixed();
+  // @ts-expect-error: no such collective
+  await server.control.start('class', { allreduce: 'tree' });
+}
