@@ -24,7 +24,7 @@ import {
 } from './checkpoint';
 import type { Backend, MemberInfo } from '../protocol';
 import type { ReplicaState } from './replica-state';
-import { concatBuffers } from '../compute/local-replica';
+import { concatBuffers } from '../compute/weight-bytes';
 import { WeightsHasher } from '../util/weights-hash';
 import { withDeadline } from '../util/deadline';
 import type { Clock } from '../util/clock';

@@ -9,6 +9,7 @@ import * as tf from '@tensorflow/tfjs';
 import type { Backend, DeviceClass, DeviceProbe } from '../protocol';
 import { probeDevice } from './device-probe';
 import { LocalReplica } from './local-replica';
+import { ModelReplica } from './model-replica';
 import type { Replica, ReplicaSpec } from './replica';
 
 /** The backend a device trains with, and why it is not WebGPU when it is not. */
@@ -46,7 +47,7 @@ export class LocalCompute implements Compute {
   }
 
   async createReplica(spec: ReplicaSpec): Promise<Replica> {
-    return new LocalReplica(spec);
+    return spec.program ? ModelReplica.build(spec.program, spec.busyComputeMs) : new LocalReplica(spec);
   }
 
   async numTensors(): Promise<number> {

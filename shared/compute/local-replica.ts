@@ -18,7 +18,8 @@ import {
   optimizerStateVariables,
   setOptimizerIterations,
 } from './optimizer-state';
-import type { Applied, Examples, Gradients, Replica, ReplicaSnapshot, ReplicaSpec, Scored, WeightSpec } from './replica';
+import type { Applied, Examples, Gradients, Replica, ReplicaSnapshot, TaskReplicaSpec, Scored } from './replica';
+import { concatBuffers, specsOf } from './weight-bytes';
 
 export class LocalReplica implements Replica {
   readonly parameterCount: number;
@@ -27,7 +28,7 @@ export class LocalReplica implements Replica {
   private readonly optimizer: tf.Optimizer;
   private readonly variables: tf.Variable[];
   private readonly offsets: number[] = [];
-  private readonly spec: ReplicaSpec;
+  private readonly spec: TaskReplicaSpec;
   /** Numbers in one example, and one example's shape (the task's). */
   private readonly features: number;
   private readonly exampleShape: readonly number[];
@@ -35,7 +36,7 @@ export class LocalReplica implements Replica {
   private weightsVersion = 0;
   private hashCache: { version: number; hash: string } | null = null;
 
-  constructor(spec: ReplicaSpec) {
+  constructor(spec: TaskReplicaSpec) {
     const { config } = spec;
     this.spec = spec;
     const { example } = taskOf(config.task);
@@ -264,24 +265,7 @@ export class LocalReplica implements Replica {
 }
 
 /** Busy-waits `ms`: a compute that holds its thread, as slow maths does (the busyComputeMs fault). */
-function holdThread(ms: number): void {
+export function holdThread(ms: number): void {
   const end = performance.now() + ms;
   while (performance.now() < end);
-}
-
-function specsOf(specs: ReadonlyArray<tf.io.WeightsManifestEntry>): WeightSpec[] {
-  return specs.map((s) => ({ name: s.name, shape: [...s.shape], dtype: s.dtype }));
-}
-
-/** tfjs weight data (one buffer or several) as one byte array. */
-export function concatBuffers(data: tf.io.WeightData | undefined): Uint8Array {
-  if (!data) return new Uint8Array(0);
-  const parts = Array.isArray(data) ? data : [data];
-  const out = new Uint8Array(parts.reduce((n, p) => n + p.byteLength, 0));
-  let at = 0;
-  for (const p of parts) {
-    out.set(new Uint8Array(p), at);
-    at += p.byteLength;
-  }
-  return out;
 }

@@ -12,13 +12,10 @@
  * its whole ArrayBuffer (no subarray views), so that transferring it moves nothing else.
  */
 import type { OptimizerKind, StartConfig } from '../protocol';
+import type { ProgramModel } from './program-model';
+import type { WeightSpec } from './weight-bytes';
 
-/** Tensors' and weights' names, shapes and types, as tfjs's weight specs give them. */
-export interface WeightSpec {
-  name: string;
-  shape: number[];
-  dtype: 'float32' | 'int32' | 'bool' | 'string' | 'complex64';
-}
+export type { WeightSpec } from './weight-bytes';
 
 /** The replica's whole trained state in the checkpoint's formats: the bytes a tfjs model and its optimizer save. */
 export interface ReplicaSnapshot {
@@ -118,12 +115,21 @@ export interface Replica {
   dispose(): Promise<void>;
 }
 
-/** What a replica is built from: the run's model, its seed and optimizer, and a test's fault. */
-export interface ReplicaSpec {
+/** What a replica is built from: a task's model (the run's config names it, its seed and optimizer), or a program's own model; and a test's fault. */
+export type ReplicaSpec = TaskReplicaSpec | ProgramReplicaSpec;
+
+export interface TaskReplicaSpec {
   config: Pick<StartConfig, 'task' | 'model' | 'seed' | 'classes' | 'optimizer' | 'learningRate'>;
+  program?: undefined;
   /**
    * A fault a test plays: every gradient computation holds the compute thread this long, as
    * a device whose maths is slow does (in a thread, the network side still answers).
    */
+  busyComputeMs?: number;
+}
+
+/** A program's own compiled model, described for the maths thread (program-model.ts, model-replica.ts). */
+export interface ProgramReplicaSpec {
+  program: ProgramModel;
   busyComputeMs?: number;
 }

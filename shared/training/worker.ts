@@ -213,11 +213,9 @@ export class TrainingWorker {
   }
 
   close(): void {
-    // Its timer would otherwise hold a Node process that is done open until it fires.
-    this.linkWatchdog.stop();
+    this.linkWatchdog.stop(); // its timer would hold a finished Node process open until it fires
     this.network?.close();
-    // A run waiting for its ring to re-form finds it gone now, not at its next timer.
-    this.generations.notify();
+    this.generations.notify(); // a run waiting for its ring to re-form finds it gone now
     this.session.disconnect();
   }
 

@@ -1,0 +1,337 @@
+/**
+ * The replica of a program's own model (program-model.ts): any tf.LayersModel, sequential
+ * or functional, with any inputs and outputs, a loss per output and any optimizer whose
+ * state tfjs reads back. It keeps the Replica contract LocalReplica keeps for the tasks'
+ * models, so the trainer, the collectives and the hand-over run it unchanged.
+ *
+ * A batch travels in the trainer's one feature buffer: each example is one row of its
+ * inputs' numbers and then its targets' numbers, in input and output order (rowLength);
+ * the labels buffer is unused. The loss is the sum over examples (and outputs) of the
+ * outputs' per-example losses, so shares of different sizes average exactly, as for the
+ * tasks; there is no accuracy (correct is 0), only the loss.
+ */
+import * as tf from '@tensorflow/tfjs';
+import { WebringError } from '../protocol/errors';
+import { threadsNow } from '../util/clock';
+import { WeightsHasher } from '../util/weights-hash';
+import { setLearningRate } from './models';
+import { holdThread } from './local-replica';
+import { concatBuffers, specsOf } from './weight-bytes';
+import { registeredLoss, rowLength, sizeOf, SUPPORTED_OPTIMIZERS, type ProgramModel } from './program-model';
+import type { Applied, Examples, Gradients, Replica, ReplicaSnapshot, Scored } from './replica';
+
+/** One of an optimizer's weights as getWeights gives them and setWeights takes them. */
+type OptimizerWeight = Parameters<tf.Optimizer['setWeights']>[0][number];
+
+/** The optimizers a checkpoint's metadata names (checkpoints/checkpoint.ts). */
+const CHECKPOINT_OPTIMIZERS: Record<string, ReplicaSnapshot['optimizer']> = { SGD: 'sgd', Adam: 'adam' };
+
+/** Output `output`'s loss: a registered one by its name, else the one model.compile found for the tfjs name. */
+function lossFunctionOf(model: tf.LayersModel, name: string, output: number): (yTrue: tf.Tensor, yPred: tf.Tensor) => tf.Tensor {
+  const custom = registeredLoss(name);
+  if (custom) return custom;
+  const compiled = model.lossFunctions[output];
+  if (!compiled) throw new WebringError('ERR_BAD_REQUEST', `loss ${name} of output ${output} is not a tfjs loss, and no module registered it (registerLoss)`);
+  return compiled as (yTrue: tf.Tensor, yPred: tf.Tensor) => tf.Tensor;
+}
+
+export class ModelReplica implements Replica {
+  readonly parameterCount: number;
+  readonly stateLength: number;
+  private readonly variables: tf.Variable[];
+  private readonly offsets: number[] = [];
+  private readonly losses: Array<(yTrue: tf.Tensor, yPred: tf.Tensor) => tf.Tensor>;
+  /** Floats of each input and output of one example, in row order. */
+  private readonly parts: number[];
+  private readonly row: number;
+  private weightsVersion = 0;
+  private hashCache: { version: number; hash: string } | null = null;
+
+  private constructor(
+    private readonly program: ProgramModel,
+    private readonly model: tf.LayersModel,
+    private readonly optimizer: tf.Optimizer,
+    private readonly busyComputeMs: number,
+    /** The shapes of the optimizer's slots, in getWeights order (after its iteration count). */
+    private readonly slotShapes: number[][],
+  ) {
+    this.variables = model.trainableWeights.map((w) => (w as unknown as { val: tf.Variable }).val);
+    let total = 0;
+    for (const v of this.variables) {
+      this.offsets.push(total);
+      total += v.size;
+    }
+    this.parameterCount = total;
+    this.losses = program.losses.map((name, i) => lossFunctionOf(model, name, i));
+    this.parts = [...program.inputShapes, ...program.outputShapes].map(sizeOf);
+    this.row = rowLength(program);
+    // The weights, the optimizer's slots, its hidden scalars, and its iteration count last.
+    this.stateLength = total + slotShapes.reduce((n, shape) => n + sizeOf(shape), 0) + this.hiddenState().length + 1;
+  }
+
+  /**
+   * State an optimizer keeps beside what getWeights gives: Adam's β1^t and β2^t, which
+   * setWeights recomputes with pow() from the iteration count, a rounding away from the
+   * product the live replica's steps made. A joiner takes them as they are, bit for bit.
+   */
+  private hiddenState(): tf.Variable[] {
+    if (this.program.optimizer.className !== 'Adam') return [];
+    const adam = this.optimizer as unknown as { accBeta1: tf.Variable; accBeta2: tf.Variable };
+    return [adam.accBeta1, adam.accBeta2];
+  }
+
+  /** Imports the thread modules, rebuilds the model and its optimizer, and lays out the optimizer's state. */
+  static async build(program: ProgramModel, busyComputeMs = 0): Promise<ModelReplica> {
+    for (const url of program.threadModules) await import(/* @vite-ignore */ url);
+    const { className, config } = program.optimizer;
+    if (!(SUPPORTED_OPTIMIZERS as readonly string[]).includes(className)) throw new WebringError('ERR_BAD_REQUEST', `the ${className} optimizer is not supported`);
+    const registered = tf.serialization.SerializationMap.getMap().classNameMap[className];
+    if (!registered) throw new WebringError('ERR_BAD_REQUEST', `no optimizer class ${className} is registered with tfjs`);
+    const [cls, fromConfig] = registered;
+    const optimizer = fromConfig(cls, config as tf.serialization.ConfigDict) as unknown as tf.Optimizer;
+    const model = await tf.loadLayersModel(
+      tf.io.fromMemory({ modelTopology: program.modelTopology, weightSpecs: program.weightSpecs, weightData: program.weightData.slice(0) }),
+    );
+    // Compiled for its loss functions (model.lossFunctions) by their Keras names; a
+    // registered loss is looked up by name instead, so compile sees a placeholder.
+    model.compile({ optimizer, loss: program.losses.map((name) => (registeredLoss(name) ? 'meanSquaredError' : name)) });
+    return new ModelReplica(program, model, optimizer, busyComputeMs, await layOutOptimizerState(model, optimizer));
+  }
+
+  private replaceOptimizerWeights(weights: OptimizerWeight[]): Promise<void> {
+    return replaceOptimizerWeights(this.optimizer, weights);
+  }
+
+  /** The first `n` rows of `features` as the model's inputs and targets (inside a tidy). */
+  private tensors(features: Float32Array, n: number): { inputs: tf.Tensor[]; targets: tf.Tensor[] } {
+    const rows = tf.tensor2d(features.subarray(0, n * this.row), [n, this.row], 'float32');
+    const pieces = this.parts.length === 1 ? [rows] : tf.split(rows, this.parts, 1);
+    const shapes = [...this.program.inputShapes, ...this.program.outputShapes];
+    const shaped = pieces.map((p, i) => p.reshape([n, ...shapes[i]!]));
+    const inputCount = this.program.inputShapes.length;
+    return { inputs: shaped.slice(0, inputCount), targets: shaped.slice(inputCount) };
+  }
+
+  private lossSum(targets: tf.Tensor[], predictions: tf.Tensor[]): tf.Scalar {
+    return tf.addN(predictions.map((p, i) => tf.sum(this.losses[i]!(targets[i]!, p)))) as tf.Scalar;
+  }
+
+  private forward(inputs: tf.Tensor[], training: boolean): tf.Tensor[] {
+    const out = this.model.apply(inputs.length === 1 ? inputs[0]! : inputs, { training }) as tf.Tensor | tf.Tensor[];
+    return Array.isArray(out) ? out : [out];
+  }
+
+  async computeGradients(examples: Examples, flat: Float32Array): Promise<Gradients> {
+    const startedAt = threadsNow();
+    const t0 = performance.now();
+    if (this.busyComputeMs) holdThread(this.busyComputeMs);
+    const { value, grads } = tf.tidy(() => {
+      const { inputs, targets } = this.tensors(examples.features, examples.n);
+      return tf.variableGrads(() => this.lossSum(targets, this.forward(inputs, true)), this.variables);
+    });
+    let result: Gradients;
+    try {
+      const loss = (await value.data())[0]!;
+      const tReadback = performance.now();
+      const gradData = await Promise.all(this.variables.map((v) => grads[v.name]!.data()));
+      gradData.forEach((g, i) => flat.set(g as Float32Array, this.offsets[i]));
+      const { features, labels } = examples;
+      result = { flat, features, labels, loss, correct: 0, computeMs: tReadback - t0, readbackMs: performance.now() - tReadback, startedAt, endedAt: 0, numTensors: 0 };
+    } finally {
+      value.dispose();
+      tf.dispose(grads);
+    }
+    result.numTensors = tf.memory().numTensors;
+    result.endedAt = threadsNow();
+    return result;
+  }
+
+  async applyGradients(flat: Float32Array, learningRate: number): Promise<Applied> {
+    const startedAt = threadsNow();
+    setLearningRate(this.optimizer, learningRate);
+    tf.tidy(() => {
+      const named: tf.NamedTensorMap = {};
+      this.variables.forEach((v, i) => {
+        const off = this.offsets[i]!;
+        named[v.name] = tf.tensor(flat.subarray(off, off + v.size), v.shape, 'float32');
+      });
+      this.optimizer.applyGradients(named);
+    });
+    this.weightsVersion++;
+    const appliedAt = threadsNow();
+    const weightsHash = await this.weightsHash();
+    return { flat, weightsHash, startedAt, appliedAt, endedAt: threadsNow() };
+  }
+
+  async score({ features, labels, n }: Examples): Promise<Scored> {
+    const sum = tf.tidy(() => {
+      const { inputs, targets } = this.tensors(features, n);
+      return this.lossSum(targets, this.forward(inputs, false));
+    });
+    try {
+      return { correct: 0, loss: (await sum.data())[0]!, features, labels };
+    } finally {
+      sum.dispose();
+    }
+  }
+
+  /** The first output for `n` examples whose rows hold their inputs (the targets' places may be anything). */
+  async predict(features: Float32Array, n: number): Promise<Float32Array> {
+    const out = tf.tidy(() => this.forward(this.tensors(features, n).inputs, false)[0]!);
+    try {
+      return (await out.data()) as Float32Array;
+    } finally {
+      out.dispose();
+    }
+  }
+
+  async rehearse(n: number): Promise<void> {
+    const examples = { features: new Float32Array(n * this.row), labels: new Int32Array(n), n };
+    const { flat } = await this.computeGradients(examples, new Float32Array(this.parameterCount));
+    const state = await this.readState();
+    await this.applyGradients(flat, 0);
+    await this.writeState(state);
+  }
+
+  async weightsHash(): Promise<string> {
+    const version = this.weightsVersion;
+    if (this.hashCache?.version === version) return this.hashCache.hash;
+    const values = await Promise.all(this.variables.map((v) => v.data() as Promise<Float32Array>));
+    const hasher = new WeightsHasher();
+    for (const vals of values) hasher.update(vals);
+    const hash = hasher.digest();
+    this.hashCache = { version, hash };
+    return hash;
+  }
+
+  async readWeights(): Promise<Float32Array> {
+    const values = await Promise.all(this.variables.map((v) => v.data() as Promise<Float32Array>));
+    const out = new Float32Array(this.parameterCount);
+    values.forEach((vals, i) => out.set(vals, this.offsets[i]));
+    return out;
+  }
+
+  async readState(): Promise<Float32Array> {
+    const [iterations, ...slots] = await this.optimizer.getWeights();
+    const out = new Float32Array(this.stateLength);
+    let at = 0;
+    for (const vals of await Promise.all(this.variables.map((v) => v.data() as Promise<Float32Array>))) {
+      out.set(vals, at);
+      at += vals.length;
+    }
+    for (const vals of await Promise.all([...slots, ...this.hiddenState().map((tensor) => ({ tensor }))].map((s) => s.tensor.data() as Promise<Float32Array>))) {
+      out.set(vals, at);
+      at += vals.length;
+    }
+    out[at] = (await iterations!.tensor.data())[0]!;
+    iterations!.tensor.dispose();
+    return out;
+  }
+
+  async writeState(state: Float32Array): Promise<void> {
+    if (state.length !== this.stateLength) throw new WebringError('ERR_BAD_DATA', `a state of ${state.length} floats, this replica's has ${this.stateLength}`);
+    let at = 0;
+    tf.tidy(() => {
+      for (const v of this.variables) {
+        // slice, not subarray: the CPU backend keeps the array it is given as the tensor's storage.
+        v.assign(tf.tensor(state.slice(at, at + v.size), v.shape, 'float32'));
+        at += v.size;
+      }
+    });
+    const names = (await this.optimizer.getWeights()).map((w, i) => {
+      if (i === 0) w.tensor.dispose();
+      return w.name;
+    });
+    const slots = this.slotShapes.map((shape, i) => {
+      const size = sizeOf(shape);
+      const tensor = tf.tensor(state.slice(at, at + size), shape, 'float32');
+      at += size;
+      return { name: names[i + 1]!, tensor };
+    });
+    const hidden = this.hiddenState();
+    const hiddenValues = state.slice(at, at + hidden.length);
+    at += hidden.length;
+    await this.replaceOptimizerWeights([{ name: names[0]!, tensor: tf.scalar(state[at]!, 'int32') }, ...slots]);
+    tf.tidy(() => hidden.forEach((v, i) => v.assign(tf.scalar(hiddenValues[i]!))));
+    this.weightsVersion++;
+  }
+
+  async snapshot(): Promise<ReplicaSnapshot> {
+    let artifacts: tf.io.ModelArtifacts | null = null;
+    await this.model.save(
+      tf.io.withSaveHandler(async (a) => {
+        artifacts = a;
+        return { modelArtifactsInfo: { dateSaved: new Date(), modelTopologyType: 'JSON' } };
+      }),
+    );
+    const saved = artifacts as tf.io.ModelArtifacts | null;
+    if (!saved) throw new WebringError('ERR_INTERNAL', 'the model produced no artifacts');
+    const optimizerWeights = await this.optimizer.getWeights();
+    const encoded = await tf.io.encodeWeights(optimizerWeights);
+    optimizerWeights[0]!.tensor.dispose();
+    const kind = CHECKPOINT_OPTIMIZERS[this.program.optimizer.className];
+    if (!kind) throw new WebringError('ERR_BAD_REQUEST', `checkpoints keep the state of SGD and Adam only; this model's optimizer is ${this.program.optimizer.className}`);
+    return {
+      modelTopology: saved.modelTopology ?? {},
+      weightSpecs: specsOf(saved.weightSpecs ?? []),
+      weights: concatBuffers(saved.weightData),
+      optimizer: kind,
+      optimizerSpecs: specsOf(encoded.specs),
+      optimizerData: new Uint8Array(encoded.data),
+    };
+  }
+
+  async load(snapshot: Pick<ReplicaSnapshot, 'weightSpecs' | 'weights' | 'optimizerSpecs' | 'optimizerData'>): Promise<void> {
+    const specs = snapshot.weightSpecs;
+    if (specs.length !== this.variables.length) throw new WebringError('ERR_BAD_DATA', `checkpoint has ${specs.length} weights, the model has ${this.variables.length}`);
+    specs.forEach((s, i) => {
+      if (s.shape.join('x') !== this.variables[i]!.shape.join('x')) throw new WebringError('ERR_BAD_DATA', `checkpoint weight ${i} has shape ${s.shape}, the model needs ${this.variables[i]!.shape}`);
+    });
+    const weights = tf.io.decodeWeights(snapshot.weights.slice().buffer, specs);
+    this.variables.forEach((v, i) => v.assign(weights[specs[i]!.name]!));
+    tf.dispose(Object.values(weights));
+    const opt = tf.io.decodeWeights(snapshot.optimizerData.slice().buffer, snapshot.optimizerSpecs);
+    await this.replaceOptimizerWeights(snapshot.optimizerSpecs.map((s) => ({ name: s.name, tensor: opt[s.name]! })));
+    this.weightsVersion++;
+  }
+
+  async nudge(): Promise<void> {
+    const v = this.variables[0]!;
+    tf.tidy(() => v.assign(v.add(tf.scalar(1e-3))));
+    this.weightsVersion++;
+  }
+
+  async dispose(): Promise<void> {
+    this.optimizer.dispose();
+    this.model.dispose();
+  }
+}
+
+/**
+ * tfjs makes an optimizer's slots on its first step; one blank step (zero gradients, which
+ * move no weight in any supported optimizer) makes them now, and the iteration count goes
+ * back to 0, so every replica's state has one layout from the start. Returns the slots' shapes.
+ */
+async function layOutOptimizerState(model: tf.LayersModel, optimizer: tf.Optimizer): Promise<number[][]> {
+  tf.tidy(() => {
+    const zeros: tf.NamedTensorMap = {};
+    for (const w of model.trainableWeights) {
+      const v = (w as unknown as { val: tf.Variable }).val;
+      zeros[v.name] = tf.zerosLike(v);
+    }
+    optimizer.applyGradients(zeros);
+  });
+  const [iterations, ...slots] = await optimizer.getWeights();
+  await replaceOptimizerWeights(optimizer, [{ name: iterations!.name, tensor: tf.scalar(0, 'int32') }, ...slots.map((s) => ({ name: s.name, tensor: s.tensor.clone() }))]);
+  iterations!.tensor.dispose();
+  return slots.map((s) => [...s.tensor.shape]);
+}
+
+/** setWeights makes new slot variables without disposing the old: they go first. Takes ownership of `weights`. */
+async function replaceOptimizerWeights(optimizer: tf.Optimizer, weights: OptimizerWeight[]): Promise<void> {
+  const [iterations, ...slots] = await optimizer.getWeights();
+  iterations?.tensor.dispose();
+  tf.dispose(slots.map((w) => w.tensor));
+  await optimizer.setWeights(weights);
+  tf.dispose(weights.map((w) => w.tensor));
+}
