@@ -29,6 +29,9 @@ export interface ProgramModel {
   /** One example's shape per input and per output, without the batch dimension. */
   inputShapes: number[][];
   outputShapes: number[][];
+  /** The inputs' and outputs' names (model.inputNames, model.outputNames): a dataset's dict elements are matched by them. */
+  inputNames: string[];
+  outputNames: string[];
   /** Module URLs the maths thread imports before it builds the model (custom layers and losses). */
   threadModules: string[];
 }
@@ -97,6 +100,8 @@ export async function describeModel(model: tf.LayersModel, threadModules: readon
     losses: perOutput.map((l, i) => nameOfLoss(l, i)),
     inputShapes: model.inputs.map((t, i) => exampleShape(t.shape, `input ${i}`)),
     outputShapes: model.outputs.map((t, i) => exampleShape(t.shape, `output ${i}`)),
+    inputNames: [...model.inputNames],
+    outputNames: [...model.outputNames],
     threadModules: [...threadModules],
   };
 }
