@@ -7,8 +7,13 @@
 import { joinRoomWith, type MemberOptions, type RoomMember, type WorkerPlatform } from '../shared/library';
 import { createWrtcPeerFactory } from '../shared/network/wrtc-peer-factory';
 import { openNodeCompute } from './node-compute';
+import { registerFileModels } from './file-models';
 
 export * from '../shared/library';
+export { fileModelHandler } from './file-models';
+
+// model.save('file://…') and tf.loadLayersModel('file://…/model.json') work as with tfjs-node.
+registerFileModels();
 
 /** This process's parts; `options.compute` 'main' keeps tfjs in this thread. */
 export async function nodePlatform(options: Pick<MemberOptions, 'backend' | 'compute' | 'device'> = {}): Promise<WorkerPlatform> {

@@ -18,6 +18,8 @@ export interface DataSource {
   readonly trainCount: number;
   /** The most examples one replica trains on in one step: the trainer sizes its batch buffers by it. */
   readonly maxShardExamples: number;
+  /** Numbers in one example's row, where the source says (a program's rows: its inputs and targets); else the task's F. */
+  readonly featuresPerExample?: number;
   /** Examples one step trains on over the whole ring at `worldSize`, away from an epoch's end (batch-plan.ts globalBatchSize). */
   globalBatchSize(worldSize: number): number;
   /**

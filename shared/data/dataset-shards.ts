@@ -126,6 +126,9 @@ export class DatasetShards implements DataSource {
   get trainCount(): number {
     return this.options.trainCount;
   }
+  get featuresPerExample(): number {
+    return rowLength(this.options.layout);
+  }
   /** A rank may take the whole global batch (one worker alone, or shares that follow speed). */
   get maxShardExamples(): number {
     return this.options.batchSize;

@@ -10,6 +10,10 @@ import type { JoinOptions } from './room-member';
 
 export { RoomMember, joinRoomWith, type JoinOptions, type Membership, type MemberEvents } from './room-member';
 export { RoomControl, type RoomControlOptions, type StartOptions } from './room-control';
+export { fitDataset, FIT_DEFAULTS, type FitDatasetOptions } from './fit-dataset';
+export type { FitCallback } from './fit-callbacks';
+export type { EpochDataset } from '../data/dataset-shards';
+export { registerLoss, type LossFunction } from '../compute/program-model';
 export type { WorkerPlatform } from './platform';
 export type { WorkerStatus, WorkerState } from '../training/worker-status';
 export { WebringError, ERROR_CODES, type ErrorCode, type ErrorBody } from '../protocol/errors';

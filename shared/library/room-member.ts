@@ -15,6 +15,8 @@ import { WebringError, type ErrorBody } from '../protocol/errors';
 import { memberNameSchema, roomNameSchema, type ClientToServerEvents, type ServerToClientEvents } from '../protocol';
 import { joinCodeSchema } from '../protocol/join-code';
 import type { WorkerPlatform } from './platform';
+import { RoomControl } from './room-control';
+import type { ProgramSlot } from '../training/run-workload';
 
 export interface JoinOptions {
   /** The signaling server: its http(s) origin, e.g. what `startServer` returns as `url`. */
@@ -26,12 +28,18 @@ export interface JoinOptions {
   name?: string;
   /** Hears the worker's log lines (default: none). */
   log?(message: string): void;
+  /**
+   * The teacher token, for the member that starts its program's runs (fitDataset): it starts
+   * the run once enough members have joined, and stops it for early stopping. Others wait.
+   */
+  teacherToken?: string;
 }
 
 const joinOptionsSchema = z.object({
   room: roomNameSchema,
   code: joinCodeSchema,
   name: memberNameSchema.optional(),
+  teacherToken: z.string().min(1).optional(),
 });
 
 /** Where a member stands in the ring: MultiWorkerMirroredStrategy's task id and cluster size. */
@@ -69,8 +77,21 @@ export class RoomMember {
   private readonly listeners: { [K in keyof MemberEvents]: Set<Listener<K>> } = { membership: new Set(), status: new Set(), done: new Set(), error: new Set() };
   private worker: TrainingWorker | null = null;
   private closed = false;
+  /** The program fitDataset trains (run-workload.ts): the worker reads it when a run starts. */
+  readonly programSlot: ProgramSlot = { current: null };
 
-  constructor(private readonly platform: WorkerPlatform) {}
+  constructor(
+    private readonly platform: WorkerPlatform,
+    /** The room it joined. */
+    readonly room: string,
+    /** The teacher's controls, for a member given the teacher token; null otherwise. */
+    readonly control: RoomControl | null,
+  ) {}
+
+  /** The weights of the last run's replica, all in variable order; null before any run. */
+  async trainedWeights(): Promise<Float32Array | null> {
+    return (await this.worker?.replica?.readWeights()) ?? null;
+  }
 
   get rank(): number | null {
     return this.membershipNow.rank;
@@ -175,7 +196,8 @@ export async function joinRoomWith(platform: WorkerPlatform, options: JoinOption
   // The worker connects when it joins: the handshake carries the room and its join code.
   const socket: Socket<ServerToClientEvents, ClientToServerEvents> = io(origin, { transports: ['websocket'], autoConnect: false, ...RECONNECT_OPTIONS });
   const ice = new IceConfigHolder({ request: () => socket.timeout(ICE_REQUEST_TIMEOUT_MS).emitWithAck('ice:config'), log });
-  const member = new RoomMember(platform);
+  const control = checked.data.teacherToken ? new RoomControl({ url: origin, teacherToken: checked.data.teacherToken }) : null;
+  const member = new RoomMember(platform, checked.data.room, control);
   const worker = new TrainingWorker({
     socket,
     peerFactory: await platform.peerFactory(() => ice.rtcConfiguration()),
@@ -187,6 +209,7 @@ export async function joinRoomWith(platform: WorkerPlatform, options: JoinOption
     localCheckpoints: platform.localCheckpoints,
     onStatus: (s) => member.statusChanged(s),
     onServerError: (e) => member.serverError(e),
+    program: member.programSlot,
     log,
   });
   member.attach(worker);

@@ -35,7 +35,7 @@ export const classesSchema = z
 /** A model's outputs in order, as a run's config keeps them: a task's classes or vocabulary's symbols, each once. */
 export const outputsSchema = z
   .array(z.string().min(1).max(CLASS_LABEL_MAX_CHARS).regex(/^[^\p{Cc}]+$/u, 'no control characters'))
-  .min(MIN_CLASSES)
+  .min(1)
   .max(MAX_OUTPUTS)
   .refine((labels) => new Set(labels).size === labels.length, 'each output once')
   .readonly();

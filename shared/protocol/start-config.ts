@@ -43,6 +43,9 @@ export const RECIPE_DEFAULTS = {
 /** The wire a local-steps run takes when the teacher names none: DiLoCo's outer gradients survive fp16, and a round's one all-reduce then moves half the bytes. */
 export const LOCAL_STEPS_DEFAULT_WIRE = 'fp16';
 
+/** The most examples one worker's share of a step may hold. */
+const MAX_BATCH_PER_WORKER = 1024;
+
 
 /**
  * What the start config's check needs of a task (shared/tasks/task.ts catalogEntryOf):
@@ -70,9 +73,32 @@ export interface TaskCatalog {
  * (model, dataset, classes and its recipe) may be left out; `startConfigSchemaFor` fills
  * them in from the task and checks them against it.
  */
+/** The task, model and dataset ids of a program's run (`program`): the workload is the program's, not the registry's. */
+export const PROGRAM_WORKLOAD = 'program';
+
+/**
+ * A program's run (the library's fitDataset, docs/library.md): each member trains its own
+ * copy of the program's model on its own copy of the dataset, and the server learns only
+ * their fingerprint and sizes. Every member checks its model and dataset against these.
+ */
+export const programRunSchema = z.strictObject({
+  /** Hex digest of the model's description and the dataset's sizes (shared/library/program-fingerprint.ts). */
+  fingerprint: z.string().regex(/^[0-9a-f]{32}$/),
+  /** Elements of the training dataset in one epoch, and of the validation dataset (0: none). */
+  trainCount: z.number().int().min(1).max(1_000_000_000),
+  validationCount: z.number().int().min(0).max(1_000_000_000),
+  /** The global batch: examples one step trains over the whole ring, whatever its size. */
+  batchSize: z.number().int().min(1).max(65_536),
+  /** The model's outputs' names, in output order. */
+  outputs: outputsSchema,
+});
+export type ProgramRun = z.output<typeof programRunSchema>;
+
 export const startConfigFieldsSchema = z.strictObject({
   /** The workload (shared/tasks/): what one example is, its models, datasets and pages. */
   task: workloadIdSchema.optional(),
+  /** A program's own model and dataset instead of a task's (docs/library.md); task, model, dataset and classes then come from it. */
+  program: programRunSchema.optional(),
   /** One of the task's models; default: its first. */
   model: workloadIdSchema.optional(),
   optimizer: z.enum(OPTIMIZER_KINDS).optional(),
@@ -91,7 +117,7 @@ export const startConfigFieldsSchema = z.strictObject({
   scaleLearningRate: z.boolean().default(RECIPE_DEFAULTS.scaleLearningRate),
   /** The global batch at which learningRate applies when scaleLearningRate is on. */
   referenceBatch: z.number().int().min(1).max(65_536).default(RECIPE_DEFAULTS.referenceBatch),
-  batchSizePerWorker: z.number().int().min(1).max(1024).optional(),
+  batchSizePerWorker: z.number().int().min(1).max(MAX_BATCH_PER_WORKER).optional(),
   /**
    * Each worker's share of the global batch (still batchSizePerWorker × N) follows its
    * measured speed, re-balanced every 5 steps with hysteresis (shared/training/share-balancer.ts),
@@ -158,6 +184,7 @@ export type StartConfigFields = z.output<typeof startConfigFieldsSchema>;
 
 /** Fills in what the task gives and checks the config against it: an unknown task, model or dataset is an issue naming the field. */
 function resolveAgainst(catalog: TaskCatalog, c: StartConfigFields, ctx: z.RefinementCtx) {
+  if (c.program) return resolveProgram(c, c.program, ctx);
   const taskId = c.task ?? catalog.defaultTask;
   const task = catalog.entry(taskId);
   const fail = (path: string, message: string) => {
@@ -194,6 +221,41 @@ function resolveAgainst(catalog: TaskCatalog, c: StartConfigFields, ctx: z.Refin
     warmupSteps: c.warmupSteps ?? r.warmupSteps ?? RECIPE_DEFAULTS.warmupSteps,
     batchSizePerWorker: c.batchSizePerWorker ?? r.batchSizePerWorker ?? RECIPE_DEFAULTS.batchSizePerWorker,
     epochs: c.epochs ?? r.epochs ?? RECIPE_DEFAULTS.epochs,
+    secureAggregation,
+    wire: c.wire ?? defaultWire(c.sync, secureAggregation),
+  };
+}
+
+/** A program's run: its workload is the program's; a program's optimizer defines its own rate, so there is no warm-up unless asked. */
+function resolveProgram(c: StartConfigFields, program: ProgramRun, ctx: z.RefinementCtx) {
+  // A stored config (a checkpoint's, room.json) names them as this gave them; anything else is a mistake.
+  const given = { task: c.task, model: c.model, dataset: c.dataset };
+  for (const [field, value] of Object.entries(given)) {
+    if (value !== undefined && value !== PROGRAM_WORKLOAD) {
+      ctx.addIssue({ code: 'custom', path: [field], message: `a program's run takes its ${field} from the program` });
+      return z.NEVER;
+    }
+  }
+  if (c.classes !== undefined && !sameClasses(c.classes, program.outputs)) {
+    ctx.addIssue({ code: 'custom', path: ['classes'], message: "a program's run takes its classes from the program's outputs" });
+    return z.NEVER;
+  }
+  if (c.data !== 'dataset') {
+    ctx.addIssue({ code: 'custom', path: ['data'], message: "a program's run trains on the program's dataset: data 'dataset'" });
+    return z.NEVER;
+  }
+  const secureAggregation = c.secureAggregation ?? false;
+  return {
+    ...c,
+    task: PROGRAM_WORKLOAD,
+    model: PROGRAM_WORKLOAD,
+    dataset: PROGRAM_WORKLOAD,
+    classes: [...program.outputs],
+    optimizer: c.optimizer ?? 'sgd',
+    learningRate: c.learningRate ?? RECIPE_DEFAULTS.learningRate,
+    warmupSteps: c.warmupSteps ?? 0,
+    batchSizePerWorker: c.batchSizePerWorker ?? Math.min(program.batchSize, MAX_BATCH_PER_WORKER),
+    epochs: c.epochs ?? 1,
     secureAggregation,
     wire: c.wire ?? defaultWire(c.sync, secureAggregation),
   };

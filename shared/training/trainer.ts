@@ -109,8 +109,8 @@ export class Trainer {
     const tail: TailSection[] = [this.metrics, this.votes, this.times, this.links, this.count];
     if (agreement) tail.push(new DataAgreementTail(agreement));
     this.tail = new Ledger(tail, MAX_ROOM_MEMBERS);
-    // The engine knows an example only as F numbers: the task says how many.
-    const features = featuresOf(config.task);
+    // The engine knows an example only as F numbers: the task (or a program's source) says how many.
+    const features = data.featuresPerExample ?? featuresOf(config.task);
     this.buffers = new StepBuffers(total, this.tail, data.maxShardExamples * features, data.maxShardExamples, collective.worldSize);
     this.evaluation = new Evaluation(features);
     this.links.sizeFor(total, this.tail.length);

@@ -127,6 +127,7 @@ export class TrainingRun {
       loss: null,
       testAccuracy: null,
       testLoss: null,
+      evaluatedEpoch: null,
       error: null,
       resyncs: 0,
       secureAggregation: start.config.secureAggregation,
@@ -254,7 +255,7 @@ export class TrainingRun {
     const count = this.tally.of(epoch);
     const trained = count ? `${count.examples} examples trained${count.whole ? '' : ' since this replica joined'}` : 'no step seen';
     this.options.log(`epoch ${epoch}: ${trained}; held out: ${testLoss.toFixed(4)} nats per example, accuracy ${accuracy.toFixed(4)} over ${scores.examples}`);
-    this.update({ testAccuracy: accuracy, testLoss });
+    this.update({ testAccuracy: accuracy, testLoss, evaluatedEpoch: epoch });
     const { start, network } = this.options;
     this.options.reporter.report('worker:evaluated', { run: start.run, generation: network.generation?.generation ?? start.generation, step: trainer.step, epoch, accuracy, testLoss });
   }

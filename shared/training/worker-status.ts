@@ -27,6 +27,8 @@ export interface WorkerStatus {
   testAccuracy: number | null;
   /** The held-out loss after the last epoch, nats per example (per symbol for text). */
   testLoss: number | null;
+  /** The epoch the last held-out scores (testAccuracy, testLoss) are of, or null before any. */
+  evaluatedEpoch: number | null;
   weightsHash: string | null;
   gradNorm: number | null;
   examplesPerSec: number;
@@ -104,6 +106,7 @@ export class WorkerStatusView {
       trainAccuracy: null,
       testAccuracy: null,
       testLoss: null,
+      evaluatedEpoch: null,
       weightsHash: null,
       gradNorm: null,
       examplesPerSec: 0,

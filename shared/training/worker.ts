@@ -36,21 +36,15 @@ import { SecureKeys } from './secure-keys';
 import { OwnCounts } from './own-counts';
 import type { RunCheckpoints, RunControl } from './run-ports';
 import type { Compute } from '../compute/compute';
+import type { Replica } from '../compute/replica';
+import { programDataFor, replicaSpecFor, type ProgramSlot } from './run-workload';
 
 export interface WorkerOptions {
   socket: Socket<ServerToClientEvents, ClientToServerEvents>;
   peerFactory: PeerFactory;
-  /**
-   * Where each run's examples come from; by default the task's dataset streamed from its
-   * data service (streamed-dataset.ts), or for a run on the class's own data this device's
-   * own examples (ownExamples).
-   */
+  /** Where each run's examples come from; by default the task's dataset from the data service (streamed-dataset.ts), or this device's own examples. */
   data?: DataFactory;
-  /**
-   * This device's own examples for a run of a task and classes (own-examples.ts: the
-   * browser's IndexedDB, a Node worker's --data folder); null or absent where it holds none.
-   * They never leave it.
-   */
+  /** This device's own examples for a run of a task and classes (own-examples.ts), null where it holds none. They never leave it. */
   ownExamples?: (run: OwnRun) => OwnExamples | null;
   /** Hears what the room collects (the join reply, then `room:collect`): its task and classes, or null. */
   onCollect?(collect: CollectSetting | null): void;
@@ -73,6 +67,8 @@ export interface WorkerOptions {
   clock?: Clock;
   /** Hears the ICE config (TURN credentials) of every join and rejoin, before any link is dialled. */
   onIceConfig?(ice: unknown): void;
+  /** The program a run of a program's model trains (run-workload.ts); absent in the classroom's pages. */
+  program?: ProgramSlot;
 }
 
 export class TrainingWorker {
@@ -198,13 +194,14 @@ export class TrainingWorker {
     return result;
   }
 
-  /**
-   * Output probabilities for `n` examples (n × F numbers, as the model takes them) from
-   * this replica's live weights, n × outputs; null before the first run. Runs between
-   * training steps on the same backend: the try panels ask it.
-   */
+  /** Output probabilities for `n` examples (n × F numbers) from the live weights, n × outputs; null before the first run (the try panels). */
   async predict(features: Float32Array, n = 1): Promise<Float32Array | null> {
-    return this.trainer ? this.trainer.replica.predict(features, n) : null;
+    return this.replica ? this.replica.predict(features, n) : null;
+  }
+
+  /** The last run's replica (its weights outlive the run), or null before any run. */
+  get replica(): Replica | null {
+    return this.trainer?.replica ?? null;
   }
 
   /** This tab's member token while it is a member, for its reads of the room (never the join code); null before joining. */
@@ -368,8 +365,7 @@ export class TrainingWorker {
       await this.trainer?.dispose();
       this.trainer = null;
       const secure = this.secureKeys.runStarting(start.config, start.run, start.generation);
-      const busyComputeMs = this.options.faults?.busyComputeMs;
-      const replica = await this.options.compute.createReplica({ config: start.config, ...(busyComputeMs ? { busyComputeMs } : {}) });
+      const replica = await this.options.compute.createReplica(replicaSpecFor(start.config, this.options.program ?? null, this.options.faults?.busyComputeMs));
       const run = new TrainingRun({
         replica,
         start,
@@ -422,7 +418,7 @@ export class TrainingWorker {
 
   /** Where this run's examples come from; `signal` ends its fetches with the run. */
   private runData(start: TrainStart, signal: AbortSignal): DataSource {
-    return (this.options.data ?? this.defaultData)(start.config, {
+    return (programDataFor(start.config, this.options.program ?? null) ?? this.options.data ?? this.defaultData)(start.config, {
       serverUrl: this.options.serverUrl,
       room: this.session.identity!.room,
       // The current membership's token: a fresh join after a drop brings a new one.

@@ -71,7 +71,8 @@ async function resumePoint(ctx: RoomContext, room: string, config: StartConfig):
     if (config.resumeFrom === LATEST_CHECKPOINT) return null; // another task starts fresh
     throw new WebringError('ERR_OTHER_TASK', `checkpoint ${config.resumeFrom} is of the task ${meta.config.task}, not ${config.task}: its weights and data position mean nothing to this run`, 'resumeFrom');
   }
-  if (meta.config.model !== config.model) {
+  // Two programs' models are the same model only when their fingerprints are.
+  if (meta.config.model !== config.model || meta.config.program?.fingerprint !== config.program?.fingerprint) {
     if (config.resumeFrom === LATEST_CHECKPOINT) return null; // a different model starts fresh
     throw new WebringError('ERR_BAD_STATE', `checkpoint ${config.resumeFrom} holds a ${meta.config.model}, not a ${config.model}`, 'resumeFrom');
   }

@@ -1,0 +1,146 @@
+/**
+ * fitDataset: MultiWorkerMirroredStrategy's model.fit for a room. Every member calls it
+ * with the same model and dataset; the member given the teacher token starts the run once
+ * enough members have joined (minMembers), and every member trains its share of each global
+ * batch, all-reduces the gradients and applies the same update, joins and leaves included.
+ * It resolves, on every member, once the run ends, with the user's model holding the
+ * trained weights and a History of the epochs' logs, as tfjs's fitDataset does.
+ */
+import * as tf from '@tensorflow/tfjs';
+import { sha256 } from '@noble/hashes/sha2.js';
+import { bytesToHex, utf8ToBytes } from '@noble/hashes/utils.js';
+import { WebringError } from '../protocol/errors';
+import type { ProgramRun } from '../protocol/start-config';
+import { describeModel, type ProgramModel } from '../compute/program-model';
+import { DatasetShards, countElements, type EpochDataset } from '../data/dataset-shards';
+import type { WorkerStatus } from '../training/worker-status';
+import { FitCallbacks, type FitCallback } from './fit-callbacks';
+import type { StartOptions } from './room-control';
+import type { RoomMember } from './room-member';
+
+/** The classroom's options a program's run takes as they are (docs/recipe.md, docs/library.md). */
+type RunOptions = Pick<
+  StartOptions,
+  'sync' | 'localSteps' | 'outerOptimizer' | 'outerLearningRate' | 'outerMomentum' | 'secureAggregation' | 'wire' | 'allreduce' | 'warmupSteps' | 'seed' | 'saveEverySteps' | 'maxToKeep' | 'resumeFrom' | 'maxSteps' | 'balanceShares'
+>;
+
+export interface FitDatasetOptions extends RunOptions {
+  /** Passes over the dataset (default 1). */
+  epochs?: number;
+  /** The global batch: examples one step trains over the whole ring, whatever its size (default 32). */
+  batchSize?: number;
+  /** Scored at every epoch's end, split over the members: its loss is the logs' val_loss. */
+  validationData?: EpochDataset;
+  callbacks?: FitCallback | FitCallback[];
+  /** Module URLs the maths thread imports before it builds the model: those that register custom layers and losses. */
+  threadModules?: string[];
+  /** The member with the teacher token starts the run once the ring holds this many (default 1). */
+  minMembers?: number;
+  /** Where the chief saves the trained model when the run ends: any tf.io URL or handler ('indexeddb://…', 'file://…' in Node). The server keeps the run's checkpoints besides. */
+  save?: string | tf.io.IOHandler;
+}
+
+export const FIT_DEFAULTS = { epochs: 1, batchSize: 32, minMembers: 1 } as const;
+/** How often the starting member looks whether enough members have joined. */
+const MEMBERS_POLL_MS = 100;
+
+/**
+ * One digest of what the members must share: the model's structure (its layers' classes,
+ * its weights' shapes in order, its inputs and outputs), its loss and optimizer, and the
+ * data's sizes. Not the layers' generated names nor their initializers: two processes that
+ * build one model name its layers alike, two models in one process do not, and the chief's
+ * initial weights reach everyone in the first hand-over.
+ */
+export function programFingerprint(program: ProgramModel, run: Omit<ProgramRun, 'fingerprint' | 'outputs'>): string {
+  const { modelTopology, weightSpecs, optimizer, losses, inputShapes, outputShapes } = program;
+  const layers = ((modelTopology as { config?: { layers?: Array<{ class_name?: string }> } }).config?.layers ?? []).map((l) => l.class_name);
+  const weights = weightSpecs.map((w) => [w.dtype, ...w.shape]);
+  const text = JSON.stringify({ layers, weights, optimizer, losses, inputShapes, outputShapes, run });
+  return bytesToHex(sha256(utf8ToBytes(text))).slice(0, 32);
+}
+
+function firstEpoch(dataset: EpochDataset): tf.data.Dataset<tf.TensorContainer> {
+  return typeof dataset === 'function' ? dataset(0) : dataset;
+}
+
+/** Waits until the run this member trains ends ('done'), or rejects if the member fails. */
+function runEnd(member: RoomMember, feed: (s: WorkerStatus) => void): Promise<WorkerStatus> {
+  return new Promise((resolve, reject) => {
+    let trained = false;
+    const offs = [
+      member.on('status', (s) => {
+        if (s.state === 'training') trained = true;
+        feed(s);
+        if (trained && s.state === 'done') {
+          offs.forEach((off) => off());
+          resolve(s);
+        }
+      }),
+      member.on('error', (e) => {
+        if (member.status?.state !== 'error') return;
+        offs.forEach((off) => off());
+        reject(new WebringError(e.code, e.message));
+      }),
+    ];
+  });
+}
+
+export async function fitDataset(member: RoomMember, model: tf.LayersModel, dataset: EpochDataset, options: FitDatasetOptions = {}): Promise<tf.History> {
+  const { epochs = FIT_DEFAULTS.epochs, batchSize = FIT_DEFAULTS.batchSize, minMembers = FIT_DEFAULTS.minMembers, validationData, callbacks, threadModules, save, ...run } = options;
+  if (!Number.isInteger(batchSize) || batchSize < 1) throw new WebringError('ERR_BAD_REQUEST', `fitDataset: batchSize must be a whole number of examples, got ${batchSize}`, 'batchSize');
+  if (!Number.isInteger(epochs) || epochs < 1) throw new WebringError('ERR_BAD_REQUEST', `fitDataset: epochs must be a whole number from 1, got ${epochs}`, 'epochs');
+  if (member.programSlot.current) throw new WebringError('ERR_BAD_STATE', 'fitDataset: this member already fits a model');
+  const program = await describeModel(model, threadModules);
+  const trainCount = await countElements(firstEpoch(dataset));
+  if (trainCount === 0) throw new WebringError('ERR_NO_EXAMPLES', 'fitDataset: the dataset has no element');
+  const validationCount = validationData ? await countElements(firstEpoch(validationData)) : 0;
+  const sizes = { trainCount, validationCount, batchSize };
+  const fingerprint = programFingerprint(program, sizes);
+  const layout = program;
+  member.programSlot.current = {
+    program,
+    fingerprint,
+    data: () => new DatasetShards({ train: dataset, trainCount, validation: validationData ?? null, validationCount, batchSize, layout }),
+  };
+  const control = member.control;
+  const stopRequested = (stop: boolean) => {
+    if (stop && control) void control.stop(member.room);
+  };
+  const steps = Math.ceil(trainCount / batchSize);
+  const feed = new FitCallbacks(model, callbacks, { epochs, steps, validation: validationCount > 0 }, stopRequested);
+  const learningRate = (program.optimizer.config as { learningRate?: unknown }).learningRate;
+  try {
+    const ended = runEnd(member, (s) => feed.status(s));
+    if (control) {
+      while (member.size < minMembers) await new Promise((r) => setTimeout(r, MEMBERS_POLL_MS));
+      await control.start(member.room, {
+        ...run,
+        program: { fingerprint, ...sizes, outputs: program.outputNames },
+        epochs,
+        optimizer: program.optimizer.className === 'Adam' ? 'adam' : 'sgd',
+        ...(typeof learningRate === 'number' ? { learningRate } : {}),
+      });
+    }
+    const final = await ended;
+    await copyTrainedWeights(member, model);
+    if (save && member.isChief) await model.save(save);
+    return await feed.end(final);
+  } finally {
+    member.programSlot.current = null;
+  }
+}
+
+/** The run's weights into the user's model, so that model.predict and model.save use them. */
+async function copyTrainedWeights(member: RoomMember, model: tf.LayersModel): Promise<void> {
+  const flat = await member.trainedWeights();
+  if (!flat) throw new WebringError('ERR_BAD_STATE', 'the run ended without a replica on this member');
+  let at = 0;
+  tf.tidy(() => {
+    for (const w of model.trainableWeights) {
+      const { size, shape } = w.read();
+      w.write(tf.tensor(flat.slice(at, at + size), shape, 'float32'));
+      at += size;
+    }
+  });
+  if (at !== flat.length) throw new WebringError('ERR_INTERNAL', `the run's replica has ${flat.length} weights, the model ${at}`);
+}

@@ -1,0 +1,108 @@
+/**
+ * fitDataset through the real server and real WebRTC between three members in this process:
+ * a user's functional model with two inputs and mean squared error, built separately by each
+ * member (different initial weights: the chief's are handed over), trains on a synthetic
+ * tf.data dataset with a global batch; every member gets the same History (loss and
+ * val_loss per epoch) and its callbacks the batch logs, the loss falls, and every member's
+ * model ends with the same trained weights, which the chief saved with file://. Early
+ * stopping stops the run for everyone.
+ */
+import { test, after } from 'node:test';
+import assert from 'node:assert/strict';
+import * as tf from '@tensorflow/tfjs';
+import { rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { startServer, type EmbeddedServer } from '../../signaling-server/library';
+import { fitDataset, joinRoom, type RoomMember } from '../../node-worker/library';
+
+let server: EmbeddedServer;
+const members: RoomMember[] = [];
+after(async () => {
+  await Promise.all(members.map((m) => m.leave()));
+  await server?.close();
+});
+
+const ROOM = 'fit-room';
+const ELEMENTS = 240;
+const BATCH = 24;
+
+function buildModel(seed: number): tf.LayersModel {
+  const a = tf.input({ shape: [3], name: 'a' });
+  const b = tf.input({ shape: [2], name: 'b' });
+  const joined = tf.layers.concatenate().apply([a, b]) as tf.SymbolicTensor;
+  const hidden = tf.layers.dense({ units: 8, activation: 'tanh', kernelInitializer: tf.initializers.glorotUniform({ seed }) }).apply(joined) as tf.SymbolicTensor;
+  const out = tf.layers.dense({ units: 1, name: 'y', kernelInitializer: tf.initializers.glorotUniform({ seed: seed + 1 }) }).apply(hidden) as tf.SymbolicTensor;
+  const model = tf.model({ inputs: [a, b], outputs: out });
+  model.compile({ optimizer: tf.train.sgd(0.1), loss: 'meanSquaredError' });
+  return model;
+}
+
+/** y = 0.5·a0 − 0.3·a1 + 0.2·(b0 + b1): elements as a dict by the model's input names. */
+function synthetic(count: number, offset: number): tf.data.Dataset<tf.TensorContainer> {
+  return tf.data.array(Array.from({ length: count }, (_, i) => i + offset)).map((i) => {
+    const x = Array.from({ length: 5 }, (_, k) => Math.sin((i as number) * 1.7 + k * 0.9));
+    return { xs: { a: tf.tensor1d(x.slice(0, 3)), b: tf.tensor1d(x.slice(3)) }, ys: tf.tensor1d([0.5 * x[0]! - 0.3 * x[1]! + 0.2 * (x[3]! + x[4]!)]) };
+  });
+}
+
+const saved = path.join(os.tmpdir(), `webring-fit-${process.pid}`);
+
+test('three members fit one functional model with a global batch: the same History everywhere, the loss falls, the models agree', async () => {
+  server = await startServer({ host: '127.0.0.1', logLevel: 'silent' });
+  for (const [i, name] of ['fit-a', 'fit-b', 'fit-c'].entries()) {
+    members.push(await joinRoom({ url: server.url, room: ROOM, code: server.joinCode(ROOM), name, backend: 'cpu', compute: 'main', ...(i === 0 ? { teacherToken: server.teacherToken } : {}) }));
+  }
+  const models = members.map((_, i) => buildModel(10 + i));
+  const batches = members.map(() => [] as Array<{ batch: number; loss: number }>);
+  const histories = await Promise.all(
+    members.map((m, i) =>
+      fitDataset(m, models[i]!, synthetic(ELEMENTS, 0), {
+        epochs: 3,
+        batchSize: BATCH,
+        validationData: synthetic(48, 10_000),
+        minMembers: 3,
+        save: `file://${saved}`,
+        callbacks: { onBatchEnd: async (batch: number, logs?: Record<string, number>) => void batches[i]!.push({ batch, loss: logs!.loss! }) },
+      }),
+    ),
+  );
+  for (const h of histories) {
+    assert.deepEqual(h.epoch, [0, 1, 2]);
+    assert.equal(h.history.loss!.length, 3);
+    assert.equal(h.history.val_loss!.length, 3);
+  }
+  assert.equal(new Set(histories.map((h) => JSON.stringify(h.history))).size, 1, 'every member has the same History');
+  const [first, , last] = histories[0]!.history.loss as number[];
+  assert.ok(last! < first! * 0.7, `the loss falls: ${first} -> ${last}`);
+  // An epoch is 10 global batches; the first has one more, as the members that took the
+  // chief's initial weights sit its first step out (the rest of that batch opens the next).
+  const starts = batches[0]!.flatMap((b, k) => (b.batch === 0 ? [k] : []));
+  assert.equal(starts.length, 3, 'batch numbers start again at every epoch');
+  assert.ok(batches[0]!.length >= 3 * (ELEMENTS / BATCH) && batches[0]!.length <= 3 * (ELEMENTS / BATCH) + 1, `one onBatchEnd per step: ${batches[0]!.length}`);
+  assert.deepEqual(batches[1], batches[0], 'every member\'s callbacks hear the same batches');
+  const weights = await Promise.all(models.map(async (m) => Array.from((await Promise.all(m.getWeights().map((w) => w.data()))).flatMap((d) => Array.from(d)))));
+  assert.deepEqual(weights[1], weights[0], 'every member ends with the same model');
+  assert.deepEqual(weights[2], weights[0]);
+  // The chief saved the trained model with file://, as tfjs-node would; it loads and predicts alike.
+  const loaded = await tf.loadLayersModel(`file://${saved}/model.json`);
+  const probe = [tf.tensor2d([[0.1, -0.2, 0.3]]), tf.tensor2d([[0.4, -0.5]])];
+  assert.deepEqual(await (loaded.predict(probe) as tf.Tensor).data(), await (models[0]!.predict(probe) as tf.Tensor).data());
+  await rm(saved, { recursive: true, force: true });
+});
+
+test('tf.callbacks.earlyStopping on val_loss stops the run for every member, after the epoch that did not improve', async () => {
+  const room = 'fit-early';
+  const early: RoomMember[] = [];
+  for (const [i, name] of ['early-a', 'early-b'].entries()) {
+    early.push(await joinRoom({ url: server.url, room, code: server.joinCode(room), name, backend: 'cpu', compute: 'main', ...(i === 0 ? { teacherToken: server.teacherToken } : {}) }));
+  }
+  members.push(...early);
+  const models = early.map((_, i) => buildModel(30 + i));
+  // minDelta so large that no epoch after the first counts as better: patience 1 stops after epoch 2.
+  const histories = await Promise.all(
+    early.map((m, i) => fitDataset(m, models[i]!, synthetic(ELEMENTS, 0), { epochs: 20, batchSize: BATCH, validationData: synthetic(48, 10_000), minMembers: 2, callbacks: tf.callbacks.earlyStopping({ monitor: 'val_loss', minDelta: 10, patience: 1 }) })),
+  );
+  for (const h of histories) assert.deepEqual(h.epoch, [0, 1], 'stopped after the second epoch, as one worker would');
+  assert.equal((await server.control.status(room)).state, 'done');
+});
