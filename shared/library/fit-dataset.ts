@@ -123,7 +123,8 @@ export async function fitDataset(member: RoomMember, model: tf.LayersModel, data
     }
     const final = await ended;
     await copyTrainedWeights(member, model);
-    if (save && member.isChief) await model.save(save);
+    // The chief of the run's last step saves: by the time this runs, others may be leaving.
+    if (save && final.chief) await model.save(save);
     return await feed.end(final);
   } finally {
     member.programSlot.current = null;
