@@ -4,6 +4,7 @@
  * socket.io, the data channels, the collectives and the UI, so a step that computes for
  * seconds freezes neither the pad nor the class's pings. Started by open-compute.ts.
  */
+import './zod-jitless';
 import { serveCompute } from '../shared/compute/thread-host';
 import { selectBackend } from './backend';
 

@@ -4,6 +4,8 @@
  * its own on WebGPU (WebGL, the CPU as fallbacks), the browser's RTCPeerConnection, and the
  * chief's checkpoint copies in IndexedDB.
  */
+// First: a page that forbids eval (a Content-Security-Policy) must not see zod probe for it.
+import './zod-jitless';
 import { joinRoomWith, type MemberOptions, type RoomMember, type WorkerPlatform } from '../shared/library';
 import { openCompute } from './open-compute';
 import { createBrowserPeerFactory } from './browser-peer';

@@ -6,7 +6,6 @@
 import type { Backend } from '../shared/protocol';
 import { LocalCompute, type Compute, type ComputePlace } from '../shared/compute/compute';
 import { ThreadCompute } from '../shared/compute/thread-compute';
-import { selectBackend } from './backend';
 
 export async function openCompute(preferred: Backend | null, place: ComputePlace, log: (message: string) => void): Promise<Compute> {
   if (place === 'thread') {
@@ -25,5 +24,9 @@ export async function openCompute(preferred: Backend | null, place: ComputePlace
       log(`the compute thread did not start (${(err as Error).message}); computing on the page`);
     }
   }
+  // Loaded only here: the backends' module registers WebGPU with tfjs, which would then be
+  // the page's own default before it is ready (a page of the library's user builds its model
+  // on the page, synchronously, while the maths runs in the thread).
+  const { selectBackend } = await import('./backend');
   return new LocalCompute(await selectBackend(preferred));
 }

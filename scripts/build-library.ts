@@ -2,9 +2,10 @@
  * `npm run build:lib` (and `npm pack`'s prepack): the library a program installs, in
  * dist/lib/ (docs/library.md).
  *  - JavaScript: esbuild bundles each entry point as ESM, with every package left as an
- *    import, so the program's own tfjs, socket.io and the rest are the ones used. The entry
- *    points share their code through common chunks, so `webring` and `webring/server` in one
- *    program hold one copy of each class (a WebringError is a WebringError in both).
+ *    import, so the program's own tfjs, socket.io and the rest are the ones used. Node's
+ *    entry points share their code through common chunks, so `webring/node` and
+ *    `webring/server` in one program hold one copy of each class (a WebringError is a
+ *    WebringError in both).
  *  - The compute threads are entry points of their own, and the files that start them are
  *    pointed at the built thread instead of the source's (a tab's .ts, Node's tsx boot file).
  *  - Types: tsc emits declarations; their relative imports get the `.js` a consumer's
@@ -20,14 +21,27 @@ const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 export const LIBRARY_DIR = path.join(ROOT, 'dist', 'lib');
 const TYPES_DIR = path.join(LIBRARY_DIR, 'types');
 
-/** Output name → source: the package's exports map (package.json) names these files. */
-const ENTRY_POINTS = {
+/**
+ * Output name → source, in two builds: what runs in a browser and what runs in Node never
+ * meet in one program, while webring/node and webring/server do and share their chunks.
+ * The package's exports map (package.json) names these files.
+ */
+const BROWSER_ENTRIES = {
   browser: 'client/library.ts',
+  'compute-thread-browser': 'client/compute-thread.ts',
+};
+const NODE_ENTRIES = {
   node: 'node-worker/library.ts',
   server: 'signaling-server/library.ts',
-  'compute-thread-browser': 'client/compute-thread.ts',
   'compute-thread-node': 'node-worker/compute-thread.ts',
 };
+/**
+ * zod compiles its parsers with `new Function` where it may, and probes whether it may as
+ * each module builds its schemas: under a page's Content-Security-Policy the probe is a
+ * reported violation. The browser build's every file turns that off before its own body
+ * runs (a file's imports run first, so one import at an entry's top is not early enough).
+ */
+const BROWSER_BANNER = 'import { config as webringZodConfig } from "zod";\nwebringZodConfig({ jitless: true });';
 
 /** Where a source file starts a compute thread from its source, and the built thread it starts instead. */
 const THREAD_URLS: Record<string, [from: string, to: string]> = {
@@ -77,24 +91,30 @@ async function addDeclarationExtensions(): Promise<void> {
 
 export async function buildLibrary(): Promise<void> {
   await rm(LIBRARY_DIR, { recursive: true, force: true });
+  await bundle(NODE_ENTRIES, 'node', 'node');
+  await bundle(BROWSER_ENTRIES, 'browser', 'browser', BROWSER_BANNER);
+  execFileSync(process.execPath, [path.join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', path.join(ROOT, 'tsconfig.lib.json')], { stdio: 'inherit' });
+  await addDeclarationExtensions();
+}
+
+async function bundle(entryPoints: Record<string, string>, platform: 'node' | 'browser', chunkPrefix: string, banner?: string): Promise<void> {
   await build({
     absWorkingDir: ROOT,
-    entryPoints: ENTRY_POINTS,
+    entryPoints,
     outdir: LIBRARY_DIR,
     bundle: true,
     splitting: true,
     format: 'esm',
-    platform: 'node',
+    platform,
     target: 'es2022',
     packages: 'external',
     // Chunks beside the entries: a thread's URL is relative to the chunk that starts it.
-    chunkNames: 'chunk-[hash]',
+    chunkNames: `${chunkPrefix}-[hash]`,
     define: { __WEBRING_FAULT_FLAGS__: 'false' },
     plugins: [builtThreads],
+    ...(banner ? { banner: { js: banner } } : {}),
     logLevel: 'warning',
   });
-  execFileSync(process.execPath, [path.join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', path.join(ROOT, 'tsconfig.lib.json')], { stdio: 'inherit' });
-  await addDeclarationExtensions();
 }
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {

@@ -30,7 +30,9 @@ const CHECKPOINT_OPTIMIZERS: Record<string, ReplicaSnapshot['optimizer']> = { SG
 function lossFunctionOf(model: tf.LayersModel, name: string, output: number): (yTrue: tf.Tensor, yPred: tf.Tensor) => tf.Tensor {
   const custom = registeredLoss(name);
   if (custom) return custom;
-  const compiled = model.lossFunctions[output];
+  // A Sequential keeps its compiled losses on the functional model it wraps.
+  const functional = (model as unknown as { model?: tf.LayersModel }).model ?? model;
+  const compiled = functional.lossFunctions?.[output];
   if (!compiled) throw new WebringError('ERR_BAD_REQUEST', `loss ${name} of output ${output} is not a tfjs loss, and no module registered it (registerLoss)`);
   return compiled as (yTrue: tf.Tensor, yPred: tf.Tensor) => tf.Tensor;
 }

@@ -135,6 +135,35 @@ test('one replica trains exactly as model.fitDataset does on the same batches wi
   plain.dispose();
 });
 
+test('a Sequential CNN with a Keras-named loss rebuilds in the thread and trains (its losses live on the model it wraps)', async () => {
+  const cnn = tf.sequential({
+    layers: [tf.layers.conv2d({ inputShape: [6, 6, 1], filters: 2, kernelSize: 3, activation: 'relu' }), tf.layers.flatten(), tf.layers.dense({ units: 3, activation: 'softmax' })],
+  });
+  cnn.compile({ optimizer: tf.train.sgd(0.5), loss: 'categoricalCrossentropy' });
+  const spec = await describeModel(cnn);
+  const replica = await threads[1]!.createReplica({ program: spec });
+  // One image of 36 pixels and its one-hot class per row.
+  const rowsOf = (n: number) => {
+    const out = new Float32Array(n * 39);
+    for (let i = 0; i < n; i++) {
+      for (let p = 0; p < 36; p++) out[i * 39 + p] = (p % 3 === i % 3 ? 1 : 0) + 0.1 * Math.sin(i + p);
+      out[i * 39 + 36 + (i % 3)] = 1;
+    }
+    return out;
+  };
+  const losses: number[] = [];
+  for (let s = 0; s < 15; s++) {
+    const batch = rowsOf(12);
+    const g = await replica.computeGradients({ features: batch, labels: new Int32Array(12), n: 12 }, new Float32Array(replica.parameterCount));
+    for (let p = 0; p < g.flat.length; p++) g.flat[p]! /= 12;
+    await replica.applyGradients(g.flat, 0.5);
+    losses.push(g.loss / 12);
+  }
+  assert.ok(losses.at(-1)! < losses[0]! / 2, `the loss falls: ${losses[0]} -> ${losses.at(-1)}`);
+  await replica.dispose();
+  cnn.dispose();
+});
+
 test('a model the maths thread cannot rebuild is refused with ERR_BAD_REQUEST naming what to change', async () => {
   const refused = async (model: tf.LayersModel, pattern: RegExp) =>
     assert.rejects(describeModel(model), (e: unknown) => e instanceof WebringError && e.code === 'ERR_BAD_REQUEST' && pattern.test(e.message));
