@@ -46,6 +46,8 @@ export class ModelReplica implements Replica {
   /** Floats of each input and output of one example, in row order. */
   private readonly parts: number[];
   private readonly row: number;
+  /** Each input's and target's numbers of a batch, by part (tensors()). */
+  private readonly partBuffers: Float32Array[] = [];
   private weightsVersion = 0;
   private hashCache: { version: number; hash: string } | null = null;
 
@@ -104,12 +106,24 @@ export class ModelReplica implements Replica {
     return replaceOptimizerWeights(this.optimizer, weights);
   }
 
-  /** The first `n` rows of `features` as the model's inputs and targets (inside a tidy). */
+  /**
+   * The first `n` rows of `features` as the model's inputs and targets (inside a tidy).
+   * Each part's columns are copied out row by row into a buffer of its own, reused from
+   * step to step: tfjs's CPU split of the rows copies element by element, and took a third
+   * of an MLP's step. The tensors may alias those buffers (the CPU backend does not copy);
+   * they live only inside the caller's tidy, before the next call writes the buffers again.
+   */
   private tensors(features: Float32Array, n: number): { inputs: tf.Tensor[]; targets: tf.Tensor[] } {
-    const rows = tf.tensor2d(features.subarray(0, n * this.row), [n, this.row], 'float32');
-    const pieces = this.parts.length === 1 ? [rows] : tf.split(rows, this.parts, 1);
     const shapes = [...this.program.inputShapes, ...this.program.outputShapes];
-    const shaped = pieces.map((p, i) => p.reshape([n, ...shapes[i]!]));
+    let column = 0;
+    const shaped = this.parts.map((size, i) => {
+      const need = n * size;
+      if ((this.partBuffers[i]?.length ?? 0) < need) this.partBuffers[i] = new Float32Array(need);
+      const out = this.partBuffers[i]!;
+      for (let r = 0; r < n; r++) out.set(features.subarray(r * this.row + column, r * this.row + column + size), r * size);
+      column += size;
+      return tf.tensor(out.subarray(0, need), [n, ...shapes[i]!], 'float32');
+    });
     const inputCount = this.program.inputShapes.length;
     return { inputs: shaped.slice(0, inputCount), targets: shaped.slice(inputCount) };
   }

@@ -14,7 +14,7 @@ import { rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { startServer, type EmbeddedServer } from '../../signaling-server/library';
-import { fitDataset, joinRoom, type RoomMember } from '../../node-worker/library';
+import { fitDataset, joinRoom, WebringError, type RoomMember } from '../../node-worker/library';
 
 let server: EmbeddedServer;
 const members: RoomMember[] = [];
@@ -105,4 +105,36 @@ test('tf.callbacks.earlyStopping on val_loss stops the run for every member, aft
   );
   for (const h of histories) assert.deepEqual(h.epoch, [0, 1], 'stopped after the second epoch, as one worker would');
   assert.equal((await server.control.status(room)).state, 'done');
+});
+
+test('at N = 1, fitDataset trains exactly as plain model.fitDataset on the same batches with SGD', async () => {
+  const room = 'fit-alone';
+  const alone = await joinRoom({ url: server.url, room, code: server.joinCode(room), name: 'alone', backend: 'cpu', compute: 'main', teacherToken: server.teacherToken });
+  members.push(alone);
+  const [ours, plain] = [buildModel(50), buildModel(50)];
+  const history = await fitDataset(alone, ours, synthetic(ELEMENTS, 0), { epochs: 2, batchSize: BATCH, resumeFrom: 'none' });
+  const reference = await plain.fitDataset(synthetic(ELEMENTS, 0).batch(BATCH) as unknown as tf.data.Dataset<tf.TensorContainerObject>, { epochs: 2, verbose: 0 });
+  const [a, b] = [history.history.loss as number[], reference.history.loss as number[]];
+  assert.equal(a.length, 2);
+  for (let e = 0; e < 2; e++) assert.ok(Math.abs(a[e]! - b[e]!) <= 1e-5 * Math.max(1, b[e]!), `epoch ${e}: ${a[e]} vs tfjs's ${b[e]}`);
+  const [mine, theirs] = await Promise.all([ours, plain].map(async (m) => (await Promise.all(m.getWeights().map((w) => w.data()))).flatMap((d) => Array.from(d))));
+  mine!.forEach((v, i) => assert.ok(Math.abs(v - theirs![i]!) <= 1e-5, `weight ${i}`));
+});
+
+test('a program start config is checked at the edge: a wrong field is a 400 naming it, and the room is untouched', async () => {
+  const room = 'fit-config';
+  const probe = await joinRoom({ url: server.url, room, code: server.joinCode(room), name: 'probe', backend: 'cpu', compute: 'main' });
+  members.push(probe);
+  const program = { fingerprint: 'ab'.repeat(16), trainCount: 100, validationCount: 0, batchSize: 10, outputs: ['y'] };
+  for (const [body, field] of [
+    [{ program: { ...program, fingerprint: 'xyz' } }, 'program.fingerprint'],
+    [{ program: { ...program, batchSize: 0 } }, 'program.batchSize'],
+    [{ program: { ...program, extra: 1 } }, 'program'],
+    [{ program, task: 'mnist' }, 'task'],
+    [{ program, classes: ['a', 'b'] }, 'classes'],
+    [{ program, data: 'own' }, 'data'],
+  ] as const) {
+    await assert.rejects(server.control.start(room, body as never), (e: unknown) => e instanceof WebringError && e.code === 'ERR_BAD_REQUEST' && e.field === field, JSON.stringify(body));
+  }
+  assert.deepEqual([(await server.control.status(room)).state, (await server.control.status(room)).run], ['idle', 0]);
 });
