@@ -112,8 +112,13 @@ test('at N = 1, fitDataset trains exactly as plain model.fitDataset on the same 
   const alone = await joinRoom({ url: server.url, room, code: server.joinCode(room), name: 'alone', backend: 'cpu', compute: 'main', teacherToken: server.teacherToken });
   members.push(alone);
   const [ours, plain] = [buildModel(50), buildModel(50)];
-  const history = await fitDataset(alone, ours, synthetic(ELEMENTS, 0), { epochs: 2, batchSize: BATCH, resumeFrom: 'none' });
-  const reference = await plain.fitDataset(synthetic(ELEMENTS, 0).batch(BATCH) as unknown as tf.data.Dataset<tf.TensorContainerObject>, { epochs: 2, verbose: 0 });
+  const logs: Array<Array<[number, number]>> = [[], []];
+  const recorder = (into: Array<[number, number]>) => ({ onBatchEnd: async (batch: number, l?: Record<string, number>) => void into.push([batch, l!.loss!]) });
+  const history = await fitDataset(alone, ours, synthetic(ELEMENTS, 0), { epochs: 2, batchSize: BATCH, resumeFrom: 'none', callbacks: recorder(logs[0]!) });
+  const reference = await plain.fitDataset(synthetic(ELEMENTS, 0).batch(BATCH) as unknown as tf.data.Dataset<tf.TensorContainerObject>, { epochs: 2, verbose: 0, callbacks: recorder(logs[1]!) });
+  // The callbacks hear what tfjs's own would on one worker: each batch's number and loss.
+  assert.deepEqual(logs[0]!.map(([b]) => b), logs[1]!.map(([b]) => b));
+  logs[0]!.forEach(([, loss], k) => assert.ok(Math.abs(loss - logs[1]![k]![1]) <= 1e-5 * Math.max(1, loss), `batch log ${k}`));
   const [a, b] = [history.history.loss as number[], reference.history.loss as number[]];
   assert.equal(a.length, 2);
   for (let e = 0; e < 2; e++) assert.ok(Math.abs(a[e]! - b[e]!) <= 1e-5 * Math.max(1, b[e]!), `epoch ${e}: ${a[e]} vs tfjs's ${b[e]}`);
@@ -137,4 +142,39 @@ test('a program start config is checked at the edge: a wrong field is a 400 nami
     await assert.rejects(server.control.start(room, body as never), (e: unknown) => e instanceof WebringError && e.code === 'ERR_BAD_REQUEST' && e.field === field, JSON.stringify(body));
   }
   assert.deepEqual([(await server.control.status(room)).state, (await server.control.status(room)).run], ['idle', 0]);
+});
+
+test('a program run resumes from the chief\'s last checkpoint at its step (BackupAndRestore); another model does not', async () => {
+  const room = 'fit-resume';
+  const member = await joinRoom({ url: server.url, room, code: server.joinCode(room), name: 'resumer', backend: 'cpu', compute: 'main', teacherToken: server.teacherToken });
+  members.push(member);
+  const first = buildModel(60);
+  await fitDataset(member, first, synthetic(ELEMENTS, 0), { epochs: 3, batchSize: BATCH, maxSteps: 7, saveEverySteps: 5, resumeFrom: 'none' });
+  const saved = (await (await fetch(`${server.url}/api/rooms/${room}/checkpoints`, { headers: { authorization: `Bearer ${server.teacherToken}` } })).json()) as Array<{ step: number; task: string }>;
+  assert.deepEqual(saved.map((c) => [c.step, c.task]).sort(), [[5, 'program'], [7, 'program']]);
+  const hashAfterFirst = member.status!.weightsHash;
+
+  // The same program again: it goes on from step 7 with the weights the first run ended with.
+  const again = buildModel(61);
+  const steps: number[] = [];
+  // The steps it trained: each status with a loss (a run's first status comes before the restore, at 0).
+  const off = member.on('status', (s) => void (s.state === 'training' && s.loss !== null && steps.push(s.step)));
+  const history = await fitDataset(member, again, synthetic(ELEMENTS, 0), { epochs: 3, batchSize: BATCH, maxSteps: 9 });
+  off();
+  assert.match(member.status!.resumedFrom ?? '', /^ckpt-/);
+  assert.equal(Math.min(...steps), 8, 'the run resumed after step 7');
+  assert.equal(member.status!.step, 9);
+  assert.ok(history.history.loss!.length >= 1);
+  assert.equal(member.status!.resumedHash, hashAfterFirst, 'restored to the weights the first run ended with, not the new model\'s');
+
+  // A different model (one more hidden unit) starts afresh: the checkpoint is not of its kind.
+  const other = tf.sequential({ layers: [tf.layers.dense({ inputShape: [5], units: 1 })] });
+  other.compile({ optimizer: tf.train.sgd(0.1), loss: 'meanSquaredError' });
+  const flat = tf.data.array(Array.from({ length: 48 }, (_, i) => i)).map((i) => ({ xs: tf.tensor1d([i as number, 0, 0, 0, 0]), ys: tf.tensor1d([1]) }));
+  const restarts: number[] = [];
+  const off2 = member.on('status', (s) => void (s.state === 'training' && s.loss !== null && restarts.push(s.step)));
+  await fitDataset(member, other, flat, { epochs: 1, batchSize: 8 });
+  off2();
+  assert.equal(Math.min(...restarts), 1, 'another model starts afresh');
+  assert.equal(member.status!.resumedFrom, null);
 });
