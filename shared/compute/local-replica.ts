@@ -6,10 +6,10 @@
 import * as tf from '@tensorflow/tfjs';
 import { featureCount } from '../tasks/task';
 import { taskOf } from '../tasks/registry';
-import { WeightsHasher } from '../util/weights-hash';
 import { threadsNow } from '../util/clock';
 import { WebringError } from '../protocol/errors';
-import { buildModel, buildOptimizer, predictBatch, setLearningRate } from './models';
+import { buildModel, buildOptimizer, predictBatch } from './models';
+import { TrainableWeights } from './trainable-weights';
 import {
   createOptimizerSlots,
   loadOptimizerWeights,
@@ -19,22 +19,18 @@ import {
   setOptimizerIterations,
 } from './optimizer-state';
 import type { Applied, Examples, Gradients, Replica, ReplicaSnapshot, TaskReplicaSpec, Scored } from './replica';
-import { concatBuffers, specsOf } from './weight-bytes';
+import { artifactsOf, concatBuffers, specsOf } from './weight-bytes';
 
 export class LocalReplica implements Replica {
   readonly parameterCount: number;
   readonly stateLength: number;
   private readonly model: tf.LayersModel;
   private readonly optimizer: tf.Optimizer;
-  private readonly variables: tf.Variable[];
-  private readonly offsets: number[] = [];
+  private readonly weights: TrainableWeights;
   private readonly spec: TaskReplicaSpec;
   /** Numbers in one example, and one example's shape (the task's). */
   private readonly features: number;
   private readonly exampleShape: readonly number[];
-  /** Bumped whenever the weights change, so the hash is read back only when needed. */
-  private weightsVersion = 0;
-  private hashCache: { version: number; hash: string } | null = null;
 
   constructor(spec: TaskReplicaSpec) {
     const { config } = spec;
@@ -44,13 +40,9 @@ export class LocalReplica implements Replica {
     this.exampleShape = example.shape;
     this.model = buildModel(config);
     this.optimizer = buildOptimizer(config.optimizer, config.learningRate);
-    this.variables = this.model.trainableWeights.map((w) => (w as unknown as { val: tf.Variable }).val);
-    createOptimizerSlots(config.optimizer, this.optimizer, this.variables);
-    let total = 0;
-    for (const v of this.variables) {
-      this.offsets.push(total);
-      total += v.size;
-    }
+    this.weights = new TrainableWeights(this.model);
+    createOptimizerSlots(config.optimizer, this.optimizer, this.weights.variables);
+    const total = this.weights.count;
     this.parameterCount = total;
     // The weights, the optimizer's slots, and its iteration count last.
     this.stateLength = total + optimizerStateLength(config.optimizer, total) + 1;
@@ -67,9 +59,7 @@ export class LocalReplica implements Replica {
       // has finished the forward and backward passes: the split between compute and read-back.
       const [lossData, correctData] = await Promise.all([value.data(), correct.data()]);
       const tReadback = performance.now();
-      // Read every gradient back at once; the GPU queue overlaps the copies.
-      const gradData = await Promise.all(this.variables.map((v) => grads[v.name]!.data()));
-      gradData.forEach((g, i) => flat.set(g as Float32Array, this.offsets[i]));
+      await this.weights.readGradients(grads, flat);
       const { features, labels } = examples;
       const timing = { computeMs: tReadback - t0, readbackMs: performance.now() - tReadback };
       result = { flat, features, labels, loss: lossData[0]!, correct: correctData[0]!, ...timing, startedAt, endedAt: 0, numTensors: 0 };
@@ -94,28 +84,13 @@ export class LocalReplica implements Replica {
         const logits = this.model.apply(x, { training: true }) as tf.Tensor2D;
         correctCount = tf.keep(tf.sum(tf.cast(tf.equal(tf.argMax(logits, -1), y), 'float32')));
         return tf.losses.softmaxCrossEntropy(oneHot, logits, undefined, undefined, tf.Reduction.SUM) as tf.Scalar;
-      }, this.variables);
+      }, this.weights.variables);
       return { value: result.value, grads: result.grads, correct: correctCount as unknown as tf.Tensor };
     });
   }
 
-  async applyGradients(flat: Float32Array, learningRate: number): Promise<Applied> {
-    const startedAt = threadsNow();
-    setLearningRate(this.optimizer, learningRate);
-    // These tensors may alias `flat` (the CPU backend does not copy); that is safe because
-    // they live only inside this tidy, and `flat` is not written again until the next step.
-    tf.tidy(() => {
-      const named: tf.NamedTensorMap = {};
-      this.variables.forEach((v, i) => {
-        const off = this.offsets[i]!;
-        named[v.name] = tf.tensor(flat.subarray(off, off + v.size), v.shape, 'float32');
-      });
-      this.optimizer.applyGradients(named);
-    });
-    this.weightsVersion++;
-    const appliedAt = threadsNow();
-    const weightsHash = await this.weightsHash();
-    return { flat, weightsHash, startedAt, appliedAt, endedAt: threadsNow() };
+  applyGradients(flat: Float32Array, learningRate: number): Promise<Applied> {
+    return this.weights.applyGradients(this.optimizer, flat, learningRate);
   }
 
   async score({ features, labels, n }: Examples): Promise<Scored> {
@@ -150,26 +125,16 @@ export class LocalReplica implements Replica {
     await this.applyGradients(flat, 0);
   }
 
-  async weightsHash(): Promise<string> {
-    const version = this.weightsVersion;
-    if (this.hashCache?.version === version) return this.hashCache.hash;
-    const values = await Promise.all(this.variables.map((v) => v.data() as Promise<Float32Array>));
-    const hasher = new WeightsHasher();
-    for (const vals of values) hasher.update(vals);
-    const hash = hasher.digest();
-    this.hashCache = { version, hash };
-    return hash;
+  weightsHash(): Promise<string> {
+    return this.weights.hash();
   }
 
-  async readWeights(): Promise<Float32Array> {
-    const values = await Promise.all(this.variables.map((v) => v.data() as Promise<Float32Array>));
-    const out = new Float32Array(this.parameterCount);
-    values.forEach((vals, i) => out.set(vals, this.offsets[i]));
-    return out;
+  readWeights(): Promise<Float32Array> {
+    return this.weights.read();
   }
 
   private stateVariables(): tf.Variable[] {
-    return [...this.variables, ...optimizerStateVariables(this.spec.config.optimizer, this.optimizer)];
+    return [...this.weights.variables, ...optimizerStateVariables(this.spec.config.optimizer, this.optimizer)];
   }
 
   async readState(): Promise<Float32Array> {
@@ -196,19 +161,11 @@ export class LocalReplica implements Replica {
       }
     });
     setOptimizerIterations(this.optimizer, state[at]!);
-    this.weightsVersion++;
+    this.weights.changed();
   }
 
   async snapshot(): Promise<ReplicaSnapshot> {
-    let artifacts: tf.io.ModelArtifacts | null = null;
-    await this.model.save(
-      tf.io.withSaveHandler(async (a) => {
-        artifacts = a;
-        return { modelArtifactsInfo: { dateSaved: new Date(), modelTopologyType: 'JSON' } };
-      }),
-    );
-    if (!artifacts) throw new WebringError('ERR_INTERNAL', 'the model produced no artifacts');
-    const { modelTopology, format, generatedBy, convertedBy, weightSpecs, weightData } = artifacts as tf.io.ModelArtifacts;
+    const { modelTopology, format, generatedBy, convertedBy, weightSpecs, weightData } = await artifactsOf(this.model);
     const optimizerWeights = await this.optimizer.getWeights();
     const encoded = await tf.io.encodeWeights(optimizerWeights);
     // getWeights() makes a fresh tensor for the iteration count; the rest are live variables.
@@ -227,35 +184,20 @@ export class LocalReplica implements Replica {
   }
 
   async load(snapshot: Pick<ReplicaSnapshot, 'weightSpecs' | 'weights' | 'optimizerSpecs' | 'optimizerData'>): Promise<void> {
-    const specs = snapshot.weightSpecs;
-    if (specs.length !== this.variables.length) {
-      throw new WebringError('ERR_BAD_DATA', `checkpoint has ${specs.length} weights, the ${this.spec.config.task} task's ${this.spec.config.model} has ${this.variables.length}`);
-    }
-    // By position: layer names differ between pages, the order of the weights does not.
-    specs.forEach((s, i) => {
-      if (s.shape.join('x') !== this.variables[i]!.shape.join('x')) {
-        throw new WebringError('ERR_BAD_DATA', `checkpoint weight ${i} has shape ${s.shape}, the model needs ${this.variables[i]!.shape}`);
-      }
-    });
-    const weights = tf.io.decodeWeights(snapshot.weights.slice().buffer, specs);
-    this.variables.forEach((v, i) => v.assign(weights[specs[i]!.name]!));
-    tf.dispose(Object.values(weights));
+    this.weights.load(snapshot.weightSpecs, snapshot.weights, `${this.spec.config.task} task's ${this.spec.config.model}`);
     const opt = tf.io.decodeWeights(snapshot.optimizerData.slice().buffer, snapshot.optimizerSpecs);
     await loadOptimizerWeights(
       this.spec.config.optimizer,
       this.optimizer,
       snapshot.optimizerSpecs.map((s) => ({ name: s.name, tensor: opt[s.name]! })),
-      this.variables,
+      this.weights.variables,
     );
     // setWeights keeps copies as variables (and reads the iteration count), so the decoded tensors can go.
     tf.dispose(Object.values(opt));
-    this.weightsVersion++;
   }
 
   async nudge(): Promise<void> {
-    const v = this.variables[0]!;
-    tf.tidy(() => v.assign(v.add(tf.scalar(1e-3))));
-    this.weightsVersion++;
+    this.weights.nudge();
   }
 
   async dispose(): Promise<void> {

@@ -13,10 +13,9 @@
 import * as tf from '@tensorflow/tfjs';
 import { WebringError } from '../protocol/errors';
 import { threadsNow } from '../util/clock';
-import { WeightsHasher } from '../util/weights-hash';
-import { setLearningRate } from './models';
+import { TrainableWeights } from './trainable-weights';
 import { holdThread } from './local-replica';
-import { concatBuffers, specsOf } from './weight-bytes';
+import { artifactsOf, concatBuffers, specsOf } from './weight-bytes';
 import { registeredLoss, rowLength, sizeOf, SUPPORTED_OPTIMIZERS, type ProgramModel } from './program-model';
 import type { Applied, Examples, Gradients, Replica, ReplicaSnapshot, Scored } from './replica';
 
@@ -40,16 +39,13 @@ function lossFunctionOf(model: tf.LayersModel, name: string, output: number): (y
 export class ModelReplica implements Replica {
   readonly parameterCount: number;
   readonly stateLength: number;
-  private readonly variables: tf.Variable[];
-  private readonly offsets: number[] = [];
+  private readonly weights: TrainableWeights;
   private readonly losses: Array<(yTrue: tf.Tensor, yPred: tf.Tensor) => tf.Tensor>;
   /** Floats of each input and output of one example, in row order. */
   private readonly parts: number[];
   private readonly row: number;
   /** Each input's and target's numbers of a batch, by part (tensors()). */
   private readonly partBuffers: Float32Array[] = [];
-  private weightsVersion = 0;
-  private hashCache: { version: number; hash: string } | null = null;
 
   private constructor(
     private readonly program: ProgramModel,
@@ -59,12 +55,8 @@ export class ModelReplica implements Replica {
     /** The shapes of the optimizer's slots, in getWeights order (after its iteration count). */
     private readonly slotShapes: number[][],
   ) {
-    this.variables = model.trainableWeights.map((w) => (w as unknown as { val: tf.Variable }).val);
-    let total = 0;
-    for (const v of this.variables) {
-      this.offsets.push(total);
-      total += v.size;
-    }
+    this.weights = new TrainableWeights(model);
+    const total = this.weights.count;
     this.parameterCount = total;
     this.losses = program.losses.map((name, i) => lossFunctionOf(model, name, i));
     this.parts = [...program.inputShapes, ...program.outputShapes].map(sizeOf);
@@ -143,14 +135,13 @@ export class ModelReplica implements Replica {
     if (this.busyComputeMs) holdThread(this.busyComputeMs);
     const { value, grads } = tf.tidy(() => {
       const { inputs, targets } = this.tensors(examples.features, examples.n);
-      return tf.variableGrads(() => this.lossSum(targets, this.forward(inputs, true)), this.variables);
+      return tf.variableGrads(() => this.lossSum(targets, this.forward(inputs, true)), this.weights.variables);
     });
     let result: Gradients;
     try {
       const loss = (await value.data())[0]!;
       const tReadback = performance.now();
-      const gradData = await Promise.all(this.variables.map((v) => grads[v.name]!.data()));
-      gradData.forEach((g, i) => flat.set(g as Float32Array, this.offsets[i]));
+      await this.weights.readGradients(grads, flat);
       const { features, labels } = examples;
       result = { flat, features, labels, loss, correct: 0, computeMs: tReadback - t0, readbackMs: performance.now() - tReadback, startedAt, endedAt: 0, numTensors: 0 };
     } finally {
@@ -162,21 +153,8 @@ export class ModelReplica implements Replica {
     return result;
   }
 
-  async applyGradients(flat: Float32Array, learningRate: number): Promise<Applied> {
-    const startedAt = threadsNow();
-    setLearningRate(this.optimizer, learningRate);
-    tf.tidy(() => {
-      const named: tf.NamedTensorMap = {};
-      this.variables.forEach((v, i) => {
-        const off = this.offsets[i]!;
-        named[v.name] = tf.tensor(flat.subarray(off, off + v.size), v.shape, 'float32');
-      });
-      this.optimizer.applyGradients(named);
-    });
-    this.weightsVersion++;
-    const appliedAt = threadsNow();
-    const weightsHash = await this.weightsHash();
-    return { flat, weightsHash, startedAt, appliedAt, endedAt: threadsNow() };
+  applyGradients(flat: Float32Array, learningRate: number): Promise<Applied> {
+    return this.weights.applyGradients(this.optimizer, flat, learningRate);
   }
 
   async score({ features, labels, n }: Examples): Promise<Scored> {
@@ -209,32 +187,19 @@ export class ModelReplica implements Replica {
     await this.writeState(state);
   }
 
-  async weightsHash(): Promise<string> {
-    const version = this.weightsVersion;
-    if (this.hashCache?.version === version) return this.hashCache.hash;
-    const values = await Promise.all(this.variables.map((v) => v.data() as Promise<Float32Array>));
-    const hasher = new WeightsHasher();
-    for (const vals of values) hasher.update(vals);
-    const hash = hasher.digest();
-    this.hashCache = { version, hash };
-    return hash;
+  weightsHash(): Promise<string> {
+    return this.weights.hash();
   }
 
-  async readWeights(): Promise<Float32Array> {
-    const values = await Promise.all(this.variables.map((v) => v.data() as Promise<Float32Array>));
-    const out = new Float32Array(this.parameterCount);
-    values.forEach((vals, i) => out.set(vals, this.offsets[i]));
-    return out;
+  readWeights(): Promise<Float32Array> {
+    return this.weights.read();
   }
 
   async readState(): Promise<Float32Array> {
     const [iterations, ...slots] = await this.optimizer.getWeights();
     const out = new Float32Array(this.stateLength);
-    let at = 0;
-    for (const vals of await Promise.all(this.variables.map((v) => v.data() as Promise<Float32Array>))) {
-      out.set(vals, at);
-      at += vals.length;
-    }
+    out.set(await this.weights.read(), 0);
+    let at = this.parameterCount;
     for (const vals of await Promise.all([...slots, ...this.hiddenState().map((tensor) => ({ tensor }))].map((s) => s.tensor.data() as Promise<Float32Array>))) {
       out.set(vals, at);
       at += vals.length;
@@ -248,7 +213,7 @@ export class ModelReplica implements Replica {
     if (state.length !== this.stateLength) throw new WebringError('ERR_BAD_DATA', `a state of ${state.length} floats, this replica's has ${this.stateLength}`);
     let at = 0;
     tf.tidy(() => {
-      for (const v of this.variables) {
+      for (const v of this.weights.variables) {
         // slice, not subarray: the CPU backend keeps the array it is given as the tensor's storage.
         v.assign(tf.tensor(state.slice(at, at + v.size), v.shape, 'float32'));
         at += v.size;
@@ -269,19 +234,11 @@ export class ModelReplica implements Replica {
     at += hidden.length;
     await this.replaceOptimizerWeights([{ name: names[0]!, tensor: tf.scalar(state[at]!, 'int32') }, ...slots]);
     tf.tidy(() => hidden.forEach((v, i) => v.assign(tf.scalar(hiddenValues[i]!))));
-    this.weightsVersion++;
+    this.weights.changed();
   }
 
   async snapshot(): Promise<ReplicaSnapshot> {
-    let artifacts: tf.io.ModelArtifacts | null = null;
-    await this.model.save(
-      tf.io.withSaveHandler(async (a) => {
-        artifacts = a;
-        return { modelArtifactsInfo: { dateSaved: new Date(), modelTopologyType: 'JSON' } };
-      }),
-    );
-    const saved = artifacts as tf.io.ModelArtifacts | null;
-    if (!saved) throw new WebringError('ERR_INTERNAL', 'the model produced no artifacts');
+    const saved = await artifactsOf(this.model);
     const optimizerWeights = await this.optimizer.getWeights();
     const encoded = await tf.io.encodeWeights(optimizerWeights);
     optimizerWeights[0]!.tensor.dispose();
@@ -298,23 +255,13 @@ export class ModelReplica implements Replica {
   }
 
   async load(snapshot: Pick<ReplicaSnapshot, 'weightSpecs' | 'weights' | 'optimizerSpecs' | 'optimizerData'>): Promise<void> {
-    const specs = snapshot.weightSpecs;
-    if (specs.length !== this.variables.length) throw new WebringError('ERR_BAD_DATA', `checkpoint has ${specs.length} weights, the model has ${this.variables.length}`);
-    specs.forEach((s, i) => {
-      if (s.shape.join('x') !== this.variables[i]!.shape.join('x')) throw new WebringError('ERR_BAD_DATA', `checkpoint weight ${i} has shape ${s.shape}, the model needs ${this.variables[i]!.shape}`);
-    });
-    const weights = tf.io.decodeWeights(snapshot.weights.slice().buffer, specs);
-    this.variables.forEach((v, i) => v.assign(weights[specs[i]!.name]!));
-    tf.dispose(Object.values(weights));
+    this.weights.load(snapshot.weightSpecs, snapshot.weights, 'model');
     const opt = tf.io.decodeWeights(snapshot.optimizerData.slice().buffer, snapshot.optimizerSpecs);
     await this.replaceOptimizerWeights(snapshot.optimizerSpecs.map((s) => ({ name: s.name, tensor: opt[s.name]! })));
-    this.weightsVersion++;
   }
 
   async nudge(): Promise<void> {
-    const v = this.variables[0]!;
-    tf.tidy(() => v.assign(v.add(tf.scalar(1e-3))));
-    this.weightsVersion++;
+    this.weights.nudge();
   }
 
   async dispose(): Promise<void> {

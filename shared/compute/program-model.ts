@@ -10,7 +10,7 @@
  */
 import * as tf from '@tensorflow/tfjs';
 import { WebringError } from '../protocol/errors';
-import { concatBuffers, type WeightSpec } from './weight-bytes';
+import { artifactsOf, concatBuffers, type WeightSpec } from './weight-bytes';
 
 /** A loss as the thread finds it: one of tfjs's Keras names ('meanSquaredError', 'categoricalCrossentropy', …) or a name given to registerLoss. */
 export type LossName = string;
@@ -83,15 +83,8 @@ export async function describeModel(model: tf.LayersModel, threadModules: readon
   const compiled = model.loss as unknown;
   const perOutput = Array.isArray(compiled) ? compiled : model.outputs.map(() => compiled);
   if (perOutput.length !== model.outputs.length) throw new WebringError('ERR_BAD_REQUEST', `${perOutput.length} losses for ${model.outputs.length} outputs`);
-  let artifacts: tf.io.ModelArtifacts | null = null;
-  await model.save(
-    tf.io.withSaveHandler(async (a) => {
-      artifacts = a;
-      return { modelArtifactsInfo: { dateSaved: new Date(), modelTopologyType: 'JSON' } };
-    }),
-  );
-  const saved = artifacts as tf.io.ModelArtifacts | null;
-  if (!saved?.modelTopology || !saved.weightSpecs) throw new WebringError('ERR_INTERNAL', 'the model saved no topology');
+  const saved = await artifactsOf(model);
+  if (!saved.modelTopology || !saved.weightSpecs) throw new WebringError('ERR_INTERNAL', 'the model saved no topology');
   return {
     modelTopology: saved.modelTopology as object,
     weightSpecs: saved.weightSpecs.map((s) => ({ name: s.name, shape: [...s.shape], dtype: s.dtype })),

@@ -3,7 +3,8 @@
  * tf.io.decodeWeights reads): shared by the replicas, the program-model description and
  * the checkpoints.
  */
-import type * as tf from '@tensorflow/tfjs';
+import * as tf from '@tensorflow/tfjs';
+import { WebringError } from '../protocol/errors';
 
 /** Tensors' and weights' names, shapes and types, as tfjs's weight specs give them. */
 export interface WeightSpec {
@@ -27,4 +28,17 @@ export function concatBuffers(data: tf.io.WeightData | undefined): Uint8Array {
     at += p.byteLength;
   }
   return out;
+}
+
+/** What model.save writes (topology, weight specs and bytes), kept in memory. */
+export async function artifactsOf(model: tf.LayersModel): Promise<tf.io.ModelArtifacts> {
+  let artifacts: tf.io.ModelArtifacts | null = null;
+  await model.save(
+    tf.io.withSaveHandler(async (a) => {
+      artifacts = a;
+      return { modelArtifactsInfo: { dateSaved: new Date(), modelTopologyType: 'JSON' } };
+    }),
+  );
+  if (!artifacts) throw new WebringError('ERR_INTERNAL', 'the model produced no artifacts');
+  return artifacts;
 }

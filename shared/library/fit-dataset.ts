@@ -13,7 +13,6 @@ import { WebringError } from '../protocol/errors';
 import type { ProgramRun } from '../protocol/start-config';
 import { describeModel, type ProgramModel } from '../compute/program-model';
 import { DatasetShards, countElements, type EpochDataset } from '../data/dataset-shards';
-import type { WorkerStatus } from '../training/worker-status';
 import { FitCallbacks, type FitCallback } from './fit-callbacks';
 import type { StartOptions } from './room-control';
 import type { RoomMember } from './room-member';
@@ -63,28 +62,6 @@ function firstEpoch(dataset: EpochDataset): tf.data.Dataset<tf.TensorContainer> 
   return typeof dataset === 'function' ? dataset(0) : dataset;
 }
 
-/** Waits until the run this member trains ends ('done'), or rejects if the member fails. */
-function runEnd(member: RoomMember, feed: (s: WorkerStatus) => void): Promise<WorkerStatus> {
-  return new Promise((resolve, reject) => {
-    let trained = false;
-    const offs = [
-      member.on('status', (s) => {
-        if (s.state === 'training') trained = true;
-        feed(s);
-        if (trained && s.state === 'done') {
-          offs.forEach((off) => off());
-          resolve(s);
-        }
-      }),
-      member.on('error', (e) => {
-        if (member.status?.state !== 'error') return;
-        offs.forEach((off) => off());
-        reject(new WebringError(e.code, e.message));
-      }),
-    ];
-  });
-}
-
 export async function fitDataset(member: RoomMember, model: tf.LayersModel, dataset: EpochDataset, options: FitDatasetOptions = {}): Promise<tf.History> {
   const { epochs = FIT_DEFAULTS.epochs, batchSize = FIT_DEFAULTS.batchSize, minMembers = FIT_DEFAULTS.minMembers, validationData, callbacks, threadModules, save, ...run } = options;
   if (!Number.isInteger(batchSize) || batchSize < 1) throw new WebringError('ERR_BAD_REQUEST', `fitDataset: batchSize must be a whole number of examples, got ${batchSize}`, 'batchSize');
@@ -109,8 +86,10 @@ export async function fitDataset(member: RoomMember, model: tf.LayersModel, data
   const steps = Math.ceil(trainCount / batchSize);
   const feed = new FitCallbacks(model, callbacks, { epochs, steps, validation: validationCount > 0 }, stopRequested);
   const learningRate = (program.optimizer.config as { learningRate?: unknown }).learningRate;
+  // The member tells its status before it tells that the run is done: the feed sees the last step first.
+  const stopFeeding = member.on('status', (s) => feed.status(s));
   try {
-    const ended = runEnd(member, (s) => feed.status(s));
+    const ended = member.whenDone();
     if (control) {
       while (member.size < minMembers) await new Promise((r) => setTimeout(r, MEMBERS_POLL_MS));
       await control.start(member.room, {
@@ -127,6 +106,7 @@ export async function fitDataset(member: RoomMember, model: tf.LayersModel, data
     if (save && final.chief) await model.save(save);
     return await feed.end(final);
   } finally {
+    stopFeeding();
     member.programSlot.current = null;
   }
 }
