@@ -46,7 +46,6 @@ export const LOCAL_STEPS_DEFAULT_WIRE = 'fp16';
 /** The most examples one worker's share of a step may hold. */
 const MAX_BATCH_PER_WORKER = 1024;
 
-
 /**
  * What the start config's check needs of a task (shared/tasks/task.ts catalogEntryOf):
  * its ids and defaults, no code. The registry hands the protocol a catalog of them, so the
@@ -68,11 +67,6 @@ export interface TaskCatalog {
   entry(id: string): TaskCatalogEntry | undefined;
 }
 
-/**
- * The start config's fields as sent: the task and the fields whose default the task gives
- * (model, dataset, classes and its recipe) may be left out; `startConfigSchemaFor` fills
- * them in from the task and checks them against it.
- */
 /** The task, model and dataset ids of a program's run (`program`): the workload is the program's, not the registry's. */
 export const PROGRAM_WORKLOAD = 'program';
 
@@ -82,7 +76,7 @@ export const PROGRAM_WORKLOAD = 'program';
  * their fingerprint and sizes. Every member checks its model and dataset against these.
  */
 export const programRunSchema = z.strictObject({
-  /** Hex digest of the model's description and the dataset's sizes (shared/library/program-fingerprint.ts). */
+  /** Hex digest of the model's structure, loss and optimizer and the dataset's sizes (shared/library/fit-dataset.ts programFingerprint). */
   fingerprint: z.string().regex(/^[0-9a-f]{32}$/),
   /** Elements of the training dataset in one epoch, and of the validation dataset (0: none). */
   trainCount: z.number().int().min(1).max(1_000_000_000),
@@ -94,6 +88,11 @@ export const programRunSchema = z.strictObject({
 });
 export type ProgramRun = z.output<typeof programRunSchema>;
 
+/**
+ * The start config's fields as sent: the task and the fields whose default the task gives
+ * (model, dataset, classes and its recipe) may be left out; `startConfigSchemaFor` fills
+ * them in from the task and checks them against it.
+ */
 export const startConfigFieldsSchema = z.strictObject({
   /** The workload (shared/tasks/): what one example is, its models, datasets and pages. */
   task: workloadIdSchema.optional(),
