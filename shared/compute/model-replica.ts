@@ -102,7 +102,7 @@ export class ModelReplica implements Replica {
    * The first `n` rows of `features` as the model's inputs and targets (inside a tidy).
    * Each part's columns are copied out row by row into a buffer of its own, reused from
    * step to step: tfjs's CPU split of the rows copies element by element, and took a third
-   * of an MLP's step. The tensors may alias those buffers (the CPU backend does not copy);
+   * of a dense model's step. The tensors may alias those buffers (the CPU backend does not copy);
    * they live only inside the caller's tidy, before the next call writes the buffers again.
    */
   private tensors(features: Float32Array, n: number): { inputs: tf.Tensor[]; targets: tf.Tensor[] } {
