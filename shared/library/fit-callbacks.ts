@@ -28,7 +28,8 @@ export class FitCallbacks {
   readonly history = new tf.History();
   private readonly hooks: Hooks[];
   private queue: Promise<void> = Promise.resolve();
-  private epoch = 0;
+  /** The epoch being trained; -1 until the run's first step says which. */
+  private epoch = -1;
   private batch = 0;
   private lastStep = -1;
   private epochLosses: number[] = [];
@@ -69,23 +70,28 @@ export class FitCallbacks {
    * else when a step of the next epoch arrives, or when the run ends.
    */
   status(s: WorkerStatus): void {
-    if (s.state !== 'training' && s.state !== 'done') return;
+    // A member's statuses before this run began are the last run's (its 'done', its epoch).
     if (!this.began) {
+      if (s.state !== 'training') return;
       this.began = true;
-      this.epoch = s.epoch;
       this.lastStep = s.step;
       this.run((h) => h.onTrainBegin?.({}));
-      this.run((h) => h.onEpochBegin?.(this.epoch, {}));
     }
     if (s.step > this.lastStep && s.loss !== null) {
       this.lastStep = s.step;
+      // The run's first step tells its epoch (a resumed run's may be any).
+      if (this.epoch < 0) {
+        this.epoch = s.epoch;
+        const first = s.epoch;
+        this.run((h) => h.onEpochBegin?.(first, {}));
+      }
       if (s.epoch > this.epoch) this.closeEpoch(s.epoch, null);
       const loss = s.loss;
       const batch = this.batch++;
       this.epochLosses.push(loss);
       this.run((h) => h.onBatchEnd?.(batch, { batch, loss }));
     }
-    if (s.evaluatedEpoch !== null && s.evaluatedEpoch >= this.epoch && s.testLoss !== null && this.epochLosses.length > 0) {
+    if (this.epoch >= 0 && s.evaluatedEpoch !== null && s.evaluatedEpoch >= this.epoch && s.testLoss !== null && this.epochLosses.length > 0) {
       this.closeEpoch(s.evaluatedEpoch + 1, s.testLoss);
     }
   }

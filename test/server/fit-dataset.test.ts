@@ -178,3 +178,28 @@ test('a program run resumes from the chief\'s last checkpoint at its step (Backu
   assert.equal(Math.min(...restarts), 1, 'another model starts afresh');
   assert.equal(member.status!.resumedFrom, null);
 });
+
+test('the classroom options carry over: a program trains with secure aggregation, and with local steps on the fp16 wire', async () => {
+  const room = 'fit-options';
+  const trio: RoomMember[] = [];
+  for (const [i, name] of ['opt-a', 'opt-b', 'opt-c'].entries()) {
+    trio.push(await joinRoom({ url: server.url, room, code: server.joinCode(room), name, backend: 'cpu', compute: 'main', ...(i === 0 ? { teacherToken: server.teacherToken } : {}) }));
+  }
+  members.push(...trio);
+  for (const options of [
+    { secureAggregation: true, allreduce: 'ring' as const },
+    { sync: 'local-steps' as const, localSteps: 4, wire: 'fp16' as const },
+  ]) {
+    const models = trio.map((_, i) => buildModel(70 + i));
+    const histories = await Promise.all(trio.map((m, i) => fitDataset(m, models[i]!, synthetic(ELEMENTS, 0), { epochs: 2, batchSize: BATCH, minMembers: 3, resumeFrom: 'none', ...options })));
+    const room_ = await server.control.status(room);
+    assert.equal(room_.config?.secureAggregation, options.secureAggregation ?? false, JSON.stringify(options));
+    assert.equal(room_.config?.sync, options.sync ?? 'every-step');
+    assert.equal(new Set(histories.map((h) => JSON.stringify(h.history))).size, 1, `the same History on every member: ${JSON.stringify(options)}`);
+    const loss = histories[0]!.history.loss as number[];
+    assert.ok(loss[1]! < loss[0]!, `the loss falls with ${JSON.stringify(options)}: ${loss.join(', ')}`);
+    const weights = await Promise.all(models.map(async (m) => (await Promise.all(m.getWeights().map((w) => w.data()))).flatMap((d) => Array.from(d))));
+    assert.deepEqual(weights[1], weights[0]);
+    assert.deepEqual(weights[2], weights[0]);
+  }
+});
