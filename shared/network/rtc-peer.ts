@@ -76,7 +76,9 @@ class RtcPeer {
     if (initiator) {
       this.attach(pc.createDataChannel(CHANNEL_LABEL, { ordered: true }));
       this.run(async () => {
-        await pc.setLocalDescription(await pc.createOffer());
+        const offer = await pc.createOffer();
+        if (this.done) return;
+        await pc.setLocalDescription(offer);
         this.sendDescription();
       });
     } else {
@@ -99,9 +101,14 @@ class RtcPeer {
       }
       await this.pc.setRemoteDescription({ type: signal.type, sdp: signal.sdp });
       this.remoteSet = true;
-      for (const c of this.early.splice(0)) await this.pc.addIceCandidate(c);
-      if (signal.type === 'offer') {
-        await this.pc.setLocalDescription(await this.pc.createAnswer());
+      for (const c of this.early.splice(0)) {
+        if (this.done) return;
+        await this.pc.addIceCandidate(c);
+      }
+      if (signal.type === 'offer' && !this.done) {
+        const answer = await this.pc.createAnswer();
+        if (this.done) return;
+        await this.pc.setLocalDescription(answer);
         this.sendDescription();
       }
     });
@@ -138,9 +145,16 @@ class RtcPeer {
     channel.addEventListener('error', (e: Event) => this.fail(`data channel error: ${describeChannelError(e)}`));
   }
 
+  /**
+   * Every call on the connection checks first that it is still open: @roamhq/wrtc may crash
+   * the process (SIGSEGV) when a closed connection's description is read or set
+   * (node-webrtc/node-webrtc#696, WonderInventions/node-webrtc#35), and a link closes
+   * whenever the ring re-forms, between any two of a handshake's awaits.
+   */
   private sendDescription(): void {
+    if (this.done) return;
     const d = this.pc.localDescription;
-    if (d && !this.done) this.events.onSignal({ type: d.type, sdp: d.sdp });
+    if (d) this.events.onSignal({ type: d.type, sdp: d.sdp });
   }
 
   /** Applies one step of the handshake after the ones before; a failure fails the link, by name. */
