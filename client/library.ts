@@ -6,7 +6,7 @@
  */
 // First: a page that forbids eval (a Content-Security-Policy) must not see zod probe for it.
 import './zod-jitless';
-import { joinRoomWith, type MemberOptions, type RoomMember, type WorkerPlatform } from '../shared/library';
+import { joinRoomWith, openMemberWith, type MemberOptions, type PlatformOptions, type RoomMember, type WorkerPlatform } from '../shared/library';
 import { openCompute } from './open-compute';
 import { createBrowserPeerFactory } from './browser-peer';
 import { deviceClassOf } from './device-class';
@@ -15,7 +15,7 @@ import { indexedDbCheckpoints } from './indexeddb-checkpoints';
 export * from '../shared/library';
 
 /** This tab's parts; `options.compute` 'main' keeps tfjs on the page. */
-export async function browserPlatform(options: Pick<MemberOptions, 'backend' | 'compute' | 'device' | 'log'> = {}): Promise<WorkerPlatform> {
+export async function browserPlatform(options: Pick<PlatformOptions, 'backend' | 'compute' | 'device' | 'log'> = {}): Promise<WorkerPlatform> {
   const compute = await openCompute(options.backend ?? null, options.compute ?? 'thread', options.log ?? (() => undefined));
   return {
     compute,
@@ -29,4 +29,9 @@ export async function browserPlatform(options: Pick<MemberOptions, 'backend' | '
 /** Joins a room from this tab; resolves once admitted (room-member.ts). */
 export async function joinRoom(options: MemberOptions): Promise<RoomMember> {
   return joinRoomWith(await browserPlatform(options), options);
+}
+
+/** This tab's member, connected to no room yet: `member.join` joins one, and again after a refusal or a drop (room-member.ts). */
+export async function openMember(options: PlatformOptions): Promise<RoomMember> {
+  return openMemberWith(await browserPlatform(options), options);
 }

@@ -292,32 +292,36 @@ async function join(event: Event): Promise<void> {
     if (!worker) {
       banner.textContent = 'Loading TensorFlow.js…';
       const { startSession } = await session;
-      worker = await startSession({
+      const member = await startSession({
         preferredBackend: params.get('backend'),
         // ?compute=main keeps the maths on the page (the benchmarks' before); a thread of its own otherwise.
         compute: params.get('compute') === 'main' ? 'main' : 'thread',
         faults: faultsFromQuery(),
-        onStatus: render,
-        onServerError: (e) => showError(describeRefusal(e, room)),
-        onCollect: (setting) => void collect.setCollect(room, setting),
-        onHub: showHub,
         ownExamples: (run) => collect.examplesFor(run),
-        onFallback: (reason, backend) => {
-          const notice = $('webgpu-notice');
-          notice.textContent = `WebGPU is unavailable (${reason}). This tab trains with ${backend.toUpperCase()} instead.`;
-          notice.classList.remove('hidden');
-        },
       });
-      const self = worker;
+      worker = member;
+      member.on('status', render);
+      // A refused event (a rate limit); the member's own failure is its status's, in the banner.
+      member.on('error', (e) => {
+        if (member.status?.state !== 'error') showError(describeRefusal(e, room));
+      });
+      member.on('collect', (setting) => void collect.setCollect(room, setting));
+      member.on('hub', showHub);
+      const { webgpuUnavailable, backend } = member.compute;
+      if (webgpuUnavailable) {
+        const notice = $('webgpu-notice');
+        notice.textContent = `WebGPU is unavailable (${webgpuUnavailable}). This tab trains with ${backend.toUpperCase()} instead.`;
+        notice.classList.remove('hidden');
+      }
       // Closing or navigating away says goodbye, so the ring re-forms at once instead of
       // waiting for the server to miss this tab's heartbeats.
-      addEventListener('pagehide', () => self.leave());
-      void followLoss(room, () => self.memberToken);
+      addEventListener('pagehide', () => member.leaveRoom());
+      void followLoss(room, () => member.memberToken);
       // Before any run, the panel of the default task; a run of another task swaps it.
-      void mountTryTheModel(self, DEFAULT_TASK.id, DEFAULT_TASK.outputs);
+      void mountTryTheModel(member, DEFAULT_TASK.id, DEFAULT_TASK.outputs);
     }
     // A first join, or joining again after being dropped (same connection, new membership).
-    await worker.join(room, name, code);
+    await worker.join({ room, name, code });
     $('error').classList.add('hidden');
     roomInput.disabled = true;
     nameInput.disabled = true;

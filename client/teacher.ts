@@ -11,7 +11,7 @@ import type { CheckpointInfo } from '../shared/checkpoints/checkpoint';
 import type { ErrorBody } from '../shared/protocol/errors';
 import { createLiveChart } from './charts';
 import { collectTaskOf, sameCollection } from '../shared/tasks/collect';
-import { RoomApi, type Result, type RoomAction } from './teacher/api';
+import { RoomApi, type Result, type RoomAction, type StartOptions } from './teacher/api';
 import { ConfigForm, type StartConfigInput } from './teacher/config-form';
 import { renderCheckpoints } from './teacher/checkpoints';
 import { byId, h } from './teacher/dom';
@@ -173,7 +173,7 @@ function showActionError(error: ErrorBody | null): void {
   el.hidden = !error;
 }
 
-async function act(action: RoomAction, body: unknown = {}): Promise<boolean> {
+async function act(action: RoomAction, body: StartOptions = {}): Promise<boolean> {
   busy = true;
   showActionError(null);
   renderControls();

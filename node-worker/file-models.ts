@@ -3,12 +3,15 @@
  * and dir/weights.bin in tfjs's own layout (what tfjs-node writes, and what
  * tf.loadLayersModel reads back), so a Node program saves its trained model to disk with the
  * same line it would write with tfjs-node. Registered by webring/node only where no other
- * handler (tfjs-node's) already serves the scheme.
+ * handler (tfjs-node's) already serves the scheme. fitDataset's `backup` keeps its
+ * checkpoint copies under a `file://` folder too: one model folder per checkpoint, listed
+ * and pruned here (tf.io itself lists no folder).
  */
 import * as tf from '@tensorflow/tfjs';
-import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
+import { mkdir, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { registerCheckpointCatalog } from '../shared/checkpoints/tfio-checkpoints';
 
 const SCHEME = 'file://';
 const MODEL_FILE = 'model.json';
@@ -53,4 +56,24 @@ export function registerFileModels(): void {
   const router = ((url: string | string[]) => (typeof url === 'string' && url.startsWith(SCHEME) ? fileModelHandler(folderOf(url)) : null)) as Parameters<typeof tf.io.registerSaveRouter>[0];
   if (tf.io.getSaveHandlers(`${SCHEME}probe`).length === 0) tf.io.registerSaveRouter(router);
   if (tf.io.getLoadHandlers(`${SCHEME}probe`).length === 0) tf.io.registerLoadRouter(router);
+  registerCheckpointCatalog(SCHEME, fileCatalog);
 }
+
+/** The model folders right under a `file://` prefix's folder, newest pruned last by the caller. */
+const fileCatalog = {
+  async list(prefix: string): Promise<string[]> {
+    const folder = folderOf(prefix);
+    let entries;
+    try {
+      entries = await readdir(folder, { withFileTypes: true });
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return []; // no copy saved yet
+      throw err;
+    }
+    const base = prefix.endsWith('/') ? prefix : `${prefix}/`;
+    return entries.filter((e) => e.isDirectory()).map((e) => `${base}${e.name}`);
+  },
+  async remove(url: string): Promise<void> {
+    await rm(folderOf(url), { recursive: true, force: true });
+  },
+};

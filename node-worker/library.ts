@@ -4,7 +4,7 @@
  * optional `webgpu` package) where a Vulkan device exists and the CPU otherwise, and WebRTC
  * through the optional `@roamhq/wrtc` (ERR_MISSING_PACKAGE names it when it is missing).
  */
-import { joinRoomWith, type MemberOptions, type RoomMember, type WorkerPlatform } from '../shared/library';
+import { joinRoomWith, openMemberWith, type MemberOptions, type PlatformOptions, type RoomMember, type WorkerPlatform } from '../shared/library';
 import { createWrtcPeerFactory } from '../shared/network/wrtc-peer-factory';
 import { openNodeCompute } from './node-compute';
 import { registerFileModels } from './file-models';
@@ -16,7 +16,7 @@ export { fileModelHandler } from './file-models';
 registerFileModels();
 
 /** This process's parts; `options.compute` 'main' keeps tfjs in this thread. */
-export async function nodePlatform(options: Pick<MemberOptions, 'backend' | 'compute' | 'device'> = {}): Promise<WorkerPlatform> {
+export async function nodePlatform(options: Pick<PlatformOptions, 'backend' | 'compute' | 'device'> = {}): Promise<WorkerPlatform> {
   // WebRTC is loaded first: a machine without it stops before a compute thread starts.
   await createWrtcPeerFactory(() => ({}));
   const compute = await openNodeCompute(options.backend ?? null, options.compute ?? 'thread');
@@ -32,4 +32,9 @@ export async function nodePlatform(options: Pick<MemberOptions, 'backend' | 'com
 /** Joins a room from this process; resolves once admitted (room-member.ts). */
 export async function joinRoom(options: MemberOptions): Promise<RoomMember> {
   return joinRoomWith(await nodePlatform(options), options);
+}
+
+/** This process's member, connected to no room yet: `member.join` joins one, and again after a refusal or a drop (room-member.ts). */
+export async function openMember(options: PlatformOptions): Promise<RoomMember> {
+  return openMemberWith(await nodePlatform(options), options);
 }

@@ -31,21 +31,14 @@
  */
 import os from 'node:os';
 import { statSync } from 'node:fs';
-import { io, type Socket } from 'socket.io-client';
-import { BACKENDS, DEVICE_CLASSES, type Backend, type DeviceClass, type ClientToServerEvents, type ServerToClientEvents } from '../shared/protocol';
-import { TrainingWorker } from '../shared/training/worker';
-import { RECONNECT_OPTIONS } from '../shared/training/signaling-session';
-import type { WorkerStatus } from '../shared/training/worker-status';
-import { createWrtcPeerFactory } from '../shared/network/wrtc-peer-factory';
-import { IceConfigHolder, ICE_REQUEST_TIMEOUT_MS } from '../shared/network/ice-config';
+import { BACKENDS, DEVICE_CLASSES, openMember, type Backend, type ComputePlace, type DeviceClass, type WorkerStatus } from './library';
 import { toWebringError } from '../shared/protocol/errors';
-import { openNodeCompute } from './node-compute';
-import type { ComputePlace } from '../shared/compute/compute';
 
 /** The longest --hold-compute-ms: a minute, past any straggler deadline a test needs. */
 const MAX_HOLD_COMPUTE_MS = 60_000;
 /** After SIGUSR2's leave, the worker joins again this much later. */
 const REJOIN_AFTER_LEAVE_MS = 5_000;
+
 import { countByLabel, type OwnExamples } from '../shared/data/own-examples';
 import { ownFolderReader } from '../shared/tasks/own-folders';
 import { DEFAULT_TASK, TASKS } from '../shared/tasks/registry';
@@ -121,40 +114,32 @@ async function main(): Promise<void> {
   const args = parse();
   const base = args.url.origin;
   const own = readOwnExamples(args.data, args.dataTask);
-  const compute = await openNodeCompute(args.backend, args.compute);
-  const choice = compute.info;
-  console.log(`webring worker: backend ${choice.backend}${choice.adapter ? ` (${choice.adapter})` : ''} in ${args.compute === 'thread' ? 'a compute thread' : 'the main thread'}${choice.webgpuUnavailable ? `; WebGPU unavailable: ${choice.webgpuUnavailable}` : ''}`);
-  // The worker connects when it joins: the handshake carries the room and its join code.
-  const socket: Socket<ServerToClientEvents, ClientToServerEvents> = io(base, { transports: ['websocket'], autoConnect: false, ...RECONNECT_OPTIONS });
-  let last = '';
   const log = (m: string) => console.log(`webring worker: ${m}`);
-  const ice = new IceConfigHolder({ request: () => socket.timeout(ICE_REQUEST_TIMEOUT_MS).emitWithAck('ice:config'), log });
-  const worker = new TrainingWorker({
-    socket,
-    // The same TURN servers and policy as the tabs: a lab machine behind the school's NAT
-    // reaches students at home through the relay too.
-    peerFactory: await createWrtcPeerFactory(() => ice.rtcConfiguration()),
-    onIceConfig: (raw) => ice.update(raw),
-    compute,
-    kind: 'node',
+  // The library's member (node-worker/library.ts), as any developer's Node program opens it.
+  const member = await openMember({
+    url: base,
+    backend: args.backend,
+    compute: args.compute,
     device: args.device,
-    ...(args.holdComputeMs > 0 || !args.peerLinks ? { faults: { ...(args.holdComputeMs > 0 ? { busyComputeMs: args.holdComputeMs } : {}), ...(args.peerLinks ? {} : { noPeerLinks: true }) } } : {}),
-    serverUrl: base,
-    localCheckpoints: null,
     // A run of another task trains none of them: they are examples of --data-task.
     ownExamples: (run) => (run.task === args.dataTask ? own : null),
-    onStatus: (s) => {
-      // One line per change of state, rank or step: a readable log, not a flood.
-      const line = describe(s);
-      if (line !== last) console.log(`webring worker: ${line}`);
-      last = line;
-    },
+    ...(args.holdComputeMs > 0 || !args.peerLinks ? { faults: { ...(args.holdComputeMs > 0 ? { busyComputeMs: args.holdComputeMs } : {}), ...(args.peerLinks ? {} : { noPeerLinks: true }) } } : {}),
     log,
   });
+  const choice = member.compute;
+  console.log(`webring worker: backend ${choice.backend}${choice.adapter ? ` (${choice.adapter})` : ''} in ${args.compute === 'thread' ? 'a compute thread' : 'the main thread'}${choice.webgpuUnavailable ? `; WebGPU unavailable: ${choice.webgpuUnavailable}` : ''}`);
+  let last = '';
+  member.on('status', (s) => {
+    // One line per change of state, rank or step: a readable log, not a flood.
+    const line = describe(s);
+    if (line !== last) console.log(`webring worker: ${line}`);
+    last = line;
+  });
+  const entry = { room: args.room, name: args.name, code: args.code };
   // Leaving says goodbye, so the ring re-forms at once.
   for (const signal of ['SIGINT', 'SIGTERM'] as const) {
     process.on(signal, () => {
-      worker.leave();
+      member.leaveRoom();
       setTimeout(() => process.exit(0), 200).unref();
     });
   }
@@ -162,16 +147,16 @@ async function main(): Promise<void> {
   // afresh REJOIN_AFTER_LEAVE_MS later, in the same process (the lab's and bench's churn).
   process.on('SIGUSR2', () => {
     log(`SIGUSR2: leaving, and joining again in ${REJOIN_AFTER_LEAVE_MS} ms`);
-    worker.leave();
+    member.leaveRoom();
     setTimeout(() => {
-      worker.join(args.room, args.name, args.code).then(
+      member.join(entry).then(
         (again) => log(`joined ${again.room} again as ${args.name} (index ${again.index})`),
         (err: unknown) => log(`joining again failed: ${toWebringError(err).message}`),
       );
     }, REJOIN_AFTER_LEAVE_MS);
   });
-  if (own) worker.reportOwnExamples(countByLabel(own));
-  const joined = await worker.join(args.room, args.name, args.code);
+  if (own) member.reportOwnExamples(countByLabel(own));
+  const joined = await member.join(entry);
   console.log(`webring worker: joined ${joined.room} as ${args.name} (index ${joined.index})`);
 }
 

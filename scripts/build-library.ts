@@ -28,11 +28,13 @@ const TYPES_DIR = path.join(LIBRARY_DIR, 'types');
  */
 const BROWSER_ENTRIES = {
   browser: 'client/library.ts',
+  'control-browser': 'shared/library/control.ts',
   'compute-thread-browser': 'client/compute-thread.ts',
 };
 const NODE_ENTRIES = {
   node: 'node-worker/library.ts',
   server: 'signaling-server/library.ts',
+  control: 'shared/library/control.ts',
   'compute-thread-node': 'node-worker/compute-thread.ts',
 };
 /**

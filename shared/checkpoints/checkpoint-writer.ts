@@ -24,11 +24,13 @@ export const CHECKPOINT_FLUSH_TIMEOUT_MS = 3 * CHECKPOINT_UPLOAD_TIMEOUT_MS;
 export interface LocalCheckpointStore {
   save(checkpoint: CapturedCheckpoint, maxToKeep: number): Promise<void>;
 }
+/** A store, none, or a function asked at each save: a program's fitDataset picks its `backup` after joining. */
+export type LocalCheckpoints = LocalCheckpointStore | null | (() => LocalCheckpointStore | null);
 
 export interface CheckpointWriterOptions {
   serverUrl: string;
   memberToken: string;
-  local: LocalCheckpointStore | null;
+  local: LocalCheckpoints;
   fetchImpl?: FetchLike;
   /** Times the uploads' and the flush's deadlines; the system clock by default. */
   clock?: Clock;
@@ -72,7 +74,8 @@ export class CheckpointWriter {
   }
 
   private async write(checkpoint: CapturedCheckpoint, maxToKeep: number): Promise<void> {
-    const { local, onSaved, onError } = this.options;
+    const { onSaved, onError } = this.options;
+    const local = typeof this.options.local === 'function' ? this.options.local() : this.options.local;
     if (local) {
       try {
         await local.save(checkpoint, maxToKeep);

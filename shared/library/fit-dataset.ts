@@ -16,6 +16,9 @@ import { DatasetShards, countElements, type EpochDataset } from '../data/dataset
 import { FitCallbacks, type FitCallback } from './fit-callbacks';
 import type { StartOptions } from './room-control';
 import type { RoomMember } from './room-member';
+import { restoreFromBackup } from './backup';
+import { tfIoCheckpoints } from '../checkpoints/tfio-checkpoints';
+import { LATEST_CHECKPOINT } from '../checkpoints/checkpoint';
 
 /** The classroom's options a program's run takes as they are (docs/recipe.md, docs/library.md). */
 type RunOptions = Pick<
@@ -37,6 +40,13 @@ export interface FitDatasetOptions extends RunOptions {
   minMembers?: number;
   /** Where the chief saves the trained model when the run ends: any tf.io URL or handler ('indexeddb://…', 'file://…' in Node). The server keeps the run's checkpoints besides. */
   save?: string | tf.io.IOHandler;
+  /**
+   * BackupAndRestore: a tf.io URL ('indexeddb://…', 'localstorage://…', 'file://…' in Node)
+   * where the chief copies every checkpoint (each `saveEverySteps`, the newest `maxToKeep`
+   * kept), and from whose newest copy a run started again resumes, at its step, when the
+   * server has none as new (backup.ts).
+   */
+  backup?: string;
 }
 
 export const FIT_DEFAULTS = { epochs: 1, batchSize: 32, minMembers: 1 } as const;
@@ -63,10 +73,13 @@ function firstEpoch(dataset: EpochDataset): tf.data.Dataset<tf.TensorContainer> 
 }
 
 export async function fitDataset(member: RoomMember, model: tf.LayersModel, dataset: EpochDataset, options: FitDatasetOptions = {}): Promise<tf.History> {
-  const { epochs = FIT_DEFAULTS.epochs, batchSize = FIT_DEFAULTS.batchSize, minMembers = FIT_DEFAULTS.minMembers, validationData, callbacks, threadModules, save, ...run } = options;
+  const { epochs = FIT_DEFAULTS.epochs, batchSize = FIT_DEFAULTS.batchSize, minMembers = FIT_DEFAULTS.minMembers, validationData, callbacks, threadModules, save, backup, ...run } = options;
   if (!Number.isInteger(batchSize) || batchSize < 1) throw new WebringError('ERR_BAD_REQUEST', `fitDataset: batchSize must be a whole number of examples, got ${batchSize}`, 'batchSize');
   if (!Number.isInteger(epochs) || epochs < 1) throw new WebringError('ERR_BAD_REQUEST', `fitDataset: epochs must be a whole number from 1, got ${epochs}`, 'epochs');
   if (member.programSlot.current) throw new WebringError('ERR_BAD_STATE', 'fitDataset: this member already fits a model');
+  const room = member.room;
+  if (room === null) throw new WebringError('ERR_BAD_STATE', 'fitDataset: the member has joined no room yet (member.join)');
+  const backupStore = backup === undefined ? null : tfIoCheckpoints(backup);
   const program = await describeModel(model, threadModules);
   const trainCount = await countElements(firstEpoch(dataset));
   if (trainCount === 0) throw new WebringError('ERR_NO_EXAMPLES', 'fitDataset: the dataset has no element');
@@ -81,19 +94,22 @@ export async function fitDataset(member: RoomMember, model: tf.LayersModel, data
   };
   const control = member.control;
   const stopRequested = (stop: boolean) => {
-    if (stop && control) void control.stop(member.room);
+    if (stop && control) void control.stop(room);
   };
   const steps = Math.ceil(trainCount / batchSize);
   const feed = new FitCallbacks(model, callbacks, { epochs, steps, validation: validationCount > 0 }, stopRequested);
   const learningRate = (program.optimizer.config as { learningRate?: unknown }).learningRate;
   // The member tells its status before it tells that the run is done: the feed sees the last step first.
   const stopFeeding = member.on('status', (s) => feed.status(s));
+  member.backup = backupStore;
   try {
     const ended = member.whenDone();
     if (control) {
       while (member.size < minMembers) await new Promise((r) => setTimeout(r, MEMBERS_POLL_MS));
-      await control.start(member.room, {
+      const restored = backupStore && (run.resumeFrom ?? LATEST_CHECKPOINT) === LATEST_CHECKPOINT ? await restoreFromBackup(backupStore, control, room, fingerprint, member.log) : null;
+      await control.start(room, {
         ...run,
+        ...(restored ? { resumeFrom: restored } : {}),
         program: { fingerprint, ...sizes, outputs: program.outputNames },
         epochs,
         optimizer: program.optimizer.className === 'Adam' ? 'adam' : 'sgd',
@@ -108,6 +124,7 @@ export async function fitDataset(member: RoomMember, model: tf.LayersModel, data
   } finally {
     stopFeeding();
     member.programSlot.current = null;
+    member.backup = null;
   }
 }
 

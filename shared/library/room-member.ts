@@ -4,6 +4,10 @@
  * server, joins with the room's join code and returns once admitted; from then on the
  * member trains whatever run the room starts, and tells its listeners where it stands:
  * its rank, the ring's size, whether it is the chief, and every status change.
+ *
+ * `openMemberWith` is the same in two halves, as the classroom's student page uses it: the
+ * maths and the connection first, then `join` when the student presses Join, and again
+ * after a wrong join code or a drop, without loading the maths twice.
  */
 import { io, type Socket } from 'socket.io-client';
 import { z } from 'zod';
@@ -17,15 +21,17 @@ import { joinCodeSchema } from '../protocol/join-code';
 import type { WorkerPlatform } from './platform';
 import { RoomControl } from './room-control';
 import type { ProgramSlot } from '../training/run-workload';
+import type { FaultInjector } from '../training/faults';
+import type { OwnExamples } from '../data/own-examples';
+import type { OwnRun } from '../data/run-data';
+import type { BackendInfo } from '../compute/compute';
+import type { LocalCheckpointStore } from '../checkpoints/checkpoint-writer';
+import type { CollectSetting, MemberInfo } from '../protocol';
 
-export interface JoinOptions {
+/** What a member is, before it joins any room: where the server is, and what it brings. */
+export interface MemberSetup {
   /** The signaling server: its http(s) origin, e.g. what `startServer` returns as `url`. */
   url: string | URL;
-  room: string;
-  /** The room's join code, as the teacher page or the server's start-up output shows it. */
-  code: string;
-  /** What the teacher page calls this member (default: `worker`). */
-  name?: string;
   /** Hears the worker's log lines (default: none). */
   log?(message: string): void;
   /**
@@ -33,14 +39,36 @@ export interface JoinOptions {
    * the run once enough members have joined, and stops it for early stopping. Others wait.
    */
   teacherToken?: string;
+  /**
+   * For the classroom's lessons on the class's own examples (docs/own-data.md): this
+   * member's examples of a run's task and classes, or null where it holds none. They never
+   * leave the device; the server learns their counts per class (reportOwnExamples).
+   */
+  ownExamples?: (run: OwnRun) => OwnExamples | null;
+  /** @internal Faults a test plays on purpose (shared/training/faults.ts); production passes none. */
+  faults?: FaultInjector;
 }
 
-const joinOptionsSchema = z.object({
-  room: roomNameSchema,
-  code: joinCodeSchema,
-  name: memberNameSchema.optional(),
-  teacherToken: z.string().min(1).optional(),
-});
+/** Where to join: a room, its join code, and the name the teacher page shows. */
+export interface RoomEntry {
+  room: string;
+  /** The room's join code, as the teacher page or the server's start-up output shows it. */
+  code: string;
+  /** What the teacher page calls this member (default: `worker`). */
+  name?: string;
+}
+
+export interface JoinOptions extends MemberSetup, RoomEntry {}
+
+/** What a join was told: the room, this member's id and its index (its place in the room, not its rank in the ring). */
+export interface Admission {
+  room: string;
+  memberId: string;
+  index: number;
+}
+
+const entrySchema = z.object({ room: roomNameSchema, code: joinCodeSchema, name: memberNameSchema.optional() });
+const setupSchema = z.object({ teacherToken: z.string().min(1).optional() });
 
 /** Where a member stands in the ring: MultiWorkerMirroredStrategy's task id and cluster size. */
 export interface Membership {
@@ -63,6 +91,10 @@ export interface MemberEvents {
   done: WorkerStatus;
   /** The member failed (state 'error'), or the server refused one of its events. */
   error: ErrorBody;
+  /** The room's hub in each ring generation this member hears, or null: whether a hub sums the gradients (it sees each member's, unmasked unless the run is secure). */
+  hub: MemberInfo | null;
+  /** What the room collects examples for (the join reply, then each change), or null: the classroom's own-data lessons. */
+  collect: CollectSetting | null;
 }
 type Listener<K extends keyof MemberEvents> = (value: MemberEvents[K]) => void;
 
@@ -74,23 +106,65 @@ const sameMembership = (a: Membership, b: Membership) => a.rank === b.rank && a.
 export class RoomMember {
   private latest: WorkerStatus | null = null;
   private membershipNow: Membership = { rank: null, size: 0, isChief: false, generation: 0 };
-  private readonly listeners: { [K in keyof MemberEvents]: Set<Listener<K>> } = { membership: new Set(), status: new Set(), done: new Set(), error: new Set() };
+  private readonly listeners: { [K in keyof MemberEvents]: Set<Listener<K>> } = { membership: new Set(), status: new Set(), done: new Set(), error: new Set(), hub: new Set(), collect: new Set() };
   private worker: TrainingWorker | null = null;
   private closed = false;
+  private joinedRoom: string | null = null;
   /** The program fitDataset trains (run-workload.ts): the worker reads it when a run starts. */
   readonly programSlot: ProgramSlot = { current: null };
+  /** @internal fitDataset's `backup`: where the chief copies its checkpoints instead of the platform's own store. */
+  backup: LocalCheckpointStore | null = null;
 
   constructor(
     private readonly platform: WorkerPlatform,
-    /** The room it joined. */
-    readonly room: string,
     /** The teacher's controls, for a member given the teacher token; null otherwise. */
     readonly control: RoomControl | null,
+    /** @internal where the member's log lines go (MemberSetup.log): fitDataset's too. */
+    readonly log: (message: string) => void = () => undefined,
   ) {}
+
+  /**
+   * Joins `entry.room` (again, after a refusal, a leaveRoom or a drop); resolves once
+   * admitted, or rejects with the server's coded refusal (ERR_BAD_JOIN_CODE, ERR_ROOM_FULL…).
+   * The entry is checked first: ERR_BAD_REQUEST names the field.
+   */
+  async join(entry: RoomEntry): Promise<Admission> {
+    const checked = entrySchema.safeParse(entry);
+    if (!checked.success) throw badOption('join', checked.error);
+    if (this.closed || !this.worker) throw new WebringError('ERR_BAD_STATE', 'join: this member has left; open a new one');
+    const { room, memberId, index } = await this.worker.join(checked.data.room, checked.data.name ?? 'worker', checked.data.code);
+    this.joinedRoom = room;
+    return { room, memberId, index };
+  }
+
+  /** The room it joined last; null before the first join. */
+  get room(): string | null {
+    return this.joinedRoom;
+  }
+
+  /** Where this member's maths runs: the tfjs backend, the adapter, and why WebGPU is not in use when it is not. */
+  get compute(): BackendInfo {
+    return this.platform.compute.info;
+  }
 
   /** The weights of the last run's replica, all in variable order; null before any run. */
   async trainedWeights(): Promise<Float32Array | null> {
     return (await this.worker?.replica?.readWeights()) ?? null;
+  }
+
+  /** The live replica's outputs for `n` examples (`features` holds n rows, each the model's inputs in order); null before any run. */
+  predict(features: Float32Array, n = 1): Promise<Float32Array | null> {
+    return this.worker?.predict(features, n) ?? Promise.resolve(null);
+  }
+
+  /** The token the server gave this member: it reads the room's metrics (GET /api/rooms/:room/metrics); null before joining. */
+  get memberToken(): string | null {
+    return this.worker?.memberToken ?? null;
+  }
+
+  /** Tells the server how many own examples this member holds per class (never the examples): the teacher page counts the class's. */
+  reportOwnExamples(counts: Record<string, number>): void {
+    this.worker?.reportOwnExamples(counts);
   }
 
   get rank(): number | null {
@@ -135,6 +209,11 @@ export class RoomMember {
     });
   }
 
+  /** Says goodbye to the room (the ring re-forms at once) and stays open: `join` takes it back, as a student closing the tab and opening it again. */
+  leaveRoom(): void {
+    this.worker?.leave();
+  }
+
   /** Says goodbye (the ring re-forms at once), closes the connection and the maths. */
   async leave(): Promise<void> {
     if (this.closed) return;
@@ -144,7 +223,7 @@ export class RoomMember {
     await this.platform.compute.close();
   }
 
-  /** @internal joinRoomWith's: the worker this member wraps. */
+  /** @internal openMemberWith's: the worker this member wraps. */
   attach(worker: TrainingWorker): void {
     this.worker = worker;
   }
@@ -163,14 +242,62 @@ export class RoomMember {
     if (s.state === 'error' && s.error && previous?.state !== 'error') this.emit('error', s.error);
   }
 
-  /** @internal the worker's onServerError. */
-  serverError(e: ErrorBody): void {
-    this.emit('error', e);
-  }
-
-  private emit<K extends keyof MemberEvents>(event: K, value: MemberEvents[K]): void {
+  /** @internal what the worker and its connection hear, for this member's listeners. */
+  emit<K extends keyof MemberEvents>(event: K, value: MemberEvents[K]): void {
     for (const listener of this.listeners[event] as Set<Listener<K>>) listener(value);
   }
+}
+
+function badOption(call: string, error: z.ZodError): WebringError {
+  const issue = error.issues[0]!;
+  return new WebringError('ERR_BAD_REQUEST', `${call}: ${issue.path.join('.') || 'options'}: ${issue.message}`, issue.path.join('.') || undefined);
+}
+
+/**
+ * A member with `platform`'s maths and WebRTC, connected to nothing yet: `member.join`
+ * joins a room. Options are checked first (ERR_BAD_REQUEST names the field), and a refusal
+ * closes what was opened.
+ */
+export async function openMemberWith(platform: WorkerPlatform, setup: MemberSetup): Promise<RoomMember> {
+  const checked = setupSchema.safeParse(setup);
+  let origin: string | null = null;
+  try {
+    origin = new URL(setup.url).origin;
+  } catch {
+    origin = null;
+  }
+  if (!checked.success || origin === null) {
+    await platform.compute.close();
+    if (!checked.success) throw badOption('joinRoom', checked.error);
+    throw new WebringError('ERR_BAD_REQUEST', `joinRoom: url: not a URL (${String(setup.url)})`, 'url');
+  }
+  const log = setup.log ?? (() => undefined);
+  // The worker connects when it joins: the handshake carries the room and its join code.
+  const socket: Socket<ServerToClientEvents, ClientToServerEvents> = io(origin, { transports: ['websocket'], autoConnect: false, ...RECONNECT_OPTIONS });
+  const ice = new IceConfigHolder({ request: () => socket.timeout(ICE_REQUEST_TIMEOUT_MS).emitWithAck('ice:config'), log });
+  const control = checked.data.teacherToken ? new RoomControl({ url: origin, teacherToken: checked.data.teacherToken }) : null;
+  const member = new RoomMember(platform, control, log);
+  socket.on('ring:generation', (g) => member.emit('hub', g.hub ?? null));
+  member.attach(
+    new TrainingWorker({
+      socket,
+      peerFactory: await platform.peerFactory(() => ice.rtcConfiguration()),
+      onIceConfig: (raw) => ice.update(raw),
+      compute: platform.compute,
+      kind: platform.kind,
+      device: platform.device,
+      serverUrl: origin,
+      localCheckpoints: () => member.backup ?? platform.localCheckpoints,
+      onStatus: (s) => member.statusChanged(s),
+      onServerError: (e) => member.emit('error', e),
+      onCollect: (c) => member.emit('collect', c),
+      program: member.programSlot,
+      ...(setup.ownExamples ? { ownExamples: setup.ownExamples } : {}),
+      ...(setup.faults ? { faults: setup.faults } : {}),
+      log,
+    }),
+  );
+  return member;
 }
 
 /**
@@ -179,42 +306,14 @@ export class RoomMember {
  * after closing what it opened. Options are checked first: ERR_BAD_REQUEST names the field.
  */
 export async function joinRoomWith(platform: WorkerPlatform, options: JoinOptions): Promise<RoomMember> {
-  const checked = joinOptionsSchema.safeParse(options);
-  if (!checked.success) {
-    const issue = checked.error.issues[0]!;
+  const entry = entrySchema.safeParse(options);
+  if (!entry.success) {
     await platform.compute.close();
-    throw new WebringError('ERR_BAD_REQUEST', `joinRoom: ${issue.path.join('.') || 'options'}: ${issue.message}`);
+    throw badOption('joinRoom', entry.error);
   }
-  let origin: string;
+  const member = await openMemberWith(platform, options);
   try {
-    origin = new URL(options.url).origin;
-  } catch {
-    await platform.compute.close();
-    throw new WebringError('ERR_BAD_REQUEST', `joinRoom: url: not a URL (${String(options.url)})`);
-  }
-  const log = options.log ?? (() => undefined);
-  // The worker connects when it joins: the handshake carries the room and its join code.
-  const socket: Socket<ServerToClientEvents, ClientToServerEvents> = io(origin, { transports: ['websocket'], autoConnect: false, ...RECONNECT_OPTIONS });
-  const ice = new IceConfigHolder({ request: () => socket.timeout(ICE_REQUEST_TIMEOUT_MS).emitWithAck('ice:config'), log });
-  const control = checked.data.teacherToken ? new RoomControl({ url: origin, teacherToken: checked.data.teacherToken }) : null;
-  const member = new RoomMember(platform, checked.data.room, control);
-  const worker = new TrainingWorker({
-    socket,
-    peerFactory: await platform.peerFactory(() => ice.rtcConfiguration()),
-    onIceConfig: (raw) => ice.update(raw),
-    compute: platform.compute,
-    kind: platform.kind,
-    device: platform.device,
-    serverUrl: origin,
-    localCheckpoints: platform.localCheckpoints,
-    onStatus: (s) => member.statusChanged(s),
-    onServerError: (e) => member.serverError(e),
-    program: member.programSlot,
-    log,
-  });
-  member.attach(worker);
-  try {
-    await worker.join(checked.data.room, checked.data.name ?? 'worker', checked.data.code);
+    await member.join(options);
   } catch (err) {
     await member.leave();
     throw err;

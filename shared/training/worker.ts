@@ -18,7 +18,7 @@ import type { PeerFactory } from '../network/peer';
 import { type ClientToServerEvents, type DeviceClass, type DeviceProbe, type Generation, type JoinAccepted, type JoinRequest, type MemberDropped, type ServerToClientEvents, type TrainStart, type TrainStop, type WorkerKind, type CollectSetting } from '../protocol';
 import { RingNetwork } from '../network/ring-network';
 import type { Trainer } from './trainer';
-import { CheckpointWriter, type LocalCheckpointStore } from '../checkpoints/checkpoint-writer';
+import { CheckpointWriter, type LocalCheckpoints } from '../checkpoints/checkpoint-writer';
 import { restoreFromServer } from '../checkpoints/checkpoint-io';
 import { systemClock, type Clock } from '../util/clock';
 import type { FaultInjector } from './faults';
@@ -56,7 +56,7 @@ export interface WorkerOptions {
   /** Base URL of the signaling server's HTTP API (checkpoints). */
   serverUrl: string;
   /** The chief's own checkpoint copies; null where there is nowhere to keep them. */
-  localCheckpoints: LocalCheckpointStore | null;
+  localCheckpoints: LocalCheckpoints;
   onStatus(status: WorkerStatus): void;
   /** An error the server sent for an event without an ack (rate limits, refused reports). */
   onServerError?(error: ErrorBody): void;

@@ -30,12 +30,14 @@ import { Room } from '../rooms/room';
 import { channelOf, type RoomContext } from '../rooms/room-context';
 import { bearerToken, tokenHash, tokensEqual } from './tokens';
 import { TEACHER_READER, registerDataApi, type ServedBytes } from './data-api';
-import type { CheckpointAdmission } from '../rooms/checkpoint-store';
+import type { CheckpointAdmission, CheckpointUpload } from '../rooms/checkpoint-store';
 import type { DatasetLibrary } from '../data/datasets';
 import { pageHeaders } from './page-headers';
 
 /** Per file of a checkpoint upload; a 100k-parameter model's weights and Adam state are ~1.2 MB. */
 const MAX_CHECKPOINT_FILE_BYTES = 32 * 1024 * 1024;
+/** Who wrote an imported checkpoint, as its listing shows it. */
+const IMPORTED_WRITER = 'imported by the teacher';
 
 const HTTP_STATUS: Partial<Record<ErrorCode, number>> = {
   ERR_BAD_REQUEST: 400,
@@ -275,14 +277,50 @@ export function createHttpApp(ctx: RoomContext, options: HttpOptions): express.E
     res.locals.maxToKeep = room!.maxToKeep;
     next();
   };
-  app.post('/api/rooms/:room/checkpoints', requireChief, upload, async (req, res) => {
-    const name = roomName(req);
+  /** The five files of a checkpoint upload; ERR_BAD_REQUEST names a missing one. */
+  const uploadedFiles = (req: Request): CheckpointUpload => {
     const files = (req.files ?? {}) as Record<string, Express.Multer.File[]>;
     const part = (file: CheckpointFile): Buffer => {
       const found = files[file]?.[0];
       if (!found) throw new WebringError('ERR_BAD_REQUEST', `the upload has no ${file}`, file);
       return found.buffer;
     };
+    return {
+      modelJson: part(CHECKPOINT_FILES.model),
+      weights: part(CHECKPOINT_FILES.weights),
+      optimizerSpecs: part(CHECKPOINT_FILES.optimizerSpecs),
+      optimizerData: part(CHECKPOINT_FILES.optimizerData),
+      metadata: part(CHECKPOINT_FILES.metadata),
+    };
+  };
+
+  /**
+   * The teacher brings a checkpoint from elsewhere: a program's own backup (fitDataset's
+   * `backup`) after this server lost its own, say. It is checked as the chief's are (its
+   * files agree with each other and with the metadata's hashes), filed under this room
+   * whichever room wrote it, unvouched (nobody in this class reported its hash), and a
+   * start's `resumeFrom` can name it.
+   */
+  app.post('/api/rooms/:room/checkpoints/import', requireTeacher, upload, async (req, res) => {
+    const name = roomName(req);
+    const room = await ctx.rooms.read(name);
+    if (!room) throw new WebringError('ERR_UNKNOWN_ROOM', `room ${name} does not exist: a member joins it first`);
+    const files = uploadedFiles(req);
+    let metadata: unknown;
+    try {
+      metadata = JSON.parse(files.metadata.toString('utf8'));
+    } catch {
+      throw new WebringError('ERR_BAD_REQUEST', 'metadata.json is not JSON', CHECKPOINT_FILES.metadata);
+    }
+    if (typeof metadata !== 'object' || metadata === null || Array.isArray(metadata)) throw new WebringError('ERR_BAD_REQUEST', 'metadata.json is not an object', CHECKPOINT_FILES.metadata);
+    const refiled = { ...files, metadata: Buffer.from(JSON.stringify({ ...metadata, room: name })) };
+    const info = await store.write(name, refiled, IMPORTED_WRITER, room.maxToKeep, async () => ({ writerName: IMPORTED_WRITER, trust: { state: 'unvouched', by: null } }));
+    ctx.log.info(`room ${name}: the teacher imported checkpoint ${info.id} at step ${info.step} (${info.bytes} B)`);
+    res.status(201).json({ ok: true, checkpoint: info });
+  });
+
+  app.post('/api/rooms/:room/checkpoints', requireChief, upload, async (req, res) => {
+    const name = roomName(req);
     const writer = res.locals.writer as string;
     // The room decides, atomically with its run, whether this step may be stored and
     // whether another rank's reported hash already vouches for it (rooms/checkpoint-guard.ts).
@@ -300,19 +338,7 @@ export function createHttpApp(ctx: RoomContext, options: HttpOptions): express.E
         throw e;
       }
     };
-    const info = await store.write(
-      name,
-      {
-        modelJson: part(CHECKPOINT_FILES.model),
-        weights: part(CHECKPOINT_FILES.weights),
-        optimizerSpecs: part(CHECKPOINT_FILES.optimizerSpecs),
-        optimizerData: part(CHECKPOINT_FILES.optimizerData),
-        metadata: part(CHECKPOINT_FILES.metadata),
-      },
-      writer,
-      res.locals.maxToKeep as number,
-      admit,
-    );
+    const info = await store.write(name, uploadedFiles(req), writer, res.locals.maxToKeep as number, admit);
     ctx.log.info(`room ${name}: checkpoint ${info.id} at step ${info.step} (${info.bytes} B) from ${info.writer}, ${info.trust.state}${info.trust.by ? ` by ${info.trust.by}` : ''}`);
     res.status(201).json({ ok: true, checkpoint: info });
   });

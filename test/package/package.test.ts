@@ -2,8 +2,10 @@
  * webring as a library, installed the way a program installs it: `npm pack` builds the
  * tarball (prepack: scripts/build-library.ts), a project outside the repository installs it
  * with npm, and then
- *  - Node imports `webring`, `webring/node` and `webring/server`, starts the embedded server
- *    and trains two members through the built compute thread (test/package/consumer/smoke.mjs);
+ *  - Node imports `webring`, `webring/node`, `webring/server` and `webring/control`, starts
+ *    the embedded server and trains two members through the built compute thread, started
+ *    with `webring/control`'s RoomControl (test/package/consumer/smoke.mjs);
+ *  - `webring/control` loads without tfjs or WebRTC, in both builds;
  *  - vite bundles a page that imports `webring` for the browser, compute thread included;
  *  - tsc checks a consumer file against the emitted declarations, with node16 and bundler
  *    resolution.
@@ -36,7 +38,7 @@ before(async () => {
   const [packed] = JSON.parse(stdout.slice(stdout.indexOf('['))) as Array<{ filename: string; files: Array<{ path: string }> }>;
   assert.ok(packed, 'npm pack made a tarball');
   const files = packed.files.map((f) => f.path);
-  for (const needed of ['LICENSE', 'dist/lib/browser.js', 'dist/lib/node.js', 'dist/lib/server.js', 'dist/lib/compute-thread-browser.js', 'dist/lib/compute-thread-node.js', 'dist/lib/types/client/library.d.ts']) {
+  for (const needed of ['LICENSE', 'dist/lib/types/shared/library/control.d.ts', 'dist/lib/browser.js', 'dist/lib/node.js', 'dist/lib/server.js', 'dist/lib/control.js', 'dist/lib/control-browser.js', 'dist/lib/compute-thread-browser.js', 'dist/lib/compute-thread-node.js', 'dist/lib/types/client/library.d.ts']) {
     assert.ok(files.includes(needed), `the tarball holds ${needed}`);
   }
   assert.ok(!files.some((f) => f.startsWith('test/') || f.startsWith('signaling-server/')), 'the tarball ships the built library, not the sources and tests');
@@ -50,12 +52,14 @@ after(async () => {
   if (work) await rm(work, { recursive: true, force: true });
 });
 
-test('Node imports all three entry points from the installed tarball, and two members train a run through the built compute thread', async () => {
+test('Node imports all four entry points from the installed tarball, and two members train a run through the built compute thread', async () => {
   const { stdout } = await run(process.execPath, ['smoke.mjs'], { cwd: project, timeout: 120_000 });
   const line = stdout.split('\n').find((l) => l.startsWith('{'));
   assert.ok(line, stdout);
-  const seen = JSON.parse(line) as { sameJoinRoom: boolean; ranks: number[]; chiefs: number; steps: number[]; hashes: number; backend: string };
+  const seen = JSON.parse(line) as { sameJoinRoom: boolean; sameControl: boolean; controlSaw: number; ranks: number[]; chiefs: number; steps: number[]; hashes: number; backend: string };
   assert.equal(seen.sameJoinRoom, true, "under Node, `webring` resolves to the Node entry");
+  assert.equal(seen.sameControl, true, '`webring/control` and `webring` share one RoomControl class (and one WebringError)');
+  assert.equal(seen.controlSaw, 2, "`webring/control`'s status lists the two members");
   assert.deepEqual(seen.ranks, [0, 1]);
   assert.equal(seen.chiefs, 1);
   assert.deepEqual(seen.steps, [3, 3]);
@@ -71,6 +75,33 @@ test('vite bundles a page that imports webring for the browser, its compute thre
   assert.ok(page, assets.join(', '));
   const code = await readFile(path.join(project, 'web-dist', 'assets', page), 'utf8');
   assert.ok(!/from\s*["']node:/.test(code), 'the browser bundle imports no Node built-in');
+});
+
+/** The packages a built file loads, following its relative imports (the shared chunks) to the end. */
+async function packagesLoadedBy(file: string): Promise<Set<string>> {
+  const packages = new Set<string>();
+  const seen = new Set<string>();
+  const visit = async (at: string) => {
+    if (seen.has(at)) return;
+    seen.add(at);
+    const code = await readFile(at, 'utf8');
+    for (const [, spec] of code.matchAll(/(?:from|import)\s*["']([^"']+)["']/g)) {
+      if (spec!.startsWith('.')) await visit(path.resolve(path.dirname(at), spec!));
+      else packages.add(spec!.startsWith('@') ? spec!.split('/').slice(0, 2).join('/') : spec!.split('/')[0]!);
+    }
+  };
+  await visit(file);
+  return packages;
+}
+
+test('webring/control loads neither tfjs nor WebRTC, in the browser build and in the Node build: a dashboard pays for neither', async () => {
+  for (const built of ['control.js', 'control-browser.js']) {
+    const packages = await packagesLoadedBy(path.join(project, 'node_modules', 'webring', 'dist', 'lib', built));
+    assert.ok(packages.has('zod'), `${built} validates with zod: ${[...packages].join(', ')}`);
+    for (const heavy of ['@tensorflow/tfjs', '@tensorflow/tfjs-backend-webgpu', '@roamhq/wrtc', 'socket.io-client']) {
+      assert.ok(!packages.has(heavy), `${built} loads ${heavy}: ${[...packages].join(', ')}`);
+    }
+  }
 });
 
 for (const resolution of ['node16', 'bundler']) {

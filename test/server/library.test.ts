@@ -4,17 +4,20 @@
  * Node (real WebRTC through @roamhq/wrtc, tfjs on the CPU), learn their rank, size and the
  * chief from the room, train a short run the teacher's RoomControl starts, and see the ring
  * shrink when one leaves. Bad options and a wrong join code are coded refusals that leave
- * nothing open.
+ * nothing open. openMember joins in two halves, as the student page does: a refused code,
+ * then the right one, then a leaveRoom and a join again, all on one member; RoomControl
+ * does what the teacher page does with it.
  */
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { startServer, type EmbeddedServer } from '../../signaling-server/library';
-import { joinRoom, WebringError, type Membership, type RoomMember } from '../../node-worker/library';
+import { joinRoom, openMember, RoomControl, WebringError, type CollectSetting, type Membership, type RoomMember } from '../../node-worker/library';
 
 let server: EmbeddedServer;
 const members: RoomMember[] = [];
 after(async () => {
-  await Promise.all(members.map((m) => m.leave()));
+  // One at a time: @roamhq/wrtc has crashed closing many connections of one process at once.
+  for (const m of members) await m.leave();
   await server?.close();
 });
 
@@ -79,4 +82,52 @@ test('three members learn rank, size and chief, train a run the teacher starts, 
   assert.ok(heard.some((m) => m.size === 2), 'the membership event told of the smaller ring');
   await assert.rejects(server.control.start('no-such-room', {}), (e: unknown) => e instanceof WebringError && e.code === 'ERR_NO_WORKERS');
   await assert.rejects(server.control.start(ROOM, { epochs: -1 }), (e: unknown) => e instanceof WebringError && e.code === 'ERR_BAD_REQUEST' && e.field === 'epochs');
+});
+
+test('openMember joins in two halves, as the student page does: a refused code, the right one, and again after leaveRoom; RoomControl does the teacher page\'s work', async () => {
+  const room = 'two-halves';
+  const member = await openMember({ url: server.url, backend: 'cpu', compute: 'main' });
+  members.push(member);
+  assert.equal(member.room, null, 'joined nothing yet');
+  assert.equal(member.memberToken, null);
+  assert.equal(member.compute.backend, 'cpu');
+  const collected: Array<CollectSetting | null> = [];
+  member.on('collect', (c) => collected.push(c));
+  const code = server.joinCode(room);
+  const wrong = code.startsWith('A') ? `B${code.slice(1)}` : `A${code.slice(1)}`;
+  await assert.rejects(member.join({ room, code: wrong, name: 'halves' }), (e: unknown) => e instanceof WebringError && e.code === 'ERR_BAD_JOIN_CODE');
+  await assert.rejects(member.join({ room: 'no spaces', code, name: 'halves' }), (e: unknown) => e instanceof WebringError && e.code === 'ERR_BAD_REQUEST' && e.field === 'room');
+  const first = await member.join({ room, code, name: 'halves' });
+  assert.equal(first.room, room);
+  assert.equal(member.room, room);
+  assert.ok(member.memberToken, 'a member token once joined');
+  assert.equal(collected.length, 1);
+  assert.equal(collected[0], null, 'the join reply told what the room collects: nothing');
+
+  const control = new RoomControl({ url: server.url, teacherToken: server.teacherToken });
+  await control.collect(room, { classes: ['0', '1'] });
+  await until('the collect event', () => collected.length === 2, 10_000);
+  assert.deepEqual(collected[1]?.classes, ['0', '1'], 'the member heard what the room collects now');
+  await control.collect(room, null);
+  await until('collecting closed', () => collected.length === 3, 10_000);
+  assert.equal(collected[2], null);
+  const snapshot = await control.statusSnapshot(room);
+  assert.deepEqual(snapshot.status.members.map((m) => m.name), ['halves']);
+  assert.ok(Math.abs(snapshot.clockOffsetMs) < 5_000, `the server's clock is this machine's: ${snapshot.clockOffsetMs} ms`);
+  assert.equal((await control.seats(room, 2)).seats.perAddress, 2);
+  assert.deepEqual(await control.checkpoints(room), [], 'no run, no checkpoint');
+  assert.deepEqual((await control.metrics(room)).history, []);
+  await assert.rejects(control.deleteCheckpoint(room, 'ckpt-0000000001-abcdef'), (e: unknown) => e instanceof WebringError && e.code === 'ERR_UNKNOWN_CHECKPOINT');
+  await assert.rejects(control.deleteCheckpoint(room, 'not-an-id'), (e: unknown) => e instanceof WebringError && e.code === 'ERR_BAD_REQUEST');
+
+  member.leaveRoom();
+  const deadline = Date.now() + 10_000;
+  while ((await control.status(room)).members.length !== 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+  assert.equal((await control.status(room)).members.length, 0, 'leaveRoom said goodbye');
+  const again = await member.join({ room, code, name: 'halves' });
+  assert.notEqual(again.memberId, first.memberId, 'a new membership, the same member and maths');
+  assert.deepEqual((await control.status(room)).members.map((m) => m.name), ['halves']);
+
+  const nowhere = new RoomControl({ url: 'http://127.0.0.1:9', teacherToken: 'x' });
+  await assert.rejects(nowhere.status(room), (e: unknown) => e instanceof WebringError && e.code === 'ERR_UNREACHABLE');
 });

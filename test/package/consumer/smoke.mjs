@@ -4,6 +4,7 @@
 import * as webring from 'webring';
 import * as node from 'webring/node';
 import { startServer } from 'webring/server';
+import { RoomControl } from 'webring/control';
 
 const server = await startServer({ host: '127.0.0.1', logLevel: 'silent' });
 try {
@@ -13,10 +14,14 @@ try {
   const deadline = Date.now() + 30_000;
   while (!members.every((m) => m.size === 2 && m.rank !== null) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
   const done = members.map((m) => m.whenDone());
-  await server.control.start(room, { maxSteps: 3, batchSizePerWorker: 8, resumeFrom: 'none', warmupSteps: 0 });
+  const control = new RoomControl({ url: server.url, teacherToken: server.teacherToken });
+  const controlSaw = (await control.status(room)).members.length;
+  await control.start(room, { maxSteps: 3, batchSizePerWorker: 8, resumeFrom: 'none', warmupSteps: 0 });
   const finished = await Promise.all(done);
   console.log(JSON.stringify({
     sameJoinRoom: webring.joinRoom === node.joinRoom,
+    sameControl: RoomControl === webring.RoomControl && RoomControl === node.RoomControl,
+    controlSaw,
     ranks: members.map((m) => m.rank).sort(),
     chiefs: members.filter((m) => m.isChief).length,
     steps: finished.map((s) => s.step),

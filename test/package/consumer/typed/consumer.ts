@@ -4,6 +4,7 @@
 import { joinRoom, RoomControl, WebringError, ERROR_CODES, type RoomMember, type Membership, type WorkerStatus, type StartOptions } from 'webring';
 import { joinRoom as joinFromNode, nodePlatform } from 'webring/node';
 import { startServer, type EmbeddedServer } from 'webring/server';
+import { RoomControl as Control, type StatusSnapshot } from 'webring/control';
 
 export async function main(): Promise<void> {
   const server: EmbeddedServer = await startServer({ port: 0 });
@@ -13,6 +14,9 @@ export async function main(): Promise<void> {
   const options: StartOptions = { epochs: 1, batchSizePerWorker: 32, allreduce: 'ring', wire: 'fp16' };
   const status = await new RoomControl({ url: server.url, teacherToken: server.teacherToken }).start('class', options);
   const done: WorkerStatus = await member.whenDone();
+  const snapshot: StatusSnapshot = await new Control({ url: server.url, teacherToken: server.teacherToken }).statusSnapshot('class');
+  // @ts-expect-error: the clock offset is a number of milliseconds
+  snapshot.clockOffsetMs.toUpperCase();
   const code: (typeof ERROR_CODES)[number] = 'ERR_BAD_JOIN_CODE';
   console.log(status.step, done.loss, joinRoom === joinFromNode, typeof nodePlatform, new WebringError(code, 'x').code);
   // @ts-expect-error: a join needs its room's code
