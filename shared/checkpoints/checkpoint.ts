@@ -7,7 +7,7 @@ import { storedConfigSchema } from '../tasks/start-config';
 import { z } from 'zod';
 import { sha256 } from '@noble/hashes/sha2.js';
 import { bytesToHex } from '@noble/hashes/utils.js';
-import { BACKENDS, MAX_OWN_SEQ, MAX_ROOM_MEMBERS, WORKER_KINDS, roomNameSchema } from '../protocol';
+import { BACKENDS, CHECKPOINT_OPTIMIZERS, MAX_OWN_SEQ, MAX_ROOM_MEMBERS, WORKER_KINDS, roomNameSchema } from '../protocol';
 
 /** The files of one checkpoint folder, and the multipart field names of an upload. */
 export const CHECKPOINT_FILES = {
@@ -129,7 +129,7 @@ export interface CheckpointInfo {
 
 /** The optimizer state file: tfjs weight specs plus the optimizer it belongs to. */
 export const optimizerSpecsSchema = z.strictObject({
-  optimizer: z.enum(['sgd', 'adam']),
+  optimizer: z.enum(CHECKPOINT_OPTIMIZERS),
   weightSpecs: z
     .array(
       z.strictObject({

@@ -23,7 +23,7 @@ import type { Applied, Examples, Gradients, Replica, ReplicaSnapshot, Scored } f
 type OptimizerWeight = Parameters<tf.Optimizer['setWeights']>[0][number];
 
 /** The optimizers a checkpoint's metadata names (checkpoints/checkpoint.ts). */
-const CHECKPOINT_OPTIMIZERS: Record<string, ReplicaSnapshot['optimizer']> = { SGD: 'sgd', Adam: 'adam' };
+const CHECKPOINT_OPTIMIZERS: Record<(typeof SUPPORTED_OPTIMIZERS)[number], ReplicaSnapshot['optimizer']> = { SGD: 'sgd', Adam: 'adam', Momentum: 'momentum', RMSProp: 'rmsprop', Adagrad: 'adagrad', Adadelta: 'adadelta' };
 
 /** Output `output`'s loss: a registered one by its name, else the one model.compile found for the tfjs name. */
 function lossFunctionOf(model: tf.LayersModel, name: string, output: number): (yTrue: tf.Tensor, yPred: tf.Tensor) => tf.Tensor {
@@ -242,8 +242,8 @@ export class ModelReplica implements Replica {
     const optimizerWeights = await this.optimizer.getWeights();
     const encoded = await tf.io.encodeWeights(optimizerWeights);
     optimizerWeights[0]!.tensor.dispose();
-    const kind = CHECKPOINT_OPTIMIZERS[this.program.optimizer.className];
-    if (!kind) throw new WebringError('ERR_BAD_REQUEST', `checkpoints keep the state of SGD and Adam only; this model's optimizer is ${this.program.optimizer.className}`);
+    const kind = CHECKPOINT_OPTIMIZERS[this.program.optimizer.className as (typeof SUPPORTED_OPTIMIZERS)[number]];
+    if (!kind) throw new WebringError('ERR_BAD_REQUEST', `checkpoints keep the state of ${SUPPORTED_OPTIMIZERS.join(', ')}; this model's optimizer is ${this.program.optimizer.className}`);
     return {
       modelTopology: saved.modelTopology ?? {},
       weightSpecs: specsOf(saved.weightSpecs ?? []),

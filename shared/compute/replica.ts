@@ -11,7 +11,7 @@
  * afterwards; in a thread, the ones it passed are detached. Every buffer passed must own
  * its whole ArrayBuffer (no subarray views), so that transferring it moves nothing else.
  */
-import type { OptimizerKind, StartConfig } from '../protocol';
+import type { CheckpointOptimizer, StartConfig } from '../protocol';
 import type { ProgramModel } from './program-model';
 import type { WeightSpec } from './weight-bytes';
 
@@ -27,7 +27,7 @@ export interface ReplicaSnapshot {
   /** The weights' specs in variable order, and their bytes. */
   weightSpecs: WeightSpec[];
   weights: Uint8Array;
-  optimizer: OptimizerKind;
+  optimizer: CheckpointOptimizer;
   optimizerSpecs: WeightSpec[];
   optimizerData: Uint8Array;
 }

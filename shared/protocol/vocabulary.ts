@@ -82,6 +82,9 @@ export const MAX_OWN_SEQ = MAX_OWN_EXAMPLES_PER_DEVICE - 1;
 
 export const OPTIMIZER_KINDS = ['sgd', 'adam'] as const;
 export type OptimizerKind = (typeof OPTIMIZER_KINDS)[number];
+/** The optimizers whose state a checkpoint keeps: the tasks' two, and the rest a program's model may use (fitDataset). */
+export const CHECKPOINT_OPTIMIZERS = [...OPTIMIZER_KINDS, 'momentum', 'rmsprop', 'adagrad', 'adadelta'] as const;
+export type CheckpointOptimizer = (typeof CHECKPOINT_OPTIMIZERS)[number];
 
 
 /**

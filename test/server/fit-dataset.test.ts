@@ -259,3 +259,29 @@ test('backup: the chief copies its checkpoints to file:// (the newest maxToKeep)
     await rm(dir, { recursive: true, force: true });
   }
 });
+
+test('a model with RMSProp checkpoints mid-run, and 6 steps then a resume for 2 more end exactly where 8 steps straight do', async () => {
+  const rmsprop = (seed: number) => {
+    const model = buildModel(seed);
+    model.compile({ optimizer: tf.train.rmsprop(0.01, 0.9, 0.5), loss: 'meanSquaredError' });
+    return model;
+  };
+  const alone = async (room: string) => {
+    const member = await joinRoom({ url: server.url, room, code: server.joinCode(room), name: room, backend: 'cpu', compute: 'main', teacherToken: server.teacherToken });
+    members.push(member);
+    return member;
+  };
+  const common = { epochs: 2, batchSize: BATCH, warmupSteps: 0, saveEverySteps: 3 } as const;
+  const straight = rmsprop(80);
+  await fitDataset(await alone('fit-rms-straight'), straight, synthetic(ELEMENTS, 0), { ...common, maxSteps: 8, resumeFrom: 'none' });
+
+  const interrupted = await alone('fit-rms-resumed');
+  await fitDataset(interrupted, rmsprop(80), synthetic(ELEMENTS, 0), { ...common, maxSteps: 6, resumeFrom: 'none' });
+  const saved = await server.control.checkpoints('fit-rms-resumed');
+  assert.ok(saved.some((c) => c.step === 6), `RMSProp's state was checkpointed: steps ${saved.map((c) => c.step).join(', ')}`);
+  const resumed = rmsprop(81);
+  await fitDataset(interrupted, resumed, synthetic(ELEMENTS, 0), { ...common, maxSteps: 8 });
+  assert.match(interrupted.status!.resumedFrom ?? '', /^ckpt-0000000006-/);
+  const flat = async (m: tf.LayersModel) => (await Promise.all(m.getWeights().map((w) => w.data()))).flatMap((d) => Array.from(d));
+  assert.deepEqual(await flat(resumed), await flat(straight), 'the weights and the optimizer\'s accumulators came back exactly');
+});
