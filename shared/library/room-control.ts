@@ -99,6 +99,10 @@ export class RoomControl {
   async seats(room: string, perAddress: number | null): Promise<RoomStatus> {
     return (await this.call<{ status: RoomStatus }>('PUT', room, '/seats', { perAddress })).body.status;
   }
+  /** The room's hub key: a hub process (node-worker/hub.ts) joins with it in HUB_KEY. */
+  async hubKey(room: string): Promise<string> {
+    return (await this.call<{ hubKey: string }>('GET', room, '/hub-key')).body.hubKey;
+  }
   /** Removes the room's hub; no hub joins until allowHub. */
   async removeHub(room: string): Promise<RoomStatus> {
     return (await this.call<{ status: RoomStatus }>('DELETE', room, '/hub', {})).body.status;

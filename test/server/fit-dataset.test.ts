@@ -5,7 +5,9 @@
  * tf.data dataset with a global batch; every member gets the same History (loss and
  * val_loss per epoch) and its callbacks the batch logs, the loss falls, and every member's
  * model ends with the same trained weights, which the chief saved with file://. Early
- * stopping stops the run for everyone.
+ * stopping stops the run for everyone. Then: N = 1 against plain tfjs, resume, the
+ * classroom's options, BackupAndRestore to file:// across two servers, RMSProp's state in
+ * checkpoints, and the hub collective through a real hub process.
  */
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -284,4 +286,50 @@ test('a model with RMSProp checkpoints mid-run, and 6 steps then a resume for 2 
   assert.match(interrupted.status!.resumedFrom ?? '', /^ckpt-0000000006-/);
   const flat = async (m: tf.LayersModel) => (await Promise.all(m.getWeights().map((w) => w.data()))).flatMap((d) => Array.from(d));
   assert.deepEqual(await flat(resumed), await flat(straight), 'the weights and the optimizer\'s accumulators came back exactly');
+});
+
+test('a program trains through the hub collective: a hub process joins with the hub key RoomControl reads, the members hear of it, and the sums go through it', async () => {
+  const room = 'fit-hub';
+  const { spawn } = await import('node:child_process');
+  const hubKey = await server.control.hubKey(room);
+  assert.match(hubKey, /^[0-9a-f]{64}$/);
+  const trio: RoomMember[] = [];
+  for (const [i, name] of ['hubbed-a', 'hubbed-b', 'hubbed-c'].entries()) {
+    trio.push(await joinRoom({ url: server.url, room, code: server.joinCode(room), name, backend: 'cpu', compute: 'main', ...(i === 0 ? { teacherToken: server.teacherToken } : {}) }));
+  }
+  members.push(...trio);
+  const heardHub: Array<string | null> = [];
+  trio[0]!.on('hub', (h) => heardHub.push(h?.name ?? null));
+  const hub = spawn(process.execPath, ['--import', 'tsx', 'node-worker/hub.ts', '--url', server.url, '--room', room, '--name', 'lib-hub'], {
+    cwd: path.resolve(import.meta.dirname, '../..'),
+    env: { ...process.env, JOIN_CODE: server.joinCode(room), HUB_KEY: hubKey },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const hubOutput: string[] = [];
+  hub.stdout.on('data', (d: Buffer) => hubOutput.push(d.toString()));
+  hub.stderr.on('data', (d: Buffer) => hubOutput.push(d.toString()));
+  try {
+    const deadline = Date.now() + 30_000;
+    while ((await server.control.status(room)).hub?.name !== 'lib-hub' && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+    assert.equal((await server.control.status(room)).hub?.name, 'lib-hub', hubOutput.join(''));
+    const algorithms = new Set<string>();
+    let training = true;
+    const watch = (async () => {
+      while (training) {
+        for (const m of (await server.control.status(room)).members) if (m.collective) algorithms.add(m.collective.algorithm);
+        await new Promise((r) => setTimeout(r, 100));
+      }
+    })();
+    const models = trio.map((_, i) => buildModel(90 + i));
+    const histories = await Promise.all(trio.map((m, i) => fitDataset(m, models[i]!, synthetic(ELEMENTS, 0), { epochs: 6, batchSize: BATCH, minMembers: 3, resumeFrom: 'none', allreduce: 'hub' })));
+    training = false;
+    await watch;
+    assert.ok(algorithms.has('hub'), `the members summed at the hub: ${[...algorithms].join(', ')}; hub said: ${hubOutput.join('')}`);
+    assert.ok(heardHub.includes('lib-hub'), `the member's 'hub' event named the hub: ${heardHub.join(', ')}`);
+    assert.equal(new Set(histories.map((h) => JSON.stringify(h.history))).size, 1, 'the same History on every member');
+    const loss = histories[0]!.history.loss as number[];
+    assert.ok(loss.at(-1)! < loss[0]!, `the loss falls: ${loss.join(' → ')}`);
+  } finally {
+    hub.kill('SIGTERM');
+  }
 });
