@@ -10,6 +10,7 @@ import { toWebringError } from '../shared/protocol/errors';
 import { predictBatch } from '../shared/compute/models';
 import { loadPages, type TryPanel } from '../shared/tasks/pages';
 import { findTask } from '../shared/tasks/registry';
+import { PROGRAM_WORKLOAD } from '../shared/protocol/start-config';
 
 export interface TeacherTry {
   /** Call with the room's checkpoint list (newest first); loads the newest if it changed. */
@@ -49,6 +50,13 @@ export function mountTeacherTry(container: HTMLElement, room: string, readHeader
   };
 
   const load = async (c: CheckpointInfo) => {
+    if (c.task === PROGRAM_WORKLOAD) {
+      // Nothing here knows a program's inputs: say where its model is instead of failing to load a panel.
+      loaded = null;
+      status.textContent = `The checkpoint of step ${c.step} holds a program's own model (fitDataset): this page has nothing to try it with. tf.loadLayersModel reads it from the checkpoint's model.json.`;
+      status.dataset.checkpoint = c.id;
+      return;
+    }
     loading = true;
     try {
       // The same headers go with model.json and the weights beside it.
@@ -73,7 +81,7 @@ export function mountTeacherTry(container: HTMLElement, room: string, readHeader
   return {
     update(list) {
       const newest = list[0];
-      if (!newest || newest.id === loaded?.checkpoint.id || loading) return;
+      if (!newest || newest.id === loaded?.checkpoint.id || newest.id === status.dataset.checkpoint || loading) return;
       void load(newest);
     },
     get loaded() {

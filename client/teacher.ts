@@ -25,6 +25,7 @@ import { renderRoomLog } from './teacher/room-log';
 import { renderPrivacy } from './teacher/privacy-state';
 import { renderSync } from './teacher/sync-state';
 import { takeTeacherToken } from './teacher/token';
+import { PROGRAM_WORKLOAD } from '../shared/protocol/start-config';
 
 const POLL_INTERVAL_MS = 1_000;
 /** While a run is on, new checkpoints may appear at any step; otherwise the list rarely changes. */
@@ -137,8 +138,10 @@ function renderCharts(m: RoomMetrics): void {
   const steps = [...new Set([...loss.keys(), ...heldOut.keys()])].sort((a, b) => a - b);
   lossChart.setData(steps, [steps.map((x) => loss.get(x) ?? null), steps.map((x) => (rounds ? (loss.get(x) ?? null) : null)), steps.map((x) => heldOut.get(x) ?? null)]);
   // One x axis for both series: every reported step, plus evaluation steps not reported (after a resume).
-  const test = new Map(m.evaluations.filter((e) => e.accuracy !== null).map((e) => [e.step, e.accuracy! * 100]));
-  const train = new Map(m.history.map((p) => [p.step, p.trainAccuracy * 100]));
+  // A program's model has a loss, not classes: its accuracy chart stays empty.
+  const program = status?.config?.task === PROGRAM_WORKLOAD;
+  const test = new Map(program ? [] : m.evaluations.filter((e) => e.accuracy !== null).map((e) => [e.step, e.accuracy! * 100]));
+  const train = new Map(program ? [] : m.history.map((p) => [p.step, p.trainAccuracy * 100]));
   const xs = [...new Set([...train.keys(), ...test.keys()])].sort((a, b) => a - b);
   accuracyChart.setData(xs, [xs.map((x) => train.get(x) ?? null), xs.map((x) => test.get(x) ?? null)]);
   byId('charts-empty').hidden = m.history.length > 0;

@@ -8,6 +8,10 @@ import type { CheckpointInfo, CheckpointTrustState } from '../../shared/checkpoi
 import type { MemberInfo } from '../../shared/protocol';
 import { h } from './dom';
 import { bytes, clockTime } from './format';
+import { PROGRAM_WORKLOAD } from '../../shared/protocol/start-config';
+
+/** Why a program's checkpoint has no Restore here. */
+const PROGRAM_RESTORE_TITLE = "A program's own model (fitDataset): the program resumes it, with resumeFrom; this form's tasks cannot";
 
 export interface CheckpointView {
   list: readonly CheckpointInfo[];
@@ -56,8 +60,9 @@ export function renderCheckpoints(body: HTMLElement, empty: HTMLElement, view: C
               class: 'secondary small',
               'data-restore': c.id,
               'aria-label': `Restore the checkpoint of step ${c.step}`,
-              disabled: !view.canRestore || view.busy,
-              title: view.canRestore ? 'Start a run from this checkpoint with the config above' : 'Stop the run first',
+              // A program's checkpoint holds the program's own model: its program resumes it (fitDataset), not this form.
+              disabled: !view.canRestore || view.busy || c.task === PROGRAM_WORKLOAD,
+              title: c.task === PROGRAM_WORKLOAD ? PROGRAM_RESTORE_TITLE : view.canRestore ? 'Start a run from this checkpoint with the config above' : 'Stop the run first',
             },
             'Restore',
           ),

@@ -3,6 +3,7 @@ import type { MemberInfo, MetricPoint, RoomStatus, StartConfig } from '../../sha
 import { byId } from './dom';
 import { bytes, dash, duration, fixed, percent } from './format';
 import { globalBatchSize, ranksThatTrain } from '../../shared/data/batch-plan';
+import { PROGRAM_WORKLOAD } from '../../shared/protocol/start-config';
 
 /** The step rate is measured over the reports of this last stretch of time. */
 export const RATE_WINDOW_MS = 20_000;
@@ -50,8 +51,10 @@ export function renderProgress(s: RoomStatus, history: readonly MetricPoint[]): 
   byId('p-rate').textContent = rate ? `${fixed(rate.stepsPerSec, rate.stepsPerSec < 10 ? 2 : 1)} steps/s` : dash;
   byId('p-eta').textContent = etaText(s, rate);
   byId('p-loss').textContent = fixed(s.metrics.loss, 4);
-  byId('p-train-acc').textContent = percent(s.metrics.trainAccuracy);
-  byId('p-test-acc').textContent = percent(s.metrics.accuracy);
+  // A program's model has a loss, not classes: no accuracy to show.
+  const program = s.config?.task === PROGRAM_WORKLOAD;
+  byId('p-train-acc').textContent = program ? dash : percent(s.metrics.trainAccuracy);
+  byId('p-test-acc').textContent = program ? dash : percent(s.metrics.accuracy);
   byId('p-data').textContent = dataServedText(s);
   byId('p-lr').textContent = learningRateText(s);
 }
