@@ -24,6 +24,34 @@ import { testShardOf } from './sharding';
 
 /** A dataset, or the dataset of each epoch. */
 export type EpochDataset = tf.data.Dataset<tf.TensorContainer> | ((epoch: number) => tf.data.Dataset<tf.TensorContainer>);
+
+/** What a shard's function is told: tf.distribute's InputContext, for a ring whose size changes. */
+export interface InputContext {
+  /** This member's rank in the ring: its input pipeline's id. */
+  shardIndex: number;
+  /** The ring's size: how many input pipelines there are. */
+  shardCount: number;
+  epoch: number;
+}
+
+/**
+ * tf.distribute's distribute_datasets_from_function: each member reads its own dataset (its
+ * files, its part of a corpus) instead of every member reading one dataset. Made by
+ * `datasetFromFunction`; a member calls `fn` whenever its rank, the ring's size or the epoch
+ * changes, and reads its share of every global batch from it in order.
+ */
+export interface ShardedDataset {
+  readonly kind: 'per-shard';
+  readonly fn: (context: InputContext) => tf.data.Dataset<tf.TensorContainer>;
+}
+
+export function datasetFromFunction(fn: (context: InputContext) => tf.data.Dataset<tf.TensorContainer>): ShardedDataset {
+  return { kind: 'per-shard', fn };
+}
+
+export function isSharded(dataset: EpochDataset | ShardedDataset): dataset is ShardedDataset {
+  return typeof dataset === 'object' && 'kind' in dataset && dataset.kind === 'per-shard';
+}
 type Layout = Pick<ProgramModel, 'inputShapes' | 'outputShapes' | 'inputNames' | 'outputNames'>;
 
 /** Counts a dataset's elements when tfjs does not know its size (one pass). */
@@ -77,6 +105,49 @@ class ElementReader {
   }
 }
 
+/**
+ * Reads a member's own shard in order: the share of each global batch is the next elements
+ * of its stream, whatever their positions in the epoch. The stream opens again for a new
+ * rank, ring size or epoch, and starts over when it runs out within an epoch (a shard
+ * smaller than its share of the epoch is repeated, so the ring stays in lock-step).
+ */
+class ShardReader {
+  private iterator: Awaited<ReturnType<tf.data.Dataset<tf.TensorContainer>['iterator']>> | null = null;
+  private context = '';
+
+  constructor(
+    private readonly fn: ShardedDataset['fn'],
+    private readonly layout: Layout,
+  ) {}
+
+  async read(context: InputContext, count: number, out: Float32Array): Promise<void> {
+    const key = `${context.epoch}/${context.shardIndex}/${context.shardCount}`;
+    if (this.iterator === null || key !== this.context) {
+      this.iterator = await this.fn({ ...context }).iterator();
+      this.context = key;
+    }
+    const row = rowLength(this.layout);
+    for (let i = 0; i < count; i++) {
+      const element = await this.next(context);
+      try {
+        writeRow(element, this.layout, out, i * row, `shard ${context.shardIndex} of ${context.shardCount}'s element`);
+      } finally {
+        tf.dispose(element as tf.TensorContainer);
+      }
+    }
+  }
+
+  private async next(context: InputContext): Promise<unknown> {
+    let { value, done } = await this.iterator!.next();
+    if (done) {
+      this.iterator = await this.fn({ ...context }).iterator();
+      ({ value, done } = await this.iterator.next());
+      if (done) throw new WebringError('ERR_BAD_DATA', `shard ${context.shardIndex} of ${context.shardCount} (epoch ${context.epoch}) has no element`);
+    }
+    return value;
+  }
+}
+
 /** The tensors of `part` (xs or ys) in the model's order of `names`. */
 function tensorsOf(part: unknown, names: readonly string[], what: string): tf.Tensor[] {
   if (part instanceof tf.Tensor) return [part];
@@ -104,8 +175,9 @@ function writeRow(element: unknown, layout: Layout, out: Float32Array, at: numbe
 }
 
 export interface DatasetShardsOptions {
-  train: EpochDataset;
-  /** Elements of the training dataset in one epoch (countElements). */
+  /** One dataset every member reads (AutoShardPolicy.DATA), or each member's own (datasetFromFunction). */
+  train: EpochDataset | ShardedDataset;
+  /** Elements of the training dataset in one epoch (countElements); for own shards, the epoch's steps × the global batch. */
   trainCount: number;
   validation: EpochDataset | null;
   validationCount: number;
@@ -115,11 +187,12 @@ export interface DatasetShardsOptions {
 }
 
 export class DatasetShards implements DataSource {
-  private readonly train: ElementReader;
+  private readonly train: ElementReader | ShardReader;
   private readonly validation: ElementReader | null;
 
   constructor(private readonly options: DatasetShardsOptions) {
-    this.train = new ElementReader(options.train, options.layout, 'the training dataset');
+    const { train } = options;
+    this.train = isSharded(train) ? new ShardReader(train.fn, options.layout) : new ElementReader(train, options.layout, 'the training dataset');
     this.validation = options.validation ? new ElementReader(options.validation, options.layout, 'the validation dataset') : null;
   }
 
@@ -146,7 +219,8 @@ export class DatasetShards implements DataSource {
 
   async readShard(batch: GlobalBatch, rank: number, features: Float32Array): Promise<number> {
     const { start, count } = shardOf(batch, rank);
-    await this.train.read(batch.epoch, start, count, features);
+    if (this.train instanceof ShardReader) await this.train.read({ shardIndex: rank, shardCount: batch.worldSize, epoch: batch.epoch }, count, features);
+    else await this.train.read(batch.epoch, start, count, features);
     return count;
   }
 

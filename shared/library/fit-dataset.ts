@@ -12,7 +12,7 @@ import { bytesToHex, utf8ToBytes } from '@noble/hashes/utils.js';
 import { WebringError } from '../protocol/errors';
 import type { ProgramRun } from '../protocol/start-config';
 import { describeModel, type ProgramModel } from '../compute/program-model';
-import { DatasetShards, countElements, type EpochDataset } from '../data/dataset-shards';
+import { DatasetShards, countElements, isSharded, type EpochDataset, type ShardedDataset } from '../data/dataset-shards';
 import { FitCallbacks, type FitCallback } from './fit-callbacks';
 import type { StartOptions } from './room-control';
 import type { RoomMember } from './room-member';
@@ -31,6 +31,8 @@ export interface FitDatasetOptions extends RunOptions {
   epochs?: number;
   /** The global batch: examples one step trains over the whole ring, whatever its size (default 32). */
   batchSize?: number;
+  /** Steps in an epoch: required with a dataset of each member's own (datasetFromFunction), whose size no member knows whole; ignored otherwise. */
+  stepsPerEpoch?: number;
   /** Scored at every epoch's end, split over the members: its loss is the logs' val_loss. */
   validationData?: EpochDataset;
   callbacks?: FitCallback | FitCallback[];
@@ -72,8 +74,21 @@ function firstEpoch(dataset: EpochDataset): tf.data.Dataset<tf.TensorContainer> 
   return typeof dataset === 'function' ? dataset(0) : dataset;
 }
 
-export async function fitDataset(member: RoomMember, model: tf.LayersModel, dataset: EpochDataset, options: FitDatasetOptions = {}): Promise<tf.History> {
-  const { epochs = FIT_DEFAULTS.epochs, batchSize = FIT_DEFAULTS.batchSize, minMembers = FIT_DEFAULTS.minMembers, validationData, callbacks, threadModules, save, backup, ...run } = options;
+/** Examples in an epoch: the dataset's elements, or for each member's own shards, the epoch's steps × the global batch. */
+async function trainingCount(dataset: EpochDataset | ShardedDataset, batchSize: number, stepsPerEpoch: number | undefined): Promise<number> {
+  if (isSharded(dataset)) {
+    if (stepsPerEpoch === undefined || !Number.isInteger(stepsPerEpoch) || stepsPerEpoch < 1) {
+      throw new WebringError('ERR_BAD_REQUEST', `fitDataset: a dataset of each member's own (datasetFromFunction) needs stepsPerEpoch, a whole number from 1; got ${stepsPerEpoch}`, 'stepsPerEpoch');
+    }
+    return stepsPerEpoch * batchSize;
+  }
+  const count = await countElements(firstEpoch(dataset));
+  if (count === 0) throw new WebringError('ERR_NO_EXAMPLES', 'fitDataset: the dataset has no element');
+  return count;
+}
+
+export async function fitDataset(member: RoomMember, model: tf.LayersModel, dataset: EpochDataset | ShardedDataset, options: FitDatasetOptions = {}): Promise<tf.History> {
+  const { epochs = FIT_DEFAULTS.epochs, batchSize = FIT_DEFAULTS.batchSize, minMembers = FIT_DEFAULTS.minMembers, stepsPerEpoch, validationData, callbacks, threadModules, save, backup, ...run } = options;
   if (!Number.isInteger(batchSize) || batchSize < 1) throw new WebringError('ERR_BAD_REQUEST', `fitDataset: batchSize must be a whole number of examples, got ${batchSize}`, 'batchSize');
   if (!Number.isInteger(epochs) || epochs < 1) throw new WebringError('ERR_BAD_REQUEST', `fitDataset: epochs must be a whole number from 1, got ${epochs}`, 'epochs');
   if (member.programSlot.current) throw new WebringError('ERR_BAD_STATE', 'fitDataset: this member already fits a model');
@@ -81,8 +96,7 @@ export async function fitDataset(member: RoomMember, model: tf.LayersModel, data
   if (room === null) throw new WebringError('ERR_BAD_STATE', 'fitDataset: the member has joined no room yet (member.join)');
   const backupStore = backup === undefined ? null : tfIoCheckpoints(backup);
   const program = await describeModel(model, threadModules);
-  const trainCount = await countElements(firstEpoch(dataset));
-  if (trainCount === 0) throw new WebringError('ERR_NO_EXAMPLES', 'fitDataset: the dataset has no element');
+  const trainCount = await trainingCount(dataset, batchSize, stepsPerEpoch);
   const validationCount = validationData ? await countElements(firstEpoch(validationData)) : 0;
   const sizes = { trainCount, validationCount, batchSize };
   const fingerprint = programFingerprint(program, sizes);

@@ -12,7 +12,7 @@ export { RoomMember, joinRoomWith, openMemberWith, type JoinOptions, type Member
 export { RoomControl, type RoomControlOptions, type StartOptions, type StatusSnapshot, type CheckpointFiles } from './room-control';
 export { fitDataset, FIT_DEFAULTS, type FitDatasetOptions } from './fit-dataset';
 export type { FitCallback } from './fit-callbacks';
-export type { EpochDataset } from '../data/dataset-shards';
+export { datasetFromFunction, type EpochDataset, type ShardedDataset, type InputContext } from '../data/dataset-shards';
 export { registerLoss, type LossFunction } from '../compute/program-model';
 export type { WorkerPlatform } from './platform';
 export type { WorkerStatus, WorkerState } from '../training/worker-status';

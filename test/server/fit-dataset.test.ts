@@ -16,7 +16,7 @@ import { rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { startServer, type EmbeddedServer } from '../../signaling-server/library';
-import { fitDataset, joinRoom, WebringError, type RoomMember } from '../../node-worker/library';
+import { datasetFromFunction, fitDataset, joinRoom, WebringError, type RoomMember } from '../../node-worker/library';
 
 let server: EmbeddedServer;
 const members: RoomMember[] = [];
@@ -43,7 +43,12 @@ function buildModel(seed: number): tf.LayersModel {
 
 /** y = 0.5·a0 − 0.3·a1 + 0.2·(b0 + b1): elements as a dict by the model's input names. */
 function synthetic(count: number, offset: number): tf.data.Dataset<tf.TensorContainer> {
-  return tf.data.array(Array.from({ length: count }, (_, i) => i + offset)).map((i) => {
+  return elementsAt(tf.data.array(Array.from({ length: count }, (_, i) => i + offset)));
+}
+
+/** The elements of the indices `indices` gives, in its order. */
+function elementsAt(indices: tf.data.Dataset<number>): tf.data.Dataset<tf.TensorContainer> {
+  return indices.map((i) => {
     const x = Array.from({ length: 5 }, (_, k) => Math.sin((i as number) * 1.7 + k * 0.9));
     return { xs: { a: tf.tensor1d(x.slice(0, 3)), b: tf.tensor1d(x.slice(3)) }, ys: tf.tensor1d([0.5 * x[0]! - 0.3 * x[1]! + 0.2 * (x[3]! + x[4]!)]) };
   });
@@ -332,4 +337,32 @@ test('a program trains through the hub collective: a hub process joins with the 
   } finally {
     hub.kill('SIGTERM');
   }
+});
+
+test("each member reads its own shard (datasetFromFunction, as distribute_datasets_from_function): the same History and weights everywhere, and the loss falls", async () => {
+  const room = 'fit-own-shards';
+  const trio: RoomMember[] = [];
+  for (const [i, name] of ['shard-a', 'shard-b', 'shard-c'].entries()) {
+    trio.push(await joinRoom({ url: server.url, room, code: server.joinCode(room), name, backend: 'cpu', compute: 'main', ...(i === 0 ? { teacherToken: server.teacherToken } : {}) }));
+  }
+  members.push(...trio);
+  const asked: string[][] = trio.map(() => []);
+  // Member m's pipeline: the elements whose index falls to its shard, in an order of its own.
+  const ownShards = (m: number) =>
+    datasetFromFunction(({ shardIndex, shardCount, epoch }) => {
+      asked[m]!.push(`${shardIndex}/${shardCount}`);
+      const mine = Array.from({ length: ELEMENTS }, (_, i) => i).filter((i) => i % shardCount === shardIndex);
+      return elementsAt(tf.data.array(mine).shuffle(mine.length, `member-${m}-epoch-${epoch}`, false));
+    });
+  await assert.rejects(fitDataset(trio[0]!, buildModel(100), ownShards(0), { batchSize: BATCH }), (e: unknown) => e instanceof WebringError && e.code === 'ERR_BAD_REQUEST' && e.field === 'stepsPerEpoch');
+  const models = trio.map((_, i) => buildModel(100 + i));
+  const histories = await Promise.all(trio.map((m, i) => fitDataset(m, models[i]!, ownShards(i), { epochs: 3, batchSize: BATCH, stepsPerEpoch: ELEMENTS / BATCH, validationData: synthetic(48, 10_000), minMembers: 3, resumeFrom: 'none' })));
+  for (const h of histories) assert.deepEqual(h.epoch, [0, 1, 2]);
+  assert.equal(new Set(histories.map((h) => JSON.stringify(h.history))).size, 1, 'every member has the same History');
+  const loss = histories[0]!.history.loss as number[];
+  assert.ok(loss.at(-1)! < loss[0]! * 0.7, `the loss falls: ${loss.join(' → ')}`);
+  const weights = await Promise.all(models.map(async (m) => (await Promise.all(m.getWeights().map((w) => w.data()))).flatMap((d) => Array.from(d))));
+  assert.deepEqual(weights[1], weights[0], 'every member ends with the same model');
+  assert.deepEqual(weights[2], weights[0]);
+  assert.deepEqual(asked.map((a) => new Set(a).size === 1 ? a[0] : a.join(',')).sort(), ['0/3', '1/3', '2/3'], 'each member was told its own shard of three');
 });

@@ -10,7 +10,7 @@
 import { test, before } from 'node:test';
 import assert from 'node:assert/strict';
 import * as tf from '@tensorflow/tfjs';
-import { DatasetShards, countElements, type EpochDataset } from '../../shared/data/dataset-shards';
+import { DatasetShards, countElements, datasetFromFunction, type EpochDataset, type InputContext } from '../../shared/data/dataset-shards';
 import { advance, type DataCursor } from '../../shared/data/batch-plan';
 import { WebringError } from '../../shared/protocol/errors';
 
@@ -119,4 +119,51 @@ test('a dataset of the epoch gives each epoch its own order, the same on every w
   }
   assert.deepEqual(validated, Array.from({ length: ELEMENTS }, (_, i) => i));
   assert.equal(await countElements(numbered().filter(() => true)), ELEMENTS, 'a dataset of unknown size is counted in one pass');
+});
+
+test('each member\'s own shard (datasetFromFunction): a rank reads its stream in order, told its rank, the ring\'s size and the epoch; the stream opens again when they change, and starts over when it runs out', async () => {
+  const contexts: InputContext[] = [];
+  /** Shard element i: xs [shardIndex·1000 + i, shardCount], ys [epoch]; shard 2 holds only 3 elements. */
+  const own = datasetFromFunction((context) => {
+    contexts.push(context);
+    const length = context.shardIndex === 2 ? 3 : 50;
+    return tf.data.array(Array.from({ length }, (_, i) => i)).map((i) => ({ xs: tf.tensor1d([context.shardIndex * 1000 + (i as number), context.shardCount]), ys: tf.tensor1d([context.epoch]) }));
+  });
+  const BATCH = 12;
+  // One source per member, as each member has its own; member m holds rank m throughout.
+  const members = [0, 1, 2].map(() => new DatasetShards({ train: own, trainCount: 5 * BATCH, validation: null, validationCount: 0, batchSize: BATCH, layout }));
+  const before = tf.memory().numTensors;
+  const read = async (cursor: DataCursor, size: number) => {
+    const batch = members[0]!.nextBatch(cursor, size);
+    const byRank: number[][][] = [];
+    for (let rank = 0; rank < size; rank++) {
+      const rows = new Float32Array(BATCH * ROW);
+      const n = await members[rank]!.readShard(batch, rank, rows);
+      byRank.push(Array.from({ length: n }, (_, i) => [rows[i * ROW]!, rows[i * ROW + 1]!, rows[i * ROW + 2]!]));
+    }
+    return { batch, byRank };
+  };
+  // Two steps of a ring of three: each rank goes on in its own stream; shard 2 (3 elements) starts over.
+  const first = await read({ epoch: 0, offset: 0 }, 3);
+  const second = await read(advance(first.batch, 5 * BATCH), 3);
+  assert.deepEqual(first.byRank[0]!.map((r) => r[0]), [0, 1, 2, 3]);
+  assert.deepEqual(second.byRank[0]!.map((r) => r[0]), [4, 5, 6, 7], 'rank 0 goes on where it stopped');
+  assert.deepEqual([...first.byRank[2]!, ...second.byRank[2]!].map((r) => r[0]), [2000, 2001, 2002, 2000, 2001, 2002, 2000, 2001], 'a shard smaller than its share starts over');
+  assert.ok(first.byRank.flat().every((r) => r[1] === 3 && r[2] === 0), 'every element knows the ring of 3 and epoch 0');
+  // The third member leaves: the other two's streams open again, as shards 0 and 1 of 2.
+  const shrunk = await read(advance(second.batch, 5 * BATCH), 2);
+  assert.deepEqual(shrunk.byRank[1]!.map((r) => r[0]), [1000, 1001, 1002, 1003, 1004, 1005]);
+  assert.ok(shrunk.byRank.flat().every((r) => r[1] === 2), 'told the new size');
+  // The next epoch opens every stream again.
+  const nextEpoch = await read({ epoch: 1, offset: 0 }, 2);
+  assert.deepEqual(nextEpoch.byRank[0]!.map((r) => r[0]), [0, 1, 2, 3, 4, 5]);
+  assert.ok(nextEpoch.byRank.flat().every((r) => r[2] === 1), 'told epoch 1');
+  assert.deepEqual(
+    contexts.map((c) => `${c.epoch}/${c.shardIndex}/${c.shardCount}`),
+    ['0/0/3', '0/1/3', '0/2/3', '0/2/3', '0/2/3', '0/0/2', '0/1/2', '1/0/2', '1/1/2'],
+    'the function is asked again only for a new rank, size or epoch, or an exhausted stream',
+  );
+  assert.equal(tf.memory().numTensors, before, 'reading leaks no tensor');
+  const empty = new DatasetShards({ train: datasetFromFunction(() => tf.data.array<tf.TensorContainer>([])), trainCount: BATCH, validation: null, validationCount: 0, batchSize: BATCH, layout });
+  await assert.rejects(empty.readShard(empty.nextBatch({ epoch: 0, offset: 0 }, 1), 0, new Float32Array(BATCH * ROW)), (e: unknown) => e instanceof WebringError && e.code === 'ERR_BAD_DATA');
 });

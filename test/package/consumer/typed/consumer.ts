@@ -1,7 +1,7 @@
 // Type-checked against the package's emitted declarations (test/package/package.test.ts).
 // Each @ts-expect-error fails the check if the types it guards were lost (an unresolved
 // import in a declaration file turns them into `any`, and the directive goes unused).
-import { joinRoom, RoomControl, WebringError, ERROR_CODES, type RoomMember, type Membership, type WorkerStatus, type StartOptions } from 'webring';
+import { joinRoom, RoomControl, WebringError, ERROR_CODES, datasetFromFunction, type RoomMember, type Membership, type WorkerStatus, type StartOptions, type InputContext } from 'webring';
 import { joinRoom as joinFromNode, nodePlatform } from 'webring/node';
 import { startServer, type EmbeddedServer } from 'webring/server';
 import { RoomControl as Control, type StatusSnapshot } from 'webring/control';
@@ -19,6 +19,10 @@ export async function main(): Promise<void> {
   snapshot.clockOffsetMs.toUpperCase();
   const code: (typeof ERROR_CODES)[number] = 'ERR_BAD_JOIN_CODE';
   console.log(status.step, done.loss, joinRoom === joinFromNode, typeof nodePlatform, new WebringError(code, 'x').code);
+  const context: InputContext = { shardIndex: 0, shardCount: 1, epoch: 0 };
+  console.log(context.shardCount, datasetFromFunction((c: InputContext) => null as never).kind);
+  // @ts-expect-error: a shard's function is told an InputContext, not a string
+  datasetFromFunction((c: string) => null as never);
   // @ts-expect-error: a join needs its room's code
   await joinRoom({ url: server.url, room: 'class' });
   // @ts-expect-error: the rank is null while a member waits to be admitted
