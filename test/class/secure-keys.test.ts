@@ -53,6 +53,17 @@ test('the key relay: checked at the edge, one key per member, run and generation
   assert.equal(codeOf(await sendKey(students[2]!, { run: run - 1, generation, publicKey })), 'ERR_STALE_RUN');
   assert.equal(codeOf(await sendKey(students[2]!, { run, generation, publicKey: 'not a key' })), 'ERR_BAD_REQUEST');
   assert.equal(codeOf(await sendKey(students[2]!, { run, generation, publicKey, extra: 1 })), 'ERR_BAD_REQUEST');
+  // A key of the right length that is no point of P-256 (issue 38: before, the server relayed
+  // it, and every partner failed its key agreement and left as "failed"): refused, and the
+  // next key the room hears is an honest one.
+  const offCurve = Buffer.from(publicKey, 'base64');
+  offCurve.writeUInt8(offCurve.readUInt8(64) ^ 1, 64);
+  const honest = nextEvent(students[0]!, 'secagg:key');
+  assert.equal(codeOf(await sendKey(students[2]!, { run, generation, publicKey: offCurve.toString('base64') })), 'ERR_BAD_DATA');
+  assert.equal(codeOf(await sendKey(students[2]!, { run, generation, publicKey: Buffer.alloc(65, 4).toString('base64') })), 'ERR_BAD_DATA');
+  const other = await makeKeyPair();
+  assert.deepEqual(await sendKey(students[2]!, { run, generation, publicKey: other.publicKey }), { ok: true });
+  assert.deepEqual(await honest, { run, generation, publicKey: other.publicKey, member: ids[2] }, 'nothing of the bad keys was relayed');
   const stranger = await t.client('keys');
   assert.equal(codeOf(await sendKey(stranger, { run, generation, publicKey })), 'ERR_NOT_IN_ROOM');
   // The room is untouched by all of it.
