@@ -20,6 +20,11 @@ import type { MemberDropped } from '../../shared/protocol';
  */
 export function recordProgress(core: RoomCore, memberId: string, report: ProgressReport): ProgressOutcome {
   const m = core.requireMemberOfRun(memberId, report.run);
+  // No member trains in a generation the room has not made: a report of one (issue 38 found
+  // generation 10¹² accepted) would mark that generation trained and turn batched admission off.
+  if (report.generation > core.currentGeneration) {
+    throw new WebringError('ERR_BAD_REQUEST', `a report of generation ${report.generation}; the room has made ${core.currentGeneration} at most`, 'generation');
+  }
   core.members.noteProgress(m, report);
   // A step in the admitting generation: the ring switched, and whoever waits may be admitted next.
   const admissionFormed = core.runState.formation.trainedIn(report.generation);

@@ -71,6 +71,10 @@ test('progress reports feed the room status; a report of another run is refused'
   const stale = nextEvent(a, 'server:error');
   a.emit('worker:progress', { run: run + 7, generation, step: 4, epoch: 0, loss: 1, trainAccuracy: 0.5, examplesPerSec: 1, weightsHash: '0123456789abcdef', ...EXTRA });
   assert.equal((await stale).code, 'ERR_STALE_RUN');
+  // A generation the room never made (issue 38: 10¹² was accepted, and turned batched admission off for the run).
+  const future = nextEvent(a, 'server:error');
+  a.emit('worker:progress', { run, generation: 1e12, step: 4, epoch: 0, loss: 1, trainAccuracy: 0.5, examplesPerSec: 1, weightsHash: '0123456789abcdef', ...EXTRA });
+  assert.deepEqual(await future, { code: 'ERR_BAD_REQUEST', message: `a report of generation 1000000000000; the room has made ${generation} at most`, field: 'generation' });
   const s = await ts.status('progress');
   assert.equal(s.step, 3);
   assert.equal(s.metrics.loss, 1.5);
