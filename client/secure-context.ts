@@ -76,7 +76,8 @@ export async function showSecureContextNotice(container: HTMLElement): Promise<v
   const host = location.hostname;
   children.push(
     el('p', 'The first time, the browser warns “Your connection is not private”. That is expected: the teacher’s computer made its own certificate, and no company vouches for it.'),
-    el('p', `Click Advanced, then “Proceed to ${host} (unsafe)”. In Firefox: Advanced…, then Accept the Risk and Continue. In Safari: Show Details, then visit this website. On the class network this is safe, and the connection is still encrypted.`),
+    el('p', 'Before you click through, check that the certificate is your teacher’s: in the warning, open the certificate (click “Not secure” or the padlock, then the certificate) and compare the start of its SHA-256 fingerprint with the one on the teacher’s screen. If they differ, stop and tell your teacher: another computer is in the middle and could read what this tab sends.'),
+    el('p', `If they match: click Advanced, then “Proceed to ${host} (unsafe)”. In Firefox: Advanced…, then Accept the Risk and Continue. In Safari: Show Details, then visit this website. The connection is then encrypted to the teacher’s computer.`),
   );
   show(container, children);
 }

@@ -38,12 +38,15 @@ const room = params.get('room') ?? 'class';
 const api = new RoomApi(room, takeTeacherToken());
 const configForm = new ConfigForm(byId<HTMLFormElement>('config'));
 // The server's TASK= picks the task the form opens with, until a run's own config shows instead.
-void fetch('/api/info')
+const serverInfo: Promise<ServerInfo | null> = fetch('/api/info')
   .then(async (res) => (res.ok ? ((await res.json()) as ServerInfo) : null))
-  .then((info) => {
-    if (info && !status?.config) configForm.showDefaults(info.defaultTask);
-  })
-  .catch((err: unknown) => console.warn(`[webring] no server info for the form's task: ${(err as Error).message}`));
+  .catch((err: unknown) => {
+    console.warn(`[webring] no server info (the form's task, the certificate): ${(err as Error).message}`);
+    return null;
+  });
+void serverInfo.then((info) => {
+  if (info && !status?.config) configForm.showDefaults(info.defaultTask);
+});
 const buttons: Record<RoomAction, HTMLButtonElement> = {
   start: byId<HTMLButtonElement>('start'),
   pause: byId<HTMLButtonElement>('pause'),
@@ -78,7 +81,8 @@ const joinCard = (async () => {
     byId('join-body').replaceChildren(h('p', { class: 'error', role: 'alert' }, `No join code: ${join.error.message} (${join.error.code}). Open this page with the link the server printed, which carries the teacher token.`));
     return;
   }
-  await renderJoinCard(byId('join-body'), room, join.value.code, join.value.studentUrls[0] ?? join.value.localUrl);
+  const certificate = (await serverInfo)?.certificateFingerprint ?? null;
+  await renderJoinCard(byId('join-body'), room, join.value.code, join.value.studentUrls[0] ?? join.value.localUrl, certificate);
 })();
 
 const bigToggle = byId<HTMLButtonElement>('big-toggle');

@@ -170,8 +170,9 @@ async function main(): Promise<void> {
       ? []
       : [
           'The first time, students see "Your connection is not private": this computer made its',
-          'own certificate, so no authority vouches for it. They click Advanced, then Proceed.',
-          'That is safe on the class network; the connection is still encrypted.',
+          'own certificate, so no authority vouches for it. Before they click Advanced, then',
+          'Proceed, they check that the certificate\'s SHA-256 fingerprint starts as the teacher',
+          'page shows it (the SHA-256 below): a classmate in the middle would show another one.',
           '',
         ]),
     'Teacher opens:',

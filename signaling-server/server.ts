@@ -18,9 +18,10 @@
 import { DEFAULT_TASK } from '../shared/tasks/registry';
 import http from 'node:http';
 import https from 'node:https';
+import { X509Certificate } from 'node:crypto';
 import type { AddressInfo, Server as NetServer } from 'node:net';
 import { Server } from 'socket.io';
-import { CLIENT_EVENT_NAMES, MAX_SOCKET_PACKET_BYTES, type RoomJoinInfo, type ServerInfo } from '../shared/protocol';
+import { CERTIFICATE_FINGERPRINT_BYTES, CLIENT_EVENT_NAMES, MAX_SOCKET_PACKET_BYTES, type RoomJoinInfo, type ServerInfo } from '../shared/protocol';
 import type { IoServer, IoSocket, Logger } from './rooms/room-context';
 import type { ServerContext } from './handlers/context';
 import { systemClock } from '../shared/util/clock';
@@ -213,9 +214,10 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
 
   let port = 0;
   let httpsPort: number | null = null;
+  const certificateFingerprint = options.https ? shortFingerprint(new X509Certificate(options.https.cert).fingerprint256) : null;
   const info = (): ServerInfo => {
     const urls = studentUrls(`/?room=${encodeURIComponent(defaultRoom)}`);
-    return { defaultRoom, defaultTask: options.defaultTask ?? DEFAULT_TASK.id, httpPort: port, httpsPort, ...urls };
+    return { defaultRoom, defaultTask: options.defaultTask ?? DEFAULT_TASK.id, httpPort: port, httpsPort, certificateFingerprint, ...urls };
   };
   /** The student page's URLs with `query`: https on each LAN address first, then http, then this machine. */
   const studentUrls = (query: string): { studentUrls: string[]; localUrl: string } => {
@@ -371,4 +373,9 @@ function refuseRateLimited(socket: IoSocket, packet: unknown[], retryAfterMs: nu
   socket.data.limitedUntil = now + retryAfterMs;
   log.warn(`socket ${socket.id} (${socket.data.address}) is rate-limited for ${Math.ceil(retryAfterMs)} ms`);
   socket.emit('server:error', body);
+}
+
+/** The first CERTIFICATE_FINGERPRINT_BYTES bytes of a colon-separated fingerprint ("AB:CD:…"). */
+function shortFingerprint(fingerprint: string): string {
+  return fingerprint.split(':').slice(0, CERTIFICATE_FINGERPRINT_BYTES).join(':');
 }

@@ -254,6 +254,9 @@ export interface RoomMetrics {
  * GET /api/info: how students reach this server, so a page loaded over plain http from a
  * LAN address (not a secure context: no WebGPU) can offer its https twin.
  */
+/** Bytes of the certificate's fingerprint a student compares: 8 bytes, 2^64 work to match by chance or force. */
+export const CERTIFICATE_FINGERPRINT_BYTES = 8;
+
 export interface ServerInfo {
   /** The room printed at start-up: ROOM, or the generated join code ("K7M-Q2P"). */
   defaultRoom: string;
@@ -262,6 +265,13 @@ export interface ServerInfo {
   httpPort: number;
   /** null when the server runs without HTTPS. */
   httpsPort: number | null;
+  /**
+   * The start of the HTTPS certificate's SHA-256 fingerprint, as a browser's certificate
+   * viewer shows it ("AB:CD:…", CERTIFICATE_FINGERPRINT_BYTES bytes); null without HTTPS.
+   * The teacher's screen shows it, and students compare it before they click through the
+   * browser's warning: an on-path classmate's certificate would not match.
+   */
+  certificateFingerprint: string | null;
   /** Student URLs of the default room: https on each LAN address first, then plain http. */
   studentUrls: string[];
   /** The student URL on this machine itself (http://localhost is a secure context). */

@@ -5,9 +5,10 @@
  * as a student's "Proceed" does) the same page has WebGPU and trains on it.
  */
 import os from 'node:os';
+import tls from 'node:tls';
 import { test, expect, type Browser, type Page } from '@playwright/test';
-import { E2E_HTTPS_PORT, E2E_PORT } from '../../playwright.config';
-import type { ServerInfo } from '../../shared/protocol';
+import { E2E_HTTPS_PORT, E2E_PORT, E2E_TOKEN } from '../../playwright.config';
+import { CERTIFICATE_FINGERPRINT_BYTES, type ServerInfo } from '../../shared/protocol';
 import { codeFor, status } from './helpers';
 
 const ROOM = 'e2e-https';
@@ -35,6 +36,17 @@ async function open(browser: Browser, url: string): Promise<{ page: Page; errors
   return { page, errors, close: () => context.close() };
 }
 
+/** The SHA-256 fingerprint of the certificate the https port really serves, as a browser's viewer shows it. */
+function servedFingerprint(): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const socket = tls.connect({ host: '127.0.0.1', port: E2E_HTTPS_PORT, rejectUnauthorized: false }, () => {
+      resolve(socket.getPeerCertificate().fingerprint256);
+      socket.end();
+    });
+    socket.on('error', reject);
+  });
+}
+
 const security = (page: Page) =>
   page.evaluate(() => ({ secure: window.isSecureContext, gpu: navigator.gpu !== undefined, subtle: globalThis.crypto?.subtle !== undefined }));
 
@@ -49,6 +61,20 @@ test('GET /api/info names the https port and lists the LAN https URL first', asy
   expect(info.studentUrls[0]).toMatch(/^https:/);
   expect(info.studentUrls).toContain(`https://${lan}:${E2E_HTTPS_PORT}/?room=${info.defaultRoom}`);
   expect(info.localUrl).toBe(`http://localhost:${E2E_PORT}/?room=${info.defaultRoom}`);
+  // The start of the served certificate's fingerprint, for students to compare (issue 38).
+  const served = await servedFingerprint();
+  expect(info.certificateFingerprint).toBe(served.split(':').slice(0, CERTIFICATE_FINGERPRINT_BYTES).join(':'));
+});
+
+test("the teacher's joining card shows the certificate's fingerprint, for students to compare before they click through", async ({ browser }) => {
+  const served = await servedFingerprint();
+  const context = await browser.newContext();
+  const teacher = await context.newPage();
+  await teacher.goto(`http://127.0.0.1:${E2E_PORT}/teacher?room=${ROOM}&token=${E2E_TOKEN}`);
+  const card = teacher.getByTestId('certificate-fingerprint');
+  await expect(card).toContainText(served.split(':').slice(0, CERTIFICATE_FINGERPRINT_BYTES).join(':'));
+  await expect(card).toContainText('click through');
+  await context.close();
 });
 
 test('over https from the LAN address the page is a secure context and the student joins on WebGPU', async ({ browser }) => {
@@ -73,6 +99,9 @@ test('over plain http from the LAN address the page says why and links its https
   await expect(notice).toHaveAttribute('role', 'status');
   await expect(notice).toContainText('not secure');
   await expect(notice).toContainText('Advanced');
+  // Issue 38: the page no longer calls clicking through "safe"; it asks for the teacher's fingerprint first.
+  await expect(notice).toContainText('compare the start of its SHA-256 fingerprint with the one on the teacher’s screen');
+  await expect(notice).not.toContainText('this is safe');
   const link = notice.getByTestId('secure-link');
   const httpsUrl = `https://${lan}:${E2E_HTTPS_PORT}/?room=${ROOM}&code=${codeFor(ROOM)}&name=bob`;
   await expect(link).toHaveAttribute('href', httpsUrl);

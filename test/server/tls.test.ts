@@ -14,7 +14,7 @@ import { io as connect } from 'socket.io-client';
 import { startServer } from '../../signaling-server/server';
 import { createLogger } from '../../signaling-server/logger';
 import { CERT_RENEW_BEFORE_MS, defaultCertificateNames, lanAddresses, loadTlsCredentials, TlsError } from '../../signaling-server/edge/tls';
-import type { AckResult, JoinAccepted, ServerInfo } from '../../shared/protocol';
+import { CERTIFICATE_FINGERPRINT_BYTES, type AckResult, type JoinAccepted, type ServerInfo } from '../../shared/protocol';
 import { AS_TEACHER, codeFor, connectClient, join, TEST_JOIN_SECRET, TEST_TOKEN, type TestSocket } from '../support/server';
 
 const tmp = () => mkdtempSync(path.join(os.tmpdir(), 'webring-tls-'));
@@ -167,6 +167,8 @@ test('https and http serve the same app and socket.io; /api/info lists https URL
       defaultTask: 'mnist',
       httpPort: server.port,
       httpsPort: server.httpsPort,
+      // The start of the served certificate's fingerprint, for students to compare before they click through.
+      certificateFingerprint: new X509Certificate(tls.cert).fingerprint256.split(':').slice(0, CERTIFICATE_FINGERPRINT_BYTES).join(':'),
       studentUrls: [`${httpsOrigin}/?room=class`, `http://127.0.0.1:${server.port}/?room=class`],
       localUrl: `http://localhost:${server.port}/?room=class`,
     });
