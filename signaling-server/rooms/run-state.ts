@@ -15,6 +15,19 @@ import { Formation, newFormation, type FormationRecord } from './formation';
 
 /** Enough for a whole lesson's loss curve at one point per step; older points are dropped. */
 export const MAX_HISTORY_POINTS = 5_000;
+/**
+ * The run's per-epoch scores and dropped members kept, newest last: far more than a lesson
+ * has (an epoch takes minutes; a class holds 32 seats), and a bound on what one member's
+ * reports can grow the room record to (issue 38 found both lists unbounded).
+ */
+export const MAX_EVALUATIONS = 1_000;
+export const MAX_DROPPED_RECORDS = 500;
+
+/** Appends `item`, keeping the newest `max`. */
+function pushBounded<T>(list: T[], item: T, max: number): void {
+  list.push(item);
+  if (list.length > max) list.splice(0, list.length - max);
+}
 
 export interface Consistency {
   checks: number;
@@ -189,7 +202,7 @@ export class RunState {
     const accuracy = classifies ? report.accuracy : null;
     this.r.accuracy = accuracy;
     this.r.testLoss = report.testLoss;
-    this.r.evaluations.push({ epoch: report.epoch, step: report.step, accuracy, testLoss: report.testLoss });
+    pushBounded(this.r.evaluations, { epoch: report.epoch, step: report.step, accuracy, testLoss: report.testLoss }, MAX_EVALUATIONS);
   }
 
   /** Joiners were admitted into the running ring in `generation`; their cost is reported later. */
@@ -213,7 +226,7 @@ export class RunState {
 
   /** A member the ring let go during this run. */
   recordDropped(dropped: DroppedMember): void {
-    this.r.dropped.push(dropped);
+    pushBounded(this.r.dropped, dropped, MAX_DROPPED_RECORDS);
   }
 
   /** The chief's estimate of the last step, or one from the config for a ring of `ringSize` (none for own data). */

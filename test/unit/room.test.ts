@@ -8,6 +8,7 @@ import assert from 'node:assert/strict';
 import { sendersOf, type EvictRequest } from '../../shared/protocol';
 import type { Room } from '../../signaling-server/rooms/room';
 import { decodeRoom, encodeRoom, fromRoomFile, toRoomFile, type RoomRecord } from '../../signaling-server/rooms/room-codec';
+import { MAX_DROPPED_RECORDS, MAX_EVALUATIONS, RunState } from '../../signaling-server/rooms/run-state';
 import { CONFIG, GRACE_MS, codeOf, member, progress, ranks, roomWith } from '../support/room-fixture';
 
 test('members get increasing indexes and each change a new generation; the next-lowest index becomes chief', () => {
@@ -287,4 +288,18 @@ test('the codec keeps what a room collects for, in the record and in room.json; 
   assert.equal(room.isDisposable, false, 'students who reload come back to the same classes');
   room.setCollect(null);
   assert.equal(room.isDisposable, true);
+});
+
+test("a run's evaluations and dropped members are kept to their newest MAX_EVALUATIONS and MAX_DROPPED_RECORDS: one member's reports cannot grow the room record without bound (issue 38)", () => {
+  const run = new RunState('bounded');
+  for (let epoch = 0; epoch < MAX_EVALUATIONS + 50; epoch++) run.recordEvaluation({ run: 1, generation: 1, epoch, step: epoch * 10, accuracy: 0.5, testLoss: 1 }, true);
+  const evaluations = run.record.evaluations;
+  assert.equal(evaluations.length, MAX_EVALUATIONS);
+  assert.equal(evaluations.at(-1)!.epoch, MAX_EVALUATIONS + 49, 'the newest kept');
+  assert.equal(evaluations[0]!.epoch, 50, 'the oldest gone first');
+  for (let i = 0; i < MAX_DROPPED_RECORDS + 20; i++) {
+    run.recordDropped({ id: `m${i}`, name: `m${i}`, index: i, reason: 'failed', step: i, computeMs: 0, deadlineMs: 0, misbehaviour: null, reportedBy: null, detail: 'x', at: i });
+  }
+  assert.equal(run.record.dropped.length, MAX_DROPPED_RECORDS);
+  assert.equal(run.record.dropped.at(-1)!.step, MAX_DROPPED_RECORDS + 19, 'the newest drop kept: the one-drop-per-step rule reads it');
 });
