@@ -31,11 +31,8 @@ export function registerSecureKeyHandlers(ctx: ServerContext, socket: IoSocket):
       const g = room.snapshot();
       if (key.generation !== g.generation) throw new WebringError('ERR_STALE_GENERATION', `a key for generation ${key.generation}; the ring is at ${g.generation}`);
       if (!g.members.some((m) => m.id === memberId)) throw new WebringError('ERR_NOT_IN_ROOM', `member ${memberId} is not in generation ${g.generation}`);
-      const last = socket.data.lastKey;
-      if (last && last.run === key.run && last.generation >= key.generation) {
-        throw new WebringError('ERR_BAD_REQUEST', `one key per ring: this connection already published one for run ${last.run}, generation ${last.generation}`);
-      }
-      socket.data.lastKey = { run: key.run, generation: key.generation };
+      // One key per member and ring, on the room's record: a reconnect cannot publish a second.
+      await ctx.rooms.update(name, (r) => r.notePublishedKey(memberId, key.run, key.generation));
       ctx.io.to(channelOf(name)).emit('secagg:key', { ...key, member: memberId });
       return {};
     });

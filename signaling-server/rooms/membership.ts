@@ -40,6 +40,8 @@ export interface Member extends NewMember, ReportedProgress {
   awaitingState: boolean;
   /** When its connection was found gone (ms on the room's clock), or null; it has a grace period to come back. */
   disconnectedAt: number | null;
+  /** The run and generation of the last secure-aggregation key it published: one per ring, whatever its connection (issue 38). */
+  publishedKey?: { run: number; generation: number };
 }
 
 /** Membership as plain data: what the room codec stores. */

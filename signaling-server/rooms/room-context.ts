@@ -32,8 +32,6 @@ export interface SocketData {
   limitedUntil: number;
   /** The socket's events run one after another, in arrival order (handlers await the room store). */
   queue: Promise<void>;
-  /** The newest ring (run, generation) this connection published a secure-aggregation key for (one key per ring: handlers/secure-keys.ts). */
-  lastKey?: { run: number; generation: number };
 }
 
 export type IoServer = Server<ClientToServerEvents, ServerToClientEvents, Record<string, never>, SocketData>;

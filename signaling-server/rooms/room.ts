@@ -189,6 +189,21 @@ export class Room {
     return this.core.members.memberByTokenHash(tokenHash);
   }
 
+  /**
+   * Notes that member `id` published its key for `run` and `generation`; ERR_BAD_REQUEST if
+   * it already did for this ring or a later one. Kept on the member, not its connection: a
+   * reconnect must not publish a second key for the same ring.
+   */
+  notePublishedKey(id: string, run: number, generation: number): void {
+    const m = this.core.members.find(id);
+    if (!m) throw new WebringError('ERR_NOT_IN_ROOM', `member ${id} is not in room ${this.name}`);
+    const last = m.publishedKey;
+    if (last && last.run === run && last.generation >= generation) {
+      throw new WebringError('ERR_BAD_REQUEST', `one key per ring: this member already published one for run ${last.run}, generation ${last.generation}`);
+    }
+    m.publishedKey = { run, generation };
+  }
+
   socketIdOf(id: string): string | null {
     return this.core.members.find(id)?.socketId ?? null;
   }

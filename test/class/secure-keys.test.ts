@@ -11,7 +11,7 @@
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { AS_TEACHER, codeFor, hubKeyOf, nextEvent, startTestRun, useTestServer, type TestSocket } from '../support/server';
+import { AS_TEACHER, codeFor, hubKeyOf, join, nextEvent, startTestRun, useTestServer, type TestSocket } from '../support/server';
 import { lastLines, pollUntil, spawnNodeWorker, type SpawnedWorker } from '../support/processes';
 import type { AckResult, RoomMetrics, RoomStatus } from '../../shared/protocol';
 import { makeKeyPair } from '../../shared/secagg/pair-keys';
@@ -80,6 +80,31 @@ test('the key relay: checked at the edge, one key per member, run and generation
   assert.equal(next.generation, generation);
   assert.equal(next.run, run + 1);
   assert.deepEqual(await sendKey(students[1]!, { run: run + 1, generation, publicKey }), { ok: true });
+});
+
+test('one key per member and ring, whatever its connection: a member that reconnects cannot publish a second key for the same ring (issue 38)', async () => {
+  const room = 'keys-reconnect';
+  const sockets = [await t.client(room), await t.client(room), await t.client(room)];
+  const joined: Array<{ memberId: string; memberToken: string }> = [];
+  for (const [i, s] of sockets.entries()) {
+    const j = await join(s, room, `r${i}`);
+    assert.ok(j.ok, JSON.stringify(j));
+    joined.push(j);
+  }
+  await startTestRun(t.server, room, sockets[0]!, { data: 'dataset', secureAggregation: true, maxSteps: 1 });
+  const { generation, run } = await t.status(room);
+  const first = await makeKeyPair();
+  assert.deepEqual(await sendKey(sockets[1]!, { run, generation, publicKey: first.publicKey }), { ok: true });
+  // The same member on a new connection (a network blip): it keeps its place in the same ring...
+  const again = await t.client(room);
+  const back = await new Promise<AckResult<{ memberId: string }>>((resolve) =>
+    again.emit('room:join', { room, name: 'r1', kind: 'node', backend: 'cpu', rejoin: { memberId: joined[1]!.memberId, memberToken: joined[1]!.memberToken } }, resolve),
+  );
+  assert.ok(back.ok, JSON.stringify(back));
+  assert.equal((await t.status(room)).generation, generation, 'the same ring');
+  // ...and cannot give its partners a second key for it (before, the check was per connection).
+  const second = await makeKeyPair();
+  assert.equal(codeOf(await sendKey(again, { run, generation, publicKey: second.publicKey })), 'ERR_BAD_REQUEST');
 });
 
 test('the start config: masks on by default for own data, off for the digits, and never with fp16', async () => {
