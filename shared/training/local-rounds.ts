@@ -23,6 +23,9 @@
  * - a lost member: the survivors keep their round's change. The next generation sums what
  *   they kept (the round is not trained again, and the lost member's slices of it are not
  *   trained in that epoch); a rank that has no change for it (a joiner) sends zeros.
+ *   In a secure run nobody sends what it kept: the round is skipped. Its first sum may
+ *   have been seen (by the hub, or by a rank that spoiled the check word), and that sum
+ *   minus the survivors' would be the lost member's exact change.
  */
 import { advance, type GlobalBatch } from '../data/batch-plan';
 import type { StartConfig } from '../protocol';
@@ -68,7 +71,7 @@ export class LocalRounds implements SyncModeRun {
 
   constructor(
     private readonly host: TurnHost,
-    private readonly config: Pick<StartConfig, 'localSteps' | 'maxSteps' | 'batchSizePerWorker' | 'outerOptimizer' | 'outerLearningRate' | 'outerMomentum'>,
+    private readonly config: Pick<StartConfig, 'localSteps' | 'maxSteps' | 'batchSizePerWorker' | 'outerOptimizer' | 'outerLearningRate' | 'outerMomentum' | 'secureAggregation'>,
   ) {
     this.exampleScale = config.localSteps * config.batchSizePerWorker;
     this.parameterCount = host.replica.parameterCount;
@@ -136,10 +139,10 @@ export class LocalRounds implements SyncModeRun {
     return { first: first!, end: cursor, steps, trained, finishing: false };
   }
 
-  /** The round the survivors trained before a member was lost: what this rank kept of it, or zeros. */
+  /** The round the survivors trained before a member was lost: what this rank kept of it, or zeros (always, in a secure run). */
   private finish(end: TurnWork['end'], steps: number): TurnWork {
     const { host } = this;
-    const kept = this.kept?.step === host.position.step ? this.kept : null;
+    const kept = !this.config.secureAggregation && this.kept?.step === host.position.step ? this.kept : null;
     const first = kept?.first ?? host.nextBatch(host.position.cursor);
     host.endSitOut();
     host.facts.loss = kept?.loss ?? 0;

@@ -23,20 +23,38 @@ import type { SyncModeRun, TurnHost, TurnWork } from './sync-mode-run';
 // The trainer takes the contract from here, with the table that picks the mode.
 export type { SyncModeRun, TurnHost, TurnWork } from './sync-mode-run';
 
-/** MultiWorkerMirroredStrategy: every step's gradients summed, the mean applied by each replica's optimizer. */
+/**
+ * MultiWorkerMirroredStrategy: every step's gradients summed, the mean applied by each
+ * replica's optimizer.
+ *
+ * A step whose all-reduce failed is redone by the next generation on the same weights and
+ * cursor, except in a secure run: there its global batch is skipped (every rank sends
+ * zeros, the cursor moves past it). A redo sums a subset of the same examples at the same
+ * weights, so the first attempt's sum (which the hub, or a rank that spoiled the check
+ * word, may have seen) minus the redo's would be the missing ranks' exact gradient.
+ */
 export class EveryStep implements SyncModeRun {
   readonly hashEveryTurn = false;
   readonly stateSections: ReadonlyArray<LedgerSection<unknown>> = [];
   readonly outer = null;
 
-  constructor(private readonly host: TurnHost) {}
+  constructor(
+    private readonly host: TurnHost,
+    private readonly config: Pick<StartConfig, 'secureAggregation'>,
+  ) {}
 
   async contribute(rank: number): Promise<TurnWork> {
-    const host = this.host;
-    const batch = host.nextBatch(host.position.cursor);
+    const { host } = this;
+    const { position } = host;
+    const batch = host.nextBatch(position.cursor);
     host.endSitOut();
+    const skipped = position.finishing;
+    if (skipped) return { first: batch, end: skipped.end, steps: skipped.steps, trained: 0, finishing: true };
     const trained = batch.slices[rank]! > 0 ? await host.computeGradients(batch, rank) : 0;
-    return { first: batch, end: advance(batch, host.data.trainCount), steps: 1, trained, finishing: false };
+    const end = advance(batch, host.data.trainCount);
+    // Marked before the sum: if it fails, the next generation skips this batch (above).
+    if (this.config.secureAggregation) position.finishing = { end, steps: 1 };
+    return { first: batch, end, steps: 1, trained, finishing: false };
   }
 
   patienceMs(): undefined {
@@ -48,6 +66,7 @@ export class EveryStep implements SyncModeRun {
     // Every replica is at the same step, world and ramp, so every replica applies the same rate.
     const learningRate = host.rateAt(step, worldSize);
     if (examples > 0) await host.buffers.apply(host.replica, learningRate);
+    host.position.finishing = null;
     return learningRate;
   }
 }
@@ -56,7 +75,7 @@ export class EveryStep implements SyncModeRun {
 export function syncModeFor(config: StartConfig, host: TurnHost): SyncModeRun {
   switch (config.sync) {
     case 'every-step':
-      return new EveryStep(host);
+      return new EveryStep(host, config);
     case 'local-steps':
       return new LocalRounds(host, config);
   }

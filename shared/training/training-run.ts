@@ -362,7 +362,7 @@ export class TrainingRun {
         timing: r.timing,
       },
     });
-    if (r.finishing) this.options.log(`round ${r.round}: summed the ${r.globalBatchSize} examples the survivors trained before a member was lost (steps ${r.step}-${r.step + r.steps - 1})`);
+    if (r.finishing) this.options.log(r.globalBatchSize > 0 ? `round ${r.round}: summed the ${r.globalBatchSize} examples the survivors trained before a member was lost (steps ${r.step}-${r.step + r.steps - 1})` : `round ${r.round}: skipped steps ${r.step}-${r.step + r.steps - 1}, whose secure sum failed: summing them again without a member would reveal its contribution`);
     if (r.hashMismatch) {
       this.options.log(`weights differed between replicas at step ${r.step}; reloading the chief's state`);
       this.update({ resyncs: s.resyncs + 1 });

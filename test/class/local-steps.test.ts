@@ -2,8 +2,8 @@
  * Local steps through the real server: the start config's new fields are checked at the
  * edge (a bad one is a coded 400 naming its field, and the room is untouched), the wire
  * defaults follow the mode, and real Node workers train a secure local-steps run: masks once
- * per round, a joiner admitted at a round's end, a member killed mid-round (the survivors sum
- * what they trained), the room API's round and bytes per round.
+ * per round, a joiner admitted at a round's end, a member killed mid-round (the survivors skip
+ * the failed round, since a secure run never sums a turn twice), the room API's round and bytes per round.
  */
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -47,7 +47,7 @@ test('the start config: local steps and the outer optimizer are checked at the e
   assert.equal(started.config?.localSteps, 20);
 });
 
-test('Node workers train a secure local-steps run: a joiner at a round boundary, a member killed mid-round, bytes once per round', async () => {
+test('Node workers train a secure local-steps run: a joiner at a round boundary, a member killed mid-round (its round skipped), bytes once per round', async () => {
   const room = 'local-workers';
   const status = async (): Promise<RoomStatus> => t.status(room);
   const waitFor = <T>(what: string, probe: () => Promise<T | null | undefined | false>, timeoutMs: number): Promise<T> => pollUntil(what, probe, timeoutMs, () => lastLines(workers, 15), 100);
@@ -79,7 +79,8 @@ test('Node workers train a secure local-steps run: a joiner at a round boundary,
   assert.equal(four.step % H, 0, 'the joiner came in at a round boundary: rounds stay whole');
   assert.deepEqual(four.dropped, []);
 
-  // kill -9 mid-round: the survivors sum the round they trained, and go on.
+  // kill -9 mid-round: in a secure run the survivors skip the round (summing it again
+  // without the lost member would reveal its change: issue 38), and go on.
   const lost = workers[2]!;
   lost.child.kill('SIGKILL');
   const lostAt = (await status()).round;
@@ -88,8 +89,9 @@ test('Node workers train a secure local-steps run: a joiner at a round boundary,
     return s.members.length === 3 && s.round >= lostAt + 3 && s;
   }, 120_000);
   const survivors = workers.filter((w) => w !== lost && w.name !== 'r3').concat(workers.filter((w) => w.name === 'r3'));
-  const kept = survivors.filter((w) => w.output.some((l) => l.includes('summed the') && l.includes('survivors trained before a member was lost')));
-  assert.equal(kept.length, 3, `every survivor summed the round it kept:\n${lastLines(survivors, 10)}`);
+  const skipped = survivors.filter((w) => w.output.some((l) => /skipped steps \d+-\d+, whose secure sum failed/.test(l)));
+  assert.equal(skipped.length, 3, `every survivor skipped the failed round:\n${lastLines(survivors, 10)}`);
+  assert.ok(!survivors.some((w) => w.output.some((l) => l.includes('survivors trained before a member was lost'))), 'nobody summed a kept round again');
   assert.equal(after.consistency.mismatches, 0, lastLines(workers, 20));
   assert.ok(after.consistency.checks >= after.round - 2, 'every round compares the hashes');
   assert.equal((await post(`/api/rooms/${room}/stop`, {})).status, 200);
