@@ -8,6 +8,7 @@
  */
 import { WebringError } from '../../shared/protocol/errors';
 import type { CheckpointTrust } from '../../shared/checkpoints/checkpoint';
+import { MAX_ROOM_MEMBERS } from '../../shared/protocol';
 
 /**
  * How far past the room's step an upload may be. The chief reports every step and captures
@@ -24,8 +25,15 @@ export const VOUCH_RECENT_STEPS = 64;
 // `localSteps` steps, so they stretch by that many steps per turn (stepsPerTurn below).
 /** And for this many recent save steps (multiples of saveEverySteps), for an upload slower than that. */
 export const VOUCH_SAVE_STEPS = 8;
-/** At most this many (step, hash) pairs are kept, the lowest steps dropped first; an honest class adds one per step. */
-export const MAX_REPORTED_HASHES = 256;
+/**
+ * Each reporter's newest this many (step, hash) pairs are kept: what an honest member
+ * reports inside the windows above. A member that floods distinct steps pushes out only its
+ * own (issue 38: 400 future-step reports used to push every honest hash out of one shared
+ * table of 256, and every checkpoint after that stayed unvouched).
+ */
+export const REPORTS_PER_REPORTER = VOUCH_RECENT_STEPS + VOUCH_SAVE_STEPS;
+/** At most this many pairs in all: every seat of a full room at its own limit. */
+export const MAX_REPORTED_HASHES = MAX_ROOM_MEMBERS * REPORTS_PER_REPORTER;
 /** A hash is remembered with this many of its reporters: enough to find one that is not the writer. */
 const REPORTERS_PER_HASH = 2;
 /** Checkpoints stored before any other rank's report of their step: the newest this many wait for it. */
@@ -127,11 +135,18 @@ export class CheckpointGuard {
     return { state: contradicted ? 'contradicted' : 'unvouched', by: null };
   }
 
-  /** Keeps recent steps and recent save steps, at most MAX_REPORTED_HASHES pairs. */
+  /** Keeps recent steps and recent save steps: each reporter's newest REPORTS_PER_REPORTER pairs, at most MAX_REPORTED_HASHES in all. */
   private trim(top: number, saveEverySteps: number, stepsPerTurn: number): void {
-    const keep = (s: number) => s > top - VOUCH_RECENT_STEPS * stepsPerTurn || (s % saveEverySteps === 0 && s > top - VOUCH_SAVE_STEPS * saveEverySteps);
-    const kept = this.g.reported.filter((r) => keep(r.step));
-    if (kept.length > MAX_REPORTED_HASHES) kept.sort((a, b) => b.step - a.step).splice(MAX_REPORTED_HASHES);
+    const recent = (s: number) => s > top - VOUCH_RECENT_STEPS * stepsPerTurn || (s % saveEverySteps === 0 && s > top - VOUCH_SAVE_STEPS * saveEverySteps);
+    const held = new Map<string, number>();
+    const newestFirst = this.g.reported.filter((r) => recent(r.step)).sort((a, b) => b.step - a.step);
+    const kept = newestFirst.filter((r) => {
+      // A pair stays while any of its reporters is under its own limit; it counts against all of them.
+      if (!r.by.some((b) => (held.get(b) ?? 0) < REPORTS_PER_REPORTER)) return false;
+      for (const b of r.by) held.set(b, (held.get(b) ?? 0) + 1);
+      return true;
+    });
+    kept.splice(MAX_REPORTED_HASHES);
     this.g.reported.splice(0, this.g.reported.length, ...kept);
   }
 }

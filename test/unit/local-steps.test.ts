@@ -284,3 +284,16 @@ test("the server's checkpoint guard counts turns: a round's report one round ahe
   assert.equal(everyStep.noteCheckpoint('ck-2', 200, '00000000000000aa', 'chief', false).state, 'unvouched');
   assert.throws(() => guard.admitStep(100 + CHECKPOINT_STEPS_AHEAD * H + 1, 100, H), /at most/);
 });
+
+test('issue 38 (7): a member that floods future-step reports pushes out only its own, and the honest hash still vouches the next checkpoint (failed on the previous main)', async () => {
+  const { CheckpointGuard, newCheckpointGuard, CHECKPOINT_STEPS_AHEAD } = await import('../../signaling-server/rooms/checkpoint-guard');
+  const H = 20;
+  const guard = new CheckpointGuard(newCheckpointGuard(0));
+  // An honest classmate's report of round 5 (step 100), while the chief's step is 80.
+  guard.noteReport('honest', 100, '00000000000000aa', 80, 100, H);
+  // 400 reports of distinct steps within the margin, each with its own hash.
+  for (let i = 1; i <= 400; i++) guard.noteReport('flooder', 80 + i, i.toString(16).padStart(16, '0'), 80, 100, H);
+  assert.ok(400 <= CHECKPOINT_STEPS_AHEAD * H, 'every flooded step lies inside the margin');
+  guard.admitStep(100, 80, H);
+  assert.deepEqual(guard.noteCheckpoint('ck-100', 100, '00000000000000aa', 'chief', false), { state: 'vouched', by: 'honest' });
+});
