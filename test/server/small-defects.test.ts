@@ -265,6 +265,33 @@ test("a chief's ring:drop with made-up numbers is refused with a code and drops 
   assert.deepEqual((await status(room)).members.map((m) => m.name), ['chief', 'honest']);
 });
 
+test('issue 38 (2): a chief and a sybil tab cannot drop fast members: the step must be one most of the ring reached (failed on the previous main)', async () => {
+  const room = 'drop-sybil';
+  const sockets = [await client(), await client(), await client(), await client(), await client()];
+  const [chief, sybil, ...fast] = sockets as [TestSocket, TestSocket, ...TestSocket[]];
+  await join(chief, room, 'chief');
+  await join(sybil, room, 'sybil');
+  const fastIds: string[] = [];
+  for (const [i, s] of fast.entries()) fastIds.push((await join(s, room, `fast${i}`)).memberId!);
+  const started = nextEvent(chief, 'train:start');
+  assert.equal((await teacher('POST', `/api/rooms/${room}/start`, {})).status, 200);
+  const { run, generation } = await started;
+  for (const s of [chief, ...fast]) progress(s, run, generation, 12, 30);
+  // The sybil claims a step the class will never reach; before, the drop check took the highest report.
+  progress(sybil, run, generation, 1_000_000_000, 30);
+  await sleep(150);
+  const before = await status(room);
+  for (const [i, id] of fastIds.entries()) {
+    const heard = nextEvent(chief, 'server:error');
+    chief.emit('ring:drop', { run, generation, member: id, step: 1_000 + i, computeMs: 5_000, deadlineMs: 1_000 });
+    assert.equal((await heard).code, 'ERR_BAD_ACCUSATION', `the drop of fast${i}`);
+  }
+  const after = await status(room);
+  assert.equal(after.generation, before.generation);
+  assert.deepEqual(after.members.map((m) => m.name), ['chief', 'sybil', 'fast0', 'fast1', 'fast2']);
+  assert.deepEqual(after.dropped, []);
+});
+
 test('names, re-form reasons and failure messages with newlines, carriage returns and ANSI escapes stay on one log line each', async () => {
   const room = 'log-forge';
   const linesBefore = logLines.length;
