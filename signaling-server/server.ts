@@ -90,6 +90,8 @@ export interface ServerOptions {
   /** The limiter itself, e.g. one whose counters live in a shared store; built from `rateLimits` when absent. */
   rateLimiter?: RateLimits;
   reconnectGraceMs?: number;
+  /** How long an admission may form before it applies without the ring's vote (rooms/formation.ts); tests shorten it. */
+  admissionDeadlineMs?: number;
   /** Share rooms with other signaling nodes through this Redis (rooms/cluster.ts). */
   redisUrl?: string;
   /** Load balancers whose X-Forwarded-For is believed (TRUST_PROXY; edge/client-address.ts). */
@@ -208,6 +210,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     ice: options.ice ?? NO_TURN,
     joinSecret: options.joinSecret,
     log,
+    admissionDeadlineMs: options.admissionDeadlineMs,
   };
   const graceMs = options.reconnectGraceMs ?? DEFAULT_RECONNECT_GRACE_MS;
   if (memory && persistence) await restoreRooms(ctx, memory, persistence, graceMs);

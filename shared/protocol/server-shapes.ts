@@ -60,6 +60,11 @@ export interface Generation {
    * generation.
    */
   hub?: MemberInfo | null;
+  /**
+   * Applied at once by every member, even one that extends its ring: an admission the ring
+   * did not switch to by the server's deadline (signaling-server/rooms/formation.ts).
+   */
+  switchNow?: boolean;
 }
 
 /** What a resumed run starts from; sent with train:start. */

@@ -82,7 +82,7 @@ export class GenerationTracker {
     }
     const ring = network.collective;
     let outcome: GenerationOutcome;
-    if (training && applied && ring && !ring.isAborted && extendsRing(applied, g)) {
+    if (training && applied && ring && !ring.isAborted && !g.switchNow && extendsRing(applied, g)) {
       network.prepare(g);
       this.pending = g;
       this.log(`generation ${g.generation} admits ${g.members.length - applied.members.length} joiner(s); connecting`);

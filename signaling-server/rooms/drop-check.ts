@@ -7,6 +7,7 @@
 import { WebringError } from '../../shared/protocol/errors';
 import { DEFAULT_STRAGGLER_POLICY, type DroppedMember, type DropRequest } from '../../shared/protocol';
 import type { Member } from './membership';
+import { medianStep } from './formation';
 
 /**
  * How far past the other members' reported step a chief's drop may be. The chief drops after
@@ -54,9 +55,4 @@ export function checkDrop(reporter: Member, accused: Member, ring: readonly Memb
   if ((missed && accused.computeMs > 0 && accused.computeMs <= floorMs) || (accused.step === step && accused.computeMs <= deadlineMs)) {
     throw new WebringError('ERR_BAD_ACCUSATION', `${accused.name} reported ${Math.round(accused.computeMs)} ms at step ${accused.step}: no miss of the ${Math.round(deadlineMs)} ms deadline`);
   }
-}
-
-function medianStep(members: readonly Member[]): number {
-  const steps = members.map((m) => m.step).sort((a, b) => a - b);
-  return steps[Math.floor(steps.length / 2)] ?? 0;
 }

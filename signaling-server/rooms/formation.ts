@@ -23,6 +23,16 @@
  */
 import { WebringError } from '../../shared/protocol/errors';
 
+/**
+ * An admission the ring has not switched to this long after it went out, and at least
+ * ADMISSION_DEADLINE_TURNS turns later, applies without the tail's vote (switchNow): the
+ * class re-forms with the joiners, as after a loss. Three times the link deadline
+ * (LINK_OPEN_DEADLINE_MS): a joiner whose links stayed shut has been shed by then.
+ */
+export const ADMISSION_DEADLINE_MS = 30_000;
+/** Turns the class trains past an admission before the deadline may apply it (a round of local steps can outlast the deadline). */
+export const ADMISSION_DEADLINE_TURNS = 2;
+
 /** After the first unreachable report of a generation, the room waits this long for the other ends' reports before it sheds. */
 export const SHED_REPORT_WINDOW_MS = 1_500;
 
@@ -39,10 +49,22 @@ export interface FormationRecord {
   trained: number;
   /** The generation of the newest admission, or null before any this run. */
   admitting: number | null;
+  /** The class's step when that admission went out (absent in records from before). */
+  admittedAtStep?: number;
   /** Unreachable reports of the current generation. */
   reports: UnreachableReport[];
   /** How many shed links each member was an end of this run (member id → count). */
   shedLinks: Record<string, number>;
+}
+
+/**
+ * The step most of `members` reported, by their own reports: the median, which neither a
+ * chief nor a few extra tabs of one student can move (a maximum, issue 38 showed, could be
+ * set to 10⁹ by one of them).
+ */
+export function medianStep(members: ReadonlyArray<{ step: number }>): number {
+  const steps = members.map((m) => m.step).sort((a, b) => a - b);
+  return steps[Math.floor(steps.length / 2)] ?? 0;
 }
 
 export const newFormation = (): FormationRecord => ({ trained: -1, admitting: null, reports: [], shedLinks: {} });
@@ -61,9 +83,26 @@ export class Formation {
     return this.r.admitting !== null && this.r.admitting > this.r.trained;
   }
 
-  /** An admission went out in `generation`. */
-  admitted(generation: number): void {
+  /** An admission went out in `generation`, with the class at `step`. */
+  admitted(generation: number, step: number): void {
     this.r.admitting = generation;
+    this.r.admittedAtStep = step;
+  }
+
+  /**
+   * Whether admission `generation` is overdue: still forming though the class, by most of
+   * its members' own reports (`steps`), trained ADMISSION_DEADLINE_TURNS turns since it went
+   * out. A ring switches at the first turn boundary after every member voted ready, so an
+   * honest one is long done; one member voting "not ready" forever (issue 38) is not.
+   */
+  admissionOverdue(generation: number, classStep: number, stepsPerTurn: number): boolean {
+    if (!this.forming(generation)) return false;
+    return classStep >= (this.r.admittedAtStep ?? 0) + ADMISSION_DEADLINE_TURNS * stepsPerTurn;
+  }
+
+  /** Whether admission `generation` is still forming. */
+  forming(generation: number): boolean {
+    return this.admissionForming && this.r.admitting === generation;
   }
 
   /** A member trained a step in `generation`; true when that completed the forming admission. */

@@ -46,6 +46,8 @@ export interface RoomContext {
   /** This server's pending timers (admissions, automatic resumes), cleared on close. */
   timers: Timers;
   log: Logger;
+  /** How long an admission may form before it applies without the ring's vote (formation.ts: ADMISSION_DEADLINE_MS); tests shorten it. */
+  admissionDeadlineMs?: number;
 }
 
 /** socket.io room that carries a classroom's broadcasts. */

@@ -30,7 +30,7 @@ import type { CheckpointTrust } from '../../shared/checkpoints/checkpoint';
 import { NO_CHANGE, RoomCore, type MembershipChange, type RoomParts } from './room-core';
 import * as removals from './removals';
 import type { Eviction, HubRemoval } from './removals';
-import { checkNamedNeighbours, type UnreachableReport } from './formation';
+import { checkNamedNeighbours, medianStep, type UnreachableReport } from './formation';
 import * as reports from './run-reports';
 import { roomStatus } from './room-status';
 
@@ -243,12 +243,32 @@ export class Room {
     if (!this.isTraining || !this.hasWaiting || !config) return null;
     // One admission at a time (formation.ts): the next waits until the ring switched to this one.
     if (this.core.runState.formation.admissionForming) return null;
+    const classStep = this.trainedStep();
     const joiners = this.core.members.admitWaiting(this.core.runState.step);
     const generation = this.core.bumpGeneration();
     this.core.log('admitted', joiners.map((m) => m.name), `${joiners.length} joiner(s) take the chief's live state`);
-    this.core.runState.recordAdmission(this.currentGeneration, joiners.map((m) => m.name));
+    this.core.runState.recordAdmission(this.currentGeneration, joiners.map((m) => m.name), classStep);
     const start: TrainStart = { run: this.core.runState.run, generation: this.currentGeneration, config, startStep: this.core.runState.step, resume: null, admitted: true };
     return { generation, joiners: joiners.map((m) => m.id), start };
+  }
+
+  /**
+   * The server's deadline for admission `generation` passed (runs.ts). Still forming after
+   * ADMISSION_DEADLINE_TURNS turns (formation.ts): a new generation that every member
+   * applies at once (switchNow), without the vote one member could withhold forever.
+   * `again`: still forming, but the class has not trained those turns yet; look later.
+   */
+  admissionOverdue(generation: number): { change: MembershipChange; again: boolean } {
+    const formation = this.core.runState.formation;
+    if (!this.isTraining || !formation.forming(generation)) return { change: NO_CHANGE, again: false };
+    if (!formation.admissionOverdue(generation, this.trainedStep(), this.core.runState.stepsPerTurn)) return { change: NO_CHANGE, again: true };
+    this.core.log('reformed', [], `admission of generation ${generation} overdue: applied without the ring's vote`);
+    return { change: { generation: { ...this.core.bumpGeneration(), switchNow: true }, trainingAborted: false }, again: false };
+  }
+
+  /** The step most ring members that train (joiners still without the state aside) reported themselves. */
+  private trainedStep(): number {
+    return medianStep(this.core.members.ring.filter((m) => !m.awaitingState));
   }
 
   /**

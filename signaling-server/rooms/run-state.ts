@@ -206,8 +206,8 @@ export class RunState {
   }
 
   /** Joiners were admitted into the running ring in `generation`; their cost is reported later. */
-  recordAdmission(generation: number, joiners: string[]): void {
-    this.formation.admitted(generation);
+  recordAdmission(generation: number, joiners: string[], classStep: number): void {
+    this.formation.admitted(generation, classStep);
     const joins = (this.r.joins ??= []);
     joins.push({ generation, joiners, atStep: this.r.step, pauseMs: null, lockStepMs: null });
     if (joins.length > MAX_JOIN_COSTS) joins.splice(0, joins.length - MAX_JOIN_COSTS);

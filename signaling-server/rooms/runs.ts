@@ -8,6 +8,7 @@ import { LATEST_CHECKPOINT } from '../../shared/checkpoints/checkpoint';
 import { sameClasses, type ResumePoint, type StartConfig, type TrainStart } from '../../shared/protocol';
 import type { Room } from './room';
 import { channelOf, type RoomContext } from './room-context';
+import { ADMISSION_DEADLINE_MS } from './formation';
 
 /** Lets the new generation reach every worker before the resumed run's start does. */
 const AUTO_RESUME_DELAY_MS = 500;
@@ -44,6 +45,22 @@ async function admit(ctx: RoomContext, name: string): Promise<void> {
     const socketId = updated.room.socketIdOf(id);
     if (socketId) ctx.io.to(socketId).emit('train:start', start);
   }
+  scheduleAdmissionDeadline(ctx, name, generation.generation);
+}
+
+/** Past the deadline an admission still forming applies without the ring's vote (Room.admissionOverdue). */
+function scheduleAdmissionDeadline(ctx: RoomContext, name: string, generation: number): void {
+  ctx.timers.once(`admission-deadline:${name}:${generation}`, ctx.admissionDeadlineMs ?? ADMISSION_DEADLINE_MS, () => {
+    void (async () => {
+      const updated = await ctx.rooms.update(name, (r) => r.admissionOverdue(generation));
+      if (!updated) return;
+      if (updated.result.again) return scheduleAdmissionDeadline(ctx, name, generation);
+      const forced = updated.result.change.generation;
+      if (!forced) return;
+      ctx.log.warn(`room ${name}: the ring did not switch to admission ${generation} in time; generation ${forced.generation} applies without the vote`);
+      ctx.io.to(channelOf(name)).emit('ring:generation', forced);
+    })().catch((err: unknown) => ctx.log.error(`room ${name}: the admission deadline failed: ${String(err)}`));
+  });
 }
 
 /**

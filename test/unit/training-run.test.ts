@@ -290,3 +290,39 @@ test('a joiner is admitted at a step boundary and trains on from the live state'
   for (const r of all) assert.deepEqual(r.finished()?.payload, { run: 1, generation: 2, step: 8, reason: 'completed' });
   for (const r of all) r.run!.trainer.dispose();
 });
+
+test('issue 38 (3): a member that never votes ready keeps the joiner out only until the server applies the admission at once (switchNow)', async () => {
+  const clock = new ManualClock();
+  const world = new MemoryWorld();
+  const g1 = generation(1, ['a', 'b']);
+  const [a, b] = g1.members.map((m) => new Replica(world, m.id, clock)) as [Replica, Replica];
+  const joiner = new Replica(world, 'c', clock);
+  for (const r of [a, b]) r.announce(g1);
+  const c = config({ maxSteps: 30 });
+  a.start(trainStart(c, 1));
+  b.start(trainStart(c, 1));
+  await until(() => a.current.step >= 2, 'two steps');
+  // b never says it is ready for the joiner's generation.
+  b.network.isReadyFor = () => false;
+  const g2 = generation(2, ['a', 'b', 'c']);
+  joiner.announce(g2);
+  joiner.start(trainStart(c, 2, true));
+  a.announce(g2);
+  b.announce(g2);
+  const pendingFrom = a.current.step;
+  await until(() => a.current.step >= pendingFrom + 5, 'five more steps');
+  assert.equal(a.generations.pending, g2, 'without the vote the ring does not switch');
+  assert.equal(a.current.worldSize, 2);
+
+  // The server's deadline: the same members, applied at once by everyone.
+  const g3 = { ...generation(3, ['a', 'b', 'c']), switchNow: true };
+  for (const r of [a, b, joiner]) r.announce(g3);
+  assert.equal(a.generations.pending, null, 'applied, not prepared');
+  await Promise.all([a.done, b.done, joiner.done]);
+  const all = [a, b, joiner];
+  assert.deepEqual(all.map((r) => r.current.state), ['done', 'done', 'done']);
+  assert.deepEqual(all.map((r) => r.current.worldSize), [3, 3, 3]);
+  assert.equal(new Set(await hashes(all)).size, 1, 'the joiner holds the same weights as the ring');
+  for (const r of all) assert.deepEqual(r.finished()?.payload, { run: 1, generation: 3, step: 30, reason: 'completed' });
+  for (const r of all) r.run!.trainer.dispose();
+});
