@@ -12,12 +12,14 @@
  * Shedding. A member whose ring links in the current generation stay shut past its
  * deadline names the neighbours it cannot reach (ring:reform with `unreachable`). After a
  * short window for the other side's report, the room sheds:
- *   - every member named by both of its ring neighbours (it reaches nobody);
- *   - else, for a link named from both ends, one end: the member that was party to a shed
+ *   - every member named by both of its ring neighbours (two clients) that named one of
+ *     them too (it reaches nobody);
+ *   - else, for a link named from both ends, one end: the client that was party to a shed
  *     link before in this run (the common factor of broken links), or else the newer of the
  *     two (the class that was training keeps its ranks);
  *   - a report from one end only sheds nobody: one client cannot drop a classmate by
- *     naming it.
+ *     naming it;
+ *   - never the chief (membersToShed says why).
  * The ring is never shed empty. A shed member is told why (ERR_UNREACHABLE) and may join
  * again; a joiner shed this way never costs the class its run.
  */
@@ -53,7 +55,7 @@ export interface FormationRecord {
   admittedAtStep?: number;
   /** Unreachable reports of the current generation. */
   reports: UnreachableReport[];
-  /** How many shed links each member was an end of this run (member id → count). */
+  /** How many shed links each client was an end of this run (its address, else its member id → count). */
   shedLinks: Record<string, number>;
 }
 
@@ -69,10 +71,11 @@ export function medianStep(members: ReadonlyArray<{ step: number }>): number {
 
 export const newFormation = (): FormationRecord => ({ trained: -1, admitting: null, reports: [], shedLinks: {} });
 
-/** A ring member as the shedding rule sees it: its id and its room index (lower is older). */
+/** A ring member as the shedding rule sees it: its id, its room index (lower is older) and its client address. */
 export interface RingPosition {
   id: string;
   index: number;
+  address?: string;
 }
 
 export class Formation {
@@ -128,32 +131,51 @@ export class Formation {
     const reports = this.r.reports.filter((x) => x.generation === generation);
     this.r.reports = [];
     const shed = membersToShed(reports, ring, this.r.shedLinks);
-    for (const link of shed.links) for (const end of link) this.r.shedLinks[end] = (this.r.shedLinks[end] ?? 0) + 1;
+    const byId = new Map(ring.map((m) => [m.id, m]));
+    for (const link of shed.links) {
+      for (const end of link) {
+        const key = historyKey(byId.get(end)!);
+        this.r.shedLinks[key] = (this.r.shedLinks[key] ?? 0) + 1;
+      }
+    }
     return shed.members;
   }
 }
 
 /**
  * The shedding rule as a pure function: `reports` of one generation, the `ring` in rank
- * order, and how many shed links each member was an end of before (`history`).
+ * order, and how many shed links each history key (an address, else a member id) was an
+ * end of before (`history`). Issue 38 found two neighbours could shed anyone, the chief
+ * included, by naming it; so:
+ * - a member named by both neighbours is shed only when it named one of them too (a link
+ *   that is really shut is seen from both ends; a claim its other end denies is not), and
+ *   when the two are not one client's tabs (different history keys);
+ * - the chief is never shed on reports alone: of a shut link to it, the other end goes;
+ * - the history follows the client's address, so a seat that rejoins with a fresh member
+ *   id keeps the record of the links it broke.
  */
 export function membersToShed(reports: readonly UnreachableReport[], ring: readonly RingPosition[], history: Readonly<Record<string, number>>): { members: string[]; links: Array<[string, string]> } {
   const inRing = new Map(ring.map((m) => [m.id, m]));
+  const chief = ring[0]?.id;
   const named = new Map<string, Set<string>>();
   for (const { reporter, unreachable } of reports) {
     if (!inRing.has(reporter)) continue;
     for (const id of unreachable) if (inRing.has(id) && id !== reporter) (named.get(id) ?? named.set(id, new Set()).get(id)!).add(reporter);
   }
-  // Named by both ring neighbours: it reaches nobody.
-  const isolated = [...named].filter(([, by]) => by.size >= 2).map(([id]) => id);
+  /** Whether `id` named `other` unreachable too. */
+  const namesBack = (id: string, other: string) => named.get(other)?.has(id) ?? false;
+  // Named by both ring neighbours, two clients, and naming one of them itself: it reaches nobody.
+  const isolated = [...named]
+    .filter(([id, by]) => id !== chief && new Set([...by].map((b) => historyKey(inRing.get(b)!))).size >= 2 && [...by].some((b) => namesBack(id, b)))
+    .map(([id]) => id);
   const shed = new Set(isolated);
   const links: Array<[string, string]> = [];
   // Links named from both ends, between members not shed already: one end goes.
   for (const [a, byA] of named) {
     for (const b of byA) {
-      if (a >= b || shed.has(a) || shed.has(b) || !named.get(b)?.has(a)) continue;
+      if (a >= b || shed.has(a) || shed.has(b) || !namesBack(a, b)) continue;
       links.push([a, b]);
-      shed.add(culpritOf(inRing.get(a)!, inRing.get(b)!, history));
+      shed.add(culpritOf(inRing.get(a)!, inRing.get(b)!, history, chief));
     }
   }
   // Never shed the whole ring: the oldest member stays.
@@ -161,10 +183,17 @@ export function membersToShed(reports: readonly UnreachableReport[], ring: reado
   return { members: ring.filter((m) => shed.has(m.id)).map((m) => m.id), links };
 }
 
-/** Of a broken link's two ends: the one party to more shed links before, else the newer. */
-function culpritOf(a: RingPosition, b: RingPosition, history: Readonly<Record<string, number>>): string {
-  const ha = history[a.id] ?? 0;
-  const hb = history[b.id] ?? 0;
+/** Where a member's record of broken links is kept: its client address when known, else its member id. */
+export function historyKey(m: RingPosition): string {
+  return m.address ?? m.id;
+}
+
+/** Of a broken link's two ends: never the chief; else the one party to more shed links before, else the newer. */
+function culpritOf(a: RingPosition, b: RingPosition, history: Readonly<Record<string, number>>, chief: string | undefined): string {
+  if (a.id === chief) return b.id;
+  if (b.id === chief) return a.id;
+  const ha = history[historyKey(a)] ?? 0;
+  const hb = history[historyKey(b)] ?? 0;
   if (ha !== hb) return ha > hb ? a.id : b.id;
   return a.index > b.index ? a.id : b.id;
 }
