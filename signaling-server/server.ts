@@ -92,6 +92,8 @@ export interface ServerOptions {
   reconnectGraceMs?: number;
   /** How long an admission may form before it applies without the ring's vote (rooms/formation.ts); tests shorten it. */
   admissionDeadlineMs?: number;
+  /** How long a member of a secure run has to publish its key for a new generation (rooms/key-deadline.ts); tests shorten it. */
+  keyDeadlineMs?: number;
   /** Share rooms with other signaling nodes through this Redis (rooms/cluster.ts). */
   redisUrl?: string;
   /** Load balancers whose X-Forwarded-For is believed (TRUST_PROXY; edge/client-address.ts). */
@@ -211,6 +213,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     joinSecret: options.joinSecret,
     log,
     admissionDeadlineMs: options.admissionDeadlineMs,
+    keyDeadlineMs: options.keyDeadlineMs,
   };
   const graceMs = options.reconnectGraceMs ?? DEFAULT_RECONNECT_GRACE_MS;
   if (memory && persistence) await restoreRooms(ctx, memory, persistence, graceMs);

@@ -91,6 +91,14 @@ export interface TrainStart {
 }
 
 /**
+ * Why a member was evicted: what it sent (a Misbehaviour its receiver saw), 'accusations'
+ * for a reporter over its allowance (signaling-server/rooms/accusations.ts), or 'no-key'
+ * for a member of a secure run that published no key for its generation by the server's
+ * deadline (signaling-server/rooms/keyless.ts).
+ */
+export type EvictionCause = Misbehaviour | 'accusations' | 'no-key';
+
+/**
  * Sent to a member taken out of the ring: 'straggler', dropped by the chief for missing the
  * step deadline; 'evicted', for sending data no honest peer sends (or, as a reporter, for a
  * second accusation in one run: signaling-server/rooms/accusations.ts); 'unreachable', shed
@@ -103,7 +111,7 @@ export type MemberDropped =
   | { reason: 'straggler'; step: number; computeMs: number; deadlineMs: number }
   | { reason: 'unreachable'; step: number; detail: string }
   | { reason: 'failed'; step: number; detail: string }
-  | { reason: 'evicted'; step: number; misbehaviour: Misbehaviour | 'accusations'; detail: string }
+  | { reason: 'evicted'; step: number; misbehaviour: EvictionCause; detail: string }
   /** To the hub only: the teacher removed it (DELETE /api/rooms/:room/hub). */
   | { reason: 'removed'; step: number; detail: string };
 
@@ -144,8 +152,8 @@ export interface DroppedMember {
   /** Stragglers: the member's compute time and the ring's deadline, ms; 0 for evictions. */
   computeMs: number;
   deadlineMs: number;
-  /** Evictions: what the member sent, or 'accusations' for a reporter over its allowance; null for stragglers. */
-  misbehaviour: Misbehaviour | 'accusations' | null;
+  /** Evictions: what the member sent, or 'accusations' for a reporter over its allowance, or 'no-key' (EvictionCause); null for stragglers. */
+  misbehaviour: EvictionCause | null;
   /** Evictions: the name of the member whose ring rejected the data; null otherwise. */
   reportedBy: string | null;
   detail: string;

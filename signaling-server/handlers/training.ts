@@ -9,10 +9,9 @@ import {
   parseOrThrow,
   progressReportSchema,
   reformRequestSchema,
-  type MemberDropped,
 } from '../../shared/protocol';
 import type { Room } from '../rooms/room';
-import { channelOf, type IoSocket } from '../rooms/room-context';
+import { tellRemoved, type IoSocket } from '../rooms/room-context';
 import { broadcastChange } from '../rooms/membership-broadcast';
 import { scheduleAdmission } from '../rooms/runs';
 import { SHED_REPORT_WINDOW_MS } from '../rooms/formation';
@@ -24,11 +23,6 @@ import { guarded } from './errors';
  * channel; its connection, on whichever signaling node, is free to join again (see
  * stillMember in rooms.ts).
  */
-function tellRemoved(ctx: ServerContext, room: string, socketId: string | null, notice: MemberDropped): void {
-  if (!socketId) return;
-  ctx.io.in(socketId).socketsLeave(channelOf(room));
-  ctx.io.to(socketId).emit('member:dropped', notice);
-}
 
 /** This connection's room and member; refused, before anything else is read, for a connection that joined none. */
 export function requireMember(socket: IoSocket): { name: string; memberId: string } {

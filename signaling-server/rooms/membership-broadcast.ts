@@ -8,6 +8,7 @@ import type { Room } from './room';
 import type { MembershipChange } from './room-core';
 import { channelOf, type RoomContext } from './room-context';
 import { scheduleAutoResume } from './runs';
+import { scheduleKeyDeadline } from './key-deadline';
 
 /** Tells the room about a membership change, and recovers a broken run. */
 export function broadcastChange(ctx: RoomContext, room: Room, change: MembershipChange): void {
@@ -20,6 +21,7 @@ export function broadcastChange(ctx: RoomContext, room: Room, change: Membership
     const g = change.generation;
     ctx.log.info(`room ${name}: generation ${g.generation} with ${g.members.length} member(s)${g.hub ? ` and hub ${g.hub.id}` : ''}`);
     ctx.io.to(channelOf(name)).emit('ring:generation', g);
+    scheduleKeyDeadline(ctx, room, g.generation);
   }
   if (change.trainingAborted) scheduleAutoResume(ctx, name, room.runConfig);
 }

@@ -4,7 +4,7 @@
  * itself on its second accusation), and the teacher's removal of the hub.
  */
 import { WebringError } from '../../shared/protocol/errors';
-import { HUB_RANK, type DropRequest, type EvictRequest, type MemberDropped, type Misbehaviour } from '../../shared/protocol';
+import { HUB_RANK, type DropRequest, type EvictRequest, type EvictionCause, type MemberDropped, type Misbehaviour } from '../../shared/protocol';
 import type { Member } from './membership';
 import { checkDrop } from './drop-check';
 import { NO_CHANGE, type MembershipChange, type RoomCore } from './room-core';
@@ -91,7 +91,7 @@ export function evict(core: RoomCore, reporterId: string, request: EvictRequest)
   return { change, evicted: [{ id: gone.id, socketId: gone.socketId, notice }], refused: null };
 }
 
-function recordEvicted(core: RoomCore, gone: Member, step: number, misbehaviour: Misbehaviour | 'accusations', reportedBy: string | null, detail: string): void {
+export function recordEvicted(core: RoomCore, gone: Member, step: number, misbehaviour: EvictionCause, reportedBy: string | null, detail: string): void {
   core.runState.recordDropped({ id: gone.id, name: gone.name, index: gone.index, reason: 'evicted', step, computeMs: 0, deadlineMs: 0, misbehaviour, reportedBy, detail, at: core.clock.now() });
 }
 

@@ -6,7 +6,7 @@
  * nothing above it; server.ts builds the one object that satisfies every layer's context.
  */
 import type { Server, Socket } from 'socket.io';
-import type { ClientToServerEvents, ServerToClientEvents } from '../../shared/protocol';
+import type { ClientToServerEvents, MemberDropped, ServerToClientEvents } from '../../shared/protocol';
 import type { Clock } from '../../shared/util/clock';
 import type { RoomStore } from './room-store';
 import type { CheckpointStore } from './checkpoint-store';
@@ -48,7 +48,16 @@ export interface RoomContext {
   log: Logger;
   /** How long an admission may form before it applies without the ring's vote (formation.ts: ADMISSION_DEADLINE_MS); tests shorten it. */
   admissionDeadlineMs?: number;
+  /** How long a member of a secure run has to publish its key for a new generation (key-deadline.ts: KEY_DEADLINE_MS); tests shorten it. */
+  keyDeadlineMs?: number;
 }
 
 /** socket.io room that carries a classroom's broadcasts. */
 export const channelOf = (room: string): string => `room:${room}`;
+
+/** Tells a member taken out of the ring why, and takes its connection off the room's broadcasts. */
+export function tellRemoved(ctx: RoomContext, room: string, socketId: string | null, notice: MemberDropped): void {
+  if (!socketId) return;
+  ctx.io.in(socketId).socketsLeave(channelOf(room));
+  ctx.io.to(socketId).emit('member:dropped', notice);
+}

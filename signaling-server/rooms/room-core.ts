@@ -12,6 +12,7 @@ import { Membership, type Member, type MembershipState } from './membership';
 import { RunState, type RunRecord } from './run-state';
 import { Accusations, type AccusationRecord } from './accusations';
 import { HubRole } from './hub-role';
+import { medianStep } from './formation';
 
 /** The ring's event log keeps this many of the newest events. */
 const MAX_ROOM_EVENTS = 200;
@@ -125,6 +126,11 @@ export class RoomCore {
   log(kind: RoomEventKind, members: string[], detail: string): void {
     this.events.push({ at: this.clock.now(), kind, generation: this.currentGeneration, step: this.runState.step, members, detail });
     if (this.events.length > MAX_ROOM_EVENTS) this.events.splice(0, this.events.length - MAX_ROOM_EVENTS);
+  }
+
+  /** The step most ring members that train (joiners still without the state aside) reported themselves (formation.ts: medianStep). */
+  get trainedStep(): number {
+    return medianStep(this.members.ring.filter((m) => !m.awaitingState));
   }
 
   bumpGeneration(): Generation {

@@ -30,8 +30,9 @@ import type { CheckpointTrust } from '../../shared/checkpoints/checkpoint';
 import { NO_CHANGE, RoomCore, type MembershipChange, type RoomParts } from './room-core';
 import * as removals from './removals';
 import type { Eviction, HubRemoval } from './removals';
-import { checkNamedNeighbours, medianStep, type UnreachableReport } from './formation';
+import { checkNamedNeighbours, type UnreachableReport } from './formation';
 import * as reports from './run-reports';
+import { evictKeyless, type KeylessEviction } from './keyless';
 import { roomStatus } from './room-status';
 
 export type { NewMember } from './membership';
@@ -243,7 +244,7 @@ export class Room {
     if (!this.isTraining || !this.hasWaiting || !config) return null;
     // One admission at a time (formation.ts): the next waits until the ring switched to this one.
     if (this.core.runState.formation.admissionForming) return null;
-    const classStep = this.trainedStep();
+    const classStep = this.core.trainedStep;
     const joiners = this.core.members.admitWaiting(this.core.runState.step);
     const generation = this.core.bumpGeneration();
     this.core.log('admitted', joiners.map((m) => m.name), `${joiners.length} joiner(s) take the chief's live state`);
@@ -261,14 +262,9 @@ export class Room {
   admissionOverdue(generation: number): { change: MembershipChange; again: boolean } {
     const formation = this.core.runState.formation;
     if (!this.isTraining || !formation.forming(generation)) return { change: NO_CHANGE, again: false };
-    if (!formation.admissionOverdue(generation, this.trainedStep(), this.core.runState.stepsPerTurn)) return { change: NO_CHANGE, again: true };
+    if (!formation.admissionOverdue(generation, this.core.trainedStep, this.core.runState.stepsPerTurn)) return { change: NO_CHANGE, again: true };
     this.core.log('reformed', [], `admission of generation ${generation} overdue: applied without the ring's vote`);
     return { change: { generation: { ...this.core.bumpGeneration(), switchNow: true }, trainingAborted: false }, again: false };
-  }
-
-  /** The step most ring members that train (joiners still without the state aside) reported themselves. */
-  private trainedStep(): number {
-    return medianStep(this.core.members.ring.filter((m) => !m.awaitingState));
   }
 
   /**
@@ -294,6 +290,11 @@ export class Room {
   /** A ring member names a sender whose message its ring rejected (removals.ts, accusations.ts). */
   evict(reporterId: string, request: EvictRequest): Eviction {
     return removals.evict(this.core, reporterId, request);
+  }
+
+  /** The key deadline of a secure run's `generation` passed: whoever published no key goes (key-deadline.ts). */
+  evictKeyless(generation: number): KeylessEviction {
+    return evictKeyless(this.core, generation);
   }
 
   /**

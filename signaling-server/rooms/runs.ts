@@ -9,6 +9,7 @@ import { sameClasses, type ResumePoint, type StartConfig, type TrainStart } from
 import type { Room } from './room';
 import { channelOf, type RoomContext } from './room-context';
 import { ADMISSION_DEADLINE_MS } from './formation';
+import { scheduleKeyDeadline } from './key-deadline';
 
 /** Lets the new generation reach every worker before the resumed run's start does. */
 const AUTO_RESUME_DELAY_MS = 500;
@@ -46,6 +47,7 @@ async function admit(ctx: RoomContext, name: string): Promise<void> {
     if (socketId) ctx.io.to(socketId).emit('train:start', start);
   }
   scheduleAdmissionDeadline(ctx, name, generation.generation);
+  scheduleKeyDeadline(ctx, updated.room, generation.generation);
 }
 
 /** Past the deadline an admission still forming applies without the ring's vote (Room.admissionOverdue). */
@@ -59,6 +61,7 @@ function scheduleAdmissionDeadline(ctx: RoomContext, name: string, generation: n
       if (!forced) return;
       ctx.log.warn(`room ${name}: the ring did not switch to admission ${generation} in time; generation ${forced.generation} applies without the vote`);
       ctx.io.to(channelOf(name)).emit('ring:generation', forced);
+      scheduleKeyDeadline(ctx, updated.room, forced.generation);
     })().catch((err: unknown) => ctx.log.error(`room ${name}: the admission deadline failed: ${String(err)}`));
   });
 }
@@ -115,6 +118,7 @@ export async function startRun(ctx: RoomContext, name: string, config: StartConf
   const from = resume ? `resuming ${resume.checkpointId} at step ${resume.step}` : 'fresh';
   ctx.log.info(`room ${name}: run ${start.run} started (${from}), generation ${start.generation}`);
   ctx.io.to(channelOf(name)).emit('train:start', start);
+  scheduleKeyDeadline(ctx, room, start.generation);
   return { room, start };
 }
 

@@ -272,7 +272,11 @@ test('issue 38 (2): a chief and a sybil tab cannot drop fast members: the step m
   await join(chief, room, 'chief');
   await join(sybil, room, 'sybil');
   const fastIds: string[] = [];
-  for (const [i, s] of fast.entries()) fastIds.push((await join(s, room, `fast${i}`)).memberId!);
+  for (const [i, s] of fast.entries()) {
+    const joined = await join(s, room, `fast${i}`);
+    assert.ok(joined.ok);
+    fastIds.push(joined.memberId);
+  }
   const started = nextEvent(chief, 'train:start');
   assert.equal((await teacher('POST', `/api/rooms/${room}/start`, {})).status, 200);
   const { run, generation } = await started;
