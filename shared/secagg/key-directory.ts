@@ -84,8 +84,10 @@ export class KeyDirectory {
 
   /**
    * The pairwise secrets with `partners` (member ids) in `ring`, waiting up to keyWaitMs
-   * (KEY_WAIT_MS) for their keys. ERR_TIMEOUT names who never published: a recoverable
-   * failure, after which the class re-forms and everyone makes fresh keys.
+   * (KEY_WAIT_MS) for their keys. ERR_TIMEOUT names who never published, and
+   * ERR_PEER_MISBEHAVED whose key is unusable: recoverable failures, after which the class
+   * re-forms and everyone makes fresh keys (the server evicts a member that publishes none:
+   * signaling-server/rooms/keyless.ts).
    */
   async secrets(ring: KeyRing, partners: readonly string[]): Promise<CryptoKey[]> {
     const own = await this.ensureOwn(ring);
@@ -108,7 +110,13 @@ export class KeyDirectory {
       partners.map((id) => {
         let s = e.secrets.get(id);
         if (!s) {
-          s = pairSecret(own.privateKey, e.heard.get(id)!);
+          // A key that does not import is its owner's fault, not this member's: a recoverable
+          // error that names the owner (the server refuses such keys, so only a relay that
+          // changed one gets here), after which the class re-forms with fresh keys.
+          s = pairSecret(own.privateKey, e.heard.get(id)!).catch((err: unknown) => {
+            e.secrets.delete(id);
+            throw new WebringError('ERR_PEER_MISBEHAVED', `the public key of ${id} for ${describe(ring)} is unusable (${(err as Error).message}); the class re-forms with fresh keys`);
+          });
           e.secrets.set(id, s);
         }
         return s;

@@ -247,6 +247,17 @@ test('no key or mask is used twice: a key pair per (run, generation), a mask per
   assert.notEqual(sent[0], sent[1]);
 });
 
+test('issue 38 (5): a partner key that does not import is a recoverable ERR_PEER_MISBEHAVED that names its owner (before: a DOMException, and the victim left as failed)', async () => {
+  const ids = memberIds(3);
+  const directories = relayedDirectories(ids, new Set([ids[2]!]), 100);
+  const ring = { run: 1, generation: 1 };
+  const { publicKey } = await directories[2]!.ensureOwn(ring);
+  const offCurve = Buffer.from(publicKey, 'base64');
+  offCurve.writeUInt8(offCurve.readUInt8(64) ^ 1, 64);
+  directories[0]!.heard(ring, ids[2]!, offCurve.toString('base64'));
+  await assert.rejects(directories[0]!.secrets(ring, [ids[2]!]), (e: WebringError) => e instanceof WebringError && e.code === 'ERR_PEER_MISBEHAVED' && e.message.includes(ids[2]!));
+});
+
 test('a partner that never publishes its key fails the step with ERR_TIMEOUT naming it, within the key wait', async () => {
   const ids = memberIds(3);
   const directories = relayedDirectories(ids, new Set([ids[2]!]), 100);
