@@ -65,6 +65,12 @@ export interface Generation {
    * did not switch to by the server's deadline (signaling-server/rooms/formation.ts).
    */
   switchNow?: boolean;
+  /**
+   * How many distinct clients the members are (signaling-server/rooms/seats.ts: clientOf):
+   * tabs of one device count once. Secure aggregation holds below MIN_SECURE_MEMBERS of
+   * them, whatever the seats. Absent from older servers: count the members.
+   */
+  clients?: number;
 }
 
 /** What a resumed run starts from; sent with train:start. */

@@ -48,13 +48,16 @@ export class SecureRun {
 
   /**
    * A secure ring of two holds: the sum would tell each the other's gradient (one alone
-   * sends nothing, and trains). Nobody steps, so nobody votes; a joiner is let in as soon
-   * as this replica's links to it are open (every replica holds, so none is mid-step).
+   * sends nothing, and trains). So does a ring of more seats from two clients (two tabs of
+   * one student and one classmate: issue 38), by the server's count of distinct clients,
+   * the same on every replica. Nobody steps, so nobody votes; a joiner is let in as soon as
+   * this replica's links to it are open (every replica holds, so none is mid-step).
    * True while held.
    */
   async hold(worldSize: number, trainer: Trainer): Promise<boolean> {
     const { secure, network, generations, control, status, log } = this.options;
-    if (!secure || worldSize === 1 || worldSize >= MIN_SECURE_MEMBERS) {
+    const clients = Math.min(worldSize, network.generation?.clients ?? worldSize);
+    if (!secure || worldSize === 1 || clients >= MIN_SECURE_MEMBERS) {
       if (status.current.secureWait !== null) status.update({ secureWait: null });
       return false;
     }
@@ -72,7 +75,8 @@ export class SecureRun {
       return true;
     }
     if (status.current.secureWait === null) {
-      const wait = `secure aggregation needs ${MIN_SECURE_MEMBERS} members and the ring has ${worldSize}: with two, each would learn the other's gradient from the sum`;
+      const seats = clients < worldSize ? ` (${worldSize} seats, tabs of one device counted once)` : '';
+      const wait = `secure aggregation needs ${MIN_SECURE_MEMBERS} members and the ring has ${clients}${seats}: with two, each would learn the other's gradient from the sum`;
       log(`holding: ${wait}`);
       status.update({ secureWait: wait });
     }

@@ -13,6 +13,7 @@ import { RunState, type RunRecord } from './run-state';
 import { Accusations, type AccusationRecord } from './accusations';
 import { HubRole } from './hub-role';
 import { medianStep } from './formation';
+import { clientOf } from './seats';
 
 /** The ring's event log keeps this many of the newest events. */
 const MAX_ROOM_EVENTS = 200;
@@ -71,7 +72,9 @@ export class RoomCore {
 
   /** The generation as it is now: the ring in rank order, and the hub. */
   snapshot(): Generation {
-    return { room: this.name, generation: this.currentGeneration, members: this.members.ring.map((m, rank) => this.members.info(m, rank)), hub: this.hubInfo() };
+    const ring = this.members.ring;
+    const clients = new Set(ring.map(clientOf)).size;
+    return { room: this.name, generation: this.currentGeneration, members: ring.map((m, rank) => this.members.info(m, rank)), hub: this.hubInfo(), clients };
   }
 
   hubInfo(): MemberInfo | null {

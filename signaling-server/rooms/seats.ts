@@ -72,3 +72,15 @@ export function seatsPerAddress(address: string, perAddress: number | null): num
 export function sameAddress(a: string, b: string): boolean {
   return plain(a) === plain(b);
 }
+
+/**
+ * Which client a member is, for counting distinct classmates: its address, except that
+ * every member from this machine (loopback: the teacher's Node workers, demo tabs, the
+ * tests) counts as one of its own, like the seats above. Several tabs of one student on one
+ * device are one client; a student's second device, on an address of its own, is not.
+ */
+export function clientOf(member: { id: string; address?: string }): string {
+  const address = member.address;
+  if (address === undefined || addressScope(address) === 'loopback') return `member:${member.id}`;
+  return plain(address);
+}

@@ -296,6 +296,23 @@ test('issue 38 (2): a chief and a sybil tab cannot drop fast members: the step m
   assert.deepEqual(after.dropped, []);
 });
 
+test('issue 38 (6): every generation counts its distinct clients: tabs of one address count once, the teacher\'s own machine counts each member (failed on the previous main)', async () => {
+  const room = 'clients-count';
+  const generations: Generation[] = [];
+  const first = await clientFrom(room, '10.0.0.5');
+  first.on('ring:generation', (g: Generation) => generations.push(g));
+  assert.ok((await joinAs(first, room, 'tab one')).ok);
+  assert.ok((await joinAs(await clientFrom(room, '10.0.0.5'), room, 'tab two')).ok);
+  assert.ok((await joinAs(await clientFrom(room, '10.0.0.6'), room, 'classmate')).ok);
+  await sleep(100);
+  assert.deepEqual([generations.at(-1)!.members.length, generations.at(-1)!.clients], [3, 2], 'two tabs of one student and one classmate: two clients');
+  assert.ok((await joinAs(await clientFrom(room, '10.0.0.7'), room, 'another')).ok);
+  assert.ok((await joinAs(await clientFrom(room, '127.0.0.1'), room, 'teacher worker one')).ok);
+  assert.ok((await joinAs(await clientFrom(room, '127.0.0.1'), room, 'teacher worker two')).ok);
+  await sleep(100);
+  assert.deepEqual([generations.at(-1)!.members.length, generations.at(-1)!.clients], [6, 5]);
+});
+
 test('names, re-form reasons and failure messages with newlines, carriage returns and ANSI escapes stay on one log line each', async () => {
   const room = 'log-forge';
   const linesBefore = logLines.length;
