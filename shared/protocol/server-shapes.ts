@@ -71,6 +71,12 @@ export interface Generation {
    * them, whatever the seats. Absent from older servers: count the members.
    */
   clients?: number;
+  /**
+   * The seed of this generation's mask graph (shared/secagg/mask-graph.ts), drawn by the
+   * server when the generation was made: nobody can compute a later generation's graph in
+   * advance. Absent from older servers: 0.
+   */
+  maskSeed?: number;
 }
 
 /** What a resumed run starts from; sent with train:start. */

@@ -60,10 +60,10 @@ export class SecureAggregation {
     readonly log: (message: string) => void = () => undefined,
   ) {}
 
-  /** The secure collective over `inner`, for generation `generation` of run `run` whose ranks are `members` (ids). */
-  over(inner: Collective, run: number, generation: number, members: readonly string[]): SecureCollective {
+  /** The secure collective over `inner`, for generation `generation` of run `run` whose ranks are `members` (ids), its mask graph drawn from `maskSeed` (Generation.maskSeed). */
+  over(inner: Collective, run: number, generation: number, members: readonly string[], maskSeed = 0): SecureCollective {
     this.keys.forgetBefore({ run, generation });
-    return new SecureCollective(inner, this, run, generation, members);
+    return new SecureCollective(inner, this, run, generation, members, maskSeed);
   }
 
   sized(words: number, total: number): void {
@@ -101,10 +101,11 @@ export class SecureCollective implements Collective {
     private readonly run: number,
     readonly generation: number,
     private readonly members: readonly string[],
+    maskSeed: number,
   ) {
     this.rank = inner.rank;
     this.worldSize = inner.worldSize;
-    this.partners = this.worldSize > 1 ? maskPartners(this.rank, this.worldSize, graphSeed(run, generation)) : [];
+    this.partners = this.worldSize > 1 ? maskPartners(this.rank, this.worldSize, graphSeed(run, generation, maskSeed)) : [];
     shared.stats.partners = this.partners.length;
     // The keys are made as soon as the generation is in use: the first step need not wait.
     // A generation replaced before its first step never awaits them: its failure is nobody's.

@@ -41,7 +41,7 @@ export class SecureRun {
     if (g?.generation !== engine.generation || g.members.length !== engine.worldSize) {
       throw new WebringError('ERR_STALE_GENERATION', `no member list for generation ${engine.generation}: its masks cannot be made`);
     }
-    const collective = secure.over(engine, start.run, engine.generation, g.members.map((m) => m.id));
+    const collective = secure.over(engine, start.run, engine.generation, g.members.map((m) => m.id), g.maskSeed ?? 0);
     if (engine.worldSize >= MIN_SECURE_MEMBERS) log(`secure aggregation, generation ${engine.generation}: masks with ${collective.partners.length} of ${engine.worldSize - 1} classmates`);
     return collective;
   }

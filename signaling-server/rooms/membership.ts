@@ -10,6 +10,10 @@
 import { WebringError } from '../../shared/protocol/errors';
 import { sameAddress, seatsPerAddress } from './seats';
 import { MAX_ROOM_MEMBERS, type Backend, type DeviceProbe, type HubBar, type MemberInfo, type ProgressReport, type WorkerKind } from '../../shared/protocol';
+import { randomInt } from 'node:crypto';
+
+/** Mask-graph seeds are drawn below this: 32 bits, what the graph's permutation takes. */
+const MASK_SEED_LIMIT = 2 ** 32;
 
 export interface NewMember {
   id: string;
@@ -60,6 +64,12 @@ export interface MembershipState {
   generationAt?: number;
   /** The teacher's cap on seats per client address (seats.ts); null or absent: the defaults by address. */
   seatsPerAddress?: number | null;
+  /**
+   * The current generation's mask-graph seed (shared/secagg/mask-graph.ts), drawn at random
+   * when the generation was made, so no classmate can compute a future generation's graph
+   * (issue 38); absent in records from before (0).
+   */
+  maskSeed?: number;
 }
 
 const emptyMembership = (): MembershipState => ({ nextIndex: 0, generation: 0, active: [], waiting: [], hub: null });
@@ -136,7 +146,13 @@ export class Membership {
   /** Membership changed at `now`: the ring forms anew under the next generation number. */
   bumpGeneration(now: number): number {
     this.s.generationAt = now;
+    this.s.maskSeed = randomInt(MASK_SEED_LIMIT);
     return ++this.s.generation;
+  }
+
+  /** The current generation's mask-graph seed. */
+  get maskSeed(): number {
+    return this.s.maskSeed ?? 0;
   }
 
   /** How long ago (ms) the current generation was made, at `now`; a record from before the stamp reads as long ago. */

@@ -74,7 +74,7 @@ export class RoomCore {
   snapshot(): Generation {
     const ring = this.members.ring;
     const clients = new Set(ring.map(clientOf)).size;
-    return { room: this.name, generation: this.currentGeneration, members: ring.map((m, rank) => this.members.info(m, rank)), hub: this.hubInfo(), clients };
+    return { room: this.name, generation: this.currentGeneration, members: ring.map((m, rank) => this.members.info(m, rank)), hub: this.hubInfo(), clients, maskSeed: this.members.maskSeed };
   }
 
   hubInfo(): MemberInfo | null {

@@ -296,7 +296,7 @@ test('issue 38 (2): a chief and a sybil tab cannot drop fast members: the step m
   assert.deepEqual(after.dropped, []);
 });
 
-test('issue 38 (6): every generation counts its distinct clients: tabs of one address count once, the teacher\'s own machine counts each member (failed on the previous main)', async () => {
+test('issue 38 (6): every generation counts its distinct clients (tabs of one address once, the teacher\'s own machine per member) and carries a fresh random mask-graph seed (failed on the previous main)', async () => {
   const room = 'clients-count';
   const generations: Generation[] = [];
   const first = await clientFrom(room, '10.0.0.5');
@@ -311,6 +311,10 @@ test('issue 38 (6): every generation counts its distinct clients: tabs of one ad
   assert.ok((await joinAs(await clientFrom(room, '127.0.0.1'), room, 'teacher worker two')).ok);
   await sleep(100);
   assert.deepEqual([generations.at(-1)!.members.length, generations.at(-1)!.clients], [6, 5]);
+  // Each generation's mask graph is drawn from a fresh random seed (secure-aggregation.test.ts).
+  const seeds = generations.map((g) => g.maskSeed!);
+  assert.ok(seeds.every((x) => Number.isInteger(x) && x >= 0 && x < 2 ** 32), seeds.join());
+  assert.equal(new Set(seeds).size, seeds.length, 'a new seed with every generation');
 });
 
 test('names, re-form reasons and failure messages with newlines, carriage returns and ANSI escapes stay on one log line each', async () => {

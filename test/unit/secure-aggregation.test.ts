@@ -12,7 +12,7 @@ import assert from 'node:assert/strict';
 import { COLLECTIVE_TAG, type CollectiveOptions } from '../../shared/collectives/collective';
 import type { Algorithm } from '../../shared/protocol';
 import { CLIP_BOUND, SCALE, decodeSum, encodeMasked, fixedPointErrorBound } from '../../shared/secagg/fixed-point';
-import { maskPartnerCount, maskPartners } from '../../shared/secagg/mask-graph';
+import { graphSeed, maskPartnerCount, maskPartners } from '../../shared/secagg/mask-graph';
 import { makeKeyPair, pairMask, pairSecret } from '../../shared/secagg/pair-keys';
 import { WebringError } from '../../shared/protocol/errors';
 import { mulberry32 } from '../../shared/util/random';
@@ -67,6 +67,14 @@ test('the mask graph: k = min(N-1, 2⌈log2 N⌉) partners, symmetric, the same 
   }
   assert.equal(maskPartnerCount(3), 2);
   assert.equal(maskPartnerCount(30), 10);
+});
+
+test('issue 38 (6): the mask graph depends on the server\'s random seed of the generation, not on the run and generation alone (failed on the previous main)', () => {
+  const n = 30;
+  const graphOf = (maskSeed: number) => JSON.stringify(Array.from({ length: n }, (_, r) => maskPartners(r, n, graphSeed(4, 17, maskSeed))));
+  assert.equal(graphOf(123), graphOf(123), 'the same on every rank');
+  const drawn = new Set(Array.from({ length: 20 }, (_, i) => graphOf(1 + i * 7919)));
+  assert.equal(drawn.size, 20, 'twenty seeds, twenty different graphs for the same run and generation');
 });
 
 /** Chi-square statistic of the bytes' histogram against uniform. */
