@@ -98,8 +98,9 @@ export class CheckpointWriter {
       // Refusals are final (no longer chief, bad data); a network failure or a server that
       // never answered is worth a retry, and so is a step past the reports the server has:
       // this tab's progress reports were held back by a broken connection, and the rejoin
-      // resends them before it retries.
-      if (e.code === 'ERR_UNREACHABLE' || e.code === 'ERR_TIMEOUT' || e.code === 'ERR_STEP_OUT_OF_RANGE') {
+      // resends them before it retries. So is a server busy with another upload of the room
+      // (a chief that just took over, while its predecessor's is still arriving).
+      if (e.code === 'ERR_UNREACHABLE' || e.code === 'ERR_TIMEOUT' || e.code === 'ERR_STEP_OUT_OF_RANGE' || e.code === 'ERR_RATE_LIMITED') {
         if (!this.unsent || this.unsent.metadata.step <= checkpoint.metadata.step) this.unsent = checkpoint;
       }
       onError(e.toBody());

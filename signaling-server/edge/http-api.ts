@@ -21,6 +21,7 @@ import { hubKeyFor, joinCodeMatches } from './join-codes';
 import { normalizeJoinCode } from '../../shared/protocol/join-code';
 import express, { type NextFunction, type Request, type Response } from 'express';
 import multer from 'multer';
+import { UploadGate } from './upload-gate';
 import { WebringError, toWebringError, type ErrorCode } from '../../shared/protocol/errors';
 import { MAX_HTTP_JSON_BYTES, collectRequestSchema, seatsRequestSchema, parseOrThrow, roomNameSchema, type HubKeyInfo, type RoomJoinInfo, type RoomStatus, type ServerInfo } from '../../shared/protocol';
 import { CHECKPOINT_FILES, CHECKPOINT_FILE_NAMES, LATEST_CHECKPOINT, type CheckpointFile } from '../../shared/checkpoints/checkpoint';
@@ -36,6 +37,8 @@ import { pageHeaders } from './page-headers';
 
 /** Per file of a checkpoint upload; a 100k-parameter model's weights and Adam state are ~1.2 MB. */
 const MAX_CHECKPOINT_FILE_BYTES = 32 * 1024 * 1024;
+/** A multipart body's boundaries and part headers, on top of its files. */
+const MULTIPART_OVERHEAD_BYTES = 64 * 1024;
 /** Who wrote an imported checkpoint, as its listing shows it. */
 const IMPORTED_WRITER = 'imported by the teacher';
 
@@ -251,13 +254,15 @@ export function createHttpApp(ctx: RoomContext, options: HttpOptions): express.E
     storage: multer.memoryStorage(),
     limits: { fileSize: MAX_CHECKPOINT_FILE_BYTES, files: CHECKPOINT_FILE_NAMES.length, fields: 0, parts: CHECKPOINT_FILE_NAMES.length },
   }).fields(CHECKPOINT_FILE_NAMES.map((name) => ({ name, maxCount: 1 })));
+  // One upload per room, and a byte budget for them all, before the body is read (upload-gate.ts).
+  const gate = new UploadGate(MAX_CHECKPOINT_FILE_BYTES * CHECKPOINT_FILE_NAMES.length + MULTIPART_OVERHEAD_BYTES).admit(roomName);
   // busboy's own errors (a truncated body, a missing boundary) are not MulterErrors, and
   // would otherwise be a 500 for what is the client's malformed request.
   const upload = (req: Request, res: Response, next: NextFunction) =>
-    parseUpload(req, res, (err?: unknown) => {
+    gate(req, res, (refused?: unknown) => (refused ? next(refused) : parseUpload(req, res, (err?: unknown) => {
       if (err && !(err instanceof multer.MulterError)) next(new WebringError('ERR_BAD_REQUEST', `bad checkpoint upload: ${(err as Error).message}`));
       else next(err);
-    });
+    })));
 
   /** Only the room's current chief writes checkpoints; it proves who it is with its member token. */
   const requireChief = async (req: Request, res: Response, next: NextFunction) => {

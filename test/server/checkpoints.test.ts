@@ -10,6 +10,7 @@ import assert from 'node:assert/strict';
 import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import * as nodeFs from 'node:fs/promises';
 import os from 'node:os';
+import http from 'node:http';
 import path from 'node:path';
 import { CheckpointStore, type StoreFs } from '../../signaling-server/rooms/checkpoint-store';
 import * as tf from '@tensorflow/tfjs';
@@ -117,6 +118,38 @@ test('a tampered upload gets a 400 and nothing is kept; an oversized one a 413',
   const huge = { ...checkpoint, optimizerData: new Uint8Array(33 * 1024 * 1024) };
   await assert.rejects(uploadCheckpoint(server.url, currentChiefToken, huge), /HTTP 413/);
   assert.deepEqual((await list()).map((c) => c.id), before.map((c) => c.id));
+});
+
+test('issue 38 (8): one checkpoint upload per room at a time, and only one that says its length: a second while the first arrives is a 429 and stores nothing (failed on the previous main)', async () => {
+  const before = await list();
+  // An upload still arriving: the server has its headers and 10 of its 100,000 bytes.
+  const slow = http.request(`${server.url}/api/rooms/${ROOM}/checkpoints`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${currentChiefToken}`, 'content-type': 'multipart/form-data; boundary=x', 'content-length': '100000' },
+  });
+  slow.on('error', () => undefined); // destroyed below, on purpose
+  slow.write('--x\r\n1234');
+  await new Promise((r) => setTimeout(r, 200));
+  await assert.rejects(uploadCheckpoint(server.url, currentChiefToken, { ...checkpoint, metadata: { ...checkpoint.metadata, step: 5 } }), refusedWith('ERR_RATE_LIMITED'));
+  assert.deepEqual((await list()).map((c) => c.id), before.map((c) => c.id));
+  // The first goes away: the room may upload again.
+  slow.destroy();
+  await new Promise((r) => setTimeout(r, 200));
+  const stored = await uploadCheckpoint(server.url, currentChiefToken, { ...checkpoint, metadata: { ...checkpoint.metadata, step: 5 } });
+  assert.equal(stored.step, 5);
+  // (Deleted again: the tests below resume from the step-4 checkpoint.)
+  assert.equal((await fetch(`${server.url}/api/rooms/${ROOM}/checkpoints/${stored.id}`, { method: 'DELETE', ...AS_TEACHER })).status, 200);
+  // A body that does not say its length (chunked) is refused before it is read.
+  const chunked = await new Promise<number>((resolve, reject) => {
+    const req = http.request(`${server.url}/api/rooms/${ROOM}/checkpoints`, { method: 'POST', headers: { authorization: `Bearer ${currentChiefToken}`, 'content-type': 'multipart/form-data; boundary=x', 'transfer-encoding': 'chunked' } }, (res) => {
+      res.resume();
+      resolve(res.statusCode ?? 0);
+    });
+    req.on('error', reject);
+    req.write('--x\r\n');
+    req.end();
+  });
+  assert.equal(chunked, 400);
 });
 
 test('a checkpoint resumes only on the task, data and classes it trained: naming it for others is a 409 at resumeFrom, and nothing starts', async () => {
