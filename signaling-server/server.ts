@@ -45,6 +45,7 @@ import { registerIceHandlers } from './handlers/ice';
 import { NO_TURN, type IceOptions } from './edge/turn';
 import { joinCodeFor } from './edge/join-codes';
 import { authenticateSocket } from './edge/socket-auth';
+import { tokenHash } from './edge/tokens';
 import { clientAddress, compileTrustProxy } from './edge/client-address';
 import { lanAddresses } from './edge/tls';
 import { DEFAULT_RATE_LIMITS, RateLimits, type RateLimitOptions } from './edge/rate-limits';
@@ -262,7 +263,8 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   // Before any event: a connection without its room's join code is turned away.
   io.use((socket, next) => {
     socket.data.address = clientAddress(socket.request, trustProxy);
-    authenticateSocket(socket, { joinSecret: options.joinSecret, limits, log }).then(() => next(), next);
+    const holdsSeat = async (room: string, token: string) => (await ctx.rooms.read(room))?.knowsToken(tokenHash(token)) ?? false;
+    authenticateSocket(socket, { joinSecret: options.joinSecret, limits, log, holdsSeat }).then(() => next(), next);
   });
 
   io.on('connection', (socket) => {

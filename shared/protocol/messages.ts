@@ -93,6 +93,9 @@ export const secureKeySchema = z.strictObject({
 });
 export type SecureKey = z.input<typeof secureKeySchema>;
 
+/** A member's secret token, as the server hands it out with the join (48 hex digits). */
+const memberTokenSchema = z.string().regex(/^[0-9a-f]{48}$/);
+
 /**
  * The admission probe (shared/compute/device-probe.ts): before it joins, a worker times a
  * few forward and backward passes of the default model on a small batch, on its own
@@ -119,7 +122,7 @@ export const joinRequestSchema = z.strictObject({
   /** This device's admission probe; absent from the hub and from workers that could not run it. */
   probe: deviceProbeSchema.optional(),
   /** Coming back on a new connection (server restart, network blip): keep the membership. */
-  rejoin: z.strictObject({ memberId: z.string().regex(/^[a-z0-9]{8,32}$/), memberToken: z.string().regex(/^[0-9a-f]{48}$/) }).optional(),
+  rejoin: z.strictObject({ memberId: z.string().regex(/^[a-z0-9]{8,32}$/), memberToken: memberTokenSchema }).optional(),
   /**
    * The room's hub key, required with `kind: 'hub'` (a rejoin's member token suffices): only
    * the teacher's server hands it out (to the hub it supervises, or GET /api/rooms/:room/hub-key).
@@ -155,6 +158,12 @@ export interface HubBar {
 export const socketAuthSchema = z.object({
   room: roomNameSchema,
   code: joinCodeSchema,
+  /**
+   * A member's token for `room`, once it holds one: its reconnects pass the lockout that
+   * wrong join codes from its address set (signaling-server/edge/socket-auth.ts), so a
+   * student behind the school's NAT who blips is not locked out by a classmate's guesses.
+   */
+  memberToken: memberTokenSchema.optional(),
 });
 export type SocketAuth = z.input<typeof socketAuthSchema>;
 

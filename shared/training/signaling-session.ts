@@ -56,9 +56,23 @@ export function refusalOf(err: Error): ErrorBody | null {
 type AnyEmit = (event: string, payload: unknown) => void;
 
 export class SignalingSession {
-  /** Set once joined; cleared on leaving, on being dropped, and before a fresh join. */
-  identity: Identity | null = null;
+  private held: Identity | null = null;
   private readonly unsent = new Map<ReportEvent, unknown>();
+
+  /** Set once joined; cleared on leaving, on being dropped, and before a fresh join. */
+  get identity(): Identity | null {
+    return this.held;
+  }
+
+  /**
+   * Held, the member token rides in the handshake of every reconnect to its room, so a
+   * lockout that wrong join codes from this address set does not keep it out (issue 38).
+   */
+  set identity(id: Identity | null) {
+    this.held = id;
+    const auth = this.socket.auth as Partial<SocketAuth> | undefined;
+    if (id && auth?.room === id.room) this.socket.auth = { room: id.room, code: auth.code ?? id.code, memberToken: id.memberToken } satisfies SocketAuth;
+  }
 
   constructor(
     readonly socket: Socket<ServerToClientEvents, ClientToServerEvents>,
@@ -130,7 +144,8 @@ export class SignalingSession {
       socket.on('connect', connected);
       socket.on('connect_error', failed);
       socket.disconnect();
-      socket.auth = { room, code } satisfies SocketAuth;
+      const token = this.held?.room === room ? { memberToken: this.held.memberToken } : {};
+      socket.auth = { room, code, ...token } satisfies SocketAuth;
       socket.connect();
     });
   }

@@ -15,19 +15,25 @@ export interface SocketAuthOptions {
   joinSecret: Buffer;
   limits: RateLimits;
   log: Logger;
+  /** Whether `token` is a member's of `room`, or was lately: its reconnects pass the lockout (below). */
+  holdsSeat(room: string, token: string): Promise<boolean>;
 }
 
 /** Resolves when the connection may go on (socket.data.authorizedRoom is set); rejects with a coded error. */
 export async function authenticateSocket(socket: IoSocket, options: SocketAuthOptions): Promise<void> {
   const ip = socket.data.address;
   try {
-    const blocked = await options.limits.joinCodeGuessesBlocked(ip);
-    if (blocked) throw new WebringError('ERR_RATE_LIMITED', `too many wrong join codes from this address; try again in ${Math.ceil(blocked.retryAfterMs / 1000)} s`);
     let auth;
     try {
       auth = parseOrThrow(socketAuthSchema, socket.handshake.auth);
     } catch (err) {
       throw new WebringError('ERR_BAD_JOIN_CODE', `a room and its join code are needed to connect (${(err as WebringError).message})`, (err as WebringError).field);
+    }
+    // Wrong codes lock their address out, school NAT and all; a member holding its token
+    // (unguessable, and only the server hands it out) reconnects through the lock (issue 38).
+    const blocked = await options.limits.joinCodeGuessesBlocked(ip);
+    if (blocked && !(auth.memberToken !== undefined && (await options.holdsSeat(auth.room, auth.memberToken)))) {
+      throw new WebringError('ERR_RATE_LIMITED', `too many wrong join codes from this address; try again in ${Math.ceil(blocked.retryAfterMs / 1000)} s`);
     }
     if (!joinCodeMatches(options.joinSecret, auth.room, auth.code)) {
       await options.limits.wrongJoinCode(ip);

@@ -14,6 +14,8 @@ import { randomInt } from 'node:crypto';
 
 /** Mask-graph seeds are drawn below this: 32 bits, what the graph's permutation takes. */
 const MASK_SEED_LIMIT = 2 ** 32;
+/** How many departed members' tokens a room remembers for the lockout: a class, twice. */
+const MAX_LEFT_TOKENS = 64;
 
 export interface NewMember {
   id: string;
@@ -70,6 +72,12 @@ export interface MembershipState {
    * (issue 38); absent in records from before (0).
    */
   maskSeed?: number;
+  /**
+   * The token hashes of the last members to leave (MAX_LEFT_TOKENS): their reconnects
+   * still pass the wrong-code lockout (edge/socket-auth.ts), since the room drops a member
+   * whose connection broke before it reconnects. Absent in records from before.
+   */
+  leftTokens?: string[];
 }
 
 const emptyMembership = (): MembershipState => ({ nextIndex: 0, generation: 0, active: [], waiting: [], hub: null });
@@ -197,14 +205,17 @@ export class Membership {
       throw new WebringError('ERR_ROOM_FULL', `room ${this.room} already has ${MAX_ROOM_MEMBERS} members`);
     }
     // The hub holds the teacher's hub key; its seat is never the one a student lacks.
-    if (member.address !== undefined && member.kind !== 'hub') {
-      const cap = seatsPerAddress(member.address, this.seatsPerAddress);
-      const held = this.all.filter((m) => m.address !== undefined && sameAddress(m.address, member.address!)).length;
-      if (held >= cap) {
-        throw new WebringError('ERR_SEAT_LIMIT', `this network address already holds ${held} of room ${this.room}'s seats, as many as one address may; the teacher can allow more`);
-      }
-    }
+    if (member.address !== undefined && member.kind !== 'hub') this.checkSeatAt(member.address);
     return { ...member, index: this.s.nextIndex++, examplesPerSec: 0, step: 0, weightsHash: null, computeMs: 0, batchShare: 0, linkMBps: 0, learningRate: 0, speedVsMedian: 0, collective: null, bytesSent: 0, awaitingState: false, disconnectedAt: null };
+  }
+
+  /** Throws ERR_SEAT_LIMIT when `address` holds its cap of seats already (`moving`, a member coming from elsewhere, not counted). */
+  private checkSeatAt(address: string, moving: Member | null = null): void {
+    const cap = seatsPerAddress(address, this.seatsPerAddress);
+    const held = this.all.filter((m) => m !== moving && m.address !== undefined && sameAddress(m.address, address)).length;
+    if (held >= cap) {
+      throw new WebringError('ERR_SEAT_LIMIT', `this network address already holds ${held} of room ${this.room}'s seats, as many as one address may; the teacher can allow more`);
+    }
   }
 
   /**
@@ -231,6 +242,7 @@ export class Membership {
     const rank = this.rankOf(id);
     if (rank < 0) return null;
     const [member] = this.s.active.splice(rank, 1);
+    this.rememberToken(member!);
     return { member: member!, rank };
   }
 
@@ -238,8 +250,19 @@ export class Membership {
   removeWaiting(id: string): boolean {
     const at = this.s.waiting.findIndex((m) => m.id === id);
     if (at < 0) return false;
-    this.s.waiting.splice(at, 1);
+    this.rememberToken(this.s.waiting.splice(at, 1)[0]!);
     return true;
+  }
+
+  private rememberToken(m: Member): void {
+    const left = (this.s.leftTokens ??= []);
+    left.push(m.tokenHash);
+    if (left.length > MAX_LEFT_TOKENS) left.splice(0, left.length - MAX_LEFT_TOKENS);
+  }
+
+  /** Whether `tokenHash` is a member's of this room, or one of the last to leave it. */
+  knowsToken(tokenHash: string): boolean {
+    return this.all.some((m) => m.tokenHash === tokenHash) || (this.s.leftTokens ?? []).includes(tokenHash);
   }
 
   /**
@@ -249,9 +272,12 @@ export class Membership {
   rejoin(memberId: string, tokenHash: string, socketId: string, node: string | null, probe: DeviceProbe | null = null, address?: string): { index: number } | null {
     const m = this.find(memberId);
     if (!m || m.tokenHash !== tokenHash) return null;
+    // Its seat is its own already: a member back from another address keeps it, and counts
+    // there from now, within that address's cap (issue 38: rejoins moved 12 seats onto two
+    // addresses of the class network).
+    if (address !== undefined && m.kind !== 'hub' && !(m.address !== undefined && sameAddress(m.address, address))) this.checkSeatAt(address, m);
     m.socketId = socketId;
     m.node = node;
-    // Its seat is its own already: a member back from another address keeps it, and counts there from now.
     if (address !== undefined) m.address = address;
     // room.json does not keep probes: a member back after a restart brings its own again.
     if (probe) m.probe = probe;

@@ -26,6 +26,8 @@ export interface RoomRecord extends RunRecord {
   generationAt?: number;
   /** The generation's mask-graph seed; absent in records from before (0). */
   maskSeed?: number;
+  /** The last departed members' token hashes (membership.ts); absent in records from before. */
+  leftTokens?: string[];
   /** The teacher's cap on seats per client address; absent in older records (the defaults). */
   seatsPerAddress?: number | null;
   active: Member[];
@@ -77,13 +79,13 @@ export function encodeRoom(room: Room): RoomRecord {
 
 /** The room a record describes, with `history` as its loss points; takes ownership of both. */
 export function decodeRoom(record: RoomRecord, clock: Clock, history: MetricPoint[] = []): Room {
-  const { name, nextIndex, generation, generationAt, maskSeed, seatsPerAddress = null, active, waiting, hub = null, hubBar = null, events, accusations, mutedReporters, hubAccusers = [], collect = null } = record;
+  const { name, nextIndex, generation, generationAt, maskSeed, leftTokens, seatsPerAddress = null, active, waiting, hub = null, hubBar = null, events, accusations, mutedReporters, hubAccusers = [], collect = null } = record;
   const { state, config, run, step, epoch, loss, trainAccuracy, accuracy, testLoss = null, evaluations, lastError, reportedTotalSteps, dropped, consistency, joins = [], guard, formation, round, roundExamples } = record;
   return new Room(
     name,
     clock,
     {
-      membership: { nextIndex, generation, generationAt, maskSeed, seatsPerAddress, active, waiting, hub, hubBar },
+      membership: { nextIndex, generation, generationAt, maskSeed, leftTokens, seatsPerAddress, active, waiting, hub, hubBar },
       run: { state, config, run, step, epoch, loss, trainAccuracy, accuracy, testLoss, evaluations, lastError, reportedTotalSteps, dropped, consistency, joins, guard, formation, round, roundExamples },
       accusations: { accusations, mutedReporters, hubAccusers },
       events,

@@ -190,6 +190,9 @@ export class Room {
     return this.core.members.memberByTokenHash(tokenHash);
   }
 
+  /** Whether a member holds or held `tokenHash` here lately: it passes the wrong-code lockout (edge/socket-auth.ts). */
+  knowsToken = (tokenHash: string): boolean => this.core.members.knowsToken(tokenHash);
+
   /**
    * Notes that member `id` published its key for `run` and `generation`; ERR_BAD_REQUEST if
    * it already did for this ring or a later one. Kept on the member, not its connection: a
@@ -254,10 +257,9 @@ export class Room {
   }
 
   /**
-   * The server's deadline for admission `generation` passed (runs.ts). Still forming after
-   * ADMISSION_DEADLINE_TURNS turns (formation.ts): a new generation that every member
-   * applies at once (switchNow), without the vote one member could withhold forever.
-   * `again`: still forming, but the class has not trained those turns yet; look later.
+   * Admission `generation`'s deadline passed (runs.ts): still forming after its turns
+   * (formation.ts), it applies at once (switchNow), without the vote one member could
+   * withhold forever. `again`: the class has not trained those turns yet; look later.
    */
   admissionOverdue(generation: number): { change: MembershipChange; again: boolean } {
     const formation = this.core.runState.formation;
