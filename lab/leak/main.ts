@@ -5,13 +5,15 @@
  * run); everything student 1 sends is recorded, and a curious ring neighbour, halving-
  * doubling partner and hub each run the gradient-leakage attack (attack.ts) on what they
  * received from it, at shares of 1, 4 and 32 examples. Then again with secure aggregation
- * on: what they receive is noise. Writes bench/leak.{json,md} and the pictures in
+ * on: what they receive is noise. And the retry attack (retry.ts): a failed secure step's
+ * sum minus the redo's, which the fix makes nothing. Writes bench/leak.{json,md} and the pictures in
  * docs/privacy/ (originals beside what each receiver reads back).
  *
  * The threshold: a reconstruction identifies a drawing when it is closer to it (cosine
  * over the pixels seen) than the drawing's nearest other drawing among 2,000 of the same set
  * is: then what leaked singles out that one drawing, not merely its class.
  */
+import { execFileSync } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -28,6 +30,7 @@ import { createMemoryMesh } from '../../test/support/memory-ring';
 import { memberIds, relayedDirectories, secureOver } from '../../test/support/secure-ring';
 import { DENSE_LAYER, bestMatches, cosine, denseCandidates, toGray } from './attack';
 import { VANTAGES, ownValuesSeen, type Vantage } from './views';
+import { RETRY_N, RETRY_VICTIM, recordRetry } from './retry';
 import { PNG } from 'pngjs';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
@@ -185,18 +188,83 @@ async function main(): Promise<void> {
     mkdirSync(dirname(out), { recursive: true });
     writeFileSync(out, png);
   }
-  writeReport(rows);
+  const retries: RetryRow[] = [];
+  for (const share of SHARES) {
+    const config = startConfigSchema.parse({ ...WORKLOAD.config, dataset: DATASET.id, batchSizePerWorker: share, balanceShares: false, allreduce: 'ring', seed: 7, secureAggregation: true, data: 'dataset' });
+    const { sum, difference, redoSummed, originals } = await recordRetry(config, (rank, record) => {
+      const data = inMemoryShards(config, dataset, FORMAT);
+      if (record) {
+        const read = data.readShard.bind(data);
+        data.readShard = async (batch, r, features, labels) => {
+          const n = await read(batch, r, features, labels);
+          for (let e = 0; e < n; e++) record(features.slice(e * PIXELS, (e + 1) * PIXELS));
+          return n;
+        };
+      }
+      return data;
+    });
+    const strangers = nearestStrangers(dataset, originals);
+    const fromSum = bestMatches(originals, denseCandidates(sum, DENSE_LAYER)).map((m, i) => m.similarity > strangers[i]!);
+    const matches = bestMatches(originals, denseCandidates(difference, DENSE_LAYER));
+    const fromDifference = matches.map((m, i) => m.similarity > strangers[i]!);
+    const row: RetryRow = {
+      share,
+      examples: originals.length,
+      redoSummed,
+      identifiedFromSum: fromSum.filter(Boolean).length,
+      identified: fromDifference.filter(Boolean).length,
+      beyondSum: fromDifference.filter((hit, i) => hit && !fromSum[i]).length,
+      meanSimilarity: matches.reduce((a, m) => a + m.similarity, 0) / matches.length,
+    };
+    retries.push(row);
+    console.log(`share ${share}, retry attack (spoiled check word, eviction), secure: the redo ${redoSummed ? 'summed' : 'summed nothing'}; ${row.identified} of ${row.examples} drawings identified from the difference, ${row.identifiedFromSum} from the step's sum alone, ${row.beyondSum} beyond it`);
+  }
+  writeReport(rows, retries);
 }
 
-function writeReport(rows: LeakRow[]): void {
+/** The retry attack (retry.ts) on one share. */
+export interface RetryRow {
+  share: number;
+  examples: number;
+  /** Whether the redo summed anything (it must not: the failed turn is skipped). */
+  redoSummed: boolean;
+  /** The victim's drawings identified from the failed step's sum: the class's sum, which every member holds of every step. */
+  identifiedFromSum: number;
+  /** Identified from the difference of the two sums. */
+  identified: number;
+  /** Identified from the difference and not from the sum: what the retry attack adds. */
+  beyondSum: number;
+  meanSimilarity: number;
+}
+
+/** When, on which commit, with which versions: the report's first line. */
+function provenance(): { when: string; commit: string; versions: { node: string; tfjs: string } } {
+  const git = (...args: string[]) => execFileSync('git', args, { cwd: ROOT, encoding: 'utf8' }).trim();
+  const dirty = git('status', '--porcelain', '--untracked-files=no') !== '';
+  const commit = git('rev-parse', '--short', 'HEAD');
+  return { when: new Date().toISOString(), commit: dirty ? `${commit} with uncommitted changes` : commit, versions: { node: process.version, tfjs: tf.version['tfjs-core'] } };
+}
+
+function writeReport(rows: LeakRow[], retries: RetryRow[]): void {
   mkdirSync(join(ROOT, 'bench'), { recursive: true });
-  writeFileSync(join(ROOT, 'bench', 'leak.json'), `${JSON.stringify({ n: N, victim: VICTIM, model: WORKLOAD.model, rows }, null, 2)}\n`);
+  const made = provenance();
+  writeFileSync(join(ROOT, 'bench', 'leak.json'), `${JSON.stringify({ ...made, n: N, victim: VICTIM, model: WORKLOAD.model, rows, retry: { n: RETRY_N, victim: RETRY_VICTIM, rows: retries } }, null, 2)}\n`);
   const lines = [
     `# What one step leaks of a student's drawings (${WORKLOAD.name}, ${N} students, \`npm run leak\`)`,
+    '',
+    `${made.when}, commit ${made.commit}, Node ${made.versions.node}, tfjs ${made.versions.tfjs}; one process on the CPU backend, in-memory links, seed 7.`,
     '',
     '| share | receiver | secure aggregation | buffer seen | drawings identified | mean similarity |',
     '|---|---|---|---|---|---|',
     ...rows.map((r) => `| ${r.share} | ${r.vantage} | ${r.secure ? 'on' : 'off'} | ${(100 * r.seenFraction).toFixed(0)} % | ${r.identified} of ${r.examples} | ${r.meanSimilarity.toFixed(3)} |`),
+    '',
+    `## The retry attack (${RETRY_N} students, secure aggregation on)`,
+    '',
+    'A student spoils the check word of a secure step, so it holds the failed sum of all four; it has a classmate evicted, and subtracts the sum of the redo. Before issue 38 that difference was the evicted classmate\'s gradient; now the failed step is skipped and the redo sums nothing, so the difference is the step\'s sum, which every member holds of every step anyway. "From the sum" is that baseline: what the class\'s sum of four shares gives away by itself (the sum is public, by design).',
+    '',
+    '| share | the redo summed | identified from the difference | from the sum alone | beyond the sum |',
+    '|---|---|---|---|---|',
+    ...retries.map((r) => `| ${r.share} | ${r.redoSummed ? 'yes' : 'nothing'} | ${r.identified} of ${r.examples} | ${r.identifiedFromSum} of ${r.examples} | ${r.beyondSum} |`),
     '',
   ];
   writeFileSync(join(ROOT, 'bench', 'leak.md'), lines.join('\n'));

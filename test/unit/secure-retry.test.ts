@@ -15,11 +15,9 @@ import * as tf from '@tensorflow/tfjs';
 import { startConfigSchema } from '../../shared/tasks/start-config';
 import { mnistShards, mnistSubset } from '../support/mnist';
 import { createMemoryMesh } from '../support/memory-ring';
-import { memberIds, relayedDirectories, secureOver } from '../support/secure-ring';
+import { memberIds, relayedDirectories, secureOver, spoiler, withAllReduce } from '../support/secure-ring';
 import { Trainer } from '../../shared/training/trainer';
-import { COLLECTIVE_TAG, type Collective, type CollectiveEngine, type CollectiveOptions, type CollectiveTag } from '../../shared/collectives/collective';
-import { wordsOf } from '../../shared/collectives/words';
-import { decodeSum } from '../../shared/secagg/fixed-point';
+import type { Collective } from '../../shared/collectives/collective';
 import type { LoadedDataset } from '../../shared/tasks/task';
 import type { StartConfig } from '../../shared/protocol';
 import type { StepOptions } from '../../shared/training/step-ledger';
@@ -29,36 +27,6 @@ before(async () => {
   await tf.setBackend('cpu');
   dataset = mnistSubset();
 });
-
-type AllReduce = (buf: Float32Array, step: number, tag: CollectiveTag, options?: CollectiveOptions) => Promise<void>;
-
-/** `target` with its gradient all-reduce replaced by `allReduce` (which may call the original). */
-function withAllReduce<T extends Collective>(target: T, allReduce: (original: AllReduce, ...args: Parameters<AllReduce>) => Promise<void>): T {
-  const original: AllReduce = target.allReduce.bind(target);
-  return new Proxy(target, {
-    get(t, prop) {
-      if (prop === 'allReduce') {
-        return (buf: Float32Array, step: number, tag: CollectiveTag, options?: CollectiveOptions) =>
-          tag === COLLECTIVE_TAG.gradients ? allReduce(original, buf, step, tag, options) : original(buf, step, tag, options);
-      }
-      const value = Reflect.get(t, prop, t) as unknown;
-      return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(t) : value;
-    },
-  });
-}
-
-/** Under the masks: what a rank that spoils the check word sees of each sum (decoded), spoiling while `spoil()` says so. */
-function spoiler(engine: CollectiveEngine, sums: Float32Array[], spoil: () => boolean): CollectiveEngine {
-  return withAllReduce(engine, async (original, buf, step, tag, options) => {
-    const words = wordsOf(buf);
-    const check = buf.length - (options?.exactTail ?? 0) - 1;
-    if (spoil()) words[check] = (words[check]! + 1) >>> 0;
-    await original(buf, step, tag, options);
-    const sum = new Float32Array(check);
-    decodeSum(words, sum, check);
-    sums.push(sum);
-  });
-}
 
 /** Over the masks: what a rank contributes to each sum (its gradient, or its round's change). */
 function recording(collective: Collective, inputs: Float32Array[]): Collective {
