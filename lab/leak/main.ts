@@ -148,6 +148,8 @@ function picture(columns: Float32Array[][]): { png: Buffer; width: number; heigh
 }
 
 async function main(): Promise<void> {
+  // Read before this run writes its pictures into the tree.
+  const made = provenance();
   await tf.setBackend('cpu');
   if (FORMAT.shape.length !== 3 || CHANNELS !== 1 || DENSE_LAYER.inputs !== PIXELS) {
     throw new Error(`the leak demo pictures grey images read back from a dense first layer: the ${WORKLOAD.name} takes examples of shape [${FORMAT.shape.join(', ')}]`);
@@ -219,7 +221,7 @@ async function main(): Promise<void> {
     retries.push(row);
     console.log(`share ${share}, retry attack (spoiled check word, eviction), secure: the redo ${redoSummed ? 'summed' : 'summed nothing'}; ${row.identified} of ${row.examples} drawings identified from the difference, ${row.identifiedFromSum} from the step's sum alone, ${row.beyondSum} beyond it`);
   }
-  writeReport(rows, retries);
+  writeReport(made, rows, retries);
 }
 
 /** The retry attack (retry.ts) on one share. */
@@ -237,7 +239,7 @@ export interface RetryRow {
   meanSimilarity: number;
 }
 
-/** When, on which commit, with which versions: the report's first line. */
+/** When, on which commit (and whether the tree had changes), with which versions: the report's first line. */
 function provenance(): { when: string; commit: string; versions: { node: string; tfjs: string } } {
   const git = (...args: string[]) => execFileSync('git', args, { cwd: ROOT, encoding: 'utf8' }).trim();
   const dirty = git('status', '--porcelain', '--untracked-files=no') !== '';
@@ -245,9 +247,8 @@ function provenance(): { when: string; commit: string; versions: { node: string;
   return { when: new Date().toISOString(), commit: dirty ? `${commit} with uncommitted changes` : commit, versions: { node: process.version, tfjs: tf.version['tfjs-core'] } };
 }
 
-function writeReport(rows: LeakRow[], retries: RetryRow[]): void {
+function writeReport(made: ReturnType<typeof provenance>, rows: LeakRow[], retries: RetryRow[]): void {
   mkdirSync(join(ROOT, 'bench'), { recursive: true });
-  const made = provenance();
   writeFileSync(join(ROOT, 'bench', 'leak.json'), `${JSON.stringify({ ...made, n: N, victim: VICTIM, model: WORKLOAD.model, rows, retry: { n: RETRY_N, victim: RETRY_VICTIM, rows: retries } }, null, 2)}\n`);
   const lines = [
     `# What one step leaks of a student's drawings (${WORKLOAD.name}, ${N} students, \`npm run leak\`)`,
