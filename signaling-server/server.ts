@@ -46,6 +46,7 @@ import { NO_TURN, type IceOptions } from './edge/turn';
 import { joinCodeFor } from './edge/join-codes';
 import { authenticateSocket } from './edge/socket-auth';
 import { tokenHash } from './edge/tokens';
+import { ConnectionCaps } from './edge/connection-caps';
 import { clientAddress, compileTrustProxy } from './edge/client-address';
 import { lanAddresses } from './edge/tls';
 import { DEFAULT_RATE_LIMITS, RateLimits, type RateLimitOptions } from './edge/rate-limits';
@@ -260,15 +261,20 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   httpServer.on('request', handle);
   httpsServer?.on('request', handle);
 
-  // Before any event: a connection without its room's join code is turned away.
+  // Before any event: an address past its connection caps, or a connection without its
+  // room's join code, is turned away.
+  const caps = new ConnectionCaps();
+  const holdsSeat = async (room: string, token: string) => (await ctx.rooms.read(room))?.knowsToken(tokenHash(token)) ?? false;
   io.use((socket, next) => {
     socket.data.address = clientAddress(socket.request, trustProxy);
-    const holdsSeat = async (room: string, token: string) => (await ctx.rooms.read(room))?.knowsToken(tokenHash(token)) ?? false;
-    authenticateSocket(socket, { joinSecret: options.joinSecret, limits, log, holdsSeat }).then(() => next(), next);
+    authenticateSocket(socket, { joinSecret: options.joinSecret, limits, log, holdsSeat, caps }).then(() => next(), next);
   });
 
   io.on('connection', (socket) => {
     socket.data = { ...socket.data, room: null, memberId: null, loggedErrors: new Set(), limitedUntil: 0, queue: Promise.resolve() };
+    const address = socket.data.address;
+    caps.opened(address);
+    socket.once('disconnect', () => caps.closed(address));
     // Unknown events are refused here, after the rate limit, not in an onAny listener:
     // socket.io calls those before any middleware, so a flood of unknown events was answered
     // one for one, past the budget (found by test/class/abuse-sockets.test.ts).

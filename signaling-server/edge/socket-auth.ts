@@ -10,6 +10,7 @@ import { parseOrThrow, socketAuthSchema } from '../../shared/protocol';
 import type { IoSocket, Logger } from '../rooms/room-context';
 import { joinCodeMatches } from './join-codes';
 import type { RateLimits } from './rate-limits';
+import type { ConnectionCaps } from './connection-caps';
 
 export interface SocketAuthOptions {
   joinSecret: Buffer;
@@ -17,12 +18,15 @@ export interface SocketAuthOptions {
   log: Logger;
   /** Whether `token` is a member's of `room`, or was lately: its reconnects pass the lockout (below). */
   holdsSeat(room: string, token: string): Promise<boolean>;
+  /** Connections and handshakes per address (connection-caps.ts), checked first. */
+  caps: ConnectionCaps;
 }
 
 /** Resolves when the connection may go on (socket.data.authorizedRoom is set); rejects with a coded error. */
 export async function authenticateSocket(socket: IoSocket, options: SocketAuthOptions): Promise<void> {
   const ip = socket.data.address;
   try {
+    await options.caps.admit(ip);
     let auth;
     try {
       auth = parseOrThrow(socketAuthSchema, socket.handshake.auth);

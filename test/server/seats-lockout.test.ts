@@ -13,6 +13,7 @@ import assert from 'node:assert/strict';
 import { io as connect } from 'socket.io-client';
 import type { RunningServer } from '../../signaling-server/server';
 import { DEFAULT_SEATS_PER_LAN_ADDRESS } from '../../signaling-server/rooms/seats';
+import { MAX_CONNECTIONS, MAX_HANDSHAKES } from '../../signaling-server/edge/connection-caps';
 import type { AckResult, JoinAccepted, JoinRequest, SocketAuth } from '../../shared/protocol';
 import { codeFor, startTestServer, type TestSocket } from '../support/server';
 import { SignalingSession } from '../../shared/training/signaling-session';
@@ -109,4 +110,32 @@ test('issue 38 (10): the worker\'s session sends its member token with every rec
   assert.equal(await back, null, 'the server dropped the member when its transport closed; its token still passes');
   // In again, it joins afresh on this connection (its old seat is gone).
   assert.ok((await session.requestJoin({ room, name: 'student', kind: 'node', backend: 'cpu' }, codeFor(room))).ok);
+});
+
+test('issue 38 (10): one class-network address holds a bounded number of connections and opens a bounded number a window; the sockets already open and other addresses are untouched (failed on the previous main)', async () => {
+  const room = 'conn-cap';
+  const auth = { room, code: codeFor(room) };
+  const open: TestSocket[] = [];
+  for (let i = 0; i < MAX_CONNECTIONS.lan; i++) {
+    const { socket, refused } = await connectFrom('10.4.0.1', auth);
+    assert.equal(refused, null, `connection ${i}`);
+    open.push(socket);
+  }
+  assert.equal((await connectFrom('10.4.0.1', auth)).refused, 'ERR_RATE_LIMITED', 'one past the cap');
+  assert.ok(open.every((s) => s.connected), 'the open ones stay');
+  assert.equal((await connectFrom('10.4.0.2', auth)).refused, null, 'a classmate connects');
+  // One closes: there is room again.
+  const closed = new Promise((r) => setTimeout(r, 100));
+  open.pop()!.disconnect();
+  await closed;
+  assert.equal((await connectFrom('10.4.0.1', auth)).refused, null);
+  // Handshakes per window: an address that opens and closes connections without end is held back.
+  const codes: Array<string | null> = [];
+  for (let i = 0; i < MAX_HANDSHAKES.lan + 5; i++) {
+    const { socket, refused } = await connectFrom('10.4.0.3', auth);
+    codes.push(refused);
+    socket.disconnect();
+  }
+  assert.equal(codes.filter((c) => c === null).length, MAX_HANDSHAKES.lan);
+  assert.ok(codes.slice(MAX_HANDSHAKES.lan).every((c) => c === 'ERR_RATE_LIMITED'), codes.join());
 });
