@@ -48,6 +48,8 @@ export interface Member extends NewMember, ReportedProgress {
   disconnectedAt: number | null;
   /** The run and generation of the last secure-aggregation key it published: one per ring, whatever its connection (issue 38). */
   publishedKey?: { run: number; generation: number };
+  /** The generation of its last progress report: within one, its steps only go forward (run-reports.ts). */
+  reportedGeneration?: number;
 }
 
 /** Membership as plain data: what the room codec stores. */
@@ -329,6 +331,7 @@ export class Membership {
   /** What a member's latest progress report says about it. */
   noteProgress(m: Member, report: ProgressReport): void {
     m.step = report.step;
+    m.reportedGeneration = report.generation;
     m.examplesPerSec = report.examplesPerSec;
     m.weightsHash = report.weightsHash;
     m.computeMs = report.computeMs;

@@ -25,11 +25,26 @@ export function recordProgress(core: RoomCore, memberId: string, report: Progres
   if (report.generation > core.currentGeneration) {
     throw new WebringError('ERR_BAD_REQUEST', `a report of generation ${report.generation}; the room has made ${core.currentGeneration} at most`, 'generation');
   }
+  checkProgressBounds(core, m, report);
   core.members.noteProgress(m, report);
   // A step in the admitting generation: the ring switched, and whoever waits may be admitted next.
   const admissionFormed = core.runState.formation.trainedIn(report.generation);
   const trust = recordStep(core, m, report);
   return { trust, admitNext: admissionFormed && core.members.waiting.length > 0 };
+}
+
+/**
+ * A report's step and epoch within what the run allows, and a member's steps forward within
+ * a generation (a failed turn, the only way back, starts a new one): ERR_BAD_REQUEST naming
+ * the field otherwise. Issue 38 found every number taken as sent.
+ */
+function checkProgressBounds(core: RoomCore, m: Member, report: ProgressReport): void {
+  const config = core.runState.config;
+  if (config && report.epoch > config.epochs) throw new WebringError('ERR_BAD_REQUEST', `a report of epoch ${report.epoch}; the run has ${config.epochs}`, 'epoch');
+  if (config?.maxSteps !== undefined && report.step > config.maxSteps) throw new WebringError('ERR_BAD_REQUEST', `a report of step ${report.step}; the run stops at ${config.maxSteps}`, 'step');
+  if (m.reportedGeneration === report.generation && report.step < m.step) {
+    throw new WebringError('ERR_BAD_REQUEST', `a report of step ${report.step} after step ${m.step} in the same generation: a member's steps go forward`, 'step');
+  }
 }
 
 /** What a progress report changed beyond the room: checkpoint trust to store, and whether waiting students may be admitted now. */

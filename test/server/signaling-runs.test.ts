@@ -75,6 +75,13 @@ test('progress reports feed the room status; a report of another run is refused'
   const future = nextEvent(a, 'server:error');
   a.emit('worker:progress', { run, generation: 1e12, step: 4, epoch: 0, loss: 1, trainAccuracy: 0.5, examplesPerSec: 1, weightsHash: '0123456789abcdef', ...EXTRA });
   assert.deepEqual(await future, { code: 'ERR_BAD_REQUEST', message: `a report of generation 1000000000000; the room has made ${generation} at most`, field: 'generation' });
+  // Steps and epochs past the run, and a step back within a generation (issue 38: all were taken as sent).
+  for (const [bad, field] of [[{ step: 6, epoch: 0 }, 'step'], [{ step: 3, epoch: 3 }, 'epoch'], [{ step: 2, epoch: 0 }, 'step']] as const) {
+    const refused = nextEvent(a, 'server:error');
+    a.emit('worker:progress', { run, generation, loss: 1, trainAccuracy: 0.5, examplesPerSec: 1, weightsHash: '0123456789abcdef', ...EXTRA, ...bad });
+    const e = await refused;
+    assert.deepEqual([e.code, e.field], ['ERR_BAD_REQUEST', field], JSON.stringify(bad));
+  }
   const s = await ts.status('progress');
   assert.equal(s.step, 3);
   assert.equal(s.metrics.loss, 1.5);
