@@ -35,7 +35,7 @@ const MARKER_TITLE: Record<Marker, string> = {
   straggler: `Its compute time per step is over ${STRAGGLER_FACTOR}× the others' median: the ring waits for it`,
   reconnecting: 'Its connection to the server is down; it may be reconnecting',
   'dropped-before': 'Was dropped as too slow earlier in this run, then joined again',
-  'evicted-before': 'Was evicted for sending bad ring data earlier in this run, then joined again',
+  'evicted-before': 'Was evicted earlier in this run (for sending bad ring data, or for publishing no secure-aggregation key), then joined again',
 };
 
 function median(xs: number[]): number | null {
