@@ -97,7 +97,7 @@ export function decodeRoom(record: RoomRecord, clock: Clock, history: MetricPoin
 
 /** What room.json keeps of a record. */
 export function toRoomFile(record: RoomRecord): RoomFile {
-  const strip = ({ socketId: _s, node: _n, computeMs: _c, batchShare: _b, linkMBps: _l, learningRate: _r, speedVsMedian: _v, collective: _k, bytesSent: _y, awaitingState: _a, disconnectedAt: _d, probe: _p, ownExamples: _o, address: _ip, ...m }: Member): FileMember => m;
+  const strip = ({ socketId: _s, node: _n, computeMs: _c, batchShare: _b, linkMBps: _l, learningRate: _r, speedVsMedian: _v, collective: _k, bytesSent: _y, awaitingState: _a, disconnectedAt: _d, probe: _p, ownExamples: _o, address: _ip, publishedKey: _k1, reportedGeneration: _g, ...m }: Member): FileMember => m;
   const { name, nextIndex, generation, run, state, config, step, epoch } = record;
   const file: RoomFile = { format: 1, name, nextIndex, generation, run, state, config, step, epoch, active: record.active.map(strip), waiting: record.waiting.map(strip) };
   if (record.hub) file.hub = strip(record.hub);

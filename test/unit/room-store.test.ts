@@ -105,3 +105,23 @@ test('room.json on disk: a room with its hub is written and read back with it; a
   assert.equal(loaded.has('badhub'), false);
   assert.equal(warnings.length, 1, warnings.join('\n'));
 });
+
+test('a secure run\'s room, with keys published and progress reported, saves to room.json and loads back (it was refused as invalid before: the member records carried run-only fields)', async () => {
+  const clock = new ManualClock();
+  const room = new Room('secure', clock);
+  for (const id of ['aaaaaaaa', 'bbbbbbbb', 'cccccccc']) room.join(member(id));
+  const { run, generation } = room.start({ ...DEFAULT_START_CONFIG, secureAggregation: true, resumeFrom: 'none' }, null);
+  for (const id of ['aaaaaaaa', 'bbbbbbbb', 'cccccccc']) {
+    room.notePublishedKey(id, run, generation);
+    room.recordProgress(id, { ...progress(run, 3), generation });
+  }
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'webring-secure-room-'));
+  const warnings: string[] = [];
+  const log = { info: () => undefined, warn: (l: string) => warnings.push(l), error: (l: string) => warnings.push(l) };
+  const persistence = new RoomPersistence(dir, log, clock);
+  await persistence.save(toRoomFile(encodeRoom(room)));
+  await persistence.flush();
+  const [restored] = await new RoomPersistence(dir, log, clock).loadAll();
+  assert.deepEqual(warnings, []);
+  assert.deepEqual(restored?.status().members.map((m) => m.id), ['aaaaaaaa', 'bbbbbbbb', 'cccccccc']);
+});
