@@ -6,9 +6,9 @@
  * could hold 160 MB per request, as many requests as it liked. Now, before a byte of the
  * body is read:
  * - one upload per room at a time (a chief uploads one checkpoint after another anyway);
- * - the bytes of all uploads in flight stay within a budget per process;
- * - an upload says its length (Content-Length), which the budget counts; the parser stops
- *   at each file's limit whatever a client claims.
+ * - the bytes of all uploads in flight stay within a budget per process: an upload counts
+ *   the length it declares (Content-Length), or the most an upload may be when it declares
+ *   none (chunked); the parser stops at each file's limit whatever a client claims.
  * A refusal is ERR_RATE_LIMITED (429): the chief's writer keeps the checkpoint and the next
  * save goes out. Streaming the files to disk as they arrive would bound memory further; the
  * checks read each file whole, so the budget bounds it instead (docs/security.md).
@@ -38,9 +38,10 @@ export class UploadGate {
   admit(roomOf: (req: Request) => string) {
     return (req: Request, res: Response, next: NextFunction): void => {
       const room = roomOf(req);
-      const declared = Number(req.get('content-length'));
-      if (!Number.isSafeInteger(declared) || declared <= 0) {
-        next(new WebringError('ERR_BAD_REQUEST', 'a checkpoint upload says its length (Content-Length)'));
+      const length = req.get('content-length');
+      const declared = length === undefined ? this.maxUploadBytes : Number(length);
+      if (!Number.isSafeInteger(declared) || declared < 0) {
+        next(new WebringError('ERR_BAD_REQUEST', `a checkpoint upload's Content-Length of ${length} is no length`));
         return;
       }
       if (declared > this.maxUploadBytes) {

@@ -204,27 +204,28 @@ test('forged chief uploads are refused, and no checkpoint lands but the real chi
     const good = fakeCheckpoint(FORGE_ROOM, 3);
     const tamper = (file: string, bytes: Buffer) => ({ ...good, [file]: bytes });
     const metaWith = (patch: Record<string, unknown>) => Buffer.from(JSON.stringify({ ...JSON.parse(good[CHECKPOINT_FILES.metadata]!.toString()), ...patch }));
-    const bad: Array<[string, Promise<HttpResult>, number]> = [
-      ['metadata for the training room', upload(FORGE_ROOM, chiefToken, fakeCheckpoint(TRAIN_ROOM, 3)), 400],
-      ['into the training room', upload(TRAIN_ROOM, chiefToken, fakeCheckpoint(TRAIN_ROOM, 3)), 403],
-      ['weights not matching their sha256', upload(FORGE_ROOM, chiefToken, tamper(CHECKPOINT_FILES.weights, Buffer.alloc(16, 1))), 400],
-      ['weights shorter than the manifest', upload(FORGE_ROOM, chiefToken, fakeCheckpoint(FORGE_ROOM, 3, 3)), 400],
-      ['weights longer than the manifest', upload(FORGE_ROOM, chiefToken, fakeCheckpoint(FORGE_ROOM, 3, 5)), 400],
-      ['a manifest naming another file', upload(FORGE_ROOM, chiefToken, tamper(CHECKPOINT_FILES.model, Buffer.from(JSON.stringify({ modelTopology: {}, weightsManifest: [{ paths: ['../../../../etc/passwd'], weights: [{ name: 'w', shape: [4], dtype: 'float32' }] }] })))), 400],
-      ['metadata that is not JSON', upload(FORGE_ROOM, chiefToken, tamper(CHECKPOINT_FILES.metadata, Buffer.from('{"format":1,'))), 400],
-      ['metadata of a negative step', upload(FORGE_ROOM, chiefToken, tamper(CHECKPOINT_FILES.metadata, metaWith({ step: -1 }))), 400],
-      ['metadata with a path for a room', upload(FORGE_ROOM, chiefToken, tamper(CHECKPOINT_FILES.metadata, metaWith({ room: '../../outside' }))), 400],
-      ['a missing file', upload(FORGE_ROOM, chiefToken, Object.fromEntries(Object.entries(good).slice(1))), 400],
-      ['an extra file field', upload(FORGE_ROOM, chiefToken, { ...good, '../../outside/evil.bin': Buffer.from('x') }), 400],
-      ['a field that is not a file', request('POST', `/api/rooms/${FORGE_ROOM}/checkpoints`, { ip: IP.uploads, headers: { authorization: `Bearer ${chiefToken}`, 'content-type': 'multipart/form-data; boundary=b' }, body: Buffer.from('--b\r\nContent-Disposition: form-data; name="metadata.json"\r\n\r\n{}\r\n--b--\r\n') }), 400],
-      ['a truncated multipart body', upload(FORGE_ROOM, chiefToken, good, { body: multipart(good).body.subarray(0, 300) }), 400],
-      ['a multipart body with another boundary', upload(FORGE_ROOM, chiefToken, good, { type: 'multipart/form-data; boundary=nope' }), 400],
-      ['multipart without a boundary', upload(FORGE_ROOM, chiefToken, good, { type: 'multipart/form-data' }), 400],
-      ['JSON instead of multipart', upload(FORGE_ROOM, chiefToken, good, { type: 'application/json', body: Buffer.from('{}') }), 400],
-      ['a file over the cap', upload(FORGE_ROOM, chiefToken, tamper(CHECKPOINT_FILES.optimizerData, Buffer.alloc(32 * 1024 * 1024 + 1))), 413],
+    // One at a time: a room takes one upload at once (signaling-server/edge/upload-gate.ts).
+    const bad: Array<[string, () => Promise<HttpResult>, number]> = [
+      ['metadata for the training room', () => upload(FORGE_ROOM, chiefToken, fakeCheckpoint(TRAIN_ROOM, 3)), 400],
+      ['into the training room', () => upload(TRAIN_ROOM, chiefToken, fakeCheckpoint(TRAIN_ROOM, 3)), 403],
+      ['weights not matching their sha256', () => upload(FORGE_ROOM, chiefToken, tamper(CHECKPOINT_FILES.weights, Buffer.alloc(16, 1))), 400],
+      ['weights shorter than the manifest', () => upload(FORGE_ROOM, chiefToken, fakeCheckpoint(FORGE_ROOM, 3, 3)), 400],
+      ['weights longer than the manifest', () => upload(FORGE_ROOM, chiefToken, fakeCheckpoint(FORGE_ROOM, 3, 5)), 400],
+      ['a manifest naming another file', () => upload(FORGE_ROOM, chiefToken, tamper(CHECKPOINT_FILES.model, Buffer.from(JSON.stringify({ modelTopology: {}, weightsManifest: [{ paths: ['../../../../etc/passwd'], weights: [{ name: 'w', shape: [4], dtype: 'float32' }] }] })))), 400],
+      ['metadata that is not JSON', () => upload(FORGE_ROOM, chiefToken, tamper(CHECKPOINT_FILES.metadata, Buffer.from('{"format":1,'))), 400],
+      ['metadata of a negative step', () => upload(FORGE_ROOM, chiefToken, tamper(CHECKPOINT_FILES.metadata, metaWith({ step: -1 }))), 400],
+      ['metadata with a path for a room', () => upload(FORGE_ROOM, chiefToken, tamper(CHECKPOINT_FILES.metadata, metaWith({ room: '../../outside' }))), 400],
+      ['a missing file', () => upload(FORGE_ROOM, chiefToken, Object.fromEntries(Object.entries(good).slice(1))), 400],
+      ['an extra file field', () => upload(FORGE_ROOM, chiefToken, { ...good, '../../outside/evil.bin': Buffer.from('x') }), 400],
+      ['a field that is not a file', () => request('POST', `/api/rooms/${FORGE_ROOM}/checkpoints`, { ip: IP.uploads, headers: { authorization: `Bearer ${chiefToken}`, 'content-type': 'multipart/form-data; boundary=b' }, body: Buffer.from('--b\r\nContent-Disposition: form-data; name="metadata.json"\r\n\r\n{}\r\n--b--\r\n') }), 400],
+      ['a truncated multipart body', () => upload(FORGE_ROOM, chiefToken, good, { body: multipart(good).body.subarray(0, 300) }), 400],
+      ['a multipart body with another boundary', () => upload(FORGE_ROOM, chiefToken, good, { type: 'multipart/form-data; boundary=nope' }), 400],
+      ['multipart without a boundary', () => upload(FORGE_ROOM, chiefToken, good, { type: 'multipart/form-data' }), 400],
+      ['JSON instead of multipart', () => upload(FORGE_ROOM, chiefToken, good, { type: 'application/json', body: Buffer.from('{}') }), 400],
+      ['a file over the cap', () => upload(FORGE_ROOM, chiefToken, tamper(CHECKPOINT_FILES.optimizerData, Buffer.alloc(32 * 1024 * 1024 + 1))), 413],
     ];
-    for (const [what, res, want] of bad) {
-      const r = await res;
+    for (const [what, send, want] of bad) {
+      const r = await send();
       assert.equal(r.status, want, `${what}: ${r.body.slice(0, 200)}`);
       assert.ok(r.json?.error?.code?.startsWith('ERR_') && r.json.error.code !== 'ERR_INTERNAL', `${what}: ${r.body.slice(0, 200)}`);
     }
