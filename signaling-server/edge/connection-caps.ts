@@ -9,7 +9,7 @@
  */
 import { RateLimiterMemory, RateLimiterRes } from 'rate-limiter-flexible';
 import { WebringError } from '../../shared/protocol/errors';
-import { addressScope, type AddressScope } from '../rooms/seats';
+import { addressGroup, addressScope, type AddressScope } from '../rooms/seats';
 
 /**
  * Live connections one address may hold: on the class network a room's worth and some (a
@@ -29,9 +29,10 @@ export class ConnectionCaps {
   };
 
   /** Counts a handshake from `address`; throws ERR_RATE_LIMITED past either cap. */
-  async admit(address: string): Promise<void> {
-    const scope = addressScope(address);
+  async admit(client: string): Promise<void> {
+    const scope = addressScope(client);
     if (scope === 'loopback') return;
+    const address = addressGroup(client);
     const open = this.live.get(address) ?? 0;
     if (open >= MAX_CONNECTIONS[scope]) {
       throw new WebringError('ERR_RATE_LIMITED', `this address holds ${open} connections to the server already, as many as one may`);
@@ -44,13 +45,15 @@ export class ConnectionCaps {
     }
   }
 
-  /** A connection from `address` is up. */
-  opened(address: string): void {
+  /** A connection from `client` is up. */
+  opened(client: string): void {
+    const address = addressGroup(client);
     this.live.set(address, (this.live.get(address) ?? 0) + 1);
   }
 
-  /** A connection from `address` closed. */
-  closed(address: string): void {
+  /** A connection from `client` closed. */
+  closed(client: string): void {
+    const address = addressGroup(client);
     const left = (this.live.get(address) ?? 1) - 1;
     if (left > 0) this.live.set(address, left);
     else this.live.delete(address);

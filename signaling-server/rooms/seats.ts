@@ -18,7 +18,7 @@
  * a lower one for a public server whose students come from their own addresses, or up to
  * MAX_ROOM_MEMBERS for a class network that puts NAT between students and the laptop.
  */
-import { BlockList, isIPv4 } from 'node:net';
+import { BlockList, isIPv4, isIPv6 } from 'node:net';
 import { networkInterfaces } from 'node:os';
 import { MAX_ROOM_MEMBERS } from '../../shared/protocol';
 
@@ -42,22 +42,53 @@ function plain(address: string): string {
 }
 
 /** This machine's own addresses, read at each call: a laptop's Wi-Fi address changes when it reconnects. */
-function isOwnAddress(address: string): boolean {
-  return Object.values(networkInterfaces()).some((list) => list?.some((i) => plain(i.address) === address));
+function ownAddresses(): string[] {
+  return Object.values(networkInterfaces()).flatMap((list) => list?.map((i) => plain(i.address)) ?? []);
 }
 
-/** Where a client address is: this machine, the class network, or the internet. */
-export function addressScope(address: string): AddressScope {
+/**
+ * Where a client address is: this machine, the class network, or the internet. A global
+ * IPv6 address in the /64 of one of this machine's own is on the class network too: the
+ * server prints its IPv6 links, and a student who follows one connects from its own
+ * global address in the laptop's prefix (issue 38: those counted as public, with no cap).
+ * `own`: this machine's addresses (read from its interfaces).
+ */
+export function addressScope(address: string, own: readonly string[] = ownAddresses()): AddressScope {
   const a = plain(address);
   const family = isIPv4(a) ? 'ipv4' : 'ipv6';
   try {
-    if (LOOPBACK.check(a, family) || isOwnAddress(a)) return 'loopback';
+    if (LOOPBACK.check(a, family) || own.includes(a)) return 'loopback';
     if (LAN.check(a, family)) return 'lan';
   } catch (err) {
     // Not an IP address at all (a test double, a Unix socket): treated like the internet.
     if (!(err instanceof TypeError)) throw err;
   }
+  const prefix = ipv6Prefix64(a);
+  if (prefix !== null && own.some((o) => ipv6Prefix64(o) === prefix)) return 'lan';
   return 'public';
+}
+
+/** The first 64 bits of an IPv6 address, as four hextets ("2001:db8:0:1"); null for anything else. */
+export function ipv6Prefix64(address: string): string | null {
+  if (!isIPv6(address) || address.includes('.')) return null;
+  const [head = '', tail] = address.split('::');
+  const left = head === '' ? [] : head.split(':');
+  const right = tail === undefined || tail === '' ? [] : tail.split(':');
+  const hextets = tail === undefined ? left : [...left, ...Array<string>(8 - left.length - right.length).fill('0'), ...right];
+  return hextets.slice(0, 4).map((h) => parseInt(h, 16).toString(16)).join(':');
+}
+
+/**
+ * The key one client's connections and seats count under: the address, except that a
+ * public IPv6 address counts by its /64, which is one household or one device's privacy
+ * addresses (a device may hold many in its prefix). On the class network every device has
+ * an address of its own in the laptop's prefix, so there each address counts alone.
+ */
+export function addressGroup(address: string, own: readonly string[] = ownAddresses()): string {
+  const a = plain(address);
+  const prefix = ipv6Prefix64(a);
+  if (prefix !== null && addressScope(a, own) === 'public') return `${prefix}::/64`;
+  return a;
 }
 
 /** The seats `address` may hold in a room whose teacher set `perAddress` (null: the defaults above). */
@@ -68,9 +99,9 @@ export function seatsPerAddress(address: string, perAddress: number | null): num
   return scope === 'lan' ? DEFAULT_SEATS_PER_LAN_ADDRESS : MAX_ROOM_MEMBERS;
 }
 
-/** The same client address, however the socket wrote it. */
+/** The same client for seats and connections, however the socket wrote its address (addressGroup). */
 export function sameAddress(a: string, b: string): boolean {
-  return plain(a) === plain(b);
+  return addressGroup(a) === addressGroup(b);
 }
 
 /**
@@ -82,5 +113,5 @@ export function sameAddress(a: string, b: string): boolean {
 export function clientOf(member: { id: string; address?: string }): string {
   const address = member.address;
   if (address === undefined || addressScope(address) === 'loopback') return `member:${member.id}`;
-  return plain(address);
+  return addressGroup(address);
 }

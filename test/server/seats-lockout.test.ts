@@ -15,7 +15,7 @@ import type { RunningServer } from '../../signaling-server/server';
 import { DEFAULT_SEATS_PER_LAN_ADDRESS } from '../../signaling-server/rooms/seats';
 import { MAX_CONNECTIONS, MAX_HANDSHAKES } from '../../signaling-server/edge/connection-caps';
 import type { AckResult, JoinAccepted, JoinRequest, SocketAuth } from '../../shared/protocol';
-import { codeFor, startTestServer, type TestSocket } from '../support/server';
+import { codeFor, startTestServer, TEST_TOKEN, type TestSocket } from '../support/server';
 import { SignalingSession } from '../../shared/training/signaling-session';
 import { systemClock } from '../../shared/util/clock';
 
@@ -138,4 +138,18 @@ test('issue 38 (10): one class-network address holds a bounded number of connect
   }
   assert.equal(codes.filter((c) => c === null).length, MAX_HANDSHAKES.lan);
   assert.ok(codes.slice(MAX_HANDSHAKES.lan).every((c) => c === 'ERR_RATE_LIMITED'), codes.join());
+});
+
+test('issue 38 (10): under a teacher\'s seat cap, public IPv6 addresses of one /64 share it, as one client\'s privacy addresses would (failed on the previous main)', async () => {
+  const room = 'ipv6-cap';
+  const res = await fetch(`${server.url}/api/rooms/${room}/seats`, { method: 'PUT', headers: { authorization: `Bearer ${TEST_TOKEN}`, 'content-type': 'application/json' }, body: JSON.stringify({ perAddress: 2 }) });
+  assert.equal(res.status, 200);
+  const auth = { room, code: codeFor(room) };
+  const codes: Array<string> = [];
+  for (const ip of ['2001:db8:5:5::1', '2001:db8:5:5:1::2', '2001:db8:5:5::3', '2001:db8:5:6::1']) {
+    const { socket } = await connectFrom(ip, auth);
+    const r = await joinAs(socket, { room, name: ip, kind: 'node', backend: 'cpu' });
+    codes.push(r.ok ? 'ok' : r.error.code);
+  }
+  assert.deepEqual(codes, ['ok', 'ok', 'ERR_SEAT_LIMIT', 'ok']);
 });
