@@ -15,8 +15,11 @@ export function renderPrivacy(el: HTMLElement, s: RoomStatus): void {
     el.textContent = "Gradients travel unmasked: each student's ring neighbour, and the hub when it sums, can read that student's gradient, and the examples behind it can be reconstructed from it.";
     return;
   }
+  // Tabs of one device count once (RoomStatus.clients): a student's two tabs and a classmate wait too.
+  const clients = Math.min(s.members.length, s.clients);
+  const tabs = clients < s.members.length ? ` (${s.members.length} tabs, ${clients} devices: tabs of one device count once)` : '';
   el.textContent =
-    s.members.length > 1 && s.members.length < MIN_SECURE_MEMBERS
-      ? `Secure aggregation is waiting for student ${MIN_SECURE_MEMBERS}: with ${s.members.length}, each would learn the other's gradient from their sum.`
+    s.members.length > 1 && clients < MIN_SECURE_MEMBERS
+      ? `Secure aggregation is waiting for student ${MIN_SECURE_MEMBERS}: with ${clients}${tabs}, each would learn the other's gradient from their sum.`
       : "Secure aggregation is on: every device's gradient leaves it masked; no student, hub or this server can read one student's gradient, only the class's sum.";
 }

@@ -197,6 +197,8 @@ export interface RoomStatus {
   bytesSentPerRound: number | null;
   bytesSentPerExample: number | null;
   epoch: number;
+  /** How many distinct clients the ring's members are (Generation.clients): a secure run holds below MIN_SECURE_MEMBERS of them. */
+  clients: number;
   chief: string | null;
   members: MemberInfo[];
   /** The room's hub member (see Generation.hub), or null. It sees every student's gradient when the hub collective runs. */

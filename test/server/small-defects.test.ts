@@ -311,6 +311,7 @@ test('issue 38 (6): every generation counts its distinct clients (tabs of one ad
   assert.ok((await joinAs(await clientFrom(room, '127.0.0.1'), room, 'teacher worker two')).ok);
   await sleep(100);
   assert.deepEqual([generations.at(-1)!.members.length, generations.at(-1)!.clients], [6, 5]);
+  assert.equal((await status(room)).clients, 5, 'the room API says it too');
   // Each generation's mask graph is drawn from a fresh random seed (secure-aggregation.test.ts).
   const seeds = generations.map((g) => g.maskSeed!);
   assert.ok(seeds.every((x) => Number.isInteger(x) && x >= 0 && x < 2 ** 32), seeds.join());
