@@ -73,8 +73,12 @@ export class RoomCore {
   /** The generation as it is now: the ring in rank order, and the hub. */
   snapshot(): Generation {
     const ring = this.members.ring;
-    const clients = new Set(ring.map(clientOf)).size;
-    return { room: this.name, generation: this.currentGeneration, members: ring.map((m, rank) => this.members.info(m, rank)), hub: this.hubInfo(), clients, maskSeed: this.members.maskSeed };
+    return { room: this.name, generation: this.currentGeneration, members: ring.map((m, rank) => this.members.info(m, rank)), hub: this.hubInfo(), clients: this.clients, maskSeed: this.members.maskSeed };
+  }
+
+  /** How many distinct clients the ring's members are (seats.ts: clientOf). */
+  get clients(): number {
+    return new Set(this.members.ring.map(clientOf)).size;
   }
 
   hubInfo(): MemberInfo | null {

@@ -6,7 +6,7 @@
 import type { RoomStatus } from '../../shared/protocol';
 import { exampleBytes, trainingSetBytes } from '../../shared/data/data-service';
 import { datasetFacts } from '../../shared/tasks/registry';
-import { clientOf, DEFAULT_SEATS_PER_LAN_ADDRESS } from './seats';
+import { DEFAULT_SEATS_PER_LAN_ADDRESS } from './seats';
 import type { RoomCore } from './room-core';
 
 /** The room API shows this many of the newest events. */
@@ -25,7 +25,7 @@ export function roomStatus(core: RoomCore): RoomStatus {
     round: run.round ?? run.step,
     ...bytesPerRound(core),
     epoch: run.epoch,
-    clients: new Set(ring.map(clientOf)).size,
+    clients: core.clients,
     chief: ring[0]?.id ?? null,
     members: ring.map((m, rank) => core.members.info(m, rank)),
     hub: core.hubInfo(),

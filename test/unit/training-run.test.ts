@@ -258,17 +258,23 @@ test('a member vanishing mid-step: the survivors redo the step on the next gener
   for (const r of replicas) r.run!.trainer.dispose();
 });
 
-test('a joiner is admitted at a step boundary and trains on from the live state', async () => {
+/** Replicas a and b training generation 1 (up to `maxSteps`) past their second step, and a joiner c not yet announced. */
+async function ringOfTwoTraining(maxSteps: number): Promise<{ a: Replica; b: Replica; joiner: Replica; c: StartConfig }> {
   const clock = new ManualClock();
   const world = new MemoryWorld();
   const g1 = generation(1, ['a', 'b']);
   const [a, b] = g1.members.map((m) => new Replica(world, m.id, clock)) as [Replica, Replica];
   const joiner = new Replica(world, 'c', clock);
   for (const r of [a, b]) r.announce(g1);
-  const c = config({ maxSteps: 8 });
+  const c = config({ maxSteps });
   a.start(trainStart(c, 1));
   b.start(trainStart(c, 1));
   await until(() => a.current.step >= 2 && b.current.step >= 2, 'two steps');
+  return { a, b, joiner, c };
+}
+
+test('a joiner is admitted at a step boundary and trains on from the live state', async () => {
+  const { a, b, joiner, c } = await ringOfTwoTraining(8);
 
   const g2 = generation(2, ['a', 'b', 'c']);
   joiner.announce(g2);
@@ -292,16 +298,7 @@ test('a joiner is admitted at a step boundary and trains on from the live state'
 });
 
 test('issue 38 (3): a member that never votes ready keeps the joiner out only until the server applies the admission at once (switchNow)', async () => {
-  const clock = new ManualClock();
-  const world = new MemoryWorld();
-  const g1 = generation(1, ['a', 'b']);
-  const [a, b] = g1.members.map((m) => new Replica(world, m.id, clock)) as [Replica, Replica];
-  const joiner = new Replica(world, 'c', clock);
-  for (const r of [a, b]) r.announce(g1);
-  const c = config({ maxSteps: 30 });
-  a.start(trainStart(c, 1));
-  b.start(trainStart(c, 1));
-  await until(() => a.current.step >= 2, 'two steps');
+  const { a, b, joiner, c } = await ringOfTwoTraining(30);
   // b never says it is ready for the joiner's generation.
   b.network.isReadyFor = () => false;
   const g2 = generation(2, ['a', 'b', 'c']);
