@@ -23,9 +23,13 @@
  * SIGUSR2 makes the worker leave the room (saying goodbye) and join again 5 s later, in the
  * same process: a student closing the tab and opening it again (the churn of bench:class).
  *
- * --peer-links off is a fault for tests and the lab: the worker sends its peers no signal,
- * so none of its WebRTC links opens, as behind a network that lets no peer connection
- * through. The class sheds it as unreachable, and it tries again by itself.
+ * --peer-links off: the worker opens no WebRTC link, and every link of it goes through the
+ * signaling server (the relay, shared/network/relay-link.ts), as behind a school network
+ * that lets no peer connection through.
+ *
+ * --peer-links silent is a fault for tests and the lab: the worker sends its peers no
+ * signal at all, so no link of it opens, even through the server. The class sheds it as
+ * unreachable, and it tries again by itself.
  *
  * The join code may also come from JOIN_CODE, which keeps it out of the process list.
  */
@@ -63,9 +67,12 @@ interface WorkerArgs extends MemberArgs {
   dataTask: string;
   compute: ComputePlace;
   holdComputeMs: number;
-  /** --peer-links off: the fault that opens no peer link. */
-  peerLinks: boolean;
+  /** --peer-links: WebRTC then the relay (on), the relay only (off), or no link at all (silent, a fault). */
+  peerLinks: PeerLinks;
 }
+
+const PEER_LINKS = ['on', 'off', 'silent'] as const;
+type PeerLinks = (typeof PEER_LINKS)[number];
 
 function parse(): WorkerArgs {
   const { member, flags } = parseMemberArgs(COMMAND_LINE);
@@ -81,8 +88,8 @@ function parse(): WorkerArgs {
   const holdComputeMs = Number(flags['hold-compute-ms'] ?? 0);
   if (!Number.isInteger(holdComputeMs) || holdComputeMs < 0 || holdComputeMs > MAX_HOLD_COMPUTE_MS) fail(`--hold-compute-ms ${flags['hold-compute-ms']}: whole milliseconds from 0 to ${MAX_HOLD_COMPUTE_MS}`);
   const peerLinks = flags['peer-links'] ?? 'on';
-  if (peerLinks !== 'on' && peerLinks !== 'off') fail(`--peer-links ${peerLinks}: on or off`);
-  return { ...member, backend: backend as Backend | null, device: device as DeviceClass, data: flags.data ?? null, dataTask, compute: compute as ComputePlace, holdComputeMs, peerLinks: peerLinks === 'on' };
+  if (!(PEER_LINKS as readonly string[]).includes(peerLinks)) fail(`--peer-links ${peerLinks}: one of ${PEER_LINKS.join(', ')}`);
+  return { ...member, backend: backend as Backend | null, device: device as DeviceClass, data: flags.data ?? null, dataTask, compute: compute as ComputePlace, holdComputeMs, peerLinks: peerLinks as PeerLinks };
 }
 
 function isDirectory(where: string): boolean {
@@ -123,7 +130,8 @@ async function main(): Promise<void> {
     device: args.device,
     // A run of another task trains none of them: they are examples of --data-task.
     ownExamples: (run) => (run.task === args.dataTask ? own : null),
-    ...(args.holdComputeMs > 0 || !args.peerLinks ? { faults: { ...(args.holdComputeMs > 0 ? { busyComputeMs: args.holdComputeMs } : {}), ...(args.peerLinks ? {} : { noPeerLinks: true }) } } : {}),
+    ...(args.peerLinks === 'off' ? { webrtc: false } : {}),
+    ...(args.holdComputeMs > 0 || args.peerLinks === 'silent' ? { faults: { ...(args.holdComputeMs > 0 ? { busyComputeMs: args.holdComputeMs } : {}), ...(args.peerLinks === 'silent' ? { noPeerLinks: true } : {}) } } : {}),
     log,
   });
   const choice = member.compute;

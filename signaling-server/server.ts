@@ -39,6 +39,8 @@ import { CheckpointStore } from './rooms/checkpoint-store';
 import { RoomPersistence } from './rooms/room-persistence';
 import { registerRoomHandlers } from './handlers/rooms';
 import { registerSignalHandlers } from './handlers/signals';
+import { registerLinkRelayHandlers } from './handlers/link-relay';
+import { RelayLedger } from './rooms/relay-ledger';
 import { registerTrainingHandlers } from './handlers/training';
 import { registerSecureKeyHandlers } from './handlers/secure-keys';
 import { registerIceHandlers } from './handlers/ice';
@@ -49,7 +51,7 @@ import { tokenHash } from './edge/tokens';
 import { ConnectionCaps } from './edge/connection-caps';
 import { clientAddress, compileTrustProxy } from './edge/client-address';
 import { lanAddresses } from './edge/tls';
-import { DEFAULT_RATE_LIMITS, RateLimits, type RateLimitOptions } from './edge/rate-limits';
+import { DEFAULT_RATE_LIMITS, RateLimits, relayedBytesOf, type RateLimitOptions } from './edge/rate-limits';
 
 /**
  * socket.io's defaults (25 s interval, 20 s timeout) notice a vanished tab only after ~45 s.
@@ -216,6 +218,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     log,
     admissionDeadlineMs: options.admissionDeadlineMs,
     keyDeadlineMs: options.keyDeadlineMs,
+    relay: new RelayLedger(),
   };
   const graceMs = options.reconnectGraceMs ?? DEFAULT_RECONNECT_GRACE_MS;
   if (memory && persistence) await restoreRooms(ctx, memory, persistence, graceMs);
@@ -255,6 +258,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     startedAt: Date.now(),
     datasets: new DatasetLibrary(),
     served: new ServedBytes(),
+    relay: ctx.relay,
     limits,
   });
   const handle: http.RequestListener = (req, res) => void app(req, res);
@@ -279,7 +283,9 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     // socket.io calls those before any middleware, so a flood of unknown events was answered
     // one for one, past the budget (found by test/class/abuse-sockets.test.ts).
     socket.use((packet, next) => {
-      limits.socketEvent(socket.id, socket.data.address).then(
+      // A relayed ring message counts by its bytes, against a budget of its own (rate-limits.ts).
+      const relayed = packet[0] === 'link:data' ? relayedBytesOf(packet[1]) : null;
+      (relayed === null ? limits.socketEvent(socket.id, socket.data.address) : limits.relayedBytes(socket.id, relayed)).then(
         (limited) => {
           if (limited) return refuseRateLimited(socket, packet, limited.retryAfterMs, log);
           if (typeof packet[0] !== 'string' || !KNOWN_EVENTS.has(packet[0])) return refuseUnknown(socket, packet, log);
@@ -290,6 +296,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     });
     registerRoomHandlers(ctx, socket);
     registerSignalHandlers(ctx, socket);
+    registerLinkRelayHandlers(ctx, socket);
     registerTrainingHandlers(ctx, socket);
     registerSecureKeyHandlers(ctx, socket);
     registerIceHandlers(ctx, socket);

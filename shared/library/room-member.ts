@@ -45,6 +45,13 @@ export interface MemberSetup {
    * leave the device; the server learns their counts per class (reportOwnExamples).
    */
   ownExamples?: (run: OwnRun) => OwnExamples | null;
+  /**
+   * False: this member opens no WebRTC link, and every link of it goes through the
+   * signaling server (shared/network/relay-link.ts), over the connection it already has.
+   * For a network that lets no peer connection through, or a Node machine without
+   * @roamhq/wrtc. By default each link tries WebRTC first and falls back to the server.
+   */
+  webrtc?: boolean;
   /** @internal Faults a test plays on purpose (shared/training/faults.ts); production passes none. */
   faults?: FaultInjector;
 }
@@ -281,7 +288,7 @@ export async function openMemberWith(platform: WorkerPlatform, setup: MemberSetu
   member.attach(
     new TrainingWorker({
       socket,
-      peerFactory: await platform.peerFactory(() => ice.rtcConfiguration()),
+      peerFactory: setup.webrtc === false ? null : await platform.peerFactory(() => ice.rtcConfiguration()),
       onIceConfig: (raw) => ice.update(raw),
       compute: platform.compute,
       kind: platform.kind,

@@ -57,7 +57,7 @@ export class PeerLink implements RingLink {
     this.linkId = linkId;
     this.open = false;
     this.failure = null;
-    const handle = this.network.factory({ initiator }, {
+    const handle = this.network.factory({ initiator, peerId: this.peerId, linkId }, {
       onSignal: (data) => this.network.sendSignal(this.peerId, linkId, data),
       onConnect: () => {
         if (this.handle !== handle) return;

@@ -24,7 +24,14 @@ export interface PeerHandle {
   destroy(): void;
 }
 
-export type PeerFactory = (options: { initiator: boolean }, events: PeerEvents) => PeerHandle;
+export interface PeerOptions {
+  initiator: boolean;
+  /** Whom the link is to, and the connection's id (ring-network.ts): what the relay addresses (relay-link.ts). */
+  peerId?: string;
+  linkId?: string;
+}
+
+export type PeerFactory = (options: PeerOptions, events: PeerEvents) => PeerHandle;
 
 /** Resume sending once the data channel has drained below this (bufferedamountlow). */
 export const LOW_WATER_BYTES = 1024 * 1024;

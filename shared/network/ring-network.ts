@@ -20,6 +20,7 @@
 import { WebringError } from '../protocol/errors';
 import type { PeerFactory } from './peer';
 import { PeerLink, newLinkId } from './peer-link';
+import { RELAY_SIGNAL } from './relay-link';
 import { neighboursIn, type Neighbours } from './neighbours';
 import { HUB_RANK, type Generation, type MemberInfo } from '../protocol';
 import { RingAllReduce, type RingAllReduceOptions } from '../collectives/ring-allreduce';
@@ -302,7 +303,8 @@ export class RingNetwork {
       return;
     }
     let link = this.links.get(from);
-    if (data.type === 'offer' && link?.linkId !== linkId) {
+    // A new connection starts with the dialler's offer, or with its relay signal when it opens no WebRTC link.
+    if ((data.type === 'offer' || data.type === RELAY_SIGNAL) && link?.linkId !== linkId) {
       if (!link) {
         link = new PeerLink(from, this);
         this.links.set(from, link);

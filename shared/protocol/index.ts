@@ -16,7 +16,7 @@
 import type { ErrorBody } from './errors';
 import type { Ack, JoinAccepted, Generation, TrainStart, TrainStop, MemberDropped } from './server-shapes';
 import type { IceConfig } from './ice';
-import type { CollectSetting, DropRequest, EvaluationReport, EvictRequest, FinishReport, JoinRequest, OwnExamplesReport, ProgressReport, ReformRequest, SecureKey, SignalRelay } from './messages';
+import type { CollectSetting, DropRequest, EvaluationReport, EvictRequest, FinishReport, JoinRequest, OwnExamplesReport, ProgressReport, ReformRequest, SecureKey, SignalRelay, LinkData, RelayedLinkData } from './messages';
 
 export * from './vocabulary';
 export * from './ice';
@@ -33,6 +33,8 @@ export interface ClientToServerEvents {
   'room:join': (request: JoinRequest, ack: Ack<JoinAccepted>) => void;
   'room:leave': (ack?: Ack<Record<string, never>>) => void;
   'signal:relay': (relay: SignalRelay, ack?: Ack<Record<string, never>>) => void;
+  /** One ring message for a member this worker reaches through the server (shared/network/relay-link.ts). */
+  'link:data': (data: LinkData, ack?: Ack<Record<string, never>>) => void;
   'worker:progress': (report: ProgressReport) => void;
   'worker:evaluated': (report: EvaluationReport) => void;
   'worker:finished': (report: FinishReport) => void;
@@ -52,6 +54,7 @@ export const CLIENT_EVENT_NAMES = Object.keys({
   'room:join': true,
   'room:leave': true,
   'signal:relay': true,
+  'link:data': true,
   'worker:progress': true,
   'worker:evaluated': true,
   'worker:finished': true,
@@ -66,6 +69,7 @@ export const CLIENT_EVENT_NAMES = Object.keys({
 export interface ServerToClientEvents {
   'ring:generation': (generation: Generation) => void;
   'signal:relay': (relay: { from: string; linkId: string; data: Record<string, unknown> }) => void;
+  'link:data': (data: RelayedLinkData) => void;
   'train:start': (start: TrainStart) => void;
   'train:stop': (stop: TrainStop) => void;
   'member:dropped': (dropped: MemberDropped) => void;

@@ -185,6 +185,34 @@ export const signalRelaySchema = z.strictObject({
 });
 export type SignalRelay = z.output<typeof signalRelaySchema>;
 
+/**
+ * The largest message the server relays for a link (shared/network/relay-link.ts): one ring
+ * message (collectives/wire.ts MAX_MESSAGE_BYTES, 64 KiB) with room to spare, under the
+ * socket's packet cap (MAX_SOCKET_PACKET_BYTES).
+ */
+export const MAX_RELAYED_MESSAGE_BYTES = 96 * 1024;
+
+/**
+ * link:data: one ring message for a member this worker could open no WebRTC link to; the
+ * server passes it on over that member's own connection (shared/network/relay-link.ts).
+ * The bytes are what the data channel would have carried: masked words in a secure run.
+ */
+export const linkDataSchema = z.strictObject({
+  to: memberIdSchema,
+  linkId: signalRelaySchema.shape.linkId,
+  bytes: z.instanceof(Uint8Array).refine((b) => b.byteLength > 0 && b.byteLength <= MAX_RELAYED_MESSAGE_BYTES, {
+    message: `a relayed message is 1 to ${MAX_RELAYED_MESSAGE_BYTES} bytes`,
+  }),
+});
+export type LinkData = z.output<typeof linkDataSchema>;
+/** link:data as the server delivers it: who sent it, on which link. */
+export interface RelayedLinkData {
+  from: string;
+  linkId: string;
+  /** An ArrayBuffer in a tab, a Buffer in Node: socket.io's binary attachments. */
+  bytes: ArrayBuffer | Uint8Array;
+}
+
 const finite = z.number().finite();
 
 /** Numbers each Start of a room, so reports of an earlier run are told apart. */

@@ -180,6 +180,15 @@ export interface TrainStop {
   reason: 'teacher' | 'failure' | 'ended';
 }
 
+/**
+ * The members that could open no WebRTC link to a partner (client isolation, blocked UDP,
+ * WebRTC off) and reach it through the server: each with what it relayed so far. Filled in
+ * by the server that answers (each node of a cluster knows its own connections).
+ */
+export interface RelayStatus {
+  members: Array<{ id: string; bytesSent: number }>;
+}
+
 export interface RoomStatus {
   room: string;
   state: RoomState;
@@ -227,6 +236,8 @@ export interface RoomStatus {
    * travelled once, to the worker that trained it.
    */
   data: { dataset: string | null; datasetBytes: number; bytesServed: number; exampleBytes: number };
+  /** The members whose links go through this server (shared/network/relay-link.ts), as it saw them lately. */
+  relay: RelayStatus;
   /** What the run's recent admissions cost (newest last, at most MAX_JOIN_COSTS). */
   joins: JoinCost[];
   /** The classes the students collect examples for (PUT /api/rooms/:room/collect), or null. */

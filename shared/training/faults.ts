@@ -16,8 +16,8 @@ export interface FaultInjector {
    */
   busyComputeMs?: number;
   /**
-   * Sends no signal to its peers, so that no peer connection of it ever opens: a device
-   * behind a network that lets no WebRTC through (the class sheds it as unreachable).
+   * Sends no signal to its peers, so that no link of it ever opens, not even through the
+   * server's relay: a device that answers nobody (the class sheds it as unreachable).
    */
   noPeerLinks?: boolean;
   /** Whether to nudge this replica's weights just before `step`: plays backend drift (resync). */

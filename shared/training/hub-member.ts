@@ -17,6 +17,7 @@ import type { AckResult, ClientToServerEvents, Generation, JoinAccepted, Misbeha
 import { WebringError, toWebringError, type ErrorBody, type ErrorCode } from '../protocol/errors';
 import { SignalingSession } from './signaling-session';
 import { RingNetwork } from '../network/ring-network';
+import { SocketRelay, withRelay } from '../network/relay-link';
 import type { PeerFactory } from '../network/peer';
 import type { HubReducer } from '../collectives/hub-reducer';
 import { systemClock, type Clock } from '../util/clock';
@@ -59,6 +60,7 @@ export class HubMember {
   private generation: Generation | null = null;
   private left = false;
   private readonly clock: Clock;
+  private readonly relay: SocketRelay;
   private target: HubTarget | null = null;
   /** The pending fresh join, if any, and whether one is on the wire: never two at once. */
   private retryTimer: unknown = null;
@@ -72,6 +74,7 @@ export class HubMember {
     this.socket = options.socket;
     this.log = options.log;
     this.session = new SignalingSession(options.socket, this.clock, options.onIceConfig);
+    this.relay = new SocketRelay(options.socket, this.log);
     const { socket } = options;
     socket.on('ring:generation', (g) => {
       try {
@@ -142,7 +145,8 @@ export class HubMember {
     this.network?.close();
     this.network = new RingNetwork({
       selfId: result.memberId,
-      factory: this.options.factory,
+      // A student who can open no WebRTC link to the hub reaches it through the server.
+      factory: withRelay(this.options.factory, { relay: this.relay, clock: this.clock, log: this.log }),
       sendSignal: (to, linkId, data) => this.session.relaySignal(to, linkId, data),
       log: this.log,
       onHubMisbehaviour: (rank, misbehaviour, detail, run, step) => this.accuse(rank, misbehaviour, detail, run, step),

@@ -9,14 +9,15 @@
  * A training worker: joins a room over socket.io, keeps its ring links current with every
  * generation, and runs a TrainingRun when the teacher starts. The same class runs in a
  * browser tab and in a headless Node worker; only the peer factory, the socket and the
- * tfjs backend differ. It composes four parts: the signaling session (the room), the
- * generation tracker (the ring), the status view (what the page shows) and the run.
+ * tfjs backend differ. It composes the signaling session (the room), the generation
+ * tracker (the ring), the status view (what the page shows) and the run.
  */
 import type { Socket } from 'socket.io-client';
 import { WebringError, toWebringError, type ErrorBody } from '../protocol/errors';
 import type { PeerFactory } from '../network/peer';
 import { type ClientToServerEvents, type DeviceClass, type DeviceProbe, type Generation, type JoinAccepted, type JoinRequest, type MemberDropped, type ServerToClientEvents, type TrainStart, type TrainStop, type WorkerKind, type CollectSetting } from '../protocol';
 import { RingNetwork } from '../network/ring-network';
+import { SocketRelay, withRelay } from '../network/relay-link';
 import type { Trainer } from './trainer';
 import { CheckpointWriter, type LocalCheckpoints } from '../checkpoints/checkpoint-writer';
 import { restoreFromServer } from '../checkpoints/checkpoint-io';
@@ -41,7 +42,8 @@ import { programDataFor, replicaSpecFor, type ProgramSlot } from './run-workload
 
 export interface WorkerOptions {
   socket: Socket<ServerToClientEvents, ClientToServerEvents>;
-  peerFactory: PeerFactory;
+  /** Null: this device opens no WebRTC link, and every link goes through the server (relay-link.ts). */
+  peerFactory: PeerFactory | null;
   /** Where each run's examples come from; by default the task's dataset from the data service (streamed-dataset.ts), or this device's own examples. */
   data?: DataFactory;
   /** This device's own examples for a run of a task and classes (own-examples.ts), null where it holds none. They never leave it. */
@@ -80,6 +82,8 @@ export class TrainingWorker {
   private readonly linkWatchdog: LinkWatchdog;
   /** Secure aggregation's keys, generation by generation, while a secure run is on. */
   private readonly secureKeys: SecureKeys;
+  /** Links try WebRTC first, else go through the server over this socket (relay-link.ts). */
+  private readonly relay: SocketRelay;
   /** What a drop shows, and when to join again after it (drops.ts). */
   private readonly drops = new DropPolicy();
   private readonly status: WorkerStatusView;
@@ -121,6 +125,7 @@ export class TrainingWorker {
     });
     this.status = new WorkerStatusView({ backend: options.compute.info.backend, connected: socket.connected, numTensors: 0 }, options.onStatus);
     this.secureKeys = new SecureKeys(socket, this.clock, log);
+    this.relay = new SocketRelay(socket, log);
     socket.on('ring:generation', (g) => this.onGeneration(g));
     socket.on('signal:relay', ({ from, linkId, data }) => this.network?.handleSignal(from, linkId, data));
     socket.on('train:start', (start) => {
@@ -167,7 +172,7 @@ export class TrainingWorker {
     const faults = this.options.faults;
     this.network = new RingNetwork({
       selfId: result.memberId,
-      factory: this.options.peerFactory,
+      factory: withRelay(this.options.peerFactory, { relay: this.relay, clock: this.clock, log: this.options.log }),
       sendSignal: faults?.noPeerLinks ? () => undefined : (to, linkId, data) => this.session.relaySignal(to, linkId, data),
       log: this.options.log,
       poison: faults?.poison ? (step) => faults.poison!(step) : undefined,
@@ -200,9 +205,7 @@ export class TrainingWorker {
   }
 
   /** The last run's replica (its weights outlive the run), or null before any run. */
-  get replica(): Replica | null {
-    return this.trainer?.replica ?? null;
-  }
+  get replica(): Replica | null { return this.trainer?.replica ?? null; }
 
   /** This tab's member token while it is a member, for its reads of the room (never the join code); null before joining. */
   get memberToken(): string | null {
@@ -337,8 +340,7 @@ export class TrainingWorker {
 
   /** Rank, world size and chief of the ring this worker is in now. */
   private showRing(): void {
-    const g = this.network?.generation ?? null;
-    this.status.showRing(g, this.running);
+    this.status.showRing(this.network?.generation ?? null, this.running);
   }
 
   private async startRun(start: TrainStart): Promise<void> {

@@ -19,6 +19,7 @@ import type { TrustProxy } from './client-address';
 import type { RateLimits } from './rate-limits';
 import { hubKeyFor, joinCodeMatches } from './join-codes';
 import { normalizeJoinCode } from '../../shared/protocol/join-code';
+import type { RelayLedger } from '../rooms/relay-ledger';
 import express, { type NextFunction, type Request, type Response } from 'express';
 import multer from 'multer';
 import { UploadGate } from './upload-gate';
@@ -76,6 +77,8 @@ export interface HttpOptions {
   /** The examples the data service hands out (data-api.ts), and what it sent per room. */
   datasets: DatasetLibrary;
   served: ServedBytes;
+  /** What members relayed through this server (handlers/link-relay.ts). */
+  relay: RelayLedger;
   startedAt: number;
   /** Ports and URLs, known once the servers listen. */
   info: () => ServerInfo;
@@ -109,6 +112,7 @@ export function createHttpApp(ctx: RoomContext, options: HttpOptions): express.E
   const statusOf = (room: Room): RoomStatus => {
     const status = room.status();
     status.data.bytesServed = options.served.of(room.name, status.run);
+    status.relay = options.relay.of(room.name, ctx.clock.now());
     return status;
   };
 

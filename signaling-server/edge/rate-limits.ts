@@ -26,6 +26,23 @@ export interface RateLimitOptions {
    */
   badJoinCodesPerWindow: number;
   badJoinCodeWindowSeconds: number;
+  /**
+   * Bytes of ring messages one connection may have the server relay per window (link:data,
+   * handlers/link-relay.ts), each message counted as at least MIN_RELAY_CHARGE_BYTES. They
+   * count against this budget instead of the event budget: a relayed device sends a few
+   * dozen messages a step.
+   */
+  relayedBytesPerWindow: number;
+}
+
+/** A relayed message costs at least this much of the relay budget, so that a flood of tiny ones is a flood too. */
+export const MIN_RELAY_CHARGE_BYTES = 4 * 1024;
+
+/** What a link:data packet's payload costs the relay budget: its bytes, at least MIN_RELAY_CHARGE_BYTES (a malformed one too). */
+export function relayedBytesOf(payload: unknown): number {
+  const bytes = (payload as { bytes?: unknown } | null)?.bytes;
+  const size = ArrayBuffer.isView(bytes) ? bytes.byteLength : 0;
+  return Math.max(size, MIN_RELAY_CHARGE_BYTES);
 }
 
 export const DEFAULT_RATE_LIMITS: RateLimitOptions = {
@@ -35,6 +52,8 @@ export const DEFAULT_RATE_LIMITS: RateLimitOptions = {
   windowSeconds: 5,
   badJoinCodesPerWindow: 60,
   badJoinCodeWindowSeconds: 60,
+  // 160 Mbit/s for 5 s: several times what a relayed student's share of a class's all-reduce needs.
+  relayedBytesPerWindow: 100 * 1024 * 1024,
 };
 
 /** What a refused caller learns: when to try again. */
@@ -47,6 +66,7 @@ export class RateLimits {
   private readonly perIpEvents: RateLimiterMemory;
   private readonly perIpHttp: RateLimiterMemory;
   private readonly perIpBadCodes: RateLimiterMemory;
+  private readonly perSocketRelayed: RateLimiterMemory;
 
   constructor(options: RateLimitOptions = DEFAULT_RATE_LIMITS) {
     const duration = options.windowSeconds;
@@ -54,6 +74,7 @@ export class RateLimits {
     this.perIpEvents = new RateLimiterMemory({ keyPrefix: 'ip-events', points: options.ipEventsPerWindow, duration });
     this.perIpHttp = new RateLimiterMemory({ keyPrefix: 'ip-http', points: options.httpRequestsPerWindow, duration });
     this.perIpBadCodes = new RateLimiterMemory({ keyPrefix: 'ip-bad-code', points: options.badJoinCodesPerWindow, duration: options.badJoinCodeWindowSeconds });
+    this.perSocketRelayed = new RateLimiterMemory({ keyPrefix: 'socket-relayed', points: options.relayedBytesPerWindow, duration });
   }
 
   /** Whether this IP has spent its wrong-join-code budget (looked up, not counted); null when not. */
@@ -72,15 +93,20 @@ export class RateLimits {
     return (await consume(this.perSocket, socketId)) ?? (await consume(this.perIpEvents, ip));
   }
 
+  /** Counts `bytes` relayed for one connection (relayedBytesOf); null when allowed. */
+  relayedBytes(socketId: string, bytes: number): Promise<RateLimited | null> {
+    return consume(this.perSocketRelayed, socketId, bytes);
+  }
+
   /** Counts one /api request; null when allowed. */
   httpRequest(ip: string): Promise<RateLimited | null> {
     return consume(this.perIpHttp, ip);
   }
 }
 
-async function consume(limiter: RateLimiterMemory, key: string): Promise<RateLimited | null> {
+async function consume(limiter: RateLimiterMemory, key: string, points = 1): Promise<RateLimited | null> {
   try {
-    await limiter.consume(key);
+    await limiter.consume(key, points);
     return null;
   } catch (rejection) {
     // The library rejects with a RateLimiterRes when the budget is spent; anything else is a bug.

@@ -4,6 +4,7 @@
  */
 import type { RoomContext } from '../rooms/room-context';
 import type { IceOptions } from '../edge/turn';
+import type { RelayLedger } from '../rooms/relay-ledger';
 
 export interface ServerContext extends RoomContext {
   /** This signaling node's id when several share rooms over Redis; null on a single server. */
@@ -14,4 +15,6 @@ export interface ServerContext extends RoomContext {
   ice: IceOptions;
   /** Derives each room's hub key (edge/join-codes.ts), which a hub's join must carry. */
   joinSecret: Buffer;
+  /** What members relayed through this server (link-relay.ts), for the teacher's page. */
+  relay: RelayLedger;
 }

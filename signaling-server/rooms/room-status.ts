@@ -39,6 +39,8 @@ export function roomStatus(core: RoomCore): RoomStatus {
     events: core.events.slice(-ROOM_EVENTS_SHOWN),
     // What was served is counted where it is served (edge/data-api.ts), which fills it in.
     data: { dataset: run.config?.dataset ?? null, ...datasetBytesOf(run.config?.dataset ?? null), bytesServed: 0 },
+    // Likewise the relay, counted where it relays (handlers/link-relay.ts).
+    relay: { members: [] },
     joins: run.joins ?? [],
     collect: core.collectSetting,
     hubAccess: hubAccess(core),

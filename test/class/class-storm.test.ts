@@ -92,7 +92,7 @@ test(`a join storm: ${CLASS - FIRST} students join a training class of ${FIRST};
 
 test('a joiner whose links never open is shed as unreachable, named and with a reason; the class never stops', async () => {
   const before = await room();
-  const isolated = spawnWorker('isolated', ['--peer-links', 'off']);
+  const isolated = spawnWorker('isolated', ['--peer-links', 'silent']);
   const shed = await waitFor('the isolated worker shed', async () => {
     const r = await room();
     return r.dropped.some((d) => d.name === isolated.name) && r;

@@ -1,0 +1,37 @@
+/**
+ * What each member of each room had the server relay (handlers/link-relay.ts), for the
+ * teacher's page: who reaches its partners through the server now, and how much it sent.
+ * In memory, on this server: each node of a cluster counts its own connections.
+ */
+import type { RelayStatus } from '../../shared/protocol';
+
+/** A member counts as relayed on the teacher's page while it relayed within this long. */
+export const RELAY_SHOWN_MS = 30_000;
+
+/** What each member of each room had relayed, on this server (each node of a cluster counts its own). */
+export class RelayLedger {
+  private readonly byRoom = new Map<string, Map<string, { bytes: number; at: number }>>();
+
+  carried(room: string, from: string, bytes: number, at: number): void {
+    let members = this.byRoom.get(room);
+    if (!members) this.byRoom.set(room, (members = new Map()));
+    const entry = members.get(from);
+    if (entry) {
+      entry.bytes += bytes;
+      entry.at = at;
+    } else members.set(from, { bytes, at });
+  }
+
+  /** The room's members that relayed within RELAY_SHOWN_MS of `now`; older entries are forgotten. */
+  of(room: string, now: number): RelayStatus {
+    const members = this.byRoom.get(room);
+    if (!members) return { members: [] };
+    const shown: RelayStatus['members'] = [];
+    for (const [id, entry] of members) {
+      if (now - entry.at > RELAY_SHOWN_MS) members.delete(id);
+      else shown.push({ id, bytesSent: entry.bytes });
+    }
+    if (members.size === 0) this.byRoom.delete(room);
+    return { members: shown };
+  }
+}
