@@ -186,7 +186,8 @@ export interface TrainStop {
  * by the server that answers (each node of a cluster knows its own connections).
  */
 export interface RelayStatus {
-  members: Array<{ id: string; bytesSent: number }>;
+  /** Each relaying member: the bytes it relayed so far, and the partners it relayed to lately (a student whose every link is relayed, or one partner of such a student). */
+  members: Array<{ id: string; bytesSent: number; peers: string[] }>;
 }
 
 export interface RoomStatus {

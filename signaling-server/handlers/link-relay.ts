@@ -21,7 +21,7 @@ export function registerLinkRelayHandlers(ctx: ServerContext, socket: IoSocket):
       const target = (await ctx.rooms.read(name))?.socketIdOf(data.to) ?? null;
       if (!target) throw new WebringError('ERR_NOT_IN_ROOM', `member ${data.to} is not in room ${name}`);
       ctx.io.to(target).emit('link:data', { from: memberId, linkId: data.linkId, bytes: data.bytes });
-      ctx.relay.carried(name, memberId, data.bytes.byteLength, ctx.clock.now());
+      ctx.relay.carried(name, memberId, data.to, data.bytes.byteLength, ctx.clock.now());
       return {};
     });
   });

@@ -8,28 +8,29 @@ import type { RelayStatus } from '../../shared/protocol';
 /** A member counts as relayed on the teacher's page while it relayed within this long. */
 export const RELAY_SHOWN_MS = 30_000;
 
-/** What each member of each room had relayed, on this server (each node of a cluster counts its own). */
+/** What each member of each room had relayed, and to whom, on this server (each node of a cluster counts its own). */
 export class RelayLedger {
-  private readonly byRoom = new Map<string, Map<string, { bytes: number; at: number }>>();
+  private readonly byRoom = new Map<string, Map<string, { bytes: number; at: number; peers: Map<string, number> }>>();
 
-  carried(room: string, from: string, bytes: number, at: number): void {
+  carried(room: string, from: string, to: string, bytes: number, at: number): void {
     let members = this.byRoom.get(room);
     if (!members) this.byRoom.set(room, (members = new Map()));
-    const entry = members.get(from);
-    if (entry) {
-      entry.bytes += bytes;
-      entry.at = at;
-    } else members.set(from, { bytes, at });
+    let entry = members.get(from);
+    if (!entry) members.set(from, (entry = { bytes: 0, at, peers: new Map() }));
+    entry.bytes += bytes;
+    entry.at = at;
+    entry.peers.set(to, at);
   }
 
-  /** The room's members that relayed within RELAY_SHOWN_MS of `now`; older entries are forgotten. */
+  /** The room's members that relayed within RELAY_SHOWN_MS of `now`, each with the partners it relayed to in that time; older entries are forgotten. */
   of(room: string, now: number): RelayStatus {
     const members = this.byRoom.get(room);
     if (!members) return { members: [] };
     const shown: RelayStatus['members'] = [];
     for (const [id, entry] of members) {
-      if (now - entry.at > RELAY_SHOWN_MS) members.delete(id);
-      else shown.push({ id, bytesSent: entry.bytes });
+      for (const [peer, at] of entry.peers) if (now - at > RELAY_SHOWN_MS) entry.peers.delete(peer);
+      if (entry.peers.size === 0) members.delete(id);
+      else shown.push({ id, bytesSent: entry.bytes, peers: [...entry.peers.keys()].sort() });
     }
     if (members.size === 0) this.byRoom.delete(room);
     return { members: shown };

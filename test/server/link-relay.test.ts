@@ -50,7 +50,7 @@ test('link:data passes bytes unread to a member of the same room, counts them fo
   assert.equal(heard[0]!.linkId, 'abc-1');
   assert.deepEqual(new Uint8Array(heard[0]!.bytes as ArrayBuffer), bytes, 'the same bytes, unread');
   const status = await t.status('relay-edge');
-  assert.deepEqual(status.relay.members, [{ id: ids[0], bytesSent: 5000 }], 'the teacher sees who relays, and how much');
+  assert.deepEqual(status.relay.members, [{ id: ids[0], bytesSent: 5000, peers: [ids[1]] }], 'the teacher sees who relays, to whom, and how much');
 
   // To a member of another room, to itself, to nobody; not bytes; too many bytes; not in a room.
   assert.equal(codeOf(await relay(students[0]!, { to: other.ids[0], linkId: 'abc-1', bytes })), 'ERR_NOT_IN_ROOM');
