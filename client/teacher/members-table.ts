@@ -16,7 +16,7 @@ export const GONE_SHOWN_MS = 30_000;
 /** Above this many members the table shows one line per student (no notes under the numbers). */
 const LARGE_TABLE = 12;
 
-export type Marker = 'chief' | 'waiting' | 'connecting' | 'straggler' | 'reconnecting' | 'dropped-before' | 'evicted-before';
+export type Marker = 'chief' | 'waiting' | 'connecting' | 'straggler' | 'reconnecting' | 'relayed' | 'dropped-before' | 'evicted-before';
 
 const MARKER_TEXT: Record<Marker, string> = {
   chief: 'chief',
@@ -24,6 +24,7 @@ const MARKER_TEXT: Record<Marker, string> = {
   connecting: 'connecting',
   straggler: 'straggler',
   reconnecting: 'reconnecting',
+  relayed: 'via server',
   'dropped-before': 'dropped before',
   'evicted-before': 'evicted before',
 };
@@ -34,6 +35,8 @@ const MARKER_TITLE: Record<Marker, string> = {
   connecting: 'Admitted into the ring; its links are opening or it is taking the chief\'s state',
   straggler: `Its compute time per step is over ${STRAGGLER_FACTOR}× the others' median: the ring waits for it`,
   reconnecting: 'Its connection to the server is down; it may be reconnecting',
+  relayed:
+    'No direct WebRTC link opened between this device and some classmates (Wi-Fi client isolation, blocked UDP, or WebRTC off on it), so their gradients travel through this server instead. Training goes on; the server carries their share of the traffic.',
   'dropped-before': 'Was dropped as too slow earlier in this run, then joined again',
   'evicted-before': 'Was evicted earlier in this run (for sending bad ring data, or for publishing no secure-aggregation key), then joined again',
 };
@@ -59,6 +62,7 @@ export function markersOf(m: MemberInfo, s: RoomStatus): Marker[] {
   if (m.connecting) markers.push('connecting');
   if (m.rank !== null && isStraggler(m, s.members)) markers.push('straggler');
   if (!m.connected) markers.push('reconnecting');
+  if (s.relay.members.some((r) => r.id === m.id)) markers.push('relayed');
   if (s.dropped.some((d: DroppedMember) => d.name === m.name && d.reason !== 'evicted')) markers.push('dropped-before');
   if (s.dropped.some((d: DroppedMember) => d.name === m.name && d.reason === 'evicted')) markers.push('evicted-before');
   return markers;
@@ -82,7 +86,12 @@ export function recentlyGone(events: readonly RoomEvent[], present: readonly Mem
   return [...gone.values()].sort((a, b) => b.at - a.at);
 }
 
-function badge(marker: Marker): HTMLElement {
+function badge(marker: Marker, m: MemberInfo, s: RoomStatus): HTMLElement {
+  if (marker === 'relayed') {
+    // How many of its partners it reaches through the server: all of them for a device that opens no direct link.
+    const peers = s.relay.members.find((r) => r.id === m.id)?.peers.length ?? 0;
+    return h('span', { class: 'badge badge-relayed', title: MARKER_TITLE.relayed, 'data-testid': 'relayed' }, `${MARKER_TEXT.relayed} (${peers} link${peers === 1 ? '' : 's'})`);
+  }
   return h('span', { class: `badge badge-${marker}`, title: MARKER_TITLE[marker] }, MARKER_TEXT[marker]);
 }
 
@@ -128,7 +137,7 @@ function memberRow(m: MemberInfo, s: RoomStatus, chief: MemberInfo | undefined):
       { class: hashDiffers ? 'hash hash-differs' : 'hash', 'data-label': 'Weights', title: m.weightsHash ? `${m.weightsHash}${hashDiffers ? ' (differs from the chief at the same step)' : ''}` : null },
       m.weightsHash ? m.weightsHash.slice(0, 8) : dash,
     ),
-    h('td', { class: 'markers', 'data-label': 'Status' }, ...markers.map(badge)),
+    h('td', { class: 'markers', 'data-label': 'Status' }, ...markers.map((k) => badge(k, m, s))),
   );
 }
 
@@ -162,6 +171,8 @@ export function renderMembers(body: HTMLElement, goneBody: HTMLElement, summary:
   if (connecting > 0) parts.push(`${connecting} connecting`);
   if (s.waiting.length > 0) parts.push(`${s.waiting.length} waiting`);
   if (total > 0) parts.push(`${total.toFixed(0)} examples/s together`);
+  const relayed = s.relay.members.filter((r) => s.members.some((m) => m.id === r.id)).length;
+  if (relayed > 0) parts.push(`${relayed} reach classmates through this server (no direct link opened)`);
   const lastJoin = s.joins.at(-1);
   if (lastJoin?.pauseMs != null) parts.push(`the last join paused the class ${(lastJoin.pauseMs / 1000).toFixed(1)} s`);
   // The class's devices from their admission probes, readable before Start: "3 laptops, 1 slow tablet".
