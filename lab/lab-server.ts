@@ -49,7 +49,8 @@ export async function startLabServer(lab: Lab, room: string, options: { env?: No
   const proc = lab.spawnInServer(process.execPath, ['--import', 'tsx', 'signaling-server/main.ts'], {
     label: 'signaling server',
     cwd: PROJECT_ROOT,
-    env: { PORT: String(LAB_SERVER_PORT), HTTPS_PORT: '0', ROOM: room, TEACHER_TOKEN: teacherToken, JOIN_SECRET: joinSecret, DATA_DIR: dataDir, LOG_LEVEL: 'warn', ...options.env },
+    // HUB=0 unless a row asks for the hub: the rows say which they measured, whatever npm start's default.
+    env: { PORT: String(LAB_SERVER_PORT), HTTPS_PORT: '0', ROOM: room, TEACHER_TOKEN: teacherToken, JOIN_SECRET: joinSecret, DATA_DIR: dataDir, LOG_LEVEL: 'warn', HUB: '0', ...options.env },
   });
   await proc.waitForLine(/webring classroom server is running/, SERVER_START_TIMEOUT_MS);
   const controlUrl = lab.controlUrl(LAB_SERVER_PORT);

@@ -1,7 +1,7 @@
 /**
  * What secure aggregation costs in the lab (`npm run lab -- --secagg`): a class of capped
  * devices on the Wi-Fi model trains the dense workload (shared/tasks/lab-workloads.ts) on the
- * product's defaults (the server without a hub, as `npm start` runs it; `allreduce: 'auto'`,
+ * product's defaults (the server without a hub, HUB=0, as `npm start` ran it until 2026-11-28; `allreduce: 'auto'`,
  * data 'dataset'), three ways:
  *   - secure: `secureAggregation: true` (masked 32-bit words, plus one check word);
  *   - fp32: `secureAggregation: false` (the default for the server's digits);

@@ -20,6 +20,7 @@ import { toWebringError } from '../shared/protocol/errors';
 import { HUB_WAIT_OUT_CODES, HubMember } from '../shared/training/hub-member';
 import { RECONNECT_OPTIONS } from '../shared/training/signaling-session';
 import { createWrtcPeerFactory } from '../shared/network/wrtc-peer-factory';
+import type { PeerFactory } from '../shared/network/peer';
 import { IceConfigHolder, ICE_REQUEST_TIMEOUT_MS } from '../shared/network/ice-config';
 import { EXIT_FAILURE, failUsage, parseMemberArgs, type CommandLine, type MemberArgs } from './args';
 
@@ -40,6 +41,21 @@ function parse(): MemberArgs & { hubKey: string } {
   return { ...member, hubKey: hubKey.data };
 }
 
+/**
+ * WebRTC for Node, or null where its optional package is missing: the hub runs by default,
+ * and without WebRTC it still reaches every student, through the server (relay-link.ts).
+ */
+async function directLinks(rtcConfig: () => RTCConfiguration, log: (m: string) => void): Promise<PeerFactory | null> {
+  try {
+    return await createWrtcPeerFactory(rtcConfig);
+  } catch (err) {
+    const e = toWebringError(err);
+    if (e.code !== 'ERR_MISSING_PACKAGE') throw err;
+    log(`${e.message}; every student's link to the hub goes through the server`);
+    return null;
+  }
+}
+
 async function main(): Promise<void> {
   const args = parse();
   const log = (m: string) => console.log(`webring hub: ${m}`);
@@ -47,7 +63,7 @@ async function main(): Promise<void> {
   const ice = new IceConfigHolder({ request: () => socket.timeout(ICE_REQUEST_TIMEOUT_MS).emitWithAck('ice:config'), log });
   const hub = new HubMember({
     socket,
-    factory: await createWrtcPeerFactory(() => ice.rtcConfiguration()),
+    factory: await directLinks(() => ice.rtcConfiguration(), log),
     onIceConfig: (raw) => ice.update(raw),
     onGaveUp: () => process.exit(EXIT_FAILURE),
     log,

@@ -9,8 +9,8 @@
  * TURN_SECRET, TURN_TTL_S and ICE_TRANSPORT_POLICY (TURN; see signaling-server/edge/turn.ts),
  * REDIS_URL (share rooms with other signaling nodes; see signaling-server/rooms/cluster.ts),
  * TRUST_PROXY (load balancers whose X-Forwarded-For is believed; see client-address.ts),
- * HUB (0/1/true/false; or the flag `--hub`: run the hub member beside the server, see
- * hub-process.ts).
+ * HUB (0/1/true/false, on when unset; or the flags `--hub`, `--no-hub`): whether the hub
+ * member runs beside the server (hub-process.ts).
  */
 import { DEFAULT_TASK, TASKS, findTask } from '../shared/tasks/registry';
 import { randomBytes } from 'node:crypto';
@@ -184,7 +184,9 @@ async function main(): Promise<void> {
     describeIce(ice),
     redisUrl ? `Rooms: shared with other signaling nodes through Redis (REDIS_URL); checkpoints in DATA_DIR, which they must share` : 'Rooms: in this process (set REDIS_URL to run several signaling nodes)',
     `Data directory: ${dataDir}`,
-    hub ? `Hub: ${HUB_SCRIPT} joins room ${room}; it sums the gradients when the hub collective runs, and sees each student's gradient` : 'Hub: off (npm start -- --hub runs one on this computer)',
+    hub
+      ? `Hub: on; it joins room ${room} and sums the gradients when the hub collective runs (the default on one Wi-Fi), seeing each student's gradient unless the run is secure (npm start -- --no-hub turns it off)`
+      : 'Hub: off (npm start runs one on this computer unless --no-hub or HUB=0)',
     '',
   ];
   console.log(lines.join('\n'));

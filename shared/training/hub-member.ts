@@ -35,7 +35,8 @@ export const HUB_WAIT_OUT_CODES: ReadonlySet<ErrorCode> = new Set<ErrorCode>(['E
 
 export interface HubMemberOptions {
   socket: Socket<ServerToClientEvents, ClientToServerEvents>;
-  factory: PeerFactory;
+  /** WebRTC links; null: the hub reaches every student through the server (relay-link.ts). */
+  factory: PeerFactory | null;
   log(message: string): void;
   /** Hears the ICE config of every join and rejoin (TURN credentials), before any link is dialled. */
   onIceConfig?(ice: unknown): void;

@@ -16,15 +16,18 @@ const codeOf = (fn: () => unknown): string => {
   }
 };
 
-test('--hub or HUB=1/true turns the hub on; HUB=0/false/unset leaves it off; anything else is ERR_HUB_CONFIG', () => {
+test('the hub runs by default; --no-hub or HUB=0/false turns it off, --hub or HUB=1/true on; anything else is ERR_HUB_CONFIG', () => {
+  assert.equal(hubRequested([], {}), true, 'a plain npm start runs the hub');
+  assert.equal(hubRequested([], { HUB: '' }), true);
   assert.equal(hubRequested(['--hub'], {}), true);
   assert.equal(hubRequested([], { HUB: '1' }), true);
   assert.equal(hubRequested([], { HUB: 'true' }), true);
   assert.equal(hubRequested([], { HUB: '0' }), false);
   assert.equal(hubRequested([], { HUB: 'false' }), false);
-  assert.equal(hubRequested([], { HUB: '' }), false);
-  assert.equal(hubRequested([], {}), false);
+  assert.equal(hubRequested(['--no-hub'], {}), false);
   assert.equal(hubRequested(['--hub'], { HUB: '0' }), true, 'the command line wins');
+  assert.equal(hubRequested(['--no-hub'], { HUB: '1' }), false, 'the command line wins');
+  assert.equal(codeOf(() => hubRequested(['--hub', '--no-hub'], {})), 'ERR_HUB_CONFIG');
   assert.equal(codeOf(() => hubRequested([], { HUB: 'yes' })), 'ERR_HUB_CONFIG');
   assert.equal(codeOf(() => hubRequested(['--hbu'], {})), 'ERR_HUB_CONFIG');
   assert.equal(codeOf(() => hubRequested(['extra'], {})), 'ERR_HUB_CONFIG');
