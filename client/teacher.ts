@@ -18,6 +18,7 @@ import { byId, h } from './teacher/dom';
 import { renderMembers } from './teacher/members-table';
 import { renderProgress } from './teacher/progress';
 import { renderJoinCard } from './teacher/qr';
+import { mountSecondDevice } from './teacher/second-device';
 import { renderHub, renderRing } from './teacher/ring-view';
 import { mountSeatsSetting } from './teacher/seats-setting';
 import { renderStepSplit } from './teacher/step-split';
@@ -35,7 +36,8 @@ const BIG_SCREEN_KEY = 'webring:teacher:big';
 
 const params = new URLSearchParams(location.search);
 const room = params.get('room') ?? 'class';
-const api = new RoomApi(room, takeTeacherToken());
+const teacherToken = takeTeacherToken();
+const api = new RoomApi(room, teacherToken);
 const configForm = new ConfigForm(byId<HTMLFormElement>('config'));
 // The server's TASK= picks the task the form opens with, until a run's own config shows instead.
 const serverInfo: Promise<ServerInfo | null> = fetch('/api/info')
@@ -78,9 +80,11 @@ const joinCard = (async () => {
   const join = await api.joinInfo();
   if (!join.ok) {
     // Without the teacher token the page cannot show the code; it says so instead of a wrong card.
-    byId('join-body').replaceChildren(h('p', { class: 'error', role: 'alert' }, `No join code: ${join.error.message} (${join.error.code}). Open this page with the link the server printed, which carries the teacher token.`));
+    byId('join-body').replaceChildren(h('p', { class: 'error', role: 'alert' }, `No join code: ${join.error.message} (${join.error.code}). Open this page with the link npm start opened, or the one it saved in teacher-link.txt in its data directory: it carries the teacher token.`));
     return;
   }
+  const classLink = join.value.studentUrls[0] ?? join.value.localUrl;
+  mountSecondDevice(byId('second-device-body'), room, teacherToken, new URL(classLink).origin);
   const certificate = (await serverInfo)?.certificateFingerprint ?? null;
   await renderJoinCard(byId('join-body'), room, join.value.code, join.value.studentUrls[0] ?? join.value.localUrl, certificate);
 })();

@@ -4,8 +4,9 @@
  * teacher's form opens with), JOIN_SECRET
  * (derives every room's join code; generated and kept in DATA_DIR when unset),
  * TLS_CERT and TLS_KEY (PEM files; a self-signed certificate is made and kept in
- * DATA_DIR/tls/ when unset), DATA_DIR (./data), TEACHER_TOKEN (generated and printed when
- * unset), LOG_LEVEL (info), PING_INTERVAL_MS and PING_TIMEOUT_MS (liveness), TURN_URL,
+ * DATA_DIR/tls/ when unset), DATA_DIR (./data), TEACHER_TOKEN (generated when unset; never
+ * printed: the teacher page's link goes to DATA_DIR/teacher-link.txt and, on a desktop, to
+ * the browser, see teacher-link.ts), OPEN_TEACHER_PAGE (1/0), LOG_LEVEL (info), PING_INTERVAL_MS and PING_TIMEOUT_MS (liveness), TURN_URL,
  * TURN_SECRET, TURN_TTL_S and ICE_TRANSPORT_POLICY (TURN; see signaling-server/edge/turn.ts),
  * REDIS_URL (share rooms with other signaling nodes; see signaling-server/rooms/cluster.ts),
  * TRUST_PROXY (load balancers whose X-Forwarded-For is believed; see client-address.ts),
@@ -26,6 +27,7 @@ import { loadTlsCredentials, TlsError, type TlsCredentials } from './edge/tls';
 import { ClusterError } from './rooms/cluster';
 import { compileTrustProxy } from './edge/client-address';
 import { describeIce, iceOptionsFromEnv, TurnConfigError, type IceOptions } from './edge/turn';
+import { openInBrowser, saveTeacherLink, shouldOpenBrowser } from './teacher-link';
 import { HUB_SCRIPT, HubConfigError, hubArguments, hubEnvironment, hubRequested, hubServerUrl, superviseHub, type HubProcess } from './hub-process';
 
 const DEFAULT_HTTPS_PORT = 8443;
@@ -145,6 +147,8 @@ async function main(): Promise<void> {
   }
 
   const info = server.joinInfo(room);
+  const teacherLinkFile = await saveTeacherLink(dataDir, `http://localhost:${server.port}/teacher?room=${room}&token=${teacherToken}`);
+  const openBrowser = shouldOpenBrowser(process.env, process.stdout.isTTY === true);
   const httpsUrls = info.studentUrls.filter((u) => u.startsWith('https:'));
   const lanHttps = httpsUrls.filter((u) => !isLoopback(u));
   const lanHttp = info.studentUrls.filter((u) => u.startsWith('http:') && !isLoopback(u));
@@ -163,7 +167,9 @@ async function main(): Promise<void> {
     ...(httpsUrls.length > 0 ? httpsUrls : [`https://localhost:${server.httpsPort}/?room=${room}&code=${info.code}`]).map((u) => `  ${u}`),
     ...(lanHttps.length > 0 ? [] : ['  (no LAN address: only this computer can reach the server; check HOST and the network)']),
     `  ${info.localUrl}   (on this computer)`,
-    ...(lanHttp.length > 0 ? ['', `  Plain http also works, but without WebGPU on other computers: ${lanHttp[0]}`] : []),
+    ...(lanHttp.length > 0
+      ? ['', `  Plain http also works, but without WebGPU on other computers, and a device on it cannot take part in a secure run`, `  (the class's own examples are secure by default): ${lanHttp[0]}`]
+      : []),
     '',
     ...(qr ? ['Scan to join:', qr.trimEnd(), ''] : []),
     ...(tls.source === 'files'
@@ -175,10 +181,12 @@ async function main(): Promise<void> {
           'page shows it (the SHA-256 below): a classmate in the middle would show another one.',
           '',
         ]),
-    'Teacher opens:',
-    `  http://localhost:${server.port}/teacher?room=${room}&token=${teacherToken}`,
+    // Never the link itself: it carries the teacher token, and this screen may be projected (teacher-link.ts).
+    openBrowser ? 'Teacher page: opening in this computer\'s browser.' : 'Teacher page: its link is in the file below; open it on this computer.',
+    `  Its link carries the teacher token, so it is not shown here: ${teacherLinkFile}`,
+    '  (read it on this computer, or in the teacher page\'s "Use from a second device"; never project it)',
     '',
-    tokenFromEnv ? 'Teacher token: from TEACHER_TOKEN' : `Teacher token (generated; set TEACHER_TOKEN to fix it): ${teacherToken}`,
+    tokenFromEnv ? 'Teacher token: from TEACHER_TOKEN' : 'Teacher token: generated at this start (set TEACHER_TOKEN to keep one), in the link above',
     `Join codes: derived from ${process.env.JOIN_SECRET ? 'JOIN_SECRET' : `the secret in ${path.join(dataDir, JOIN_SECRET_FILE)}`} (a new secret changes every room's code)`,
     describeCertificate(tls),
     describeIce(ice),
@@ -190,6 +198,7 @@ async function main(): Promise<void> {
     '',
   ];
   console.log(lines.join('\n'));
+  if (openBrowser) openInBrowser(`http://localhost:${server.port}/teacher?room=${room}&token=${teacherToken}`, (m) => log.warn(m));
 
   // The hub dials the plain-http listener on this machine, which always exists beside https.
   const hubProcess: HubProcess | null = hub

@@ -64,3 +64,26 @@ test('the teacher shows the join code and sets the seats per address; a wrong co
   await teacherContext.close();
   await studentContext.close();
 });
+
+test('the projected teacher page never shows the token: not in the address bar, not on the page; a second device gets it only from a QR code shown on purpose', async ({ browser }) => {
+  const context = await browser.newContext();
+  const teacher = await context.newPage();
+  await teacher.goto(`/teacher?room=${ROOM}&token=${E2E_TOKEN}`);
+  await expect(teacher.getByTestId('join-code')).toHaveText(codeFor(ROOM));
+  expect(teacher.url()).not.toContain(E2E_TOKEN);
+  expect(await teacher.content()).not.toContain(E2E_TOKEN);
+  // The panel tells the teacher how to use the page from a phone, and shows the code only when asked.
+  const panel = teacher.getByTestId('second-device');
+  await panel.locator('summary').click();
+  await expect(panel).toContainText('teacher-link.txt');
+  await expect(teacher.getByTestId('teacher-qr')).toBeHidden();
+  await teacher.getByTestId('show-teacher-qr').click();
+  await expect(teacher.getByTestId('teacher-qr').locator('svg')).toBeVisible();
+  expect(await teacher.content(), 'a QR code, not the token in text').not.toContain(E2E_TOKEN);
+  await teacher.getByTestId('show-teacher-qr').click();
+  await expect(teacher.getByTestId('teacher-qr')).toBeHidden();
+  // A reload keeps the page working without the token in its address.
+  await teacher.reload();
+  await expect(teacher.getByTestId('join-code')).toHaveText(codeFor(ROOM));
+  await context.close();
+});
