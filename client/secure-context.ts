@@ -61,6 +61,8 @@ export async function showSecureContextNotice(container: HTMLElement): Promise<v
   const children: Node[] = [
     el('strong', 'This page is not secure, so your browser hides the GPU.'),
     el('p', 'Browsers let a page use the graphics card (WebGPU) only over a secure (https) connection. This page came over plain http, so this tab can only train slowly, without WebGPU.'),
+    // Said before any run: secure aggregation needs crypto.subtle, which plain http hides too.
+    el('p', 'It also cannot take part in a secure run, which keeps each student’s contribution hidden, and which lessons on the class’s own examples use by default: in such a run this tab would wait out the lesson.', 'secure-run-note'),
   ];
   if (info?.httpsPort) {
     const url = `https://${location.hostname}:${info.httpsPort}${location.pathname}${location.search}${location.hash}`;

@@ -102,6 +102,8 @@ test('over plain http from the LAN address the page says why and links its https
   // Issue 38: the page no longer calls clicking through "safe"; it asks for the teacher's fingerprint first.
   await expect(notice).toContainText('compare the start of its SHA-256 fingerprint with the one on the teacher’s screen');
   await expect(notice).not.toContainText('this is safe');
+  // Issue 39: before any run, it says a plain-http tab cannot take part in a secure one.
+  await expect(notice).toContainText('cannot take part in a secure run');
   const link = notice.getByTestId('secure-link');
   const httpsUrl = `https://${lan}:${E2E_HTTPS_PORT}/?room=${ROOM}&code=${codeFor(ROOM)}&name=bob`;
   await expect(link).toHaveAttribute('href', httpsUrl);
