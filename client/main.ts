@@ -106,6 +106,8 @@ function bannerText(s: WorkerStatus): { key: string; text: string } {
     case 'done':
       return { key: 'done', text: `Done at step ${s.step}. Draw a digit below and see what the class's network thinks.` };
     case 'dropped':
+      // Too slow: the worker's own words say whether it comes back by itself, and when (drops.ts).
+      if (s.error?.code === 'ERR_DROPPED') return { key: 'dropped', text: `This device was too slow for the ring, so the class went on without it: ${s.error.message}` };
       return { key: 'dropped', text: DROPPED_TEXT[s.error?.code ?? 'ERR_DROPPED'] ?? DROPPED_TEXT.ERR_DROPPED! };
     case 'error':
       return { key: 'error', text: describeRefusal(s.error ?? { code: 'ERR_INTERNAL', message: 'unknown error' }, roomInput.value.trim()) };
@@ -302,8 +304,12 @@ async function join(event: Event): Promise<void> {
       worker = member;
       member.on('status', render);
       // A refused event (a rate limit); the member's own failure is its status's, in the banner.
+      // After a drop, a report that crossed it is refused as not in the room: the drop's own
+      // explanation (and when this tab comes back) stays on the page.
       member.on('error', (e) => {
-        if (member.status?.state !== 'error') showError(describeRefusal(e, room));
+        const state = member.status?.state;
+        if (state === 'error' || (state === 'dropped' && e.code === 'ERR_NOT_IN_ROOM')) return;
+        showError(describeRefusal(e, room));
       });
       member.on('collect', (setting) => void collect.setCollect(room, setting));
       member.on('hub', showHub);

@@ -17,6 +17,10 @@
  * the worker answers the server's pings while a step computes, or in the worker's own
  * thread (main), as before the compute thread, for comparison in the benchmarks.
  *
+ * --slow-until-step N is a fault for tests: until global step N, every step of this worker
+ * takes --slow-ms more (default 2,500 ms), as a laptop busy for a while: past the ring's
+ * deadline, so the chief drops it as a straggler, and it comes back by itself.
+ *
  * --hold-compute-ms N is a fault for tests and the lab: every gradient computation holds
  * the compute thread N ms, busy, as a slow device's maths does.
  *
@@ -40,6 +44,8 @@ import { toWebringError } from '../shared/protocol/errors';
 
 /** The longest --hold-compute-ms: a minute, past any straggler deadline a test needs. */
 const MAX_HOLD_COMPUTE_MS = 60_000;
+/** --slow-ms when only --slow-until-step is given: past the straggler detector's 1,000 ms floor. */
+const DEFAULT_SLOW_MS = 2_500;
 /** After SIGUSR2's leave, the worker joins again this much later. */
 const REJOIN_AFTER_LEAVE_MS = 5_000;
 
@@ -47,13 +53,14 @@ import { countByLabel, type OwnExamples } from '../shared/data/own-examples';
 import { ownFolderReader } from '../shared/tasks/own-folders';
 import { DEFAULT_TASK, TASKS } from '../shared/tasks/registry';
 import { EXIT_FAILURE, failUsage, parseMemberArgs, type CommandLine, type MemberArgs } from './args';
+import type { FaultInjector } from '../shared/training/faults';
 
 const COMPUTE_PLACES: readonly ComputePlace[] = ['thread', 'main'];
 
-const COMMAND_LINE: CommandLine<'backend' | 'device' | 'data' | 'data-task' | 'compute' | 'hold-compute-ms' | 'peer-links'> = {
+const COMMAND_LINE: CommandLine<'backend' | 'device' | 'data' | 'data-task' | 'compute' | 'hold-compute-ms' | 'peer-links' | 'slow-ms' | 'slow-until-step'> = {
   program: 'webring worker',
   usage: 'usage: npm run worker -- --url http://HOST:PORT --room NAME --code JOIN-CODE [--name X] [--backend webgpu|cpu] [--device laptop|tablet|phone|node] [--data DIR [--data-task ID]] [--compute thread|main]',
-  flags: ['backend', 'device', 'data', 'data-task', 'compute', 'hold-compute-ms', 'peer-links'],
+  flags: ['backend', 'device', 'data', 'data-task', 'compute', 'hold-compute-ms', 'peer-links', 'slow-ms', 'slow-until-step'],
   defaultName: `node-${os.hostname()}`.slice(0, 40),
   codeHint: ', from the teacher page or the server\'s start-up output',
 };
@@ -67,6 +74,8 @@ interface WorkerArgs extends MemberArgs {
   dataTask: string;
   compute: ComputePlace;
   holdComputeMs: number;
+  /** --slow-ms and --slow-until-step: extra ms in each step before that global step (0: none). */
+  slow: { ms: number; untilStep: number };
   /** --peer-links: WebRTC then the relay (on), the relay only (off), or no link at all (silent, a fault). */
   peerLinks: PeerLinks;
 }
@@ -89,7 +98,21 @@ function parse(): WorkerArgs {
   if (!Number.isInteger(holdComputeMs) || holdComputeMs < 0 || holdComputeMs > MAX_HOLD_COMPUTE_MS) fail(`--hold-compute-ms ${flags['hold-compute-ms']}: whole milliseconds from 0 to ${MAX_HOLD_COMPUTE_MS}`);
   const peerLinks = flags['peer-links'] ?? 'on';
   if (!(PEER_LINKS as readonly string[]).includes(peerLinks)) fail(`--peer-links ${peerLinks}: one of ${PEER_LINKS.join(', ')}`);
-  return { ...member, backend: backend as Backend | null, device: device as DeviceClass, data: flags.data ?? null, dataTask, compute: compute as ComputePlace, holdComputeMs, peerLinks: peerLinks as PeerLinks };
+  const slow = { ms: Number(flags['slow-ms'] ?? DEFAULT_SLOW_MS), untilStep: Number(flags['slow-until-step'] ?? 0) };
+  if (!Number.isInteger(slow.ms) || slow.ms < 0 || slow.ms > MAX_HOLD_COMPUTE_MS) fail(`--slow-ms ${flags['slow-ms']}: whole milliseconds from 0 to ${MAX_HOLD_COMPUTE_MS}`);
+  if (!Number.isInteger(slow.untilStep) || slow.untilStep < 0) fail(`--slow-until-step ${flags['slow-until-step']}: a step number`);
+  return { ...member, backend: backend as Backend | null, device: device as DeviceClass, data: flags.data ?? null, dataTask, compute: compute as ComputePlace, holdComputeMs, peerLinks: peerLinks as PeerLinks, slow };
+}
+
+/** The faults the command line asked for, or undefined for none (production). */
+function faultsOf(args: WorkerArgs): FaultInjector | undefined {
+  const { holdComputeMs, peerLinks, slow } = args;
+  if (holdComputeMs === 0 && peerLinks !== 'silent' && slow.untilStep === 0) return undefined;
+  return {
+    ...(holdComputeMs > 0 ? { busyComputeMs: holdComputeMs } : {}),
+    ...(peerLinks === 'silent' ? { noPeerLinks: true } : {}),
+    ...(slow.untilStep > 0 ? { slowComputeMs: (step: number) => (step < slow.untilStep ? slow.ms : 0) } : {}),
+  };
 }
 
 function isDirectory(where: string): boolean {
@@ -131,7 +154,7 @@ async function main(): Promise<void> {
     // A run of another task trains none of them: they are examples of --data-task.
     ownExamples: (run) => (run.task === args.dataTask ? own : null),
     ...(args.peerLinks === 'off' ? { webrtc: false } : {}),
-    ...(args.holdComputeMs > 0 || args.peerLinks === 'silent' ? { faults: { ...(args.holdComputeMs > 0 ? { busyComputeMs: args.holdComputeMs } : {}), ...(args.peerLinks === 'silent' ? { noPeerLinks: true } : {}) } } : {}),
+    ...(faultsOf(args) ? { faults: faultsOf(args) } : {}),
     log,
   });
   const choice = member.compute;

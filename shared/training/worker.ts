@@ -18,6 +18,7 @@ import type { PeerFactory } from '../network/peer';
 import { type ClientToServerEvents, type DeviceClass, type DeviceProbe, type Generation, type JoinAccepted, type JoinRequest, type MemberDropped, type ServerToClientEvents, type TrainStart, type TrainStop, type WorkerKind, type CollectSetting } from '../protocol';
 import { RingNetwork } from '../network/ring-network';
 import { SocketRelay, withRelay } from '../network/relay-link';
+import { NetworkCheck } from './network-check';
 import type { Trainer } from './trainer';
 import { CheckpointWriter, type LocalCheckpoints } from '../checkpoints/checkpoint-writer';
 import { restoreFromServer } from '../checkpoints/checkpoint-io';
@@ -126,6 +127,7 @@ export class TrainingWorker {
     this.status = new WorkerStatusView({ backend: options.compute.info.backend, connected: socket.connected, numTensors: 0 }, options.onStatus);
     this.secureKeys = new SecureKeys(socket, this.clock, log);
     this.relay = new SocketRelay(socket, log);
+    new NetworkCheck({ session: this.session, serverUrl: options.serverUrl, links: () => this.network?.linkPaths() ?? [], clock: this.clock, log });
     socket.on('ring:generation', (g) => this.onGeneration(g));
     socket.on('signal:relay', ({ from, linkId, data }) => this.network?.handleSignal(from, linkId, data));
     socket.on('train:start', (start) => {
@@ -172,7 +174,8 @@ export class TrainingWorker {
     const faults = this.options.faults;
     this.network = new RingNetwork({
       selfId: result.memberId,
-      factory: withRelay(this.options.peerFactory, { relay: this.relay, clock: this.clock, log: this.options.log }),
+      // The silent fault answers nobody, through the relay neither: no relay around its links.
+      factory: faults?.noPeerLinks && this.options.peerFactory ? this.options.peerFactory : withRelay(this.options.peerFactory, { relay: this.relay, clock: this.clock, log: this.options.log }),
       sendSignal: faults?.noPeerLinks ? () => undefined : (to, linkId, data) => this.session.relaySignal(to, linkId, data),
       log: this.options.log,
       poison: faults?.poison ? (step) => faults.poison!(step) : undefined,
@@ -208,9 +211,7 @@ export class TrainingWorker {
   get replica(): Replica | null { return this.trainer?.replica ?? null; }
 
   /** This tab's member token while it is a member, for its reads of the room (never the join code); null before joining. */
-  get memberToken(): string | null {
-    return this.session.identity?.memberToken ?? null;
-  }
+  get memberToken(): string | null { return this.session.identity?.memberToken ?? null; }
 
   close(): void {
     this.linkWatchdog.stop(); // its timer would hold a finished Node process open until it fires
@@ -323,7 +324,8 @@ export class TrainingWorker {
   }
 
   private onDropped(d: MemberDropped): void {
-    const { error, rejoinInMs } = this.drops.dropped(d, this.clock.now());
+    const { error, rejoinInMs, reprobe } = this.drops.dropped(d, this.clock.now());
+    if (reprobe) this.probe = null; // the next join measures this device again (drops.ts)
     this.options.log(`dropped from the ring at step ${d.step} (${d.reason}): ${error.message}`);
     const id = this.session.identity;
     this.session.identity = null;

@@ -9,27 +9,16 @@
  */
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { lastLines, pollUntil, spawnNodeWorker, type SpawnedWorker } from '../support/processes';
-import { startTestServer, codeFor, AS_TEACHER } from '../support/server';
+import { startTestServer } from '../support/server';
+import { classRoom } from '../support/class-room';
 import type { RunningServer } from '../../signaling-server/server';
 import type { RoomStatus } from '../../shared/protocol';
 
-const ROOM = 'relay-class';
 let server: RunningServer;
-const workers: SpawnedWorker[] = [];
-
-function spawnWorker(name: string, extra: string[] = []): SpawnedWorker {
-  const w = spawnNodeWorker(server.url, ROOM, codeFor(ROOM), name, extra);
-  workers.push(w);
-  return w;
-}
-
-async function room(): Promise<RoomStatus> {
-  return (await (await fetch(`${server.url}/api/rooms/${ROOM}`, AS_TEACHER)).json()) as RoomStatus;
-}
-
-const waitFor = <T>(what: string, probe: () => Promise<T | null | undefined | false>, timeoutMs: number): Promise<T> =>
-  pollUntil(what, probe, timeoutMs, () => lastLines(workers, 8), 100);
+const klass = classRoom(() => server, 'relay-class');
+const { workers, waitFor } = klass;
+const spawnWorker = klass.spawn;
+const room = klass.status;
 
 /** Every ring member reported the same step, past `after`, with the same weights. */
 function inLockStep(r: RoomStatus, names: string[], after: number): boolean {
@@ -56,12 +45,7 @@ after(async () => {
 });
 
 test('a mixed class trains over both paths at once: the relayed devices go through the server, the others keep their direct links, nobody is shed', async () => {
-  const start = await fetch(`${server.url}/api/rooms/${ROOM}/start`, {
-    method: 'POST',
-    headers: { ...AS_TEACHER.headers, 'content-type': 'application/json' },
-    body: JSON.stringify({ model: 'mlp', maxSteps: 100_000, resumeFrom: 'none' }),
-  });
-  assert.equal(start.status, 200);
+  assert.equal(await klass.teacher('start', { model: 'mlp', maxSteps: 100_000, resumeFrom: 'none' }), 200);
   const names = ['direct-0', 'relayed-1', 'direct-2', 'relayed-3'];
   const r = await waitFor('four in lock-step past step 5', async () => {
     const s = await room();

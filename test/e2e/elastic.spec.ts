@@ -147,7 +147,7 @@ test('the chief leaves at step 10 and a latecomer joins at step 30: training nev
   for (const s of everyone) await s.context.close();
 });
 
-test('a tab slowed on purpose is dropped as a straggler, shown to the teacher, and the step rate recovers', async ({ browser, request }) => {
+test('a tab slowed on purpose is dropped as a straggler, shown to the teacher, the step rate recovers, and she comes back by herself', async ({ browser, request }) => {
   const room = 'e2e-straggler';
   const SLOW_MS = 2_500;
   const tabs: Student[] = [];
@@ -183,6 +183,11 @@ test('a tab slowed on purpose is dropped as a straggler, shown to the teacher, a
   expect(steps).toBeGreaterThanOrEqual(3);
   const same = await hashesAtOneStep(tabs);
   expect(new Set(same.hashes).size).toBe(1);
+  // Issue 39: nobody is out for good. Her page says she measures her speed again and comes
+  // back by herself (10 s after the drop), and she is back in the ring; still slow, she is
+  // dropped again, at most three returns in a row before she waits for her Join.
+  await expect(slow.page.locator('#state-banner')).toContainText('rejoins by itself in 10 s, with a share that fits (return 1 of 3)');
+  await expect.poll(async () => (await roomStatus(request, room)).members.map((m) => m.name), { timeout: 60_000 }).toContain('ivy');
   expect((await request.post(`/api/rooms/${room}/stop`, { headers: teacher })).status()).toBe(200);
   for (const s of tabs) await expect(status(s.page)).toHaveAttribute('data-state', 'done', { timeout: 60_000 });
   for (const c of [...tabs.map((t) => t.context), slow.context, teacherContext]) await c.close();
