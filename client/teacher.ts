@@ -19,6 +19,8 @@ import { renderMembers } from './teacher/members-table';
 import { renderProgress } from './teacher/progress';
 import { renderJoinCard } from './teacher/qr';
 import { mountSecondDevice } from './teacher/second-device';
+import { mountOtherRooms } from './teacher/other-rooms';
+import { NetworkCheckPanel } from './teacher/network-check';
 import { renderHub, renderRing } from './teacher/ring-view';
 import { mountSeatsSetting } from './teacher/seats-setting';
 import { renderStepSplit } from './teacher/step-split';
@@ -39,6 +41,8 @@ const room = params.get('room') ?? 'class';
 const teacherToken = takeTeacherToken();
 const api = new RoomApi(room, teacherToken);
 const configForm = new ConfigForm(byId<HTMLFormElement>('config'));
+const networkCheck = new NetworkCheckPanel({ panel: byId('network-check'), estimate: byId('run-estimate'), comparison: byId('run-comparison') }, api, () => configForm.current());
+for (const event of ['input', 'change']) configForm.form.addEventListener(event, () => networkCheck.formChanged());
 // The server's TASK= picks the task the form opens with, until a run's own config shows instead.
 const serverInfo: Promise<ServerInfo | null> = fetch('/api/info')
   .then(async (res) => (res.ok ? ((await res.json()) as ServerInfo) : null))
@@ -86,6 +90,7 @@ const joinCard = (async () => {
   const classLink = join.value.studentUrls[0] ?? join.value.localUrl;
   mountSecondDevice(byId('second-device-body'), room, teacherToken, new URL(classLink).origin);
   const certificate = (await serverInfo)?.certificateFingerprint ?? null;
+  mountOtherRooms(byId('other-rooms-body'), room, teacherToken, certificate);
   await renderJoinCard(byId('join-body'), room, join.value.code, join.value.studentUrls[0] ?? join.value.localUrl, certificate);
 })();
 
@@ -309,6 +314,7 @@ function applyStatus(s: RoomStatus): void {
   renderCollecting(s);
   renderPrivacy(byId('privacy-state'), s);
   renderSync(byId('sync-state'), byId('sync-advice'), s);
+  networkCheck.render(s);
   seatsSetting.render(s);
   const roomError = byId('room-error');
   roomError.hidden = !s.lastError;

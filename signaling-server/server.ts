@@ -41,6 +41,7 @@ import { registerRoomHandlers } from './handlers/rooms';
 import { registerSignalHandlers } from './handlers/signals';
 import { registerLinkRelayHandlers } from './handlers/link-relay';
 import { RelayLedger } from './rooms/relay-ledger';
+import { NetworkChecks } from './rooms/network-checks';
 import { registerTrainingHandlers } from './handlers/training';
 import { registerSecureKeyHandlers } from './handlers/secure-keys';
 import { registerIceHandlers } from './handlers/ice';
@@ -219,6 +220,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     admissionDeadlineMs: options.admissionDeadlineMs,
     keyDeadlineMs: options.keyDeadlineMs,
     relay: new RelayLedger(),
+    networkChecks: new NetworkChecks(),
   };
   const graceMs = options.reconnectGraceMs ?? DEFAULT_RECONNECT_GRACE_MS;
   if (memory && persistence) await restoreRooms(ctx, memory, persistence, graceMs);
@@ -259,6 +261,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     datasets: new DatasetLibrary(),
     served: new ServedBytes(),
     relay: ctx.relay,
+    networkChecks: ctx.networkChecks,
     limits,
   });
   const handle: http.RequestListener = (req, res) => void app(req, res);

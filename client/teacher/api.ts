@@ -45,6 +45,11 @@ export class RoomApi {
     return info;
   }
 
+  /** Asks every device to measure its network (POST network-check); the answers come in the status. */
+  networkCheck(): Promise<Result<number>> {
+    return result(this.control.networkCheck(this.room));
+  }
+
   metrics(): Promise<Result<RoomMetrics>> {
     return result(this.control.metrics(this.room));
   }

@@ -62,6 +62,12 @@ export class ConfigForm {
     return null;
   }
 
+  /** The config the form holds now, every default filled in, or null while a field is invalid (nothing is marked). */
+  current(): StartConfig | null {
+    const parsed = startConfigSchema.safeParse(this.raw());
+    return parsed.success ? parsed.data : null;
+  }
+
   /** Shows a server error at its field; false when the error names no field of this form. */
   showServerError(error: ErrorBody): boolean {
     const field = error.field === 'resumeFrom' ? 'startFresh' : error.field;
@@ -204,6 +210,9 @@ export class ConfigForm {
     } else {
       control.setAttribute('aria-invalid', 'true');
       this.shown.add(field);
+      // A refused field under Advanced must be seen: open the section it is in.
+      const advanced = control.closest('details');
+      if (advanced) advanced.open = true;
     }
   }
 }

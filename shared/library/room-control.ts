@@ -99,6 +99,14 @@ export class RoomControl {
   async seats(room: string, perAddress: number | null): Promise<RoomStatus> {
     return (await this.call<{ status: RoomStatus }>('PUT', room, '/seats', { perAddress })).body.status;
   }
+  /**
+   * Asks every device of the room to measure its network now (its round trip and bandwidth to
+   * the server, and how each of its links carries messages); their answers come in the
+   * room's status (`network`) within a few seconds. Resolves with the check's number.
+   */
+  async networkCheck(room: string): Promise<number> {
+    return (await this.call<{ check: number }>('POST', room, '/network-check', {})).body.check;
+  }
   /** The room's hub key: a hub process (node-worker/hub.ts) joins with it in HUB_KEY. */
   async hubKey(room: string): Promise<string> {
     return (await this.call<{ hubKey: string }>('GET', room, '/hub-key')).body.hubKey;

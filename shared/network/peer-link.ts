@@ -6,6 +6,7 @@
 import { WebringError } from '../protocol/errors';
 import { LOW_WATER_BYTES, type PeerFactory, type PeerHandle } from './peer';
 import type { RingLink } from '../collectives/collective';
+import type { LinkPath } from '../protocol';
 import type { Clock } from '../util/clock';
 
 /** What a link needs from the network that owns it (ring-network.ts). */
@@ -87,6 +88,11 @@ export class PeerLink implements RingLink {
 
   isOpen(): boolean {
     return this.open;
+  }
+
+  /** How the open link carries its messages; 'shut' while it is not open. */
+  get path(): LinkPath {
+    return this.open ? (this.handle?.path?.() ?? 'direct') : 'shut';
   }
 
   /** Closed or errored: it must be dialled again before it can carry a ring. */

@@ -22,6 +22,8 @@ export interface PeerHandle {
   send(bytes: Uint8Array): void;
   bufferedAmount(): number;
   destroy(): void;
+  /** How the link carries its messages: its own channel ('direct', the default) or the server's relay (relay-link.ts). */
+  path?(): 'direct' | 'relay';
 }
 
 export interface PeerOptions {

@@ -230,6 +230,10 @@ class FallbackPeer implements PeerHandle {
     return this.mode === 'direct' ? (this.direct?.bufferedAmount() ?? 0) : this.inFlight;
   }
 
+  path(): 'direct' | 'relay' {
+    return this.mode === 'relay' ? 'relay' : 'direct';
+  }
+
   destroy(): void {
     if (this.mode === 'closed') return;
     this.close();

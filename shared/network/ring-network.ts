@@ -22,7 +22,7 @@ import type { PeerFactory } from './peer';
 import { PeerLink, newLinkId } from './peer-link';
 import { RELAY_SIGNAL } from './relay-link';
 import { neighboursIn, type Neighbours } from './neighbours';
-import { HUB_RANK, type Generation, type MemberInfo } from '../protocol';
+import { HUB_RANK, type Generation, type LinkPath, type MemberInfo } from '../protocol';
 import { RingAllReduce, type RingAllReduceOptions } from '../collectives/ring-allreduce';
 import { HubReducer, type HubReducerOptions } from '../collectives/hub-reducer';
 import type { RingLink } from '../collectives/collective';
@@ -212,6 +212,11 @@ export class RingNetwork {
     const at = neighboursIn(g, this.selfId);
     if (!at || at.rank === HUB_RANK || g.members.length === 1) return [];
     return [...new Set([at.left!.id, at.right!.id])].filter((id) => this.links.get(id)?.isOpen() !== true);
+  }
+
+  /** How each link the applied generation needs carries its messages now (a network check). */
+  linkPaths(): Array<{ peer: string; path: LinkPath }> {
+    return (this.appliedAt?.peers ?? []).map((m) => ({ peer: m.id, path: this.links.get(m.id)?.path ?? 'shut' }));
   }
 
   /** True when both of this worker's ring links in `g` are open. */

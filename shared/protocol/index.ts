@@ -16,7 +16,7 @@
 import type { ErrorBody } from './errors';
 import type { Ack, JoinAccepted, Generation, TrainStart, TrainStop, MemberDropped } from './server-shapes';
 import type { IceConfig } from './ice';
-import type { CollectSetting, DropRequest, EvaluationReport, EvictRequest, FinishReport, JoinRequest, OwnExamplesReport, ProgressReport, ReformRequest, SecureKey, SignalRelay, LinkData, RelayedLinkData } from './messages';
+import type { CollectSetting, DropRequest, EvaluationReport, EvictRequest, FinishReport, JoinRequest, OwnExamplesReport, ProgressReport, ReformRequest, SecureKey, SignalRelay, LinkData, RelayedLinkData, NetworkReport } from './messages';
 
 export * from './vocabulary';
 export * from './ice';
@@ -40,6 +40,8 @@ export interface ClientToServerEvents {
   'worker:finished': (report: FinishReport) => void;
   /** This device's own examples per class changed (counts only). */
   'worker:own-examples': (report: OwnExamplesReport) => void;
+  /** This device's answer to the teacher's network check. */
+  'worker:network': (report: NetworkReport) => void;
   'ring:drop': (request: DropRequest) => void;
   'ring:reform': (request: ReformRequest) => void;
   /** Fresh TURN credentials for a member whose current ones are about to expire. */
@@ -59,6 +61,7 @@ export const CLIENT_EVENT_NAMES = Object.keys({
   'worker:evaluated': true,
   'worker:finished': true,
   'worker:own-examples': true,
+  'worker:network': true,
   'ring:drop': true,
   'ring:reform': true,
   'ice:config': true,
@@ -70,6 +73,8 @@ export interface ServerToClientEvents {
   'ring:generation': (generation: Generation) => void;
   'signal:relay': (relay: { from: string; linkId: string; data: Record<string, unknown> }) => void;
   'link:data': (data: RelayedLinkData) => void;
+  /** The teacher asked every device to measure its network now (POST /api/rooms/:room/network-check). */
+  'room:network-check': (check: { check: number }) => void;
   'train:start': (start: TrainStart) => void;
   'train:stop': (stop: TrainStop) => void;
   'member:dropped': (dropped: MemberDropped) => void;

@@ -306,6 +306,28 @@ export type EvaluationReport = z.output<typeof evaluationReportSchema>;
  * How many examples a member holds of each class (own-data.md): counts only, never the
  * examples, for the teacher's page and the room API. Sent when they change.
  */
+/** How a link between two members carries its messages: its own WebRTC channel, the server's relay, or not at all (yet). */
+export const LINK_PATHS = ['direct', 'relay', 'shut'] as const;
+export type LinkPath = (typeof LINK_PATHS)[number];
+/** What one device downloads from, and uploads to, the server to measure its bandwidth in a network check. */
+export const NETWORK_PROBE_BYTES = 2 * 1024 * 1024;
+/** A network check takes reports and probe transfers this long after the teacher started it. */
+export const NETWORK_CHECK_WINDOW_MS = 30_000;
+
+/**
+ * worker:network: one device's answer to a network check (room:network-check): its round
+ * trip to the server, its bandwidth to and from it (NETWORK_PROBE_BYTES each way), and how
+ * each of its links in the current generation carries messages.
+ */
+export const networkReportSchema = z.strictObject({
+  check: z.number().int().min(1),
+  serverRttMs: z.number().finite().min(0).max(60_000),
+  downMBps: z.number().finite().min(0).max(100_000),
+  upMBps: z.number().finite().min(0).max(100_000),
+  links: z.array(z.strictObject({ peer: memberIdSchema, path: z.enum(LINK_PATHS) })).max(MAX_ROOM_MEMBERS),
+});
+export type NetworkReport = z.output<typeof networkReportSchema>;
+
 export const ownExamplesReportSchema = z.strictObject({
   counts: z
     .record(classLabelSchema, z.number().int().min(0).max(MAX_OWN_EXAMPLES_PER_DEVICE))

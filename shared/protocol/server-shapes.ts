@@ -1,7 +1,7 @@
 /** What the server sends: the generation, run starts and stops, the room API's shapes (part of the one protocol; index.ts re-exports it). */
 import type { ErrorBody } from './errors';
 import type { IceConfig } from './ice';
-import type { CollectSetting, CollectiveReport, DeviceProbe, HubBar, Misbehaviour } from './messages';
+import type { CollectSetting, CollectiveReport, DeviceProbe, HubBar, Misbehaviour, NetworkReport } from './messages';
 import type { StartConfig } from './start-config';
 import type { Backend, RoomState, WorkerKind } from './vocabulary';
 // ---------------------------------------------------------------------------
@@ -190,6 +190,14 @@ export interface RelayStatus {
   members: Array<{ id: string; bytesSent: number; peers: string[] }>;
 }
 
+/** The room's latest network check (POST /api/rooms/:room/network-check) and what each device answered. */
+export interface NetworkCheckStatus {
+  check: number;
+  /** Server time it started, ms since the epoch. */
+  startedAt: number;
+  reports: Array<NetworkReport & { member: string }>;
+}
+
 export interface RoomStatus {
   room: string;
   state: RoomState;
@@ -236,9 +244,12 @@ export interface RoomStatus {
    * set, since the current run started. Near one training set per epoch means each example
    * travelled once, to the worker that trained it.
    */
-  data: { dataset: string | null; datasetBytes: number; bytesServed: number; exampleBytes: number };
+  /** `trainBytesServed`: of `bytesServed`, the training split's (the rest is the held-out set, read once per epoch's score). */
+  data: { dataset: string | null; datasetBytes: number; bytesServed: number; trainBytesServed: number; exampleBytes: number };
   /** The members whose links go through this server (shared/network/relay-link.ts), as it saw them lately. */
   relay: RelayStatus;
+  /** The latest network check, or null before the teacher ran one (filled in by the server that answers). */
+  network: NetworkCheckStatus | null;
   /** What the run's recent admissions cost (newest last, at most MAX_JOIN_COSTS). */
   joins: JoinCost[];
   /** The classes the students collect examples for (PUT /api/rooms/:room/collect), or null. */

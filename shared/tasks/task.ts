@@ -70,6 +70,12 @@ export interface TaskDataset {
 export interface TaskModelInfo {
   readonly id: string;
   readonly title: string;
+  /**
+   * Its trainable parameters with the task's own outputs (test/unit/task-models.test.ts
+   * builds each model and counts them): what one step's gradient weighs on the wire, for the
+   * teacher's estimate of a run before it starts.
+   */
+  readonly parameters: number;
 }
 
 /** The training defaults a teacher gets for the task without touching the form. */

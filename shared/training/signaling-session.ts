@@ -31,7 +31,7 @@ export const JOIN_TIMEOUT_MS = 10_000;
 export const RECONNECT_OPTIONS = { reconnectionDelay: 250, reconnectionDelayMax: 5_000, randomizationFactor: 0.5 } as const;
 
 /** Reports a training run sends; while disconnected, the latest of each kind waits for the rejoin. */
-export type ReportEvent = 'worker:progress' | 'worker:evaluated' | 'worker:finished' | 'worker:own-examples';
+export type ReportEvent = 'worker:progress' | 'worker:evaluated' | 'worker:finished' | 'worker:own-examples' | 'worker:network';
 export type ReportOf<E extends ReportEvent> = Parameters<ClientToServerEvents[E]>[0];
 
 /** Who this worker is in its room, once joined. */

@@ -17,7 +17,7 @@
 import type { Express, RequestHandler, Response } from 'express';
 import { WebringError } from '../../shared/protocol/errors';
 import { parseOrThrow, roomNameSchema } from '../../shared/protocol';
-import { decodeRanges, exampleBytes, isDataSplit, splitCount } from '../../shared/data/data-service';
+import { decodeRanges, exampleBytes, isDataSplit, splitCount, type DataSplit } from '../../shared/data/data-service';
 import { examplesPerRequest } from '../../shared/data/streamed-dataset';
 import { DATASET_IDS, findDataset } from '../../shared/tasks/registry';
 import { featureCount } from '../../shared/tasks/task';
@@ -33,18 +33,19 @@ const EXAMPLES_CACHE_CONTROL = 'private, max-age=86400, immutable';
  * signaling nodes over Redis each counts what it served itself.
  */
 export class ServedBytes {
-  private readonly byRoom = new Map<string, { run: number; bytes: number }>();
+  private readonly byRoom = new Map<string, { run: number; bytes: number; trainBytes: number }>();
 
-  add(room: string, run: number, bytes: number): void {
-    const entry = this.byRoom.get(room);
-    if (!entry || entry.run !== run) this.byRoom.set(room, { run, bytes });
-    else entry.bytes += bytes;
+  add(room: string, run: number, bytes: number, split: DataSplit): void {
+    let entry = this.byRoom.get(room);
+    if (!entry || entry.run !== run) this.byRoom.set(room, (entry = { run, bytes: 0, trainBytes: 0 }));
+    entry.bytes += bytes;
+    if (split === 'train') entry.trainBytes += bytes;
   }
 
-  /** What run `run` of `room` was sent so far; 0 for a run this process served nothing of. */
-  of(room: string, run: number): number {
+  /** What run `run` of `room` was sent so far, of both splits and of the training split; 0 for a run this process served nothing of. */
+  of(room: string, run: number): { bytes: number; trainBytes: number } {
     const entry = this.byRoom.get(room);
-    return entry && entry.run === run ? entry.bytes : 0;
+    return entry && entry.run === run ? { bytes: entry.bytes, trainBytes: entry.trainBytes } : { bytes: 0, trainBytes: 0 };
   }
 }
 
@@ -92,7 +93,7 @@ export function registerDataApi(app: Express, ctx: RoomContext, library: Dataset
       body[i] = labels[at]!;
       body.set(bytesOf.subarray(at * features, (at + 1) * features), count + i * features);
     }
-    served.add(name, room.runNumber, body.byteLength);
+    served.add(name, room.runNumber, body.byteLength, split);
     res.set('Content-Type', 'application/octet-stream');
     res.set('Cache-Control', EXAMPLES_CACHE_CONTROL);
     res.set('Content-Length', String(bytes));

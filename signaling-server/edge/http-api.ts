@@ -20,6 +20,8 @@ import type { RateLimits } from './rate-limits';
 import { hubKeyFor, joinCodeMatches } from './join-codes';
 import { normalizeJoinCode } from '../../shared/protocol/join-code';
 import type { RelayLedger } from '../rooms/relay-ledger';
+import type { NetworkChecks } from '../rooms/network-checks';
+import { registerNetworkCheckApi } from './network-check-api';
 import express, { type NextFunction, type Request, type Response } from 'express';
 import multer from 'multer';
 import { UploadGate } from './upload-gate';
@@ -79,6 +81,8 @@ export interface HttpOptions {
   served: ServedBytes;
   /** What members relayed through this server (handlers/link-relay.ts). */
   relay: RelayLedger;
+  /** The teacher's network checks and the devices' answers (rooms/network-checks.ts). */
+  networkChecks: NetworkChecks;
   startedAt: number;
   /** Ports and URLs, known once the servers listen. */
   info: () => ServerInfo;
@@ -111,8 +115,11 @@ export function createHttpApp(ctx: RoomContext, options: HttpOptions): express.E
   /** A room's status with what the data service sent for its current run. */
   const statusOf = (room: Room): RoomStatus => {
     const status = room.status();
-    status.data.bytesServed = options.served.of(room.name, status.run);
+    const served = options.served.of(room.name, status.run);
+    status.data.bytesServed = served.bytes;
+    status.data.trainBytesServed = served.trainBytes;
     status.relay = options.relay.of(room.name, ctx.clock.now());
+    status.network = options.networkChecks.of(room.name);
     return status;
   };
 
@@ -404,6 +411,7 @@ export function createHttpApp(ctx: RoomContext, options: HttpOptions): express.E
   }
 
   registerDataApi(app, ctx, options.datasets, options.served, requireRoomReader);
+  registerNetworkCheckApi(app, ctx, options.networkChecks, { requireTeacher, requireRoomReader });
 
   app.use('/api', (_req, _res, next) => next(new WebringError('ERR_BAD_REQUEST', 'no such API endpoint')));
 

@@ -5,6 +5,7 @@
 import type { RoomContext } from '../rooms/room-context';
 import type { IceOptions } from '../edge/turn';
 import type { RelayLedger } from '../rooms/relay-ledger';
+import type { NetworkChecks } from '../rooms/network-checks';
 
 export interface ServerContext extends RoomContext {
   /** This signaling node's id when several share rooms over Redis; null on a single server. */
@@ -17,4 +18,6 @@ export interface ServerContext extends RoomContext {
   joinSecret: Buffer;
   /** What members relayed through this server (link-relay.ts), for the teacher's page. */
   relay: RelayLedger;
+  /** The teacher's network checks (rooms/network-checks.ts). */
+  networkChecks: NetworkChecks;
 }

@@ -6,6 +6,7 @@ import {
   evictRequestSchema,
   finishReportSchema,
   ownExamplesReportSchema,
+  networkReportSchema,
   parseOrThrow,
   progressReportSchema,
   reformRequestSchema,
@@ -85,6 +86,13 @@ export function registerTrainingHandlers(ctx: ServerContext, socket: IoSocket): 
       const member = requireMember(socket);
       const report = parseOrThrow(ownExamplesReportSchema, raw);
       await updateMemberRoom(ctx, member, (room, memberId) => room.recordOwnExamples(memberId, report));
+    });
+  });
+
+  socket.on('worker:network', (raw: unknown) => {
+    guarded(ctx, socket, 'worker:network', undefined, () => {
+      const { name, memberId } = requireMember(socket);
+      ctx.networkChecks.report(name, memberId, parseOrThrow(networkReportSchema, raw), ctx.clock.now());
     });
   });
 

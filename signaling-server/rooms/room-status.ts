@@ -38,9 +38,10 @@ export function roomStatus(core: RoomCore): RoomStatus {
     consistency: { ...run.consistency },
     events: core.events.slice(-ROOM_EVENTS_SHOWN),
     // What was served is counted where it is served (edge/data-api.ts), which fills it in.
-    data: { dataset: run.config?.dataset ?? null, ...datasetBytesOf(run.config?.dataset ?? null), bytesServed: 0 },
+    data: { dataset: run.config?.dataset ?? null, ...datasetBytesOf(run.config?.dataset ?? null), bytesServed: 0, trainBytesServed: 0 },
     // Likewise the relay, counted where it relays (handlers/link-relay.ts).
     relay: { members: [] },
+    network: null,
     joins: run.joins ?? [],
     collect: core.collectSetting,
     hubAccess: hubAccess(core),

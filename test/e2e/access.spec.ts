@@ -87,3 +87,31 @@ test('the projected teacher page never shows the token: not in the address bar, 
   await expect(teacher.getByTestId('join-code')).toHaveText(codeFor(ROOM));
   await context.close();
 });
+
+test('more than 32 students: the teacher opens a second room with one click; both rooms show, each with its own code, QR code and head count', async ({ browser }) => {
+  const context = await browser.newContext();
+  const teacher = await context.newPage();
+  await teacher.goto(`/teacher?room=${ROOM}&token=${E2E_TOKEN}`);
+  await expect(teacher.getByTestId('join-code')).toHaveText(codeFor(ROOM));
+  await teacher.getByTestId('open-room').click();
+  const second = `${ROOM}-2`;
+  const card = teacher.locator(`.other-room[data-room="${second}"]`);
+  await expect(card.getByTestId('join-code')).toHaveText(codeFor(second));
+  await expect(card.locator('svg')).toBeVisible();
+  await expect(card.getByTestId('other-room-status')).toHaveText('no students yet');
+  // A student of the second room joins with its link; the first room's page counts them.
+  const href = await card.locator('.student-url').getAttribute('href');
+  expect(new URL(href!).searchParams.get('room')).toBe(second);
+  const studentContext = await browser.newContext();
+  const student = await studentContext.newPage();
+  await student.goto(`${new URL(href!).pathname}${new URL(href!).search}&name=late&backend=cpu`);
+  await student.getByRole('button', { name: 'Join' }).click();
+  await expect(status(student)).toHaveAttribute('data-rank', /^\d+$/, { timeout: 60_000 });
+  await expect(card.getByTestId('other-room-status')).toContainText('1 of 32 students', { timeout: 15_000 });
+  // Its link switches the page to the second room, which lists the first.
+  await card.getByRole('link', { name: `Room ${second}` }).click();
+  await expect(teacher.locator('#join-body').getByTestId('join-code')).toHaveText(codeFor(second));
+  await expect(teacher.locator(`.other-room[data-room="${ROOM}"]`).getByTestId('join-code')).toHaveText(codeFor(ROOM));
+  await studentContext.close();
+  await context.close();
+});

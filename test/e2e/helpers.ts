@@ -71,3 +71,9 @@ export async function draw(page: Page, testId: string, points: Array<[number, nu
   for (const p of points.slice(1)) await page.mouse.move(...at(p), { steps: 8 });
   await page.mouse.up();
 }
+
+/** Opens the teacher form's Advanced section, where everything but the lesson's few choices is. */
+export async function openAdvanced(teacher: Page): Promise<void> {
+  const advanced = teacher.getByTestId('advanced-settings');
+  if (!(await advanced.evaluate((d) => (d as HTMLDetailsElement).open))) await advanced.locator('summary').click();
+}

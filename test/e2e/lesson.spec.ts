@@ -8,7 +8,7 @@ import { test, expect, type Page } from '@playwright/test';
 import { readFileSync, mkdirSync } from 'node:fs';
 import path from 'node:path';
 import { E2E_TOKEN } from '../../playwright.config';
-import { codeFor, draw, openStudent, readStatus, reportCspViolations, status, type Student } from './helpers';
+import { codeFor, draw, openStudent, readStatus, reportCspViolations, status, type Student, openAdvanced } from './helpers';
 
 const ROOM = 'e2e-lesson';
 const STEPS = 60;
@@ -68,11 +68,18 @@ test('a whole lesson: join, configure, start, pause, resume, draw a digit, downl
   await expect(teacher.getByTestId('members').locator('tr')).toHaveCount(3);
   await expect(teacher.getByTestId('join-code')).toHaveText(codeFor(ROOM));
 
-  // Configure: a bad value is explained at its field, then the real lesson settings.
+  // Configure: a bad value is explained at its field, then the real lesson settings. The
+  // lesson's few choices come first; the learning rate is under Advanced, which a refused
+  // field there opens again.
+  await expect(teacher.locator('input[name=learningRate]')).toBeHidden();
+  await openAdvanced(teacher);
   const lr = teacher.locator('input[name=learningRate]');
   await lr.fill('-1');
+  await teacher.getByTestId('advanced-settings').locator('summary').click();
+  await expect(lr).toBeHidden();
   await teacher.getByRole('button', { name: 'Start' }).click();
   await expect(lr).toHaveAttribute('aria-invalid', 'true');
+  await expect(lr).toBeVisible();
   await expect(teacher.locator(`#${await lr.getAttribute('aria-describedby')}`)).toContainText(/./);
   await lr.fill('0.002');
   await teacher.locator('select[name=model]').selectOption('mlp');

@@ -8,7 +8,7 @@
 import { test, expect } from '@playwright/test';
 import { E2E_TOKEN } from '../../playwright.config';
 import type { RoomMetrics, RoomStatus } from '../../shared/protocol';
-import { asTeacher, openStudent, readStatus, status, type Student } from './helpers';
+import { asTeacher, openStudent, readStatus, status, type Student, openAdvanced } from './helpers';
 
 const ROOM = 'e2e-local-steps';
 /** Two epochs of mnist-10k's 8,000 training digits at 3 × 32: the second ends at step 167. */
@@ -46,6 +46,7 @@ test('three tabs in local-steps mode reach every-step accuracy within a point on
   await expect(teacher.locator('select[name=sync]')).toHaveValue('every-step');
   await expect(teacher.locator('input[name=localSteps]')).toHaveValue('20');
   await expect(teacher.locator('select[name=wire]')).toHaveValue('auto');
+  await openAdvanced(teacher);
   await teacher.locator('select[name=sync]').selectOption('local-steps');
   await teacher.locator('select[name=dataset]').selectOption('mnist-10k');
   await teacher.locator('input[name=maxSteps]').fill(String(STEPS));

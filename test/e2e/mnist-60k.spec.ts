@@ -49,6 +49,9 @@ test('three tabs stream the official MNIST: every example travels once, to the t
   console.log(`[mnist-60k] served ${done.data.bytesServed} B: ${trained} training examples and 10,000 test digits need ${needed} B; one download per tab would be ${TABS * 70_000 * EXAMPLE_BYTES} B`);
   expect(done.data.bytesServed).toBeGreaterThanOrEqual(needed);
   expect(done.data.bytesServed).toBeLessThanOrEqual(needed + window);
+  // The training split apart: the teacher's per-epoch figure counts only it (issue 39).
+  expect(done.data.bytesServed - done.data.trainBytesServed).toBe(10_000 * EXAMPLE_BYTES);
+  expect(done.data.trainBytesServed).toBeGreaterThanOrEqual(trained * EXAMPLE_BYTES);
   expect(done.members.map((m) => m.learningRate)).toEqual(Array(TABS).fill(Math.fround(0.009)));
   for (const m of done.members) console.log(`[mnist-60k] ${m.name}: data wait ${m.collective?.timing.dataMs.toFixed(1)} ms of a ${m.computeMs.toFixed(0)} ms step`);
 
@@ -56,6 +59,9 @@ test('three tabs stream the official MNIST: every example travels once, to the t
   const teacher = await (await browser.newContext()).newPage();
   await teacher.goto(`/teacher?room=${ROOM}&token=${E2E_TOKEN}`);
   await expect(teacher.getByTestId('data-served')).toContainText('of a 44.9 MiB training set');
+  // Less than an epoch trained: no per-epoch figure yet, and the held-out digits named apart.
+  await expect(teacher.getByTestId('data-served')).toContainText('of held-out examples');
+  await expect(teacher.getByTestId('data-served')).toContainText('once an epoch is trained');
   await expect(teacher.getByTestId('learning-rate')).toHaveText('0.00900 (scaled with a global batch of 96 against 32)');
   expect(students.flatMap((s) => s.errors)).toEqual([]);
   for (const s of students) await s.context.close();

@@ -12,7 +12,7 @@ import { test, expect } from '@playwright/test';
 import * as tf from '@tensorflow/tfjs';
 import { E2E_PORT, E2E_TOKEN } from '../../playwright.config';
 import type { RoomStatus } from '../../shared/protocol';
-import { asTeacher, openStudent, readStatus, status, type Student } from './helpers';
+import { asTeacher, openStudent, readStatus, status, type Student, openAdvanced } from './helpers';
 import { mulberry32 } from '../../shared/util/random';
 import { CONTEXT, SYMBOLS, exampleCount } from '../../shared/tasks/names/names-text';
 import { NAME_FILES, namesSplitOf } from '../../shared/tasks/names/datasets';
@@ -76,6 +76,7 @@ test('three tabs train the names task on names they typed, from the teacher form
     added.push(TYPED[k]!.toLowerCase(), ...mine);
   }
   await expect(teacher.getByTestId('member-own-examples').first()).toContainText('names', { timeout: 10_000 });
+  await openAdvanced(teacher);
   await teacher.locator('input[name=maxSteps]').fill(String(STEPS));
   await teacher.locator('input[name=saveEverySteps]').fill('20');
   await teacher.locator('input[name=startFresh]').check();

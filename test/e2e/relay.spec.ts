@@ -8,7 +8,7 @@
 import { test, expect } from '@playwright/test';
 import { E2E_TOKEN } from '../../playwright.config';
 import type { RoomStatus } from '../../shared/protocol';
-import { asTeacher, openStudent, readStatus, status, type Student } from './helpers';
+import { asTeacher, openStudent, readStatus, status, type Student, openAdvanced } from './helpers';
 
 const ROOM = 'e2e-relay';
 const STEPS = 10;
@@ -32,6 +32,7 @@ test('tabs that can open no WebRTC link train through the server in lock-step, a
   await teacher.goto(`/teacher?room=${ROOM}&token=${E2E_TOKEN}`);
   await expect(teacher.getByTestId('members').locator('tr')).toHaveCount(3);
   await teacher.locator('select[name=model]').selectOption('mlp');
+  await openAdvanced(teacher);
   await teacher.locator('input[name=maxSteps]').fill(String(STEPS));
   await teacher.getByRole('button', { name: 'Start' }).click();
 

@@ -7,7 +7,7 @@
 import { test, expect } from '@playwright/test';
 import { E2E_TOKEN } from '../../playwright.config';
 import type { RoomMetrics, RoomStatus } from '../../shared/protocol';
-import { asTeacher, openStudent, readStatus, status, type Student } from './helpers';
+import { asTeacher, openStudent, readStatus, status, type Student, openAdvanced } from './helpers';
 
 const ROOM = 'e2e-ring';
 const STEPS = 20;
@@ -27,6 +27,7 @@ test('three tabs train in lock-step on WebGPU to identical weights, led by the l
   await teacher.goto(`/teacher?room=${ROOM}&token=${E2E_TOKEN}`);
   await expect(teacher.getByTestId('members').locator('tr')).toHaveCount(3);
   await teacher.locator('select[name=model]').selectOption('mlp');
+  await openAdvanced(teacher);
   await teacher.locator('input[name=maxSteps]').fill(String(STEPS));
   await teacher.locator('select[name=allreduce]').selectOption('halving-doubling');
   await teacher.getByRole('button', { name: 'Start' }).click();

@@ -69,11 +69,12 @@ test('examples by index: the official digits, in compact uint8, cacheable, count
   // Before any run the room counts toward run 0; what the status shows is the current run's.
   const before = await status('data');
   assert.equal(before.data.bytesServed, (6 + 3 + 1 + 1 + 1) * EXAMPLE_BYTES);
+  assert.equal(before.data.trainBytesServed, (6 + 1) * EXAMPLE_BYTES, 'the training split apart: the test digits are read for the scores');
   assert.equal(before.data.dataset, null);
   const started = await fetch(`${server.url}/api/rooms/data/start`, { method: 'POST', headers: { ...AS_TEACHER.headers, 'content-type': 'application/json' }, body: JSON.stringify({ dataset: 'mnist-60k', maxSteps: 5 }) });
   assert.equal(started.status, 200);
   const fresh = await status('data');
-  assert.deepEqual(fresh.data, { dataset: 'mnist-60k', datasetBytes: 60_000 * EXAMPLE_BYTES, bytesServed: 0, exampleBytes: EXAMPLE_BYTES });
+  assert.deepEqual(fresh.data, { dataset: 'mnist-60k', datasetBytes: 60_000 * EXAMPLE_BYTES, bytesServed: 0, trainBytesServed: 0, exampleBytes: EXAMPLE_BYTES });
   assert.equal(fresh.config?.dataset, 'mnist-60k');
   await examples('data', `mnist-60k/train?ranges=100-${100 + MAX_EXAMPLES_PER_REQUEST - 1}`);
   assert.equal((await status('data')).data.bytesServed, MAX_EXAMPLES_PER_REQUEST * EXAMPLE_BYTES);

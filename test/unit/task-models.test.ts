@@ -12,6 +12,7 @@ import assert from 'node:assert/strict';
 import { tmpdir } from 'node:os';
 import * as tf from '@tensorflow/tfjs';
 import { TASKS } from '../../shared/tasks/registry';
+import { modelsOf } from '../../shared/tasks/models';
 import { featureCount, type LoadedDataset, type Task } from '../../shared/tasks/task';
 import { defaultConfigOf } from '../../shared/tasks/start-config';
 import { inMemoryShards } from '../../shared/data/data-source';
@@ -44,6 +45,16 @@ function slice(task: Task, data: LoadedDataset, n: number): LoadedDataset {
   const part = (split: LoadedDataset['train']) => ({ count: Math.min(n, split.count), labels: split.labels.subarray(0, n), features: split.features.subarray(0, n * f) });
   return { train: part(data.train), test: part(data.test) };
 }
+
+test('every model declares its parameter count, as built with the task\'s own outputs: the teacher\'s estimate of a run weighs its gradient with it', () => {
+  for (const task of TASKS) {
+    for (const { id: model, parameters } of task.models) {
+      const built = modelsOf(task.id).build(model, 1, task.outputs.length);
+      assert.equal(parameters, built.countParams(), `${task.id}/${model}`);
+      built.dispose();
+    }
+  }
+});
 
 for (const task of TASKS) {
   for (const { id: model } of task.models) {

@@ -21,7 +21,7 @@ export const namesTask: Task = {
   outputs: SYMBOLS,
   // Names the students type, kept on their devices (docs/own-data.md).
   own: OWN_NAMES,
-  models: [{ id: 'char-mlp', title: `embedding and MLP over the last ${CONTEXT} characters` }],
+  models: [{ id: 'char-mlp', title: `embedding and MLP over the last ${CONTEXT} characters`, parameters: 89_276 }],
   datasets: [FIRST_NAMES],
   // docs/tasks.md: 3 × 64 a step, Adam at 0.005 after a 50-step warm-up; 6 epochs reach 1.99
   // nats per character held out in-process, against 2.11 for the 4-gram (bench/names.md).

@@ -1,0 +1,99 @@
+/**
+ * How long a run will take, before Start: the teacher's plan for the lesson. From what the
+ * room knows of the class (docs/http-api.md#the-network-check):
+ * - each device's admission probe (ms per example of the task's default model, timed before
+ *   it joined): a step computes the global batch at the class's combined speed, or at the
+ *   slowest device's with shares not balanced;
+ * - the network check, when the teacher ran one: the slowest device's bandwidth and round
+ *   trip to the server stand for the class's links (on one Wi-Fi they share the air);
+ * - the chosen task, model, dataset, epochs and batch: the steps, and what a gradient weighs
+ *   (the model's parameter count, in the wire's format).
+ * A model other than the probed one has no estimate before its run: its cost per example is
+ * not measured until then. Pure; no DOM.
+ */
+import { datasetFacts, findTask } from '../../shared/tasks/registry';
+import type { RoomStatus, StartConfig } from '../../shared/protocol';
+
+/**
+ * Each step's work besides the maths and the all-reduce (the optimizer's update, the
+ * weights hash, the votes, the status), on top of the probe: calibrated against three tabs
+ * of WebGPU through SwiftShader (test/e2e/network-check.spec.ts).
+ */
+export const STEP_OVERHEAD_MS = 25;
+/** Without a network check: a class Wi-Fi's share for one device, and its round trip. */
+export const ASSUMED_MBPS = 5;
+export const ASSUMED_RTT_MS = 5;
+/** A forward pass alone costs about this share of the probe's forward, backward and read-back. */
+const FORWARD_SHARE = 1 / 3;
+
+export type Path = 'hub' | 'ring' | 'halving-doubling' | 'relay';
+
+export interface RunEstimate {
+  totalMs: number;
+  steps: number;
+  stepMs: number;
+  computeMs: number;
+  exchangeMs: number;
+  path: Path;
+  /** Where the network figures came from. */
+  network: 'measured' | 'assumed';
+}
+
+/** The estimate, or why there is none. */
+export type EstimateResult = { ok: true; estimate: RunEstimate } | { ok: false; why: string };
+
+export function estimateRun(s: RoomStatus, config: StartConfig): EstimateResult {
+  const devices = [...s.members, ...s.waiting];
+  if (devices.length === 0) return { ok: false, why: 'no students yet' };
+  if (config.data !== 'dataset') return { ok: false, why: 'a run on the class’s own examples: their number is known once it starts' };
+  const probes = devices.map((d) => d.probe);
+  if (probes.some((p) => p === null)) return { ok: false, why: 'a device has not timed itself yet' };
+  const probed = probes[0]!;
+  if (probes.some((p) => p!.task !== config.task || p!.model !== config.model)) {
+    return { ok: false, why: `the devices timed ${probed.task}/${probed.model}; ${config.task}/${config.model} is measured once it runs` };
+  }
+  const facts = datasetFacts(config.dataset);
+  const parameters = findTask(config.task)?.models.find((m) => m.id === config.model)?.parameters;
+  if (!facts || parameters === undefined) return { ok: false, why: `no figures for ${config.dataset}` };
+
+  const n = devices.length;
+  const msPerExample = probes.map((p) => p!.msPerExample);
+  const globalBatch = config.batchSizePerWorker * n;
+  const epochSteps = Math.ceil(facts.trainCount / globalBatch);
+  const steps = Math.min(config.maxSteps ?? Number.POSITIVE_INFINITY, config.epochs * epochSteps);
+  const computeMs = config.balanceShares ? globalBatch / msPerExample.reduce((sum, p) => sum + 1 / p, 0) : config.batchSizePerWorker * Math.max(...msPerExample);
+
+  const reports = s.network?.reports ?? [];
+  const measured = reports.length > 0;
+  const mbps = measured ? Math.min(...reports.map((r) => Math.min(r.upMBps, r.downMBps))) : ASSUMED_MBPS;
+  const rttMs = measured ? Math.max(...reports.map((r) => r.serverRttMs)) : ASSUMED_RTT_MS;
+  const allRelayed = measured && reports.every((r) => r.links.length > 0 && r.links.every((l) => l.path === 'relay'));
+  const localSteps = config.sync === 'local-steps' ? config.localSteps : 1;
+  const bytesPerParameter = !config.secureAggregation && config.wire === 'fp16' ? 2 : 4;
+  const gradientBytes = parameters * bytesPerParameter;
+  const bytesPerMs = mbps * 1000;
+  // The hub runs on this laptop: its one network link carries every device's gradient in and the sum out.
+  const hub = (2 * n * gradientBytes) / bytesPerMs + 2 * rttMs;
+  const ring = n === 1 ? 0 : (2 * (n - 1) * gradientBytes) / n / bytesPerMs + 2 * (n - 1) * rttMs;
+  const halvingDoubling = n === 1 ? 0 : (2 * (n - 1) * gradientBytes) / n / bytesPerMs + 2 * Math.ceil(Math.log2(n)) * rttMs;
+  const path = pathOf(config, s.hub !== null, allRelayed, { ring, halvingDoubling });
+  const exchangeMs = n === 1 ? 0 : { hub, relay: hub, ring, 'halving-doubling': halvingDoubling }[path] / localSteps;
+
+  const stepMs = computeMs + exchangeMs + STEP_OVERHEAD_MS;
+  const evaluationMs = (facts.testCount / n) * Math.max(...msPerExample) * FORWARD_SHARE;
+  const epochs = Math.ceil(steps / epochSteps);
+  return { ok: true, estimate: { totalMs: steps * stepMs + epochs * evaluationMs, steps, stepMs, computeMs, exchangeMs, path, network: measured ? 'measured' : 'assumed' } };
+}
+
+/**
+ * Which way the gradients go: the one asked for; else, with `auto`, the hub when it runs (on
+ * one shared Wi-Fi, where every frame crosses the air twice, it wins: collectives.md), and
+ * otherwise the cheaper of the ring and halving-doubling by these costs.
+ */
+function pathOf(config: StartConfig, hasHub: boolean, allRelayed: boolean, cost: { ring: number; halvingDoubling: number }): Path {
+  if (allRelayed) return 'relay';
+  if (config.allreduce === 'ring') return 'ring';
+  if (config.allreduce === 'halving-doubling') return 'halving-doubling';
+  if (hasHub) return 'hub';
+  return cost.ring <= cost.halvingDoubling ? 'ring' : 'halving-doubling';
+}

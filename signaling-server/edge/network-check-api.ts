@@ -1,0 +1,48 @@
+/**
+ * The teacher's network check, over HTTP (docs/http-api.md):
+ *   POST /api/rooms/:room/network-check   teacher: asks every device of the room to measure
+ *                                          its network now (room:network-check); → {check}
+ *   GET  /api/rooms/:room/network-probe?check=N   a reader of the room: NETWORK_PROBE_BYTES
+ *                                          of random bytes, to time the download
+ *   POST /api/rooms/:room/network-probe?check=N   a reader of the room: a body of up to
+ *                                          NETWORK_PROBE_BYTES, to time the upload; → 204
+ * A probe only while check N is open (NETWORK_CHECK_WINDOW_MS), one download and one upload
+ * per reader (rooms/network-checks.ts): the probe is no way to make the server send or
+ * take bytes at will.
+ */
+import { randomBytes } from 'node:crypto';
+import express, { type Express, type RequestHandler } from 'express';
+import { z } from 'zod';
+import { WebringError } from '../../shared/protocol/errors';
+import { NETWORK_PROBE_BYTES, parseOrThrow, roomNameSchema } from '../../shared/protocol';
+import { channelOf, type RoomContext } from '../rooms/room-context';
+import type { NetworkChecks } from '../rooms/network-checks';
+
+const checkQuerySchema = z.object({ check: z.coerce.number().int().min(1) });
+
+export function registerNetworkCheckApi(app: Express, ctx: RoomContext, checks: NetworkChecks, guards: { requireTeacher: RequestHandler; requireRoomReader: RequestHandler }): void {
+  // One buffer for every download: random, so no link compresses it.
+  const probeBody = randomBytes(NETWORK_PROBE_BYTES);
+  const readerOf = (locals: Record<string, unknown>): string => String(locals.roomReader);
+
+  app.post('/api/rooms/:room/network-check', guards.requireTeacher, async (req, res) => {
+    const name = parseOrThrow(roomNameSchema, req.params.room);
+    if (!(await ctx.rooms.read(name))) throw new WebringError('ERR_UNKNOWN_ROOM', `room ${name} does not exist: a member joins it first`);
+    const check = checks.start(name, ctx.clock.now());
+    ctx.io.to(channelOf(name)).emit('room:network-check', { check });
+    res.json({ ok: true, check });
+  });
+
+  app.get('/api/rooms/:room/network-probe', guards.requireRoomReader, (req, res) => {
+    const { check } = parseOrThrow(checkQuerySchema, req.query);
+    checks.probe(parseOrThrow(roomNameSchema, req.params.room), check, readerOf(res.locals), 'down', ctx.clock.now());
+    res.set('cache-control', 'no-store').type('application/octet-stream').send(probeBody);
+  });
+
+  const probeUpload = express.raw({ type: () => true, limit: NETWORK_PROBE_BYTES });
+  app.post('/api/rooms/:room/network-probe', guards.requireRoomReader, probeUpload, (req, res) => {
+    const { check } = parseOrThrow(checkQuerySchema, req.query);
+    checks.probe(parseOrThrow(roomNameSchema, req.params.room), check, readerOf(res.locals), 'up', ctx.clock.now());
+    res.status(204).end();
+  });
+}

@@ -1,0 +1,77 @@
+/**
+ * The teacher's network check and the run's estimate, with real tabs: one of three tabs can
+ * open no WebRTC link (its connections gather no candidate). Before the check the form's
+ * estimate says it assumes the network; "Check the network" has every tab measure its way
+ * to the server and report its links, and the panel names the tab that reaches its
+ * classmates only through the server. The class then trains a short run, and the run card
+ * sets the time it took beside the estimate made at Start: within ESTIMATE_FACTOR either way.
+ */
+import { test, expect } from '@playwright/test';
+import { E2E_TOKEN } from '../../playwright.config';
+import type { RoomStatus } from '../../shared/protocol';
+import { asTeacher, openAdvanced, openStudent, status, type Student } from './helpers';
+
+const ROOM = 'e2e-netcheck';
+const STEPS = 40;
+/** How far the run may take from its estimate, either way (measured on three tabs: see the log line). */
+const ESTIMATE_FACTOR = 3;
+
+function isolateWebRtc(): void {
+  const Real = window.RTCPeerConnection;
+  window.RTCPeerConnection = class extends Real {
+    constructor(config?: RTCConfiguration) {
+      super({ ...config, iceServers: [], iceTransportPolicy: 'relay' });
+    }
+  };
+}
+
+test('the network check names the tab behind the server, and the run takes within a stated factor of its estimate', async ({ browser, request }) => {
+  const students: Student[] = [];
+  students.push(await openStudent(browser, ROOM, 'ana'));
+  students.push(await openStudent(browser, ROOM, 'ben'));
+  students.push(await openStudent(browser, ROOM, 'iso', '', '', { initScript: isolateWebRtc }));
+
+  const context = await browser.newContext();
+  const teacher = await context.newPage();
+  await teacher.goto(`/teacher?room=${ROOM}&token=${E2E_TOKEN}`);
+  await expect(teacher.getByTestId('members').locator('tr')).toHaveCount(3);
+  await expect(teacher.getByTestId('run-estimate')).toContainText('an assumed network');
+
+  // iso's links fall back to the server 4 s after they were dialled; a check reports what is
+  // open at the time, so the teacher checks again until every link has settled.
+  const summary = teacher.getByTestId('network-summary');
+  const isoLinks = async (): Promise<string> => {
+    await teacher.getByTestId('network-check').click();
+    await expect(summary).toContainText('3 of 3 devices answered', { timeout: 30_000 });
+    return (await summary.locator('tr', { hasText: 'iso' }).getByTestId('network-links').textContent()) ?? '';
+  };
+  await expect.poll(isoLinks, { timeout: 90_000, intervals: [1_000] }).toMatch(/^\d+ via server$/);
+  await expect(summary).toContainText('1 device(s) open no direct link to any classmate (iso)');
+  await expect(summary).toContainText('2 link(s) go through this server');
+  await expect(summary).toContainText('Gradients will travel');
+  await expect(summary.locator('tr', { hasText: 'iso' }).getByTestId('network-links')).toContainText('via server');
+  await expect(summary.locator('tr', { hasText: 'ana' }).getByTestId('network-links')).toContainText('direct');
+  const room = (await (await request.get(`/api/rooms/${ROOM}`, asTeacher)).json()) as RoomStatus;
+  expect(room.network?.reports.map((r) => r.serverRttMs).every((ms) => ms > 0)).toBe(true);
+  expect(room.network?.reports.every((r) => r.downMBps > 0 && r.upMBps > 0)).toBe(true);
+
+  // The estimate now rests on the check; the run is timed against it.
+  await openAdvanced(teacher);
+  await teacher.locator('input[name=maxSteps]').fill(String(STEPS));
+  const estimate = teacher.getByTestId('run-estimate');
+  await expect(estimate).toContainText('and the network check');
+  await expect(estimate).toContainText(`${STEPS} steps`);
+  await teacher.getByRole('button', { name: 'Start' }).click();
+  for (const s of students) await expect(status(s.page)).toHaveAttribute('data-step', String(STEPS), { timeout: 180_000 });
+  const comparison = teacher.getByTestId('run-comparison');
+  await expect(comparison).toContainText('the estimate before it was', { timeout: 60_000 });
+  const estimateMs = Number(await estimate.getAttribute('data-estimate-ms'));
+  const tookMs = Number(await comparison.getAttribute('data-took-ms'));
+  const ratio = tookMs / estimateMs;
+  console.log(`[network-check] ${STEPS} steps on 3 tabs: estimated ${estimateMs} ms, took ${tookMs} ms (${ratio.toFixed(2)}× the estimate); ${await comparison.textContent()}`);
+  expect(ratio).toBeGreaterThan(1 / ESTIMATE_FACTOR);
+  expect(ratio).toBeLessThan(ESTIMATE_FACTOR);
+  for (const s of students) expect(s.errors).toEqual([]);
+  await context.close();
+  for (const s of students) await s.context.close();
+});
