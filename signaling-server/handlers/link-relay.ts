@@ -18,7 +18,11 @@ export function registerLinkRelayHandlers(ctx: ServerContext, socket: IoSocket):
       if (!name || !memberId) throw new WebringError('ERR_NOT_IN_ROOM', 'join a room before relaying');
       const data = parseOrThrow(linkDataSchema, raw);
       if (data.to === memberId) throw new WebringError('ERR_BAD_REQUEST', 'a member relays to another member, not to itself', 'to');
-      const target = (await ctx.rooms.read(name))?.socketIdOf(data.to) ?? null;
+      const room = await ctx.rooms.read(name);
+      // A member dropped from the ring keeps its connection (and this socket's memberId) to
+      // join again: only a current member's own connection relays.
+      if (room?.socketIdOf(memberId) !== socket.id) throw new WebringError('ERR_NOT_IN_ROOM', `member ${memberId} is no longer in room ${name}`);
+      const target = room.socketIdOf(data.to);
       if (!target) throw new WebringError('ERR_NOT_IN_ROOM', `member ${data.to} is not in room ${name}`);
       ctx.io.to(target).emit('link:data', { from: memberId, linkId: data.linkId, bytes: data.bytes });
       ctx.relay.carried(name, memberId, data.to, data.bytes.byteLength, ctx.clock.now());

@@ -9,7 +9,7 @@
  */
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { codeFor, TEST_TOKEN, useTestServer, type TestSocket } from '../support/server';
+import { codeFor, join, TEST_TOKEN, useTestServer, type TestSocket } from '../support/server';
 import { joinRoom, RoomControl, type RoomMember } from '../../node-worker/library';
 import type { AckResult } from '../../shared/protocol';
 import { COLLECTIVE_TAG } from '../../shared/collectives/collective';
@@ -61,7 +61,16 @@ test('link:data passes bytes unread to a member of the same room, counts them fo
   assert.equal(codeOf(await relay(students[0]!, { to: ids[1], linkId: 'abc-1', bytes, extra: 1 })), 'ERR_BAD_REQUEST');
   const stranger = await t.client('relay-edge');
   assert.equal(codeOf(await relay(stranger, { to: ids[1], linkId: 'abc-1', bytes })), 'ERR_NOT_IN_ROOM');
-  assert.equal(heard.length, 1, 'nothing refused reached the member');
+  // A member's old connection, once the member came back on a new one, no longer relays.
+  const old = await t.client('relay-edge');
+  const first = await join(old, 'relay-edge', 'r2');
+  assert.ok(first.ok);
+  const fresh = await t.client('relay-edge');
+  assert.ok((await join(fresh, 'relay-edge', 'r2', { rejoin: { memberId: first.memberId, memberToken: first.memberToken } })).ok);
+  assert.equal(codeOf(await relay(old, { to: ids[1], linkId: 'abc-2', bytes })), 'ERR_NOT_IN_ROOM');
+  assert.deepEqual(await relay(fresh, { to: ids[1], linkId: 'abc-2', bytes }), { ok: true });
+  await until('the new connection\'s bytes arrive', () => heard.length === 2, 5_000);
+  assert.equal(heard.length, 2, 'nothing refused reached the member');
 
   // The relay budget (8 MiB per window here): a flood is refused, and other rooms go on.
   let refused: string | null = null;
