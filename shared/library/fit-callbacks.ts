@@ -32,7 +32,13 @@ export class FitCallbacks {
   private epoch = -1;
   private batch = 0;
   private lastStep = -1;
-  private epochLosses: number[] = [];
+  /**
+   * The open epoch's loss by step. A step heard again in the same epoch (the room went back
+   * to a checkpoint after a failure and trained it again) takes its new value: the run's
+   * History is of the steps that stand, so that every member, whichever attempt it saw,
+   * reports the same epochs.
+   */
+  private epochLosses = new Map<number, number>();
   private began = false;
   private ended = false;
   /** The epoch after which a callback asked to stop (model.stopTraining): what the ring trains until the stop lands belongs to no epoch. */
@@ -88,16 +94,19 @@ export class FitCallbacks {
       if (s.epoch > this.epoch) this.closeEpoch(s.epoch, null);
       const loss = s.loss;
       const batch = this.batch++;
-      this.epochLosses.push(loss);
+      this.epochLosses.set(s.step, loss);
       this.run((h) => h.onBatchEnd?.(batch, { batch, loss }));
+    } else if (s.loss !== null && s.epoch === this.epoch && this.epochLosses.has(s.step)) {
+      this.epochLosses.set(s.step, s.loss);
     }
-    if (this.epoch >= 0 && s.evaluatedEpoch !== null && s.evaluatedEpoch >= this.epoch && s.testLoss !== null && this.epochLosses.length > 0) {
+    if (this.epoch >= 0 && s.evaluatedEpoch !== null && s.evaluatedEpoch >= this.epoch && s.testLoss !== null && this.epochLosses.size > 0) {
       this.closeEpoch(s.evaluatedEpoch + 1, s.testLoss);
     }
   }
 
   private closeEpoch(next: number, valLoss: number | null): void {
-    const logs: Logs = { loss: this.epochLosses.reduce((a, b) => a + b, 0) / Math.max(1, this.epochLosses.length) };
+    const losses = [...this.epochLosses.values()];
+    const logs: Logs = { loss: losses.reduce((a, b) => a + b, 0) / Math.max(1, losses.length) };
     if (valLoss !== null) logs.val_loss = valLoss;
     const epoch = this.epoch;
     // Checked as the queue reaches it: an epoch after the one whose callbacks asked to stop is not reported.
@@ -111,7 +120,7 @@ export class FitCallbacks {
     if (!this.ended && next < this.epochs) this.run((h) => (this.stopAfter === null ? h.onEpochBegin?.(next, {}) : undefined));
     this.epoch = next;
     this.batch = 0;
-    this.epochLosses = [];
+    this.epochLosses = new Map();
   }
 
   /** The run ended: an epoch still open closes with what is known, then onTrainEnd; resolves once every callback ran. */
@@ -120,7 +129,7 @@ export class FitCallbacks {
     if (final) this.status(final);
     await this.queue;
     // tfjs stops at the epoch's end; a stop here lands some steps later, and those steps are not an epoch.
-    if (this.epochLosses.length > 0) this.closeEpoch(this.epoch + 1, null);
+    if (this.epochLosses.size > 0) this.closeEpoch(this.epoch + 1, null);
     this.run((h) => h.onTrainEnd?.({}));
     await this.queue;
     return this.history;

@@ -1,0 +1,40 @@
+/**
+ * fitDataset's History (shared/library/fit-callbacks.ts) from the member's statuses. Two
+ * members of one run must report the same epochs whichever attempts of a step they saw:
+ * when the room goes back to a checkpoint after a failure and trains steps again, the
+ * History holds the steps that stand. One member here saw step 5 of the first attempt
+ * before the failure, the other did not; both end with the same epoch loss. End to end:
+ * test/class/example-node.test.ts (three processes, a kill -9) and test/server/fit-dataset.test.ts.
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import * as tf from '@tensorflow/tfjs';
+import { FitCallbacks } from '../../shared/library/fit-callbacks';
+import type { WorkerStatus } from '../../shared/training/worker-status';
+
+const status = (step: number, loss: number | null, epoch = 0, extra: Partial<WorkerStatus> = {}): WorkerStatus =>
+  ({ state: 'training', step, loss, epoch, evaluatedEpoch: null, testLoss: null, ...extra }) as WorkerStatus;
+
+function member(): FitCallbacks {
+  const model = tf.sequential({ layers: [tf.layers.dense({ units: 1, inputShape: [1] })] });
+  model.compile({ optimizer: 'sgd', loss: 'meanSquaredError' });
+  return new FitCallbacks(model, undefined, { epochs: 1, steps: 10, validation: false }, () => undefined);
+}
+
+test('a step trained again after a failure takes its new loss, so members that saw different attempts report the same epoch', async () => {
+  const first = [1, 0.9, 0.8, 0.7, 0.6];
+  const again = { 4: 0.75, 5: 0.65, 6: 0.55 };
+  const a = member();
+  const b = member();
+  a.status(status(0, null));
+  b.status(status(0, null));
+  for (let step = 1; step <= 5; step++) a.status(status(step, first[step - 1]!));
+  // b's step 5 failed with the ring; it heard steps 1 to 4.
+  for (let step = 1; step <= 4; step++) b.status(status(step, first[step - 1]!));
+  // The room went back to the checkpoint of step 3 and trained on.
+  for (const m of [a, b]) for (const [step, loss] of Object.entries(again)) m.status(status(Number(step), loss));
+  const [ha, hb] = await Promise.all([a.end(null), b.end(null)]);
+  assert.deepEqual(ha.history.loss, hb.history.loss);
+  const expected = (1 + 0.9 + 0.8 + 0.75 + 0.65 + 0.55) / 6;
+  assert.ok(Math.abs((ha.history.loss[0] as number) - expected) < 1e-12, `${ha.history.loss[0]} against ${expected}`);
+});
