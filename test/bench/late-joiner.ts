@@ -101,7 +101,7 @@ function report(joins: Join[], chromiumVersion: string): void {
     versions: { node: process.version, chromium: chromiumVersion },
     machine: { cores: os.availableParallelism(), cpu: os.cpus()[0]?.model ?? 'unknown' },
     settings: { classTabs: CLASS, joins: JOINS, model: 'mlp', backend: 'webgpu (SwiftShader)', config: 'the product defaults' },
-    regime: 'four tabs and the server share this machine\'s cores over loopback: the CPU regime, not a network\'s',
+    regime: 'Four tabs and the server share this machine\'s cores over loopback: the CPU regime, not a network\'s',
     joins,
     summary,
   };
