@@ -77,3 +77,17 @@ export async function openAdvanced(teacher: Page): Promise<void> {
   const advanced = teacher.getByTestId('advanced-settings');
   if (!(await advanced.evaluate((d) => (d as HTMLDetailsElement).open))) await advanced.locator('summary').click();
 }
+
+/**
+ * An init script for a tab that can open no WebRTC link, as behind Wi-Fi client isolation
+ * or blocked UDP: its connections gather no candidate (the relay-only policy with no TURN
+ * server), so no direct connection ever opens. Self-contained: Playwright runs it in the page.
+ */
+export function isolateWebRtc(): void {
+  const Real = window.RTCPeerConnection;
+  window.RTCPeerConnection = class extends Real {
+    constructor(config?: RTCConfiguration) {
+      super({ ...config, iceServers: [], iceTransportPolicy: 'relay' });
+    }
+  };
+}

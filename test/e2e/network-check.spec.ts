@@ -9,21 +9,12 @@
 import { test, expect } from '@playwright/test';
 import { E2E_TOKEN } from '../../playwright.config';
 import type { RoomStatus } from '../../shared/protocol';
-import { asTeacher, openAdvanced, openStudent, status, type Student } from './helpers';
+import { asTeacher, openAdvanced, openStudent, status, type Student, isolateWebRtc } from './helpers';
 
 const ROOM = 'e2e-netcheck';
 const STEPS = 40;
 /** How far the run may take from its estimate, either way (measured on three tabs: see the log line). */
 const ESTIMATE_FACTOR = 3;
-
-function isolateWebRtc(): void {
-  const Real = window.RTCPeerConnection;
-  window.RTCPeerConnection = class extends Real {
-    constructor(config?: RTCConfiguration) {
-      super({ ...config, iceServers: [], iceTransportPolicy: 'relay' });
-    }
-  };
-}
 
 test('the network check names the tab behind the server, and the run takes within a stated factor of its estimate', async ({ browser, request }) => {
   const students: Student[] = [];

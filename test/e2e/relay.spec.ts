@@ -8,20 +8,10 @@
 import { test, expect } from '@playwright/test';
 import { E2E_TOKEN } from '../../playwright.config';
 import type { RoomStatus } from '../../shared/protocol';
-import { asTeacher, openStudent, readStatus, status, type Student, openAdvanced } from './helpers';
+import { asTeacher, openStudent, readStatus, status, type Student, openAdvanced, isolateWebRtc } from './helpers';
 
 const ROOM = 'e2e-relay';
 const STEPS = 10;
-
-/** No candidate, so no direct connection: what client isolation or blocked UDP does to WebRTC. */
-function isolateWebRtc(): void {
-  const Real = window.RTCPeerConnection;
-  window.RTCPeerConnection = class extends Real {
-    constructor(config?: RTCConfiguration) {
-      super({ ...config, iceServers: [], iceTransportPolicy: 'relay' });
-    }
-  };
-}
 
 test('tabs that can open no WebRTC link train through the server in lock-step, and the teacher page marks them', async ({ browser, request }) => {
   const students: Student[] = [];

@@ -36,5 +36,6 @@ test('a step trained again after a failure takes its new loss, so members that s
   const [ha, hb] = await Promise.all([a.end(null), b.end(null)]);
   assert.deepEqual(ha.history.loss, hb.history.loss);
   const expected = (1 + 0.9 + 0.8 + 0.75 + 0.65 + 0.55) / 6;
-  assert.ok(Math.abs((ha.history.loss[0] as number) - expected) < 1e-12, `${ha.history.loss[0]} against ${expected}`);
+  const loss = ha.history.loss![0] as number;
+  assert.ok(Math.abs(loss - expected) < 1e-12, `${loss} against ${expected}`);
 });
