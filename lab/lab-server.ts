@@ -12,12 +12,12 @@ import { joinCodeFor } from '../signaling-server/edge/join-codes';
 import type { RoomStatus } from '../shared/protocol';
 import { LabError } from './lab-error';
 import type { Lab } from './netlab';
+import { LAB_SERVER_PORT } from './network-models';
 import type { CpuCapSpec } from './cpu-caps';
 import type { LabProcess } from './spawn';
 
 const PROJECT_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
-/** The server has its namespace to itself, so the usual port is free there. */
-export const LAB_SERVER_PORT = 8080;
+export { LAB_SERVER_PORT } from './network-models';
 /** Building the client once (vite, about 6 s here) comes before the ready line. */
 const SERVER_START_TIMEOUT_MS = 120_000;
 const POLL_INTERVAL_MS = 250;

@@ -7,6 +7,7 @@
  *
  *   npm run lab -- [--quick] [--models wifi,wired-lab,internet] [--no-training]   (--quick writes bench/lab-quick.*)
  *   npm run lab -- --mixed      three laptops and a phone, with and without balanceShares (lab/mixed-class.ts)
+ *   npm run lab -- --school     8 laptops on wifi, on school-wifi-isolated and half isolated (lab/school-wifi.ts)
  *   npm run lab -- --faults     a class on Wi-Fi through a 2 s link-down, a 15 s freeze and a cut (lab/fault-rows.ts), into bench/lab-faults.{json,md}
  *   npm run lab -- --secagg [--ns 8,16]   what secure aggregation costs on Wi-Fi: the dense model's step and the bytes a device
  *                               sends, secure against fp32 and fp16, at N = 8 and 16, and one epoch's accuracy secure
@@ -31,6 +32,7 @@
  */
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { mixedClassRows } from './mixed-class';
+import { schoolLab, schoolMarkdown } from './school-wifi';
 import { faultRows, FREEZE_MS, HICCUP_MS, type FaultRow } from './fault-rows';
 import { SECAGG_SIZES, secaggLab } from './secagg-rows';
 import { secaggMarkdown } from './secagg-report';
@@ -45,7 +47,7 @@ import { parseArgs } from 'node:util';
 import { LabError } from './lab-error';
 import { checkPreconditions, type LabCapabilities } from './preconditions';
 import { cleanupLab, installTeardownHandlers, withLab } from './netlab';
-import { MODEL_NAMES, internet, schoolUplink, wifi, wiredLab, type ModelProfile, type ProfileName } from './network-models';
+import { MODEL_NAMES, internet, schoolUplink, schoolWifiIsolated, wifi, wiredLab, type ModelProfile, type ProfileName } from './network-models';
 import { assertModelValid, validateModel, DEFAULT_FLOW_SECONDS, type ModelValidation } from './validate-models';
 import { allReduceRows, type AllReducePlan, type AllReduceRow, type AutoRow } from './allreduce-rows';
 import { markdown, modelSvg, targets, type TrainingRow } from './report';
@@ -57,7 +59,7 @@ import { FULL_CLASS_PLAN, QUICK_CLASS_PLAN, narrowPlan, runClassLab } from './cl
 import { emptyLabReport, foldClass, keepClass, mergeClass, profilesOf } from './class-report';
 import { CLASS_SECTIONS, LOCAL_STEPS_TARGET_IDS, type ClassReport, type ClassSection, type LabReport } from './report-types';
 
-const USAGE = 'usage: npm run lab -- [--quick] [--models wifi,wired-lab,internet] [--no-training] | --mixed | --faults [--ns 8] | --secagg [--ns 8,16] | --local-steps [--quick] | --class [--quick] [--only joins,scaling,mixed,timeToAccuracy] [--ns 1,8] | --class-quick';
+const USAGE = 'usage: npm run lab -- [--quick] [--models wifi,wired-lab,internet] [--no-training] | --mixed | --school | --faults [--ns 8] | --secagg [--ns 8,16] | --local-steps [--quick] | --class [--quick] [--only joins,scaling,mixed,timeToAccuracy] [--ns 1,8] | --class-quick';
 const QUICK_FLOW_SECONDS = 1;
 const EXIT_FAILURE = 1;
 const EXIT_USAGE = 2;
@@ -90,6 +92,7 @@ export const LAB_PROFILES: Record<ProfileName, ModelProfile> = {
   'wired-lab': wiredLab({ portMbit: 20, serverMbit: 20 }),
   internet: internet({ downMbit: 20, upMbit: 10 }),
   'school-uplink': schoolUplink(),
+  'school-wifi-isolated': schoolWifiIsolated(),
 };
 
 /** The full run: every model, N = 2, 4, 8, 1, 4 and 16 MB, both wire formats. */
@@ -114,6 +117,8 @@ interface Args {
   secagg: boolean;
   /** Only local steps against every-step sync (lab/local-steps-rows.ts), into bench/lab-local-steps.json and .md, its targets into bench/lab.json. */
   localSteps: boolean;
+  /** Only the class of 8 on a school's Wi-Fi (lab/school-wifi.ts), into bench/lab-school.json and .md. */
+  school: boolean;
   /** The class's section (lab/class-lab.ts), merged into bench/lab.json. */
   class: boolean;
   /** `--only`: the class's sections to run again, folded into the report's (class-report.ts foldClass). */
@@ -132,6 +137,7 @@ function parse(): Args {
       faults: { type: 'boolean' },
       secagg: { type: 'boolean' },
       'local-steps': { type: 'boolean' },
+      school: { type: 'boolean' },
       class: { type: 'boolean' },
       'class-quick': { type: 'boolean' },
       only: { type: 'string' },
@@ -165,6 +171,7 @@ function parse(): Args {
     faults: values.faults ?? false,
     secagg: values.secagg ?? false,
     localSteps: values['local-steps'] ?? false,
+    school: values.school ?? false,
     class: cls,
     only: only as ClassSection[] | null,
     ns,
@@ -245,6 +252,13 @@ async function main(): Promise<void> {
   }
   if (args.localSteps) {
     await localStepsMain(capabilities, args.quick);
+    return;
+  }
+  if (args.school) {
+    const report = await schoolLab(capabilities, (r) => writeBench('lab-school', r, schoolMarkdown(r)));
+    printTargets(report.targets);
+    progress(`wrote bench/lab-school.json and .md in ${report.minutes.toFixed(1)} minutes`);
+    if (report.errors.length > 0) process.exit(EXIT_FAILURE);
     return;
   }
   if (args.mixed) {

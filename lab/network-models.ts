@@ -66,7 +66,7 @@ export type ModelName = (typeof MODEL_NAMES)[number];
  * or home line that the class's gradients must leave through). A profile of a model, not a
  * model of its own: it is built, shaped, bounded and validated as `internet`.
  */
-export const PROFILE_NAMES = [...MODEL_NAMES, 'school-uplink'] as const;
+export const PROFILE_NAMES = [...MODEL_NAMES, 'school-uplink', 'school-wifi-isolated'] as const;
 export type ProfileName = (typeof PROFILE_NAMES)[number];
 
 /** Rates in Mbit/s, delays in ms (one way, per shaped hop; applied only where netem exists). */
@@ -97,10 +97,23 @@ export interface InternetParams {
   delayMs: number;
 }
 
-export type ModelProfile =
+/**
+ * Which students a school's network isolates: none, every one (`school-wifi-isolated`), or
+ * every other one, so that half the class opens links and half cannot (a mixed class).
+ */
+export type IsolatedStudents = 'none' | 'all' | 'half';
+
+export type ModelProfile = (
   | { name: 'wifi'; params: WifiParams }
   | { name: 'wired-lab'; params: WiredParams }
-  | { name: 'internet'; params: InternetParams };
+  | { name: 'internet'; params: InternetParams }
+) & {
+  /** Client isolation and blocked UDP (isolationCommands); absent: 'none'. */
+  isolated?: IsolatedStudents;
+};
+
+/** The port the lab's signaling server listens on: it has its namespace to itself. The one port an isolated student reaches. */
+export const LAB_SERVER_PORT = 8080;
 
 export const DEFAULT_WIFI: WifiParams = { airMbit: 100, serverMbit: 1000, serverOnAir: false, delayMs: 2 };
 export const DEFAULT_WIRED: WiredParams = { portMbit: 100, serverMbit: 1000 };
@@ -124,6 +137,23 @@ export function schoolUplink(params: Partial<InternetParams> = {}): ModelProfile
   return internet({ ...DEFAULT_SCHOOL_UPLINK, ...params });
 }
 
+/**
+ * `school-wifi-isolated`: the Wi-Fi model as a school runs it. The access point isolates its
+ * clients (bridge port isolation: students cannot reach each other), and each student's
+ * traffic to anything but the teacher's TCP port is dropped: no UDP, so no WebRTC, and no
+ * TURN. `half` isolates every other student only.
+ */
+export function schoolWifiIsolated(isolated: Exclude<IsolatedStudents, 'none'> = 'all', params: Partial<WifiParams> = {}): ModelProfile {
+  return { ...wifi(params), isolated };
+}
+
+/** Whether worker `i` is behind the profile's isolation. */
+export function isIsolated(profile: ModelProfile, i: number): boolean {
+  const isolated = profile.isolated ?? 'none';
+  // The odd ones: the chief (worker 0) and every ring neighbour of an isolated student can open links.
+  return isolated === 'all' || (isolated === 'half' && i % 2 === 1);
+}
+
 export function profileByName(name: string): ModelProfile {
   switch (name) {
     case 'wifi':
@@ -134,6 +164,8 @@ export function profileByName(name: string): ModelProfile {
       return internet();
     case 'school-uplink':
       return schoolUplink();
+    case 'school-wifi-isolated':
+      return schoolWifiIsolated();
     default:
       throw new LabError('ERR_LAB_USAGE', `unknown network profile ${JSON.stringify(name)}: one of ${PROFILE_NAMES.join(', ')}`);
   }
@@ -280,9 +312,35 @@ export function appliedDelayMs(profile: ModelProfile, netem: boolean): number {
   return profile.params.delayMs;
 }
 
+/**
+ * The isolation of `profile`'s isolated students, with what this kernel has (no netfilter,
+ * no tc drop action here):
+ *  - the access point's client isolation is the bridge's own: an isolated port forwards to
+ *    the server's port and to no other isolated one, silently, as an AP does;
+ *  - the school's firewall is two policy rules in the student's namespace: its TCP to the
+ *    teacher's port is routed, and everything else goes nowhere (a blackhole: dropped at
+ *    the student instead of in the network). Everything: a rule for UDP alone let the
+ *    hub's ICE-TCP candidates on the server's other address (the harness's control path,
+ *    which the server namespace answers ARP for on any port) carry links directly.
+ */
+export function isolationCommands(profile: ModelProfile, n: number): Command[] {
+  checkWorkerCount(n);
+  const cmds: Command[] = [];
+  for (let i = 0; i < n; i++) {
+    if (!isIsolated(profile, i)) continue;
+    const w = workerEndpoint(i);
+    cmds.push(
+      ipIn(NET_NS, 'link', 'set', 'dev', w.portLink, 'type', 'bridge_slave', 'isolated', 'on'),
+      ipIn(w.ns, 'rule', 'add', 'pref', '100', 'to', SERVER_ADDRESS, 'ipproto', 'tcp', 'dport', String(LAB_SERVER_PORT), 'lookup', 'main'),
+      ipIn(w.ns, 'rule', 'add', 'pref', '110', 'blackhole'),
+    );
+  }
+  return cmds;
+}
+
 /** Every command that builds `profile` with `n` workers, in order. */
 export function labCommands(profile: ModelProfile, n: number, netem: boolean): Command[] {
-  return [...topologyCommands(n), ...shapingCommands(profile, n, netem)];
+  return [...topologyCommands(n), ...shapingCommands(profile, n, netem), ...isolationCommands(profile, n)];
 }
 
 function checkWorkerCount(n: number): void {

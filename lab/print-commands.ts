@@ -4,7 +4,7 @@
  *
  *   node --import tsx lab/print-commands.ts
  */
-import { internet, shapingCommands, topologyCommands, wifi, wiredLab } from './network-models';
+import { internet, isolationCommands, schoolWifiIsolated, shapingCommands, topologyCommands, wifi, wiredLab } from './network-models';
 
 const WORKERS = 2;
 const block = (title: string, lines: string[][]) => `${title}\n\n\`\`\`sh\n${lines.map((c) => c.join(' ')).join('\n')}\n\`\`\`\n`;
@@ -13,3 +13,4 @@ console.log(block(`#### Topology (every model, ${WORKERS} workers)`, topologyCom
 for (const model of [wifi(), wiredLab(), internet()]) {
   console.log(block(`#### \`${model.name}\` ${JSON.stringify(model.params)}`, shapingCommands(model, WORKERS, false)));
 }
+console.log(block(`#### \`school-wifi-isolated\`: \`wifi\`'s commands, then`, isolationCommands(schoolWifiIsolated(), WORKERS)));

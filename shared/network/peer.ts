@@ -7,6 +7,8 @@ import type { ErrorCode } from '../protocol/errors';
 
 export interface PeerEvents {
   onSignal(data: Record<string, unknown>): void;
+  /** ICE found a working path; the data channel's handshake is still to come (relay-link.ts gives it longer). */
+  onReachable?(): void;
   onConnect(): void;
   /** One whole data-channel message. */
   onData(bytes: Uint8Array): void;

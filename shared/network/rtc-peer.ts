@@ -70,8 +70,10 @@ class RtcPeer {
     };
     pc.oniceconnectionstatechange = () => {
       // 'disconnected' may recover by itself; 'failed' does not (as simple-peer decided).
-      if (pc.iceConnectionState === 'failed') this.fail('the connection failed (ICE)');
-      else if (pc.iceConnectionState === 'closed') this.close();
+      const state = pc.iceConnectionState;
+      if (state === 'connected' || state === 'completed') events.onReachable?.();
+      else if (state === 'failed') this.fail('the connection failed (ICE)');
+      else if (state === 'closed') this.close();
     };
     if (initiator) {
       this.attach(pc.createDataChannel(CHANNEL_LABEL, { ordered: true }));

@@ -16,6 +16,11 @@ import {
   PROFILE_NAMES,
   profileByName,
   schoolUplink,
+  schoolWifiIsolated,
+  isolationCommands,
+  isIsolated,
+  LAB_SERVER_PORT,
+  SERVER_ADDRESS,
   serverEndpoint,
   shapingCommands,
   tbfArgs,
@@ -128,9 +133,35 @@ test('school-uplink: the internet model with every site behind a 2 Mbit/s uplink
   assert.ok(has(shapingCommands(profile, 3, true), `tc -n ${NET_NS} qdisc add dev ${workerEndpoint(0).uplinkIfb} parent 1:1 handle 10: netem delay 20ms`));
   assert.equal(appliedDelayMs(profile, true), 20);
   assert.equal(appliedDelayMs(profile, false), 0);
-  assert.deepEqual(PROFILE_NAMES, ['wifi', 'wired-lab', 'internet', 'school-uplink']);
+  assert.deepEqual(PROFILE_NAMES, ['wifi', 'wired-lab', 'internet', 'school-uplink', 'school-wifi-isolated']);
   assert.deepEqual(profileByName('school-uplink'), profile);
   assert.throws(() => profileByName('dial-up'), (e: unknown) => e instanceof LabError && e.code === 'ERR_LAB_USAGE');
+});
+
+test('school-wifi-isolated: Wi-Fi whose access point isolates its clients, each student reaching only the teacher\'s TCP port', () => {
+  const profile = schoolWifiIsolated();
+  assert.equal(profile.name, 'wifi', 'the Wi-Fi model, shaped and validated as one');
+  assert.deepEqual(profileByName('school-wifi-isolated'), profile);
+  const n = 3;
+  const cmds = labCommands(profile, n, false);
+  assert.deepEqual(cmds.slice(0, -isolationCommands(profile, n).length), labCommands(wifi(), n, false), 'the same air, the isolation after it');
+  for (let i = 0; i < n; i++) {
+    const w = workerEndpoint(i);
+    assert.ok(has(cmds, `ip -n ${NET_NS} link set dev ${w.portLink} type bridge_slave isolated on`), 'the access point forwards between no two students');
+    const rules = cmds.filter((c) => c.includes(w.ns) && c.includes('rule')).map(line);
+    assert.deepEqual(rules, [
+      `ip -n ${w.ns} rule add pref 100 to ${SERVER_ADDRESS} ipproto tcp dport ${LAB_SERVER_PORT} lookup main`,
+      `ip -n ${w.ns} rule add pref 110 blackhole`,
+    ], 'the teacher\'s TCP port, and nothing else anywhere (no UDP: no WebRTC, no TURN; no ICE-TCP to any of the server\'s addresses)');
+  }
+  assert.ok(!cmds.some((c) => c.includes(serverEndpoint().portLink) && c.includes('isolated')), 'the server\'s port is not isolated: every student reaches it');
+
+  const mixed = schoolWifiIsolated('half');
+  assert.deepEqual([0, 1, 2, 3].map((i) => isIsolated(mixed, i)), [false, true, false, true], 'every other student, the chief open');
+  const mixedCmds = isolationCommands(mixed, 4);
+  assert.ok(!mixedCmds.some((c) => c.includes(workerEndpoint(0).ns) || c.includes(workerEndpoint(0).portLink)), 'an open student keeps its links');
+  assert.equal(mixedCmds.filter((c) => c.includes('bridge_slave')).length, 2);
+  assert.deepEqual(isolationCommands(wifi(), 4), [], 'the other profiles isolate nobody');
 });
 
 test('netem delays only where the kernel has netem; the delay applied says so', () => {
@@ -169,7 +200,7 @@ test('CPU caps: quota per period, and caps that add up to more than the machine 
 
 test('docs/lab.md shows exactly the commands the models emit (lab/print-commands.ts)', () => {
   const page = readFileSync(new URL('../../docs/lab.md', import.meta.url), 'utf8');
-  for (const cmds of [topologyCommands(2), ...[wifi(), wiredLab(), internet()].map((m) => shapingCommands(m, 2, false))]) {
+  for (const cmds of [topologyCommands(2), ...[wifi(), wiredLab(), internet()].map((m) => shapingCommands(m, 2, false)), isolationCommands(schoolWifiIsolated(), 2)]) {
     for (const c of cmds) assert.ok(page.includes(`\n${line(c)}\n`), `docs/lab.md lacks: ${line(c)}`);
   }
 });

@@ -80,6 +80,22 @@ function directWorld(): PeerFactory {
   };
 }
 
+/**
+ * A WebRTC that connects late: `reachable` says whether ICE reports its path (at 5 ms) before
+ * the channel opens at `openMs`, past the fallback deadline.
+ */
+function slowWorld(openMs: number, reachable: boolean): PeerFactory {
+  const direct = directWorld();
+  return (options, events) =>
+    direct(options, {
+      ...events,
+      onConnect: () => {
+        if (reachable) events.onReachable?.();
+        setTimeout(() => events.onConnect(), openMs);
+      },
+    });
+}
+
 function generation(n: number, ids: string[]): Generation {
   const members = ids.map(
     (id, rank): MemberInfo => ({ id, name: id, index: Number(id.slice(1)), rank, backend: 'cpu', kind: 'node', adapter: null, examplesPerSec: 0, step: 0, weightsHash: null, computeMs: 0, batchShare: 0, linkMBps: 0, learningRate: 0.001, speedVsMedian: 1, collective: null, bytesSent: 0, probe: null, ownExamples: {}, connected: true, connecting: false, node: null }),
@@ -132,6 +148,26 @@ test('a class whose WebRTC never opens falls back to the relay after the deadlin
   for (const b of sums) for (let i = 0; i < b.length; i += 997) assert.equal(b[i], 3 * (i % 97) + 3000);
   for (const id of ['m1', 'm2', 'm3']) assert.ok((server.carried.get(id) ?? 0) > 40_000 * 4, `${id} sent its share through the server`);
   assert.deepEqual([...relayedBy.values()].map((peers) => peers.length > 0), [true, true, true]);
+});
+
+test('a link whose ICE found a path gets longer to open its channel before the relay; one without goes over the relay at the deadline', async () => {
+  const openMs = FALLBACK_MS * 3;
+  for (const reachable of [true, false]) {
+    const server = new FakeServer();
+    const slow = slowWorld(openMs, reachable);
+    const { networks, relayedBy } = classOf(server, { m1: slow, m2: slow, m3: slow });
+    const g = generation(1, ['m1', 'm2', 'm3']);
+    for (const net of networks) net.applyGeneration(g);
+    await until('every ring link open', () => networks.every((n) => n.isReadyFor(g)));
+    const sums = await sumEverywhere(networks, 1, 1_000);
+    for (const b of sums) assert.equal(b[5], 3 * 5 + 3000);
+    if (reachable) {
+      assert.deepEqual([...relayedBy.values()].flat(), [], 'a slow but reachable link stays direct');
+      assert.equal(server.carried.size, 0, 'nothing went through the server');
+    } else {
+      assert.deepEqual([...relayedBy.values()].map((peers) => peers.length > 0), [true, true, true], 'no path by the deadline: the relay');
+    }
+  }
 });
 
 test('a device with no WebRTC goes through the relay at once, and only its own links do: the others stay direct', async () => {
