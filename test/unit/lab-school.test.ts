@@ -33,7 +33,7 @@ test('the isolated class: wifi\'s accuracy, every student relayed, and its step 
   assert.equal(alone.value, null, 'no wifi row: nothing to compare with');
 });
 
-test('the mixed class: the isolated half relays, the open half\'s links between themselves stay direct', () => {
+test('the mixed class: the isolated half relays, the open half reaches the hub directly: both paths at once', () => {
   const wifi = row('wifi', 0.9644, [], []);
   // Workers 1 and 3 isolated; 0 and 2 relay only to them.
   const relayed = [
@@ -46,9 +46,22 @@ test('the mixed class: the isolated half relays, the open half\'s links between 
   const t = schoolTargets([wifi, mixed])[1]!;
   assert.equal(t.id, 'school-mixed-both-paths');
   assert.equal(t.met, true, t.detail);
-  const openPairRelayed = relayed.map((r) => (r.name === 'lab-w0' ? { ...r, peers: [...r.peers, 'lab-w2'] } : r));
-  assert.equal(schoolTargets([wifi, { ...mixed, relayed: openPairRelayed }])[1]!.met, false, 'two open students relaying to each other: one path only');
+  assert.equal(t.value, 1, 'both open students reach the hub directly');
+  assert.match(t.detail, /fell back to the relay: none/);
+
+  // An open student whose links were slow to open went through the relay: reported, and the class still used both paths.
+  const slowOpen = relayed.map((r) => (r.name === 'lab-w2' ? { name: 'lab-w2', peers: ['hub', 'lab-w0', 'lab-w1', 'lab-w3'] } : r));
+  const withSlow = schoolTargets([wifi, { ...mixed, relayed: slowOpen }])[1]!;
+  assert.equal(withSlow.value, 0.5);
+  assert.equal(withSlow.met, true, withSlow.detail);
+  assert.match(withSlow.detail, /lab-w0–lab-w2, lab-w2–hub/);
+
+  const everyOpenRelayed = relayed.map((r) => (r.name === 'lab-w0' || r.name === 'lab-w2' ? { ...r, peers: [...r.peers, 'hub'] } : r));
+  const onePath = schoolTargets([wifi, { ...mixed, relayed: everyOpenRelayed }])[1]!;
+  assert.equal(onePath.met, false, 'every open student relays to the hub: one path only');
+  assert.equal(onePath.value, 0);
   assert.equal(schoolTargets([wifi, { ...mixed, relayed: relayed.filter((r) => r.name !== 'lab-w3') }])[1]!.met, false, 'an isolated student that never relayed');
+  assert.equal(schoolTargets([wifi, { ...mixed, accuracy: 0.9 }])[1]!.met, false, 'below wifi\'s accuracy');
 });
 
 test('the report says how each row was measured and shows every row and target', () => {
