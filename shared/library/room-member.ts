@@ -144,6 +144,15 @@ export class RoomMember {
     return { room, memberId, index };
   }
 
+  /**
+   * Gets this device ready to join (the admission probe: the backend up, the default model's
+   * kernels compiled, its speed measured) without a word to the server. Join does it anyway;
+   * calling this first, while the student types a name, makes Join one handshake.
+   */
+  async prepare(): Promise<void> {
+    await this.worker?.prepare();
+  }
+
   /** The room it joined last; null before the first join. */
   get room(): string | null {
     return this.joinedRoom;

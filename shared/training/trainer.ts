@@ -30,7 +30,7 @@ import { featuresOf } from '../tasks/registry';
 import { LocalReplica } from '../compute/local-replica';
 import type { Replica } from '../compute/replica';
 import type { FaultInjector } from './faults';
-import { HASH_CHECK_EVERY_STEPS, type TrainerOptions } from './trainer-options';
+import { HASH_CHECK_EVERY_STEPS, REHEARSAL_EXAMPLES, type TrainerOptions } from './trainer-options';
 import { syncModeFor, type SyncModeRun, type TurnHost } from './sync-mode';
 import type { OuterOptimizer } from './outer-optimizer';
 
@@ -400,7 +400,7 @@ export class Trainer {
 
   /**
    * A joiner's rehearsal while the class still trains without it: one forward, backward,
-   * read-back and optimizer update of a typical share of blank examples, so that its first
+   * read-back and optimizer update of a few blank examples (REHEARSAL_EXAMPLES), so that its first
    * step in the ring runs on warm kernels (a WebGPU tab compiles its shaders, V8 its CPU
    * kernels, the optimizer makes its slots). Whatever it changes, the hand-over replaces:
    * weights, optimizer state, iterations, position.
@@ -408,7 +408,7 @@ export class Trainer {
   async rehearse(): Promise<void> {
     const share = Math.round(this.globalBatchSize / this.collective.worldSize);
     await this.buffers.settle();
-    await this.replica.rehearse(Math.min(this.data.maxShardExamples, Math.max(1, share)));
+    await this.replica.rehearse(Math.min(this.data.maxShardExamples, REHEARSAL_EXAMPLES, Math.max(1, share)));
     this.stateSync.rehearsed();
   }
 

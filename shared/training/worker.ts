@@ -95,15 +95,11 @@ export class TrainingWorker {
   private running = false;
   /** A start that arrived while the previous run was still unwinding. */
   private pendingStart: TrainStart | null = null;
-  /**
-   * A start that arrived before this worker's own join reply was handled: on a slow device
-   * the reply, the generation and the teacher's Start can come in one read, and the start's
-   * handler then runs before the join's continuation has built the ring.
-   */
+  /** A start handled before this worker's join reply (a slow device reads reply, generation and Start at once). */
   private startBeforeJoined: TrainStart | null = null;
   private room: string | null = null;
   private writer: CheckpointWriter | null = null;
-  /** This device's admission probe, run once before the first join; null if it failed. */
+  /** This device's admission probe, run once before the first join (prepare); null if it failed. */
   private probe: Promise<DeviceProbe | null> | null = null;
   /** This device's own examples per class, as the server hears them (counts only). */
   private readonly ownCounts = new OwnCounts(
@@ -163,7 +159,7 @@ export class TrainingWorker {
   /** Joins `room` with its join code (as typed or from the class link; see protocol/join-code.ts). */
   async join(room: string, name: string, code: string): Promise<JoinAccepted> {
     this.status.update({ state: 'joining', error: null });
-    const probe = await (this.probe ??= this.runProbe());
+    const probe = await this.prepare();
     const result = await this.session.requestJoin({ ...this.joinRequest(room, name), ...(probe ? { probe } : {}) }, code);
     if (!result.ok) {
       this.status.update({ state: 'error', error: result.error });
@@ -228,6 +224,9 @@ export class TrainingWorker {
     this.network?.close();
     this.generations.notify();
   }
+
+  /** The admission probe, once, before any join: a tab runs it while its student types a name. */
+  prepare = (): Promise<DeviceProbe | null> => (this.probe ??= this.runProbe());
 
   /**
    * The admission probe (device-probe.ts): prepares the backend and the default model's

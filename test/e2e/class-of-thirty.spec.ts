@@ -5,7 +5,8 @@
  * mid-run and are admitted without a step yet (a join storm in progress). What a teacher
  * must see: the ring with 30 nodes and the storm's progress, and the whole class in a
  * members table one screen high, with the slow and the connecting students standing out.
- * The screenshots go to test-results/screenshots (docs/screenshots keeps a copy).
+ * The screenshots go to test-results/screenshots. The README's come from a real run of thirty
+ * Node workers instead: `npm run screenshots:class30` (scripts/class30-screenshots.ts).
  *
  * The members here report progress without training: the page, not the ring, is under
  * test (class-storm.test.ts trains twenty real Node workers through a storm).

@@ -104,7 +104,14 @@ test('the chief leaves at step 10 and a latecomer joins at step 30: training nev
   // A latecomer at about step 30 gets the live state from the chief, not a checkpoint.
   await expect.poll(() => step(heir), { timeout: 120_000 }).toBeGreaterThanOrEqual(30);
   for (const s of survivors) await recordHashes(s.page);
-  const late = await openStudent(browser, room, 'eve', CPU);
+  // While she types her name the tab gets ready (tfjs, its thread, the probe), without a
+  // word to the server: Join then costs one handshake.
+  const late = await openStudent(browser, room, 'eve', CPU, '', {
+    beforeJoin: async (page) => {
+      await expect(page.locator('#join')).toHaveAttribute('data-prepared', 'true', { timeout: 60_000 });
+      expect((await roomStatus(request, room)).members.map((m) => m.name)).not.toContain('eve');
+    },
+  });
   await recordHashes(late.page);
   const everyone = [...survivors, late];
   await expect.poll(async () => (await Promise.all(everyone.map((s) => readStatus(s.page)))).every((s) => s.worldSize === '4'), { timeout: 30_000 }).toBe(true);

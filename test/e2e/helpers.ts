@@ -28,7 +28,8 @@ export interface Student {
 /**
  * Every student gets its own browser context, as separate laptops would; each opens the
  * class link (room and code). `code` is the room's join code on another server than the
- * e2e one; `initScript` runs in the page before its own scripts.
+ * e2e one; `initScript` runs in the page before its own scripts; `beforeJoin` runs on the
+ * loaded page before Join is pressed.
  */
 export async function openStudent(
   browser: Browser,
@@ -36,7 +37,7 @@ export async function openStudent(
   name: string,
   query = '',
   origin = '',
-  options: { code?: string; initScript?: () => void } = {},
+  options: { code?: string; initScript?: () => void; beforeJoin?: (page: Page) => Promise<void> } = {},
 ): Promise<Student> {
   const context = await browser.newContext();
   await context.addInitScript(reportCspViolations);
@@ -49,6 +50,7 @@ export async function openStudent(
   });
   page.on('pageerror', (err) => errors.push(`[${name}] ${err.message}`));
   await page.goto(`${origin}/?room=${room}&code=${options.code ?? codeFor(room)}&name=${name}${query}`);
+  await options.beforeJoin?.(page);
   await page.getByRole('button', { name: 'Join' }).click();
   await expect(status(page)).toHaveAttribute('data-rank', /^\d+$/, { timeout: 60_000 });
   return { context, page, errors };
