@@ -1,7 +1,7 @@
 /**
  * `npm run screenshots:class30`: the README's class-of-thirty screenshots, from a real run.
- * Thirty Node workers (node-worker/main.ts, tfjs CPU backend) join the real server and train
- * the MLP on the defaults; once the class has trained a while, the teacher page is shot at
+ * Thirty Node workers (node-worker/main.ts, tfjs CPU backend) join the real server, with its
+ * hub as `npm start` runs it, and train the MLP on the defaults; once the class has trained a while, the teacher page is shot at
  * 1280×800, its members card, and on Big screen, into docs/screenshots/. Everything shares
  * this machine's cores, so the speeds it shows are a laptop's running thirty students, not
  * a classroom's. Asserts nothing (test/e2e/class-of-thirty.spec.ts tests the page).
@@ -15,7 +15,8 @@ import { CHROMIUM_ARGS } from '../playwright.config';
 import { buildClientIfNeeded, CLIENT_DIST } from '../signaling-server/build-client';
 import { createLogger } from '../signaling-server/logger';
 import { startServer } from '../signaling-server/server';
-import { joinCodeFor } from '../signaling-server/edge/join-codes';
+import { hubKeyFor, joinCodeFor } from '../signaling-server/edge/join-codes';
+import { hubArguments, hubEnvironment, superviseHub } from '../signaling-server/hub-process';
 import type { RoomStatus } from '../shared/protocol';
 
 const TOKEN = 'screenshots-class30-token';
@@ -33,6 +34,15 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 async function main(): Promise<void> {
   await buildClientIfNeeded((m) => console.log(m));
   const server = await startServer({ port: 0, host: '127.0.0.1', dataDir: mkdtempSync(path.join(os.tmpdir(), 'webring-class30-')), teacherToken: TOKEN, joinSecret: JOIN_SECRET, clientDir: CLIENT_DIST, log: createLogger('warn') });
+  const log = createLogger('warn');
+  const hub = superviseHub({
+    command: process.execPath,
+    args: hubArguments(server.url, ROOM),
+    env: hubEnvironment(process.env, joinCodeFor(JOIN_SECRET, ROOM), hubKeyFor(JOIN_SECRET, ROOM)),
+    cwd: path.resolve(import.meta.dirname, '..'),
+    log,
+    output: () => undefined,
+  });
   const workers: ChildProcess[] = [];
   const status = async () => (await (await fetch(`${server.url}/api/rooms/${ROOM}`, { headers: { authorization: `Bearer ${TOKEN}` } })).json()) as RoomStatus;
   const until = async (what: string, ok: (r: RoomStatus) => boolean) => {
@@ -53,7 +63,7 @@ async function main(): Promise<void> {
       });
       workers.push(child);
     }
-    await until('thirty joined', (r) => r.members.filter((m) => m.connected).length === NAMES.length);
+    await until('thirty and the hub joined', (r) => r.hub != null && r.members.filter((m) => m.connected).length === NAMES.length);
     console.log('thirty joined; starting the MLP on the defaults');
     const start = await fetch(`${server.url}/api/rooms/${ROOM}/start`, { method: 'POST', headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' }, body: JSON.stringify({ model: 'mlp', resumeFrom: 'none' }) });
     if (start.status !== 200) throw new Error(`start: HTTP ${start.status} ${await start.text()}`);
@@ -79,6 +89,7 @@ async function main(): Promise<void> {
     }
   } finally {
     for (const w of workers) w.kill('SIGKILL');
+    await hub.stop();
     await server.close();
   }
 }
