@@ -17,7 +17,7 @@ import { execFileSync } from 'node:child_process';
 import { createRequire } from 'node:module';
 import type { RoomStatus } from '../shared/protocol';
 import { globalBatchSize } from '../shared/data/batch-plan';
-import { LAB_WORKLOADS, labWorkloadOf } from '../shared/tasks/lab-workloads';
+import { LAB_DATA_WORDS, LAB_WORKLOADS, labWorkloadOf } from '../shared/tasks/lab-workloads';
 import { LabError } from './lab-error';
 import { withLab, type Lab } from './netlab';
 import { isIsolated, schoolWifiIsolated, wifi, type IsolatedStudents, type ModelProfile } from './network-models';
@@ -232,7 +232,7 @@ export function schoolMarkdown(r: SchoolReport): string {
   return [
     '# A class of 8 on a school\'s Wi-Fi',
     '',
-    `Measured ${r.generatedAt} on commit ${r.commit} by \`npm run lab -- --school\` in ${r.minutes.toFixed(1)} minutes on ${r.machine.cores} cores (kernel ${r.machine.kernel}, Node ${r.versions.node}, tfjs ${r.versions.tfjs}): ${SCHOOL_CLASS} Node workers, each a 0.2-core laptop in its own network namespace on the Wi-Fi model (100 Mbit/s of shared air), training the ${LAB_WORKLOADS.dense.name} on the full MNIST with the product's defaults (the hub on, \`allreduce: 'auto'\`, default epochs and batch). Accuracy is the run's own evaluation after its last epoch, on the official test set. Processes share two cores: the step times say what the relay costs in CPU and on the air, not what a real school's access point does.`,
+    `Measured ${r.generatedAt} on commit ${r.commit} by \`npm run lab -- --school\` in ${r.minutes.toFixed(1)} minutes on ${r.machine.cores} cores (kernel ${r.machine.kernel}, Node ${r.versions.node}, tfjs ${r.versions.tfjs}): ${SCHOOL_CLASS} Node workers, each a 0.2-core laptop in its own network namespace on the Wi-Fi model (100 Mbit/s of shared air), training the ${LAB_WORKLOADS.dense.name} on its full dataset (\`${LAB_WORKLOADS.dense.datasets.full.id}\`) with the product's defaults (the hub on, \`allreduce: 'auto'\`, default epochs and batch). Accuracy is the run's own evaluation after its last epoch, on ${LAB_DATA_WORDS.fullTest}. Processes share two cores: the step times say what the relay costs in CPU and on the air, not what a real school's access point does.`,
     '',
     '- **wifi**: students reach each other.',
     '- **school-wifi-isolated**: the access point isolates its clients (bridge port isolation) and each student reaches only the teacher\'s TCP port (no UDP: no WebRTC, no TURN).',
