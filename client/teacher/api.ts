@@ -5,6 +5,7 @@
  * decides where to show it. Download links, which cannot carry a header, carry the join code.
  */
 import { RoomControl, toWebringError, type CheckpointInfo, type CheckpointMetadata, type CollectSetting, type ErrorBody, type RoomJoinInfo, type RoomMetrics, type RoomStatus, type StartOptions, type StatusSnapshot } from '../../shared/library/control';
+import type { NetworkCheckRequest } from '../../shared/protocol';
 
 export type RoomAction = 'start' | 'stop' | 'pause' | 'resume';
 
@@ -46,8 +47,8 @@ export class RoomApi {
   }
 
   /** Asks every device to measure its network (POST network-check); the answers come in the status. */
-  networkCheck(): Promise<Result<number>> {
-    return result(this.control.networkCheck(this.room));
+  networkCheck(request: NetworkCheckRequest = {}): Promise<Result<number>> {
+    return result(this.control.networkCheck(this.room, request));
   }
 
   metrics(): Promise<Result<RoomMetrics>> {

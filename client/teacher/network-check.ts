@@ -11,6 +11,7 @@ import { h } from './dom';
 import { duration, fixed } from './format';
 import { ASSUMED_MBPS, ASSUMED_RTT_MS, estimateRun, type EstimateResult, type Path } from './run-estimate';
 import type { RoomApi } from './api';
+import { findTask } from '../../shared/tasks/registry';
 
 const RUN_CLOCK_KEY = 'webring:teacher:run-clock';
 
@@ -83,6 +84,7 @@ export class NetworkCheckPanel {
         h('td', { class: 'num' }, `${fixed(r.downMBps, 1)} MB/s`),
         h('td', { class: 'num' }, `${fixed(r.upMBps, 1)} MB/s`),
         h('td', { 'data-testid': 'network-links' }, counts.map(([p, n]) => `${n} ${p === 'relay' ? 'via server' : p}`).join(', ') || 'none'),
+        h('td', { class: 'num', 'data-testid': 'network-slowest-link' }, slowestLink(r.links)),
       );
     });
     const table =
@@ -92,7 +94,7 @@ export class NetworkCheckPanel {
             h(
             'table',
             { class: 'network-table' },
-            h('thead', {}, h('tr', {}, ...['Device', 'Round trip', 'Download', 'Upload', 'Links'].map((t) => h('th', { scope: 'col' }, t)))),
+            h('thead', {}, h('tr', {}, ...['Device', 'Round trip', 'Download', 'Upload', 'Links', 'Slowest link'].map((t) => h('th', { scope: 'col' }, t)))),
             h('tbody', {}, ...rows),
             ),
           ];
@@ -102,7 +104,10 @@ export class NetworkCheckPanel {
   private async check(): Promise<void> {
     this.button.disabled = true;
     this.error.hidden = true;
-    const started = await this.api.networkCheck();
+    // The form's model too: the devices' admission probes timed only the task's default.
+    const config = this.config();
+    const known = config && findTask(config.task)?.models.some((m) => m.id === config.model);
+    const started = await this.api.networkCheck(known ? { workload: { task: config.task, model: config.model } } : {});
     this.button.disabled = false;
     if (!started.ok) {
       this.error.hidden = false;
@@ -140,6 +145,14 @@ export class NetworkCheckPanel {
   }
 }
 
+/** A device's slowest measured link: its bandwidth and its round trip, or a dash when none was measured. */
+function slowestLink(links: NonNullable<RoomStatus['network']>['reports'][number]['links']): string {
+  const measured = links.filter((l) => l.MBps != null && l.rttMs != null);
+  if (measured.length === 0) return '–';
+  const slowest = measured.reduce((a, b) => (b.MBps! < a.MBps! ? b : a));
+  return `${fixed(slowest.MBps!, 1)} MB/s, ${fixed(slowest.rttMs!, 1)} ms`;
+}
+
 /** What the class's answers mean, in the teacher's words. */
 function describe(s: RoomStatus, reports: NonNullable<RoomStatus['network']>['reports'], names: Map<string, string>): string[] {
   const name = (id: string) => names.get(id) ?? id;
@@ -163,6 +176,13 @@ function describe(s: RoomStatus, reports: NonNullable<RoomStatus['network']>['re
   lines.push(
     `To this server: round trips up to ${fixed(slowestRtt.serverRttMs, 1)} ms (${name(slowestRtt.member)}); the slowest download ${fixed(slowestDown.downMBps, 1)} MB/s (${name(slowestDown.member)}), the slowest upload ${fixed(slowestUp.upMBps, 1)} MB/s (${name(slowestUp.member)}).`,
   );
+  // Each link as one device measured it over the link itself (direct or through this server).
+  const measured = reports.flatMap((r) => r.links.filter((l) => l.rttMs != null && l.MBps != null).map((l) => ({ pair: `${name(r.member)}–${name(l.peer)}`, rttMs: l.rttMs!, MBps: l.MBps! })));
+  if (measured.length > 0) {
+    const longest = measured.reduce((a, b) => (b.rttMs > a.rttMs ? b : a));
+    const slowest = measured.reduce((a, b) => (b.MBps < a.MBps ? b : a));
+    lines.push(`Between devices (${measured.length} links measured): round trips up to ${fixed(longest.rttMs, 1)} ms (${longest.pair}); the slowest link ${fixed(slowest.MBps, 1)} MB/s (${slowest.pair}).`);
+  }
   const estimate = s.config ? estimateRun(s, s.config) : null;
   const path = estimate?.ok ? estimate.estimate.path : s.hub ? 'hub' : 'ring';
   lines.push(`Gradients will travel ${PATH_WORDS[path]}.${s.config?.allreduce === 'auto' || !s.config ? ' With the automatic all-reduce the class measures its links in its first steps and may pick another way; the ring card says which.' : ''}`);

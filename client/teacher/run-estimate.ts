@@ -5,14 +5,16 @@
  *   it joined): a step computes the global batch at the class's combined speed, or at the
  *   slowest device's with shares not balanced;
  * - the network check, when the teacher ran one: the slowest device's bandwidth and round
- *   trip to the server stand for the class's links (on one Wi-Fi they share the air);
+ *   trip to the server for the hub and the relay, and the slowest link between two devices,
+ *   as its own probe measured it, for the ring and halving-doubling (the server's figures
+ *   stand in for a link that was not measured);
  * - the chosen task, model, dataset, epochs and batch: the steps, and what a gradient weighs
  *   (the model's parameter count, in the wire's format).
- * A model other than the probed one has no estimate before its run: its cost per example is
- * not measured until then. Pure; no DOM.
+ * A model other than the probed one is timed by the network check, which times the form's
+ * model on every device; until then it has no estimate. Pure; no DOM.
  */
 import { datasetFacts, findTask } from '../../shared/tasks/registry';
-import type { RoomStatus, StartConfig } from '../../shared/protocol';
+import type { DeviceProbe, RoomStatus, StartConfig } from '../../shared/protocol';
 
 /**
  * Each step's work besides the maths and the all-reduce (the optimizer's update, the
@@ -46,11 +48,15 @@ export function estimateRun(s: RoomStatus, config: StartConfig): EstimateResult 
   const devices = [...s.members, ...s.waiting];
   if (devices.length === 0) return { ok: false, why: 'no students yet' };
   if (config.data !== 'dataset') return { ok: false, why: 'a run on the class’s own examples: their number is known once it starts' };
-  const probes = devices.map((d) => d.probe);
-  if (probes.some((p) => p === null)) return { ok: false, why: 'a device has not timed itself yet' };
-  const probed = probes[0]!;
-  if (probes.some((p) => p!.task !== config.task || p!.model !== config.model)) {
-    return { ok: false, why: `the devices timed ${probed.task}/${probed.model}; ${config.task}/${config.model} is measured once it runs` };
+  // Each device's speed at the chosen model: its admission probe (the task's default model),
+  // or what the network check timed when the teacher's form named another.
+  const timedInCheck = new Map((s.network?.reports ?? []).flatMap((r) => (r.probe ? [[r.member, r.probe] as const] : [])));
+  const chosen = (p: DeviceProbe | null | undefined) => !!p && p.task === config.task && p.model === config.model;
+  const probes = devices.map((d) => (chosen(d.probe) ? d.probe : (timedInCheck.get(d.id) ?? d.probe)));
+  if (probes.some((p) => p === null || p === undefined)) return { ok: false, why: 'a device has not timed itself yet' };
+  const untimed = probes.find((p) => !chosen(p));
+  if (untimed) {
+    return { ok: false, why: `the devices timed ${untimed.task}/${untimed.model}; Check the network to time ${config.task}/${config.model} on them` };
   }
   const facts = datasetFacts(config.dataset);
   const parameters = findTask(config.task)?.models.find((m) => m.id === config.model)?.parameters;
@@ -68,14 +74,19 @@ export function estimateRun(s: RoomStatus, config: StartConfig): EstimateResult 
   const mbps = measured ? Math.min(...reports.map((r) => Math.min(r.upMBps, r.downMBps))) : ASSUMED_MBPS;
   const rttMs = measured ? Math.max(...reports.map((r) => r.serverRttMs)) : ASSUMED_RTT_MS;
   const allRelayed = measured && reports.every((r) => r.links.length > 0 && r.links.every((l) => l.path === 'relay'));
+  // The ring and halving-doubling cross the links between devices: their own probes say what
+  // those carry, where the check measured them (the hub's and the relay's go through this laptop).
+  const pairs = reports.flatMap((r) => r.links).filter((l) => l.peer !== s.hub?.id && l.MBps != null && l.rttMs != null);
+  const pairBytesPerMs = (pairs.length > 0 ? Math.min(...pairs.map((l) => l.MBps!)) : mbps) * 1000;
+  const pairRttMs = pairs.length > 0 ? Math.max(...pairs.map((l) => l.rttMs!)) : rttMs;
   const localSteps = config.sync === 'local-steps' ? config.localSteps : 1;
   const bytesPerParameter = !config.secureAggregation && config.wire === 'fp16' ? 2 : 4;
   const gradientBytes = parameters * bytesPerParameter;
   const bytesPerMs = mbps * 1000;
   // The hub runs on this laptop: its one network link carries every device's gradient in and the sum out.
   const hub = (2 * n * gradientBytes) / bytesPerMs + 2 * rttMs;
-  const ring = n === 1 ? 0 : (2 * (n - 1) * gradientBytes) / n / bytesPerMs + 2 * (n - 1) * rttMs;
-  const halvingDoubling = n === 1 ? 0 : (2 * (n - 1) * gradientBytes) / n / bytesPerMs + 2 * Math.ceil(Math.log2(n)) * rttMs;
+  const ring = n === 1 ? 0 : (2 * (n - 1) * gradientBytes) / n / pairBytesPerMs + 2 * (n - 1) * pairRttMs;
+  const halvingDoubling = n === 1 ? 0 : (2 * (n - 1) * gradientBytes) / n / pairBytesPerMs + 2 * Math.ceil(Math.log2(n)) * pairRttMs;
   const path = pathOf(config, s.hub !== null, allRelayed, { ring, halvingDoubling });
   const exchangeMs = n === 1 ? 0 : { hub, relay: hub, ring, 'halving-doubling': halvingDoubling }[path] / localSteps;
 

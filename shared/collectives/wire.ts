@@ -77,6 +77,8 @@ export const PHASE_HUB_UP = 4;
 export const PHASE_HUB_DOWN = 5;
 /** A chain broadcast (chain-broadcast-schedule.ts): values copied rightwards along the ring. */
 export const PHASE_CHAIN = 6;
+/** Not a collective's: the network check's probe of a link (network/link-probe.ts), answered outside any collective. */
+export const PHASE_PROBE = 7;
 
 export interface ChunkHeader {
   phase: number;

@@ -23,11 +23,17 @@ export interface BackendInfo {
 /** Where the maths runs: a thread of its own, or the thread of the network. */
 export type ComputePlace = 'thread' | 'main';
 
+/** Which model a probe times: a task and one of its models (the network check's, for the teacher's chosen model). */
+export interface ProbeWorkload {
+  task: string;
+  model: string;
+}
+
 export interface Compute {
   readonly info: BackendInfo;
   readonly place: ComputePlace;
-  /** The admission probe (device-probe.ts) on this compute's backend. */
-  probe(device: DeviceClass, slowMsPerExample?: number): Promise<DeviceProbe>;
+  /** The admission probe (device-probe.ts) on this compute's backend; of `workload`'s model, else the default task's default. */
+  probe(device: DeviceClass, slowMsPerExample?: number, workload?: ProbeWorkload): Promise<DeviceProbe>;
   /** A replica of a run's model; the run disposes it. */
   createReplica(spec: ReplicaSpec): Promise<Replica>;
   /** Tensors alive in this compute's tfjs engine. */
@@ -42,8 +48,8 @@ export class LocalCompute implements Compute {
   /** `info`: the backend the caller set up in this thread (client/backend.ts, node-worker/node-backend.ts). */
   constructor(readonly info: BackendInfo) {}
 
-  probe(device: DeviceClass, slowMsPerExample?: number): Promise<DeviceProbe> {
-    return probeDevice({ device, ...(slowMsPerExample ? { slowMsPerExample } : {}) });
+  probe(device: DeviceClass, slowMsPerExample?: number, workload?: ProbeWorkload): Promise<DeviceProbe> {
+    return probeDevice({ device, ...(slowMsPerExample ? { slowMsPerExample } : {}), ...workload });
   }
 
   async createReplica(spec: ReplicaSpec): Promise<Replica> {

@@ -7,7 +7,7 @@
  */
 import { WebringError } from '../protocol/errors';
 import type { Backend, DeviceClass, DeviceProbe } from '../protocol';
-import type { BackendInfo, Compute } from './compute';
+import type { BackendInfo, Compute, ProbeWorkload } from './compute';
 import type { Applied, Examples, Gradients, Replica, ReplicaSnapshot, ReplicaSpec, Scored } from './replica';
 import { buffersOf, type ComputeReply, type ComputeRequest, type CreateReply, type ReplicaMethod, type ThreadPort } from './thread-messages';
 
@@ -66,8 +66,8 @@ export class ThreadCompute implements Compute {
     });
   }
 
-  probe(device: DeviceClass, slowMsPerExample = 0): Promise<DeviceProbe> {
-    return this.request({ op: 'probe', device, slowMsPerExample }) as Promise<DeviceProbe>;
+  probe(device: DeviceClass, slowMsPerExample = 0, workload?: ProbeWorkload): Promise<DeviceProbe> {
+    return this.request({ op: 'probe', device, slowMsPerExample, ...(workload ? { workload } : {}) }) as Promise<DeviceProbe>;
   }
 
   async createReplica(spec: ReplicaSpec): Promise<Replica> {

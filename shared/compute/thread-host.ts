@@ -29,7 +29,7 @@ export function serveCompute(port: ThreadPort, selectBackend: (preferred: Backen
         compute = new LocalCompute(await selectBackend(request.preferred));
         return { value: compute.info, transfer: false };
       case 'probe':
-        return { value: await ready().probe(request.device, request.slowMsPerExample), transfer: false };
+        return { value: await ready().probe(request.device, request.slowMsPerExample, request.workload), transfer: false };
       case 'numTensors':
         return { value: await ready().numTensors(), transfer: false };
       case 'create': {

@@ -7,6 +7,7 @@
 import type { Backend, DeviceClass } from '../protocol';
 import type { ErrorBody } from '../protocol/errors';
 import type { Replica, ReplicaSpec } from './replica';
+import type { ProbeWorkload } from './compute';
 
 /** A replica's methods that cross the thread boundary, by name. */
 export type ReplicaMethod = Exclude<keyof Replica, 'parameterCount' | 'stateLength'>;
@@ -19,7 +20,7 @@ export interface ThreadPort {
 
 export type ComputeRequest =
   | { id: number; op: 'init'; preferred: Backend | null }
-  | { id: number; op: 'probe'; device: DeviceClass; slowMsPerExample: number }
+  | { id: number; op: 'probe'; device: DeviceClass; slowMsPerExample: number; workload?: ProbeWorkload }
   | { id: number; op: 'create'; spec: ReplicaSpec }
   | { id: number; op: 'call'; replica: number; method: ReplicaMethod; args: unknown[] }
   | { id: number; op: 'numTensors' };

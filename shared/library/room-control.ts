@@ -8,7 +8,7 @@
  */
 import { z } from 'zod';
 import { ERROR_CODES, WebringError } from '../protocol/errors';
-import type { CollectSetting, RoomJoinInfo, RoomMetrics, RoomStatus, startConfigFieldsSchema } from '../protocol';
+import type { CollectSetting, NetworkCheckRequest, RoomJoinInfo, RoomMetrics, RoomStatus, startConfigFieldsSchema } from '../protocol';
 import { CHECKPOINT_FILE_NAMES, type CheckpointFiles, type CheckpointInfo, type CheckpointMetadata } from '../checkpoints/checkpoint';
 
 /** A run's recipe as sent: every field may be left out and takes its default (docs/recipe.md). */
@@ -102,10 +102,12 @@ export class RoomControl {
   /**
    * Asks every device of the room to measure its network now (its round trip and bandwidth to
    * the server, and how each of its links carries messages); their answers come in the
-   * room's status (`network`) within a few seconds. Resolves with the check's number.
+   * room's status (`network`) within a few seconds. With `workload`, each device also times
+   * that model (its admission probe timed the task's default), for the run's estimate.
+   * Resolves with the check's number.
    */
-  async networkCheck(room: string): Promise<number> {
-    return (await this.call<{ check: number }>('POST', room, '/network-check', {})).body.check;
+  async networkCheck(room: string, request: NetworkCheckRequest = {}): Promise<number> {
+    return (await this.call<{ check: number }>('POST', room, '/network-check', request)).body.check;
   }
   /** The room's hub key: a hub process (node-worker/hub.ts) joins with it in HUB_KEY. */
   async hubKey(room: string): Promise<string> {

@@ -26,7 +26,8 @@ import { HUB_RANK, type Generation, type LinkPath, type MemberInfo } from '../pr
 import { RingAllReduce, type RingAllReduceOptions } from '../collectives/ring-allreduce';
 import { HubReducer, type HubReducerOptions } from '../collectives/hub-reducer';
 import type { RingLink } from '../collectives/collective';
-import { HEADER_BYTES } from '../collectives/wire';
+import { HEADER_BYTES, PHASE_PROBE } from '../collectives/wire';
+import { LINK_PROBES_BUDGET_MS, LinkProbe, type LinkFigures } from './link-probe';
 import { systemClock, type Clock } from '../util/clock';
 
 /** Messages of a generation this worker has not applied yet are kept up to this much. */
@@ -105,6 +106,8 @@ export class RingNetwork {
   private future: Array<{ from: string; generation: number; bytes: Uint8Array }> = [];
   private futureBytes = 0;
   private tap: ((bytes: Uint8Array) => void) | null = null;
+  /** The network check's probe of each link (link-probe.ts); it answers the peers' probes too. */
+  private readonly probe: LinkProbe;
 
   constructor(options: RingNetworkOptions) {
     this.selfId = options.selfId;
@@ -115,6 +118,19 @@ export class RingNetwork {
     this.poison = options.poison;
     this.clock = options.clock ?? systemClock;
     this.onHubMisbehaviour = options.onHubMisbehaviour;
+    const send = (peer: string, bytes: Uint8Array): boolean => {
+      const link = this.links.get(peer);
+      if (!link?.isOpen()) return false;
+      try {
+        link.send(bytes);
+        return true;
+      } catch (err) {
+        // A channel that closed under the probe: that link is not measured; the link's own failure handling does the rest.
+        this.log(`probe of the link to ${peer} not sent: ${(err as Error).message}`);
+        return false;
+      }
+    };
+    this.probe = new LinkProbe({ send, clock: this.clock });
   }
 
   /** The collective of the latest generation this worker belongs to. */
@@ -217,6 +233,17 @@ export class RingNetwork {
   /** How each link the applied generation needs carries its messages now (a network check). */
   linkPaths(): Array<{ peer: string; path: LinkPath }> {
     return (this.appliedAt?.peers ?? []).map((m) => ({ peer: m.id, path: this.links.get(m.id)?.path ?? 'shut' }));
+  }
+
+  /** Each link's path, and for an open one its round trip and bandwidth, measured one link at a time within LINK_PROBES_BUDGET_MS (link-probe.ts). */
+  async probeLinks(): Promise<Array<{ peer: string; path: LinkPath } & LinkFigures>> {
+    const out: Array<{ peer: string; path: LinkPath } & LinkFigures> = [];
+    const end = this.clock.now() + LINK_PROBES_BUDGET_MS;
+    for (const l of this.linkPaths()) {
+      const measured = l.path !== 'shut' && this.clock.now() < end;
+      out.push({ ...l, ...(measured ? await this.probe.measure(l.peer) : { rttMs: null, MBps: null }) });
+    }
+    return out;
   }
 
   /** True when both of this worker's ring links in `g` are open. */
@@ -354,6 +381,7 @@ export class RingNetwork {
 
   /** Data from a peer, handed to the collective with the sender's rank; it checks who may send what. */
   route(peerId: string, bytes: Uint8Array): void {
+    if (bytes[0] === PHASE_PROBE) return this.probe.receive(peerId, bytes);
     if (this.tap) {
       if (peerId === this.leftId) this.tap(bytes);
       return;

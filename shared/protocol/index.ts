@@ -16,7 +16,7 @@
 import type { ErrorBody } from './errors';
 import type { Ack, JoinAccepted, Generation, TrainStart, TrainStop, MemberDropped } from './server-shapes';
 import type { IceConfig } from './ice';
-import type { CollectSetting, DropRequest, EvaluationReport, EvictRequest, FinishReport, JoinRequest, OwnExamplesReport, ProgressReport, ReformRequest, SecureKey, SignalRelay, LinkData, RelayedLinkData, NetworkReport } from './messages';
+import type { CollectSetting, DropRequest, EvaluationReport, EvictRequest, FinishReport, JoinRequest, OwnExamplesReport, ProgressReport, ReformRequest, SecureKey, SignalRelay, LinkData, RelayedLinkData, NetworkReport, NetworkCheckRequest } from './messages';
 
 export * from './vocabulary';
 export * from './ice';
@@ -74,7 +74,7 @@ export interface ServerToClientEvents {
   'signal:relay': (relay: { from: string; linkId: string; data: Record<string, unknown> }) => void;
   'link:data': (data: RelayedLinkData) => void;
   /** The teacher asked every device to measure its network now (POST /api/rooms/:room/network-check). */
-  'room:network-check': (check: { check: number }) => void;
+  'room:network-check': (check: { check: number } & NetworkCheckRequest) => void;
   'train:start': (start: TrainStart) => void;
   'train:stop': (stop: TrainStop) => void;
   'member:dropped': (dropped: MemberDropped) => void;

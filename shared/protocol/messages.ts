@@ -319,12 +319,30 @@ export const NETWORK_CHECK_WINDOW_MS = 30_000;
  * trip to the server, its bandwidth to and from it (NETWORK_PROBE_BYTES each way), and how
  * each of its links in the current generation carries messages.
  */
+/** POST /api/rooms/:room/network-check: a model the devices time too, the teacher's choice in the form (their admission probe timed the task's default). */
+export const networkCheckRequestSchema = z.strictObject({
+  workload: z.strictObject({ task: workloadIdSchema, model: workloadIdSchema }).optional(),
+});
+export type NetworkCheckRequest = z.output<typeof networkCheckRequestSchema>;
+
 export const networkReportSchema = z.strictObject({
   check: z.number().int().min(1),
   serverRttMs: z.number().finite().min(0).max(60_000),
   downMBps: z.number().finite().min(0).max(100_000),
   upMBps: z.number().finite().min(0).max(100_000),
-  links: z.array(z.strictObject({ peer: memberIdSchema, path: z.enum(LINK_PATHS) })).max(MAX_ROOM_MEMBERS),
+  /** Each link's path, and for an open one its round trip and bandwidth over the link itself (null: it did not answer; absent: not probed). */
+  links: z
+    .array(
+      z.strictObject({
+        peer: memberIdSchema,
+        path: z.enum(LINK_PATHS),
+        rttMs: z.number().finite().min(0).max(60_000).nullable().optional(),
+        MBps: z.number().finite().min(0).max(100_000).nullable().optional(),
+      }),
+    )
+    .max(MAX_ROOM_MEMBERS),
+  /** The check's model timed on this device, when the check asked for one its admission probe did not time. */
+  probe: deviceProbeSchema.optional(),
 });
 export type NetworkReport = z.output<typeof networkReportSchema>;
 

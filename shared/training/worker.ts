@@ -18,7 +18,7 @@ import type { PeerFactory } from '../network/peer';
 import { type ClientToServerEvents, type DeviceClass, type DeviceProbe, type Generation, type JoinAccepted, type JoinRequest, type MemberDropped, type ServerToClientEvents, type TrainStart, type TrainStop, type WorkerKind, type CollectSetting } from '../protocol';
 import { RingNetwork } from '../network/ring-network';
 import { SocketRelay, withRelay } from '../network/relay-link';
-import { NetworkCheck } from './network-check';
+import { NetworkCheck, timeModelOnce } from './network-check';
 import type { Trainer } from './trainer';
 import { CheckpointWriter, type LocalCheckpoints } from '../checkpoints/checkpoint-writer';
 import { restoreFromServer } from '../checkpoints/checkpoint-io';
@@ -37,7 +37,7 @@ import { TrainingRun, failedReport } from './training-run';
 import { SecureKeys } from './secure-keys';
 import { OwnCounts } from './own-counts';
 import type { RunCheckpoints, RunControl } from './run-ports';
-import type { Compute } from '../compute/compute';
+import type { Compute, ProbeWorkload } from '../compute/compute';
 import type { Replica } from '../compute/replica';
 import { programDataFor, replicaSpecFor, type ProgramSlot } from './run-workload';
 
@@ -123,7 +123,8 @@ export class TrainingWorker {
     this.status = new WorkerStatusView({ backend: options.compute.info.backend, connected: socket.connected, numTensors: 0 }, options.onStatus);
     this.secureKeys = new SecureKeys(socket, this.clock, log);
     this.relay = new SocketRelay(socket, log);
-    new NetworkCheck({ session: this.session, serverUrl: options.serverUrl, links: () => this.network?.linkPaths() ?? [], clock: this.clock, log });
+    const timeModel = (w: ProbeWorkload) => timeModelOnce(options.compute, options.device, this.prepare(), w, log);
+    new NetworkCheck({ session: this.session, serverUrl: options.serverUrl, links: () => this.network?.probeLinks() ?? Promise.resolve([]), timeModel, clock: this.clock, log });
     socket.on('ring:generation', (g) => this.onGeneration(g));
     socket.on('signal:relay', ({ from, linkId, data }) => this.network?.handleSignal(from, linkId, data));
     socket.on('train:start', (start) => {

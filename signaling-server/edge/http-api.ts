@@ -411,7 +411,7 @@ export function createHttpApp(ctx: RoomContext, options: HttpOptions): express.E
   }
 
   registerDataApi(app, ctx, options.datasets, options.served, requireRoomReader);
-  registerNetworkCheckApi(app, ctx, options.networkChecks, { requireTeacher, requireRoomReader });
+  registerNetworkCheckApi(app, ctx, options.networkChecks, { requireTeacher, requireRoomReader, json });
 
   app.use('/api', (_req, _res, next) => next(new WebringError('ERR_BAD_REQUEST', 'no such API endpoint')));
 

@@ -1,7 +1,8 @@
 /**
  * The teacher's network check, over HTTP (docs/http-api.md):
  *   POST /api/rooms/:room/network-check   teacher: asks every device of the room to measure
- *                                          its network now (room:network-check); → {check}
+ *                                          its network now (room:network-check), and to time
+ *                                          `workload`'s model if the body names one; → {check}
  *   GET  /api/rooms/:room/network-probe?check=N   a reader of the room: NETWORK_PROBE_BYTES
  *                                          of random bytes, to time the download
  *   POST /api/rooms/:room/network-probe?check=N   a reader of the room: a body of up to
@@ -14,22 +15,27 @@ import { randomBytes } from 'node:crypto';
 import express, { type Express, type RequestHandler } from 'express';
 import { z } from 'zod';
 import { WebringError } from '../../shared/protocol/errors';
-import { NETWORK_PROBE_BYTES, parseOrThrow, roomNameSchema } from '../../shared/protocol';
+import { NETWORK_PROBE_BYTES, networkCheckRequestSchema, parseOrThrow, roomNameSchema } from '../../shared/protocol';
+import { findTask } from '../../shared/tasks/registry';
 import { channelOf, type RoomContext } from '../rooms/room-context';
 import type { NetworkChecks } from '../rooms/network-checks';
 
 const checkQuerySchema = z.object({ check: z.coerce.number().int().min(1) });
 
-export function registerNetworkCheckApi(app: Express, ctx: RoomContext, checks: NetworkChecks, guards: { requireTeacher: RequestHandler; requireRoomReader: RequestHandler }): void {
+export function registerNetworkCheckApi(app: Express, ctx: RoomContext, checks: NetworkChecks, guards: { requireTeacher: RequestHandler; requireRoomReader: RequestHandler; json: RequestHandler }): void {
   // One buffer for every download: random, so no link compresses it.
   const probeBody = randomBytes(NETWORK_PROBE_BYTES);
   const readerOf = (locals: Record<string, unknown>): string => String(locals.roomReader);
 
-  app.post('/api/rooms/:room/network-check', guards.requireTeacher, async (req, res) => {
+  app.post('/api/rooms/:room/network-check', guards.requireTeacher, guards.json, async (req, res) => {
     const name = parseOrThrow(roomNameSchema, req.params.room);
     if (!(await ctx.rooms.read(name))) throw new WebringError('ERR_UNKNOWN_ROOM', `room ${name} does not exist: a member joins it first`);
+    const { workload } = parseOrThrow(networkCheckRequestSchema, req.body ?? {});
+    if (workload && !findTask(workload.task)?.models.some((m) => m.id === workload.model)) {
+      throw new WebringError('ERR_BAD_REQUEST', `workload: no model ${workload.model} of task ${workload.task}`, 'workload');
+    }
     const check = checks.start(name, ctx.clock.now());
-    ctx.io.to(channelOf(name)).emit('room:network-check', { check });
+    ctx.io.to(channelOf(name)).emit('room:network-check', { check, ...(workload ? { workload } : {}) });
     res.json({ ok: true, check });
   });
 

@@ -3,7 +3,9 @@
  * open no WebRTC link (its connections gather no candidate). Before the check the form's
  * estimate says it assumes the network; "Check the network" has every tab measure its way
  * to the server and report its links, and the panel names the tab that reaches its
- * classmates only through the server. The class then trains a short run, and the run card
+ * classmates only through the server, and gives each link's round trip and bandwidth. A check
+ * with another model in the form times that model on every tab, and the estimate follows it.
+ * The class then trains a short run, and the run card
  * sets the time it took beside the estimate made at Start: within ESTIMATE_FACTOR either way.
  */
 import { test, expect } from '@playwright/test';
@@ -45,6 +47,28 @@ test('the network check names the tab behind the server, and the run takes withi
   const room = (await (await request.get(`/api/rooms/${ROOM}`, asTeacher)).json()) as RoomStatus;
   expect(room.network?.reports.map((r) => r.serverRttMs).every((ms) => ms > 0)).toBe(true);
   expect(room.network?.reports.every((r) => r.downMBps > 0 && r.upMBps > 0)).toBe(true);
+  // By pairs: every open link, direct or through the server, measured over the link itself.
+  const links = room.network!.reports.flatMap((r) => r.links);
+  expect(links.length).toBe(6);
+  for (const l of links) {
+    expect(l.rttMs, JSON.stringify(l)).toBeGreaterThan(0);
+    expect(l.MBps, JSON.stringify(l)).toBeGreaterThan(0);
+  }
+  await expect(summary).toContainText('Between devices (6 links measured): round trips up to');
+  await expect(summary.locator('tr', { hasText: 'iso' }).getByTestId('network-slowest-link')).toContainText('MB/s');
+
+  // Another model: the tabs' admission probes timed the default one only. A check with the
+  // other model in the form times it on every tab, and the estimate follows.
+  const model = teacher.locator('select[name=model]');
+  const defaultModel = await model.inputValue();
+  const other = defaultModel === 'cnn' ? 'mlp' : 'cnn';
+  await model.selectOption(other);
+  await expect(teacher.getByTestId('run-estimate')).toContainText(`Check the network to time mnist/${other}`);
+  await teacher.getByTestId('network-check').click();
+  await expect(teacher.getByTestId('run-estimate')).toContainText('and the network check', { timeout: 60_000 });
+  const timed = (await (await request.get(`/api/rooms/${ROOM}`, asTeacher)).json()) as RoomStatus;
+  expect(timed.network?.reports.map((r) => r.probe?.model)).toEqual([other, other, other]);
+  await model.selectOption(defaultModel);
 
   // The estimate now rests on the check; the run is timed against it.
   await openAdvanced(teacher);

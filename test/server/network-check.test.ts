@@ -62,3 +62,29 @@ test('a network check: the teacher starts it, every member hears it, probes once
   assert.equal(status.network?.check, check);
   assert.deepEqual(status.network?.reports, [{ ...report(check, jb.memberId), member: ja.memberId }]);
 });
+
+test('a check may name the form\'s model: every member hears it, answers with its time for it and each link\'s figures; an unknown model is refused', async () => {
+  const room = 'net-check-model';
+  const a = await t.client(room);
+  const ja = (await join(a, room, 'ann')) as AckResult<JoinAccepted> & { ok: true };
+  const url = `${t.server.url}/api/rooms/${room}/network-check`;
+  const post = (body: unknown) => fetch(url, { method: 'POST', headers: { ...AS_TEACHER.headers, 'content-type': 'application/json' }, body: JSON.stringify(body) });
+  for (const bad of [{ workload: { task: 'mnist', model: 'no-such-model' } }, { workload: { task: 'no-such-task', model: 'cnn' } }, { workload: { task: 'mnist' } }, { model: 'cnn' }]) {
+    const res = await post(bad);
+    assert.equal(res.status, 400, JSON.stringify(bad));
+    assert.equal(((await res.json()) as { error: { code: string } }).error.code, 'ERR_BAD_REQUEST');
+  }
+  assert.equal((await t.status(room)).network, null, 'a refused check starts nothing');
+  const heard = nextEvent(a, 'room:network-check');
+  const started = await post({ workload: { task: 'mnist', model: 'cnn' } });
+  assert.equal(started.status, 200);
+  const { check } = (await started.json()) as { check: number };
+  assert.deepEqual(await heard, { check, workload: { task: 'mnist', model: 'cnn' } });
+  const answer = { ...report(check, 'hub'), links: [{ peer: 'b'.repeat(16), path: 'direct', rttMs: 4.5, MBps: 12 }], probe: { device: 'laptop', task: 'mnist', model: 'cnn', msPerExample: 3.5 } };
+  const refused = nextServerError(a);
+  a.emit('worker:network', { ...answer, links: [{ ...answer.links[0], MBps: -1 }] } as never);
+  assert.equal(await refused, 'ERR_BAD_REQUEST', 'a link figure out of bounds');
+  a.emit('worker:network', answer as never);
+  const status = await t.status(room);
+  assert.deepEqual(status.network?.reports, [{ ...answer, member: ja.memberId }]);
+});

@@ -234,3 +234,19 @@ test('relayed bytes count as buffered until the server takes them, and a relay t
   assert.throws(() => a.send(new Uint8Array(1)), (e: unknown) => e instanceof WebringError && e.code === 'ERR_PEER_FAILED');
   b!.destroy();
 });
+
+test('the network check\'s probe measures each link over the link itself, direct or through the server', async () => {
+  const server = new FakeServer();
+  const direct = directWorld();
+  const { networks } = classOf(server, { m1: direct, m2: null, m3: direct });
+  const g = generation(1, ['m1', 'm2', 'm3']);
+  for (const net of networks) net.applyGeneration(g);
+  await until('every ring link open', () => networks.every((n) => n.isReadyFor(g)));
+  const links = await networks[0]!.probeLinks();
+  assert.deepEqual(links.map((l) => [l.peer, l.path]).sort(), [['m2', 'relay'], ['m3', 'direct']]);
+  for (const l of links) assert.ok(l.rttMs !== null && l.MBps !== null && l.MBps > 0, JSON.stringify(l));
+  assert.ok((server.carried.get('m1') ?? 0) >= 256 * 1024, 'the relayed link\'s probe went through the server');
+  // The probe does not disturb the ring: a sum right after it is exact.
+  const sums = await sumEverywhere(networks, 1, 1_000);
+  for (const b of sums) assert.equal(b[5], 3 * 5 + 3000);
+});

@@ -50,9 +50,46 @@ test('the network check decides: the hub when it runs and costs least, the serve
   assert.ok(relayed.ok && relayed.estimate.path === 'relay');
 });
 
+test('the ring and halving-doubling cost what the links between devices measured; the hub, what the server\'s did', () => {
+  const members = ['a', 'b', 'c', 'd'].map((id) => member(id, 1));
+  // Every device reaches the server at 10 MB/s in 3 ms, but the slowest link between two devices carries 2 MB/s in 8 ms; the hub's link is not a pair.
+  const links = [
+    { peer: 'b', path: 'direct' as const, rttMs: 4, MBps: 5 },
+    { peer: 'c', path: 'relay' as const, rttMs: 8, MBps: 2 },
+    { peer: 'h', path: 'direct' as const, rttMs: 1, MBps: 0.5 },
+    { peer: 'd', path: 'shut' as const, rttMs: null, MBps: null },
+  ];
+  const network = { check: 1, startedAt: 0, reports: members.map((m) => ({ member: m.id, check: 1, serverRttMs: 3, downMBps: 20, upMBps: 10, links })) };
+  const ring = estimateRun(room(members, { hub: member('h', null), network }), config({ allreduce: 'ring' }));
+  assert.ok(ring.ok);
+  const expected = ((2 * 3) / 4) * ((101_770 * 4) / 2_000) + 2 * 3 * 8;
+  assert.ok(Math.abs(ring.estimate.exchangeMs - expected) < 1e-9, `${ring.estimate.exchangeMs} against ${expected}`);
+  const hub = estimateRun(room(members, { hub: member('h', null), network }), config());
+  assert.ok(hub.ok && hub.estimate.path === 'hub');
+  assert.ok(Math.abs(hub.estimate.exchangeMs - ((2 * 4 * (101_770 * 4)) / 10_000 + 6)) < 1e-9, 'the hub still at the server\'s figures');
+  // A check from devices that did not probe their links (an older page): the server's figures stand in.
+  const unprobed = { ...network, reports: network.reports.map((r) => ({ ...r, links: [{ peer: 'b', path: 'direct' as const }] })) };
+  const fallback = estimateRun(room(members, { network: unprobed }), config({ allreduce: 'ring' }));
+  assert.ok(fallback.ok && Math.abs(fallback.estimate.exchangeMs - (((2 * 3) / 4) * ((101_770 * 4) / 10_000) + 2 * 3 * 3)) < 1e-9);
+});
+
+test('a check that timed the form\'s model on every device gives it an estimate; one device missing, none', () => {
+  const members = [member('a', 1), member('b', 1)];
+  const cnnProbe = (ms: number) => ({ device: 'laptop' as const, task: 'mnist', model: 'cnn', msPerExample: ms });
+  const report = (id: string, probe?: ReturnType<typeof cnnProbe>) => ({ member: id, check: 1, serverRttMs: 3, downMBps: 20, upMBps: 10, links: [], ...(probe ? { probe } : {}) });
+  const both = estimateRun(room(members, { network: { check: 1, startedAt: 0, reports: [report('a', cnnProbe(4)), report('b', cnnProbe(4))] } }), config({ model: 'cnn', balanceShares: false }));
+  assert.ok(both.ok, JSON.stringify(both));
+  assert.equal(both.estimate.computeMs, 32 * 4, 'the CNN\'s time per example, not the MLP\'s');
+  const one = estimateRun(room(members, { network: { check: 1, startedAt: 0, reports: [report('a', cnnProbe(4)), report('b')] } }), config({ model: 'cnn' }));
+  assert.deepEqual(one, { ok: false, why: 'the devices timed mnist/mlp; Check the network to time mnist/cnn on them' });
+  // The default model keeps the admission probes, whatever the check timed.
+  const mlp = estimateRun(room(members, { network: { check: 1, startedAt: 0, reports: [report('a', cnnProbe(4)), report('b', cnnProbe(4))] } }), config({ balanceShares: false }));
+  assert.ok(mlp.ok && mlp.estimate.computeMs === 32 * 1);
+});
+
 test('no estimate for a model the devices did not time, for the class\'s own examples, or for an empty room', () => {
   const cnn = estimateRun(room([member('a', 1)]), config({ model: 'cnn' }));
-  assert.deepEqual(cnn, { ok: false, why: 'the devices timed mnist/mlp; mnist/cnn is measured once it runs' });
+  assert.deepEqual(cnn, { ok: false, why: 'the devices timed mnist/mlp; Check the network to time mnist/cnn on them' });
   assert.equal(estimateRun(room([member('a', 1)]), config({ data: 'own' })).ok, false);
   assert.equal(estimateRun(room([]), config()).ok, false);
   assert.equal(estimateRun(room([member('a', null)]), config()).ok, false);
