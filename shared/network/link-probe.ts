@@ -15,6 +15,7 @@
  * bytes (u32 LE, 0 otherwise), then a bulk's payload.
  */
 import { PHASE_PROBE } from '../collectives/wire';
+import { MAX_REPORTED_MBPS } from '../protocol';
 import { systemClock, type Clock } from '../util/clock';
 
 const KIND_PING = 1;
@@ -28,12 +29,16 @@ export const LINK_PROBE_BYTES = 256 * 1024;
 const BULK_MESSAGE_BYTES = 64 * 1024;
 /** Round trips whose median is the link's. */
 export const LINK_RTT_SAMPLES = 3;
-/** A ping or a bulk not answered this long after it went out counts as not measured. */
+/**
+ * A ping not answered this long after it went out counts as not measured; a bulk gets at
+ * least this long, and whatever is left of the device's LINK_PROBES_BUDGET_MS: every device
+ * probes at once, so on a 2 Mbit/s uplink shared by three bulks each one crawls at ~80 kB/s.
+ */
 export const LINK_PROBE_TIMEOUT_MS = 3_000;
 /**
  * All of a device's links are probed within this long; the links left after it report their
- * path only. The answer must reach the server inside the check's 30 s
- * (NETWORK_CHECK_WINDOW_MS), after the probes to the server.
+ * path only. The teacher waits for the answer, which must reach the server inside
+ * NETWORK_CHECK_REPORT_WINDOW_MS, after the probes to the server.
  */
 export const LINK_PROBES_BUDGET_MS = 12_000;
 
@@ -86,17 +91,17 @@ export class LinkProbe {
   }
 
   /** The round trip (median of LINK_RTT_SAMPLES) and the bandwidth one way of the link to `peer`; null for what did not answer. */
-  async measure(peer: string): Promise<LinkFigures> {
+  async measure(peer: string, bulkTimeoutMs = LINK_PROBE_TIMEOUT_MS): Promise<LinkFigures> {
     const rtts: number[] = [];
     for (let i = 0; i < LINK_RTT_SAMPLES; i++) {
       const t0 = this.clock.now();
-      const at = await this.exchange(peer, KIND_PING, () => false);
+      const at = await this.exchange(peer, KIND_PING, LINK_PROBE_TIMEOUT_MS, () => false);
       if (at === null) return { rttMs: null, MBps: null };
       rtts.push(at - t0);
     }
     const rttMs = [...rtts].sort((a, b) => a - b)[rtts.length >> 1]!;
     const t0 = this.clock.now();
-    const at = await this.exchange(peer, KIND_BULK, (nonce) => {
+    const at = await this.exchange(peer, KIND_BULK, Math.max(bulkTimeoutMs, LINK_PROBE_TIMEOUT_MS), (nonce) => {
       for (let sent = 0; sent < LINK_PROBE_BYTES; sent += BULK_MESSAGE_BYTES) {
         const bytes = new Uint8Array(PROBE_HEADER_BYTES + Math.min(BULK_MESSAGE_BYTES, LINK_PROBE_BYTES - sent));
         writeProbeHeader(bytes, KIND_BULK, nonce, LINK_PROBE_BYTES);
@@ -104,19 +109,23 @@ export class LinkProbe {
       }
       return true;
     });
-    // The acknowledgement's own way back is half a round trip of the time measured.
-    const ms = at === null ? 0 : Math.max(at - t0 - rttMs / 2, 0.001);
-    return { rttMs, MBps: at === null ? null : LINK_PROBE_BYTES / ms / 1000 };
+    if (at === null) return { rttMs, MBps: null };
+    // The acknowledgement's own way back is half a round trip of the time measured. The pings
+    // may have waited longer than the bulk (a busy device), so that half is taken off at most
+    // half the bulk's time: jitter can double the figure, never blow it past any link.
+    const elapsedMs = Math.max(at - t0, 0.001);
+    const ms = Math.max(elapsedMs - rttMs / 2, elapsedMs / 2);
+    return { rttMs, MBps: Math.min(LINK_PROBE_BYTES / ms / 1000, MAX_REPORTED_MBPS) };
   }
 
   /** Sends a ping (or a bulk, by `sendBulk`) and resolves with the clock at its answer; null on a closed link or a timeout. */
-  private exchange(peer: string, kind: number, sendBulk: (nonce: number) => boolean): Promise<number | null> {
+  private exchange(peer: string, kind: number, timeoutMs: number, sendBulk: (nonce: number) => boolean): Promise<number | null> {
     const nonce = this.nonce++ >>> 0;
     return new Promise((resolve) => {
       const timer = this.clock.setTimeout(() => {
         this.waiting.delete(nonce);
         resolve(null);
-      }, LINK_PROBE_TIMEOUT_MS);
+      }, timeoutMs);
       this.waiting.set(nonce, (at) => {
         this.clock.clearTimeout(timer);
         resolve(at);

@@ -241,7 +241,7 @@ export class RingNetwork {
     const end = this.clock.now() + LINK_PROBES_BUDGET_MS;
     for (const l of this.linkPaths()) {
       const measured = l.path !== 'shut' && this.clock.now() < end;
-      out.push({ ...l, ...(measured ? await this.probe.measure(l.peer) : { rttMs: null, MBps: null }) });
+      out.push({ ...l, ...(measured ? await this.probe.measure(l.peer, end - this.clock.now()) : { rttMs: null, MBps: null }) });
     }
     return out;
   }

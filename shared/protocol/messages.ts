@@ -311,8 +311,16 @@ export const LINK_PATHS = ['direct', 'relay', 'shut'] as const;
 export type LinkPath = (typeof LINK_PATHS)[number];
 /** What one device downloads from, and uploads to, the server to measure its bandwidth in a network check. */
 export const NETWORK_PROBE_BYTES = 2 * 1024 * 1024;
-/** A network check takes reports and probe transfers this long after the teacher started it. */
+/** The largest bandwidth a network report may carry (MB/s): far past any link, and a bound for a bad report. */
+export const MAX_REPORTED_MBPS = 100_000;
+/** A network check takes probe transfers this long after the teacher started it. */
 export const NETWORK_CHECK_WINDOW_MS = 30_000;
+/**
+ * A network check takes a device's answer this long after the teacher started it: the
+ * answer follows the probes, and timing a model its admission probe did not time compiles
+ * that model first, tens of seconds on a slow device's emulated GPU.
+ */
+export const NETWORK_CHECK_REPORT_WINDOW_MS = 120_000;
 
 /**
  * worker:network: one device's answer to a network check (room:network-check): its round
@@ -328,8 +336,8 @@ export type NetworkCheckRequest = z.output<typeof networkCheckRequestSchema>;
 export const networkReportSchema = z.strictObject({
   check: z.number().int().min(1),
   serverRttMs: z.number().finite().min(0).max(60_000),
-  downMBps: z.number().finite().min(0).max(100_000),
-  upMBps: z.number().finite().min(0).max(100_000),
+  downMBps: z.number().finite().min(0).max(MAX_REPORTED_MBPS),
+  upMBps: z.number().finite().min(0).max(MAX_REPORTED_MBPS),
   /** Each link's path, and for an open one its round trip and bandwidth over the link itself (null: it did not answer; absent: not probed). */
   links: z
     .array(
@@ -337,7 +345,7 @@ export const networkReportSchema = z.strictObject({
         peer: memberIdSchema,
         path: z.enum(LINK_PATHS),
         rttMs: z.number().finite().min(0).max(60_000).nullable().optional(),
-        MBps: z.number().finite().min(0).max(100_000).nullable().optional(),
+        MBps: z.number().finite().min(0).max(MAX_REPORTED_MBPS).nullable().optional(),
       }),
     )
     .max(MAX_ROOM_MEMBERS),

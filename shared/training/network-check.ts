@@ -9,7 +9,7 @@
  * worker:network; the teacher page turns the class's answers into plain words and an
  * estimate of the run (client/teacher/network-check.ts).
  */
-import { NETWORK_PROBE_BYTES, type DeviceClass, type DeviceProbe, type NetworkReport } from '../protocol';
+import { MAX_REPORTED_MBPS, NETWORK_PROBE_BYTES, type DeviceClass, type DeviceProbe, type NetworkReport } from '../protocol';
 import type { Compute, ProbeWorkload } from '../compute/compute';
 import { toWebringError } from '../protocol/errors';
 import type { Clock } from '../util/clock';
@@ -106,4 +106,4 @@ function median(xs: number[]): number {
 }
 
 /** MB/s (10^6 bytes) of `bytes` in `ms`, capped where the protocol caps it. */
-const mbps = (bytes: number, ms: number): number => Math.min(100_000, bytes / 1e6 / Math.max(ms / 1000, 1e-6));
+const mbps = (bytes: number, ms: number): number => Math.min(MAX_REPORTED_MBPS, bytes / 1e6 / Math.max(ms / 1000, 1e-6));

@@ -6,7 +6,7 @@
  * code and changes nothing.
  */
 import { WebringError } from '../../shared/protocol/errors';
-import { NETWORK_CHECK_WINDOW_MS, type NetworkCheckStatus, type NetworkReport } from '../../shared/protocol';
+import { NETWORK_CHECK_REPORT_WINDOW_MS, NETWORK_CHECK_WINDOW_MS, type NetworkCheckStatus, type NetworkReport } from '../../shared/protocol';
 
 interface Check {
   status: NetworkCheckStatus;
@@ -26,24 +26,24 @@ export class NetworkChecks {
     return this.last;
   }
 
-  /** The check `check` of `room`, open at `now`; ERR_STALE_RUN otherwise. */
-  private open(room: string, check: number, now: number): Check {
+  /** The check `check` of `room`, open at `now` for what has `windowMs`; ERR_STALE_RUN otherwise. */
+  private open(room: string, check: number, now: number, windowMs: number): Check {
     const current = this.byRoom.get(room);
     if (!current || current.status.check !== check) throw new WebringError('ERR_STALE_RUN', `no network check ${check} in room ${room}`, 'check');
-    if (now - current.status.startedAt > NETWORK_CHECK_WINDOW_MS) throw new WebringError('ERR_STALE_RUN', `network check ${check} is over`, 'check');
+    if (now - current.status.startedAt > windowMs) throw new WebringError('ERR_STALE_RUN', `network check ${check} is over`, 'check');
     return current;
   }
 
   /** A device's answer; its second answer to one check is refused. */
   report(room: string, member: string, report: NetworkReport, now: number): void {
-    const current = this.open(room, report.check, now);
+    const current = this.open(room, report.check, now, NETWORK_CHECK_REPORT_WINDOW_MS);
     if (current.status.reports.some((r) => r.member === member)) throw new WebringError('ERR_BAD_REQUEST', 'this device already answered this check', 'check');
     current.status.reports.push({ ...report, member });
   }
 
   /** One probe transfer of `reader` in check `check`: one download and one upload each. */
   probe(room: string, check: number, reader: string, direction: 'down' | 'up', now: number): void {
-    const current = this.open(room, check, now);
+    const current = this.open(room, check, now, NETWORK_CHECK_WINDOW_MS);
     const key = `${reader}/${direction}`;
     if (current.probes.has(key)) throw new WebringError('ERR_RATE_LIMITED', `one ${direction}load per device and check`);
     current.probes.add(key);

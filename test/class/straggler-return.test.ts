@@ -20,6 +20,8 @@ const room = klass.status;
 before(async () => {
   server = await startTestServer();
   for (const name of ['steady-0', 'steady-1', 'steady-2']) klass.spawn(name);
+  // The chief never drops itself (drop-check.ts): the busy worker joins last, so it is not the chief.
+  await waitFor('three steady workers in the room', async () => (await room()).members.length === 3, 120_000);
   klass.spawn('busy-3', ['--slow-until-step', String(SLOW_UNTIL_STEP)]);
   await waitFor('four workers in the room', async () => (await room()).members.length === 4, 120_000);
 });

@@ -3,11 +3,12 @@
  * in-memory link measure each other's round trip and bandwidth; a shut link or a peer that
  * never answers gives nulls, not a hang; and a confused or hostile peer's probe messages
  * are refused without an answer, never counted past the probe's size. Over real RingNetworks
- * and tabs: test/e2e/network-check.spec.ts.
+ * and tabs: test/e2e/network-check.spec.ts. A slow link's bulk gets the time left of the check's budget.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { LINK_PROBE_BYTES, LINK_PROBE_TIMEOUT_MS, LinkProbe, PROBE_HEADER_BYTES } from '../../shared/network/link-probe';
+import { LINK_PROBE_BYTES, LINK_PROBE_TIMEOUT_MS, LINK_RTT_SAMPLES, LinkProbe, PROBE_HEADER_BYTES } from '../../shared/network/link-probe';
+import { MAX_REPORTED_MBPS, networkReportSchema } from '../../shared/protocol';
 import { PHASE_PROBE } from '../../shared/collectives/wire';
 import { ManualClock } from '../../shared/util/clock';
 
@@ -90,4 +91,57 @@ test('probe messages that no honest peer sends are refused without an answer', (
   probe.receive('x', message(3, 5, 100, 40));
   probe.receive('x', message(3, 5, 100, 60));
   assert.deepEqual(answers.map((a) => [a[1], new DataView(a.buffer).getUint32(2, true)]), [[2, 4], [4, 5]]);
+});
+
+test('a slow link\'s bulk is measured within the budget it is given, past the ping\'s timeout', async () => {
+  const clock = new ManualClock();
+  /** The peer answers pings at once and acknowledges a bulk only BULK_MS after it went out: a link of ~40 kB/s. */
+  const BULK_MS = 3 * LINK_PROBE_TIMEOUT_MS;
+  let probe: LinkProbe;
+  let bulkBytes = 0;
+  const answer = (kind: number, nonce: number) => probe.receive('b', message(kind, nonce, 0));
+  probe = new LinkProbe({
+    clock,
+    send: (_peer, bytes) => {
+      const nonce = new DataView(bytes.buffer, bytes.byteOffset).getUint32(2, true);
+      if (bytes[1] === 1) queueMicrotask(() => answer(2, nonce));
+      if (bytes[1] === 3 && (bulkBytes += bytes.byteLength - PROBE_HEADER_BYTES) === LINK_PROBE_BYTES) clock.setTimeout(() => answer(4, nonce), BULK_MS);
+      return true;
+    },
+  });
+  const slow = probe.measure('b', BULK_MS + 1_000);
+  for (let t = 0; t < BULK_MS; t += 1_000) {
+    await new Promise((r) => setImmediate(r));
+    clock.advance(1_000);
+  }
+  const figures = await slow;
+  assert.ok(figures.MBps !== null && Math.abs(figures.MBps - LINK_PROBE_BYTES / BULK_MS / 1000) < 0.01, JSON.stringify(figures));
+  assert.equal(clock.pending, 0, 'no timer left behind');
+  assert.equal(probe.refused, 0);
+});
+
+test('a bulk acknowledged sooner than the pings\' half round trip (a busy device) still gives a figure a report may carry', async () => {
+  const clock = new ManualClock();
+  const PING_MS = 200;
+  let probe: LinkProbe;
+  const answer = (kind: number, nonce: number) => probe.receive('b', message(kind, nonce, 0));
+  probe = new LinkProbe({
+    clock,
+    send: (_peer, bytes) => {
+      const nonce = new DataView(bytes.buffer, bytes.byteOffset).getUint32(2, true);
+      if (bytes[1] === 1) clock.setTimeout(() => answer(2, nonce), PING_MS);
+      if (bytes[1] === 3) queueMicrotask(() => answer(4, nonce));
+      return true;
+    },
+  });
+  const figures = probe.measure('b');
+  for (let i = 0; i < LINK_RTT_SAMPLES; i++) {
+    await new Promise((r) => setImmediate(r));
+    clock.advance(PING_MS);
+  }
+  const { rttMs, MBps } = await figures;
+  assert.equal(rttMs, PING_MS);
+  const report = networkReportSchema.safeParse({ check: 1, serverRttMs: 1, downMBps: 1, upMBps: 1, links: [{ peer: 'peerb0000', path: 'direct', rttMs, MBps }] });
+  assert.ok(report.success, `${MBps} MB/s: ${report.error?.message}`);
+  assert.equal(MBps, MAX_REPORTED_MBPS, 'no time measured: the bound, not Infinity');
 });
