@@ -10,14 +10,8 @@ import { threadsNow } from '../util/clock';
 import { WebringError } from '../protocol/errors';
 import { buildModel, buildOptimizer, predictBatch } from './models';
 import { TrainableWeights } from './trainable-weights';
-import {
-  createOptimizerSlots,
-  loadOptimizerWeights,
-  optimizerIterations,
-  optimizerStateLength,
-  optimizerStateVariables,
-  setOptimizerIterations,
-} from './optimizer-state';
+import { createOptimizerSlots, loadOptimizerWeights, optimizerStateLength } from './optimizer-state';
+import { flatOptimizer, type FlatOptimizer } from './flat-optimizer';
 import type { Applied, Examples, Gradients, Replica, ReplicaSnapshot, TaskReplicaSpec, Scored } from './replica';
 import { artifactsOf, concatBuffers, specsOf } from './weight-bytes';
 
@@ -25,7 +19,9 @@ export class LocalReplica implements Replica {
   readonly parameterCount: number;
   readonly stateLength: number;
   private readonly model: tf.LayersModel;
+  /** tfjs's optimizer keeps only the checkpoint format; the updates are the fused one's. */
   private readonly optimizer: tf.Optimizer;
+  private readonly fused: FlatOptimizer;
   private readonly weights: TrainableWeights;
   private readonly spec: TaskReplicaSpec;
   /** Numbers in one example, and one example's shape (the task's). */
@@ -43,12 +39,14 @@ export class LocalReplica implements Replica {
     this.weights = new TrainableWeights(this.model);
     createOptimizerSlots(config.optimizer, this.optimizer, this.weights.variables);
     const total = this.weights.count;
+    this.fused = flatOptimizer(config.optimizer, total);
     this.parameterCount = total;
     // The weights, the optimizer's slots, and its iteration count last.
     this.stateLength = total + optimizerStateLength(config.optimizer, total) + 1;
   }
 
   async computeGradients(examples: Examples, flat: Float32Array): Promise<Gradients> {
+    await this.weights.idle();
     const startedAt = threadsNow();
     const t0 = performance.now();
     if (this.spec.busyComputeMs) holdThread(this.spec.busyComputeMs);
@@ -90,10 +88,11 @@ export class LocalReplica implements Replica {
   }
 
   applyGradients(flat: Float32Array, learningRate: number): Promise<Applied> {
-    return this.weights.applyGradients(this.optimizer, flat, learningRate);
+    return this.weights.applyFused(this.fused, flat, learningRate);
   }
 
   async score({ features, labels, n }: Examples): Promise<Scored> {
+    await this.weights.idle();
     // As in applyGradients, the tensors may alias the buffers and live only inside this tidy.
     const sums = tf.tidy(() => {
       const logits = this.model.apply(this.batch(features, n), { training: false }) as tf.Tensor2D;
@@ -110,7 +109,8 @@ export class LocalReplica implements Replica {
     }
   }
 
-  predict(features: Float32Array, n: number): Promise<Float32Array> {
+  async predict(features: Float32Array, n: number): Promise<Float32Array> {
+    await this.weights.idle();
     return predictBatch(this.model, features.subarray(0, n * this.features), [n, ...this.exampleShape]);
   }
 
@@ -133,39 +133,26 @@ export class LocalReplica implements Replica {
     return this.weights.read();
   }
 
-  private stateVariables(): tf.Variable[] {
-    return [...this.weights.variables, ...optimizerStateVariables(this.spec.config.optimizer, this.optimizer)];
-  }
-
+  /** The weights, the optimizer's state (optimizer-state.ts's layout), and its iteration count last. */
   async readState(): Promise<Float32Array> {
-    const values = await Promise.all(this.stateVariables().map((v) => v.data() as Promise<Float32Array>));
     const out = new Float32Array(this.stateLength);
-    let at = 0;
-    for (const vals of values) {
-      out.set(vals, at);
-      at += vals.length;
-    }
-    out[at] = optimizerIterations(this.optimizer);
+    out.set(await this.weights.read(), 0);
+    this.fused.readState(out, this.parameterCount);
+    out[this.stateLength - 1] = this.fused.iterations;
     return out;
   }
 
   async writeState(state: Float32Array): Promise<void> {
     if (state.length !== this.stateLength) throw new WebringError('ERR_BAD_DATA', `a state of ${state.length} floats, this replica's has ${this.stateLength}`);
-    let at = 0;
-    tf.tidy(() => {
-      for (const v of this.stateVariables()) {
-        // slice, not subarray: the CPU backend keeps the array it is given as the tensor's
-        // storage, and the variable would then change whenever the buffer is reused.
-        v.assign(tf.tensor(state.slice(at, at + v.size), v.shape, 'float32'));
-        at += v.size;
-      }
-    });
-    setOptimizerIterations(this.optimizer, state[at]!);
-    this.weights.changed();
+    await this.weights.write(state.slice(0, this.parameterCount));
+    this.fused.writeState(state, this.parameterCount);
+    this.fused.iterations = state[this.stateLength - 1]!;
   }
 
   async snapshot(): Promise<ReplicaSnapshot> {
+    await this.weights.idle();
     const { modelTopology, format, generatedBy, convertedBy, weightSpecs, weightData } = await artifactsOf(this.model);
+    this.fused.toOptimizer(this.optimizer);
     const optimizerWeights = await this.optimizer.getWeights();
     const encoded = await tf.io.encodeWeights(optimizerWeights);
     // getWeights() makes a fresh tensor for the iteration count; the rest are live variables.
@@ -184,6 +171,7 @@ export class LocalReplica implements Replica {
   }
 
   async load(snapshot: Pick<ReplicaSnapshot, 'weightSpecs' | 'weights' | 'optimizerSpecs' | 'optimizerData'>): Promise<void> {
+    await this.weights.idle();
     this.weights.load(snapshot.weightSpecs, snapshot.weights, `${this.spec.config.task} task's ${this.spec.config.model}`);
     const opt = tf.io.decodeWeights(snapshot.optimizerData.slice().buffer, snapshot.optimizerSpecs);
     await loadOptimizerWeights(
@@ -194,9 +182,11 @@ export class LocalReplica implements Replica {
     );
     // setWeights keeps copies as variables (and reads the iteration count), so the decoded tensors can go.
     tf.dispose(Object.values(opt));
+    await this.fused.fromOptimizer(this.optimizer);
   }
 
   async nudge(): Promise<void> {
+    await this.weights.idle();
     this.weights.nudge();
   }
 

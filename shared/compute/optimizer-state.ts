@@ -43,10 +43,6 @@ export function optimizerStateLength(kind: OptimizerKind, parameterCount: number
   return kind === 'adam' ? 2 + 2 * parameterCount : 0;
 }
 
-export function optimizerIterations(optimizer: tf.Optimizer): number {
-  return optimizer.iterations;
-}
-
 export function setOptimizerIterations(optimizer: tf.Optimizer, iterations: number): void {
   (optimizer as unknown as IterationField).iterations_ = iterations;
 }

@@ -1,9 +1,11 @@
 /**
  * A model's trainable weights as one flat vector, the way every replica treats them: the
  * offsets of each variable in it, the gradients read into it, a mean gradient applied from
- * it through the optimizer, the weights read out of it and checked against a checkpoint's,
- * and their fingerprint, read back from the device only after they changed. LocalReplica
- * (the tasks' models) and ModelReplica (a program's) share it.
+ * it (through the fused update, or through a tfjs optimizer), the weights read out of it
+ * and checked against a checkpoint's, and their fingerprint. The fused update keeps a copy
+ * of the weights beside the device, so that neither the update nor the hash reads them
+ * back; a tfjs optimizer's update is read back only when the weights are next needed.
+ * LocalReplica (the tasks' models, fused) and ModelReplica (a program's, tfjs) share it.
  */
 import * as tf from '@tensorflow/tfjs';
 import { WebringError } from '../protocol/errors';
@@ -11,6 +13,7 @@ import { WeightsHasher } from '../util/weights-hash';
 import { setLearningRate } from './models';
 import type { WeightSpec } from './weight-bytes';
 import type { Applied } from './replica';
+import type { FlatOptimizer } from './flat-optimizer';
 import { threadsNow } from '../util/clock';
 
 export class TrainableWeights {
@@ -21,6 +24,18 @@ export class TrainableWeights {
   /** Bumped whenever the weights change, so the hash is read back only when needed. */
   private version = 0;
   private hashCache: { version: number; hash: string } | null = null;
+  /**
+   * The weights as the device holds them, in the flat layout, kept by the fused update
+   * (applyFused): with it the update, the hash and a state read need no device read.
+   * Null until first read, and again whenever the weights change by another path.
+   */
+  private mirror: Float32Array | null = null;
+  /**
+   * The fused update in flight, and what waits for it: an update that must first read the
+   * weights back yields, and a read of the state meanwhile would see the old weights.
+   * Readers and writers queue behind it, as tfjs's ops queue behind the device's.
+   */
+  private queue: Promise<unknown> = Promise.resolve();
 
   constructor(model: tf.LayersModel) {
     this.variables = model.trainableWeights.map((w) => (w as unknown as { val: tf.Variable }).val);
@@ -35,6 +50,7 @@ export class TrainableWeights {
   /** The weights changed outside apply() (a state or a checkpoint written, a fault). */
   changed(): void {
     this.version++;
+    this.mirror = null;
   }
 
   /** Reads `grads` (by variable name) into `flat[0, count)`, every variable at once: the GPU queue overlaps the copies. */
@@ -65,14 +81,74 @@ export class TrainableWeights {
       });
       optimizer.applyGradients(named);
     });
+    this.changed();
+  }
+
+  /**
+   * Replica.applyGradients through the fused update (flat-optimizer.ts): the update runs
+   * over the mirror in one pass, the new weights go up once a variable, and the hash is
+   * taken from the mirror, so the step reads nothing back from the device.
+   */
+  applyFused(optimizer: FlatOptimizer, flat: Float32Array, learningRate: number): Promise<Applied> {
+    return this.queued(async () => {
+      const startedAt = threadsNow();
+      const weights = this.mirror ?? (await this.readDevice());
+      optimizer.apply(weights, flat.subarray(0, this.count), learningRate);
+      this.upload(weights);
+      const appliedAt = threadsNow();
+      const weightsHash = await this.hashNow();
+      return { flat, weightsHash, startedAt, appliedAt, endedAt: threadsNow() };
+    });
+  }
+
+  /** Sets every weight from `values` (the flat layout), which the mirror then holds: the caller gives it up. */
+  write(values: Float32Array): Promise<void> {
+    return this.queued(() => this.upload(values));
+  }
+
+  /**
+   * Resolves once every queued update has reached the device's variables. The caller's
+   * kernels that read the weights (a backprop, a score) wait for it: the trainer hands an
+   * update over and goes on to the next step without waiting, and a kernel queued before
+   * the update's upload would read the old weights.
+   */
+  async idle(): Promise<void> {
+    await this.queue;
+  }
+
+  /** Runs `work` after everything queued before it. */
+  private queued<T>(work: () => T | Promise<T>): Promise<T> {
+    const result = this.queue.then(work);
+    // The caller gets `result`, error and all; the queue only needs to know it is over.
+    this.queue = result.then(
+      () => undefined,
+      () => undefined,
+    );
+    return result;
+  }
+
+  private upload(values: Float32Array): void {
+    tf.tidy(() => {
+      this.variables.forEach((v, i) => {
+        const off = this.offsets[i]!;
+        // A copy: the CPU backend keeps the array it is given as the tensor's storage, and the
+        // GPU backends upload it only when a kernel first reads it; the mirror changes before.
+        v.assign(tf.tensor(values.slice(off, off + v.size), v.shape, 'float32'));
+      });
+    });
+    this.mirror = values;
     this.version++;
   }
 
   /** The weights' fingerprint (shared/util/weights-hash.ts); cached until they change. */
-  async hash(): Promise<string> {
+  hash(): Promise<string> {
+    return this.queued(() => this.hashNow());
+  }
+
+  private async hashNow(): Promise<string> {
     const version = this.version;
     if (this.hashCache?.version === version) return this.hashCache.hash;
-    const values = await Promise.all(this.variables.map((v) => v.data() as Promise<Float32Array>));
+    const values = this.mirror ? [this.mirror] : await Promise.all(this.variables.map((v) => v.data() as Promise<Float32Array>));
     const hasher = new WeightsHasher();
     for (const vals of values) hasher.update(vals);
     const hash = hasher.digest();
@@ -80,11 +156,19 @@ export class TrainableWeights {
     return hash;
   }
 
-  /** All weights concatenated in variable order. */
-  async read(): Promise<Float32Array> {
+  /** All weights concatenated in variable order (a copy the caller may keep). */
+  read(): Promise<Float32Array> {
+    return this.queued(async () => (this.mirror ?? (await this.readDevice())).slice());
+  }
+
+  /** Reads the weights from the device into a new mirror. */
+  private async readDevice(): Promise<Float32Array> {
+    const version = this.version;
     const values = await Promise.all(this.variables.map((v) => v.data() as Promise<Float32Array>));
     const out = new Float32Array(this.count);
     values.forEach((vals, i) => out.set(vals, this.offsets[i]));
+    // Kept only if nothing changed the weights while they were read.
+    if (this.version === version) this.mirror = out;
     return out;
   }
 
@@ -97,13 +181,13 @@ export class TrainableWeights {
     const weights = tf.io.decodeWeights(bytes.slice().buffer, specs as WeightSpec[]);
     this.variables.forEach((v, i) => v.assign(weights[specs[i]!.name]!));
     tf.dispose(Object.values(weights));
-    this.version++;
+    this.changed();
   }
 
   /** Nudges one weight, as numeric drift between backends would (an injected fault). */
   nudge(): void {
     const v = this.variables[0]!;
     tf.tidy(() => v.assign(v.add(tf.scalar(1e-3))));
-    this.version++;
+    this.changed();
   }
 }
