@@ -196,6 +196,7 @@ export class ShareTimes implements TailSection {
   /** Views of the first N slots, made when the ring changes. */
   private computeView: Float32Array = new Float32Array(0);
   private overheadView: Float32Array = new Float32Array(0);
+  private slowest = 0;
 
   constructor(private readonly balancer: ShareBalancer) {}
 
@@ -217,6 +218,9 @@ export class ShareTimes implements TailSection {
   read(_view: Float32Array, facts: StepFacts): void {
     // The slices the step's batch planned: what each rank's time was spent on.
     this.balancer.observe(this.computeView, facts.batch.slices, this.overheadView);
+    let slowest = 0;
+    for (const ms of this.computeView) slowest = Math.max(slowest, ms);
+    this.slowest = slowest;
   }
 
   /** Each rank's compute time in the step just read, by rank. */
@@ -224,11 +228,12 @@ export class ShareTimes implements TailSection {
     return Array.from(this.computeView);
   }
 
-  /** The slowest rank's compute time of the last turn, ms (0 before any). */
+  /**
+   * The slowest rank's compute time of the last turn read, ms (0 before any). Kept at read:
+   * the view is this rank's own next figure from the moment it writes it, before the sum.
+   */
   slowestMs(): number {
-    let slowest = 0;
-    for (const ms of this.computeView) slowest = Math.max(slowest, ms);
-    return slowest;
+    return this.slowest;
   }
 }
 
