@@ -54,7 +54,9 @@ test('Node workers train a secure local-steps run: a joiner at a round boundary,
   for (const name of ['r0', 'r1', 'r2']) workers.push(spawnNodeWorker(t.server.url, room, codeFor(room), name));
   await waitFor('three workers', async () => (await status()).members.length === 3, 90_000);
   const H = 8;
-  assert.equal((await post(`/api/rooms/${room}/start`, { model: 'mlp', dataset: 'mnist-10k', sync: 'local-steps', localSteps: H, secureAggregation: true, maxSteps: 5_000, resumeFrom: 'none' })).status, 200);
+  // The full training set: its first epoch (over 600 steps) outlasts the test, and a round
+  // ends early only with an epoch, so every round here is H steps.
+  assert.equal((await post(`/api/rooms/${room}/start`, { model: 'mlp', dataset: 'mnist-60k', sync: 'local-steps', localSteps: H, secureAggregation: true, maxSteps: 5_000, resumeFrom: 'none' })).status, 200);
   const early = await waitFor('three rounds', async () => {
     const s = await status();
     return s.round >= 3 && s;
@@ -76,7 +78,7 @@ test('Node workers train a secure local-steps run: a joiner at a round boundary,
     const s = await status();
     return s.round >= joined.round + 3 && s.members.every((m) => m.step >= joined.step) && s;
   }, 120_000);
-  assert.equal(four.step % H, 0, 'the joiner came in at a round boundary: rounds stay whole');
+  assert.equal(four.step % H, 0, `the joiner came in at a round boundary: rounds stay whole (${JSON.stringify({ step: four.step, round: four.round, epoch: four.epoch, joined: joined.step, total: four.totalSteps })})`);
   assert.deepEqual(four.dropped, []);
 
   // kill -9 mid-round: in a secure run the survivors skip the round (summing it again
