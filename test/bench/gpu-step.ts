@@ -6,12 +6,18 @@
  * [0, 1] with random labels: a step's time does not depend on what the pixels show.
  *
  *   node --import tsx test/bench/gpu-step.ts [--backend webgpu|cpu] [--cnn-shares 32,128,512] [--steps 10] [--out FILE]
+ *     [--md FILE --before EARLIER.json]
  *
  * It is the script the lent GPU machine runs (docs/benchmarks.md, "A real GPU"), bundled
  * with esbuild so that it needs only node and the `webgpu` package there. Prints one JSON
- * line per (model, share) and writes them all to --out.
+ * line per (model, share) and writes them all to --out, with when, the commit, the versions
+ * and the machine. --md writes the split as a table, beside an earlier run's (--before:
+ * the same script's --out on another commit), so a change to the update is measured
+ * before and after on one machine.
  */
-import { writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { readFileSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
 import { parseArgs } from 'node:util';
 import * as tf from '@tensorflow/tfjs';
 import { selectNodeBackend } from '../../node-worker/node-backend';
@@ -75,9 +81,63 @@ async function timeSteps(model: LabModel, share: number, timedSteps: number): Pr
   return { model, share, stepMs, computeMs: median(computes), readbackMs: median(readbacks), applyMs: median(applies), optimizerMs: median(optimizer), hashMs: median(hashes), examplesPerSec: (share * 1000) / stepMs, tensorsFlat: tensors.every((n) => n === tensors[0]) };
 }
 
+interface Report {
+  generatedAt: string;
+  /** The commit, and "+changes" when the tree had uncommitted changes. */
+  commit: string;
+  versions: { node: string; tfjs: string };
+  machine: { cpu: string; cores: number };
+  settings: { timedSteps: number; warmSteps: number; optimizer: string };
+  rows: Row[];
+}
+
+/** The commit this tree is, or null where there is no git (the lent machine's bundle). */
+function commitOf(): string {
+  try {
+    const head = execFileSync('git', ['rev-parse', '--short', 'HEAD'], { encoding: 'utf8' }).trim();
+    const dirty = execFileSync('git', ['status', '--porcelain', '--untracked-files=no'], { encoding: 'utf8' }).trim() !== '';
+    return dirty ? `${head}+changes` : head;
+  } catch (error) {
+    return `unknown (${(error as Error).message.split('\n')[0]})`;
+  }
+}
+
+const ms = (x: number) => (x < 10 ? x.toFixed(2) : x.toFixed(1));
+
+/** The split of each row, beside the earlier run's row of the same backend, model and share. */
+function markdown(report: Report, before: Report | null): string {
+  const earlier = (r: Row) => before?.rows.find((b) => b.backend === r.backend && b.model === r.model && b.share === r.share);
+  const lines = [
+    `# One replica's step, split (\`npm run bench:gpu\`)`,
+    '',
+    `Measured ${report.generatedAt} on commit ${report.commit} (${report.machine.cpu}, ${report.machine.cores} cores, Node ${report.versions.node}, tfjs ${report.versions.tfjs}), median of ${report.settings.timedSteps} steps after ${report.settings.warmSteps} warm-up steps, ${report.settings.optimizer}.` +
+      (before ? ` Before: ${before.generatedAt} on commit ${before.commit}, the same machine and settings.` : ''),
+    '',
+    'Compute: forward and backward until the loss is read; read-back: the gradients into the flat buffer; update: the optimizer\'s update and the new weights on the device; hash: the new weights\' fingerprint every step reports. Everything but compute is the step\'s fixed cost.',
+    '',
+    `| backend | model | share | step ms | compute | read-back | update | hash | fixed costs${before ? ' | fixed costs before | update before | hash before' : ''} |`,
+    `|---|---|---|---|---|---|---|---|---|${before ? '---|---|---|' : ''}`,
+  ];
+  for (const r of report.rows) {
+    const fixed = r.readbackMs + r.applyMs;
+    const b = earlier(r);
+    const then = before ? (b ? ` | ${ms(b.readbackMs + b.applyMs)} | ${ms(b.optimizerMs)} | ${ms(b.hashMs)}` : ' | – | – | –') : '';
+    lines.push(`| ${r.backend}${r.adapter ? ` (${r.adapter})` : ''} | ${r.model} | ${r.share} | ${ms(r.stepMs)} | ${ms(r.computeMs)} | ${ms(r.readbackMs)} | ${ms(r.optimizerMs)} | ${ms(r.hashMs)} | ${ms(fixed)}${then} |`);
+  }
+  lines.push('', `Tensors stayed flat across steps: ${report.rows.every((r) => r.tensorsFlat) ? 'in every row' : `not in ${report.rows.filter((r) => !r.tensorsFlat).map((r) => `${r.model}@${r.share}`).join(', ')}`}.`, '');
+  return lines.join('\n');
+}
+
 async function main(): Promise<void> {
   const { values } = parseArgs({
-    options: { backend: { type: 'string', default: 'webgpu' }, out: { type: 'string' }, 'cnn-shares': { type: 'string' }, steps: { type: 'string', default: '10' } },
+    options: {
+      backend: { type: 'string', default: 'webgpu' },
+      out: { type: 'string' },
+      md: { type: 'string' },
+      before: { type: 'string' },
+      'cnn-shares': { type: 'string' },
+      steps: { type: 'string', default: '10' },
+    },
   });
   // The CPU backend takes seconds a CNN step: a baseline run can keep to the small shares.
   if (values['cnn-shares']) SHARES[LAB_WORKLOADS.conv.model] = values['cnn-shares'].split(',').map(Number);
@@ -92,7 +152,16 @@ async function main(): Promise<void> {
       console.log(JSON.stringify(row));
     }
   }
-  if (values.out) writeFileSync(values.out, `${JSON.stringify(rows, null, 2)}\n`);
+  const report: Report = {
+    generatedAt: new Date().toISOString(),
+    commit: commitOf(),
+    versions: { node: process.version, tfjs: tf.version.tfjs },
+    machine: { cpu: os.cpus()[0]?.model ?? 'unknown', cores: os.availableParallelism() },
+    settings: { timedSteps, warmSteps: WARM_STEPS, optimizer: 'each model\'s task recipe (Adam)' },
+    rows,
+  };
+  if (values.out) writeFileSync(values.out, `${JSON.stringify(report, null, 2)}\n`);
+  if (values.md) writeFileSync(values.md, markdown(report, values.before ? (JSON.parse(readFileSync(values.before, 'utf8')) as Report) : null));
 }
 
 await main();
