@@ -1,4 +1,6 @@
-import { resolve } from 'node:path';
+import { readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { dirname, resolve } from 'node:path';
 import { defineConfig, type Plugin } from 'vite';
 
 /** The mode whose build reads the pages' fault flags: `vite build --mode test`, for the e2e tests. */
@@ -16,6 +18,20 @@ function recordMode(mode: string): Plugin {
   };
 }
 
+/** The WASM backend's binaries, copied where the tabs fetch them (client/backend.ts's WASM_BINARIES_PATH). */
+const WASM_BINARIES = ['tfjs-backend-wasm.wasm', 'tfjs-backend-wasm-simd.wasm', 'tfjs-backend-wasm-threaded-simd.wasm'];
+
+/** Emits the WASM backend's binaries under tfjs-wasm/, served as the built client is. */
+function copyWasmBinaries(): Plugin {
+  const from = dirname(createRequire(import.meta.url).resolve('@tensorflow/tfjs-backend-wasm/package.json'));
+  return {
+    name: 'webring-wasm-binaries',
+    generateBundle() {
+      for (const name of WASM_BINARIES) this.emitFile({ type: 'asset', fileName: `tfjs-wasm/${name}`, source: readFileSync(resolve(from, 'dist', name)) });
+    },
+  };
+}
+
 // Multi-page build: the student page, the teacher page and the all-reduce benchmark page.
 export default defineConfig(({ mode }) => ({
   root: resolve(import.meta.dirname, 'client'),
@@ -23,7 +39,7 @@ export default defineConfig(({ mode }) => ({
     // Only the test build keeps the fault-flag parsing; everywhere else it is dead code.
     __WEBRING_FAULT_FLAGS__: JSON.stringify(mode === TEST_MODE),
   },
-  plugins: [recordMode(mode)],
+  plugins: [recordMode(mode), copyWasmBinaries()],
   // The tab's compute thread (client/compute-thread.ts) is a module worker, like the pages' own scripts.
   worker: { format: 'es' as const },
   build: {

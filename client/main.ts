@@ -6,6 +6,7 @@
 import './zod-jitless';
 import type { WorkerStatus } from '../shared/training/worker-status';
 import type { MemberInfo, RoomMetrics, ServerInfo } from '../shared/protocol';
+import { BACKEND_LABELS } from '../shared/protocol/vocabulary';
 import { toWebringError, type ErrorCode } from '../shared/protocol/errors';
 import { explainShare } from '../shared/training/share-balancer';
 import { showSecureContextNotice } from './secure-context';
@@ -366,7 +367,7 @@ async function createMember(): Promise<Worker> {
   const { webgpuUnavailable, backend } = member.compute;
   if (webgpuUnavailable) {
     const notice = $('webgpu-notice');
-    notice.textContent = `WebGPU is unavailable (${webgpuUnavailable}). This tab trains with ${backend.toUpperCase()} instead.`;
+    notice.textContent = `WebGPU is unavailable (${webgpuUnavailable}). This tab trains with ${BACKEND_LABELS[backend]} instead.`;
     notice.classList.remove('hidden');
   }
   // Closing or navigating away says goodbye, so the ring re-forms at once instead of

@@ -1,10 +1,15 @@
 /**
  * The Node worker's TensorFlow.js backend: WebGPU through Dawn (the `webgpu` package) when
- * a Vulkan adapter exists, as on a lab machine with a real GPU; otherwise the CPU backend.
+ * a Vulkan adapter exists, as on a lab machine with a real GPU; otherwise WebAssembly
+ * (tfjs-backend-wasm, 3–4× the CPU backend here: bench/wasm-cpu.md); the CPU
+ * backend last, or when asked for.
  */
 import * as tf from '@tensorflow/tfjs';
 import type { Backend } from '../shared/protocol';
 import { describeAdapter } from '../shared/compute/models';
+import { startWasmBackend } from '../shared/compute/wasm-backend';
+import { createRequire } from 'node:module';
+import path from 'node:path';
 
 export interface NodeBackendChoice {
   backend: Backend;
@@ -40,9 +45,15 @@ async function tryWebgpu(): Promise<{ adapter: string | undefined } | string> {
   return { adapter: describeAdapter((adapter as unknown as { info?: Record<string, string> }).info) };
 }
 
+/** The WASM backend's binaries, in its package's own folder. */
+function wasmBinaries(): string {
+  return `${path.dirname(createRequire(import.meta.url).resolve('@tensorflow/tfjs-backend-wasm/package.json'))}/dist/`;
+}
+
+/** `preferred` first (--backend); then WebGPU, WebAssembly and the CPU, in that order. */
 export async function selectNodeBackend(preferred: Backend | null): Promise<NodeBackendChoice> {
-  let reason = 'the CPU backend was requested';
-  if (preferred !== 'cpu') {
+  let reason = `the ${preferred} backend was requested`;
+  if (preferred === null || preferred === 'webgpu') {
     try {
       const result = await tryWebgpu();
       if (typeof result !== 'string') return { backend: 'webgpu', adapter: result.adapter, webgpuUnavailable: null };
@@ -50,6 +61,14 @@ export async function selectNodeBackend(preferred: Backend | null): Promise<Node
     } catch (err) {
       reason = `WebGPU failed to load: ${(err as Error).message}`;
     }
+  }
+  if (preferred !== 'cpu') {
+    // A missing package throws in resolve, before the backend's own checks.
+    const wasm = await Promise.resolve()
+      .then(() => startWasmBackend(wasmBinaries()))
+      .catch((err: unknown) => ({ unavailable: `it failed: ${(err as Error).message}` }));
+    if ('adapter' in wasm) return { backend: 'wasm', adapter: wasm.adapter, webgpuUnavailable: reason };
+    reason = `${reason}; WebAssembly is not available either: ${wasm.unavailable}`;
   }
   await tf.setBackend('cpu');
   await tf.ready();

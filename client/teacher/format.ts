@@ -1,7 +1,4 @@
 /** Number and time formatting shared by the dashboard's panels. */
-import type { Backend } from '../../shared/protocol';
-
-export const BACKEND_LABELS: Record<Backend, string> = { webgpu: 'WebGPU', webgl: 'WebGL', cpu: 'CPU' };
 
 export const dash = '–';
 

@@ -7,7 +7,8 @@ import type { DroppedMember, MemberInfo, RoomEvent, RoomStatus } from '../../sha
 import { h } from './dom';
 import { explainShare } from '../../shared/training/share-balancer';
 import { describeClass } from '../../shared/compute/device-probe';
-import { BACKEND_LABELS, dash, duration, fixed, percent } from './format';
+import { dash, duration, fixed, percent } from './format';
+import { BACKEND_LABELS } from '../../shared/protocol/vocabulary';
 
 /** A member whose step compute time is this many times the others' median is flagged. */
 export const STRAGGLER_FACTOR = 3;

@@ -1,6 +1,7 @@
 /**
- * Faster gradients for TensorFlow.js's CPU backend, the one Node workers and tabs without
- * WebGPU or WebGL train on: a convolution's filter gradient, and an embedding's.
+ * Gradient kernels in plain JavaScript for TensorFlow.js's CPU and WASM backends, the ones
+ * Node workers and tabs without WebGPU or WebGL train on: a convolution's filter gradient,
+ * and an embedding's.
  *
  * tfjs-backend-cpu's own Conv2DBackpropFilter reads every element through
  * TensorBuffer.get(), which recomputes a flat index from four coordinates at every multiply:
@@ -15,43 +16,81 @@
  * step of the names task's model at batch 192. This one adds each row into its segment once,
  * in float64, and stores float32 (113 ms a step then). Rows whose id is outside
  * [0, numSegments) are dropped, as TensorFlow drops them; other dtypes go to the original.
+ *
+ * tfjs-backend-wasm has neither kernel, so without them it cannot train a convolutional
+ * model or one with an embedding: the same code is registered there (useWasmKernels), reading its inputs from
+ * the WASM heap and writing its output there. What it cannot do (channels-first data, other
+ * dtypes) is an ERR_BAD_DATA there, not a wrong answer.
  */
 import * as tf from '@tensorflow/tfjs';
+import { WebringError } from '../protocol/errors';
 
 /** What tfjs hands a kernel: its inputs, the backend that owns their data, and its attributes. */
 interface KernelArgs {
   inputs: Record<string, tf.TensorInfo>;
-  backend: { data: { get(id: unknown): { values: unknown } }; makeTensorInfo(shape: number[], dtype: tf.DataType, values: Float32Array): tf.TensorInfo };
+  backend: unknown;
   attrs: Record<string, unknown>;
 }
 
 type KernelFunc = (args: KernelArgs) => tf.TensorInfo;
 
-const BACKEND = 'cpu';
-const FASTER: Record<string, (args: KernelArgs, fallback: KernelFunc) => tf.TensorInfo> = {
-  Conv2DBackpropFilter: (args, fallback) => conv2dBackpropFilter(args, fallback),
-  UnsortedSegmentSum: (args, fallback) => segmentSum(args, fallback),
+/** How a kernel reads its inputs' values and makes its float32 output, on one backend. */
+interface KernelIo {
+  read(backend: unknown, info: tf.TensorInfo): ArrayLike<number>;
+  output(backend: unknown, shape: number[], values: Float32Array): tf.TensorInfo;
+}
+
+/** The CPU backend keeps each tensor's values as a typed array in its data map. */
+const CPU_IO: KernelIo = {
+  read: (backend, info) => (backend as { data: { get(id: unknown): { values: ArrayLike<number> } } }).data.get(info.dataId).values,
+  output: (backend, shape, values) => (backend as { makeTensorInfo(s: number[], d: tf.DataType, v: Float32Array): tf.TensorInfo }).makeTensorInfo(shape, 'float32', values),
 };
 
-let installed = false;
+/** The WASM backend's values live on its heap: readSync copies them out, makeOutput copies the result in. */
+const WASM_IO: KernelIo = {
+  read: (backend, info) => (backend as { readSync(id: unknown): ArrayLike<number> }).readSync(info.dataId),
+  output: (backend, shape, values) => (backend as { makeOutput(s: number[], d: tf.DataType, offset?: number, v?: Float32Array): tf.TensorInfo }).makeOutput(shape, 'float32', undefined, values),
+};
+
+type JsKernel = (args: KernelArgs, io: KernelIo, fallback: KernelFunc) => tf.TensorInfo;
+const JS_KERNELS: Record<string, JsKernel> = {
+  Conv2DBackpropFilter: (args, io, fallback) => conv2dBackpropFilter(args, io, fallback),
+  UnsortedSegmentSum: (args, io, fallback) => segmentSum(args, io, fallback),
+};
+
+let cpuInstalled = false;
 
 /** Replaces the CPU backend's kernels above once per process; later calls do nothing. */
 export function useFastCpuKernels(): void {
-  if (installed) return;
+  if (cpuInstalled) return;
   // The CPU backend registers its kernels when @tensorflow/tfjs is imported; without it there is nothing to speed up.
-  if (!tf.getKernel('Conv2DBackpropFilter', BACKEND)) return;
-  installed = true;
-  for (const [kernelName, faster] of Object.entries(FASTER)) {
-    const original = tf.getKernel(kernelName, BACKEND);
+  if (!tf.getKernel('Conv2DBackpropFilter', 'cpu')) return;
+  cpuInstalled = true;
+  for (const [kernelName, kernel] of Object.entries(JS_KERNELS)) {
+    const original = tf.getKernel(kernelName, 'cpu');
     if (!original) continue;
     const fallback = original.kernelFunc as unknown as KernelFunc;
-    tf.unregisterKernel(kernelName, BACKEND);
-    tf.registerKernel({ kernelName, backendName: BACKEND, kernelFunc: ((args: KernelArgs) => faster(args, fallback)) as unknown as tf.KernelFunc });
+    tf.unregisterKernel(kernelName, 'cpu');
+    tf.registerKernel({ kernelName, backendName: 'cpu', kernelFunc: ((args: KernelArgs) => kernel(args, CPU_IO, fallback)) as unknown as tf.KernelFunc });
+  }
+}
+
+/**
+ * Registers the kernels above for the WASM backend where it has none of its own (call after
+ * importing @tensorflow/tfjs-backend-wasm, which registers its kernels on import).
+ */
+export function useWasmKernels(): void {
+  for (const [kernelName, kernel] of Object.entries(JS_KERNELS)) {
+    if (tf.getKernel(kernelName, 'wasm')) continue;
+    const unsupported: KernelFunc = () => {
+      throw new WebringError('ERR_BAD_DATA', `the WASM backend's ${kernelName} takes channels-last float32 data only`);
+    };
+    tf.registerKernel({ kernelName, backendName: 'wasm', kernelFunc: ((args: KernelArgs) => kernel(args, WASM_IO, unsupported)) as unknown as tf.KernelFunc });
   }
 }
 
 /** dW[r, c, i, o] = Σ over batch and output positions of x[at the tap] · dy, for channels-last data. */
-export function conv2dBackpropFilter(args: KernelArgs, fallback: KernelFunc): tf.TensorInfo {
+export function conv2dBackpropFilter(args: KernelArgs, io: KernelIo, fallback: KernelFunc): tf.TensorInfo {
   const { inputs, backend, attrs } = args;
   const x = inputs.x!;
   const dy = inputs.dy!;
@@ -68,8 +107,8 @@ export function conv2dBackpropFilter(args: KernelArgs, fallback: KernelFunc): tf
     false,
     'channelsLast',
   );
-  const xv = backend.data.get(x.dataId).values as Float32Array;
-  const dyv = backend.data.get(dy.dataId).values as Float32Array;
+  const xv = io.read(backend, x);
+  const dyv = io.read(backend, dy);
   const { batchSize, inHeight, inWidth, inChannels, outHeight, outWidth, outChannels, strideHeight, strideWidth, filterHeight, filterWidth } = info;
   const top = info.padInfo.top;
   const left = info.padInfo.left;
@@ -97,19 +136,19 @@ export function conv2dBackpropFilter(args: KernelArgs, fallback: KernelFunc): tf
       }
     }
   }
-  return backend.makeTensorInfo(filterShape, 'float32', Float32Array.from(sum));
+  return io.output(backend, filterShape, Float32Array.from(sum));
 }
 
 /** out[s, …] = Σ over rows r with segmentIds[r] = s of x[r, …]; segmentIds covers x's leading dimensions. */
-export function segmentSum(args: KernelArgs, fallback: KernelFunc): tf.TensorInfo {
+export function segmentSum(args: KernelArgs, io: KernelIo, fallback: KernelFunc): tf.TensorInfo {
   const { inputs, backend, attrs } = args;
   const x = inputs.x!;
   const ids = inputs.segmentIds!;
   const numSegments = attrs.numSegments as number;
   if (x.dtype !== 'float32' || ids.dtype !== 'int32') return fallback(args);
   const rows = ids.shape.reduce((a, b) => a * b, 1);
-  const xv = backend.data.get(x.dataId).values as Float32Array;
-  const iv = backend.data.get(ids.dataId).values as Int32Array;
+  const xv = io.read(backend, x);
+  const iv = io.read(backend, ids);
   const width = rows === 0 ? 0 : xv.length / rows;
   const sum = new Float64Array(numSegments * width);
   for (let r = 0; r < rows; r++) {
@@ -119,5 +158,5 @@ export function segmentSum(args: KernelArgs, fallback: KernelFunc): tf.TensorInf
     const to = s * width;
     for (let c = 0; c < width; c++) sum[to + c]! += xv[from + c]!;
   }
-  return backend.makeTensorInfo([numSegments, ...x.shape.slice(ids.shape.length)], 'float32', Float32Array.from(sum));
+  return io.output(backend, [numSegments, ...x.shape.slice(ids.shape.length)], Float32Array.from(sum));
 }

@@ -16,8 +16,11 @@ export const ROOM_NAME_PATTERN = /^[A-Za-z0-9][A-Za-z0-9_-]*$/;
 // ---------------------------------------------------------------------------
 // Vocabulary
 // ---------------------------------------------------------------------------
-export const BACKENDS = ['webgpu', 'webgl', 'cpu'] as const;
+/** tfjs backends, fastest first: the order a tab tries them in (a Node worker has no WebGL). */
+export const BACKENDS = ['webgpu', 'webgl', 'wasm', 'cpu'] as const;
 export type Backend = (typeof BACKENDS)[number];
+/** Each backend's name as people read it, on the pages. */
+export const BACKEND_LABELS: Record<Backend, string> = { webgpu: 'WebGPU', webgl: 'WebGL', wasm: 'WebAssembly', cpu: 'CPU' };
 
 /**
  * 'hub': a non-training member that sums the class's gradients for the hub collective

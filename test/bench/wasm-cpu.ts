@@ -12,12 +12,10 @@
  */
 import { execFileSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
-import { createRequire } from 'node:module';
 import os from 'node:os';
-import path from 'node:path';
 import { parseArgs } from 'node:util';
 import * as tf from '@tensorflow/tfjs';
-import { getThreadsCount, setWasmPaths } from '@tensorflow/tfjs-backend-wasm';
+import { selectNodeBackend } from '../../node-worker/node-backend';
 import { LocalReplica } from '../../shared/compute/local-replica';
 import { TASKS } from '../../shared/tasks/registry';
 import { defaultConfigOf, startConfigSchema } from '../../shared/tasks/start-config';
@@ -84,18 +82,13 @@ function commitOf(): string {
 async function main(): Promise<void> {
   const { values } = parseArgs({ options: { steps: { type: 'string', default: '10' }, out: { type: 'string' }, md: { type: 'string' } } });
   const steps = Number(values.steps);
-  // Node loads the .wasm binaries from the package's own folder.
-  const require = createRequire(import.meta.url);
-  setWasmPaths(`${path.dirname(require.resolve('@tensorflow/tfjs-backend-wasm/package.json'))}/dist/`);
   const rows: Row[] = [];
-  let wasmThreads: number | null = null;
-  let simd: boolean | null = null;
+  let wasmAdapter: string | null = null;
   for (const backend of BACKENDS) {
-    if (!(await tf.setBackend(backend))) throw new Error(`the ${backend} backend did not initialise`);
-    if (backend === 'wasm') {
-      wasmThreads = getThreadsCount();
-      simd = await tf.env().getAsync('WASM_HAS_SIMD_SUPPORT') as boolean;
-    }
+    // The Node worker's own choice: the WASM backend with the kernels it lacks (node-backend.ts).
+    const choice = await selectNodeBackend(backend);
+    if (choice.backend !== backend) throw new Error(`the ${backend} backend did not start: ${choice.webgpuUnavailable}`);
+    if (backend === 'wasm') wasmAdapter = choice.adapter ?? null;
     for (const task of TASKS) {
       for (const { id } of task.models) {
         const row: Row = { backend, ...(await timeModel(task, id, steps)) };
@@ -109,7 +102,7 @@ async function main(): Promise<void> {
     commit: commitOf(),
     versions: { node: process.version, tfjs: tf.version.tfjs },
     machine: { cpu: os.cpus()[0]?.model ?? 'unknown', cores: os.availableParallelism() },
-    settings: { timedSteps: steps, warmSteps: WARM_STEPS, wasm: { simd, threads: wasmThreads }, config: 'each task\'s recipe (its share and optimizer)' },
+    settings: { timedSteps: steps, warmSteps: WARM_STEPS, wasm: wasmAdapter, config: 'each task\'s recipe (its share and optimizer)' },
     rows,
   };
   if (values.out) writeFileSync(values.out, `${JSON.stringify(report, null, 2)}\n`);
@@ -118,7 +111,7 @@ async function main(): Promise<void> {
     const lines = [
       '# The WASM backend against the CPU backend (`npm run bench:wasm`)',
       '',
-      `Measured ${report.generatedAt} on commit ${report.commit} (${report.machine.cpu}, ${report.machine.cores} cores, Node ${report.versions.node}, tfjs ${report.versions.tfjs}; WASM SIMD ${simd ? 'on' : 'off'}, ${wasmThreads} thread(s)). One replica's step (forward, backward, read-back, the update) at each task's recipe share, median of ${steps} after ${WARM_STEPS} warm-up steps. The CPU backend has this project's fast kernels (shared/compute/cpu-kernels.ts).`,
+      `Measured ${report.generatedAt} on commit ${report.commit} (${report.machine.cpu}, ${report.machine.cores} cores, Node ${report.versions.node}, tfjs ${report.versions.tfjs}; WASM: ${wasmAdapter}). One replica's step (forward, backward, read-back, the update) at each task's recipe share, median of ${steps} after ${WARM_STEPS} warm-up steps. Both backends run this project's gradient kernels for a convolution's filter and an embedding (shared/compute/cpu-kernels.ts): faster ones on the CPU backend, the missing ones on WASM.`,
       '',
       '| task | model | share | CPU step | WASM step | WASM ÷ CPU time |',
       '|---|---|---|---|---|---|',

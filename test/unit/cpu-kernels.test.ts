@@ -2,18 +2,23 @@
  * The CPU backend's filter gradient (shared/compute/cpu-kernels.ts) against the definition,
  * written out as plain loops: every stride, padding and shape a model here could use, with
  * the zeros ReLU leaves in its input; and the embedding gradient, the same way. The CNN's and the
- * names model's training on the CPU backend rest on them.
+ * names model's training on the CPU backend rest on them, and on the WASM backend, which
+ * has no kernels of its own for them: there the same code runs, reading the WASM heap.
  */
 import { test, before } from 'node:test';
 import assert from 'node:assert/strict';
 import * as tf from '@tensorflow/tfjs';
 import { useFastCpuKernels } from '../../shared/compute/cpu-kernels';
+import { selectNodeBackend } from '../../node-worker/node-backend';
 import { mulberry32 } from '../../shared/util/random';
 
 before(async () => {
   useFastCpuKernels();
-  await tf.setBackend('cpu');
+  // Registers the WASM backend and its missing kernels; each test picks its backend.
+  assert.equal((await selectNodeBackend('wasm')).backend, 'wasm');
 });
+
+const BACKENDS = ['cpu', 'wasm'] as const;
 
 /** dW by the definition: Σ over batch and output positions of x at the tap times dy. */
 function reference(x: Float32Array, xShape: number[], dy: Float32Array, dyShape: number[], fh: number, fw: number, stride: number, top: number, left: number): Float64Array {
@@ -38,9 +43,10 @@ function reference(x: Float32Array, xShape: number[], dy: Float32Array, dyShape:
   return dW;
 }
 
-test('the CPU filter gradient equals the definition for every stride and padding, with ReLU zeros in the input', () => {
+for (const backend of BACKENDS) test(`the ${backend} filter gradient equals the definition for every stride and padding, with ReLU zeros in the input`, async () => {
+  assert.ok(await tf.setBackend(backend));
   // The faster kernel is the one the CPU backend runs (tfjs-backend-cpu's own is named conv2DBackpropFilter).
-  assert.notEqual(tf.getKernel('Conv2DBackpropFilter', 'cpu')?.kernelFunc.name, 'conv2DBackpropFilter');
+  assert.notEqual(tf.getKernel('Conv2DBackpropFilter', backend)?.kernelFunc.name, 'conv2DBackpropFilter');
   const rand = mulberry32(11);
   const cases = [
     { x: [3, 12, 12, 1], f: [5, 5, 1, 4], stride: 1, pad: 'valid' as const },
@@ -68,8 +74,9 @@ test('the CPU filter gradient equals the definition for every stride and padding
   }
 });
 
-test("the CPU embedding gradient (unsorted segment sum) equals the definition, ids out of range dropped", () => {
-  assert.notEqual(tf.getKernel('UnsortedSegmentSum', 'cpu')?.kernelFunc.name, 'unsortedSegmentSum');
+for (const backend of BACKENDS) test(`the ${backend} embedding gradient (unsorted segment sum) equals the definition, ids out of range dropped`, async () => {
+  assert.ok(await tf.setBackend(backend));
+  assert.notEqual(tf.getKernel('UnsortedSegmentSum', backend)?.kernelFunc.name, 'unsortedSegmentSum');
   const rand = mulberry32(5);
   const rows = 300;
   const width = 24;

