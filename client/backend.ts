@@ -1,6 +1,6 @@
 /**
  * Picks the fastest tfjs backend that can train: WebGPU, then WebGL, then WebAssembly
- * (shared/compute/wasm-backend.ts, 3–4× the CPU backend's speed), then the CPU.
+ * (shared/compute/wasm-backend.ts, 2.8–4.5× the CPU backend's speed), then the CPU.
  * It runs in the tab's compute thread (a dedicated Web Worker, compute-thread.ts), or on the
  * page when the tab computes there: so it uses only what both have (navigator.gpu,
  * OffscreenCanvas, isSecureContext), never the document.

@@ -1,7 +1,7 @@
 /**
  * The Node worker's TensorFlow.js backend: WebGPU through Dawn (the `webgpu` package) when
  * a Vulkan adapter exists, as on a lab machine with a real GPU; otherwise WebAssembly
- * (tfjs-backend-wasm, 3–4× the CPU backend here: bench/wasm-cpu.md); the CPU
+ * (tfjs-backend-wasm, 2.8–4.5× the CPU backend here: bench/wasm-cpu.md); the CPU
  * backend last, or when asked for.
  */
 import * as tf from '@tensorflow/tfjs';

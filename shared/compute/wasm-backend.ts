@@ -1,7 +1,7 @@
 /**
  * TensorFlow.js's WebAssembly backend, for a device with neither WebGPU nor WebGL: a tab on
  * an old laptop or a locked-down Chromebook, and a Node worker without a Vulkan GPU. It
- * steps every model here 3–4× faster than the CPU backend (bench/wasm-cpu.md). It lacks two
+ * steps every model here 2.8–4.5× faster than the CPU backend (bench/wasm-cpu.md). It lacks two
  * gradient kernels the tasks' models need (a convolution's filter gradient, an embedding's),
  * which come from cpu-kernels.ts. The package is loaded only when this backend is tried.
  */
