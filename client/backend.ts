@@ -33,6 +33,19 @@ function webglRendererName(): string | undefined {
   return gl && ext ? String(gl.getParameter(ext.UNMASKED_RENDERER_WEBGL)) : undefined;
 }
 
+/** Makes `backend` tfjs's backend: its adapter's description, or null when it did not start. */
+async function start(backend: Backend): Promise<{ adapter: string | undefined } | null> {
+  if (backend === 'wasm') {
+    const wasm = await startWasmBackend(WASM_BINARIES_PATH);
+    if ('adapter' in wasm) return wasm;
+    console.warn(`[webring] backend wasm failed: ${wasm.unavailable}`);
+    return null;
+  }
+  if (!(await tf.setBackend(backend))) return null;
+  await tf.ready();
+  return { adapter: backend === 'webgpu' ? await webgpuAdapterName() : backend === 'webgl' ? webglRendererName() : undefined };
+}
+
 /** `preferred` (from ?backend=) is tried first; the others follow in order. */
 export async function selectBackend(preferred: Backend | null): Promise<BackendInfo> {
   const order = preferred ? [preferred, ...ORDER.filter((b) => b !== preferred)] : ORDER;
@@ -45,17 +58,10 @@ export async function selectBackend(preferred: Backend | null): Promise<BackendI
   for (const backend of order) {
     if (backend === 'webgpu' && webgpuUnavailable) continue;
     try {
-      if (backend === 'wasm') {
-        const wasm = await startWasmBackend(WASM_BINARIES_PATH);
-        if ('adapter' in wasm) return { backend, adapter: wasm.adapter, webgpuUnavailable: webgpuUnavailable ?? (preferred === 'wasm' ? 'wasm was requested' : 'WebGPU failed to start') };
-        console.warn(`[webring] backend wasm failed: ${wasm.unavailable}`);
-        continue;
-      }
-      if (await tf.setBackend(backend)) {
-        await tf.ready();
-        const adapter = backend === 'webgpu' ? await webgpuAdapterName() : backend === 'webgl' ? webglRendererName() : undefined;
+      const started = await start(backend);
+      if (started) {
         if (backend !== 'webgpu' && !webgpuUnavailable) webgpuUnavailable = preferred === backend ? `${backend} was requested` : 'WebGPU failed to start';
-        return { backend, adapter: adapter?.slice(0, 200), webgpuUnavailable };
+        return { backend, adapter: started.adapter?.slice(0, 200), webgpuUnavailable };
       }
     } catch (err) {
       console.warn(`[webring] backend ${backend} failed:`, err);

@@ -63,10 +63,13 @@ export async function selectNodeBackend(preferred: Backend | null): Promise<Node
     }
   }
   if (preferred !== 'cpu') {
-    // A missing package throws in resolve, before the backend's own checks.
-    const wasm = await Promise.resolve()
-      .then(() => startWasmBackend(wasmBinaries()))
-      .catch((err: unknown) => ({ unavailable: `it failed: ${(err as Error).message}` }));
+    let wasm: Awaited<ReturnType<typeof startWasmBackend>>;
+    try {
+      wasm = await startWasmBackend(wasmBinaries());
+    } catch (err) {
+      // A missing package throws in resolve, before the backend's own checks.
+      wasm = { unavailable: `it failed: ${(err as Error).message}` };
+    }
     if ('adapter' in wasm) return { backend: 'wasm', adapter: wasm.adapter, webgpuUnavailable: reason };
     reason = `${reason}; WebAssembly is not available either: ${wasm.unavailable}`;
   }

@@ -53,10 +53,7 @@ const WASM_IO: KernelIo = {
 };
 
 type JsKernel = (args: KernelArgs, io: KernelIo, fallback: KernelFunc) => tf.TensorInfo;
-const JS_KERNELS: Record<string, JsKernel> = {
-  Conv2DBackpropFilter: (args, io, fallback) => conv2dBackpropFilter(args, io, fallback),
-  UnsortedSegmentSum: (args, io, fallback) => segmentSum(args, io, fallback),
-};
+const JS_KERNELS: Record<string, JsKernel> = { Conv2DBackpropFilter: conv2dBackpropFilter, UnsortedSegmentSum: segmentSum };
 
 let cpuInstalled = false;
 
