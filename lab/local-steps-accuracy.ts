@@ -35,7 +35,7 @@ import { MemoryOwnExamples, isHeldOut } from '../shared/data/own-examples';
 import { ManualClock } from '../shared/util/clock';
 import { type StartConfig } from '../shared/protocol';
 import type { Collective } from '../shared/collectives/collective';
-import { DONE_PREFIX, POINT_PREFIX, SERVER_DATA, classesOf, iidDeviceOf, type AccuracyPlan, type AccuracyPoint, type AccuracyResult } from './local-steps-protocol';
+import { DONE_PREFIX, POINT_PREFIX, SERVER_DATA, classesOf, variantConfig, iidDeviceOf, type AccuracyPlan, type AccuracyPoint, type AccuracyResult } from './local-steps-protocol';
 
 /** What one example is, and how many features it has. */
 const FORMAT = LAB_TASK.example;
@@ -102,9 +102,8 @@ export async function runAccuracy(plan: AccuracyPlan, onPoint: (p: AccuracyPoint
   const config: StartConfig = startConfigSchema.parse({
     ...LAB_WORKLOADS.dense.config,
     dataset: LAB_DATASETS.full.id,
-    sync: plan.variant.sync,
-    ...(plan.variant.localSteps !== null ? { localSteps: plan.variant.localSteps } : {}),
     ...(own ? { data: 'own' } : {}),
+    ...variantConfig(plan.variant),
     epochs: plan.maxEpochs,
   });
   const asOne = plan.everyStepAsOne && plan.variant.sync === 'every-step' && !own;
@@ -140,6 +139,9 @@ export async function runAccuracy(plan: AccuracyPlan, onPoint: (p: AccuracyPoint
       outerOptimizer: config.outerOptimizer,
       outerLearningRate: config.outerLearningRate,
       outerMomentum: config.outerMomentum,
+      localOptimizer: config.localOptimizer,
+      localLearningRate: config.localLearningRate,
+      localCorrection: config.localCorrection,
       seed: config.seed,
     },
     epochExamples,

@@ -15,14 +15,25 @@ export interface SyncVariant {
   sync: 'every-step' | 'local-steps';
   /** H; null every step. */
   localSteps: number | null;
+  /** Local steps' settings beyond the product's defaults (the inner optimizer, a correction, the outer step); absent: the defaults. */
+  config?: LocalStepsSettings;
 }
+
+/** The start-config fields a variant may set beside `sync` and `localSteps`. */
+export type LocalStepsSettings = Partial<Pick<StartConfig, 'localOptimizer' | 'localLearningRate' | 'localCorrection' | 'outerOptimizer' | 'outerLearningRate' | 'outerMomentum' | 'secureAggregation'>>;
 
 export const EVERY_STEP: SyncVariant = { id: 'every-step', sync: 'every-step', localSteps: null };
 export const localStepsVariant = (h: number): SyncVariant => ({ id: `H${h}`, sync: 'local-steps', localSteps: h });
+/**
+ * Local steps as the product ran them before rounds had an inner optimizer of their own
+ * (until 2026-11-29): the run's Adam at 0.003, restarted every round.
+ */
+export const ADAM_RESTARTED = { localOptimizer: 'adam', localLearningRate: 0.003 } as const satisfies LocalStepsSettings;
+export const adamLocalStepsVariant = (h: number): SyncVariant => ({ id: `H${h}-adam`, sync: 'local-steps', localSteps: h, config: ADAM_RESTARTED });
 
 /** The start config's fields for a way of summing, beyond BASE_CONFIG and the dense model. */
 export function variantConfig(v: SyncVariant): Partial<StartConfig> {
-  return v.sync === 'every-step' ? { sync: 'every-step' } : { sync: 'local-steps', localSteps: v.localSteps! };
+  return v.sync === 'every-step' ? { sync: 'every-step' } : { sync: 'local-steps', localSteps: v.localSteps!, ...v.config };
 }
 
 /**
@@ -93,7 +104,7 @@ export type AccuracyStop = 'crossed' | 'max-epochs' | 'max-examples' | 'diverged
 export interface AccuracyResult {
   plan: AccuracyPlan;
   /** The start config the replicas ran with (schema defaults included; `epochs` is the plan's maxEpochs). */
-  config: { sync: string; localSteps: number; wire: string; secureAggregation: boolean; batchSizePerWorker: number; learningRate: number; optimizer: string; warmupSteps: number; balanceShares: boolean; outerOptimizer: string; outerLearningRate: number; outerMomentum: number; seed: number };
+  config: { sync: string; localSteps: number; wire: string; secureAggregation: boolean; batchSizePerWorker: number; learningRate: number; optimizer: string; warmupSteps: number; balanceShares: boolean; outerOptimizer: string; outerLearningRate: number; outerMomentum: number; localOptimizer?: string; localLearningRate?: number; localCorrection?: string; seed: number };
   /** Training examples in one epoch (own data keeps a fifth of each device's examples out). */
   epochExamples: number;
   points: AccuracyPoint[];

@@ -13,7 +13,7 @@ import type { ErrorBody } from '../../shared/protocol/errors';
 
 export type StartConfigInput = z.input<typeof startConfigSchema>;
 
-const NUMBER_FIELDS = ['learningRate', 'warmupSteps', 'referenceBatch', 'batchSizePerWorker', 'epochs', 'maxSteps', 'saveEverySteps', 'maxToKeep', 'localSteps', 'outerLearningRate', 'outerMomentum'] as const;
+const NUMBER_FIELDS = ['learningRate', 'warmupSteps', 'referenceBatch', 'batchSizePerWorker', 'epochs', 'maxSteps', 'saveEverySteps', 'maxToKeep', 'localSteps', 'localLearningRate', 'outerLearningRate', 'outerMomentum'] as const;
 /** Left empty, these mean "no cap" rather than "missing". */
 const OPTIONAL_FIELDS = new Set<string>(['maxSteps']);
 
@@ -89,7 +89,7 @@ export class ConfigForm {
   /** Shows the config of the run in progress (after a reload of this page). */
   fill(config: StartConfig): void {
     this.showTask(config.task);
-    for (const name of ['task', 'model', 'dataset', 'data', 'optimizer', 'wire', 'allreduce', 'sync', 'outerOptimizer', ...NUMBER_FIELDS] as const) {
+    for (const name of ['task', 'model', 'dataset', 'data', 'optimizer', 'wire', 'allreduce', 'sync', 'localOptimizer', 'outerOptimizer', ...NUMBER_FIELDS] as const) {
       const control = this.control(name);
       const value = config[name];
       if (control) control.value = value === undefined ? '' : String(value);
@@ -154,6 +154,7 @@ export class ConfigForm {
       optimizer: (els.namedItem('optimizer') as HTMLSelectElement).value,
       allreduce: (els.namedItem('allreduce') as HTMLSelectElement).value,
       sync: (els.namedItem('sync') as HTMLSelectElement).value,
+      localOptimizer: (els.namedItem('localOptimizer') as HTMLSelectElement).value,
       outerOptimizer: (els.namedItem('outerOptimizer') as HTMLSelectElement).value,
     };
     // The classes typed count where the class names its own; otherwise they are the task's

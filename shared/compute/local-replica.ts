@@ -185,6 +185,10 @@ export class LocalReplica implements Replica {
     await this.fused.fromOptimizer(this.optimizer);
   }
 
+  setDrift(drift: Float32Array | null): Promise<void> {
+    return this.weights.setDrift(drift);
+  }
+
   async nudge(): Promise<void> {
     await this.weights.idle();
     this.weights.nudge();

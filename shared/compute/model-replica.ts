@@ -260,6 +260,10 @@ export class ModelReplica implements Replica {
     await this.replaceOptimizerWeights(snapshot.optimizerSpecs.map((s) => ({ name: s.name, tensor: opt[s.name]! })));
   }
 
+  setDrift(drift: Float32Array | null): Promise<void> {
+    return this.weights.setDrift(drift);
+  }
+
   async nudge(): Promise<void> {
     this.weights.nudge();
   }

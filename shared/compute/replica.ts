@@ -112,6 +112,12 @@ export interface Replica {
   load(snapshot: Pick<ReplicaSnapshot, 'weightSpecs' | 'weights' | 'optimizerSpecs' | 'optimizerData'>): Promise<void>;
   /** Nudges one weight, as numeric drift between backends would (an injected fault). */
   nudge(): Promise<void>;
+  /**
+   * From the next update on, each update also adds `drift` (one float per weight, the flat
+   * layout) to the weights, until it is set to null: local steps' drift correction
+   * (shared/training/drift-correction.ts). The replica keeps the array: the caller gives it up.
+   */
+  setDrift(drift: Float32Array | null): Promise<void>;
   dispose(): Promise<void>;
 }
 

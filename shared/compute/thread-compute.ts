@@ -165,6 +165,10 @@ class ThreadReplica implements Replica {
     return this.changing('nudge', []);
   }
 
+  setDrift(drift: Float32Array | null): Promise<void> {
+    return this.call('setDrift', [drift]);
+  }
+
   dispose(): Promise<void> {
     return this.changing('dispose', []);
   }

@@ -36,6 +36,8 @@ export class TrainableWeights {
    * Readers and writers queue behind it, as tfjs's ops queue behind the device's.
    */
   private queue: Promise<unknown> = Promise.resolve();
+  /** Added to every weight after each update (Replica.setDrift): local steps' drift correction. */
+  private drift: Float32Array | null = null;
 
   constructor(model: tf.LayersModel) {
     this.variables = model.trainableWeights.map((w) => (w as unknown as { val: tf.Variable }).val);
@@ -80,8 +82,18 @@ export class TrainableWeights {
         named[v.name] = tf.tensor(flat.subarray(off, off + v.size), v.shape, 'float32');
       });
       optimizer.applyGradients(named);
+      const drift = this.drift;
+      if (drift) this.variables.forEach((v, i) => v.assign(v.add(tf.tensor(drift.subarray(this.offsets[i]!, this.offsets[i]! + v.size), v.shape, 'float32'))));
     });
     this.changed();
+  }
+
+  /** Replica.setDrift: from the next update on, each update also adds `drift` (the flat layout) to the weights; null stops it. */
+  setDrift(drift: Float32Array | null): Promise<void> {
+    return this.queued(() => {
+      if (drift !== null && drift.length !== this.count) throw new WebringError('ERR_BAD_DATA', `a drift of ${drift.length} floats, the model has ${this.count} weights`);
+      this.drift = drift;
+    });
   }
 
   /**
@@ -94,6 +106,8 @@ export class TrainableWeights {
       const startedAt = threadsNow();
       const weights = this.mirror ?? (await this.readDevice());
       optimizer.apply(weights, flat.subarray(0, this.count), learningRate);
+      const drift = this.drift;
+      if (drift) for (let i = 0; i < drift.length; i++) weights[i] = weights[i]! + drift[i]!;
       this.upload(weights);
       const appliedAt = threadsNow();
       const weightsHash = await this.hashNow();

@@ -107,3 +107,5 @@ export const MAX_LOCAL_STEPS = 1000;
  */
 export const OUTER_OPTIMIZERS = ['nesterov', 'sgd'] as const;
 export type OuterOptimizerKind = (typeof OUTER_OPTIMIZERS)[number];
+/** How a device's local steps are corrected for its drift from the class (shared/training/drift-correction.ts). */
+export const LOCAL_CORRECTIONS = ['none', 'scaffold'] as const;

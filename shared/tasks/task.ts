@@ -85,6 +85,9 @@ export interface TaskRecipe {
   readonly warmupSteps?: number;
   readonly batchSizePerWorker?: number;
   readonly epochs?: number;
+  /** Local steps' inner optimizer and rate (StartConfig localOptimizer, localLearningRate); default plain SGD at 0.3. */
+  readonly localOptimizer?: 'sgd' | 'adam';
+  readonly localLearningRate?: number;
 }
 
 export interface Task {

@@ -33,6 +33,7 @@ import type { LedgerSection } from './ledger';
 import { OuterOptimizer } from './outer-optimizer';
 import type { SyncModeRun, TurnHost, TurnWork } from './sync-mode-run';
 import { DEFAULT_COLLECTIVE_TIMEOUT_MS } from '../collectives/ring-allreduce';
+import { DriftCorrection } from './drift-correction';
 
 /**
  * A round's all-reduce waits for every rank's whole round of compute: this many times the
@@ -68,16 +69,19 @@ export class LocalRounds implements SyncModeRun {
    * outer step multiplies the mean back.
    */
   private readonly exampleScale: number;
+  /** This device's drift correction, when the run corrects drift; null otherwise. */
+  private readonly correction: DriftCorrection | null;
 
   constructor(
     private readonly host: TurnHost,
-    private readonly config: Pick<StartConfig, 'localSteps' | 'maxSteps' | 'batchSizePerWorker' | 'outerOptimizer' | 'outerLearningRate' | 'outerMomentum' | 'secureAggregation'>,
+    private readonly config: Pick<StartConfig, 'localSteps' | 'maxSteps' | 'batchSizePerWorker' | 'outerOptimizer' | 'outerLearningRate' | 'outerMomentum' | 'secureAggregation' | 'localCorrection'>,
   ) {
     this.exampleScale = config.localSteps * config.batchSizePerWorker;
     this.parameterCount = host.replica.parameterCount;
     this.outer = new OuterOptimizer(config, this.parameterCount);
     this.change = new Float32Array(this.parameterCount);
     this.stateSections = [this.outer.section];
+    this.correction = config.localCorrection === 'scaffold' ? new DriftCorrection(this.parameterCount) : null;
   }
 
   async contribute(rank: number, worldSize: number): Promise<TurnWork> {
@@ -97,6 +101,9 @@ export class LocalRounds implements SyncModeRun {
     let first: GlobalBatch | null = null;
     let steps = 0;
     let trained = 0;
+    let trainedSteps = 0;
+    const drift = this.correction?.drift() ?? null;
+    if (drift) await replica.setDrift(drift);
     try {
       while (steps < Math.max(1, limit)) {
         const batch = host.nextBatch(cursor);
@@ -115,6 +122,7 @@ export class LocalRounds implements SyncModeRun {
           await buffers.apply(replica, host.rateAt(step + steps, worldSize));
         }
         trained += n;
+        if (n > 0) trainedSteps++;
         steps++;
         cursor = advance(batch, host.data.trainCount);
         // A round ends with its epoch: the evaluation that closes it runs between turns.
@@ -126,7 +134,10 @@ export class LocalRounds implements SyncModeRun {
       const change = this.change;
       const weight = trained / this.exampleScale;
       for (let i = 0; i < change.length; i++) change[i] = (anchor[i]! - local[i]!) * weight;
+      if (trainedSteps > 0) this.correction?.trained(anchor, local, trainedSteps);
+      else this.correction?.reset();
     } finally {
+      if (drift) await replica.setDrift(null);
       // Back to the class's state: a hand-over, a hash or a checkpoint never sees local weights.
       await replica.writeState(this.start);
     }
@@ -148,6 +159,7 @@ export class LocalRounds implements SyncModeRun {
     host.facts.loss = kept?.loss ?? 0;
     host.facts.correct = kept?.correct ?? 0;
     if (kept) host.buffers.flat.set(this.change);
+    else this.correction?.reset();
     return { first, end, steps, trained: kept?.trained ?? 0, finishing: true };
   }
 
@@ -160,6 +172,7 @@ export class LocalRounds implements SyncModeRun {
     const { host } = this;
     const start = this.start!;
     if (examples > 0) {
+      this.correction?.summed(host.buffers.flat, this.exampleScale);
       // The trainer divided the sum by the class's examples; what travelled was scaled down by exampleScale.
       this.outer.step(start.subarray(0, this.parameterCount), host.buffers.flat, this.exampleScale);
       await host.replica.writeState(start);

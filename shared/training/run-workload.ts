@@ -5,7 +5,7 @@
  * with a coded error, and the class sheds it as failed, instead of training something else.
  */
 import { WebringError } from '../protocol/errors';
-import type { StartConfig } from '../protocol';
+import { replicaRecipe, type StartConfig } from '../protocol';
 import type { ReplicaSpec } from '../compute/replica';
 import type { ProgramModel } from '../compute/program-model';
 import type { DataFactory } from '../data/data-source';
@@ -35,7 +35,7 @@ function bindingFor(config: StartConfig, slot: ProgramSlot | null): ProgramBindi
 /** The replica the run's config asks for. */
 export function replicaSpecFor(config: StartConfig, slot: ProgramSlot | null, busyComputeMs: number | undefined): ReplicaSpec {
   const busy = busyComputeMs ? { busyComputeMs } : {};
-  return config.program ? { program: bindingFor(config, slot).program, ...busy } : { config, ...busy };
+  return config.program ? { program: bindingFor(config, slot).program, ...busy } : { config: replicaRecipe(config), ...busy };
 }
 
 /** The program's data factory for a program's run; null for a task's. */

@@ -15,11 +15,11 @@
  * the same script's --out on another commit), so a change to the update is measured
  * before and after on one machine.
  */
-import { execFileSync } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import { parseArgs } from 'node:util';
 import * as tf from '@tensorflow/tfjs';
+import { commitOf } from './provenance';
 import { selectNodeBackend } from '../../node-worker/node-backend';
 import { LocalReplica } from '../../shared/compute/local-replica';
 import { startConfigSchema } from '../../shared/tasks/start-config';
@@ -91,16 +91,6 @@ interface Report {
   rows: Row[];
 }
 
-/** The commit this tree is, or null where there is no git (the lent machine's bundle). */
-function commitOf(): string {
-  try {
-    const head = execFileSync('git', ['rev-parse', '--short', 'HEAD'], { encoding: 'utf8' }).trim();
-    const dirty = execFileSync('git', ['status', '--porcelain', '--untracked-files=no'], { encoding: 'utf8' }).trim() !== '';
-    return dirty ? `${head}+changes` : head;
-  } catch (error) {
-    return `unknown (${(error as Error).message.split('\n')[0]})`;
-  }
-}
 
 const ms = (x: number) => (x < 10 ? x.toFixed(2) : x.toFixed(1));
 

@@ -10,11 +10,11 @@
  * row's figure. The examples are random: for a task whose examples are symbol indices
  * (byteScale 1) indices below its output count, otherwise uniform noise in [0, 1].
  */
-import { execFileSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import os from 'node:os';
 import { parseArgs } from 'node:util';
 import * as tf from '@tensorflow/tfjs';
+import { commitOf } from './provenance';
 import { selectNodeBackend } from '../../node-worker/node-backend';
 import { LocalReplica } from '../../shared/compute/local-replica';
 import { TASKS } from '../../shared/tasks/registry';
@@ -73,11 +73,6 @@ async function timeModel(task: Task, model: string, steps: number): Promise<Omit
   }
 }
 
-function commitOf(): string {
-  const head = execFileSync('git', ['rev-parse', '--short', 'HEAD'], { encoding: 'utf8' }).trim();
-  const dirty = execFileSync('git', ['status', '--porcelain', '--untracked-files=no'], { encoding: 'utf8' }).trim() !== '';
-  return dirty ? `${head}+changes` : head;
-}
 
 async function main(): Promise<void> {
   const { values } = parseArgs({ options: { steps: { type: 'string', default: '10' }, out: { type: 'string' }, md: { type: 'string' } } });

@@ -44,7 +44,7 @@ test('the start config: local steps and the outer optimizer are checked at the e
   assert.equal((await post('/api/rooms/local-config/start', { sync: 'local-steps', maxSteps: 1 })).status, 200);
   const started = await t.status('local-config');
   assert.equal(started.config?.wire, 'fp16');
-  assert.equal(started.config?.localSteps, 20);
+  assert.equal(started.config?.localSteps, 10);
 });
 
 test('Node workers train a secure local-steps run: a joiner at a round boundary, a member killed mid-round (its round skipped), bytes once per round', async () => {

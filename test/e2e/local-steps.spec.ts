@@ -1,6 +1,6 @@
 /**
  * Local steps in real tabs: three students train the MLP on WebGPU in local-steps mode on
- * the defaults (20 local steps, Nesterov outside, fp16 rounds), picked in the teacher's
+ * the defaults (10 local steps of plain SGD, Nesterov outside, fp16 rounds), picked in the teacher's
  * form; then the same class trains every step on the same number of examples. The two reach
  * the same test accuracy within a point, local steps send a fraction of the bytes, and the
  * pages show the mode, the round and the advice.
@@ -21,7 +21,7 @@ async function roomNow(request: import('@playwright/test').APIRequestContext): P
 /**
  * Waits until every tab has finished the run whose last round is `lastRound`. The round tells
  * the runs apart: right after the teacher starts a second run a tab may still show the first
- * one's 'done' (rounds 9, then 160), and reading it then would mix two runs' weights.
+ * one's 'done' (rounds 17, then 160), and reading it then would mix two runs' weights.
  */
 async function untilDone(students: Student[], lastRound: number): Promise<Array<Record<string, string>>> {
   for (const s of students) {
@@ -42,9 +42,9 @@ test('three tabs in local-steps mode reach every-step accuracy within a point on
   const teacher = await teacherContext.newPage();
   await teacher.goto(`/teacher?room=${ROOM}&token=${E2E_TOKEN}`);
   await expect(teacher.getByTestId('members').locator('tr')).toHaveCount(3);
-  // The form's defaults are the protocol's: every step, and 20 local steps once chosen.
+  // The form's defaults are the protocol's: every step, and 10 local steps once chosen.
   await expect(teacher.locator('select[name=sync]')).toHaveValue('every-step');
-  await expect(teacher.locator('input[name=localSteps]')).toHaveValue('20');
+  await expect(teacher.locator('input[name=localSteps]')).toHaveValue('10');
   await expect(teacher.locator('select[name=wire]')).toHaveValue('auto');
   await openAdvanced(teacher);
   await teacher.locator('select[name=sync]').selectOption('local-steps');
@@ -60,15 +60,15 @@ test('three tabs in local-steps mode reach every-step accuracy within a point on
   await expect(teacher.getByTestId('sync-state')).toContainText('kB per example');
   await expect(teacher.getByTestId('sync-advice')).toHaveAttribute('data-suggest', /^(every-step|local-steps)$/);
 
-  const localFinals = await untilDone(students, 9);
+  const localFinals = await untilDone(students, 17);
   const local = await roomNow(request);
-  expect(local.config).toMatchObject({ sync: 'local-steps', localSteps: 20, outerOptimizer: 'nesterov', outerLearningRate: 0.7, outerMomentum: 0.9, wire: 'fp16' });
+  expect(local.config).toMatchObject({ sync: 'local-steps', localSteps: 10, localOptimizer: 'sgd', localLearningRate: 0.3, outerOptimizer: 'nesterov', outerLearningRate: 0.7, outerMomentum: 0.9, wire: 'fp16' });
   expect(local.step).toBe(STEPS);
-  // Rounds of 20, one cut short by the first epoch's end at step 84: 9 outer steps.
-  expect(local.round).toBe(9);
-  expect(localFinals.map((f) => f.round)).toEqual(['9', '9', '9']);
+  // Rounds of 10, one cut short by the first epoch's end at step 84 and one by maxSteps: 17 outer steps.
+  expect(local.round).toBe(17);
+  expect(localFinals.map((f) => f.round)).toEqual(['17', '17', '17']);
   const localMetrics = (await (await request.get(`/api/rooms/${ROOM}/metrics`, asTeacher)).json()) as RoomMetrics;
-  expect(localMetrics.history.map((p) => p.step)).toEqual([20, 40, 60, 80, 84, 104, 124, 144, 160]);
+  expect(localMetrics.history.map((p) => p.step)).toEqual([10, 20, 30, 40, 50, 60, 70, 80, 84, 94, 104, 114, 124, 134, 144, 154, 160]);
   expect(local.bytesSentPerRound).toBeGreaterThan(0);
   const localAccuracy = local.metrics.accuracy!;
   const localPerExample = local.bytesSentPerExample!;
@@ -88,8 +88,8 @@ test('three tabs in local-steps mode reach every-step accuracy within a point on
   );
   expect(Math.abs(localAccuracy - syncAccuracy)).toBeLessThanOrEqual(0.01);
   expect(localAccuracy).toBeGreaterThan(0.85);
-  // 20 steps per all-reduce, each half the bytes: about 40× fewer bytes per example.
-  expect(syncPerExample / localPerExample).toBeGreaterThan(20);
+  // 10 steps per all-reduce, each half the bytes: about 20× fewer bytes per example.
+  expect(syncPerExample / localPerExample).toBeGreaterThan(10);
 
   expect(students.flatMap((s) => s.errors)).toEqual([]);
   await teacherContext.close();

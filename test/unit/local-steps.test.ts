@@ -3,7 +3,8 @@
  * then one outer step on the examples-weighted mean change in weights. Real trainers, real
  * MNIST digits, the in-memory ring.
  */
-import { startConfigSchema } from '../../shared/tasks/start-config';
+import { startConfigSchema, storedConfigSchema } from '../../shared/tasks/start-config';
+import { DriftCorrection } from '../../shared/training/drift-correction';
 import { test, before } from 'node:test';
 import assert from 'node:assert/strict';
 import * as tf from '@tensorflow/tfjs';
@@ -13,7 +14,7 @@ import { Trainer } from '../../shared/training/trainer';
 import type { DataSource } from '../../shared/data/data-source';
 import { shardOf, type GlobalBatch } from '../../shared/data/batch-plan';
 import { EpochPermutation } from '../../shared/data/sharding';
-import { type StartConfig } from '../../shared/protocol';
+import { replicaRecipe, type StartConfig } from '../../shared/protocol';
 import type { LoadedDataset } from '../../shared/tasks/task';
 import { OuterOptimizer } from '../../shared/training/outer-optimizer';
 import { applyCheckpoint, captureCheckpoint, splitOuterMomentum } from '../../shared/checkpoints/checkpoint-io';
@@ -46,7 +47,7 @@ async function maxDiff(a: Trainer, b: Trainer): Promise<number> {
 test('with inner SGD, H = 1 and an outer SGD at rate 1 without momentum, local steps equal every-step sync (1e-6 per weight)', async () => {
   const common = { optimizer: 'sgd', learningRate: 0.1, batchSizePerWorker: 16, seed: 11, wire: 'fp32' } as const;
   const sync = startConfigSchema.parse({ ...common, sync: 'every-step' });
-  const local = startConfigSchema.parse({ ...common, sync: 'local-steps', localSteps: 1, outerOptimizer: 'sgd', outerLearningRate: 1, outerMomentum: 0 });
+  const local = startConfigSchema.parse({ ...common, sync: 'local-steps', localSteps: 1, localOptimizer: 'sgd', localLearningRate: 0.1, outerOptimizer: 'sgd', outerLearningRate: 1, outerMomentum: 0 });
   const a = trainersOn(sync, 3);
   const b = trainersOn(local, 3);
   for (let s = 0; s < 6; s++) {
@@ -63,7 +64,7 @@ test('with inner SGD, H = 1 and an outer SGD at rate 1 without momentum, local s
   for (const t of [...a, ...b]) await t.dispose();
 });
 
-test('on the defaults (Adam inside, Nesterov outside, fp16) the replicas are bit-identical after every outer step, and tensors stay flat', async () => {
+test('on the defaults (plain SGD inside, Nesterov outside, fp16) the replicas are bit-identical after every outer step, and tensors stay flat', async () => {
   const config = startConfigSchema.parse({ sync: 'local-steps', localSteps: 5, batchSizePerWorker: 16, seed: 3 });
   assert.equal(config.wire, 'fp16', 'a local-steps run sends its round in fp16 by default');
   assert.equal(startConfigSchema.parse({ sync: 'local-steps', data: 'own', classes: ['a', 'b'] }).wire, 'fp32', 'a secure one in fp32');
@@ -91,6 +92,54 @@ test('on the defaults (Adam inside, Nesterov outside, fp16) the replicas are bit
   for (const t of trainers) assert.ok(Buffer.from(t.outer!.momentum.buffer).equals(Buffer.from(m0.buffer)));
   assert.ok(m0.some((x) => x !== 0));
   for (const t of trainers) await t.dispose();
+});
+
+test("the inner optimizer: plain SGD at the task's rate by default, the run's own optimizer every step, a teacher's choice kept, and an old stored run read as it trained", () => {
+  const local = startConfigSchema.parse({ sync: 'local-steps' });
+  assert.deepEqual([local.optimizer, local.localOptimizer, local.localLearningRate], ['adam', 'sgd', 0.3]);
+  assert.deepEqual(replicaRecipe(local).optimizer, 'sgd', 'the replica of a local-steps run is built with the inner optimizer');
+  assert.equal(replicaRecipe(local).learningRate, 0.3);
+  const sync = startConfigSchema.parse({});
+  assert.deepEqual([replicaRecipe(sync).optimizer, replicaRecipe(sync).learningRate], ['adam', 0.003], 'every step trains with the run\'s optimizer');
+  const chosen = startConfigSchema.parse({ sync: 'local-steps', localOptimizer: 'adam', localLearningRate: 0.001 });
+  assert.deepEqual([replicaRecipe(chosen).optimizer, replicaRecipe(chosen).learningRate], ['adam', 0.001]);
+  // A room.json or checkpoint written before the field: its rounds trained with Adam, and its checkpoints hold Adam's state.
+  const { localOptimizer, localLearningRate, localCorrection, ...old } = local;
+  assert.ok(localOptimizer && localLearningRate && localCorrection);
+  const stored = storedConfigSchema.parse(old);
+  assert.deepEqual([stored.localOptimizer, stored.localLearningRate], ['adam', 0.003]);
+  assert.equal(startConfigSchema.safeParse({ sync: 'local-steps', localOptimizer: 'lion' }).success, false, 'an unknown optimizer is refused at the edge');
+});
+
+test('the drift correction: after a round, each local step adds (own change − class change) / own steps; nothing before a pair, or after a round that trained nothing here', () => {
+  const c = new DriftCorrection(3);
+  assert.equal(c.drift(), null, 'no round yet');
+  c.trained([1, 1, 1], [0.8, 1.2, 1], 4); // own change d = (0.2, −0.2, 0)
+  assert.equal(c.drift(), null, 'the class\'s change has not arrived');
+  c.summed([0.05, 0.05, -0.1], 2); // Δ = (0.1, 0.1, −0.2)
+  const drift = c.drift()!;
+  const want = [(0.2 - 0.1) / 4, (-0.2 - 0.1) / 4, (0 + 0.2) / 4];
+  want.forEach((w, i) => assert.ok(Math.abs(drift[i]! - w) < 1e-7, `weight ${i}: ${drift[i]} against ${w}`));
+  c.reset();
+  assert.equal(c.drift(), null, 'a round that trained nothing here forgets the pair');
+  c.summed([1, 1, 1], 1);
+  assert.equal(c.drift(), null, 'a sum without a trained round of this device makes no pair');
+});
+
+test("'scaffold' corrects the local steps (the weights leave the uncorrected path from the second round) and the replicas stay bit-identical every round", async () => {
+  const common = { sync: 'local-steps', localSteps: 4, batchSizePerWorker: 16, seed: 5 } as const;
+  const plain = trainersOn(startConfigSchema.parse(common), 3);
+  const corrected = trainersOn(startConfigSchema.parse({ ...common, localCorrection: 'scaffold' }), 3);
+  const diffs: number[] = [];
+  for (let round = 0; round < 3; round++) {
+    await Promise.all([...plain, ...corrected].map((t) => t.trainStep()));
+    const hashes = new Set(await Promise.all(corrected.map((t) => t.weightsHash())));
+    assert.equal(hashes.size, 1, `round ${round}: the corrected replicas differ`);
+    diffs.push(await maxDiff(plain[0]!, corrected[0]!));
+  }
+  assert.equal(diffs[0], 0, 'the first round has no correction yet');
+  assert.ok(diffs[1]! > 1e-4 && diffs[2]! > 1e-4, `the correction moved the weights: ${diffs.join(', ')}`);
+  for (const t of [...plain, ...corrected]) await t.dispose();
 });
 
 test('the outer optimizer: Nesterov and heavy-ball momentum by their formulas, and FedAvg at rate 1 without momentum', () => {
@@ -250,11 +299,11 @@ test('the advice: local steps when the all-reduce outweighs the compute, every s
   const { adviseSync } = await import('../../shared/training/sync-advice');
   const timing = (computeMs: number, commMs: number) => ({ dataMs: 0, computeMs, readbackMs: 0, crossMs: 0, commMs, applyMs: 0 });
   const every = startConfigSchema.parse({});
-  // A school uplink: the all-reduce takes 3× the compute. Every step: 40 ms a step; local steps: 10 + 15/20.
+  // A school uplink: the all-reduce takes 3× the compute. Every step: 40 ms a step; local steps: 10 + 15/10.
   const slow = adviseSync(every, timing(10, 30), 1)!;
   assert.equal(slow.suggest, 'local-steps');
-  assert.ok(Math.abs(slow.speedup - 40 / 10.75) < 1e-9);
-  assert.equal(slow.sentence, "On this network a step's all-reduce takes 3.0× its compute: local steps (20 per round) would train about 3.7× faster.");
+  assert.ok(Math.abs(slow.speedup - 40 / 11.5) < 1e-9);
+  assert.equal(slow.sentence, "On this network a step's all-reduce takes 3.0× its compute: local steps (10 per round) would train about 3.5× faster.");
   // A good network: the all-reduce is a tenth of the compute.
   const fast = adviseSync(every, timing(100, 10), 1)!;
   assert.equal(fast.suggest, 'every-step');

@@ -1,0 +1,75 @@
+/**
+ * Local steps' drift correction: SCAFFOLD's control variates (Karimireddy et al. 2020) in
+ * the space of updates, for no extra bytes.
+ *
+ * A device whose data is not the class's (own data split by class, say) drifts in its local
+ * steps towards its own optimum, and the rounds' average then swings (76.9 % on MNIST by
+ * class at H = 20 uncorrected). SCAFFOLD corrects each local gradient by (c − cᵢ): the
+ * class's mean gradient minus the device's own. Here the correction is made to the update
+ * instead, so that it holds for any inner optimizer (Adam normalises a gradient's
+ * correction away): after every local step the device adds
+ *
+ *     (dᵢ − Δ) / Kᵢ
+ *
+ * to its weights, where dᵢ is its own change in the last round (weights at the sync − its
+ * local weights, over Kᵢ local steps) and Δ the class's mean change that the round's
+ * all-reduce brought (before the outer optimizer). A device that moves as it moved last
+ * round then moves as the class moved. Both are already at hand: dᵢ is this device's own,
+ * Δ every replica's; nothing more travels, and nothing more is seen by anyone (a secure
+ * run's sum is Δ itself).
+ *
+ * The state (dᵢ, Δ, Kᵢ) is this device's alone, like an inner optimizer's in DiLoCo: the
+ * class's weights stay bit-identical after every outer step, which the hash checks. A
+ * joiner, a resumed run and a device that trained nothing last round have no dᵢ: they run
+ * their first round uncorrected (SCAFFOLD's control variates start at zero).
+ */
+export class DriftCorrection {
+  /** dᵢ: this device's change in its last trained round. */
+  private readonly own: Float32Array;
+  /** Δ: the class's mean change in the round that dᵢ is from. */
+  private readonly mean: Float32Array;
+  /** Kᵢ: the local steps dᵢ took; 0 while there is no pair (dᵢ, Δ) from one round. */
+  private steps = 0;
+  /** The round dᵢ is from, until its Δ arrives. */
+  private pendingSteps = 0;
+
+  constructor(parameterCount: number) {
+    this.own = new Float32Array(parameterCount);
+    this.mean = new Float32Array(parameterCount);
+  }
+
+  /** This device trained `steps` local steps from `anchor` to `local` in the round whose sum comes next. */
+  trained(anchor: ArrayLike<number>, local: ArrayLike<number>, steps: number): void {
+    const own = this.own;
+    for (let i = 0; i < own.length; i++) own[i] = anchor[i]! - local[i]!;
+    this.pendingSteps = steps;
+    this.steps = 0;
+  }
+
+  /** The class's mean change of that round: `meanChange` × `scale`. Without a trained round of this device before it, the pair stays empty. */
+  summed(meanChange: ArrayLike<number>, scale: number): void {
+    if (this.pendingSteps === 0) {
+      this.steps = 0;
+      return;
+    }
+    const mean = this.mean;
+    for (let i = 0; i < mean.length; i++) mean[i] = meanChange[i]! * scale;
+    this.steps = this.pendingSteps;
+    this.pendingSteps = 0;
+  }
+
+  /** A round that trained nothing here, or a new run: forget the pair. */
+  reset(): void {
+    this.steps = 0;
+    this.pendingSteps = 0;
+  }
+
+  /** The drift to add after each local step of the next round, (dᵢ − Δ) / Kᵢ, in a new array; null when there is no pair. */
+  drift(): Float32Array | null {
+    if (this.steps === 0) return null;
+    const out = new Float32Array(this.own.length);
+    const k = this.steps;
+    for (let i = 0; i < out.length; i++) out[i] = (this.own[i]! - this.mean[i]!) / k;
+    return out;
+  }
+}

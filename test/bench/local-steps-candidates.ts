@@ -1,0 +1,159 @@
+/**
+ * `npm run bench:local-steps`: the ways of running local steps, measured side by side for
+ * how well they learn (issue 40), into bench/local-steps-candidates.{json,md}.
+ *
+ * Each candidate (an H, an inner optimizer, a correction, an outer step) trains in-process
+ * with the lab's accuracy runner (lab/local-steps-accuracy.ts: N replicas of the product's
+ * Trainer over the in-memory ring, the official 60,000 training digits, scored on the
+ * official 10,000 test digits) on:
+ *  - IID data at N = 4 and 8: the examples to 97 % (at most 3 epochs) and the accuracy at
+ *    the default run's end (2 epochs);
+ *  - the class's own data split by class at N = 4 (012 / 345 / 67 / 89), masked as own data
+ *    is by default: the accuracy at the default run's end, and the lowest and highest
+ *    points of its second epoch (how much it swings from round to round).
+ * Accuracy per example does not depend on the network; `npm run lab -- --local-steps`
+ * composes time to accuracy on emulated links from the same runs.
+ *
+ *   npm run bench:local-steps [-- --only <candidate id,...>] [--workers 2]
+ */
+import { writeFileSync } from 'node:fs';
+import { parseArgs } from 'node:util';
+import { AccuracyPool } from '../../lab/local-steps-pool';
+import { ADAM_RESTARTED, EVERY_STEP, SERVER_DATA, type AccuracyData, type AccuracyPlan, type AccuracyResult, type LocalStepsSettings, type SyncVariant } from '../../lab/local-steps-protocol';
+import { RECIPE_DEFAULTS } from '../../shared/protocol';
+import { provenance, type Provenance } from './provenance';
+
+const THRESHOLD = 0.97;
+const OUT = 'bench/local-steps-candidates';
+
+interface Candidate {
+  id: string;
+  /** What it is, in the table's words. */
+  what: string;
+  variant: SyncVariant;
+  /** Which of the three settings it runs on: a candidate that is clearly out after one is not run on the others. */
+  on: ReadonlyArray<Setting['id']>;
+}
+
+interface Setting {
+  id: 'iid4' | 'iid8' | 'by-class4';
+  n: number;
+  data: AccuracyData;
+  maxEpochs: number;
+}
+
+const SETTINGS: readonly Setting[] = [
+  { id: 'iid4', n: 4, data: SERVER_DATA, maxEpochs: 3 },
+  { id: 'iid8', n: 8, data: SERVER_DATA, maxEpochs: 3 },
+  { id: 'by-class4', n: 4, data: 'own-by-class', maxEpochs: 2 },
+];
+const ALL = SETTINGS.map((s) => s.id);
+
+const local = (id: string, h: number, what: string, config: LocalStepsSettings, on: ReadonlyArray<Setting['id']> = ALL): Candidate => ({
+  id,
+  what,
+  variant: { id, sync: 'local-steps', localSteps: h, config },
+  on,
+});
+const SGD = { localOptimizer: 'sgd', localLearningRate: 0.3 } as const;
+
+/** The candidates, in the table's order: the reference, the product before, the adopted default, and what else was tried. */
+const CANDIDATES: readonly Candidate[] = [
+  { id: 'every-step', what: 'every step (Adam 0.003)', variant: EVERY_STEP, on: ALL },
+  local('H20-adam', 20, "H = 20, the run's Adam restarted every round (the product until 2026-11-29)", ADAM_RESTARTED),
+  local('H10-adam', 10, "H = 10, the run's Adam restarted every round", ADAM_RESTARTED, ['by-class4']),
+  local('H20-adam-scaffold', 20, 'H = 20, Adam restarted, SCAFFOLD in the update space', { ...ADAM_RESTARTED, localCorrection: 'scaffold' }, ['by-class4']),
+  local('H20-sgd', 20, 'H = 20, plain SGD at 0.3 inside', SGD),
+  local('H10-sgd', 10, 'H = 10, plain SGD at 0.3 inside (the default)', SGD),
+  local('H10-sgd-scaffold', 10, 'H = 10, SGD 0.3, SCAFFOLD in the update space', { ...SGD, localCorrection: 'scaffold' }, ['iid4', 'by-class4']),
+  local('H10-sgd-fedavg', 10, 'H = 10, SGD 0.3, FedAvg outside (rate 1, no momentum)', { ...SGD, outerLearningRate: 1, outerMomentum: 0 }, ['iid4', 'by-class4']),
+  local('H10-sgd0.1', 10, 'H = 10, plain SGD at 0.1 inside', { localOptimizer: 'sgd', localLearningRate: 0.1 }, ['iid4', 'by-class4']),
+  local('H5-sgd', 5, 'H = 5, plain SGD at 0.3 inside', SGD, ['iid4', 'by-class4']),
+];
+
+function planOf(c: Candidate, s: Setting): AccuracyPlan {
+  return {
+    id: `${c.id}@${s.id}`,
+    n: s.n,
+    variant: c.variant,
+    data: s.data,
+    threshold: THRESHOLD,
+    defaultEpochs: RECIPE_DEFAULTS.epochs,
+    maxEpochs: s.maxEpochs,
+    scoreEveryExamples: 6_000,
+    screenStride: 5,
+    screenMargin: 0.005,
+    everyStepAsOne: true,
+  };
+}
+
+interface Report extends Provenance {
+  settings: { threshold: number; defaultEpochs: number; settings: readonly Setting[] };
+  candidates: Array<Pick<Candidate, 'id' | 'what' | 'variant'>>;
+  results: AccuracyResult[];
+}
+
+const pct = (x: number | null | undefined) => (x === null || x === undefined ? '–' : `${(x * 100).toFixed(2)} %`);
+
+/** One cell: IID, the examples to 97 % and the default run's end; by class, its end and its second epoch's range. */
+function cell(r: AccuracyResult | undefined, s: Setting): string {
+  if (!r) return 'not run';
+  if (r.error) return `error: ${r.error.slice(0, 120)}`;
+  const end = pct(r.defaultRun?.accuracy);
+  if (s.data !== SERVER_DATA) {
+    const second = r.points.filter((p) => p.epoch >= 1 && p.examples <= (r.defaultRun?.examples ?? Infinity)).map((p) => p.full ?? p.screen);
+    return second.length > 0 ? `${end} (${pct(Math.min(...second))}–${pct(Math.max(...second))})` : end;
+  }
+  const crossed = r.crossed ? `${r.crossed.examples.toLocaleString('en')} examples` : `not in ${s.maxEpochs} epochs (${pct(r.end.accuracy)})`;
+  return `${crossed}; ${end}`;
+}
+
+function markdown(report: Report): string {
+  const find = (c: string, s: Setting) => report.results.find((r) => r.plan.id === `${c}@${s.id}`);
+  return [
+    '# Local steps: which way learns as well as every step',
+    '',
+    `Measured ${report.generatedAt} by \`npm run bench:local-steps\` on commit ${report.commit} (${report.machine.cpu}, ${report.machine.cores} cores, kernel ${report.machine.kernel}, Node ${report.versions.node}, tfjs ${report.versions.tfjs}).`,
+    'In-process with the lab\'s accuracy runner (lab/local-steps-accuracy.ts): N replicas of the product\'s Trainer over the in-memory ring, the MLP on the product\'s defaults (32 examples a worker, a 50-step warm-up, Nesterov outside at 0.7 with momentum 0.9, fp16 rounds; own data masked, fp32), the official 60,000 training digits, scored on the official 10,000 test digits. One seed (1234) each: a by-class run swings by points from round to round, so its range is given.',
+    '',
+    `IID: the examples to ${THRESHOLD * 100} % (at most 3 epochs); the accuracy after the default ${report.settings.defaultEpochs} epochs. By class: the accuracy after the default run, and the lowest and highest points of its second epoch.`,
+    '',
+    `| candidate | ${SETTINGS.map((s) => (s.data === SERVER_DATA ? `IID, N = ${s.n}` : `own data by class, N = ${s.n}`)).join(' | ')} |`,
+    `|---|${SETTINGS.map(() => '---').join('|')}|`,
+    ...report.candidates.map((c) => `| ${c.what} | ${SETTINGS.map((s) => cell(find(c.id, s), s)).join(' | ')} |`),
+    '',
+  ].join('\n');
+}
+
+async function main(): Promise<void> {
+  const { values } = parseArgs({ options: { only: { type: 'string' }, workers: { type: 'string', default: '2' } } });
+  const only = values.only?.split(',');
+  const candidates = CANDIDATES.filter((c) => !only || only.includes(c.id));
+  const plans = candidates.flatMap((c) => SETTINGS.filter((s) => c.on.includes(s.id)).map((s) => planOf(c, s)));
+  const started = provenance();
+  const report: Report = {
+    ...started,
+    settings: { threshold: THRESHOLD, defaultEpochs: RECIPE_DEFAULTS.epochs, settings: SETTINGS },
+    candidates: candidates.map(({ id, what, variant }) => ({ id, what, variant })),
+    results: [],
+  };
+  const write = () => {
+    writeFileSync(`${OUT}.json`, `${JSON.stringify(report, null, 2)}\n`);
+    writeFileSync(`${OUT}.md`, markdown(report));
+  };
+  const pool = new AccuracyPool(plans, Number(values.workers), (r) => {
+    report.results.push(r);
+    write();
+  });
+  pool.start();
+  await pool.finished;
+  for (const e of pool.errors) process.stderr.write(`${e.what}: ${e.message}\n`);
+  write();
+  process.stdout.write(markdown(report));
+  if (pool.errors.length > 0) process.exitCode = 1;
+}
+
+main().catch((err: unknown) => {
+  process.stderr.write(`bench:local-steps: ${(err as Error).stack ?? String(err)}\n`);
+  process.exit(1);
+});
