@@ -18,7 +18,7 @@ export type LocalStepsNetwork = 'school-uplink' | 'wifi';
 export const SPEEDUP_GOAL_SCHOOL = 3;
 export const SPEEDUP_GOAL_WIFI = 1.5;
 /** The best local-steps run's final accuracy may be at most this many points below every step's. */
-export const FINAL_ACCURACY_POINTS = 1;
+export const FINAL_ACCURACY_POINTS = 0.3;
 export const [TARGET_SCHOOL, TARGET_WIFI] = LOCAL_STEPS_TARGET_IDS;
 /** The class sizes the school-uplink target reads. */
 export const SCHOOL_NS = [4, 8];
@@ -132,7 +132,9 @@ export function everyStepModel(w: LocalStepsWindow): TurnModel {
   return { localStepMs: w.turnMs - allReduce, allReduceMs: allReduce, startupExcessMs: startupExcess(w, w.turnMs - allReduce, allReduce), source: 'measured', from: [w.variant], counts: w.counts };
 }
 
-export const hOf = (variant: string): number | null => (variant.startsWith('H') ? Number(variant.slice(1)) : null);
+export const hOf = (variant: string): number | null => (variant.startsWith('H') ? Number.parseInt(variant.slice(1), 10) : null);
+/** A variant of the product as it is ('H<n>'), not one kept for comparison ('H20-adam': the product before). */
+export const isProductVariant = (variant: string): boolean => /^H\d+$/.test(variant);
 
 /**
  * The local-steps line: a round of H steps takes H·c + a. Through two timed windows of
@@ -293,7 +295,8 @@ export interface Comparison {
 export function compare(s: LocalStepsSummary, network: LocalStepsNetwork, n: number): Comparison {
   const rows = s.rows.filter((r) => r.network === network && r.n === n);
   const everyStep = rows.find((r) => r.variant === 'every-step') ?? null;
-  const local = rows.filter((r) => r.variant !== 'every-step' && r.timeMs !== null).sort((a, b) => a.timeMs! - b.timeMs!);
+  // The best of the product's own settings: a variant kept for comparison never counts for it.
+  const local = rows.filter((r) => isProductVariant(r.variant) && r.timeMs !== null).sort((a, b) => a.timeMs! - b.timeMs!);
   const best = local[0] ?? null;
   const esTime = everyStep?.timeMs ?? everyStep?.timeAtEndMs ?? null;
   const ratio = best && esTime !== null ? esTime / best.timeMs! : null;
@@ -324,7 +327,7 @@ export function localStepsTargets(s: LocalStepsSummary): Target[] {
   const targets: Target[] = [
     {
       id: TARGET_SCHOOL,
-      goal: `school-uplink, N = ${SCHOOL_NS.join(' and ')}: local steps (the best of H) reach ${(s.threshold * 100).toFixed(0)} % test accuracy ≥ ${SPEEDUP_GOAL_SCHOOL}× sooner than every step, and its final accuracy is no more than ${FINAL_ACCURACY_POINTS} point below (value: the smaller speed-up; composed from measured parts)`,
+      goal: `school-uplink, N = ${SCHOOL_NS.join(' and ')}: local steps (the best of H) reach ${(s.threshold * 100).toFixed(0)} % test accuracy ≥ ${SPEEDUP_GOAL_SCHOOL}× sooner than every step, and its final accuracy is no more than ${FINAL_ACCURACY_POINTS} points below (value: the smaller speed-up; composed from measured parts)`,
       value: schoolValue,
       met: schoolMet,
       detail: school.map(comparisonText).join('; '),

@@ -1,8 +1,8 @@
 /**
  * Local steps against every-step sync in the lab (`npm run lab -- --local-steps`): how long a
  * class takes to reach 97 % on the official test set of the lab's full dataset, and what it sends, when it sums
- * every step and when it trains H = 5, 20 or 100 local steps a round (DiLoCo's defaults
- * otherwise), on the dense workload (shared/tasks/lab-workloads.ts) and the product's defaults.
+ * every step and when it trains H local steps a round (VARIANTS below), on the dense workload
+ * (shared/tasks/lab-workloads.ts) and the product's defaults.
  *
  * Time to 97 % is composed from two parts, each measured where it can be measured in the
  * time a run has:
@@ -12,9 +12,9 @@
  *     starts fresh, is timed after its warm-up (past step 8 and past the measurement of its
  *     links, which the product makes once per ring) over a few turns, and is stopped: the
  *     chief's report intervals on the server's clock, its split (compute against the
- *     all-reduce), and each device's interface counters. H = 100's round (a minute or more of
- *     local steps) is not timed: its round is the line through the H = 5 and H = 20 windows
- *     (a round = H local steps + one all-reduce).
+ *     all-reduce), and each device's interface counters. A variant not timed (the product
+ *     before, H20-adam) takes the line through the timed local-steps windows (a round = H
+ *     local steps + one all-reduce).
  *  2. **Turns to 97 %, in-process** (lab/local-steps-accuracy.ts): the same Trainer over the
  *     in-memory ring, one child process per configuration, two at a time at idle priority
  *     (SCHED_IDLE) beside the windows, scored on the official test set as it goes. Accuracy
@@ -49,15 +49,18 @@ import { validateModel, DEFAULT_FLOW_SECONDS, type ModelValidation } from './val
 import { CheckpointScorer } from './tta-rows';
 import { tail, type LabProcess } from './spawn';
 import { progress } from './progress';
-import { EVERY_STEP, SERVER_DATA, localStepsVariant, variantConfig, type AccuracyData, type AccuracyPlan, type SyncVariant } from './local-steps-protocol';
+import { EVERY_STEP, SERVER_DATA, adamLocalStepsVariant, localStepsVariant, variantConfig, type AccuracyData, type AccuracyPlan, type SyncVariant } from './local-steps-protocol';
 import { localStepsTargets, summarize, type LocalStepsNetwork, type LocalStepsReport, type LocalStepsWindow } from './local-steps-report';
 import { AccuracyPool, busyWithout } from './local-steps-pool';
 import { directRun, JOIN_TIMEOUT_MS } from './local-steps-direct';
 import type { LocalStepsPlan } from './local-steps-plan';
 
-/** The local-steps settings compared with every step (DiLoCo's H is 500 on LLMs; 20 is the product's default). */
-export const LOCAL_STEPS_HS = [5, 20, 100] as const;
-export const VARIANTS: SyncVariant[] = [EVERY_STEP, ...LOCAL_STEPS_HS.map(localStepsVariant)];
+/**
+ * Every step, the product's local steps (H = 10, its default, and 20), and local steps as the
+ * product ran them before they had an inner optimizer of their own (the run's Adam restarted
+ * every round, H = 20), side by side.
+ */
+export const VARIANTS: SyncVariant[] = [EVERY_STEP, adamLocalStepsVariant(20), localStepsVariant(10), localStepsVariant(20)];
 export const THRESHOLD = 0.97;
 
 export const FULL_LOCAL_STEPS_PLAN: LocalStepsPlan = {
@@ -69,19 +72,20 @@ export const FULL_LOCAL_STEPS_PLAN: LocalStepsPlan = {
     { network: 'wifi', n: 16 },
   ],
   variants: VARIANTS,
-  timed: ['every-step', 'H5', 'H20'],
-  windowTurns: { 'every-step': 8, H5: 4, H20: 3 },
+  timed: ['every-step', 'H10', 'H20'],
+  windowTurns: { 'every-step': 8, H10: 4, H20: 3 },
   accuracy: { threshold: THRESHOLD, defaultEpochs: 2, maxEpochs: 3, scoreEveryExamples: 6_000, screenStride: 5, screenMargin: 0.005, workers: 2 },
   nonIid: {
     n: 4,
     runs: [
-      { data: 'own-by-class', variant: localStepsVariant(20) },
-      { data: 'own-iid', variant: localStepsVariant(20) },
+      { data: 'own-by-class', variant: localStepsVariant(10) },
+      { data: 'own-by-class', variant: adamLocalStepsVariant(20) },
+      { data: 'own-iid', variant: localStepsVariant(10) },
       { data: 'own-by-class', variant: EVERY_STEP },
     ],
     maxEpochs: 2,
   },
-  direct: { network: 'school-uplink', n: 8, variant: localStepsVariant(20), budgetMs: 420_000, screenMargin: 0.02 },
+  direct: { network: 'school-uplink', n: 8, variant: localStepsVariant(10), budgetMs: 420_000, screenMargin: 0.02 },
 };
 
 /**

@@ -1,8 +1,8 @@
 /**
  * Local steps in real tabs: three students train the MLP on WebGPU in local-steps mode on
  * the defaults (10 local steps of plain SGD, Nesterov outside, fp16 rounds), picked in the teacher's
- * form; then the same class trains every step on the same number of examples. The two reach
- * the same test accuracy within a point, local steps send a fraction of the bytes, and the
+ * form; then the same class trains every step on the same number of examples. Local steps
+ * reach its test accuracy less at most a point, send a fraction of the bytes, and the
  * pages show the mode, the round and the advice.
  */
 import { test, expect } from '@playwright/test';
@@ -33,7 +33,7 @@ async function untilDone(students: Student[], lastRound: number): Promise<Array<
   return finals;
 }
 
-test('three tabs in local-steps mode reach every-step accuracy within a point on the same examples, sending a fraction of the bytes', async ({ browser, request }) => {
+test('three tabs in local-steps mode reach every-step accuracy (less at most a point) on the same examples, sending a fraction of the bytes', async ({ browser, request }) => {
   test.setTimeout(600_000);
   const students: Student[] = [];
   for (const name of ['lia', 'max', 'noa']) students.push(await openStudent(browser, ROOM, name));
@@ -86,7 +86,8 @@ test('three tabs in local-steps mode reach every-step accuracy within a point on
     `[local-steps] test accuracy after ${STEPS} steps of 96: local steps ${(localAccuracy * 100).toFixed(2)} %, every step ${(syncAccuracy * 100).toFixed(2)} %; ` +
       `bytes sent per example trained: ${(localPerExample / 1000).toFixed(2)} kB against ${(syncPerExample / 1000).toFixed(2)} kB`,
   );
-  expect(Math.abs(localAccuracy - syncAccuracy)).toBeLessThanOrEqual(0.01);
+  // No worse than a point below every step (in-process, seeds 1234 / 1 / 2: 0.85–1.2 points above).
+  expect(localAccuracy).toBeGreaterThanOrEqual(syncAccuracy - 0.01);
   expect(localAccuracy).toBeGreaterThan(0.85);
   // 10 steps per all-reduce, each half the bytes: about 20× fewer bytes per example.
   expect(syncPerExample / localPerExample).toBeGreaterThan(10);

@@ -8,7 +8,7 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { classesOf, iidDeviceOf, EVERY_STEP, localStepsVariant, variantConfig, type AccuracyResult, type AccuracyPlan, type SyncVariant } from '../../lab/local-steps-protocol';
+import { classesOf, iidDeviceOf, EVERY_STEP, adamLocalStepsVariant, localStepsVariant, variantConfig, type AccuracyResult, type AccuracyPlan, type SyncVariant } from '../../lab/local-steps-protocol';
 import {
   composeMs,
   compare,
@@ -138,7 +138,7 @@ function report(over: Partial<LocalStepsReport> = {}): LocalStepsReport {
     accuracy.push(
       acc(n, EVERY_STEP, { examples: 150_000, steps: 1_000, rounds: 1_000 }, 0.968),
       acc(n, H5, { examples: 160_000, steps: 1_100, rounds: 220 }, 0.965),
-      acc(n, H20, { examples: 170_000, steps: 1_200, rounds: 60 }, 0.962),
+      acc(n, H20, { examples: 170_000, steps: 1_200, rounds: 60 }, 0.966),
       acc(n, H100, null, 0.95),
     );
   }
@@ -174,7 +174,7 @@ test('composition: time to 97 % = the start-up\'s excess + steps × local step +
   // Its bytes: the H20 window's bytes a round (350 kB a device, 4 devices) over 100 × 128 examples.
   assert.ok(Math.abs(h100.bytesPerExample! - (4 * 350_000) / (100 * 128)) < 1e-9);
   assert.equal(row(4, 'every-step').bytesToThreshold, row(4, 'every-step').bytesPerExample! * 150_000);
-  assert.equal(row(4, 'H20').finalAccuracy, 0.962);
+  assert.equal(row(4, 'H20').finalAccuracy, 0.966);
   // Lower accuracies: the first point at each (all 10,000 where scored), composed the same way.
   const es = row(4, 'every-step');
   assert.deepEqual(es.timeTo.map((t) => t.examples), [144_000, 144_000]);
@@ -191,12 +191,12 @@ test('the targets when no local-steps setting reaches the threshold: no figure, 
   assert.match(school!.detail, /school-uplink N = 4: no local-steps setting reached the threshold within its runs \(H5 96\.80 % after 180,000 examples, H20 96\.80 % after 180,000 examples, H100 96\.80 % after 180,000 examples\); every step did in /);
 });
 
-test('the targets: the smaller speed-up of N = 4 and 8 on school-uplink (and the final accuracy within a point), and wifi at the largest class', () => {
+test('the targets: the smaller speed-up of N = 4 and 8 on school-uplink (and the final accuracy within 0.3 points), and wifi at the largest class', () => {
   const s = summarize(report());
   const c4 = compare(s, 'school-uplink', 4);
   assert.equal(c4.best!.variant, 'H20');
   assert.ok(Math.abs(c4.ratio! - 3_410_000 / (10_000 + 480_000 + 90_000)) < 1e-9);
-  assert.ok(Math.abs(c4.finalDiffPoints! - -0.6) < 1e-9);
+  assert.ok(Math.abs(c4.finalDiffPoints! - -0.2) < 1e-9);
   const [school, wifi] = localStepsTargets(s);
   assert.equal(school!.id, TARGET_SCHOOL);
   assert.ok(school!.value! > 3 && school!.met);
@@ -204,7 +204,13 @@ test('the targets: the smaller speed-up of N = 4 and 8 on school-uplink (and the
   // wifi N = 16: every step 10 s + 400 × 2.7 s against H20's 10 s + 350 × 0.8 s + 18 × 1 s (the line through 5 and 17 s rounds).
   assert.ok(Math.abs(wifi!.value! - 1_090_000 / 308_000) < 1e-9);
   assert.equal(wifi!.met, true);
-  // More than a point below every step fails the school target, whatever the speed-up.
+  // A variant kept for comparison (the product before) is shown, and never counts as the best of H, however soon it crosses.
+  const withOld = report();
+  withOld.accuracy.push(acc(4, adamLocalStepsVariant(20), { examples: 100_000, steps: 700, rounds: 35 }, 0.97));
+  const old = compare(summarize(withOld), 'school-uplink', 4);
+  assert.equal(old.best!.variant, 'H20');
+  assert.ok(old.local.some((row) => row.variant === 'H20-adam' && row.timeMs! < old.best!.timeMs!));
+  // More than 0.3 points below every step fails the school target, whatever the speed-up.
   const r = report();
   r.accuracy = r.accuracy.map((a) => (a.plan.n === 8 && a.plan.variant.id === 'H20' ? { ...a, defaultRun: { ...a.defaultRun!, accuracy: 0.955 } } : a));
   const [failed] = localStepsTargets(summarize(r));
