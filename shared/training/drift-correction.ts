@@ -3,7 +3,7 @@
  * the space of updates, for no extra bytes.
  *
  * A device whose data is not the class's (own data split by class, say) drifts in its local
- * steps towards its own optimum, and the rounds' average then swings (76.9 % on MNIST by
+ * steps towards its own optimum, and the rounds' average then swings (76.9 % on the lab's digits by
  * class at H = 20 uncorrected). SCAFFOLD corrects each local gradient by (c − cᵢ): the
  * class's mean gradient minus the device's own. Here the correction is made to the update
  * instead, so that it holds for any inner optimizer (Adam normalises a gradient's

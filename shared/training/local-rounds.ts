@@ -1,8 +1,8 @@
 /**
  * Local steps (DiLoCo, Douillard et al. 2023; federated averaging, McMahan et al. 2017):
  * a turn is a round. Each rank trains its own slice of each of up to `localSteps` global
- * batches alone, with the inner optimizer (the run's own, Adam by default) at the run's
- * learning rate; then the class all-reduces once: each rank sends (weights at the last sync
+ * batches alone, with the inner optimizer (`localOptimizer` at `localLearningRate`: plain
+ * SGD by default, since the replica is built with them, StartConfig replicaRecipe); then the class all-reduces once: each rank sends (weights at the last sync
  * − its local weights) × the examples it trained, so the mean is the change weighted by
  * examples (scaled by one round's usual examples per rank, so that what travels stays near
  * the change's own size, well inside fp16's range at any H); the outer optimizer (outer-optimizer.ts) moves the weights at the last sync by
@@ -16,10 +16,11 @@
  * - the replicas: outside a round every replica stands at the weights of the last sync and
  *   the inner optimizer's state of the round's start, so they are bit-identical after
  *   every outer step, the hash is compared every round, and the hand-over and the
- *   checkpoints carry that state with the outer momentum. The inner optimizer's state is
- *   therefore reset at every round to what it was at the run's start (Adam's moments and
- *   step count zero): no replica's history leaks into the class's state, and a joiner needs
- *   nothing of anyone's but the chief's.
+ *   checkpoints carry that state with the outer momentum. An inner optimizer with state
+ *   (Adam, when chosen) is therefore reset at every round to what it was at the run's start:
+ *   no replica's history leaks into the class's state, and a joiner needs nothing of
+ *   anyone's but the chief's. The drift correction's state (drift-correction.ts) is the one
+ *   exception, kept per device and outside the class's state, as SCAFFOLD's cᵢ are.
  * - a lost member: the survivors keep their round's change. The next generation sums what
  *   they kept (the round is not trained again, and the lost member's slices of it are not
  *   trained in that epoch); a rank that has no change for it (a joiner) sends zeros.

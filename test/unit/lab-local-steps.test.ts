@@ -46,14 +46,16 @@ test('by class, the devices hold contiguous groups of digits, the larger first: 
 
 test('the plans: what the targets need first; every step as one Trainer on the global batch for the server\'s digits only', () => {
   const plans = accuracyPlans(FULL_LOCAL_STEPS_PLAN);
-  assert.deepEqual(plans.slice(0, 4).map((p) => p.id), ['mnist N=4 every-step', 'mnist N=4 H5', 'mnist N=4 H20', 'mnist N=4 H100']);
+  assert.deepEqual(plans.slice(0, 4).map((p) => p.id), ['mnist N=4 every-step', 'mnist N=4 H20-adam', 'mnist N=4 H10', 'mnist N=4 H20']);
   assert.equal(plans.filter((p) => p.data === 'mnist').length, 12, 'N = 4, 8 and 16, four ways each');
   assert.ok(plans.filter((p) => p.data === 'mnist').every((p) => p.everyStepAsOne && p.maxEpochs === 3 && p.defaultEpochs === 2));
   const own = plans.filter((p) => p.data !== 'mnist');
-  assert.deepEqual(own.map((p) => p.id), ['own-by-class N=4 H20', 'own-iid N=4 H20', 'own-by-class N=4 every-step']);
+  assert.deepEqual(own.map((p) => p.id), ['own-by-class N=4 H10', 'own-by-class N=4 H20-adam', 'own-iid N=4 H10', 'own-by-class N=4 every-step']);
   assert.ok(own.every((p) => !p.everyStepAsOne && p.maxEpochs === 2));
   assert.deepEqual(variantConfig(EVERY_STEP), { sync: 'every-step' });
   assert.deepEqual(variantConfig(localStepsVariant(20)), { sync: 'local-steps', localSteps: 20 });
+  // The product before: the run's Adam inside, restarted every round.
+  assert.deepEqual(variantConfig(adamLocalStepsVariant(20)), { sync: 'local-steps', localSteps: 20, localOptimizer: 'adam', localLearningRate: 0.003 });
 });
 
 test('turns: the chief\'s report intervals inside the window and the steps each covered', () => {
