@@ -28,7 +28,7 @@ export function localStepsMarkdown(r: LocalStepsReport, extras: MarkdownExtras =
     '',
     '**How the times are made.** Time to ' + th + ' is **composed from measured parts**, not one stopwatch:',
     '',
-    '- *seconds a turn* (a step, or a round of H local steps) are measured on the emulated network: N capped Node workers in their own namespaces, the real server, each way of summing timed after its warm-up (past step 8 and its links measured) over a few turns on the server\'s clock. H = 100\'s round (a minute or more of local steps) is not timed: it is the line through the H = 5 and H = 20 rounds (H × local step + one all-reduce), marked *fit*;',
+    '- *seconds a turn* (a step, or a round of H local steps) are measured on the emulated network: N capped Node workers in their own namespaces, the real server, each way of summing timed after its warm-up (past step 8 and its links measured) over a few turns on the server\'s clock. A way not timed takes the line through the timed local-steps rounds (H × local step + one all-reduce), marked *fit*;',
     '- *turns to ' + th + '* are measured in-process with the same Trainer over the in-memory ring (lab/local-steps-accuracy.ts), on the official 60,000 training digits, scored on the official 10,000 test digits as it goes (a 2,000-digit screen, all 10,000 within half a point of the threshold). Every step runs as one Trainer on the global batch (test/unit/equivalence.test.ts proves it equal to N ring workers); local steps run N replicas. Accuracy per example does not depend on the network;',
     '- time = the warm-up\'s excess over steady turns (measured) + steps × the local step + rounds × the round\'s all-reduce. The end-of-epoch evaluation a real run makes is not in it.',
     '',

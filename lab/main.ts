@@ -12,7 +12,7 @@
  *   npm run lab -- --secagg [--ns 8,16]   what secure aggregation costs on Wi-Fi: the dense model's step and the bytes a device
  *                               sends, secure against fp32 and fp16, at N = 8 and 16, and one epoch's accuracy secure
  *                               against fp32 (lab/secagg-rows.ts), into bench/lab-secagg.{json,md}
- *   npm run lab -- --local-steps   local steps (H = 5, 20, 100) against every-step sync: time to 97 % test accuracy and
+ *   npm run lab -- --local-steps   local steps (H = 10, 20; the product before, H20-adam) against every-step sync: time to 97 % test accuracy and
  *                               the bytes sent, at N = 4 and 8 laptops on school-uplink and 16 chromebooks on wifi,
  *                               composed from seconds a turn measured on the lab and turns to 97 % measured in-process,
  *                               one direct run to check it, and the non-IID comparison (lab/local-steps-rows.ts), into
