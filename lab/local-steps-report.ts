@@ -5,7 +5,7 @@
  * is still the better choice, the non-IID comparison, and bench/lab-local-steps.md. Pure:
  * rows in, figures and text out.
  */
-import type { StartConfig, StepTimingReport } from '../shared/protocol';
+import { RECIPE_DEFAULTS, type StartConfig, type StepTimingReport } from '../shared/protocol';
 import { LOCAL_STEPS_TARGET_IDS, type CheckpointPoint, type Reached, type Target } from './report-types';
 import type { DeviceProfile } from './cpu-caps';
 import type { CpuSample } from './cpu-monitor';
@@ -19,7 +19,9 @@ export const SPEEDUP_GOAL_SCHOOL = 3;
 export const SPEEDUP_GOAL_WIFI = 1.5;
 /** The best local-steps run's final accuracy may be at most this many points below every step's. */
 export const FINAL_ACCURACY_POINTS = 0.3;
-export const [TARGET_SCHOOL, TARGET_WIFI] = LOCAL_STEPS_TARGET_IDS;
+export const [TARGET_SCHOOL, TARGET_WIFI, TARGET_NON_IID] = LOCAL_STEPS_TARGET_IDS;
+/** The class's own data split by class: the product's default local steps end the default run at least this accurate. */
+export const NON_IID_GOAL = 0.94;
 /** The class sizes the school-uplink target reads. */
 export const SCHOOL_NS = [4, 8];
 
@@ -318,7 +320,7 @@ function comparisonText(c: Comparison): string {
 }
 
 /** The two targets, in the shape of the lab's others ({id, goal, value, met, detail}). */
-export function localStepsTargets(s: LocalStepsSummary): Target[] {
+export function localStepsTargets(s: LocalStepsSummary, nonIidLines: NonIidLine[] = []): Target[] {
   const school = SCHOOL_NS.map((n) => compare(s, 'school-uplink', n));
   const schoolValues = school.map((c) => c.ratio);
   const schoolValue = schoolValues.every((v) => v !== null) ? Math.min(...(schoolValues as number[])) : null;
@@ -339,8 +341,24 @@ export function localStepsTargets(s: LocalStepsSummary): Target[] {
       met: !!wifi && wifi.ratio !== null && wifi.ratio >= SPEEDUP_GOAL_WIFI && wifi.counts,
       detail: wifi ? comparisonText(wifi) : 'no wifi class measured',
     },
+    nonIidTarget(nonIidLines),
   ];
   return targets;
+}
+
+/** The by-class target: the product's default H (a plain 'H<n>' variant) on own data split by class, against NON_IID_GOAL. */
+function nonIidTarget(lines: NonIidLine[]): Target {
+  const defaultH = `H${RECIPE_DEFAULTS.localSteps}`;
+  const line = lines.find((l) => l.data === 'own-by-class' && l.variant === defaultH) ?? null;
+  const everyStep = lines.find((l) => l.data === 'own-by-class' && l.variant === 'every-step') ?? null;
+  const value = line?.finalAccuracy ?? null;
+  return {
+    id: TARGET_NON_IID,
+    goal: `the class's own data split by class, N = 4: the default local steps (${defaultH}) end the default run at ≥ ${pct(NON_IID_GOAL)}`,
+    value,
+    met: value !== null && value >= NON_IID_GOAL,
+    detail: line ? `${defaultH} ${pct(value)}${everyStep ? `; every step ${pct(everyStep.finalAccuracy)}` : ''}${line.secure ? ' (masked, as own data is by default)' : ''}` : `no by-class run of ${defaultH}`,
+  };
 }
 
 /** The lab's report's targets with the local-steps ones replaced by `fresh` (the others kept in their order). */

@@ -50,7 +50,7 @@ import { CheckpointScorer } from './tta-rows';
 import { tail, type LabProcess } from './spawn';
 import { progress } from './progress';
 import { EVERY_STEP, SERVER_DATA, adamLocalStepsVariant, localStepsVariant, variantConfig, type AccuracyData, type AccuracyPlan, type SyncVariant } from './local-steps-protocol';
-import { localStepsTargets, summarize, type LocalStepsNetwork, type LocalStepsReport, type LocalStepsWindow } from './local-steps-report';
+import { localStepsTargets, nonIid, summarize, type LocalStepsNetwork, type LocalStepsReport, type LocalStepsWindow } from './local-steps-report';
 import { AccuracyPool, busyWithout } from './local-steps-pool';
 import { directRun, JOIN_TIMEOUT_MS } from './local-steps-direct';
 import type { LocalStepsPlan } from './local-steps-plan';
@@ -331,7 +331,7 @@ export async function localStepsLab(profiles: Record<LocalStepsNetwork, ModelPro
   };
   const save = () => {
     report.minutes = (Date.now() - startedAt) / 60_000;
-    report.targets = localStepsTargets(summarize(report));
+    report.targets = localStepsTargets(summarize(report), nonIid(report.accuracy));
     write(report);
   };
   const pool = new AccuracyPool(accuracyPlans(plan), plan.accuracy.workers, (r) => {

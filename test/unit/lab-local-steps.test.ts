@@ -21,6 +21,7 @@ import {
   nonIidSlowdowns,
   roundsAt,
   summarize,
+  TARGET_NON_IID,
   TARGET_SCHOOL,
   TARGET_WIFI,
   type LocalStepsReport,
@@ -230,13 +231,29 @@ test('the targets: the smaller speed-up of N = 4 and 8 on school-uplink (and the
   assert.equal(localStepsTargets(summarize(lost))[0]!.met, false);
   // Nothing measured: null figures, not met.
   const none = localStepsTargets(summarize(report({ windows: [], accuracy: [] })));
-  assert.deepEqual(none.map((t) => [t.value, t.met]), [[null, false], [null, false]]);
+  assert.deepEqual(none.map((t) => [t.value, t.met]), [[null, false], [null, false], [null, false]]);
+});
+
+test("the by-class target reads the product's default H on own data split by class, never the product before, against 94 %", () => {
+  const byClass = (variant: SyncVariant, final: number): AccuracyResult => {
+    const a = acc(4, variant, null, final);
+    return { ...a, plan: { ...a.plan, id: `own-by-class N=4 ${variant.id}`, data: 'own-by-class', everyStepAsOne: false } };
+  };
+  const target = (runs: AccuracyResult[]) => localStepsTargets(summarize(report()), nonIid(runs)).find((t) => t.id === TARGET_NON_IID)!;
+  const met = target([byClass(localStepsVariant(10), 0.9475), byClass(adamLocalStepsVariant(20), 0.9689), byClass(EVERY_STEP, 0.966)]);
+  assert.equal(met.value, 0.9475);
+  assert.equal(met.met, true);
+  assert.match(met.detail, /^H10 94\.75 %; every step 96\.60 %/);
+  // Below the goal: not met, whatever another variant reached.
+  assert.equal(target([byClass(localStepsVariant(10), 0.9389), byClass(localStepsVariant(5), 0.96)]).met, false);
+  const missing = target([byClass(adamLocalStepsVariant(20), 0.99)]);
+  assert.deepEqual([missing.value, missing.met, missing.detail], [null, false, 'no by-class run of H10']);
 });
 
 test('merging into bench/lab.json: the local-steps targets replaced, every other target kept in its order', () => {
   const t = (id: string, value: number): Target => ({ id: id as Target['id'], goal: '', value, met: true, detail: '' });
-  const merged = mergeTargets([t('ring-vs-hub-wired-n4-16mb', 1), t(TARGET_SCHOOL, 2), t('cnn-scaling-n8', 3)], [t(TARGET_SCHOOL, 4), t(TARGET_WIFI, 5)]);
-  assert.deepEqual(merged.map((x) => [x.id, x.value]), [['ring-vs-hub-wired-n4-16mb', 1], ['cnn-scaling-n8', 3], [TARGET_SCHOOL, 4], [TARGET_WIFI, 5]]);
+  const merged = mergeTargets([t('ring-vs-hub-wired-n4-16mb', 1), t(TARGET_SCHOOL, 2), t('cnn-scaling-n8', 3)], [t(TARGET_SCHOOL, 4), t(TARGET_WIFI, 5), t(TARGET_NON_IID, 6)]);
+  assert.deepEqual(merged.map((x) => [x.id, x.value]), [['ring-vs-hub-wired-n4-16mb', 1], ['cnn-scaling-n8', 3], [TARGET_SCHOOL, 4], [TARGET_WIFI, 5], [TARGET_NON_IID, 6]]);
 });
 
 test('the break-even: every step is the better choice while the all-reduce over the compute is below (ρ − 1)/(1 − ρq/H)', () => {
