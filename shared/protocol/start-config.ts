@@ -263,20 +263,22 @@ function resolveProgram(c: StartConfigFields, program: ProgramRun, ctx: z.Refine
     return z.NEVER;
   }
   const secureAggregation = c.secureAggregation ?? false;
+  const optimizer = c.optimizer ?? 'sgd';
+  const learningRate = c.learningRate ?? RECIPE_DEFAULTS.learningRate;
   return {
     ...c,
     task: PROGRAM_WORKLOAD,
     model: PROGRAM_WORKLOAD,
     dataset: PROGRAM_WORKLOAD,
     classes: [...program.outputs],
-    optimizer: c.optimizer ?? 'sgd',
-    learningRate: c.learningRate ?? RECIPE_DEFAULTS.learningRate,
+    optimizer,
+    learningRate,
     warmupSteps: c.warmupSteps ?? 0,
     batchSizePerWorker: c.batchSizePerWorker ?? Math.min(program.batchSize, MAX_BATCH_PER_WORKER),
     epochs: c.epochs ?? 1,
     // A program's model trains its rounds with its own optimizer too.
-    localOptimizer: c.localOptimizer ?? c.optimizer ?? 'sgd',
-    localLearningRate: c.localLearningRate ?? c.learningRate ?? RECIPE_DEFAULTS.learningRate,
+    localOptimizer: c.localOptimizer ?? optimizer,
+    localLearningRate: c.localLearningRate ?? learningRate,
     secureAggregation,
     wire: c.wire ?? defaultWire(c.sync, secureAggregation),
   };

@@ -24,52 +24,43 @@
  * their first round uncorrected (SCAFFOLD's control variates start at zero).
  */
 export class DriftCorrection {
-  /** dᵢ: this device's change in its last trained round. */
-  private readonly own: Float32Array;
-  /** Δ: the class's mean change in the round that dᵢ is from. */
-  private readonly mean: Float32Array;
-  /** Kᵢ: the local steps dᵢ took; 0 while there is no pair (dᵢ, Δ) from one round. */
-  private steps = 0;
-  /** The round dᵢ is from, until its Δ arrives. */
+  /** dᵢ while its round's sum is on its way; then the drift itself, (dᵢ − Δ) / Kᵢ. */
+  private readonly values: Float32Array;
+  /** Kᵢ: the local steps of the round whose sum is on its way; 0 when none is. */
   private pendingSteps = 0;
+  /** Whether `values` holds a drift (a pair dᵢ, Δ from one round). */
+  private ready = false;
 
   constructor(parameterCount: number) {
-    this.own = new Float32Array(parameterCount);
-    this.mean = new Float32Array(parameterCount);
+    this.values = new Float32Array(parameterCount);
   }
 
   /** This device trained `steps` local steps from `anchor` to `local` in the round whose sum comes next. */
   trained(anchor: ArrayLike<number>, local: ArrayLike<number>, steps: number): void {
-    const own = this.own;
+    const own = this.values;
     for (let i = 0; i < own.length; i++) own[i] = anchor[i]! - local[i]!;
     this.pendingSteps = steps;
-    this.steps = 0;
+    this.ready = false;
   }
 
-  /** The class's mean change of that round: `meanChange` × `scale`. Without a trained round of this device before it, the pair stays empty. */
+  /** The class's mean change of that round: `meanChange` × `scale`. Without a trained round of this device before it, there is no pair. */
   summed(meanChange: ArrayLike<number>, scale: number): void {
-    if (this.pendingSteps === 0) {
-      this.steps = 0;
-      return;
-    }
-    const mean = this.mean;
-    for (let i = 0; i < mean.length; i++) mean[i] = meanChange[i]! * scale;
-    this.steps = this.pendingSteps;
+    this.ready = this.pendingSteps > 0;
+    if (!this.ready) return;
+    const v = this.values;
+    const k = this.pendingSteps;
+    for (let i = 0; i < v.length; i++) v[i] = (v[i]! - Math.fround(meanChange[i]! * scale)) / k;
     this.pendingSteps = 0;
   }
 
   /** A round that trained nothing here, or a new run: forget the pair. */
   reset(): void {
-    this.steps = 0;
+    this.ready = false;
     this.pendingSteps = 0;
   }
 
-  /** The drift to add after each local step of the next round, (dᵢ − Δ) / Kᵢ, in a new array; null when there is no pair. */
+  /** The drift to add after each local step of the next round, (dᵢ − Δ) / Kᵢ, in a new array (the replica keeps it); null when there is no pair. */
   drift(): Float32Array | null {
-    if (this.steps === 0) return null;
-    const out = new Float32Array(this.own.length);
-    const k = this.steps;
-    for (let i = 0; i < out.length; i++) out[i] = (this.own[i]! - this.mean[i]!) / k;
-    return out;
+    return this.ready ? this.values.slice() : null;
   }
 }
