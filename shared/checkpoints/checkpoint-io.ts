@@ -96,6 +96,7 @@ export async function captureCheckpoint(trainer: ReplicaState, ctx: CaptureConte
     dataCursor: cursor,
     learningRateRamp: trainer.schedule.state,
     round: trainer.round,
+    epochTally: trainer.tally.accounts(),
     ownRoster: trainer.dataRoster,
     worldSize: trainer.worldSize,
     members: ctx.members.map((m) => ({
@@ -236,7 +237,7 @@ export async function applyCheckpoint(trainer: ReplicaState, checkpoint: Capture
     optimizerSpecs: inner.specs,
     optimizerData: inner.data,
   });
-  trainer.setPosition(checkpoint.metadata.step, checkpoint.metadata.dataCursor, checkpoint.metadata.ownRoster ?? null);
+  trainer.setPosition(checkpoint.metadata.step, checkpoint.metadata.dataCursor, checkpoint.metadata.ownRoster ?? null, checkpoint.metadata.epochTally ?? []);
   // Without a momentum (an every-step checkpoint, or one from before), the outer optimizer starts at zero.
   trainer.restoreOuter(checkpoint.metadata.round ?? checkpoint.metadata.step, trainer.outer ? momentum : null);
   // A checkpoint without a ramp (older ones) lets the schedule start afresh at the resumed step.

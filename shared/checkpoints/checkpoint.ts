@@ -65,6 +65,23 @@ export const checkpointMetadataSchema = z.strictObject({
     })
     .nullable()
     .optional(),
+  /**
+   * The class's account of the open epoch and the one before it (shared/training/epoch-tally.ts):
+   * examples trained, the float32 sum of the steps' losses, the steps, and whether it began at
+   * the epoch's start. Absent in checkpoints from before: a run resumed from one counts anew.
+   */
+  epochTally: z
+    .array(
+      z.strictObject({
+        epoch: z.number().int().min(0),
+        examples: z.number().int().min(0).max(2 ** 24),
+        lossSum: z.number().finite(),
+        steps: z.number().int().min(0).max(MAX_CHECKPOINT_STEP),
+        whole: z.boolean(),
+      }),
+    )
+    .max(2)
+    .optional(),
   /** Outer steps so far: one per step, or one per round of local steps. Absent in checkpoints from before (the step then stands for it). */
   round: z.number().int().min(0).max(MAX_CHECKPOINT_STEP).optional(),
   worldSize: z.number().int().min(1),

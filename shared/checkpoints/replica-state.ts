@@ -11,6 +11,7 @@ import type { CheckpointMetadata } from './checkpoint';
 type DataPosition = CheckpointMetadata['dataCursor'];
 type RateRamp = NonNullable<CheckpointMetadata['learningRateRamp']>;
 type Roster = NonNullable<CheckpointMetadata['ownRoster']>;
+type EpochAccounts = NonNullable<CheckpointMetadata['epochTally']>;
 
 export interface ReplicaState {
   /** The model and optimizer: a checkpoint takes their snapshot and loads one back. */
@@ -21,7 +22,9 @@ export interface ReplicaState {
   readonly dataCursor: DataPosition;
   readonly dataRoster: Roster | null;
   readonly schedule: { readonly state: RateRamp | null; restore(ramp: RateRamp | null): void };
-  setPosition(step: number, cursor: DataPosition, roster: Roster | null): void;
+  /** The class's account of the open epoch and the one before (shared/training/epoch-tally.ts). */
+  readonly tally: { accounts(): EpochAccounts };
+  setPosition(step: number, cursor: DataPosition, roster: Roster | null, accounts: EpochAccounts): void;
   /** Outer steps so far (one per step, or per round of local steps). */
   readonly round: number;
   /** A local-steps run's outer optimizer: its momentum is part of the checkpoint; null every step. */

@@ -10,6 +10,7 @@
  */
 import * as tf from '@tensorflow/tfjs';
 import type { WorkerStatus } from '../training/worker-status';
+import type { EpochCount } from '../training/epoch-tally';
 
 /** What fitDataset takes as callbacks: tfjs's (tf.callbacks.earlyStopping(), a tf.Callback) or plain objects of hooks. */
 export type FitCallback = tf.CustomCallbackArgs | tf.Callback;
@@ -33,10 +34,15 @@ export class FitCallbacks {
   private batch = 0;
   private lastStep = -1;
   /**
-   * The open epoch's loss by step. A step heard again in the same epoch (the room went back
-   * to a checkpoint after a failure and trained it again) takes its new value: the run's
-   * History is of the steps that stand, so that every member, whichever attempt it saw,
-   * reports the same epochs.
+   * The class's account of each epoch (epoch-tally.ts), as the statuses last gave it: part
+   * of the replicated state, so every member, whichever attempts of a step it saw and
+   * whatever a hand-over skipped it past, closes an epoch with the same mean loss.
+   */
+  private readonly accounts = new Map<number, EpochCount>();
+  /**
+   * The open epoch's loss by step, for an epoch the account does not hold whole (a run
+   * resumed from a checkpoint written before accounts): a step heard again in the same epoch
+   * (the room went back to a checkpoint after a failure) takes its new value.
    */
   private epochLosses = new Map<number, number>();
   private began = false;
@@ -83,6 +89,7 @@ export class FitCallbacks {
       this.lastStep = s.step;
       this.run((h) => h.onTrainBegin?.({}));
     }
+    for (const account of s.epochs) this.accounts.set(account.epoch, account);
     if (s.step > this.lastStep && s.loss !== null) {
       this.lastStep = s.step;
       // The run's first step tells its epoch (a resumed run's may be any).
@@ -105,10 +112,11 @@ export class FitCallbacks {
   }
 
   private closeEpoch(next: number, valLoss: number | null): void {
-    const losses = [...this.epochLosses.values()];
-    const logs: Logs = { loss: losses.reduce((a, b) => a + b, 0) / Math.max(1, losses.length) };
-    if (valLoss !== null) logs.val_loss = valLoss;
     const epoch = this.epoch;
+    const account = this.accounts.get(epoch);
+    const losses = [...this.epochLosses.values()];
+    const logs: Logs = { loss: account?.whole ? account.meanLoss : losses.reduce((a, b) => a + b, 0) / Math.max(1, losses.length) };
+    if (valLoss !== null) logs.val_loss = valLoss;
     // Checked as the queue reaches it: an epoch after the one whose callbacks asked to stop is not reported.
     const reported = () => this.stopAfter === null || epoch <= this.stopAfter;
     this.run((h) => (reported() ? h.onEpochEnd?.(epoch, { ...logs }) : undefined));

@@ -1,10 +1,12 @@
 /**
- * Where a replica is in its run: the step, the data cursor, the evaluation still owed and
- * whether the ring agreed to stop. Every replica holds the same position after every step;
+ * Where a replica is in its run: the step, the data cursor, the evaluation still owed,
+ * whether the ring agreed to stop, and the class's account of the epochs (epoch-tally.ts).
+ * Every replica holds the same position after every step;
  * the hand-over carries it to a joiner as the first section of the state (state-sync.ts).
  */
 import type { DataCursor } from '../data/batch-plan';
 import type { LedgerSection } from './ledger';
+import { EPOCH_TALLY_FLOATS, EpochTally, type EpochAccount } from './epoch-tally';
 
 /** A round of local steps every survivor trained before its all-reduce failed (local-rounds.ts): where it ends. */
 export interface FinishingRound {
@@ -26,10 +28,19 @@ export class RunPosition {
    * turn sums what the survivors kept instead of training it again (local-rounds.ts).
    */
   finishing: FinishingRound | null = null;
+  /** Examples trained and mean loss of the open epoch and the one before. */
+  readonly tally = new EpochTally();
 
-  /** Its section of the hand-over: step, data cursor, owed evaluation, stop, round, the round being finished. */
+  /** Positions the run anew (a resumed checkpoint) with the epochs' accounts it kept (none: counted from here). */
+  moveTo(step: number, cursor: DataCursor, accounts: readonly EpochAccount[]): void {
+    this.step = step;
+    this.cursor = { ...cursor };
+    this.tally.restore(accounts);
+  }
+
+  /** Its section of the hand-over: step, data cursor, owed evaluation, stop, round, the round being finished, the epochs' account. */
   readonly section: LedgerSection<unknown> = {
-    floats: () => 10,
+    floats: () => 10 + EPOCH_TALLY_FLOATS,
     write: (s) => {
       s[0] = this.step;
       s[1] = this.cursor.epoch;
@@ -42,6 +53,7 @@ export class RunPosition {
       s[7] = f?.end.epoch ?? 0;
       s[8] = f?.end.offset ?? 0;
       s[9] = f?.steps ?? 0;
+      this.tally.write(s, 10);
     },
     read: (s) => {
       this.step = s[0]!;
@@ -50,6 +62,7 @@ export class RunPosition {
       this.stopped = s[4]! > 0;
       this.round = s[5]!;
       this.finishing = s[6]! > 0 ? { end: { epoch: s[7]!, offset: s[8]! }, steps: s[9]! } : null;
+      this.tally.read(s, 10);
     },
   };
 }

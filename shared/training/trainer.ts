@@ -20,6 +20,7 @@ import type { LinkModels } from '../collectives/choice';
 import { StepVotes } from './agreement';
 import { Ledger } from './ledger';
 import { RunPosition } from './run-position';
+import type { EpochAccount, EpochTally } from './epoch-tally';
 import { StateSync } from './state-sync';
 import { StepBuffers } from './step-buffers';
 import { StepCount, StepMetrics, checkSummedGradient, initialFacts, startTurn, type StepOptions, type StepFacts, type StepResult, type StepTiming, type TailSection } from './step-ledger';
@@ -35,7 +36,6 @@ import { syncModeFor, type SyncModeRun, type TurnHost } from './sync-mode';
 import type { OuterOptimizer } from './outer-optimizer';
 
 export type { StepOptions, StepResult, StepTiming } from './step-ledger';
-
 export { HASH_CHECK_EVERY_STEPS, type TrainerOptions } from './trainer-options';
 
 export class Trainer {
@@ -161,10 +161,7 @@ export class Trainer {
     return this.position.stopped;
   }
 
-  /**
-   * Stops at the current step without a vote: for a ring that takes no step to vote in (a
-   * secure ring of two, holding), where every replica stands at the same step anyway.
-   */
+  /** Stops without a vote: for a ring that takes no step to vote in (a secure ring of two, holding), every replica at the same step. */
   stopWithoutVote(): void {
     this.position.stopped = true;
   }
@@ -173,8 +170,9 @@ export class Trainer {
     return this.collective.worldSize;
   }
 
-  get rank(): number {
-    return this.collective.rank;
+  /** The class's account of the open epoch and the one before (epoch-tally.ts): part of the state, alike on every replica. */
+  get tally(): Pick<EpochTally, 'of' | 'recent' | 'accounts'> {
+    return this.position.tally;
   }
 
   get globalBatchSize(): number {
@@ -232,10 +230,9 @@ export class Trainer {
    * Positions the replica, e.g. at a resumed step; the cursor must come from the same run,
    * and so must the epoch's roster for a run on the class's own data (null: none yet).
    */
-  setPosition(step: number, cursor: DataCursor, roster: EpochRoster | null = null): void {
+  setPosition(step: number, cursor: DataCursor, roster: EpochRoster | null = null, accounts: readonly EpochAccount[] = []): void {
     this.lastReduceEnd = null;
-    this.position.step = step;
-    this.position.cursor = { ...cursor };
+    this.position.moveTo(step, cursor, accounts);
     this.data.agreement?.restore(roster);
   }
 
@@ -344,6 +341,8 @@ export class Trainer {
     // Averaging and posting the update here, and the optimizer's last time in the replica.
     timing.applyMs = this.clock.now() - tApply + (trainedExamples > 0 ? buffers.lastApplyMs : 0);
 
+    const loss = this.metrics.lossSum * inv;
+    this.position.tally.add(work.first.epoch, this.position.cursor.offset, trainedExamples, loss);
     this.position.cursor = work.end;
     this.position.step = step + work.steps;
     this.position.round++;
@@ -358,7 +357,7 @@ export class Trainer {
       round: this.position.round,
       finishing: work.finishing,
       epoch: work.first.epoch,
-      loss: this.metrics.lossSum * inv,
+      loss,
       trainAccuracy: this.metrics.correctSum * inv,
       gradNorm: Math.sqrt(sq),
       stop,

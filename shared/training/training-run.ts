@@ -26,7 +26,6 @@ import type { Replica } from '../compute/replica';
 import type { FaultInjector } from './faults';
 import type { RingView } from './generation-tracker';
 import type { WorkerStatus, WorkerStatusView } from './worker-status';
-import { EpochTally } from './epoch-tally';
 import { JoinCostMeter, type JoinCost } from './join-cost';
 import type { RunCheckpoints, RunControl, RunGenerations, RunReporter } from './run-ports';
 
@@ -81,7 +80,6 @@ export class TrainingRun {
   /** Join costs measured by the last step, for its progress report. */
   private joinCost: JoinCost = {};
   /** The examples the class trained per epoch, for the epoch's line in the log. */
-  private readonly tally = new EpochTally();
   /** Set after a step the ring agreed to pause after; cleared on resume. */
   private holding = false;
   /** When the last turns ended and at which step: a round of local steps is many steps. */
@@ -128,6 +126,7 @@ export class TrainingRun {
       testAccuracy: null,
       testLoss: null,
       evaluatedEpoch: null,
+      epochs: trainer.tally.recent(),
       error: null,
       resyncs: 0,
       secureAggregation: start.config.secureAggregation,
@@ -237,7 +236,7 @@ export class TrainingRun {
         ? `the chief's state to ${receivers} replica(s): step ${trainer.step}, ${trainer.stateLength * 4} bytes in ${syncMs.toFixed(0)} ms`
         : `replicas already agree at step ${trainer.step} (checked in ${syncMs.toFixed(0)} ms)`,
     );
-    this.update({ weightsHash: hash, step: trainer.step, epoch: trainer.epoch, lastSyncMs: syncMs, totalSteps: trainer.totalSteps });
+    this.update({ weightsHash: hash, step: trainer.step, epoch: trainer.epoch, epochs: trainer.tally.recent(), lastSyncMs: syncMs, totalSteps: trainer.totalSteps });
     this.joinCosts.stateArrived(clock.now());
   }
 
@@ -252,8 +251,8 @@ export class TrainingRun {
       return;
     }
     const { accuracy, loss: testLoss } = scores;
-    const count = this.tally.of(epoch);
-    const trained = count ? `${count.examples} examples trained${count.whole ? '' : ' since this replica joined'}` : 'no step seen';
+    const count = trainer.tally.of(epoch);
+    const trained = count ? `${count.examples} examples trained${count.whole ? '' : ' since the run resumed'}` : 'no step seen';
     this.options.log(`epoch ${epoch}: ${trained}; held out: ${testLoss.toFixed(4)} nats per example, accuracy ${accuracy.toFixed(4)} over ${scores.examples}`);
     this.update({ testAccuracy: accuracy, testLoss, evaluatedEpoch: epoch });
     const { start, network } = this.options;
@@ -288,8 +287,6 @@ export class TrainingRun {
     const { network, control, clock } = this.options;
     const trainer = this.trainer;
     const t0 = clock.now();
-    // Where this step starts, read only when it begins an epoch for the tally (a copy: not every step).
-    const startsAt = this.tally.counting(trainer.epoch) ? -1 : trainer.dataCursor.offset;
     const r = await trainer.trainStep({
       requestStop: control.stopRequested,
       requestPause: control.pauseRequested,
@@ -298,7 +295,6 @@ export class TrainingRun {
       hubReady: network.hubReady,
     });
     if (r.pause) this.holding = true;
-    this.tally.add(r.epoch, startsAt, r.globalBatchSize);
     this.joinCost = this.joinCosts.stepEnded(clock.now(), r.examples > 0);
     const stepTimes = this.recentStepEnds;
     stepTimes.push({ at: clock.now(), step: trainer.step });
@@ -312,6 +308,7 @@ export class TrainingRun {
       step: trainer.step,
       round: r.round,
       epoch: r.epoch,
+      epochs: trainer.tally.recent(),
       totalSteps: trainer.totalSteps,
       loss: r.loss,
       trainAccuracy: r.trainAccuracy,

@@ -3,6 +3,7 @@
  * as things happen, and handed out as a fresh copy after every change.
  */
 import type { ErrorBody } from '../protocol/errors';
+import type { EpochCount } from './epoch-tally';
 import { leftOf, rightOf, type Backend, type DeviceProbe, type Generation } from '../protocol';
 
 export type WorkerState = 'idle' | 'joining' | 'ready' | 'waiting' | 'training' | 'paused' | 'done' | 'dropped' | 'error';
@@ -29,6 +30,8 @@ export interface WorkerStatus {
   testLoss: number | null;
   /** The epoch the last held-out scores (testAccuracy, testLoss) are of, or null before any. */
   evaluatedEpoch: number | null;
+  /** The class's account of the open epoch and the one before (examples, mean loss): the same on every replica. */
+  epochs: readonly EpochCount[];
   weightsHash: string | null;
   gradNorm: number | null;
   examplesPerSec: number;
@@ -107,6 +110,7 @@ export class WorkerStatusView {
       testAccuracy: null,
       testLoss: null,
       evaluatedEpoch: null,
+      epochs: [],
       weightsHash: null,
       gradNorm: null,
       examplesPerSec: 0,

@@ -13,7 +13,7 @@ import { FitCallbacks } from '../../shared/library/fit-callbacks';
 import type { WorkerStatus } from '../../shared/training/worker-status';
 
 const status = (step: number, loss: number | null, epoch = 0, extra: Partial<WorkerStatus> = {}): WorkerStatus =>
-  ({ state: 'training', step, loss, epoch, evaluatedEpoch: null, testLoss: null, ...extra }) as WorkerStatus;
+  ({ state: 'training', step, loss, epoch, evaluatedEpoch: null, testLoss: null, epochs: [], ...extra }) as WorkerStatus;
 
 function member(): FitCallbacks {
   const model = tf.sequential({ layers: [tf.layers.dense({ units: 1, inputShape: [1] })] });
@@ -38,4 +38,21 @@ test('a step trained again after a failure takes its new loss, so members that s
   const expected = (1 + 0.9 + 0.8 + 0.75 + 0.65 + 0.55) / 6;
   const loss = ha.history.loss![0] as number;
   assert.ok(Math.abs(loss - expected) < 1e-12, `${loss} against ${expected}`);
+});
+
+test("a member the hand-over moved past a step it never finished closes the epoch with the class's account, as the member that finished it does", async () => {
+  const losses = [1, 0.9, 0.8, 0.7, 0.6, 0.5];
+  const account = (step: number): WorkerStatus['epochs'] => [{ epoch: 0, examples: step * 30, meanLoss: losses.slice(0, step).reduce((a, b) => a + b, 0) / step, steps: step, whole: true }];
+  const a = member();
+  const b = member();
+  for (const m of [a, b]) m.status(status(0, null));
+  for (let step = 1; step <= 6; step++) a.status(status(step, losses[step - 1]!, 0, { epochs: account(step) }));
+  // b's all-reduce of step 5 broke; the chief's state moved it to step 5 done, with its own
+  // last loss still showing (the hand-over's status), then it trained step 6 with the class.
+  for (let step = 1; step <= 4; step++) b.status(status(step, losses[step - 1]!, 0, { epochs: account(step) }));
+  b.status(status(5, losses[3]!, 0, { epochs: account(5) }));
+  b.status(status(6, losses[5]!, 0, { epochs: account(6) }));
+  const [ha, hb] = await Promise.all([a.end(null), b.end(null)]);
+  assert.deepEqual(hb.history.loss, ha.history.loss);
+  assert.equal(ha.history.loss![0], account(6)[0]!.meanLoss);
 });
