@@ -142,6 +142,7 @@ export async function runAccuracy(plan: AccuracyPlan, onPoint: (p: AccuracyPoint
       localOptimizer: config.localOptimizer,
       localLearningRate: config.localLearningRate,
       localCorrection: config.localCorrection,
+      powerSgdRank: config.powerSgdRank,
       seed: config.seed,
     },
     epochExamples,

@@ -20,7 +20,7 @@ export interface SyncVariant {
 }
 
 /** The start-config fields a variant may set beside `sync` and `localSteps`. */
-export type LocalStepsSettings = Partial<Pick<StartConfig, 'localOptimizer' | 'localLearningRate' | 'localCorrection' | 'outerOptimizer' | 'outerLearningRate' | 'outerMomentum' | 'secureAggregation'>>;
+export type LocalStepsSettings = Partial<Pick<StartConfig, 'localOptimizer' | 'localLearningRate' | 'localCorrection' | 'outerOptimizer' | 'outerLearningRate' | 'outerMomentum' | 'secureAggregation' | 'powerSgdRank'>>;
 
 export const EVERY_STEP: SyncVariant = { id: 'every-step', sync: 'every-step', localSteps: null };
 export const localStepsVariant = (h: number): SyncVariant => ({ id: `H${h}`, sync: 'local-steps', localSteps: h });
@@ -104,7 +104,7 @@ export type AccuracyStop = 'crossed' | 'max-epochs' | 'max-examples' | 'diverged
 export interface AccuracyResult {
   plan: AccuracyPlan;
   /** The start config the replicas ran with (schema defaults included; `epochs` is the plan's maxEpochs). */
-  config: { sync: string; localSteps: number; wire: string; secureAggregation: boolean; batchSizePerWorker: number; learningRate: number; optimizer: string; warmupSteps: number; balanceShares: boolean; outerOptimizer: string; outerLearningRate: number; outerMomentum: number; localOptimizer?: string; localLearningRate?: number; localCorrection?: string; seed: number };
+  config: { sync: string; localSteps: number; wire: string; secureAggregation: boolean; batchSizePerWorker: number; learningRate: number; optimizer: string; warmupSteps: number; balanceShares: boolean; outerOptimizer: string; outerLearningRate: number; outerMomentum: number; localOptimizer?: string; localLearningRate?: number; localCorrection?: string; powerSgdRank?: number; seed: number };
   /** Training examples in one epoch (own data keeps a fifth of each device's examples out). */
   epochExamples: number;
   points: AccuracyPoint[];

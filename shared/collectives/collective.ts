@@ -29,6 +29,8 @@ export const COLLECTIVE_TAG = {
   probeHdBandwidthAgain: 11,
   probeHubBandwidthAgain: 12,
   gradients: 13,
+  // PowerSGD's second sum of a step (power-sgd.ts): the factors Q' after the gradients' P.
+  gradientFactors: 14,
 } as const;
 export type CollectiveTag = (typeof COLLECTIVE_TAG)[keyof typeof COLLECTIVE_TAG];
 

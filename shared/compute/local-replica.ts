@@ -17,6 +17,7 @@ import { artifactsOf, concatBuffers, specsOf } from './weight-bytes';
 
 export class LocalReplica implements Replica {
   readonly parameterCount: number;
+  readonly weightShapes: ReadonlyArray<readonly number[]>;
   readonly stateLength: number;
   private readonly model: tf.LayersModel;
   /** tfjs's optimizer keeps only the checkpoint format; the updates are the fused one's. */
@@ -41,6 +42,7 @@ export class LocalReplica implements Replica {
     const total = this.weights.count;
     this.fused = flatOptimizer(config.optimizer, total);
     this.parameterCount = total;
+    this.weightShapes = this.weights.variables.map((v) => [...v.shape]);
     // The weights, the optimizer's slots, and its iteration count last.
     this.stateLength = total + optimizerStateLength(config.optimizer, total) + 1;
   }

@@ -38,6 +38,7 @@ function lossFunctionOf(model: tf.LayersModel, name: string, output: number): (y
 
 export class ModelReplica implements Replica {
   readonly parameterCount: number;
+  readonly weightShapes: ReadonlyArray<readonly number[]>;
   readonly stateLength: number;
   private readonly weights: TrainableWeights;
   private readonly losses: Array<(yTrue: tf.Tensor, yPred: tf.Tensor) => tf.Tensor>;
@@ -58,6 +59,7 @@ export class ModelReplica implements Replica {
     this.weights = new TrainableWeights(model);
     const total = this.weights.count;
     this.parameterCount = total;
+    this.weightShapes = this.weights.variables.map((v) => [...v.shape]);
     this.losses = program.losses.map((name, i) => lossFunctionOf(model, name, i));
     this.parts = [...program.inputShapes, ...program.outputShapes].map(sizeOf);
     this.row = rowLength(program);

@@ -80,6 +80,8 @@ export interface Scored {
 export interface Replica {
   /** Floats of the model's weights, in variable order. */
   readonly parameterCount: number;
+  /** Each trainable variable's shape, in the flat layout's order (PowerSGD factors the matrices: shared/collectives/power-sgd.ts). */
+  readonly weightShapes: ReadonlyArray<readonly number[]>;
   /** Floats of the replica's whole state: weights, optimizer slots and the optimizer's iteration count. */
   readonly stateLength: number;
   /**

@@ -87,6 +87,7 @@ export class ThreadCompute implements Compute {
 /** A replica in the compute thread, seen from the network thread. */
 class ThreadReplica implements Replica {
   readonly parameterCount: number;
+  readonly weightShapes: ReadonlyArray<readonly number[]>;
   readonly stateLength: number;
   private readonly id: number;
   /**
@@ -101,6 +102,7 @@ class ThreadReplica implements Replica {
   ) {
     this.id = created.replica;
     this.parameterCount = created.parameterCount;
+    this.weightShapes = created.weightShapes;
     this.stateLength = created.stateLength;
   }
 

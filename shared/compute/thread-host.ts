@@ -36,7 +36,7 @@ export function serveCompute(port: ThreadPort, selectBackend: (preferred: Backen
         const replica = await ready().createReplica(request.spec);
         const id = nextReplica++;
         replicas.set(id, replica);
-        const reply: CreateReply = { replica: id, parameterCount: replica.parameterCount, stateLength: replica.stateLength };
+        const reply: CreateReply = { replica: id, parameterCount: replica.parameterCount, weightShapes: replica.weightShapes.map((s) => [...s]), stateLength: replica.stateLength };
         return { value: reply, transfer: false };
       }
       case 'call': {

@@ -10,7 +10,7 @@ import type { Replica, ReplicaSpec } from './replica';
 import type { ProbeWorkload } from './compute';
 
 /** A replica's methods that cross the thread boundary, by name. */
-export type ReplicaMethod = Exclude<keyof Replica, 'parameterCount' | 'stateLength'>;
+export type ReplicaMethod = Exclude<keyof Replica, 'parameterCount' | 'weightShapes' | 'stateLength'>;
 
 /** The seam to a thread: a Web Worker, a worker_threads Worker, or either's side inside the thread. */
 export interface ThreadPort {
@@ -31,6 +31,7 @@ export type ComputeReply = { id: number; ok: true; value: unknown } | { id: numb
 export interface CreateReply {
   replica: number;
   parameterCount: number;
+  weightShapes: number[][];
   stateLength: number;
 }
 

@@ -46,7 +46,12 @@ export const RECIPE_DEFAULTS = {
   localOptimizer: 'sgd',
   localLearningRate: 0.3,
   localCorrection: 'none',
+  // Sums travel whole: PowerSGD is an option (docs/local-steps.md, "Compressed sums").
+  powerSgdRank: 0,
 } as const;
+
+/** The highest PowerSGD rank a run may ask for: beyond it the factors of the models here are no smaller than the matrices. */
+export const MAX_POWER_SGD_RANK = 64;
 
 /** The wire a local-steps run takes when the teacher names none: DiLoCo's outer gradients survive fp16, and a round's one all-reduce then moves half the bytes. */
 export const LOCAL_STEPS_DEFAULT_WIRE = 'fp16';
@@ -195,6 +200,13 @@ export const startConfigFieldsSchema = z.strictObject({
   localLearningRate: z.number().positive().max(10).optional(),
   /** 'scaffold' corrects each device's local steps by its drift from the class's last round (shared/training/drift-correction.ts); measured, not the default. */
   localCorrection: z.enum(LOCAL_CORRECTIONS).default(RECIPE_DEFAULTS.localCorrection),
+  /**
+   * 0: the gradients (or a round's change in weights) travel whole. r > 0: PowerSGD (Vogels
+   * et al. 2019, shared/collectives/power-sgd.ts): each weight matrix travels as rank-r
+   * factors in two sums, with error feedback, so nothing is lost, only delayed; vectors
+   * and the tail travel whole. Works with every sync mode, wire and secure aggregation.
+   */
+  powerSgdRank: z.number().int().min(0).max(MAX_POWER_SGD_RANK).default(RECIPE_DEFAULTS.powerSgdRank),
 });
 export type StartConfigFields = z.output<typeof startConfigFieldsSchema>;
 

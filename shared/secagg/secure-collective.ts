@@ -5,7 +5,8 @@
  * the hub each receive uniformly random words; only the sum of all N is the class's sum.
  *
  * It wraps the generation's collective, so the trainer, the ring, halving-doubling and the
- * hub stay as they are: the gradient collective (COLLECTIVE_TAG.gradients) travels on the
+ * hub stay as they are: the gradient collective (COLLECTIVE_TAG.gradients, and PowerSGD's
+ * second sum, COLLECTIVE_TAG.gradientFactors) travels on the
  * 'u32' wire, whose words every algorithm adds modulo 2^32, exactly and in any order, so the
  * replicas stay bit-identical. Everything else passes through unmasked: the state hand-over
  * (the weights are the class's anyway), evaluations and link probes, and the gradient
@@ -116,8 +117,10 @@ export class SecureCollective implements Collective {
   }
 
   allReduce(buf: Float32Array, step: number, tag: CollectiveTag, options: CollectiveOptions = {}): Promise<void> {
-    // Alone, nothing leaves the device: there is nobody to mask against.
-    if (tag !== COLLECTIVE_TAG.gradients || this.worldSize === 1) return this.inner.allReduce(buf, step, tag, options);
+    // Alone, nothing leaves the device: there is nobody to mask against. PowerSGD's factors
+    // (gradientFactors, the step's second sum) are a rank's gradient too: masked alike, as a
+    // further attempt of the step, so with masks of their own.
+    if ((tag !== COLLECTIVE_TAG.gradients && tag !== COLLECTIVE_TAG.gradientFactors) || this.worldSize === 1) return this.inner.allReduce(buf, step, tag, options);
     return this.secureSum(buf, step, tag, options);
   }
 

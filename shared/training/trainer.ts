@@ -9,6 +9,7 @@
  * the clock that times the step, and the faults a test plays.
  */
 import { COLLECTIVE_TAG, type Collective, type CollectiveOptions } from '../collectives/collective';
+import { compressedOver } from '../collectives/power-sgd';
 import type { DataCursor, GlobalBatch } from '../data/batch-plan';
 import { stepsRemaining } from '../data/sharding';
 import type { DataSource, EpochRoster } from '../data/data-source';
@@ -95,8 +96,8 @@ export class Trainer {
     this.data = data;
     this.clock = options.clock ?? systemClock;
     this.faults = options.faults ?? null;
-    this.collective = collective;
     this.replica = options.replica ?? new LocalReplica({ config: replicaRecipe(config) });
+    this.collective = compressedOver(collective, config.powerSgdRank, this.replica.weightShapes);
     this.schedule = new LearningRateSchedule(replicaRecipe(config));
     this.balancer = new ShareBalancer(config.balanceShares);
     this.balancer.reset(collective.worldSize);
@@ -204,7 +205,7 @@ export class Trainer {
    * them to the joiners: the class does not stop to probe its links again.
    */
   setCollective(collective: Collective, options: { keepLinkModels?: boolean; probeMsPerExample?: ArrayLike<number> | null } = {}): void {
-    this.collective = collective;
+    this.collective = compressedOver(collective, this.config.powerSgdRank, this.replica.weightShapes);
     this.lastReduceEnd = null;
     this.links.reset(options.keepLinkModels ?? false);
     this.buffers.bind(collective.worldSize);

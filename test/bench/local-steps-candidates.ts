@@ -15,13 +15,21 @@
  * composes time to accuracy on emulated links from the same runs.
  *
  *   npm run bench:local-steps [-- --only <candidate id,...>] [--workers 2]
+ *
+ * With --only, the named candidates are measured again (or for the first time) and merged
+ * into the report: the others' rows stay, and the report says when and on which commit
+ * each set of rows was measured.
  */
-import { writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { AccuracyPool } from '../../lab/local-steps-pool';
 import { ADAM_RESTARTED, EVERY_STEP, SERVER_DATA, type AccuracyData, type AccuracyPlan, type AccuracyResult, type LocalStepsSettings, type SyncVariant } from '../../lab/local-steps-protocol';
 import { RECIPE_DEFAULTS } from '../../shared/protocol';
 import { provenance, type Provenance } from './provenance';
+import { factorFloats, factorLayout } from '../../shared/collectives/power-sgd';
+import { buildModel } from '../../shared/compute/models';
+import { startConfigSchema } from '../../shared/tasks/start-config';
+import { LAB_WORKLOADS } from '../../shared/tasks/lab-workloads';
 
 const THRESHOLD = 0.97;
 const OUT = 'bench/local-steps-candidates';
@@ -57,6 +65,20 @@ const local = (id: string, h: number, what: string, config: LocalStepsSettings, 
 });
 const SGD = { localOptimizer: 'sgd', localLearningRate: 0.3 } as const;
 
+/** The lab MLP's variables, for the floats a factored sum sends. */
+const MLP_SHAPES = ((model) => {
+  const shapes = model.trainableWeights.map((w) => [...w.shape] as number[]);
+  model.dispose();
+  return shapes;
+})(buildModel(startConfigSchema.parse(LAB_WORKLOADS.dense.config)));
+const MLP_FLOATS = MLP_SHAPES.reduce((n, shape) => n + shape.reduce((a, b) => a * b, 1), 0);
+/** A round as PowerSGD factors of rank `r`, with the share of the floats it sends. */
+function powerSgd(r: number): Candidate {
+  const { first, second } = factorFloats(factorLayout(MLP_SHAPES, r), r);
+  const share = ((first + second) / MLP_FLOATS) * 100;
+  return local(`H10-powersgd${r}`, 10, `H = 10, SGD 0.3, each round as PowerSGD factors of rank ${r} with error feedback: ${(first + second).toLocaleString('en')} floats in two sums, ${share.toFixed(1)} % of the whole`, { ...SGD, powerSgdRank: r }, ['iid4', 'iid8', 'by-class4']);
+}
+
 /** The candidates, in the table's order: the reference, the product before, the adopted default, and what else was tried. */
 const CANDIDATES: readonly Candidate[] = [
   { id: 'every-step', what: 'every step (Adam 0.003)', variant: EVERY_STEP, on: ALL },
@@ -69,6 +91,9 @@ const CANDIDATES: readonly Candidate[] = [
   local('H10-sgd-fedavg', 10, 'H = 10, SGD 0.3, FedAvg outside (rate 1, no momentum)', { ...SGD, outerLearningRate: 1, outerMomentum: 0 }, ['iid4', 'by-class4']),
   local('H10-sgd0.1', 10, 'H = 10, plain SGD at 0.1 inside', { localOptimizer: 'sgd', localLearningRate: 0.1 }, ['iid4', 'by-class4']),
   local('H5-sgd', 5, 'H = 5, plain SGD at 0.3 inside', SGD, ['iid4', 'by-class4']),
+  powerSgd(4),
+  powerSgd(8),
+  powerSgd(16),
 ];
 
 function planOf(c: Candidate, s: Setting): AccuracyPlan {
@@ -91,6 +116,22 @@ interface Report extends Provenance {
   settings: { threshold: number; defaultEpochs: number; settings: readonly Setting[] };
   candidates: Array<Pick<Candidate, 'id' | 'what' | 'variant'>>;
   results: AccuracyResult[];
+  /** Rows measured after the report's own run (--only), each set with its own provenance. */
+  added?: Array<Provenance & { candidates: string[] }>;
+}
+
+/** The candidate id of a result (its plan id is `<candidate>@<setting>`). */
+const candidateOf = (r: AccuracyResult): string => r.plan.id.split('@')[0]!;
+
+/** Earlier sets of added rows, without the candidates measured again now. */
+const remaining = (added: NonNullable<Report['added']>, remeasured: readonly string[]): NonNullable<Report['added']> =>
+  added.map((a) => ({ ...a, candidates: a.candidates.filter((c) => !remeasured.includes(c)) })).filter((a) => a.candidates.length > 0);
+
+/** The report measured before, with the rows of `remeasured` taken out: what --only merges into. */
+function earlier(remeasured: readonly string[]): Report | null {
+  if (!existsSync(`${OUT}.json`)) return null;
+  const before = JSON.parse(readFileSync(`${OUT}.json`, 'utf8')) as Report;
+  return { ...before, results: before.results.filter((r) => !remeasured.includes(candidateOf(r))) };
 }
 
 const pct = (x: number | null | undefined) => (x === null || x === undefined ? '–' : `${(x * 100).toFixed(2)} %`);
@@ -114,6 +155,7 @@ function markdown(report: Report): string {
     '# Local steps: which way learns as well as every step',
     '',
     `Measured ${report.generatedAt} by \`npm run bench:local-steps\` on commit ${report.commit} (${report.machine.cpu}, ${report.machine.cores} cores, kernel ${report.machine.kernel}, Node ${report.versions.node}, tfjs ${report.versions.tfjs}).`,
+    ...(report.added ?? []).map((a) => `Rows of ${a.candidates.join(', ')}: measured ${a.generatedAt} by \`npm run bench:local-steps -- --only ${a.candidates.join(',')}\` on commit ${a.commit} (kernel ${a.machine.kernel}, Node ${a.versions.node}, tfjs ${a.versions.tfjs}).`),
     'In-process with the lab\'s accuracy runner (lab/local-steps-accuracy.ts): N replicas of the product\'s Trainer over the in-memory ring, the MLP on the product\'s defaults (32 examples a worker, a 50-step warm-up, Nesterov outside at 0.7 with momentum 0.9, fp16 rounds; own data masked, fp32), the official 60,000 training digits, scored on the official 10,000 test digits. One seed (1234) each: a by-class run swings by points from round to round, so its range is given.',
     '',
     `IID: the examples to ${THRESHOLD * 100} % (at most 3 epochs); the accuracy after the default ${report.settings.defaultEpochs} epochs. By class: the accuracy after the default run, and the lowest and highest points of its second epoch.`,
@@ -131,11 +173,14 @@ async function main(): Promise<void> {
   const candidates = CANDIDATES.filter((c) => !only || only.includes(c.id));
   const plans = candidates.flatMap((c) => SETTINGS.filter((s) => c.on.includes(s.id)).map((s) => planOf(c, s)));
   const started = provenance();
+  const before = only ? earlier(only) : null;
+  const measured = new Set([...(before?.results ?? []).map(candidateOf), ...candidates.map((c) => c.id)]);
   const report: Report = {
-    ...started,
+    ...(before ?? started),
     settings: { threshold: THRESHOLD, defaultEpochs: RECIPE_DEFAULTS.epochs, settings: SETTINGS },
-    candidates: candidates.map(({ id, what, variant }) => ({ id, what, variant })),
-    results: [],
+    candidates: CANDIDATES.filter((c) => measured.has(c.id)).map(({ id, what, variant }) => ({ id, what, variant })),
+    results: before?.results ?? [],
+    ...(before ? { added: [...remaining(before.added ?? [], only!), { ...started, candidates: candidates.map((c) => c.id) }] } : {}),
   };
   const write = () => {
     writeFileSync(`${OUT}.json`, `${JSON.stringify(report, null, 2)}\n`);
