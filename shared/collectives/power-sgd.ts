@@ -183,7 +183,7 @@ export class PowerSgdCollective implements Collective {
     }
     this.copyVector(m, covered, layout.length, first, p);
     first.set(buf.subarray(layout.length), this.floats.first);
-    Object.assign(this.firstOptions, options, { exactTail: tail });
+    this.optionsFor(this.firstOptions, options, tail);
     await this.inner.allReduce(first, step, tag, this.firstOptions);
 
     // P̂ from the class's P, then this rank's Q' = Mᵀ P̂ and what it leaves out.
@@ -205,7 +205,7 @@ export class PowerSgdCollective implements Collective {
       qa += mat.cols * r;
       covered = mat.offset + mat.rows * mat.cols;
     }
-    Object.assign(this.secondOptions, options, { exactTail: 0 });
+    this.optionsFor(this.secondOptions, options, 0);
     await this.inner.allReduce(second, step, COLLECTIVE_TAG.gradientFactors, this.secondOptions);
 
     // The class's sum ≈ P̂ Q'ᵀ; the vectors and the tail came whole. Commit the residual and Q.
@@ -228,6 +228,14 @@ export class PowerSgdCollective implements Collective {
     this.residual.fill(0);
     for (const mat of layout.matrices) this.residual.set(this.nextResidual.subarray(mat.offset, mat.offset + mat.rows * mat.cols), mat.offset);
     this.sentFloats += this.floats.first + this.floats.second;
+  }
+
+  /** The caller's algorithm, wire and patience, with `tail` floats exact: the same object every sum. */
+  private optionsFor(out: CollectiveOptions, from: CollectiveOptions, tail: number): void {
+    out.algorithm = from.algorithm;
+    out.wire = from.wire;
+    out.patienceMs = from.patienceMs;
+    out.exactTail = tail;
   }
 
   /** Copies `from[start, end)` to `to` from `at`. */
