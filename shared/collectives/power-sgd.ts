@@ -28,6 +28,19 @@ export interface FlatMatrix {
   cols: number;
 }
 
+/**
+ * Where one matrix's pieces lie: the vector floats before it in the head ([vectorFrom,
+ * matrix.offset)), which travel whole at `vectorAt` of the first sum, then its P at `pAt`;
+ * its Q and Q' at `qAt` of their buffers.
+ */
+interface Segment {
+  mat: FlatMatrix;
+  vectorFrom: number;
+  vectorAt: number;
+  pAt: number;
+  qAt: number;
+}
+
 /** Where the matrices are in the buffer's head of `length` floats; every float outside them is a vector's, sent whole. */
 export interface FactorLayout {
   length: number;
@@ -105,16 +118,19 @@ export class PowerSgdCollective implements Collective {
   readonly rank: number;
   readonly worldSize: number;
   /** What this rank's sums have not carried yet (error feedback), over the head. */
-  private readonly residual: Float32Array;
+  private residual: Float32Array;
   /** The head plus the residual: this sum's matrices before they are factored. */
   private readonly m: Float32Array;
   /** The residual this sum leaves, kept apart until both all-reduces succeeded. */
-  private readonly nextResidual: Float32Array;
+  private nextResidual: Float32Array;
   /** Every matrix's Q (n × r, row-major), one after another: the same on every rank. */
   private readonly q: Float32Array;
   private first = new Float32Array(0);
   private readonly second: Float32Array;
   private readonly floats: { first: number; second: number };
+  /** Each matrix's pieces in the buffers, in layout order; the vectors after the last start at `tailVectorFrom`. */
+  private readonly segments: Segment[] = [];
+  private readonly tailVectorFrom: number;
   /** The options of the factors' all-reduces: the caller's, with the tail only on the first. */
   private readonly firstOptions: CollectiveOptions = {};
   private readonly secondOptions: CollectiveOptions = {};
@@ -134,13 +150,21 @@ export class PowerSgdCollective implements Collective {
     this.floats = factorFloats(layout, r);
     this.second = new Float32Array(this.floats.second);
     this.q = new Float32Array(this.floats.second);
+    let p = 0;
+    let qAt = 0;
+    let covered = 0;
+    for (const mat of layout.matrices) {
+      const vectorAt = p;
+      p += mat.offset - covered;
+      this.segments.push({ mat, vectorFrom: covered, vectorAt, pAt: p, qAt });
+      p += mat.rows * r;
+      qAt += mat.cols * r;
+      covered = mat.offset + mat.rows * mat.cols;
+    }
+    this.tailVectorFrom = covered;
     const random = mulberry32(Q_SEED);
     for (let i = 0; i < this.q.length; i++) this.q[i] = random() - 0.5;
-    let at = 0;
-    for (const mat of layout.matrices) {
-      orthonormalise(this.q, at, mat.cols, r);
-      at += mat.cols * r;
-    }
+    for (const { mat, qAt: at } of this.segments) orthonormalise(this.q, at, mat.cols, r);
   }
 
   broadcast(buf: Float32Array, step: number, tag: CollectiveTag, chain: BroadcastChain): Promise<void> {
@@ -161,72 +185,51 @@ export class PowerSgdCollective implements Collective {
     const first = this.first;
     for (let i = 0; i < m.length; i++) m[i] = buf[i]! + this.residual[i]!;
 
-    // P = M Q for every matrix, then the vectors and the tail as they are.
-    let p = 0;
-    let qa = 0;
-    let covered = 0;
-    for (const mat of layout.matrices) {
-      // The vectors before this matrix, then its P.
-      this.copyVector(m, covered, mat.offset, first, p);
-      p += mat.offset - covered;
+    // P = M Q for every matrix, after the vectors before it; the last vectors and the tail as they are.
+    for (const { mat, vectorFrom, vectorAt, pAt, qAt } of this.segments) {
+      first.set(m.subarray(vectorFrom, mat.offset), vectorAt);
       for (let i = 0; i < mat.rows; i++) {
         const row = mat.offset + i * mat.cols;
         for (let j = 0; j < r; j++) {
           let s = 0;
-          for (let c = 0; c < mat.cols; c++) s += m[row + c]! * q[qa + c * r + j]!;
-          first[p + i * r + j] = s;
+          for (let c = 0; c < mat.cols; c++) s += m[row + c]! * q[qAt + c * r + j]!;
+          first[pAt + i * r + j] = s;
         }
       }
-      p += mat.rows * r;
-      qa += mat.cols * r;
-      covered = mat.offset + mat.rows * mat.cols;
     }
-    this.copyVector(m, covered, layout.length, first, p);
+    const lastVectors = this.floats.first - (layout.length - this.tailVectorFrom);
+    first.set(m.subarray(this.tailVectorFrom), lastVectors);
     first.set(buf.subarray(layout.length), this.floats.first);
     this.optionsFor(this.firstOptions, options, tail);
     await this.inner.allReduce(first, step, tag, this.firstOptions);
 
     // P̂ from the class's P, then this rank's Q' = Mᵀ P̂ and what it leaves out.
-    p = 0;
-    qa = 0;
-    covered = 0;
-    for (const mat of layout.matrices) {
-      p += mat.offset - covered;
-      orthonormalise(first, p, mat.rows, r);
+    for (const { mat, pAt, qAt } of this.segments) {
+      orthonormalise(first, pAt, mat.rows, r);
       for (let c = 0; c < mat.cols; c++) {
         for (let j = 0; j < r; j++) {
           let s = 0;
-          for (let i = 0; i < mat.rows; i++) s += m[mat.offset + i * mat.cols + c]! * first[p + i * r + j]!;
-          second[qa + c * r + j] = s;
+          for (let i = 0; i < mat.rows; i++) s += m[mat.offset + i * mat.cols + c]! * first[pAt + i * r + j]!;
+          second[qAt + c * r + j] = s;
         }
       }
-      this.reconstruct(first, p, second, qa, mat, m, this.nextResidual);
-      p += mat.rows * r;
-      qa += mat.cols * r;
-      covered = mat.offset + mat.rows * mat.cols;
+      this.reconstruct(first, pAt, second, qAt, mat, m, this.nextResidual);
     }
     this.optionsFor(this.secondOptions, options, 0);
     await this.inner.allReduce(second, step, COLLECTIVE_TAG.gradientFactors, this.secondOptions);
 
-    // The class's sum ≈ P̂ Q'ᵀ; the vectors and the tail came whole. Commit the residual and Q.
-    p = 0;
-    qa = 0;
-    covered = 0;
-    for (const mat of layout.matrices) {
-      this.copyVector(first, p, p + mat.offset - covered, buf, covered);
-      p += mat.offset - covered;
-      this.reconstruct(first, p, second, qa, mat, null, buf);
-      q.set(second.subarray(qa, qa + mat.cols * r), qa);
-      orthonormalise(q, qa, mat.cols, r);
-      p += mat.rows * r;
-      qa += mat.cols * r;
-      covered = mat.offset + mat.rows * mat.cols;
+    // The class's sum ≈ P̂ Q'ᵀ; the vectors and the tail came whole. Commit Q and the residual.
+    for (const { mat, vectorFrom, vectorAt, pAt, qAt } of this.segments) {
+      buf.set(first.subarray(vectorAt, pAt), vectorFrom);
+      this.reconstruct(first, pAt, second, qAt, mat, null, buf);
+      q.set(second.subarray(qAt, qAt + mat.cols * r), qAt);
+      orthonormalise(q, qAt, mat.cols, r);
     }
-    this.copyVector(first, p, p + layout.length - covered, buf, covered);
+    buf.set(first.subarray(lastVectors, this.floats.first), this.tailVectorFrom);
     buf.set(first.subarray(this.floats.first), layout.length);
-    // The vectors travelled whole: nothing of them is owed.
-    this.residual.fill(0);
-    for (const mat of layout.matrices) this.residual.set(this.nextResidual.subarray(mat.offset, mat.offset + mat.rows * mat.cols), mat.offset);
+    // The new residual is written only where the matrices are (the vectors travel whole and
+    // owe nothing: zero in both buffers), so the two buffers just change places.
+    [this.residual, this.nextResidual] = [this.nextResidual, this.residual];
     this.sentFloats += this.floats.first + this.floats.second;
   }
 
@@ -236,11 +239,6 @@ export class PowerSgdCollective implements Collective {
     out.wire = from.wire;
     out.patienceMs = from.patienceMs;
     out.exactTail = tail;
-  }
-
-  /** Copies `from[start, end)` to `to` from `at`. */
-  private copyVector(from: Float32Array, start: number, end: number, to: Float32Array, at: number): void {
-    if (end > start) to.set(from.subarray(start, end), at);
   }
 
   /**
