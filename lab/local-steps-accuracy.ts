@@ -27,6 +27,7 @@ import { LAB_DATASETS, LAB_TASK, LAB_WORKLOADS } from '../shared/tasks/lab-workl
 import { featureCount, type LoadedDataset, type LoadedSplit } from '../shared/tasks/task';
 import { loadDataset } from '../signaling-server/data/datasets';
 import { createMemoryRing } from '../test/support/memory-ring';
+import type { RingAllReduce } from '../shared/collectives/ring-allreduce';
 import { createSecureMesh } from '../test/support/secure-ring';
 import { Trainer } from '../shared/training/trainer';
 import { inMemoryShards, type DataSource } from '../shared/data/data-source';
@@ -109,11 +110,15 @@ export async function runAccuracy(plan: AccuracyPlan, onPoint: (p: AccuracyPoint
   const asOne = plan.everyStepAsOne && plan.variant.sync === 'every-step' && !own;
   const clock = new ManualClock();
   let trainers: Trainer[];
+  /** The ranks' engines: what they sent on their links. */
+  let engines: RingAllReduce[];
   let epochExamples: number;
   if (own) {
     const stores = ownStores(train, plan, config.seed);
     epochExamples = stores.reduce((s, st) => s + st.examples.filter((e) => !isHeldOut(st.key, e.seq)).length, 0);
-    const collectives: Collective[] = config.secureAggregation ? createSecureMesh(plan.n).secure : createMemoryRing(plan.n).rings;
+    const mesh = config.secureAggregation ? createSecureMesh(plan.n) : null;
+    engines = mesh?.rings ?? createMemoryRing(plan.n).rings;
+    const collectives: Collective[] = mesh?.secure ?? engines;
     trainers = collectives.map((c, r) => new Trainer(config, new OwnDataSource(config, stores[r]!), c, { clock }));
   } else {
     // The training split alone: the test below is the run's evaluation.
@@ -121,7 +126,8 @@ export async function runAccuracy(plan: AccuracyPlan, onPoint: (p: AccuracyPoint
     epochExamples = train.count;
     const one = asOne ? { ...config, batchSizePerWorker: config.batchSizePerWorker * plan.n } : config;
     const sources: DataSource[] = Array.from({ length: asOne ? 1 : plan.n }, () => inMemoryShards(one, dataset, FORMAT));
-    trainers = createMemoryRing(sources.length).rings.map((ring, r) => new Trainer(one, sources[r]!, ring, { clock }));
+    engines = createMemoryRing(sources.length).rings;
+    trainers = engines.map((ring, r) => new Trainer(one, sources[r]!, ring, { clock }));
   }
   const chief = trainers[0]!;
   const result: AccuracyResult = {
@@ -143,6 +149,7 @@ export async function runAccuracy(plan: AccuracyPlan, onPoint: (p: AccuracyPoint
       localLearningRate: config.localLearningRate,
       localCorrection: config.localCorrection,
       powerSgdRank: config.powerSgdRank,
+      sumWordBits: config.sumWordBits,
       seed: config.seed,
     },
     epochExamples,
@@ -152,6 +159,7 @@ export async function runAccuracy(plan: AccuracyPlan, onPoint: (p: AccuracyPoint
     end: { examples: 0, steps: 0, rounds: 0, accuracy: null },
     stoppedBy: 'max-epochs',
     error: null,
+    bytesPerExample: null,
     lastShares: [],
     wallSeconds: 0,
     cpuSeconds: 0,
@@ -205,6 +213,8 @@ export async function runAccuracy(plan: AccuracyPlan, onPoint: (p: AccuracyPoint
   } finally {
     await Promise.all(trainers.map((t) => t.dispose()));
   }
+  // What one rank sent on its links, on average, per example the class trained (none when one replica stands for the class).
+  if (engines.length > 1 && examples > 0) result.bytesPerExample = engines.reduce((b, e) => b + e.stats.bytesSent, 0) / engines.length / examples;
   Object.assign(result, seconds());
   return result;
 }

@@ -20,7 +20,7 @@ export interface SyncVariant {
 }
 
 /** The start-config fields a variant may set beside `sync` and `localSteps`. */
-export type LocalStepsSettings = Partial<Pick<StartConfig, 'localOptimizer' | 'localLearningRate' | 'localCorrection' | 'outerOptimizer' | 'outerLearningRate' | 'outerMomentum' | 'secureAggregation' | 'powerSgdRank'>>;
+export type LocalStepsSettings = Partial<Pick<StartConfig, 'localOptimizer' | 'localLearningRate' | 'localCorrection' | 'outerOptimizer' | 'outerLearningRate' | 'outerMomentum' | 'secureAggregation' | 'powerSgdRank' | 'sumWordBits'>>;
 
 export const EVERY_STEP: SyncVariant = { id: 'every-step', sync: 'every-step', localSteps: null };
 export const localStepsVariant = (h: number): SyncVariant => ({ id: `H${h}`, sync: 'local-steps', localSteps: h });
@@ -104,7 +104,7 @@ export type AccuracyStop = 'crossed' | 'max-epochs' | 'max-examples' | 'diverged
 export interface AccuracyResult {
   plan: AccuracyPlan;
   /** The start config the replicas ran with (schema defaults included; `epochs` is the plan's maxEpochs). */
-  config: { sync: string; localSteps: number; wire: string; secureAggregation: boolean; batchSizePerWorker: number; learningRate: number; optimizer: string; warmupSteps: number; balanceShares: boolean; outerOptimizer: string; outerLearningRate: number; outerMomentum: number; localOptimizer?: string; localLearningRate?: number; localCorrection?: string; powerSgdRank?: number; seed: number };
+  config: { sync: string; localSteps: number; wire: string; secureAggregation: boolean; batchSizePerWorker: number; learningRate: number; optimizer: string; warmupSteps: number; balanceShares: boolean; outerOptimizer: string; outerLearningRate: number; outerMomentum: number; localOptimizer?: string; localLearningRate?: number; localCorrection?: string; powerSgdRank?: number; sumWordBits?: number; seed: number };
   /** Training examples in one epoch (own data keeps a fifth of each device's examples out). */
   epochExamples: number;
   points: AccuracyPoint[];
@@ -115,6 +115,8 @@ export interface AccuracyResult {
   end: { examples: number; steps: number; rounds: number; accuracy: number | null };
   stoppedBy: AccuracyStop;
   error: string | null;
+  /** Bytes one rank sent on its links over the run, on average, per example the class trained; null for one replica standing for the class (and in reports before 2026-11-29). */
+  bytesPerExample?: number | null;
   /** Each rank's examples in the last full turn: equal shares among identical devices. */
   lastShares: number[];
   wallSeconds: number;

@@ -12,7 +12,7 @@ import { WebringError } from '../protocol/errors';
 import { HUB_RANK, type Misbehaviour } from '../protocol';
 import { HALF_EXPONENT_BITS } from './fp16';
 import { TAG_SPACE, type CollectiveStats } from './collective';
-import { FLAG_SATURATED, HEADER_BYTES, PHASE_ALL_GATHER, PHASE_CHAIN, PHASE_EXCHANGE, PHASE_HUB_DOWN, PHASE_REDUCE_SCATTER, WIRE_FP16, WIRE_U32, isWireCode, readHeader, wireFloatBytes, type ChunkHeader } from './wire';
+import { FLAG_SATURATED, HEADER_BYTES, PHASE_ALL_GATHER, PHASE_CHAIN, PHASE_EXCHANGE, PHASE_HUB_DOWN, PHASE_REDUCE_SCATTER, WIRE_FP16, isWireCode, isWordWire, readHeader, wireFloatBytes, type ChunkHeader, type WireCode } from './wire';
 import type { ChunkPlace } from './chunk-layout';
 import type { PayloadReader } from './payload';
 
@@ -181,7 +181,7 @@ export const flagsSaturated = (h: ChunkHeader): boolean => (h.flags & FLAG_SATUR
 
 /** Index of the first value of a payload of `len` values in `wire` that is ±Infinity or NaN, or -1 (words are never). */
 export function firstNonFinite(payload: PayloadReader, bytes: Uint8Array, len: number, wire: number): number {
-  if (wire === WIRE_U32) return -1;
+  if (isWordWire(wire as WireCode)) return -1;
   return wire === WIRE_FP16 ? firstNonFiniteHalf(payload.halves(bytes, len), len) : firstNonFiniteFloat(payload.floats(bytes, len), len);
 }
 

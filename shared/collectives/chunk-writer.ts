@@ -6,7 +6,7 @@
  * non-finite value on the wire.
  */
 import { HALF_EXPONENT_BITS, encodeHalves } from './fp16';
-import { FLOAT_BYTES, HEADER_BYTES, MAX_CHUNK_FLOATS, MAX_CHUNK_HALVES, WIRE_FP16, WIRE_FP32, WIRE_U32, wireFloatBytes, writeHeader, type ChunkHeader, type WireCode } from './wire';
+import { FLOAT_BYTES, HEADER_BYTES, MAX_CHUNK_BYTES, MAX_CHUNK_FLOATS, MAX_CHUNK_HALVES, WIRE_FP16, WIRE_FP32, WIRE_U16, WIRE_U32, WIRE_U8, wireFloatBytes, writeHeader, type ChunkHeader, type WireCode } from './wire';
 import { wordsOf } from './words';
 import type { ChunkPlace } from './chunk-layout';
 import type { PoisonKind } from './collective';
@@ -33,6 +33,7 @@ export class ChunkWriter {
   private readonly floats = new Float32Array(this.buffer, HEADER_BYTES, MAX_CHUNK_FLOATS);
   private readonly halves = new Uint16Array(this.buffer, HEADER_BYTES, MAX_CHUNK_HALVES);
   private readonly words = new Uint32Array(this.buffer, HEADER_BYTES, MAX_CHUNK_FLOATS);
+  private readonly bytes = new Uint8Array(this.buffer, HEADER_BYTES, MAX_CHUNK_BYTES);
   /** A view per message length, so sending allocates nothing after warm-up. */
   private readonly views = new Map<number, Uint8Array>();
   private payloadLength = 0;
@@ -48,9 +49,11 @@ export class ChunkWriter {
       return saturateHalves(this.halves, len);
     }
     this.overflows = 0;
-    if (wire === WIRE_U32) {
-      // Words are any 32 bits: nothing to check, and a float copy could alter a NaN's bits.
-      this.words.set(wordsOf(buf).subarray(start, start + len));
+    if (wire === WIRE_U32 || wire === WIRE_U16 || wire === WIRE_U8) {
+      // Words are any bits: nothing to check, and a float copy could alter a NaN's bits. A
+      // narrower typed array's store keeps a word's low 16 or 8 bits (its sum modulo 2^16, 2^8).
+      const out = wire === WIRE_U32 ? this.words : wire === WIRE_U16 ? this.halves : this.bytes;
+      out.set(wordsOf(buf).subarray(start, start + len));
       return false;
     }
     const out = this.floats;

@@ -3,7 +3,7 @@
  * link measurement call, the broadcast of the state hand-over, and the engine-facing part the network and the worker drive
  * (run, generation, abort, the message feed, statistics). Implemented by RingAllReduce.
  */
-import type { Algorithm } from '../protocol';
+import { MAX_RUN, type Algorithm } from '../protocol';
 import type { CollectiveWire } from './wire';
 import type { WebringError } from '../protocol/errors';
 
@@ -28,9 +28,13 @@ export const COLLECTIVE_TAG = {
   probeRingBandwidthAgain: 10,
   probeHdBandwidthAgain: 11,
   probeHubBandwidthAgain: 12,
-  gradients: 13,
-  // PowerSGD's second sum of a step (power-sgd.ts): the factors Q' after the gradients' P.
-  gradientFactors: 14,
+  // A quantized sum (quantized-sum.ts) first sums each block's largest magnitude, then the words.
+  gradientScales: 13,
+  gradients: 14,
+  // PowerSGD's second sum of a step (power-sgd.ts): the factors Q' after the gradients' P,
+  // each after its own scales when quantized.
+  gradientFactorScales: 15,
+  gradientFactors: 16,
 } as const;
 export type CollectiveTag = (typeof COLLECTIVE_TAG)[keyof typeof COLLECTIVE_TAG];
 
@@ -38,9 +42,9 @@ export type CollectiveTag = (typeof COLLECTIVE_TAG)[keyof typeof COLLECTIVE_TAG]
  * Collectives are ordered by (run, step, tag); the key packs the three into one safe
  * integer: tag < TAG_SPACE, step < 2^32, run ≤ MAX_RUN.
  */
-export const TAG_SPACE = 16;
-const RUN_SPACE = 2 ** 36;
-export const MAX_RUN = 2 ** 17 - 1;
+export const TAG_SPACE = 32;
+const RUN_SPACE = 2 ** 37;
+export { MAX_RUN };
 
 /** The order key of collective (run, step, tag): a later collective has a larger key. */
 export const collectiveKey = (run: number, step: number, tag: number): number => run * RUN_SPACE + step * TAG_SPACE + tag;

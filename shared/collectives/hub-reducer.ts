@@ -26,9 +26,7 @@
  */
 import { WebringError } from '../protocol/errors';
 import type { Misbehaviour } from '../protocol';
-import { addHalves, decodeHalves } from './fp16';
 import { firstNonFinite, flagsSaturated } from './admission';
-import { addOrCopyWords, wordsOf } from './words';
 import { ChunkWriter } from './chunk-writer';
 import { TAG_SPACE, collectiveKey, createCollectiveStats, type CollectiveStats, type RingLink } from './collective';
 import { PayloadReader } from './payload';
@@ -36,13 +34,11 @@ import type { ChunkPlace } from './chunk-layout';
 import {
   FLAG_SATURATED,
   HEADER_BYTES,
-  MAX_CHUNK_HALVES,
+  MAX_CHUNK_BYTES,
   MAX_MESSAGE_BYTES,
   PHASE_HUB_DOWN,
   PHASE_HUB_UP,
-  WIRE_FP16,
   WIRE_FP32,
-  WIRE_U32,
   isWireCode,
   readHeader,
   wireChunkFloats,
@@ -189,7 +185,7 @@ export class HubReducer {
     }
     let chunk = sums.chunks.get(h.chunk);
     if (!chunk) {
-      chunk = { length, wire, acc: this.sumPool.pop() ?? new Float32Array(MAX_CHUNK_HALVES), next: 0, early: new Array(this.worldSize).fill(null), seen: new Uint8Array(this.worldSize), saturated: false };
+      chunk = { length, wire, acc: this.sumPool.pop() ?? new Float32Array(MAX_CHUNK_BYTES), next: 0, early: new Array(this.worldSize).fill(null), seen: new Uint8Array(this.worldSize), saturated: false };
       sums.chunks.set(h.chunk, chunk);
     }
     if (wire !== chunk.wire) {
@@ -233,18 +229,11 @@ export class HubReducer {
 
   /** Adds rank `chunk.next`'s contribution (rank 0's is copied: the sum starts from it). */
   private addInTurn(chunk: ChunkSum, bytes: Uint8Array): void {
-    const { length, acc } = chunk;
-    if (chunk.wire === WIRE_U32) {
-      addOrCopyWords(this.payload.words(bytes, length), wordsOf(acc), 0, length, chunk.next !== 0);
-    } else if (chunk.wire === WIRE_FP16) {
-      const halves = this.payload.halves(bytes, length);
-      if (chunk.next === 0) decodeHalves(halves, acc, 0, length);
-      else addHalves(halves, acc, 0, length);
-    } else {
-      const floats = this.payload.floats(bytes, length);
-      if (chunk.next === 0) acc.set(floats.subarray(0, length));
-      else for (let i = 0; i < length; i++) acc[i]! += floats[i]!;
-    }
+    const at = this.place;
+    at.start = 0;
+    at.length = chunk.length;
+    at.wire = chunk.wire;
+    this.payload.addOrCopy(bytes, chunk.acc, at, chunk.next !== 0);
     chunk.next++;
   }
 

@@ -3,7 +3,7 @@
  * used by every algorithm.
  */
 import { addHalves, decodeHalves } from './fp16';
-import { FLOAT_BYTES, HALF_BYTES, HEADER_BYTES, MAX_CHUNK_FLOATS, WIRE_FP16, WIRE_U32 } from './wire';
+import { FLOAT_BYTES, HALF_BYTES, HEADER_BYTES, MAX_CHUNK_FLOATS, WIRE_FP16, WIRE_U16, WIRE_U32, WIRE_U8 } from './wire';
 import { addOrCopyWords, wordsOf } from './words';
 import type { ChunkPlace } from './chunk-layout';
 
@@ -28,6 +28,11 @@ export class PayloadReader {
     return this.aligned(bytes, len * FLOAT_BYTES, FLOAT_BYTES) ? new Uint32Array(bytes.buffer, bytes.byteOffset + HEADER_BYTES, len) : this.scratchWords;
   }
 
+  /** `len` 8-bit words: any byte offset will do. */
+  bytes(bytes: Uint8Array, len: number): Uint8Array {
+    return bytes.subarray(HEADER_BYTES, HEADER_BYTES + len);
+  }
+
   /** True when the payload starts on an `alignment` boundary; otherwise its `byteLength` bytes are copied to the start of scratch. */
   private aligned(bytes: Uint8Array, byteLength: number, alignment: number): boolean {
     if ((bytes.byteOffset + HEADER_BYTES) % alignment === 0) return true;
@@ -40,6 +45,10 @@ export class PayloadReader {
     const { start, length: len } = at;
     if (at.wire === WIRE_U32) {
       addOrCopyWords(this.words(bytes, len), wordsOf(buf), start, len, add);
+    } else if (at.wire === WIRE_U16) {
+      addOrCopyWords(this.halves(bytes, len), wordsOf(buf), start, len, add);
+    } else if (at.wire === WIRE_U8) {
+      addOrCopyWords(this.bytes(bytes, len), wordsOf(buf), start, len, add);
     } else if (at.wire === WIRE_FP16) {
       const payload = this.halves(bytes, len);
       if (add) addHalves(payload, buf, start, len);

@@ -59,7 +59,7 @@ import { PayloadReader } from './payload';
 import { RingSchedule } from './ring-schedule';
 import { SendQueue, type SendTarget } from './send-queue';
 import type { ActiveCollective, EngineParts, Schedule } from './schedule';
-import { COLLECTIVE_WIRES, FLAG_SATURATED, PHASE_HUB_UP, WIRE_FP16, WIRE_U32, readHeader, wireCode, type ChunkHeader, type CollectiveWire } from './wire';
+import { COLLECTIVE_WIRES, FLAG_SATURATED, PHASE_HUB_UP, readHeader, wireCode, wireName, type ChunkHeader, type CollectiveWire } from './wire';
 
 
 /** Stop sending while this much is queued in the channel; ~0.3 s of a 30 MB/s link. */
@@ -429,7 +429,7 @@ export class RingAllReduce implements CollectiveEngine {
       c.reject(
         new WebringError(
           'ERR_BAD_DATA',
-          `step ${c.step}: a value of the ${this.layout.wire === WIRE_FP16 ? 'fp16' : this.layout.wire === WIRE_U32 ? 'u32' : 'fp32'} all-reduce was beyond the format's range or not finite on some rank (an fp16 sum beyond ±65504, or a diverged model); resume with wire 'fp32' or a lower learning rate`,
+          `step ${c.step}: a value of the ${wireName(this.layout.wire)} all-reduce was beyond the format's range or not finite on some rank (an fp16 sum beyond ±65504, or a diverged model); resume with wire 'fp32' or a lower learning rate`,
         ),
       );
       return;

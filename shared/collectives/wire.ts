@@ -10,9 +10,10 @@
  *                        exchange (0 .. 2·log2 N + 1)
  *   2  u8   tag          which collective of the step (sync, eval, gradients)
  *   3  u8   wire         the collective's format: 0 = float32, 1 = float16, 2 = 32-bit
- *                        words summed modulo 2^32 (masked fixed point: shared/secagg/);
- *                        the exact tail of a float16 or word collective still travels
- *                        as float32.
+ *                        words summed modulo 2^32 (masked fixed point: shared/secagg/),
+ *                        3 = 16-bit and 4 = 8-bit words summed modulo 2^16 and 2^8
+ *                        (quantized sums: quantized-sum.ts); the exact tail of any
+ *                        format but float32's still travels as float32.
  *                        In the hub phases (4, 5) the format of this message's own
  *                        payload instead: the hub knows no layout. Bit 7
  *                        (FLAG_SATURATED): the sender clamped a non-finite value of
@@ -37,6 +38,8 @@ export const HALF_BYTES = 2;
 export const MAX_CHUNK_FLOATS = Math.floor((MAX_MESSAGE_BYTES - HEADER_BYTES) / FLOAT_BYTES);
 /** Floats per message in the float16 format: twice as many, in the same 64 KiB. */
 export const MAX_CHUNK_HALVES = Math.floor((MAX_MESSAGE_BYTES - HEADER_BYTES) / HALF_BYTES);
+/** Values per message of 8-bit words: one a byte. */
+export const MAX_CHUNK_BYTES = MAX_MESSAGE_BYTES - HEADER_BYTES;
 
 /**
  * The `wire` byte. Bytes 2-3 were a u16 tag whose high byte was always 0, so float32
@@ -50,25 +53,38 @@ export const WIRE_FP16 = 1;
  * and every summation order gives the same bits.
  */
 export const WIRE_U32 = 2;
-export type WireCode = typeof WIRE_FP32 | typeof WIRE_FP16 | typeof WIRE_U32;
+/**
+ * Narrow words, summed modulo 2^16 and 2^8: a quantized sum's integers (quantized-sum.ts),
+ * masked or not. An engine keeps them in the buffer's 32-bit words, adds modulo 2^32 and
+ * sends the low 16 or 8 bits: the low bits of a sum depend only on the low bits of its
+ * addends, so every rank's low bits agree, and only they are ever read.
+ */
+export const WIRE_U16 = 3;
+export const WIRE_U8 = 4;
+export type WireCode = typeof WIRE_FP32 | typeof WIRE_FP16 | typeof WIRE_U32 | typeof WIRE_U16 | typeof WIRE_U8;
 
 /**
  * The formats a collective can take: the two a run may configure (WireFormat), and the
- * words of a masked sum, which only secure aggregation asks for.
+ * words of a masked or quantized sum, which secure aggregation and quantized sums ask for.
  */
-export const COLLECTIVE_WIRES = [...WIRE_FORMATS, 'u32'] as const;
+export const COLLECTIVE_WIRES = [...WIRE_FORMATS, 'u32', 'u16', 'u8'] as const;
 export type CollectiveWire = (typeof COLLECTIVE_WIRES)[number];
 /** True for a wire byte some collective uses. */
-export const isWireCode = (code: number): code is WireCode => code === WIRE_FP32 || code === WIRE_FP16 || code === WIRE_U32;
+export const isWireCode = (code: number): code is WireCode => Number.isInteger(code) && code >= WIRE_FP32 && code <= WIRE_U8;
+/** True for the formats whose values are words summed modulo 2^32, 2^16 or 2^8 (never non-finite). */
+export const isWordWire = (code: WireCode): boolean => code === WIRE_U32 || code === WIRE_U16 || code === WIRE_U8;
 
 /** Bit 7 of the wire byte: this collective saturated somewhere (see the layout above). */
 export const FLAG_SATURATED = 0x80;
 
-export const wireCode = (format: CollectiveWire): WireCode => (format === 'fp16' ? WIRE_FP16 : format === 'u32' ? WIRE_U32 : WIRE_FP32);
+const CODES: Record<CollectiveWire, WireCode> = { fp32: WIRE_FP32, fp16: WIRE_FP16, u32: WIRE_U32, u16: WIRE_U16, u8: WIRE_U8 };
+export const wireCode = (format: CollectiveWire): WireCode => CODES[format];
+/** The format's name, for messages. */
+export const wireName = (code: WireCode): CollectiveWire => COLLECTIVE_WIRES[code]!;
 /** Payload bytes per float of a wire code. */
-export const wireFloatBytes = (code: WireCode): number => (code === WIRE_FP16 ? HALF_BYTES : FLOAT_BYTES);
+export const wireFloatBytes = (code: WireCode): number => (code === WIRE_U8 ? 1 : code === WIRE_FP16 || code === WIRE_U16 ? HALF_BYTES : FLOAT_BYTES);
 /** Floats per message of a wire code. */
-export const wireChunkFloats = (code: WireCode): number => (code === WIRE_FP16 ? MAX_CHUNK_HALVES : MAX_CHUNK_FLOATS);
+export const wireChunkFloats = (code: WireCode): number => (code === WIRE_U8 ? MAX_CHUNK_BYTES : code === WIRE_FP16 || code === WIRE_U16 ? MAX_CHUNK_HALVES : MAX_CHUNK_FLOATS);
 
 export const PHASE_REDUCE_SCATTER = 1;
 export const PHASE_ALL_GATHER = 2;

@@ -5,7 +5,7 @@
 import { z } from 'zod';
 import { joinCodeSchema } from './join-code';
 import { WebringError } from './errors';
-import { ALGORITHMS, BACKENDS, CLASS_LABEL_MAX_CHARS, DEVICE_CLASSES, MAX_CLASSES, MAX_OUTPUTS, MAX_OWN_EXAMPLES_PER_DEVICE, MAX_ROOM_MEMBERS, MEMBER_NAME_MAX_CHARS, MIN_CLASSES, ROOM_NAME_MAX_CHARS, ROOM_NAME_PATTERN, SECURE_PUBLIC_KEY_CHARS, WORKER_KINDS } from './vocabulary';
+import { ALGORITHMS, BACKENDS, CLASS_LABEL_MAX_CHARS, DEVICE_CLASSES, MAX_CLASSES, MAX_OUTPUTS, MAX_OWN_EXAMPLES_PER_DEVICE, MAX_ROOM_MEMBERS, MAX_RUN, MEMBER_NAME_MAX_CHARS, MIN_CLASSES, ROOM_NAME_MAX_CHARS, ROOM_NAME_PATTERN, SECURE_PUBLIC_KEY_CHARS, WORKER_KINDS } from './vocabulary';
 
 // ---------------------------------------------------------------------------
 // Schemas
@@ -86,7 +86,7 @@ export const hubKeySchema = z.string().regex(/^[0-9a-f]{64}$/);
 /** `secagg:key`: this member's public key for one generation of a secure run (shared/secagg/key-directory.ts). */
 export const secureKeySchema = z.strictObject({
   /** The run: a new run on an unchanged class keeps its generation number, and takes new keys. */
-  run: z.number().int().min(0).max(2 ** 17 - 1),
+  run: z.number().int().min(0).max(MAX_RUN),
   generation: z.number().int().min(0).max(2 ** 32 - 1),
   /** A raw P-256 public key (65 bytes), base64: the server relays it and reads nothing in it. */
   publicKey: z.string().length(SECURE_PUBLIC_KEY_CHARS).regex(/^[A-Za-z0-9+/]+=*$/),

@@ -5,7 +5,7 @@
  */
 import { z } from 'zod';
 import { classesSchema, outputsSchema, sameClasses, workloadIdSchema } from './messages';
-import { ALLREDUCE_CHOICES, DATA_KINDS, type OwnDataKind, OPTIMIZER_KINDS, WIRE_FORMATS, SYNC_MODES, OUTER_OPTIMIZERS, LOCAL_CORRECTIONS, MIN_LOCAL_STEPS, MAX_LOCAL_STEPS, type DataKind, type OptimizerKind, type SyncMode, type WireFormat } from './vocabulary';
+import { ALLREDUCE_CHOICES, DATA_KINDS, type OwnDataKind, OPTIMIZER_KINDS, WIRE_FORMATS, SYNC_MODES, OUTER_OPTIMIZERS, LOCAL_CORRECTIONS, MIN_LOCAL_STEPS, MAX_LOCAL_STEPS, SUM_WORD_BITS, type SumWordBits, type DataKind, type OptimizerKind, type SyncMode, type WireFormat } from './vocabulary';
 /**
  * The recipe a teacher gets without touching the form (docs/recipe.md), where the task
  * names none of its own (shared/tasks/task.ts TaskRecipe): Adam at 0.003 after a 50-step
@@ -48,6 +48,7 @@ export const RECIPE_DEFAULTS = {
   localCorrection: 'none',
   // Sums travel whole: PowerSGD is an option (docs/local-steps.md, "Compressed sums").
   powerSgdRank: 0,
+  sumWordBits: 0,
 } as const;
 
 /** The highest PowerSGD rank a run may ask for: beyond it the factors of the models here are no smaller than the matrices. */
@@ -207,6 +208,17 @@ export const startConfigFieldsSchema = z.strictObject({
    * and the tail travel whole. Works with every sync mode, wire and secure aggregation.
    */
   powerSgdRank: z.number().int().min(0).max(MAX_POWER_SGD_RANK).default(RECIPE_DEFAULTS.powerSgdRank),
+  /**
+   * 0: the gradients travel in the wire's floats. 8 or 16: as integers in words of that many
+   * bits on a grid the class agrees per block, with error feedback
+   * (shared/collectives/quantized-sum.ts): a quarter or a half of fp32's bytes, and under
+   * secure aggregation masked words of that width instead of 32 bits. Composes with
+   * PowerSGD (its factors travel as words) and every sync mode.
+   */
+  sumWordBits: z
+    .number()
+    .refine((b): b is SumWordBits => (SUM_WORD_BITS as readonly number[]).includes(b), { message: `sumWordBits is one of ${SUM_WORD_BITS.join(', ')}` })
+    .default(RECIPE_DEFAULTS.sumWordBits),
 });
 export type StartConfigFields = z.output<typeof startConfigFieldsSchema>;
 

@@ -5,6 +5,11 @@
 export const ROOM_NAME_MAX_CHARS = 64;
 export const MEMBER_NAME_MAX_CHARS = 40;
 export const MAX_ROOM_MEMBERS = 32;
+/** Runs a room can start (each Start is a new run): collectives and mask keys key on the run number below this. */
+export const MAX_RUN = 2 ** 16 - 1;
+/** Word widths a quantized gradient sum may travel in (start config `sumWordBits`; 0 = not quantized). */
+export const SUM_WORD_BITS = [0, 8, 16] as const;
+export type SumWordBits = (typeof SUM_WORD_BITS)[number];
 /** SDP offers with many candidates stay well under this; anything larger is abuse. */
 export const MAX_SIGNAL_BYTES = 32 * 1024;
 /** socket.io closes a connection whose single packet exceeds this. */

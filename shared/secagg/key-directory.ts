@@ -26,7 +26,7 @@ export interface KeyRing {
 /** Where this member's public keys go (the signaling server, or a test's relay). */
 export type PublishKey = (ring: KeyRing, publicKey: string) => void;
 
-/** Rings in order, as one safe integer: run < 2^17 (collective.ts MAX_RUN), generation < 2^32. */
+/** Rings in order, as one safe integer: run < 2^16 (MAX_RUN), generation < 2^32. */
 const ringKey = ({ run, generation }: KeyRing): number => run * 2 ** 32 + generation;
 const describe = ({ run, generation }: KeyRing): string => `run ${run}, generation ${generation}`;
 

@@ -5,10 +5,12 @@
  * the hub each receive uniformly random words; only the sum of all N is the class's sum.
  *
  * It wraps the generation's collective, so the trainer, the ring, halving-doubling and the
- * hub stay as they are: the gradient collective (COLLECTIVE_TAG.gradients, and PowerSGD's
- * second sum, COLLECTIVE_TAG.gradientFactors) travels on the
+ * hub stay as they are: the gradient collective (COLLECTIVE_TAG.gradients, PowerSGD's
+ * second sum, COLLECTIVE_TAG.gradientFactors, and a quantized sum's scales) travels on the
  * 'u32' wire, whose words every algorithm adds modulo 2^32, exactly and in any order, so the
- * replicas stay bit-identical. Everything else passes through unmasked: the state hand-over
+ * replicas stay bit-identical. A quantized sum's words (collectives/quantized-sum.ts) arrive
+ * as words already: they are masked as they are and keep their 'u16' or 'u8' wire, so
+ * secure aggregation keeps the saving. Everything else passes through unmasked: the state hand-over
  * (the weights are the class's anyway), evaluations and link probes, and the gradient
  * buffer's tail (per-rank counts, loss, times and votes: not secret, docs/privacy.md).
  *
@@ -32,6 +34,14 @@ import { graphSeed, maskPartners } from './mask-graph';
 import { pairMask } from './pair-keys';
 
 export { MIN_SECURE_MEMBERS };
+
+/** The sums that carry a rank's gradient, in any form: the ones masked. */
+const MASKED_TAGS: ReadonlySet<CollectiveTag> = new Set([COLLECTIVE_TAG.gradientScales, COLLECTIVE_TAG.gradients, COLLECTIVE_TAG.gradientFactorScales, COLLECTIVE_TAG.gradientFactors]);
+
+/** `dst[i] = src[i] + mask[i]` modulo 2^32 for i < length: a quantized sum's words, masked. */
+function addWords(src: Uint32Array, mask: Uint32Array, dst: Uint32Array, length: number): void {
+  for (let i = 0; i < length; i++) dst[i] = src[i]! + mask[i]!;
+}
 
 /** What a run's secure sums cost and did, for the status and the bench. */
 export interface SecureStats {
@@ -118,9 +128,9 @@ export class SecureCollective implements Collective {
 
   allReduce(buf: Float32Array, step: number, tag: CollectiveTag, options: CollectiveOptions = {}): Promise<void> {
     // Alone, nothing leaves the device: there is nobody to mask against. PowerSGD's factors
-    // (gradientFactors, the step's second sum) are a rank's gradient too: masked alike, as a
-    // further attempt of the step, so with masks of their own.
-    if ((tag !== COLLECTIVE_TAG.gradients && tag !== COLLECTIVE_TAG.gradientFactors) || this.worldSize === 1) return this.inner.allReduce(buf, step, tag, options);
+    // (gradientFactors, the step's second sum) and a quantized sum's scales are a rank's
+    // gradient too: masked alike, each as a further attempt of the step, so with masks of their own.
+    if (!MASKED_TAGS.has(tag) || this.worldSize === 1) return this.inner.allReduce(buf, step, tag, options);
     return this.secureSum(buf, step, tag, options);
   }
 
@@ -138,7 +148,10 @@ export class SecureCollective implements Collective {
     if (n < MIN_SECURE_MEMBERS) {
       throw new WebringError('ERR_BAD_STATE', `secure aggregation needs ${MIN_SECURE_MEMBERS} members: with ${n}, the sum would reveal a classmate's gradient`);
     }
-    if ((options.wire ?? 'fp32') !== 'fp32') throw new WebringError('ERR_BAD_REQUEST', `secure aggregation sums 32-bit words: the '${options.wire}' wire cannot carry them`);
+    const wire = options.wire ?? 'fp32';
+    // Floats become fixed-point 32-bit words; a quantized sum's narrow words are masked as they are.
+    const narrow = wire === 'u16' || wire === 'u8';
+    if (!narrow && wire !== 'fp32') throw new WebringError('ERR_BAD_REQUEST', `secure aggregation masks float32 values or narrow words: the '${wire}' wire cannot carry them`);
     const tail = options.exactTail ?? 0;
     const head = buf.length - tail;
     const words = head + 1;
@@ -152,19 +165,27 @@ export class SecureCollective implements Collective {
     shared.stats.lastMaskWaitMs = shared.clock.now() - t0;
     const scratch = shared.scratch;
     const w = wordsOf(scratch);
-    const clipped = encodeMasked(buf, mask, w, head);
-    if (clipped > 0) shared.log(`secure aggregation, step ${step}: ${clipped} gradient value(s) beyond ±${CLIP_BOUND} clipped (a model diverging?)`);
-    shared.stats.clipped += clipped;
+    if (narrow) {
+      addWords(wordsOf(buf), mask, w, head);
+    } else {
+      const clipped = encodeMasked(buf, mask, w, head);
+      if (clipped > 0) shared.log(`secure aggregation, step ${step}: ${clipped} gradient value(s) beyond ±${CLIP_BOUND} clipped (a model diverging?)`);
+      shared.stats.clipped += clipped;
+    }
     w[head] = 1 + mask[head]!;
     scratch.set(buf.subarray(head), words);
+    this.wordOptions.wire = narrow ? wire : 'u32';
     this.wordOptions.exactTail = tail;
     this.wordOptions.algorithm = options.algorithm;
     this.wordOptions.patienceMs = options.patienceMs;
     await this.inner.allReduce(scratch, step, tag, this.wordOptions);
-    if (w[head] !== n) {
-      throw new WebringError('ERR_SECAGG_MISMATCH', `step ${step}: the masks did not cancel (check word ${w[head]}, not ${n}): a rank summed with other keys; the class re-forms with fresh ones`);
+    // A narrow sum is only its low bits (wire.ts): so is its check word, and N ≤ 32 fits in 8.
+    const check = wire === 'u8' ? w[head]! & 0xff : wire === 'u16' ? w[head]! & 0xffff : w[head];
+    if (check !== n) {
+      throw new WebringError('ERR_SECAGG_MISMATCH', `step ${step}: the masks did not cancel (check word ${check}, not ${n}): a rank summed with other keys; the class re-forms with fresh ones`);
     }
-    decodeSum(w, buf, head);
+    if (narrow) wordsOf(buf).set(w.subarray(0, head));
+    else decodeSum(w, buf, head);
     buf.set(scratch.subarray(words), head);
     if (this.sums++ === 0) {
       shared.log(`secure aggregation, generation ${this.generation}: a step's masks took ${shared.stats.lastMaskMs.toFixed(1)} ms to make, and the step waited ${shared.stats.lastMaskWaitMs.toFixed(1)} ms for them`);

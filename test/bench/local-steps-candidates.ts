@@ -79,6 +79,12 @@ function powerSgd(r: number): Candidate {
   return local(`H10-powersgd${r}`, 10, `H = 10, SGD 0.3, each round as PowerSGD factors of rank ${r} with error feedback: ${(first + second).toLocaleString('en')} floats in two sums, ${share.toFixed(1)} % of the whole`, { ...SGD, powerSgdRank: r }, ['iid4', 'iid8', 'by-class4']);
 }
 
+/** A round in `bits`-bit words with error feedback, after PowerSGD factors of rank `r` when r > 0. */
+function words(bits: 8 | 16, r = 0): Candidate {
+  const factors = r > 0 ? `PowerSGD factors of rank ${r}, ` : '';
+  return local(`H10-${r > 0 ? `powersgd${r}-` : ''}words${bits}`, 10, `H = 10, SGD 0.3, each round as ${factors}${bits}-bit words on a grid agreed per block, with error feedback`, { ...SGD, powerSgdRank: r, sumWordBits: bits });
+}
+
 /** The candidates, in the table's order: the reference, the product before, the adopted default, and what else was tried. */
 const CANDIDATES: readonly Candidate[] = [
   { id: 'every-step', what: 'every step (Adam 0.003)', variant: EVERY_STEP, on: ALL },
@@ -94,6 +100,8 @@ const CANDIDATES: readonly Candidate[] = [
   powerSgd(4),
   powerSgd(8),
   powerSgd(16),
+  words(8),
+  words(8, 16),
 ];
 
 function planOf(c: Candidate, s: Setting): AccuracyPlan {
@@ -140,7 +148,9 @@ const pct = (x: number | null | undefined) => (x === null || x === undefined ? '
 function cell(r: AccuracyResult | undefined, s: Setting): string {
   if (!r) return 'not run';
   if (r.error) return `error: ${r.error.slice(0, 120)}`;
-  const end = pct(r.defaultRun?.accuracy);
+  // Rows measured since 2026-11-29 also say what a device sent on its links per example the class trained.
+  const bytes = typeof r.bytesPerExample === 'number' ? `; ${Math.round(r.bytesPerExample).toLocaleString('en')} B/example` : '';
+  const end = `${pct(r.defaultRun?.accuracy)}${bytes}`;
   if (s.data !== SERVER_DATA) {
     const second = r.points.filter((p) => p.epoch >= 1 && p.examples <= (r.defaultRun?.examples ?? Infinity)).map((p) => p.full ?? p.screen);
     return second.length > 0 ? `${end} (${pct(Math.min(...second))}–${pct(Math.max(...second))})` : end;

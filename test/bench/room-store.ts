@@ -25,7 +25,7 @@ async function fill(store: RoomStore): Promise<number> {
   for (let i = 0; i < MAX_ROOM_MEMBERS; i++) {
     await store.update(ROOM, (r) => r.join({ id: memberId(i), socketId: `s${i}`, tokenHash: '0'.repeat(64), name: `student ${i}`, backend: 'webgpu', kind: 'browser', adapter: null, node: null }), { create: true });
   }
-  const started = await store.update(ROOM, (r) => r.start({ ...LAB_WORKLOADS.dense.config, optimizer: 'adam', learningRate: 0.001, warmupSteps: 0, scaleLearningRate: false, referenceBatch: 32, balanceShares: false, batchSizePerWorker: 32, epochs: 2, seed: 1, saveEverySteps: 50, maxToKeep: 3, resumeFrom: 'none', wire: 'fp32', allreduce: 'auto', dataset: LAB_DATASETS.full.id, data: 'dataset', classes: [...LAB_WORKLOADS.dense.task.outputs], secureAggregation: false, sync: 'every-step', localSteps: 20, outerOptimizer: 'nesterov', outerLearningRate: 0.7, outerMomentum: 0.9, localOptimizer: 'sgd', localLearningRate: 0.3, localCorrection: 'none', powerSgdRank: 0 }, null));
+  const started = await store.update(ROOM, (r) => r.start({ ...LAB_WORKLOADS.dense.config, optimizer: 'adam', learningRate: 0.001, warmupSteps: 0, scaleLearningRate: false, referenceBatch: 32, balanceShares: false, batchSizePerWorker: 32, epochs: 2, seed: 1, saveEverySteps: 50, maxToKeep: 3, resumeFrom: 'none', wire: 'fp32', allreduce: 'auto', dataset: LAB_DATASETS.full.id, data: 'dataset', classes: [...LAB_WORKLOADS.dense.task.outputs], secureAggregation: false, sync: 'every-step', localSteps: 20, outerOptimizer: 'nesterov', outerLearningRate: 0.7, outerMomentum: 0.9, localOptimizer: 'sgd', localLearningRate: 0.3, localCorrection: 'none', powerSgdRank: 0, sumWordBits: 0 }, null));
   return started!.result.run;
 }
 

@@ -1,9 +1,11 @@
 /**
- * PowerSGD through the real server and real Node workers: a secure every-step run with
- * powerSgdRank 4 sends each step's gradients as masked factors in two sums, under a tenth of
- * the bytes of the whole gradient, and trains on through a joiner and a kill -9 (each new ring
- * starts its factors afresh, the same on every replica): the replicas never disagree, the
- * loss falls, nobody's masks fail. A bad rank is a 400 naming the field.
+ * PowerSGD and quantized sums through the real server and real Node workers: a secure
+ * every-step run with powerSgdRank 4 and sumWordBits 16 sends each step's gradients as
+ * factors in two sums, each as masked 16-bit words after its masked scales, in under 3.5 %
+ * of the bytes of the whole gradient (the factors alone in 32-bit words would be 4.3 %), and
+ * trains on through a joiner and a kill -9 (each new ring starts its factors and residuals
+ * afresh, the same on every replica): the replicas never disagree, the loss falls, nobody's
+ * masks fail. A bad rank or word width is a 400 naming the field.
  */
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -20,7 +22,7 @@ after(() => {
 /** The digits' MLP: 101,770 floats, sent whole as 32-bit words by a secure run. */
 const MLP_FLOATS = 101_770;
 
-test('Node workers train a secure every-step run with PowerSGD: masked factors, a tenth of the bytes, through a joiner and a kill -9', async () => {
+test('Node workers train a secure every-step run with PowerSGD in 16-bit words: masked factors, under 3.5 % of the bytes, through a joiner and a kill -9', async () => {
   const room = 'power-sgd';
   const status = async (): Promise<RoomStatus> => t.status(room);
   const waitFor = <T>(what: string, probe: () => Promise<T | null | undefined | false>, timeoutMs: number): Promise<T> => pollUntil(what, probe, timeoutMs, () => lastLines(workers, 15), 100);
@@ -29,15 +31,18 @@ test('Node workers train a secure every-step run with PowerSGD: masked factors, 
   const bad = await t.teacherPost(`/api/rooms/${room}/start`, { powerSgdRank: 65 });
   assert.equal(bad.status, 400);
   assert.equal(((await bad.json()) as { error: { field?: string } }).error.field, 'powerSgdRank');
-  assert.equal((await t.teacherPost(`/api/rooms/${room}/start`, { model: 'mlp', dataset: 'mnist-60k', secureAggregation: true, powerSgdRank: 4, maxSteps: 5_000, resumeFrom: 'none' })).status, 200);
+  const badWords = await t.teacherPost(`/api/rooms/${room}/start`, { sumWordBits: 12 });
+  assert.equal(badWords.status, 400);
+  assert.equal(((await badWords.json()) as { error: { field?: string } }).error.field, 'sumWordBits');
+  assert.equal((await t.teacherPost(`/api/rooms/${room}/start`, { model: 'mlp', dataset: 'mnist-60k', secureAggregation: true, powerSgdRank: 4, sumWordBits: 16, maxSteps: 5_000, resumeFrom: 'none' })).status, 200);
   const early = await waitFor('ten steps', async () => {
     const s = await status();
     return s.step >= 10 && s.bytesSentPerRound !== null && s;
   }, 120_000);
-  assert.equal(early.config?.powerSgdRank, 4);
+  assert.deepEqual([early.config?.powerSgdRank, early.config?.sumWordBits], [4, 16]);
   // Whole, each worker's ring sends about 2(N-1)/N of the 101,770 words a step.
   const perWorker = early.bytesSentPerRound! / 3;
-  assert.ok(perWorker < MLP_FLOATS * 4 * (4 / 3) * 0.1, `${perWorker} bytes per worker per step`);
+  assert.ok(perWorker < MLP_FLOATS * 4 * (4 / 3) * 0.035, `${perWorker} bytes per worker per step`);
 
   workers.push(spawnNodeWorker(t.server.url, room, codeFor(room), 'p3'));
   const joined = await waitFor('the fourth training', async () => {

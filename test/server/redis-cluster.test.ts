@@ -84,7 +84,7 @@ test('changes waiting for one room are written together; one that is refused lea
     assert.deepEqual(room!.snapshot().members.map((m) => m.name), ['n0', 'n1', 'n2']);
     // A change that throws is refused with its own error, and nothing of it is stored.
     const refused = await Promise.allSettled([
-      store.update('batch', (r) => r.start({ task: 'mnist', model: 'mlp', optimizer: 'sgd', learningRate: 0.1, warmupSteps: 0, scaleLearningRate: false, referenceBatch: 32, balanceShares: false, batchSizePerWorker: 8, epochs: 1, seed: 1, saveEverySteps: 5, maxToKeep: 1, resumeFrom: 'none', wire: 'fp32', allreduce: 'ring', dataset: 'mnist-60k', data: 'dataset', classes: [...DIGIT_CLASSES], secureAggregation: false, sync: 'every-step', localSteps: 20, outerOptimizer: 'nesterov', outerLearningRate: 0.7, outerMomentum: 0.9, localOptimizer: 'sgd', localLearningRate: 0.3, localCorrection: 'none', powerSgdRank: 0 }, null)),
+      store.update('batch', (r) => r.start({ task: 'mnist', model: 'mlp', optimizer: 'sgd', learningRate: 0.1, warmupSteps: 0, scaleLearningRate: false, referenceBatch: 32, balanceShares: false, batchSizePerWorker: 8, epochs: 1, seed: 1, saveEverySteps: 5, maxToKeep: 1, resumeFrom: 'none', wire: 'fp32', allreduce: 'ring', dataset: 'mnist-60k', data: 'dataset', classes: [...DIGIT_CLASSES], secureAggregation: false, sync: 'every-step', localSteps: 20, outerOptimizer: 'nesterov', outerLearningRate: 0.7, outerMomentum: 0.9, localOptimizer: 'sgd', localLearningRate: 0.3, localCorrection: 'none', powerSgdRank: 0, sumWordBits: 0 }, null)),
       store.update('batch', (r) => r.pause()),
       store.update('batch', (r) => r.requestStop()),
     ]);

@@ -1,7 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { Admission, PeerMisbehavedError } from '../../shared/collectives/admission';
-import { createCollectiveStats } from '../../shared/collectives/collective';
+import { TAG_SPACE, createCollectiveStats } from '../../shared/collectives/collective';
 import { PayloadReader } from '../../shared/collectives/payload';
 import { floatToHalf } from '../../shared/collectives/fp16';
 import { FLOAT_BYTES, HEADER_BYTES, PHASE_ALL_GATHER, PHASE_EXCHANGE, PHASE_REDUCE_SCATTER, WIRE_FP16, WIRE_FP32, writeHeader, type ChunkHeader } from '../../shared/collectives/wire';
@@ -47,7 +47,7 @@ test('the header: what honest peers send around a change is dropped, what none s
   assert.equal(admission.header(message({ phase: 9 }), h, LEFT), false);
   assert.equal(admission.header(message({ generation: GENERATION + 1 }), h, LEFT), false);
   assert.equal(admission.header(message({ phase: PHASE_ALL_GATHER }), h, PARTNER), false, 'ring messages come from the left neighbour only');
-  assert.equal(admission.header(message({ tag: 16 }), h, LEFT), false);
+  assert.equal(admission.header(message({ tag: TAG_SPACE }), h, LEFT), false);
   assert.equal(admission.header(message({ wire: 7 }), h, LEFT), false);
   assert.deepEqual(
     rejected.map((r) => r.misbehaviour),

@@ -8,41 +8,13 @@ import { test, before } from 'node:test';
 import assert from 'node:assert/strict';
 import * as tf from '@tensorflow/tfjs';
 import { startConfigSchema } from '../../shared/tasks/start-config';
-import { Trainer } from '../../shared/training/trainer';
-import type { Collective } from '../../shared/collectives/collective';
-import type { StartConfig } from '../../shared/protocol';
 import { createMemoryRing } from '../support/memory-ring';
 import { createSecureMesh } from '../support/secure-ring';
-import { mnistShards, mnistSubset } from '../support/mnist';
+import { train } from '../support/replica-training';
 
 before(async () => {
   await tf.setBackend('cpu');
 });
-
-interface Trained {
-  losses: number[];
-  bytes: number;
-}
-
-/** `turns` turns of three replicas over `collectives`; asserts the replicas agree after every one. */
-async function train(config: StartConfig, collectives: readonly Collective[], bytesOf: () => number, turns: number): Promise<Trained> {
-  const trainers = collectives.map((c) => new Trainer(config, mnistShards(config, mnistSubset()), c));
-  await Promise.all(trainers.map((t) => t.syncState()));
-  const bytes0 = bytesOf();
-  const losses: number[] = [];
-  let tensors = 0;
-  for (let turn = 0; turn < turns; turn++) {
-    const results = await Promise.all(trainers.map((t) => t.trainStep()));
-    assert.equal(new Set(await Promise.all(trainers.map((t) => t.weightsHash()))).size, 1, `turn ${turn}: the replicas differ`);
-    assert.ok(results.every((r) => !r.hashMismatch));
-    losses.push(results[0]!.loss);
-    if (turn === 0) tensors = tf.memory().numTensors;
-  }
-  assert.equal(tf.memory().numTensors, tensors, 'no tensor leaks across sums');
-  const bytes = bytesOf() - bytes0;
-  for (const t of trainers) await t.dispose();
-  return { losses, bytes };
-}
 
 const mean = (xs: readonly number[]): number => xs.reduce((a, b) => a + b, 0) / xs.length;
 
