@@ -3,7 +3,7 @@
  * the targets, the composed times with their regimes, the crossover, non-IID and what was
  * not measured. Pure: the report in, text out.
  */
-import { SERVER_DATA, classesOf } from './local-steps-protocol';
+import { SERVER_DATA, classesOf, isEveryStep } from './local-steps-protocol';
 import { LAB_WORKLOADS } from '../shared/tasks/lab-workloads';
 import { composeMs, hOf, LOWER_THRESHOLDS, minutes, NON_IID_LITERATURE, nonIid, nonIidSlowdowns, pct, roundsAt, summarize, type LocalStepsReport } from './local-steps-report';
 import { crossover, measuredKappa, measuredQ, type CrossoverLine, type StepSplit } from './local-steps-crossover';
@@ -51,7 +51,7 @@ export function localStepsMarkdown(r: LocalStepsReport, extras: MarkdownExtras =
     const m = row.model;
     const a = row.accuracy;
     const c = a?.crossed ?? null;
-    const turn = m ? `${s2(row.variant === 'every-step' ? m.localStepMs + m.allReduceMs : (hOf(row.variant)! * m.localStepMs + m.allReduceMs))}${m.source === 'fit' ? ' (fit)' : ''}` : '–';
+    const turn = m ? `${s2(isEveryStep(row.variant) ? m.localStepMs + m.allReduceMs : (hOf(row.variant)! * m.localStepMs + m.allReduceMs))}${m.source === 'fit' ? ' (fit)' : ''}` : '–';
     const time = row.timeMs !== null ? `${minutes(row.timeMs)} (${minutes(row.timeBeforeMs)}–)` : row.timeAtEndMs !== null ? `not reached: below ${th} after ${minutes(row.timeAtEndMs)} (${a!.end.examples} examples)` : '–';
     lines.push(
       `| ${row.network} | ${row.n} | ${row.variant} | ${row.wire ?? '–'} | ${turn} | ${m ? `${s2(m.localStepMs)} / ${s2(m.allReduceMs)}` : '–'} | ${c ? c.examples.toLocaleString('en-US') : a ? `– (${a.stoppedBy})` : 'not run'} | ${c ? `${c.steps} / ${c.rounds}` : '–'} | ${time} | ${row.timeTo.map((x) => (x.ms === null ? (a ? 'not reached' : '–') : minutes(x.ms))).join(' | ')} | ${row.bytesPerExample === null ? '–' : row.bytesPerExample.toFixed(0)} (${row.reportedBytesPerExample === null ? '–' : row.reportedBytesPerExample.toFixed(0)}) | ${mb(row.bytesToThreshold)} | ${pct(row.finalAccuracy)} | ${row.counts ? 'yes' : 'no'} |`,

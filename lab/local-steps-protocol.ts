@@ -10,7 +10,7 @@ import { LAB_TASK, type LabTaskId } from '../shared/tasks/lab-workloads';
 
 /** A way of summing: every step, or local steps with H of them a round. */
 export interface SyncVariant {
-  /** 'every-step', or 'H<localSteps>'. */
+  /** 'every-step', or 'H<localSteps>'; either with a suffix for settings beyond the defaults ('-adam', '-powersgd16-words8'). */
   id: string;
   sync: 'every-step' | 'local-steps';
   /** H; null every step. */
@@ -33,8 +33,15 @@ export const adamLocalStepsVariant = (h: number): SyncVariant => ({ id: `H${h}-a
 
 /** The start config's fields for a way of summing, beyond BASE_CONFIG and the dense model. */
 export function variantConfig(v: SyncVariant): Partial<StartConfig> {
-  return v.sync === 'every-step' ? { sync: 'every-step' } : { sync: 'local-steps', localSteps: v.localSteps!, ...v.config };
+  return v.sync === 'every-step' ? { sync: 'every-step', ...v.config } : { sync: 'local-steps', localSteps: v.localSteps!, ...v.config };
 }
+
+/** `v` with its sums compressed: PowerSGD factors of rank `rank`, in `bits`-bit words (issue 40's bytes). */
+export const compressedVariant = (v: SyncVariant, rank: number, bits: 8 | 16): SyncVariant => ({ ...v, id: `${v.id}-powersgd${rank}-words${bits}`, config: { ...v.config, powerSgdRank: rank, sumWordBits: bits } });
+/** A way of summing whose sums are compressed: its all-reduce is its own, timed in its own window, never fitted through the others'. */
+export const isCompressed = (variant: string): boolean => /-(powersgd|words)\d+/.test(variant);
+/** Every step, whole or compressed. */
+export const isEveryStep = (variant: string): boolean => variant === 'every-step' || variant.startsWith('every-step-');
 
 /**
  * Where a run's examples come from:

@@ -10,8 +10,9 @@ import { LOCAL_STEPS_TARGET_IDS, type CheckpointPoint, type Reached, type Target
 import type { DeviceProfile } from './cpu-caps';
 import type { CpuSample } from './cpu-monitor';
 import type { ModelValidation } from './validate-models';
-import { SERVER_DATA, type AccuracyData, type AccuracyResult } from './local-steps-protocol';
+import { SERVER_DATA, isCompressed, isEveryStep, type AccuracyData, type AccuracyResult } from './local-steps-protocol';
 import { LAB_DATA_WORDS } from '../shared/tasks/lab-workloads';
+import { bytesTarget } from './local-steps-bytes';
 
 export type LocalStepsNetwork = 'school-uplink' | 'wifi';
 
@@ -216,23 +217,34 @@ export interface LocalStepsSummary {
 /** Every (network, N, way of summing) the report has a window or an accuracy run for, composed. */
 export function summarize(r: Pick<LocalStepsReport, 'windows' | 'accuracy' | 'classes' | 'threshold'>): LocalStepsSummary {
   const rows: ComposedRow[] = [];
-  const variants = ['every-step', ...[...new Set([...r.windows.map((w) => w.variant), ...r.accuracy.filter((a) => a.plan.data === SERVER_DATA).map((a) => a.plan.variant.id)].filter((v) => v !== 'every-step'))].sort((a, b) => hOf(a)! - hOf(b)!)];
+  const order = (v: string): number => (v === 'every-step' ? -2 : isEveryStep(v) ? -1 : hOf(v)!);
+  const variants = ['every-step', ...[...new Set([...r.windows.map((w) => w.variant), ...r.accuracy.filter((a) => a.plan.data === SERVER_DATA).map((a) => a.plan.variant.id)].filter((v) => v !== 'every-step'))].sort((a, b) => order(a) - order(b) || a.localeCompare(b))];
   for (const cls of r.classes) {
     const windows = r.windows.filter((w) => w.network === cls.network && w.n === cls.n);
     const es = windows.find((w) => w.variant === 'every-step');
-    const line = localStepsModel(windows);
-    const anchor = windows.filter((w) => hOf(w.variant) !== null).sort((a, b) => hOf(b.variant)! - hOf(a.variant)!)[0];
+    // The line runs through the whole sums' rounds: a compressed round's all-reduce is its own.
+    const whole = windows.filter((w) => !isCompressed(w.variant));
+    const line = localStepsModel(whole);
+    const anchor = whole.filter((w) => hOf(w.variant) !== null).sort((a, b) => hOf(b.variant)! - hOf(a.variant)!)[0];
     for (const variant of variants) {
       const accuracy = r.accuracy.find((a) => a.plan.data === SERVER_DATA && a.plan.n === cls.n && a.plan.variant.id === variant) ?? null;
       const own = windows.find((w) => w.variant === variant);
       let model: TurnModel | null = null;
       let bytesPerExample: number | null = null;
       let reportedBytesPerExample: number | null = null;
-      if (variant === 'every-step') {
-        if (es) {
-          model = everyStepModel(es);
-          bytesPerExample = es.wireBytesPerExample;
-          reportedBytesPerExample = es.reportedBytesPerExample;
+      const ownSplit = isCompressed(variant) && own ? localStepsModel([own]) : null;
+      if (isEveryStep(variant)) {
+        const w = variant === 'every-step' ? es : own;
+        if (w) {
+          model = everyStepModel(w);
+          bytesPerExample = w.wireBytesPerExample;
+          reportedBytesPerExample = w.reportedBytesPerExample;
+        }
+      } else if (isCompressed(variant)) {
+        if (own && ownSplit) {
+          model = { ...ownSplit, startupExcessMs: startupExcess(own, ownSplit.localStepMs, ownSplit.allReduceMs), source: 'measured' };
+          bytesPerExample = own.wireBytesPerExample;
+          reportedBytesPerExample = own.reportedBytesPerExample;
         }
       } else if (line) {
         const h = hOf(variant)!;
@@ -342,6 +354,7 @@ export function localStepsTargets(s: LocalStepsSummary, nonIidLines: NonIidLine[
       detail: wifi ? comparisonText(wifi) : 'no wifi class measured',
     },
     nonIidTarget(nonIidLines),
+    bytesTarget(s),
   ];
   return targets;
 }

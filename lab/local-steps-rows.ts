@@ -49,7 +49,7 @@ import { validateModel, DEFAULT_FLOW_SECONDS, type ModelValidation } from './val
 import { CheckpointScorer } from './tta-rows';
 import { tail, type LabProcess } from './spawn';
 import { progress } from './progress';
-import { EVERY_STEP, SERVER_DATA, adamLocalStepsVariant, localStepsVariant, variantConfig, type AccuracyData, type AccuracyPlan, type SyncVariant } from './local-steps-protocol';
+import { EVERY_STEP, SERVER_DATA, adamLocalStepsVariant, compressedVariant, isCompressed, localStepsVariant, variantConfig, type AccuracyData, type AccuracyPlan, type SyncVariant } from './local-steps-protocol';
 import { localStepsTargets, nonIid, summarize, type LocalStepsNetwork, type LocalStepsReport, type LocalStepsWindow } from './local-steps-report';
 import { AccuracyPool, busyWithout } from './local-steps-pool';
 import { directRun, JOIN_TIMEOUT_MS } from './local-steps-direct';
@@ -61,6 +61,8 @@ import type { LocalStepsPlan } from './local-steps-plan';
  * every round, H = 20), side by side.
  */
 export const VARIANTS: SyncVariant[] = [EVERY_STEP, adamLocalStepsVariant(20), localStepsVariant(10), localStepsVariant(20)];
+/** Every step and the default H with their sums compressed (PowerSGD rank 16 in 8-bit words): the bytes target, and whether compression pays every step. */
+export const COMPRESSED_VARIANTS: SyncVariant[] = [compressedVariant(EVERY_STEP, 16, 8), compressedVariant(localStepsVariant(10), 16, 8)];
 export const THRESHOLD = 0.97;
 
 export const FULL_LOCAL_STEPS_PLAN: LocalStepsPlan = {
@@ -71,9 +73,9 @@ export const FULL_LOCAL_STEPS_PLAN: LocalStepsPlan = {
     // 16 chromebooks at 0.1 core: the largest class this machine holds beside the server (deviceFor).
     { network: 'wifi', n: 16 },
   ],
-  variants: VARIANTS,
-  timed: ['every-step', 'H10', 'H20'],
-  windowTurns: { 'every-step': 8, H10: 4, H20: 3 },
+  variants: [...VARIANTS, ...COMPRESSED_VARIANTS],
+  timed: ['every-step', 'H10', 'H20', ...COMPRESSED_VARIANTS.map((v) => v.id)],
+  windowTurns: { 'every-step': 8, H10: 4, H20: 3, [COMPRESSED_VARIANTS[0]!.id]: 8, [COMPRESSED_VARIANTS[1]!.id]: 4 },
   accuracy: { threshold: THRESHOLD, defaultEpochs: 2, maxEpochs: 3, scoreEveryExamples: 6_000, screenStride: 5, screenMargin: 0.005, workers: 2 },
   nonIid: {
     n: 4,
@@ -97,9 +99,9 @@ export const FULL_LOCAL_STEPS_PLAN: LocalStepsPlan = {
 export const QUICK_LOCAL_STEPS_PLAN: LocalStepsPlan = {
   name: 'quick',
   classes: [{ network: 'school-uplink', n: 4 }],
-  variants: [EVERY_STEP, localStepsVariant(5), localStepsVariant(20)],
-  timed: ['every-step', 'H5'],
-  windowTurns: { 'every-step': 3, H5: 2 },
+  variants: [EVERY_STEP, localStepsVariant(5), localStepsVariant(20), compressedVariant(localStepsVariant(5), 16, 8)],
+  timed: ['every-step', 'H5', 'H5-powersgd16-words8'],
+  windowTurns: { 'every-step': 3, H5: 2, 'H5-powersgd16-words8': 2 },
   accuracy: { threshold: 0.85, defaultEpochs: 2, maxEpochs: 3, scoreEveryExamples: 2_000, screenStride: 10, screenMargin: 0.02, workers: 2, maxExamples: 12_000 },
   nonIid: { n: 4, runs: [{ data: 'own-by-class', variant: localStepsVariant(5) }], maxEpochs: 2 },
   direct: { network: 'school-uplink', n: 4, variant: localStepsVariant(5), budgetMs: 120_000, screenMargin: 0.05 },
@@ -129,7 +131,8 @@ export function accuracyPlans(plan: LocalStepsPlan): AccuracyPlan[] {
   const out: AccuracyPlan[] = [];
   for (const n of sizes) {
     for (const variant of plan.variants) {
-      out.push({ ...common, id: accuracyId(SERVER_DATA, n, variant), n, variant, data: SERVER_DATA, maxEpochs: a.maxEpochs, everyStepAsOne: true });
+      // One Trainer on the global batch stands for a class that sums whole; compressed sums are each device's own.
+      out.push({ ...common, id: accuracyId(SERVER_DATA, n, variant), n, variant, data: SERVER_DATA, maxEpochs: a.maxEpochs, everyStepAsOne: !isCompressed(variant.id) });
     }
   }
   if (plan.nonIid) {

@@ -25,7 +25,7 @@ export type ClassTargetId = (typeof CLASS_TARGET_IDS)[number];
 export type SecaggTargetId = `secagg-step-overhead-n${number}` | 'secagg-accuracy';
 
 /** `npm run lab -- --local-steps` (lab/local-steps-report.ts): local steps against every step on slow links and in a big class. */
-export const LOCAL_STEPS_TARGET_IDS = ['local-steps-vs-sync-school-uplink', 'local-steps-vs-sync-wifi-large-class', 'local-steps-noniid'] as const;
+export const LOCAL_STEPS_TARGET_IDS = ['local-steps-vs-sync-school-uplink', 'local-steps-vs-sync-wifi-large-class', 'local-steps-noniid', 'local-steps-bytes'] as const;
 export type LocalStepsTargetId = (typeof LOCAL_STEPS_TARGET_IDS)[number];
 
 export interface Target {

@@ -8,7 +8,7 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { classesOf, iidDeviceOf, EVERY_STEP, adamLocalStepsVariant, localStepsVariant, variantConfig, type AccuracyResult, type AccuracyPlan, type SyncVariant } from '../../lab/local-steps-protocol';
+import { classesOf, iidDeviceOf, EVERY_STEP, adamLocalStepsVariant, compressedVariant, localStepsVariant, variantConfig, type AccuracyResult, type AccuracyPlan, type SyncVariant } from '../../lab/local-steps-protocol';
 import {
   composeMs,
   compare,
@@ -48,8 +48,13 @@ test('by class, the devices hold contiguous groups of digits, the larger first: 
 test('the plans: what the targets need first; every step as one Trainer on the global batch for the server\'s digits only', () => {
   const plans = accuracyPlans(FULL_LOCAL_STEPS_PLAN);
   assert.deepEqual(plans.slice(0, 4).map((p) => p.id), ['mnist N=4 every-step', 'mnist N=4 H20-adam', 'mnist N=4 H10', 'mnist N=4 H20']);
-  assert.equal(plans.filter((p) => p.data === 'mnist').length, 12, 'N = 4, 8 and 16, four ways each');
-  assert.ok(plans.filter((p) => p.data === 'mnist').every((p) => p.everyStepAsOne && p.maxEpochs === 3 && p.defaultEpochs === 2));
+  const server = plans.filter((p) => p.data === 'mnist');
+  assert.equal(server.length, 18, 'N = 4, 8 and 16, six ways each');
+  assert.ok(server.every((p) => p.maxEpochs === 3 && p.defaultEpochs === 2));
+  // Compressed sums are each device's own: N Trainers, never one on the global batch.
+  assert.deepEqual(server.filter((p) => !p.everyStepAsOne).map((p) => p.id).slice(0, 2), ['mnist N=4 every-step-powersgd16-words8', 'mnist N=4 H10-powersgd16-words8']);
+  assert.equal(server.filter((p) => p.everyStepAsOne).length, 12);
+  assert.deepEqual(variantConfig(compressedVariant(EVERY_STEP, 16, 8)), { sync: 'every-step', powerSgdRank: 16, sumWordBits: 8 });
   const own = plans.filter((p) => p.data !== 'mnist');
   assert.deepEqual(own.map((p) => p.id), ['own-by-class N=4 H10', 'own-by-class N=4 H20-adam', 'own-iid N=4 H10', 'own-by-class N=4 every-step']);
   assert.ok(own.every((p) => !p.everyStepAsOne && p.maxEpochs === 2));
@@ -78,7 +83,7 @@ test('turns: the chief\'s report intervals inside the window and the steps each 
 const cpu = { mean: 0.6, peak: 0.8, cores: 2, intervals: 10 };
 
 function win(network: 'school-uplink' | 'wifi', n: number, variant: string, turnMs: number, commMs: number, over: Partial<LocalStepsWindow> = {}): LocalStepsWindow {
-  const h = variant === 'every-step' ? 1 : Number(variant.slice(1));
+  const h = variant.startsWith('every-step') ? 1 : Number.parseInt(variant.slice(1), 10);
   return {
     network, n, device: 'laptop', variant, config: {}, wire: h === 1 ? 'fp32' : 'fp16',
     fromStep: 2 * h, toStep: 5 * h, fromRound: 2, toRound: 5,
@@ -231,7 +236,40 @@ test('the targets: the smaller speed-up of N = 4 and 8 on school-uplink (and the
   assert.equal(localStepsTargets(summarize(lost))[0]!.met, false);
   // Nothing measured: null figures, not met.
   const none = localStepsTargets(summarize(report({ windows: [], accuracy: [] })));
-  assert.deepEqual(none.map((t) => [t.value, t.met]), [[null, false], [null, false], [null, false]]);
+  assert.deepEqual(none.map((t) => [t.value, t.met]), [[null, false], [null, false], [null, false], [null, false]]);
+});
+
+test('compressed sums: each timed in its own window, never through the line; the bytes target reads the default rounds compressed against the same rounds in fp16', () => {
+  const H10 = localStepsVariant(10);
+  const rounds = compressedVariant(H10, 16, 8);
+  const steps = compressedVariant(EVERY_STEP, 16, 8);
+  const r = report();
+  for (const n of [4, 8]) {
+    // The compressed round: 4 s of local steps and a 0.3 s all-reduce, a tenth of the bytes.
+    r.windows.push(win('school-uplink', n, 'H10', 5_500, 1_500), win('school-uplink', n, rounds.id, 4_300, 300, { wireBytesPerTurn: 35_000, wireBytesPerExample: 35_000 / 320 }), win('school-uplink', n, steps.id, 700, 300));
+    r.accuracy.push(acc(n, H10, { examples: 117_600, steps: 919, rounds: 92 }, 0.972), acc(n, rounds, { examples: 120_000, steps: 938, rounds: 94 }, 0.9702), acc(n, steps, null, 0.966));
+  }
+  const s = summarize(r);
+  const row = (n: number, v: string) => s.rows.find((x) => x.network === 'school-uplink' && x.n === n && x.variant === v)!;
+  assert.deepEqual(s.rows.filter((x) => x.network === 'school-uplink' && x.n === 4).map((x) => x.variant), ['every-step', steps.id, 'H5', 'H10', rounds.id, 'H20', 'H100']);
+  const c = row(4, rounds.id);
+  assert.equal(c.model!.source, 'measured');
+  assert.ok(Math.abs(c.model!.localStepMs - 400) < 1e-9 && Math.abs(c.model!.allReduceMs - 300) < 1e-9, 'its own window\'s split, not the line through the whole rounds');
+  assert.equal(row(4, 'H10').model!.allReduceMs, 1_500, 'the whole rounds\' line is untouched');
+  const e = row(4, steps.id);
+  assert.deepEqual([e.model!.localStepMs, e.model!.allReduceMs, e.timeMs], [400, 300, null]);
+  assert.ok(e.timeAtEndMs! > 0);
+  // A compressed variant is never the best of the product's H for the speed-up targets.
+  const best = compare(s, 'school-uplink', 4).best!;
+  assert.ok(best.variant === 'H10' && c.timeMs! < best.timeMs!, 'sooner, and still not the best of H');
+  const bytes = localStepsTargets(s).find((t) => t.id === 'local-steps-bytes')!;
+  assert.ok(Math.abs(bytes.value! - 0.1) < 1e-9, `${bytes.value}`);
+  assert.equal(bytes.met, true);
+  assert.match(bytes.detail, /school-uplink N = 4: H10-powersgd16-words8 109 B\/example against H10's 1094 \(0\.100\), final 97\.02 % against 97\.20 %/);
+  assert.match(bytes.detail, /school-uplink N = 4: every step compressed not reached to 97 % \(final 96\.60 %\)/);
+  // More than half a point below the rounds in fp16: not met, whatever the bytes.
+  r.accuracy = r.accuracy.map((a) => (a.plan.n === 8 && a.plan.variant.id === rounds.id ? { ...a, defaultRun: { ...a.defaultRun!, accuracy: 0.9665 } } : a));
+  assert.equal(localStepsTargets(summarize(r)).find((t) => t.id === 'local-steps-bytes')!.met, false);
 });
 
 test("the by-class target reads the product's default H on own data split by class, never the product before, against 94 %", () => {
