@@ -12,7 +12,6 @@ import type { CpuSample } from './cpu-monitor';
 import type { ModelValidation } from './validate-models';
 import { SERVER_DATA, isCompressed, isEveryStep, type AccuracyData, type AccuracyResult } from './local-steps-protocol';
 import { LAB_DATA_WORDS } from '../shared/tasks/lab-workloads';
-import { bytesTarget } from './local-steps-bytes';
 
 export type LocalStepsNetwork = 'school-uplink' | 'wifi';
 
@@ -331,8 +330,8 @@ function comparisonText(c: Comparison): string {
   return `${c.network} N = ${c.n}: ${c.best.variant} ${minutes(c.best.timeMs)} against ${es} = ${c.lowerBound ? '≥ ' : ''}${c.ratio?.toFixed(2) ?? '–'}×; final accuracy ${pct(c.best.finalAccuracy)} against ${pct(c.everyStep.finalAccuracy)}${c.counts ? '' : ' (a part did not count)'}`;
 }
 
-/** The two targets, in the shape of the lab's others ({id, goal, value, met, detail}). */
-export function localStepsTargets(s: LocalStepsSummary, nonIidLines: NonIidLine[] = []): Target[] {
+/** The time and by-class targets, in the shape of the lab's others ({id, goal, value, met, detail}); all four: local-steps-targets.ts. */
+export function timeTargets(s: LocalStepsSummary, nonIidLines: NonIidLine[] = []): Target[] {
   const school = SCHOOL_NS.map((n) => compare(s, 'school-uplink', n));
   const schoolValues = school.map((c) => c.ratio);
   const schoolValue = schoolValues.every((v) => v !== null) ? Math.min(...(schoolValues as number[])) : null;
@@ -354,7 +353,6 @@ export function localStepsTargets(s: LocalStepsSummary, nonIidLines: NonIidLine[
       detail: wifi ? comparisonText(wifi) : 'no wifi class measured',
     },
     nonIidTarget(nonIidLines),
-    bytesTarget(s),
   ];
   return targets;
 }
@@ -374,11 +372,6 @@ function nonIidTarget(lines: NonIidLine[]): Target {
   };
 }
 
-/** The lab's report's targets with the local-steps ones replaced by `fresh` (the others kept in their order). */
-export function mergeTargets(existing: Target[], fresh: Target[]): Target[] {
-  const ids = new Set<string>(LOCAL_STEPS_TARGET_IDS);
-  return [...existing.filter((t) => !ids.has(t.id)), ...fresh];
-}
 
 // ---------------------------------------------------------------------------
 // Non-IID

@@ -13,7 +13,7 @@ import type { ErrorBody } from '../../shared/protocol/errors';
 
 export type StartConfigInput = z.input<typeof startConfigSchema>;
 
-const NUMBER_FIELDS = ['learningRate', 'warmupSteps', 'referenceBatch', 'batchSizePerWorker', 'epochs', 'maxSteps', 'saveEverySteps', 'maxToKeep', 'localSteps', 'localLearningRate', 'outerLearningRate', 'outerMomentum'] as const;
+const NUMBER_FIELDS = ['learningRate', 'warmupSteps', 'referenceBatch', 'batchSizePerWorker', 'epochs', 'maxSteps', 'saveEverySteps', 'maxToKeep', 'localSteps', 'localLearningRate', 'outerLearningRate', 'outerMomentum', 'powerSgdRank'] as const;
 /** Left empty, these mean "no cap" rather than "missing". */
 const OPTIONAL_FIELDS = new Set<string>(['maxSteps']);
 
@@ -89,7 +89,7 @@ export class ConfigForm {
   /** Shows the config of the run in progress (after a reload of this page). */
   fill(config: StartConfig): void {
     this.showTask(config.task);
-    for (const name of ['task', 'model', 'dataset', 'data', 'optimizer', 'wire', 'allreduce', 'sync', 'localOptimizer', 'outerOptimizer', ...NUMBER_FIELDS] as const) {
+    for (const name of ['task', 'model', 'dataset', 'data', 'optimizer', 'wire', 'sumWordBits', 'allreduce', 'sync', 'localOptimizer', 'outerOptimizer', ...NUMBER_FIELDS] as const) {
       const control = this.control(name);
       const value = config[name];
       if (control) control.value = value === undefined ? '' : String(value);
@@ -165,6 +165,7 @@ export class ConfigForm {
     if (named) raw.classes = classes;
     const wire = (els.namedItem('wire') as HTMLSelectElement).value;
     if (wire !== 'auto') raw.wire = wire;
+    raw.sumWordBits = Number((els.namedItem('sumWordBits') as HTMLSelectElement).value);
     for (const name of NUMBER_FIELDS) {
       const value = (els.namedItem(name) as HTMLInputElement).value.trim();
       if (value === '' && OPTIONAL_FIELDS.has(name)) continue;

@@ -131,6 +131,22 @@ export interface BroadcastChain {
 export interface Transfer {
   bytes: number;
   ms: number;
+  /** The (step, tag) of the collective it ended with. */
+  step?: number;
+  tag?: number;
+}
+
+/** The collectives of one step's gradient sum, in the order they run (a quantized or factored sum is several). */
+const GRADIENT_SUM_TAGS: ReadonlySet<number> = new Set([COLLECTIVE_TAG.gradientScales, COLLECTIVE_TAG.gradients, COLLECTIVE_TAG.gradientFactorScales, COLLECTIVE_TAG.gradientFactors]);
+
+/**
+ * The transfer after the collective (step, tag) sent `bytes` in `ms`: added to `last` when
+ * both are parts of one step's gradient sum, so a step's bytes are all of its sum's; that
+ * collective alone otherwise (a retried sum starts again from its first tag).
+ */
+export function sumTransfer(last: Transfer, step: number, tag: number, bytes: number, ms: number): Transfer {
+  const together = GRADIENT_SUM_TAGS.has(tag) && last.step === step && last.tag !== undefined && GRADIENT_SUM_TAGS.has(last.tag) && tag > last.tag;
+  return together ? { bytes: last.bytes + bytes, ms: last.ms + ms, step, tag } : { bytes, ms, step, tag };
 }
 
 /**

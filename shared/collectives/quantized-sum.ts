@@ -54,10 +54,13 @@ export function quantizedOver(collective: Collective, bits: SumWordBits): Collec
   return bits === 0 ? collective : new QuantizedCollective(collective, bits);
 }
 
-/** One tag's error feedback: what its last sum did not carry, and the residual the sum in flight leaves. */
-interface Residual {
+/** One tag's buffers: its error feedback (what its last sum did not carry, and the residual the sum in flight leaves) and its blocks' magnitudes. */
+interface TagState {
   owed: Float32Array;
   next: Float32Array;
+  /** This rank's largest magnitude per block, then the class's sums of them. */
+  own: Float32Array;
+  scales: Float32Array;
 }
 
 export class QuantizedCollective implements Collective {
@@ -67,10 +70,7 @@ export class QuantizedCollective implements Collective {
   sentBytes = 0;
   /** Values clamped to the grid's bound over the collective's life (their excess waits in the residual). */
   clamped = 0;
-  private readonly residuals = new Map<CollectiveTag, Residual>();
-  /** This rank's largest magnitudes, then the class's sums of them. */
-  private own = new Float32Array(0);
-  private scales = new Float32Array(0);
+  private readonly states = new Map<CollectiveTag, TagState>();
   /** The words, then the tail as float32: what the inner collective sums. */
   private words = new Float32Array(0);
   private readonly levels: number;
@@ -102,15 +102,10 @@ export class QuantizedCollective implements Collective {
     const tail = options.exactTail ?? 0;
     const head = buf.length - tail;
     const blocks = Math.ceil(head / BLOCK_FLOATS);
-    const residual = this.residualOf(tag, head);
-    const { owed, next } = residual;
-    if (this.scales.length < blocks) {
-      this.scales = new Float32Array(blocks);
-      this.own = new Float32Array(blocks);
-    }
+    const state = this.stateOf(tag, head);
+    const { owed, next, own, scales } = state;
     if (this.words.length !== buf.length) this.words = new Float32Array(buf.length);
-    const { own, words } = this;
-    const scales = this.scales.subarray(0, blocks);
+    const words = this.words;
 
     // What this rank owes: its buffer plus what its last sum did not carry (kept in `next`
     // until the sum succeeds), and each block's largest magnitude on the grid.
@@ -124,7 +119,7 @@ export class QuantizedCollective implements Collective {
       }
       own[b] = Math.min(SCALE_BOUND, Math.ceil(largest / SCALE_GRID) * SCALE_GRID);
     }
-    scales.set(own.subarray(0, blocks));
+    scales.set(own);
     this.copyOptions(this.scaleOptions, options, 0);
     await this.inner.allReduce(scales, step, scaleTag, this.scaleOptions);
 
@@ -155,18 +150,19 @@ export class QuantizedCollective implements Collective {
       for (let i = b * BLOCK_FLOATS, end = Math.min(head, i + BLOCK_FLOATS); i < end; i++) buf[i] = ((w[i]! << shift) >> shift) * grid;
     }
     buf.set(words.subarray(head), head);
-    residual.owed = next;
-    residual.next = owed;
+    state.owed = next;
+    state.next = owed;
     this.sentBytes += blocks * 4 + (head * this.bits) / 8;
   }
 
-  private residualOf(tag: CollectiveTag, head: number): Residual {
-    let r = this.residuals.get(tag);
-    if (!r || r.owed.length !== head) {
-      r = { owed: new Float32Array(head), next: new Float32Array(head) };
-      this.residuals.set(tag, r);
+  private stateOf(tag: CollectiveTag, head: number): TagState {
+    let state = this.states.get(tag);
+    if (!state || state.owed.length !== head) {
+      const blocks = Math.ceil(head / BLOCK_FLOATS);
+      state = { owed: new Float32Array(head), next: new Float32Array(head), own: new Float32Array(blocks), scales: new Float32Array(blocks) };
+      this.states.set(tag, state);
     }
-    return r;
+    return state;
   }
 
   /** The caller's algorithm and patience, with `tail` floats exact: the same object every sum. */

@@ -45,6 +45,7 @@ import {
   MAX_RUN,
   collectiveKey,
   createCollectiveStats,
+  sumTransfer,
   type BroadcastChain,
   type CollectiveEngine,
   type CollectiveOptions,
@@ -107,7 +108,7 @@ export class RingAllReduce implements CollectiveEngine {
   readonly worldSize: number;
   readonly generation: number;
   readonly stats: CollectiveStats = createCollectiveStats();
-  /** Bytes this rank sent in the last finished collective, and how long it took. */
+  /** Bytes this rank sent in the last finished collective (all of a step's gradient sum), and how long it took. */
   lastTransfer: Transfer = { bytes: 0, ms: 0 };
 
   private readonly peer: ((rank: number) => RingLink | null) | null;
@@ -420,7 +421,7 @@ export class RingAllReduce implements CollectiveEngine {
   }
 
   private finish(c: ActiveCollective): void {
-    this.lastTransfer = { bytes: this.stats.bytesSent - c.bytesAtStart, ms: this.clock.now() - c.startedAt };
+    this.lastTransfer = sumTransfer(this.lastTransfer, c.step, c.tag, this.stats.bytesSent - c.bytesAtStart, this.clock.now() - c.startedAt);
     this.clock.clearTimeout(c.timer);
     this.active = null;
     this.lastDoneKey = c.key;

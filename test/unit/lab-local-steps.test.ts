@@ -15,8 +15,6 @@ import {
   everyStepModel,
   examplesTo,
   localStepsModel,
-  localStepsTargets,
-  mergeTargets,
   nonIid,
   nonIidSlowdowns,
   roundsAt,
@@ -28,6 +26,7 @@ import {
   type LocalStepsWindow,
 } from '../../lab/local-steps-report';
 import { breakEvenRatio, crossover } from '../../lab/local-steps-crossover';
+import { localStepsTargets, mergeTargets } from '../../lab/local-steps-targets';
 import { localStepsMarkdown } from '../../lab/local-steps-markdown';
 import { FULL_LOCAL_STEPS_PLAN, accuracyPlans, turnIntervals } from '../../lab/local-steps-rows';
 import { busyWithout } from '../../lab/local-steps-pool';

@@ -197,3 +197,22 @@ test('what a rank sends on a masked 16-bit wire is uniform words, whatever its g
   assert.ok(halves.length > head / 8, `${halves.length} words seen`);
   assert.ok(zeros < halves.length / 1000, `${zeros} of ${halves.length} words are zero: not masked`);
 });
+
+test("a step's transfer is all of its gradient sum: the scales' and the words' bytes (what the product reports a turn), and any other collective alone", async () => {
+  const n = 3;
+  const head = 2 * BLOCK_FLOATS;
+  const { rings } = createMemoryMesh(n);
+  const quantized = rings.map((r) => new QuantizedCollective(r, 8));
+  const before = rings.map((r) => r.stats.bytesSent);
+  await quantizedSum(quantized, rings.map((_, r) => gradient(r, head)), 5, {});
+  rings.forEach((ring, r) => {
+    assert.equal(ring.lastTransfer.bytes, ring.stats.bytesSent - before[r]!, `rank ${r}: both collectives of the sum`);
+    assert.equal(ring.lastTransfer.tag, COLLECTIVE_TAG.gradients);
+  });
+  const sum = rings[0]!.lastTransfer.bytes;
+  assert.ok(sum > ((2 * (n - 1)) / n) * head, 'more than the words alone');
+  // The next step's evaluation is another collective: it stands alone.
+  const mid = rings.map((r) => r.stats.bytesSent);
+  await Promise.all(rings.map((ring) => ring.allReduce(new Float32Array(4), 6, COLLECTIVE_TAG.evaluation)));
+  rings.forEach((ring, r) => assert.equal(ring.lastTransfer.bytes, ring.stats.bytesSent - mid[r]!));
+});

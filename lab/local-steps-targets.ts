@@ -1,5 +1,6 @@
 /**
- * The local-steps lab's bytes target (issue 40): the default rounds with their sums
+ * The local-steps lab's targets (the time and by-class ones: local-steps-report.ts), and its
+ * bytes target (issue 40): the default rounds with their sums
  * compressed (PowerSGD factors in narrow words, lab/local-steps-rows.ts COMPRESSED_VARIANTS)
  * against the same rounds in fp16, on school-uplink at N = 4 and 8: bytes on the devices'
  * interfaces per example trained, measured in each one's window, and the default run's
@@ -10,7 +11,7 @@
 import { RECIPE_DEFAULTS } from '../shared/protocol';
 import { LOCAL_STEPS_TARGET_IDS, type Target } from './report-types';
 import { isCompressed, isEveryStep } from './local-steps-protocol';
-import type { ComposedRow, LocalStepsSummary } from './local-steps-report';
+import { timeTargets, type ComposedRow, type LocalStepsSummary, type NonIidLine } from './local-steps-report';
 
 const TARGET_BYTES = LOCAL_STEPS_TARGET_IDS[3];
 /** Compressed rounds send at most this share of the bytes of the same rounds in fp16. */
@@ -67,4 +68,15 @@ export function bytesTarget(s: LocalStepsSummary): Target {
     met,
     detail: [...pairs.map(pairText), ...everyStep].join('; '),
   };
+}
+
+/** The four local-steps targets, in the shape of the lab's others ({id, goal, value, met, detail}). */
+export function localStepsTargets(s: LocalStepsSummary, nonIidLines: NonIidLine[] = []): Target[] {
+  return [...timeTargets(s, nonIidLines), bytesTarget(s)];
+}
+
+/** The lab's report's targets with the local-steps ones replaced by `fresh` (the others kept in their order). */
+export function mergeTargets(existing: Target[], fresh: Target[]): Target[] {
+  const ids = new Set<string>(LOCAL_STEPS_TARGET_IDS);
+  return [...existing.filter((t) => !ids.has(t.id)), ...fresh];
 }
