@@ -15,7 +15,7 @@
  * sum of the N words, read back as a signed b-bit integer, is the exact integer sum, and
  * every rank decodes s·Σq_i to the same float32. Each rank's share of the grid is c_i/S of
  * it: about L/N steps when the ranks' magnitudes are alike (30 at N = 4 with 8-bit words,
- * 4,000 with 16-bit ones).
+ * 8,000 with 16-bit ones).
  *
  * Error feedback: rank i keeps x_i − s·q_i, what its words did not carry, and adds it to its
  * next buffer of the same tag, so nothing it trained is lost, only delayed (Karimireddy et
@@ -58,8 +58,9 @@ export function quantizedOver(collective: Collective, bits: SumWordBits): Collec
 interface TagState {
   owed: Float32Array;
   next: Float32Array;
-  /** This rank's largest magnitude per block, then the class's sums of them. */
+  /** This rank's largest magnitude per block, on the grid. */
   own: Float32Array;
+  /** The class's sums of them (before the scales' all-reduce: a copy of `own`). */
   scales: Float32Array;
 }
 
