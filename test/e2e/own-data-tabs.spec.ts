@@ -17,6 +17,7 @@
 import { test, expect, type CDPSession, type Page } from '@playwright/test';
 import { E2E_TOKEN } from '../../playwright.config';
 import type { RoomStatus } from '../../shared/protocol';
+import { COLLECTIVE_TAG } from '../../shared/collectives/collective';
 import { MNIST_PIXELS } from '../../shared/tasks/mnist/format';
 import { mnistSubset } from '../support/mnist';
 import { asTeacher, openStudent, status, type Student } from './helpers';
@@ -76,7 +77,9 @@ function auditDataChannels(): void {
   for (let k = 1; k < 256; k++) pixelValues.add(Math.fround(k / 255));
   const audit = { messages: 0, bytes: 0, leaks: 0 };
   (window as unknown as { __dataChannelAudit: typeof audit }).__dataChannelAudit = audit;
-  // And every message of the first gradient all-reduce this tab takes part in (tag 13), as sent.
+  // And every message of the first gradient all-reduce this tab takes part in, as sent
+  // (COLLECTIVE_TAG.gradients: the spec checks below that the two agree).
+  const GRADIENTS_TAG = 14;
   const gradients = { step: -1, messages: [] as string[] };
   (window as unknown as { __gradientsSent: typeof gradients }).__gradientsSent = gradients;
   const send = RTCDataChannel.prototype.send;
@@ -86,7 +89,7 @@ function auditDataChannels(): void {
       audit.messages++;
       audit.bytes += buffer.byteLength;
       const copy = new Uint8Array(buffer);
-      if (copy.byteLength > 20 && copy[2] === 13) {
+      if (copy.byteLength > 20 && copy[2] === GRADIENTS_TAG) {
         const step = new DataView(copy.buffer).getUint32(12, true);
         if (gradients.step < 0) gradients.step = step;
         if (step === gradients.step) gradients.messages.push(btoa(String.fromCharCode(...copy)));
@@ -191,6 +194,7 @@ async function train(request: import('@playwright/test').APIRequestContext, name
 
 test("three tabs that each hold only some digits learn all ten; one alone does not; no example's pixels reach the server or a peer", async ({ browser, request }) => {
   test.setTimeout(480_000);
+  expect(auditDataChannels.toString(), "the page's audit looks for the gradients' tag").toContain(`GRADIENTS_TAG = ${COLLECTIVE_TAG.gradients};`);
   const together = 'e2e-own-tabs';
   const data = HOLDINGS.map((h) => digitsOf(h.digits));
   const tabs: Student[] = [];
