@@ -7,9 +7,12 @@
  *
  *   node --import tsx test/bench/gpu-step.ts [--backend webgpu|cpu] [--cnn-shares 32,128,512] [--steps 10] [--out FILE]
  *     [--md FILE --before EARLIER.json]
+ *   node --import tsx test/bench/gpu-step.ts --diagnose     one line: the Vulkan adapter, or why there is none
  *
- * It is the script the lent GPU machine runs (docs/benchmarks.md, "A real GPU"), bundled
- * with esbuild so that it needs only node and the `webgpu` package there. Prints one JSON
+ * It is the script the lent GPU machine runs (docs/benchmarks.md, "A real GPU"), packed by
+ * scripts/gpu-trip/pack.sh with node, the `webgpu` package and the Vulkan loader, so that
+ * it needs nothing there; the pack bakes in the commit (WEBRING_COMMIT), since the machine
+ * has no git. Prints one JSON
  * line per (model, share) and writes them all to --out, with when, the commit, the versions
  * and the machine. --md writes the split as a table, beside an earlier run's (--before:
  * the same script's --out on another commit), so a change to the update is measured
@@ -19,7 +22,9 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import { parseArgs } from 'node:util';
 import * as tf from '@tensorflow/tfjs';
+import { execFileSync } from 'node:child_process';
 import { commitOf } from './provenance';
+import { diagnoseVulkan, gatherVulkanFacts } from './vulkan-diagnosis';
 import { selectNodeBackend } from '../../node-worker/node-backend';
 import { LocalReplica } from '../../shared/compute/local-replica';
 import { startConfigSchema } from '../../shared/tasks/start-config';
@@ -118,6 +123,16 @@ function markdown(report: Report, before: Report | null): string {
   return lines.join('\n');
 }
 
+/** The libraries the dynamic loader knows by name (`ldconfig -p`); empty where there is no ldconfig. */
+function knownLibraries(): string {
+  try {
+    return execFileSync('ldconfig', ['-p'], { encoding: 'utf8' });
+  } catch (err) {
+    process.stderr.write(`gpu-step: no ldconfig (${(err as Error).message.split('\n')[0]}): ICD libraries named without a path count as missing\n`);
+    return '';
+  }
+}
+
 async function main(): Promise<void> {
   const { values } = parseArgs({
     options: {
@@ -127,13 +142,18 @@ async function main(): Promise<void> {
       before: { type: 'string' },
       'cnn-shares': { type: 'string' },
       steps: { type: 'string', default: '10' },
+      diagnose: { type: 'boolean', default: false },
     },
   });
   // The CPU backend takes seconds a CNN step: a baseline run can keep to the small shares.
   if (values['cnn-shares']) SHARES[LAB_WORKLOADS.conv.model] = values['cnn-shares'].split(',').map(Number);
   const timedSteps = Number(values.steps);
-  const choice = await selectNodeBackend(values.backend === 'cpu' ? 'cpu' : 'webgpu');
-  if (values.backend !== 'cpu' && choice.backend !== 'webgpu') throw new Error(`no WebGPU here: ${choice.webgpuUnavailable}`);
+  const choice = await selectNodeBackend(values.backend === 'cpu' && !values.diagnose ? 'cpu' : 'webgpu');
+  if (values.diagnose || (values.backend !== 'cpu' && choice.backend !== 'webgpu')) {
+    const line = diagnoseVulkan(gatherVulkanFacts(choice.backend === 'webgpu' ? (choice.adapter ?? 'an unnamed adapter') : null, knownLibraries()));
+    if (values.diagnose) return void console.log(line);
+    throw new Error(`no WebGPU here: ${choice.webgpuUnavailable}; ${line}`);
+  }
   const rows: Row[] = [];
   for (const { model } of LAB_WORKLOAD_LIST) {
     for (const share of SHARES[model]) {
@@ -144,7 +164,7 @@ async function main(): Promise<void> {
   }
   const report: Report = {
     generatedAt: new Date().toISOString(),
-    commit: commitOf(),
+    commit: process.env.WEBRING_COMMIT ?? commitOf(),
     versions: { node: process.version, tfjs: tf.version.tfjs },
     machine: { cpu: os.cpus()[0]?.model ?? 'unknown', cores: os.availableParallelism() },
     settings: { timedSteps, warmSteps: WARM_STEPS, optimizer: 'each model\'s task recipe (Adam)' },
