@@ -11,17 +11,15 @@
 import { RECIPE_DEFAULTS } from '../shared/protocol';
 import { LOCAL_STEPS_TARGET_IDS, type Target } from './report-types';
 import { isCompressed, isEveryStep } from './local-steps-protocol';
-import { timeTargets, type ComposedRow, type LocalStepsSummary, type NonIidLine } from './local-steps-report';
+import { SCHOOL_NS, minutes, pct, timeTargets, type ComposedRow, type LocalStepsSummary, type NonIidLine } from './local-steps-report';
 
 const TARGET_BYTES = LOCAL_STEPS_TARGET_IDS[3];
 /** Compressed rounds send at most this share of the bytes of the same rounds in fp16. */
 export const BYTES_GOAL = 0.25;
 /** …and end the default run no more than this many points below them. */
 export const BYTES_FINAL_POINTS = 0.5;
-const SCHOOL_NS = [4, 8];
-
-const pct = (x: number | null | undefined): string => (x == null ? '–' : `${(x * 100).toFixed(2)} %`);
-const minutes = (ms: number | null | undefined): string => (ms == null ? 'not reached' : ms >= 3_600_000 ? `${(ms / 3_600_000).toFixed(2)} h` : `${(ms / 60_000).toFixed(1)} min`);
+/** A composed time, or that the run never got there. */
+const timeTo = (ms: number | null | undefined): string => (ms == null ? 'not reached' : minutes(ms));
 
 interface BytesPair {
   n: number;
@@ -48,7 +46,7 @@ function everyStepLine(s: LocalStepsSummary, network: string, n: number): string
   if (!compressed) return null;
   const whole = rows.find((r) => r.variant === 'every-step');
   const rounds = rows.find((r) => r.variant === `H${RECIPE_DEFAULTS.localSteps}`);
-  return `${network} N = ${n}: every step compressed ${minutes(compressed.timeMs)} to ${(s.threshold * 100).toFixed(0)} % (final ${pct(compressed.finalAccuracy)}), whole ${minutes(whole?.timeMs)} (${pct(whole?.finalAccuracy)}), H${RECIPE_DEFAULTS.localSteps} rounds ${minutes(rounds?.timeMs)}`;
+  return `${network} N = ${n}: every step compressed ${timeTo(compressed.timeMs)} to ${(s.threshold * 100).toFixed(0)} % (final ${pct(compressed.finalAccuracy)}), whole ${timeTo(whole?.timeMs)} (${pct(whole?.finalAccuracy)}), H${RECIPE_DEFAULTS.localSteps} rounds ${timeTo(rounds?.timeMs)}`;
 }
 
 export function bytesTarget(s: LocalStepsSummary): Target {

@@ -49,6 +49,17 @@ export { MAX_RUN };
 /** The order key of collective (run, step, tag): a later collective has a larger key. */
 export const collectiveKey = (run: number, step: number, tag: number): number => run * RUN_SPACE + step * TAG_SPACE + tag;
 
+/**
+ * `out` (a decorator's own options object, reused every sum) with the caller's algorithm and
+ * patience, and `exactTail` floats exact; the decorator sets the wire it sends on.
+ */
+export function passOptions(out: CollectiveOptions, from: CollectiveOptions, exactTail: number): CollectiveOptions {
+  out.algorithm = from.algorithm;
+  out.patienceMs = from.patienceMs;
+  out.exactTail = exactTail;
+  return out;
+}
+
 /** What a poisoned rank's sender writes into its messages (fault injection: tests and the bench only). */
 export type PoisonKind = 'nan' | 'length';
 
@@ -136,8 +147,8 @@ export interface Transfer {
   tag?: number;
 }
 
-/** The collectives of one step's gradient sum, in the order they run (a quantized or factored sum is several). */
-const GRADIENT_SUM_TAGS: ReadonlySet<number> = new Set([COLLECTIVE_TAG.gradientScales, COLLECTIVE_TAG.gradients, COLLECTIVE_TAG.gradientFactorScales, COLLECTIVE_TAG.gradientFactors]);
+/** The collectives of one step's gradient sum, in the order they run (a quantized or factored sum is several): what secure aggregation masks. */
+export const GRADIENT_SUM_TAGS: ReadonlySet<number> = new Set([COLLECTIVE_TAG.gradientScales, COLLECTIVE_TAG.gradients, COLLECTIVE_TAG.gradientFactorScales, COLLECTIVE_TAG.gradientFactors]);
 
 /**
  * The transfer after the collective (step, tag) sent `bytes` in `ms`: added to `last` when

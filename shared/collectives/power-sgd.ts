@@ -18,8 +18,10 @@
  * afresh (Q from a fixed seed, every residual at zero), so survivors and joiners agree on Q
  * without a hand-over. A sum that fails leaves both as they were: the step is summed again.
  */
-import { COLLECTIVE_TAG, type BroadcastChain, type Collective, type CollectiveOptions, type CollectiveTag } from './collective';
+import { COLLECTIVE_TAG, passOptions, type BroadcastChain, type Collective, type CollectiveOptions, type CollectiveTag } from './collective';
 import { mulberry32 } from '../util/random';
+import { quantizedOver } from './quantized-sum';
+import type { StartConfig } from '../protocol';
 
 /** One weight matrix of the flat buffer: `rows` × `cols` floats, row-major, from `offset`. */
 export interface FlatMatrix {
@@ -107,11 +109,14 @@ export function orthonormalise(a: Float32Array, at: number, rows: number, r: num
 }
 
 /**
- * `collective` as the run sums its gradients: factored at `rank` over a model of `shapes`
- * (the replica's weightShapes), or as it is for rank 0 (start config's powerSgdRank).
+ * `collective` as the run sums its gradients (start config's powerSgdRank and sumWordBits):
+ * factored at the rank over a model of `shapes` (the replica's weightShapes), each sum in
+ * words of that width; as it is for 0 and 0.
  */
-export function compressedOver(collective: Collective, rank: number, shapes: ReadonlyArray<readonly number[]>): Collective {
-  return rank > 0 ? new PowerSgdCollective(collective, factorLayout(shapes, rank), rank) : collective;
+export function compressedOver(collective: Collective, config: Pick<StartConfig, 'powerSgdRank' | 'sumWordBits'>, shapes: ReadonlyArray<readonly number[]>): Collective {
+  const words = quantizedOver(collective, config.sumWordBits);
+  const rank = config.powerSgdRank;
+  return rank > 0 ? new PowerSgdCollective(words, factorLayout(shapes, rank), rank) : words;
 }
 
 export class PowerSgdCollective implements Collective {
@@ -200,8 +205,8 @@ export class PowerSgdCollective implements Collective {
     const lastVectors = this.floats.first - (layout.length - this.tailVectorFrom);
     first.set(m.subarray(this.tailVectorFrom), lastVectors);
     first.set(buf.subarray(layout.length), this.floats.first);
-    this.optionsFor(this.firstOptions, options, tail);
-    await this.inner.allReduce(first, step, tag, this.firstOptions);
+    this.firstOptions.wire = options.wire;
+    await this.inner.allReduce(first, step, tag, passOptions(this.firstOptions, options, tail));
 
     // P̂ from the class's P, then this rank's Q' = Mᵀ P̂ and what it leaves out.
     for (const { mat, pAt, qAt } of this.segments) {
@@ -215,8 +220,8 @@ export class PowerSgdCollective implements Collective {
       }
       this.reconstruct(first, pAt, second, qAt, mat, m, this.nextResidual);
     }
-    this.optionsFor(this.secondOptions, options, 0);
-    await this.inner.allReduce(second, step, COLLECTIVE_TAG.gradientFactors, this.secondOptions);
+    this.secondOptions.wire = options.wire;
+    await this.inner.allReduce(second, step, COLLECTIVE_TAG.gradientFactors, passOptions(this.secondOptions, options, 0));
 
     // The class's sum ≈ P̂ Q'ᵀ; the vectors and the tail came whole. Commit Q and the residual.
     for (const { mat, vectorFrom, vectorAt, pAt, qAt } of this.segments) {
@@ -233,13 +238,6 @@ export class PowerSgdCollective implements Collective {
     this.sentFloats += this.floats.first + this.floats.second;
   }
 
-  /** The caller's algorithm, wire and patience, with `tail` floats exact: the same object every sum. */
-  private optionsFor(out: CollectiveOptions, from: CollectiveOptions, tail: number): void {
-    out.algorithm = from.algorithm;
-    out.wire = from.wire;
-    out.patienceMs = from.patienceMs;
-    out.exactTail = tail;
-  }
 
   /**
    * P̂ Q'ᵀ into the matrix's place in `out`, or, given `minus`, `minus` − P̂ Q'ᵀ (the residual

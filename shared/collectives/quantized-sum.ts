@@ -25,7 +25,7 @@
  * What a sum reveals beyond the class's sum: S, the sum of the ranks' largest magnitudes per
  * block (masked alike under secure aggregation, so no rank's own is seen).
  */
-import { COLLECTIVE_TAG, type BroadcastChain, type Collective, type CollectiveOptions, type CollectiveTag } from './collective';
+import { COLLECTIVE_TAG, passOptions, type BroadcastChain, type Collective, type CollectiveOptions, type CollectiveTag } from './collective';
 import { wordsOf } from './words';
 import type { SumWordBits } from '../protocol';
 
@@ -67,8 +67,6 @@ interface TagState {
 export class QuantizedCollective implements Collective {
   readonly rank: number;
   readonly worldSize: number;
-  /** Bytes this rank sent through the inner collective for its sums (scales and words), the tails not counted; for the bench. */
-  sentBytes = 0;
   /** Values clamped to the grid's bound over the collective's life (their excess waits in the residual). */
   clamped = 0;
   private readonly states = new Map<CollectiveTag, TagState>();
@@ -121,8 +119,7 @@ export class QuantizedCollective implements Collective {
       own[b] = Math.min(SCALE_BOUND, Math.ceil(largest / SCALE_GRID) * SCALE_GRID);
     }
     scales.set(own);
-    this.copyOptions(this.scaleOptions, options, 0);
-    await this.inner.allReduce(scales, step, scaleTag, this.scaleOptions);
+    await this.inner.allReduce(scales, step, scaleTag, passOptions(this.scaleOptions, options, 0));
 
     const w = wordsOf(words);
     const levels = this.levels;
@@ -141,8 +138,7 @@ export class QuantizedCollective implements Collective {
       }
     }
     words.set(buf.subarray(head), head);
-    this.copyOptions(this.wordOptions, options, tail);
-    await this.inner.allReduce(words, step, tag, this.wordOptions);
+    await this.inner.allReduce(words, step, tag, passOptions(this.wordOptions, options, tail));
 
     // The class's sum: the low b bits of each word as a signed integer, on the agreed grid.
     const shift = 32 - this.bits;
@@ -153,7 +149,6 @@ export class QuantizedCollective implements Collective {
     buf.set(words.subarray(head), head);
     state.owed = next;
     state.next = owed;
-    this.sentBytes += blocks * 4 + (head * this.bits) / 8;
   }
 
   private stateOf(tag: CollectiveTag, head: number): TagState {
@@ -166,10 +161,4 @@ export class QuantizedCollective implements Collective {
     return state;
   }
 
-  /** The caller's algorithm and patience, with `tail` floats exact: the same object every sum. */
-  private copyOptions(out: CollectiveOptions, from: CollectiveOptions, tail: number): void {
-    out.algorithm = from.algorithm;
-    out.patienceMs = from.patienceMs;
-    out.exactTail = tail;
-  }
 }

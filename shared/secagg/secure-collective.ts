@@ -23,7 +23,7 @@
  * revealed and none is used twice. A step retried on the same collective counts as a new
  * attempt, with new masks.
  */
-import { COLLECTIVE_TAG, type BroadcastChain, type Collective, type CollectiveOptions, type CollectiveTag } from '../collectives/collective';
+import { COLLECTIVE_TAG, GRADIENT_SUM_TAGS, passOptions, type BroadcastChain, type Collective, type CollectiveOptions, type CollectiveTag } from '../collectives/collective';
 import { wordsOf } from '../collectives/words';
 import { WebringError } from '../protocol/errors';
 import { MIN_SECURE_MEMBERS } from '../protocol';
@@ -34,9 +34,6 @@ import { graphSeed, maskPartners } from './mask-graph';
 import { pairMask } from './pair-keys';
 
 export { MIN_SECURE_MEMBERS };
-
-/** The sums that carry a rank's gradient, in any form: the ones masked. */
-const MASKED_TAGS: ReadonlySet<CollectiveTag> = new Set([COLLECTIVE_TAG.gradientScales, COLLECTIVE_TAG.gradients, COLLECTIVE_TAG.gradientFactorScales, COLLECTIVE_TAG.gradientFactors]);
 
 /** `dst[i] = src[i] + mask[i]` modulo 2^32 for i < length: a quantized sum's words, masked. */
 function addWords(src: Uint32Array, mask: Uint32Array, dst: Uint32Array, length: number): void {
@@ -130,7 +127,7 @@ export class SecureCollective implements Collective {
     // Alone, nothing leaves the device: there is nobody to mask against. PowerSGD's factors
     // (gradientFactors, the step's second sum) and a quantized sum's scales are a rank's
     // gradient too: masked alike, each as a further attempt of the step, so with masks of their own.
-    if (!MASKED_TAGS.has(tag) || this.worldSize === 1) return this.inner.allReduce(buf, step, tag, options);
+    if (!GRADIENT_SUM_TAGS.has(tag) || this.worldSize === 1) return this.inner.allReduce(buf, step, tag, options);
     return this.secureSum(buf, step, tag, options);
   }
 
@@ -175,10 +172,7 @@ export class SecureCollective implements Collective {
     w[head] = 1 + mask[head]!;
     scratch.set(buf.subarray(head), words);
     this.wordOptions.wire = narrow ? wire : 'u32';
-    this.wordOptions.exactTail = tail;
-    this.wordOptions.algorithm = options.algorithm;
-    this.wordOptions.patienceMs = options.patienceMs;
-    await this.inner.allReduce(scratch, step, tag, this.wordOptions);
+    await this.inner.allReduce(scratch, step, tag, passOptions(this.wordOptions, options, tail));
     // A narrow sum is only its low bits (wire.ts): so is its check word, and N ≤ 32 fits in 8.
     const check = wire === 'u8' ? w[head]! & 0xff : wire === 'u16' ? w[head]! & 0xffff : w[head];
     if (check !== n) {

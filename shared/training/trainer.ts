@@ -10,7 +10,6 @@
  */
 import { COLLECTIVE_TAG, type Collective, type CollectiveOptions } from '../collectives/collective';
 import { compressedOver } from '../collectives/power-sgd';
-import { quantizedOver } from '../collectives/quantized-sum';
 import type { DataCursor, GlobalBatch } from '../data/batch-plan';
 import { stepsRemaining } from '../data/sharding';
 import type { DataSource, EpochRoster } from '../data/data-source';
@@ -98,7 +97,7 @@ export class Trainer {
     this.clock = options.clock ?? systemClock;
     this.faults = options.faults ?? null;
     this.replica = options.replica ?? new LocalReplica({ config: replicaRecipe(config) });
-    this.collective = compressedOver(quantizedOver(collective, config.sumWordBits), config.powerSgdRank, this.replica.weightShapes);
+    this.collective = compressedOver(collective, config, this.replica.weightShapes);
     this.schedule = new LearningRateSchedule(replicaRecipe(config));
     this.balancer = new ShareBalancer(config.balanceShares);
     this.balancer.reset(collective.worldSize);
@@ -206,7 +205,7 @@ export class Trainer {
    * them to the joiners: the class does not stop to probe its links again.
    */
   setCollective(collective: Collective, options: { keepLinkModels?: boolean; probeMsPerExample?: ArrayLike<number> | null } = {}): void {
-    this.collective = compressedOver(quantizedOver(collective, this.config.sumWordBits), this.config.powerSgdRank, this.replica.weightShapes);
+    this.collective = compressedOver(collective, this.config, this.replica.weightShapes);
     this.lastReduceEnd = null;
     this.links.reset(options.keepLinkModels ?? false);
     this.buffers.bind(collective.worldSize);
