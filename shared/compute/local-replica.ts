@@ -12,7 +12,8 @@ import { buildModel, buildOptimizer, predictBatch } from './models';
 import { TrainableWeights } from './trainable-weights';
 import { createOptimizerSlots, loadOptimizerWeights, optimizerStateLength } from './optimizer-state';
 import { flatOptimizer, type FlatOptimizer } from './flat-optimizer';
-import type { Applied, Examples, Gradients, Replica, ReplicaSnapshot, TaskReplicaSpec, Scored } from './replica';
+import type { Applied, Examples, Gradients, Replica, ReplicaSnapshot, RoundLeg, RoundLegDone, TaskReplicaSpec, Scored } from './replica';
+import { DeviceRound, holdThread } from './device-round';
 import { artifactsOf, concatBuffers, specsOf } from './weight-bytes';
 
 export class LocalReplica implements Replica {
@@ -28,6 +29,10 @@ export class LocalReplica implements Replica {
   /** Numbers in one example, and one example's shape (the task's). */
   private readonly features: number;
   private readonly exampleShape: readonly number[];
+  /** Local steps' rounds, on the device through tfjs's optimizer; the fused state is the round start's throughout. */
+  private readonly round: DeviceRound;
+  /** The host place's copy of the inner optimizer (device-round.ts), and the scratch its state is copied through. */
+  private roundOptimizer: { optimizer: FlatOptimizer; state: Float32Array } | null = null;
 
   constructor(spec: TaskReplicaSpec) {
     const { config } = spec;
@@ -45,6 +50,24 @@ export class LocalReplica implements Replica {
     this.weightShapes = this.weights.variables.map((v) => [...v.shape]);
     // The weights, the optimizer's slots, and its iteration count last.
     this.stateLength = total + optimizerStateLength(config.optimizer, total) + 1;
+    this.round = new DeviceRound({
+      weights: this.weights,
+      optimizer: this.optimizer,
+      rowFloats: this.features,
+      busyComputeMs: spec.busyComputeMs ?? 0,
+      place: spec.roundPlace ?? null,
+      backprop: (examples) => this.backprop(examples),
+      hostOptimizer: () => {
+        const copy = (this.roundOptimizer ??= { optimizer: flatOptimizer(config.optimizer, total), state: new Float32Array(this.fused.stateLength) });
+        this.fused.readState(copy.state, 0);
+        copy.optimizer.writeState(copy.state, 0);
+        copy.optimizer.iterations = this.fused.iterations;
+        return copy.optimizer;
+      },
+      // tfjs's slots start each round from the fused state; after it, the fused state is still the class's and the slots are rewritten from it before they are read (snapshot).
+      beginRound: async () => this.fused.toOptimizer(this.optimizer),
+      endRound: async () => {},
+    });
   }
 
   async computeGradients(examples: Examples, flat: Float32Array): Promise<Gradients> {
@@ -91,6 +114,10 @@ export class LocalReplica implements Replica {
 
   applyGradients(flat: Float32Array, learningRate: number): Promise<Applied> {
     return this.weights.applyFused(this.fused, flat, learningRate);
+  }
+
+  trainRound(leg: RoundLeg): Promise<RoundLegDone> {
+    return this.round.leg(leg);
   }
 
   async score({ features, labels, n }: Examples): Promise<Scored> {
@@ -187,10 +214,6 @@ export class LocalReplica implements Replica {
     await this.fused.fromOptimizer(this.optimizer);
   }
 
-  setDrift(drift: Float32Array | null): Promise<void> {
-    return this.weights.setDrift(drift);
-  }
-
   async nudge(): Promise<void> {
     await this.weights.idle();
     this.weights.nudge();
@@ -200,10 +223,4 @@ export class LocalReplica implements Replica {
     this.optimizer.dispose();
     this.model.dispose();
   }
-}
-
-/** Busy-waits `ms`: a compute that holds its thread, as slow maths does (the busyComputeMs fault). */
-export function holdThread(ms: number): void {
-  const end = performance.now() + ms;
-  while (performance.now() < end);
 }

@@ -14,10 +14,10 @@ import * as tf from '@tensorflow/tfjs';
 import { WebringError } from '../protocol/errors';
 import { threadsNow } from '../util/clock';
 import { TrainableWeights } from './trainable-weights';
-import { holdThread } from './local-replica';
+import { DeviceRound, holdThread } from './device-round';
 import { artifactsOf, concatBuffers, specsOf } from './weight-bytes';
 import { registeredLoss, rowLength, sizeOf, SUPPORTED_OPTIMIZERS, type ProgramModel } from './program-model';
-import type { Applied, Examples, Gradients, Replica, ReplicaSnapshot, Scored } from './replica';
+import type { Applied, Examples, Gradients, Replica, ReplicaSnapshot, RoundLeg, RoundLegDone, Scored } from './replica';
 
 /** One of an optimizer's weights as getWeights gives them and setWeights takes them. */
 type OptimizerWeight = Parameters<tf.Optimizer['setWeights']>[0][number];
@@ -47,6 +47,10 @@ export class ModelReplica implements Replica {
   private readonly row: number;
   /** Each input's and target's numbers of a batch, by part (tensors()). */
   private readonly partBuffers: Float32Array[] = [];
+  /** Local steps' rounds on the device, through this model's own optimizer. */
+  private readonly round: DeviceRound;
+  /** The optimizer's weights (iterations first) and hidden scalars at the open round's start, which it trains away from: copies. */
+  private roundStart: { weights: OptimizerWeight[]; hidden: tf.Tensor[] } | null = null;
 
   private constructor(
     private readonly program: ProgramModel,
@@ -65,6 +69,37 @@ export class ModelReplica implements Replica {
     this.row = rowLength(program);
     // The weights, the optimizer's slots, its hidden scalars, and its iteration count last.
     this.stateLength = total + slotShapes.reduce((n, shape) => n + sizeOf(shape), 0) + this.hiddenState().length + 1;
+    this.round = new DeviceRound({
+      weights: this.weights,
+      optimizer,
+      rowFloats: this.row,
+      busyComputeMs,
+      // A program's optimizer is tfjs's own, on any backend: there is no fused update to run on the host.
+      place: 'device',
+      backprop: (examples) => ({ ...this.backprop(examples), correct: null }),
+      beginRound: () => this.keepRoundStart(),
+      endRound: (restore) => this.endRound(restore),
+    });
+  }
+
+  /** The optimizer's state the round starts from, kept as copies (a state read during the round gives them). */
+  private async keepRoundStart(): Promise<void> {
+    const [iterations, ...slots] = await this.optimizer.getWeights();
+    this.roundStart = { weights: [iterations!, ...slots.map((s) => ({ name: s.name, tensor: s.tensor.clone() }))], hidden: this.hiddenState().map((v) => v.clone()) };
+  }
+
+  private async endRound(restore: boolean): Promise<void> {
+    const start = this.roundStart;
+    this.roundStart = null;
+    if (!start) return;
+    if (!restore) {
+      tf.dispose([...start.weights.map((w) => w.tensor), ...start.hidden]);
+      return;
+    }
+    const hidden = this.hiddenState();
+    tf.tidy(() => hidden.forEach((v, i) => v.assign(start.hidden[i]!)));
+    tf.dispose(start.hidden);
+    await this.replaceOptimizerWeights(start.weights);
   }
 
   /**
@@ -131,14 +166,19 @@ export class ModelReplica implements Replica {
     return Array.isArray(out) ? out : [out];
   }
 
+  /** Forward and backward over the examples, with a SUM loss; the caller disposes what it returns. */
+  private backprop(examples: Examples): { value: tf.Scalar; grads: tf.NamedTensorMap } {
+    return tf.tidy(() => {
+      const { inputs, targets } = this.tensors(examples.features, examples.n);
+      return tf.variableGrads(() => this.lossSum(targets, this.forward(inputs, true)), this.weights.variables);
+    });
+  }
+
   async computeGradients(examples: Examples, flat: Float32Array): Promise<Gradients> {
     const startedAt = threadsNow();
     const t0 = performance.now();
     if (this.busyComputeMs) holdThread(this.busyComputeMs);
-    const { value, grads } = tf.tidy(() => {
-      const { inputs, targets } = this.tensors(examples.features, examples.n);
-      return tf.variableGrads(() => this.lossSum(targets, this.forward(inputs, true)), this.weights.variables);
-    });
+    const { value, grads } = this.backprop(examples);
     let result: Gradients;
     try {
       const loss = (await value.data())[0]!;
@@ -157,6 +197,10 @@ export class ModelReplica implements Replica {
 
   applyGradients(flat: Float32Array, learningRate: number): Promise<Applied> {
     return this.weights.applyGradients(this.optimizer, flat, learningRate);
+  }
+
+  trainRound(leg: RoundLeg): Promise<RoundLegDone> {
+    return this.round.leg(leg);
   }
 
   async score({ features, labels, n }: Examples): Promise<Scored> {
@@ -197,17 +241,20 @@ export class ModelReplica implements Replica {
     return this.weights.read();
   }
 
+  /** The state; during a round, the one it started from (the weights' mirror keeps theirs). */
   async readState(): Promise<Float32Array> {
-    const [iterations, ...slots] = await this.optimizer.getWeights();
     const out = new Float32Array(this.stateLength);
     out.set(await this.weights.read(), 0);
+    const start = this.roundStart;
+    const [iterations, ...slots] = start ? start.weights : await this.optimizer.getWeights();
+    const hidden = start ? start.hidden : this.hiddenState();
     let at = this.parameterCount;
-    for (const vals of await Promise.all([...slots, ...this.hiddenState().map((tensor) => ({ tensor }))].map((s) => s.tensor.data() as Promise<Float32Array>))) {
+    for (const vals of await Promise.all([...slots.map((s) => s.tensor), ...hidden].map((t) => t.data() as Promise<Float32Array>))) {
       out.set(vals, at);
       at += vals.length;
     }
     out[at] = (await iterations!.tensor.data())[0]!;
-    iterations!.tensor.dispose();
+    if (!start) iterations!.tensor.dispose();
     return out;
   }
 
@@ -260,10 +307,6 @@ export class ModelReplica implements Replica {
     this.weights.load(snapshot.weightSpecs, snapshot.weights, 'model');
     const opt = tf.io.decodeWeights(snapshot.optimizerData.slice().buffer, snapshot.optimizerSpecs);
     await this.replaceOptimizerWeights(snapshot.optimizerSpecs.map((s) => ({ name: s.name, tensor: opt[s.name]! })));
-  }
-
-  setDrift(drift: Float32Array | null): Promise<void> {
-    return this.weights.setDrift(drift);
   }
 
   async nudge(): Promise<void> {

@@ -39,23 +39,27 @@ export interface Examples {
   n: number;
 }
 
-/** What a gradient computation returns: the buffers back, the summed loss and correct count, and where the time went. */
-export interface Gradients {
-  /** The buffer that was passed, holding the gradient sums in [0, parameterCount). */
-  flat: Float32Array;
-  features: Float32Array;
-  labels: Int32Array;
+/** What a call that trains reports besides its buffers: the summed loss and correct count, and where the time went. */
+export interface TrainingReport {
   /** Sum of the examples' losses, and how many the model got right. */
   loss: number;
   correct: number;
-  /** Forward and backward on the device, then reading the gradients back. */
+  /** The maths on the device, then reading its result back (the gradients; a round's local weights). */
   computeMs: number;
   readbackMs: number;
   /** When the replica began and ended the call, disposal included (threadsNow): outside it, the time went on the crossing. */
   startedAt: number;
   endedAt: number;
-  /** Tensors alive in the replica's tfjs engine after the step. */
+  /** Tensors alive in the replica's tfjs engine after the call. */
   numTensors: number;
+}
+
+/** What a gradient computation returns: the buffers back, and its report. */
+export interface Gradients extends TrainingReport {
+  /** The buffer that was passed, holding the gradient sums in [0, parameterCount). */
+  flat: Float32Array;
+  features: Float32Array;
+  labels: Int32Array;
 }
 
 /** What applying the gradients returns: the buffer back, the new weights' hash, and when the replica began and ended it (threadsNow). */
@@ -68,6 +72,41 @@ export interface Applied {
   appliedAt: number;
   endedAt: number;
 }
+
+/**
+ * Where a local-steps round's updates run (device-round.ts): as the backend's kernels on
+ * the device, or as the fused pass on a copy of the weights in the replica's thread.
+ */
+export type RoundPlace = 'device' | 'host';
+
+/**
+ * A leg of a local-steps round (shared/training/local-rounds.ts): up to `capacity` local
+ * steps' examples, which the replica trains one after another with no crossing between
+ * them, so that in a compute thread a round costs one message there and one back per leg
+ * (a default round is one leg). Step s's examples are rows [s·stride, s·stride + counts[s])
+ * of `features` (F floats each) and `labels`.
+ */
+export interface RoundLeg {
+  features: Float32Array;
+  labels: Int32Array;
+  /** Each step's examples (0: this rank sat the step out), and its inner learning rate. */
+  counts: Int32Array;
+  rates: Float32Array;
+  /** The steps of this leg, at most counts.length. */
+  steps: number;
+  /** Examples a step's rows may hold. */
+  stride: number;
+  /** The round's first leg: the replica notes the state it starts from. */
+  first: boolean;
+  /** With the first leg: added to the weights after every trained step of the round (drift-correction.ts); null for none. */
+  drift: Float32Array | null;
+  /** The round's last leg: the local weights go into `weights`, and the replica is back at the state the round started from. */
+  last: boolean;
+  weights: Float32Array;
+}
+
+/** What a leg returns: its buffers back, and its steps' report (compute: their forward, backward and updates). */
+export type RoundLegDone = Pick<RoundLeg, 'features' | 'labels' | 'counts' | 'rates' | 'weights' | 'drift'> & TrainingReport;
 
 /** What scoring a batch returns: the buffers back, the examples predicted right, and their summed loss. */
 export interface Scored {
@@ -91,6 +130,13 @@ export interface Replica {
   computeGradients(examples: Examples, flat: Float32Array): Promise<Gradients>;
   /** Applies `flat[0, parameterCount)` (the mean gradient) through the optimizer at `learningRate`; the buffer comes back. */
   applyGradients(flat: Float32Array, learningRate: number): Promise<Applied>;
+  /**
+   * Trains a leg of a local-steps round: each step's mean gradient through the optimizer at
+   * its rate, then the drift. Until the last leg ends, the weights' hash, a state read and a
+   * checkpoint see the state the round started from; the last leg returns the local weights
+   * and leaves the replica there. A failed leg leaves it there too.
+   */
+  trainRound(leg: RoundLeg): Promise<RoundLegDone>;
   /** How many of the first `n` examples the model predicts right, and their summed loss (nats): the evaluation. */
   score(examples: Examples): Promise<Scored>;
   /**
@@ -114,12 +160,6 @@ export interface Replica {
   load(snapshot: Pick<ReplicaSnapshot, 'weightSpecs' | 'weights' | 'optimizerSpecs' | 'optimizerData'>): Promise<void>;
   /** Nudges one weight, as numeric drift between backends would (an injected fault). */
   nudge(): Promise<void>;
-  /**
-   * From the next update on, each update also adds `drift` (one float per weight, the flat
-   * layout) to the weights, until it is set to null: local steps' drift correction
-   * (shared/training/drift-correction.ts). The replica keeps the array: the caller gives it up.
-   */
-  setDrift(drift: Float32Array | null): Promise<void>;
   dispose(): Promise<void>;
 }
 
@@ -134,6 +174,8 @@ export interface TaskReplicaSpec {
    * a device whose maths is slow does (in a thread, the network side still answers).
    */
   busyComputeMs?: number;
+  /** Where a local-steps round's updates run; unset: by the backend (device-round.ts). A test or a bench sets it to compare the two. */
+  roundPlace?: RoundPlace;
 }
 
 /** A program's own compiled model, described for the maths thread (program-model.ts, model-replica.ts). */

@@ -8,7 +8,7 @@
 import { WebringError } from '../protocol/errors';
 import type { Backend, DeviceClass, DeviceProbe } from '../protocol';
 import type { BackendInfo, Compute, ProbeWorkload } from './compute';
-import type { Applied, Examples, Gradients, Replica, ReplicaSnapshot, ReplicaSpec, Scored } from './replica';
+import type { Applied, Examples, Gradients, Replica, ReplicaSnapshot, ReplicaSpec, RoundLeg, RoundLegDone, Scored } from './replica';
 import { buffersOf, type ComputeReply, type ComputeRequest, type CreateReply, type ReplicaMethod, type ThreadPort } from './thread-messages';
 
 /** The caller's port also learns when the thread is gone (it failed to load, or crashed). */
@@ -127,6 +127,11 @@ class ThreadReplica implements Replica {
     return applied;
   }
 
+  /** The leg's buffers cross by transfer and come back; the class's state (and so the known hash) is the round start's throughout. */
+  trainRound(leg: RoundLeg): Promise<RoundLegDone> {
+    return this.call('trainRound', [leg], true);
+  }
+
   score(examples: Examples): Promise<Scored> {
     return this.call('score', [examples], true);
   }
@@ -165,10 +170,6 @@ class ThreadReplica implements Replica {
 
   nudge(): Promise<void> {
     return this.changing('nudge', []);
-  }
-
-  setDrift(drift: Float32Array | null): Promise<void> {
-    return this.call('setDrift', [drift]);
   }
 
   dispose(): Promise<void> {

@@ -11,7 +11,7 @@ import type { Replica } from './replica';
 import { buffersOf, type ComputeReply, type ComputeRequest, type CreateReply, type ThreadPort } from './thread-messages';
 
 /** Replica methods whose buffers the reply hands back by transfer: a step's, and the bulk reads. */
-const TRANSFERS_REPLY: ReadonlySet<string> = new Set(['computeGradients', 'applyGradients', 'score', 'readWeights', 'readState', 'snapshot']);
+const TRANSFERS_REPLY: ReadonlySet<string> = new Set(['computeGradients', 'applyGradients', 'trainRound', 'score', 'readWeights', 'readState', 'snapshot']);
 
 export function serveCompute(port: ThreadPort, selectBackend: (preferred: Backend | null) => Promise<BackendInfo>): void {
   let compute: LocalCompute | null = null;

@@ -5,6 +5,8 @@
  * and checked against a checkpoint's, and their fingerprint. The fused update keeps a copy
  * of the weights beside the device, so that neither the update nor the hash reads them
  * back; a tfjs optimizer's update is read back only when the weights are next needed.
+ * While a local-steps round trains the variables on the device (device-round.ts), the
+ * mirror keeps the weights the round started from.
  * LocalReplica (the tasks' models, fused) and ModelReplica (a program's, tfjs) share it.
  */
 import * as tf from '@tensorflow/tfjs';
@@ -36,8 +38,12 @@ export class TrainableWeights {
    * Readers and writers queue behind it, as tfjs's ops queue behind the device's.
    */
   private queue: Promise<unknown> = Promise.resolve();
-  /** Added to every weight after each update (Replica.setDrift): local steps' drift correction. */
-  private drift: Float32Array | null = null;
+  /**
+   * A local-steps round holds the device's variables (device-round.ts): they train away
+   * from the weights while the mirror keeps the weights the round started from, which the
+   * hash and a state read give until the round closes.
+   */
+  private round = false;
 
   constructor(model: tf.LayersModel) {
     this.variables = model.trainableWeights.map((w) => (w as unknown as { val: tf.Variable }).val);
@@ -49,10 +55,35 @@ export class TrainableWeights {
     this.count = total;
   }
 
-  /** The weights changed outside apply() (a state or a checkpoint written, a fault). */
+  /** The weights changed outside apply() (a state or a checkpoint written, a fault): an open round is over. */
   changed(): void {
     this.version++;
     this.mirror = null;
+    this.round = false;
+  }
+
+  /** Runs `work` alone on the weights, after everything queued before it: a round's leg. */
+  exclusive<T>(work: () => Promise<T>): Promise<T> {
+    return this.queued(work);
+  }
+
+  /** Whether a round holds the variables: none has closed it, and no state was written since it opened. */
+  get roundOpen(): boolean {
+    return this.round;
+  }
+
+  /** Inside `exclusive`: a round opens; the mirror holds the weights it starts from (read back once if it has none), and is returned (not to be changed). */
+  async openRound(): Promise<Float32Array> {
+    if (!this.mirror) this.mirror = await this.readDevice();
+    this.round = true;
+    return this.mirror;
+  }
+
+  /** Inside `exclusive`: the round is over, and the variables go back to the weights it started from (the hash stays valid). */
+  closeRound(): void {
+    if (!this.round) return;
+    this.round = false;
+    this.assignFrom(this.mirror!);
   }
 
   /** Reads `grads` (by variable name) into `flat[0, count)`, every variable at once: the GPU queue overlaps the copies. */
@@ -82,18 +113,8 @@ export class TrainableWeights {
         named[v.name] = tf.tensor(flat.subarray(off, off + v.size), v.shape, 'float32');
       });
       optimizer.applyGradients(named);
-      const drift = this.drift;
-      if (drift) this.variables.forEach((v, i) => v.assign(v.add(tf.tensor(drift.subarray(this.offsets[i]!, this.offsets[i]! + v.size), v.shape, 'float32'))));
     });
     this.changed();
-  }
-
-  /** Replica.setDrift: from the next update on, each update also adds `drift` (the flat layout) to the weights; null stops it. */
-  setDrift(drift: Float32Array | null): Promise<void> {
-    return this.queued(() => {
-      if (drift !== null && drift.length !== this.count) throw new WebringError('ERR_BAD_DATA', `a drift of ${drift.length} floats, the model has ${this.count} weights`);
-      this.drift = drift;
-    });
   }
 
   /**
@@ -106,8 +127,6 @@ export class TrainableWeights {
       const startedAt = threadsNow();
       const weights = this.mirror ?? (await this.readDevice());
       optimizer.apply(weights, flat.subarray(0, this.count), learningRate);
-      const drift = this.drift;
-      if (drift) for (let i = 0; i < drift.length; i++) weights[i] = weights[i]! + drift[i]!;
       this.upload(weights);
       const appliedAt = threadsNow();
       const weightsHash = await this.hashNow();
@@ -142,6 +161,14 @@ export class TrainableWeights {
   }
 
   private upload(values: Float32Array): void {
+    this.assignFrom(values);
+    this.mirror = values;
+    this.version++;
+    this.round = false;
+  }
+
+  /** Sets the variables from `values` (the flat layout, copied); the mirror and the hash do not follow: a round's local weights (device-round.ts), or the mirror itself. */
+  assignFrom(values: Float32Array): void {
     tf.tidy(() => {
       this.variables.forEach((v, i) => {
         const off = this.offsets[i]!;
@@ -150,8 +177,6 @@ export class TrainableWeights {
         v.assign(tf.tensor(values.slice(off, off + v.size), v.shape, 'float32'));
       });
     });
-    this.mirror = values;
-    this.version++;
   }
 
   /** The weights' fingerprint (shared/util/weights-hash.ts); cached until they change. */

@@ -13,6 +13,10 @@
  *   the same plan (balanced shares, own data), so each epoch's examples are trained once;
  *   a slow device takes a smaller slice of every local step, as it does of every step. A
  *   round ends with its epoch (the evaluation closes it) and at maxSteps.
+ * - the device: a local step stays on it. The replica trains the round's steps as the
+ *   backend's kernels (compute/device-round.ts), with no gradient read back and no
+ *   crossing to this thread until the round ends (round-legs.ts: one message there and
+ *   one back a round, in legs only when its examples pass 16 MB).
  * - the replicas: outside a round every replica stands at the weights of the last sync and
  *   the inner optimizer's state of the round's start, so they are bit-identical after
  *   every outer step, the hash is compared every round, and the hand-over and the
@@ -35,6 +39,7 @@ import { OuterOptimizer } from './outer-optimizer';
 import type { SyncModeRun, TurnHost, TurnWork } from './sync-mode-run';
 import { DEFAULT_COLLECTIVE_TIMEOUT_MS } from '../collectives/ring-allreduce';
 import { DriftCorrection } from './drift-correction';
+import { RoundLegs } from './round-legs';
 
 /**
  * A round's all-reduce waits for every rank's whole round of compute: this many times the
@@ -72,6 +77,8 @@ export class LocalRounds implements SyncModeRun {
   private readonly exampleScale: number;
   /** This device's drift correction, when the run corrects drift; null otherwise. */
   private readonly correction: DriftCorrection | null;
+  /** The round's examples on their way to the replica, made at the first round (the data source's sizes are known by then). */
+  private legs: RoundLegs | null = null;
 
   constructor(
     private readonly host: TurnHost,
@@ -87,16 +94,16 @@ export class LocalRounds implements SyncModeRun {
 
   async contribute(rank: number, worldSize: number): Promise<TurnWork> {
     const { host } = this;
-    const { position, buffers, replica } = host;
+    const { position, buffers, replica, clock } = host;
     await buffers.settle();
     // The weights of the last sync and the inner state every round starts from.
     this.start = await replica.readState();
     const finishing = position.finishing;
     if (finishing) return this.finish(finishing.end, finishing.steps);
     const step = position.step;
-    const limit = this.config.maxSteps === undefined ? this.config.localSteps : Math.min(this.config.localSteps, this.config.maxSteps - step);
-    const facts = host.facts;
-    const timing = host.timing;
+    const limit = Math.max(1, this.config.maxSteps === undefined ? this.config.localSteps : Math.min(this.config.localSteps, this.config.maxSteps - step));
+    const { facts, timing } = host;
+    const legs = (this.legs ??= new RoundLegs(this.parameterCount, buffers.features.length / host.data.maxShardExamples, host.data.maxShardExamples, this.config.localSteps));
     const sum = { loss: 0, correct: 0, dataMs: 0, computeMs: 0, readbackMs: 0, crossMs: 0 };
     let cursor = position.cursor;
     let first: GlobalBatch | null = null;
@@ -104,44 +111,54 @@ export class LocalRounds implements SyncModeRun {
     let trained = 0;
     let trainedSteps = 0;
     const drift = this.correction?.drift() ?? null;
-    if (drift) await replica.setDrift(drift);
+    let opened = false;
+    let ended = false;
+    let finished = false;
     try {
-      while (steps < Math.max(1, limit)) {
-        const batch = host.nextBatch(cursor);
-        first ??= batch;
-        host.endSitOut();
-        const n = batch.slices[rank]! > 0 ? await host.computeGradients(batch, rank) : 0;
-        if (n > 0) {
-          sum.loss += facts.loss;
-          sum.correct += facts.correct;
-          sum.dataMs += timing.dataMs;
-          sum.computeMs += timing.computeMs;
-          sum.readbackMs += timing.readbackMs;
-          sum.crossMs += timing.crossMs;
-          // The mean over its own examples, through the inner optimizer, at this step's rate.
-          buffers.mean(n);
-          await buffers.apply(replica, host.rateAt(step + steps, worldSize));
+      // The round's steps in legs (a default round is one): the network thread reads each
+      // step's shard, and the replica trains a leg's steps on the device without a crossing.
+      while (!ended) {
+        const tData = clock.now();
+        let k = 0;
+        while (k < legs.capacity && !ended) {
+          const batch = host.nextBatch(cursor);
+          first ??= batch;
+          host.endSitOut();
+          const slot = legs.slot(k);
+          const n = batch.slices[rank]! > 0 ? await host.data.readShard(batch, rank, slot.features, slot.labels) : 0;
+          legs.set(k, n, host.rateAt(step + steps, worldSize));
+          trained += n;
+          if (n > 0) trainedSteps++;
+          steps++;
+          k++;
+          cursor = advance(batch, host.data.trainCount);
+          // A round ends with its epoch (the evaluation that closes it runs between turns), or after its steps.
+          ended = steps >= limit || cursor.epoch !== batch.epoch;
         }
-        trained += n;
-        if (n > 0) trainedSteps++;
-        steps++;
-        cursor = advance(batch, host.data.trainCount);
-        // A round ends with its epoch: the evaluation that closes it runs between turns.
-        if (cursor.epoch !== batch.epoch) break;
+        sum.dataMs += clock.now() - tData;
+        const done = await legs.train(replica, k, { first: !opened, last: ended, drift: opened ? null : drift });
+        opened = true;
+        finished = ended;
+        sum.loss += done.loss;
+        sum.correct += done.correct;
+        sum.computeMs += done.computeMs;
+        sum.readbackMs += done.readbackMs;
+        sum.crossMs += done.crossMs;
+        buffers.numTensors = done.numTensors;
       }
-      await buffers.settle();
-      const local = await replica.readWeights();
-      const anchor = this.start;
-      const change = this.change;
-      const weight = trained / this.exampleScale;
-      for (let i = 0; i < change.length; i++) change[i] = (anchor[i]! - local[i]!) * weight;
-      if (trainedSteps > 0) this.correction?.trained(anchor, local, trainedSteps);
-      else this.correction?.reset();
     } finally {
-      if (drift) await replica.setDrift(null);
-      // Back to the class's state: a hand-over, a hash or a checkpoint never sees local weights.
-      await replica.writeState(this.start);
+      // A round that did not finish (a data source or the replica failed): back to the
+      // class's state, so a hand-over, a hash or a checkpoint never sees local weights. A
+      // finished round's last leg left the replica there.
+      if (!finished) await replica.writeState(this.start);
     }
+    const local = legs.weights;
+    const anchor = this.start;
+    const change = this.change;
+    const weight = trained / this.exampleScale;
+    for (let i = 0; i < change.length; i++) change[i] = (anchor[i]! - local[i]!) * weight;
+    if (trainedSteps > 0) this.correction?.trained(anchor, local, trainedSteps);
+    else this.correction?.reset();
     buffers.flat.set(this.change);
     Object.assign(timing, { dataMs: sum.dataMs, computeMs: sum.computeMs, readbackMs: sum.readbackMs, crossMs: sum.crossMs });
     facts.loss = sum.loss;

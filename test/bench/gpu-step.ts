@@ -28,10 +28,15 @@ import { diagnoseVulkan, gatherVulkanFacts } from './vulkan-diagnosis';
 import { selectNodeBackend } from '../../node-worker/node-backend';
 import { LocalReplica } from '../../shared/compute/local-replica';
 import { startConfigSchema } from '../../shared/tasks/start-config';
+import { replicaRecipe } from '../../shared/protocol';
+import { RoundLegs } from '../../shared/training/round-legs';
 import { featureCount } from '../../shared/tasks/task';
 import { LAB_WORKLOADS, LAB_WORKLOAD_LIST, labWorkloadOf, type LabModel } from '../../shared/tasks/lab-workloads';
 
 const WARM_STEPS = 3;
+/** Local steps a timed round takes (the default H). */
+const LOCAL_ROUND_STEPS = 10;
+const LOCAL_ROUNDS = 3;
 const SHARES: Record<LabModel, number[]> = { [LAB_WORKLOADS.dense.model]: [32, 128, 512, 1024], [LAB_WORKLOADS.conv.model]: [32, 128, 512] };
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
@@ -50,6 +55,15 @@ interface Row {
   hashMs: number;
   examplesPerSec: number;
   tensorsFlat: boolean;
+  /**
+   * A local step (sync 'local-steps', its inner SGD): as before, one step at a time (gradients
+   * read back, the mean, the fused update and hash), and in a round of LOCAL_ROUND_STEPS
+   * (Replica.trainRound) with its updates on the host (the fused pass) and on the device
+   * (tfjs's kernels; the loss read once a round, the weights once).
+   */
+  localStepBeforeMs: number;
+  localStepHostMs: number;
+  localStepDeviceMs: number;
 }
 
 async function timeSteps(model: LabModel, share: number, timedSteps: number): Promise<Omit<Row, 'backend' | 'adapter'>> {
@@ -83,7 +97,50 @@ async function timeSteps(model: LabModel, share: number, timedSteps: number): Pr
   }
   await replica.dispose();
   const stepMs = median(steps);
-  return { model, share, stepMs, computeMs: median(computes), readbackMs: median(readbacks), applyMs: median(applies), optimizerMs: median(optimizer), hashMs: median(hashes), examplesPerSec: (share * 1000) / stepMs, tensorsFlat: tensors.every((n) => n === tensors[0]) };
+  const local = await timeLocalSteps(model, share, features, labels);
+  return { model, share, stepMs, computeMs: median(computes), readbackMs: median(readbacks), applyMs: median(applies), optimizerMs: median(optimizer), hashMs: median(hashes), examplesPerSec: (share * 1000) / stepMs, tensorsFlat: tensors.every((n) => n === tensors[0]) && local.tensorsFlat, localStepBeforeMs: local.beforeMs, localStepHostMs: local.hostMs, localStepDeviceMs: local.deviceMs };
+}
+
+/** A local step's time, one at a time (as before) and in rounds on the host and on the device: the median round's ms / its steps. */
+async function timeLocalSteps(model: LabModel, share: number, features: Float32Array, labels: Int32Array): Promise<{ beforeMs: number; hostMs: number; deviceMs: number; tensorsFlat: boolean }> {
+  const w = labWorkloadOf(model);
+  const config = startConfigSchema.parse({ ...w.config, batchSizePerWorker: share, sync: 'local-steps', localSteps: LOCAL_ROUND_STEPS });
+  const replicas = (['host', 'device'] as const).map((roundPlace) => new LocalReplica({ config: { ...config, ...replicaRecipe(config) }, roundPlace }));
+  const H = LOCAL_ROUND_STEPS;
+  const legs = new RoundLegs(replicas[0]!.parameterCount, features.length / share, share, H, Number.POSITIVE_INFINITY);
+  for (let k = 0; k < H; k++) {
+    legs.slot(k).features.set(features);
+    legs.slot(k).labels.set(labels);
+    legs.set(k, share, 0.01);
+  }
+  const times = { before: [] as number[], host: [] as number[], device: [] as number[] };
+  const tensors: number[] = [];
+  const [onHost, onDevice] = replicas as [LocalReplica, LocalReplica];
+  let flat: Float32Array = new Float32Array(onHost.parameterCount);
+  for (let round = 0; round < 1 + LOCAL_ROUNDS; round++) {
+    const start = await onHost.readState();
+    const t0 = performance.now();
+    for (let k = 0; k < H; k++) {
+      const g = await onHost.computeGradients({ features, labels, n: share }, flat);
+      for (let i = 0; i < g.flat.length; i++) g.flat[i] = g.flat[i]! / share;
+      flat = (await onHost.applyGradients(g.flat, 0.01)).flat;
+    }
+    await onHost.readWeights();
+    const t1 = performance.now();
+    await onHost.writeState(start);
+    const t2 = performance.now();
+    await legs.train(onHost, H, { first: true, last: true, drift: null });
+    const t3 = performance.now();
+    const done = await legs.train(onDevice, H, { first: true, last: true, drift: null });
+    const t4 = performance.now();
+    if (round === 0) continue;
+    times.before.push((t1 - t0) / H);
+    times.host.push((t3 - t2) / H);
+    times.device.push((t4 - t3) / H);
+    tensors.push(done.numTensors);
+  }
+  for (const r of replicas) await r.dispose();
+  return { beforeMs: median(times.before), hostMs: median(times.host), deviceMs: median(times.device), tensorsFlat: tensors.every((n) => n === tensors[0]) };
 }
 
 interface Report {
@@ -110,14 +167,16 @@ function markdown(report: Report, before: Report | null): string {
     '',
     'Compute: forward and backward until the loss is read; read-back: the gradients into the flat buffer; update: the optimizer\'s update and the new weights on the device; hash: the new weights\' fingerprint every step reports. Everything but compute is the step\'s fixed cost.',
     '',
-    `| backend | model | share | step ms | compute | read-back | update | hash | fixed costs${before ? ' | fixed costs before | update before | hash before' : ''} |`,
-    `|---|---|---|---|---|---|---|---|---|${before ? '---|---|---|' : ''}`,
+    `A local step (local steps\' inner SGD, H = ${LOCAL_ROUND_STEPS}), ms a step: one at a time as before (read-back, mean, fused update, hash), and in a round (Replica.trainRound) with the updates on the host (the fused pass on a copy of the weights; the CPU and WebAssembly backends\' place) or on the device (tfjs\'s kernels, nothing read back until the round ends; WebGPU\'s and WebGL\'s).`,
+    '',
+    `| backend | model | share | step ms | compute | read-back | update | hash | fixed costs | local step one at a time | in a round, host | in a round, device${before ? ' | fixed costs before | update before | hash before' : ''} |`,
+    `|---|---|---|---|---|---|---|---|---|---|---|---|${before ? '---|---|---|' : ''}`,
   ];
   for (const r of report.rows) {
     const fixed = r.readbackMs + r.applyMs;
     const b = earlier(r);
     const then = before ? (b ? ` | ${ms(b.readbackMs + b.applyMs)} | ${ms(b.optimizerMs)} | ${ms(b.hashMs)}` : ' | – | – | –') : '';
-    lines.push(`| ${r.backend}${r.adapter ? ` (${r.adapter})` : ''} | ${r.model} | ${r.share} | ${ms(r.stepMs)} | ${ms(r.computeMs)} | ${ms(r.readbackMs)} | ${ms(r.optimizerMs)} | ${ms(r.hashMs)} | ${ms(fixed)}${then} |`);
+    lines.push(`| ${r.backend}${r.adapter ? ` (${r.adapter})` : ''} | ${r.model} | ${r.share} | ${ms(r.stepMs)} | ${ms(r.computeMs)} | ${ms(r.readbackMs)} | ${ms(r.optimizerMs)} | ${ms(r.hashMs)} | ${ms(fixed)} | ${ms(r.localStepBeforeMs)} | ${ms(r.localStepHostMs)} | ${ms(r.localStepDeviceMs)}${then} |`);
   }
   lines.push('', `Tensors stayed flat across steps: ${report.rows.every((r) => r.tensorsFlat) ? 'in every row' : `not in ${report.rows.filter((r) => !r.tensorsFlat).map((r) => `${r.model}@${r.share}`).join(', ')}`}.`, '');
   return lines.join('\n');
