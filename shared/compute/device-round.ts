@@ -106,16 +106,21 @@ export class DeviceRound {
         correct += c;
       }
     } else {
-      const sums: tf.Tensor[] = [];
+      // A running [loss, correct] on the device, one add a step: tf.addN over a round's steps
+      // needs a storage buffer an input, past WebGPU's 8 a shader stage at H = 10.
+      let sums: tf.Tensor | null = null;
       try {
         for (let s = 0; s < leg.steps; s++) {
           const n = this.examplesOf(leg, s);
-          if (n > 0) sums.push(this.deviceStep(leg, s, n));
+          if (n === 0) continue;
+          const step = this.deviceStep(leg, s, n);
+          const before: tf.Tensor | null = sums;
+          sums = before ? tf.add(before, step) : step;
+          if (before) tf.dispose([before, step]);
         }
-        if (sums.length > 0) sums.push(tf.addN(sums));
-        if (sums.length > 0) [loss, correct] = (await sums[sums.length - 1]!.data()) as unknown as [number, number];
+        if (sums) [loss, correct] = (await sums.data()) as unknown as [number, number];
       } finally {
-        tf.dispose(sums);
+        if (sums) sums.dispose();
       }
     }
     const tRead = performance.now();

@@ -23,6 +23,11 @@ import { MNIST_PIXELS } from '../../shared/tasks/mnist/format';
 import { mnistShards, mnistSubset } from '../support/mnist';
 import { createMemoryRing } from '../support/memory-ring';
 import type { LoadedDataset } from '../../shared/tasks/task';
+import { tmpdir } from 'node:os';
+import { selectNodeBackend } from '../../node-worker/node-backend';
+
+/** Chromium's SwiftShader Vulkan driver: Dawn's adapter on a machine without a GPU. */
+const SWIFTSHADER_ICD = '/usr/lib/chromium/vk_swiftshader_icd.json';
 
 const SHARE = 16;
 const STEPS = 6;
@@ -279,4 +284,28 @@ test('in a compute thread, a local-steps round is one call there and one answer 
   assert.equal(calls.length, 3 * 4, calls.join(', '));
   for (const t of trainers) await t.dispose();
   thread.request = request;
+});
+
+test('on WebGPU (Dawn over SwiftShader), a default round of 10 local steps stays on the device and gives the step-by-step path\'s loss, count and weights (1e-4)', { timeout: 300_000 }, async () => {
+  process.env.VK_ICD_FILENAMES ??= SWIFTSHADER_ICD;
+  // SwiftShader's Vulkan driver wants a runtime directory; without one it complains on stderr and works.
+  process.env.XDG_RUNTIME_DIR ??= tmpdir();
+  const webgpu = await selectNodeBackend('webgpu');
+  assert.equal(webgpu.backend, 'webgpu', `WebGPU in Node: ${webgpu.webgpuUnavailable} (needs Debian's libvulkan1 and chromium: npm run ensure-system-packages)`);
+  try {
+    const config = taskConfig('sgd');
+    const spec = { config: { ...config, ...replicaRecipe(config) } };
+    const a = new LocalReplica(spec);
+    const b = new LocalReplica(spec);
+    const counts = Array.from({ length: 10 }, (_, s) => (s === 3 ? 0 : SHARE));
+    const inRound = await deviceRound(a, counts, 0.1);
+    const byStep = await stepwise(b, counts, 0.1);
+    assert.ok(maxDiff(inRound.weights, byStep.weights) <= 1e-4, `the local weights differ by ${maxDiff(inRound.weights, byStep.weights)}`);
+    assert.ok(Math.abs(inRound.loss - byStep.loss) <= 1e-3 * byStep.loss, `loss ${inRound.loss} against ${byStep.loss}`);
+    assert.equal(inRound.correct, byStep.correct);
+    await a.dispose();
+    await b.dispose();
+  } finally {
+    await tf.setBackend('cpu');
+  }
 });
