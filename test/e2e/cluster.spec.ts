@@ -14,9 +14,14 @@ import { E2E_JOIN_SECRET } from '../../playwright.config';
 import type { CheckpointInfo } from '../../shared/checkpoints/checkpoint';
 import type { RoomStatus } from '../../shared/protocol';
 import { openStudent, readStatus, status, type Student } from './helpers';
-import { startRedis, type TestRedis } from '../support/redis';
+import { REDIS_SERVER, startRedis, type TestRedis } from '../support/redis';
 import { freePort, stopProcess } from '../support/processes';
-import { startHaproxy, type TestHaproxy } from '../support/haproxy';
+import { HAPROXY, startHaproxy, type TestHaproxy } from '../support/haproxy';
+import { programNeed, skipUnless } from '../support/requirements';
+
+// Without Debian's redis-server and haproxy this spec skips, saying so (CI requires them: support/requirements.ts).
+const skip = skipUnless([programNeed(REDIS_SERVER, 'redis-server'), programNeed(HAPROXY, 'haproxy')]);
+test.skip(skip !== false, skip || '');
 
 const ROOM = 'e2e-cluster';
 const TOKEN = 'cluster-teacher-token';

@@ -18,6 +18,7 @@ import { createHmac } from 'node:crypto';
 import { mkdtempSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { programNeed, skipUnless } from '../support/requirements';
 import { test, expect, type Browser, type Page } from '@playwright/test';
 import { E2E_PORT, E2E_TOKEN } from '../../playwright.config';
 import { joinCodeFor } from '../../signaling-server/edge/join-codes';
@@ -143,6 +144,9 @@ function expectOneModel(run: RunResult, finals: Array<Record<string, string>>): 
 }
 
 test.describe('TURN relay', () => {
+  // Without Debian's coturn this spec skips, saying so (CI requires it: support/requirements.ts).
+  const skip = skipUnless([programNeed('/usr/bin/turnserver', 'coturn')]);
+  test.skip(skip !== false, skip || '');
   let workDir = '';
   let turnPort = 0;
   let origin = '';

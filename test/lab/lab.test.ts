@@ -3,7 +3,8 @@
  * measures what its profile says, and the real signaling server and three real Node
  * workers, each in its own namespace under a CPU cap, train five steps over it to
  * identical weights. Where the machine cannot make namespaces the test fails with the
- * coded reason (ERR_LAB_NEEDS_ROOT, ERR_LAB_NO_NETNS): it never skips.
+ * coded reason (ERR_LAB_NEEDS_ROOT, ERR_LAB_NO_NETNS): it never skips itself. `npm test`
+ * (scripts/run-tests.ts) skips the lab suite for a non-root user, saying so; CI requires it.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';

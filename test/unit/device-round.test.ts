@@ -25,6 +25,7 @@ import { createMemoryRing } from '../support/memory-ring';
 import type { LoadedDataset } from '../../shared/tasks/task';
 import { tmpdir } from 'node:os';
 import { selectNodeBackend } from '../../node-worker/node-backend';
+import { skipUnless, swiftShaderNeeds } from '../support/requirements';
 
 /** Chromium's SwiftShader Vulkan driver: Dawn's adapter on a machine without a GPU. */
 const SWIFTSHADER_ICD = '/usr/lib/chromium/vk_swiftshader_icd.json';
@@ -286,7 +287,7 @@ test('in a compute thread, a local-steps round is one call there and one answer 
   thread.request = request;
 });
 
-test('on WebGPU (Dawn over SwiftShader), a default round of 10 local steps stays on the device and gives the step-by-step path\'s loss, count and weights (1e-4)', { timeout: 300_000 }, async () => {
+test('on WebGPU (Dawn over SwiftShader), a default round of 10 local steps stays on the device and gives the step-by-step path\'s loss, count and weights (1e-4)', { timeout: 300_000, skip: skipUnless(swiftShaderNeeds()) }, async () => {
   process.env.VK_ICD_FILENAMES ??= SWIFTSHADER_ICD;
   // SwiftShader's Vulkan driver wants a runtime directory; without one it complains on stderr and works.
   process.env.XDG_RUNTIME_DIR ??= tmpdir();
