@@ -2,7 +2,8 @@
  * The README and the guides under docs/ point at things that exist: every relative link
  * reaches a file (and its heading, where it names one), every `npm run` names a script of
  * package.json, and every path of the repository they quote in backticks is there. A
- * reader who follows the docs never lands on nothing.
+ * reader who follows the docs never lands on nothing. And they keep to their budgets: the
+ * README's lines, a page's lines, a table cell's characters.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -15,6 +16,10 @@ const DOCS = ['README.md', ...readdirSync(path.join(ROOT, 'docs')).filter((f) =>
 const TEXT = new Map(DOCS.map((doc) => [doc, readFileSync(path.join(ROOT, doc), 'utf8')]));
 /** The README's budget: its first screen is the set-up, the rest points into docs/. */
 const README_MAX_LINES = 250;
+/** A guide's budget: a page longer than this is two guides. */
+const PAGE_MAX_LINES = 400;
+/** A table cell's budget: a cell longer than this is a paragraph, and belongs in a list. */
+const CELL_MAX_CHARS = 300;
 /** Top-level folders of the repository a doc may quote a path in. */
 const REPO_FOLDERS = ['shared', 'client', 'signaling-server', 'node-worker', 'lab', 'test', 'bench', 'docs', 'examples', 'scripts', '.ci'];
 
@@ -81,4 +86,22 @@ test('every `npm run` the docs name is a script of package.json, and every repos
 test(`the README stays within ${README_MAX_LINES} lines`, () => {
   const lines = TEXT.get('README.md')!.trimEnd().split('\n').length;
   assert.ok(lines <= README_MAX_LINES, `README.md has ${lines} lines`);
+});
+
+test(`every docs page stays within ${PAGE_MAX_LINES} lines, and no table cell of the docs or the README passes ${CELL_MAX_CHARS} characters`, () => {
+  const over: string[] = [];
+  for (const [doc, text] of TEXT) {
+    const lines = text.trimEnd().split('\n');
+    if (doc !== 'README.md' && lines.length > PAGE_MAX_LINES) over.push(`${doc}: ${lines.length} lines`);
+    let fenced = false;
+    lines.forEach((line, i) => {
+      if (line.startsWith('```')) fenced = !fenced;
+      if (fenced || !line.startsWith('|')) return;
+      // Cells split on the pipes a table uses, not the escaped ones inside a cell.
+      for (const cell of line.split(/(?<!\\)\|/).slice(1, -1)) {
+        if (cell.trim().length > CELL_MAX_CHARS) over.push(`${doc}:${i + 1}: a cell of ${cell.trim().length} characters (${cell.trim().slice(0, 40)}…)`);
+      }
+    });
+  }
+  assert.deepEqual(over, []);
 });
