@@ -1,5 +1,5 @@
 /**
- * Prints the exact commands of every model for a lab of two workers, as docs/lab.md shows
+ * Prints the exact commands of every model for a lab of two workers, as docs/lab-models.md shows
  * them (test/unit/lab-models.test.ts checks that the page still matches):
  *
  *   node --import tsx lab/print-commands.ts

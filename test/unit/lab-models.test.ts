@@ -198,9 +198,9 @@ test('CPU caps: quota per period, and caps that add up to more than the machine 
   assert.throws(() => checkCpuBudget([{ cores: 1 }, { cores: 1.5 }], 2), (e: unknown) => e instanceof LabError && e.code === 'ERR_LAB_CPU_OVERCOMMIT');
 });
 
-test('docs/lab.md shows exactly the commands the models emit (lab/print-commands.ts)', () => {
-  const page = readFileSync(new URL('../../docs/lab.md', import.meta.url), 'utf8');
+test('docs/lab-models.md shows exactly the commands the models emit (lab/print-commands.ts)', () => {
+  const page = readFileSync(new URL('../../docs/lab-models.md', import.meta.url), 'utf8');
   for (const cmds of [topologyCommands(2), ...[wifi(), wiredLab(), internet()].map((m) => shapingCommands(m, 2, false)), isolationCommands(schoolWifiIsolated(), 2)]) {
-    for (const c of cmds) assert.ok(page.includes(`\n${line(c)}\n`), `docs/lab.md lacks: ${line(c)}`);
+    for (const c of cmds) assert.ok(page.includes(`\n${line(c)}\n`), `docs/lab-models.md lacks: ${line(c)}`);
   }
 });
