@@ -24,6 +24,8 @@ export class RoundLegs {
   private leg: RoundLeg;
   /** Floats of one example's row. */
   private readonly rowFloats: number;
+  /** Each step's rows: views into the leg's buffers, made again only when a thread hands back new memory. */
+  private slots: LegSlot[] = [];
 
   /** `stride`: the most examples of one step's shard; `maxBytes`: of examples a leg (a test makes legs short). */
   constructor(parameterCount: number, rowFloats: number, stride: number, localSteps: number, maxBytes = ROUND_LEG_MAX_BYTES) {
@@ -42,12 +44,18 @@ export class RoundLegs {
       last: true,
       weights: new Float32Array(parameterCount),
     };
+    this.layOutSlots();
+  }
+
+  private layOutSlots(): void {
+    const { features, labels, stride } = this.leg;
+    const f = stride * this.rowFloats;
+    this.slots = Array.from({ length: this.capacity }, (_, k) => ({ features: features.subarray(k * f, (k + 1) * f), labels: labels.subarray(k * stride, (k + 1) * stride) }));
   }
 
   /** Step `k`'s rows of the leg being filled. */
   slot(k: number): LegSlot {
-    const { features, labels, stride } = this.leg;
-    return { features: features.subarray(k * stride * this.rowFloats, (k + 1) * stride * this.rowFloats), labels: labels.subarray(k * stride, (k + 1) * stride) };
+    return this.slots[k]!;
   }
 
   /** Step `k` trains `count` examples (0: none here) at `rate`. */
@@ -71,7 +79,9 @@ export class RoundLegs {
     const done = await replica.trainRound({ ...this.leg, steps, ...where });
     const receivedAt = threadsNow();
     const { features, labels, counts, rates, weights } = done;
+    const moved = features !== this.leg.features;
     this.leg = { ...this.leg, features, labels, counts, rates, weights };
+    if (moved) this.layOutSlots();
     return { ...done, crossMs: Math.max(0, receivedAt - sentAt - (done.endedAt - done.startedAt)) };
   }
 }
