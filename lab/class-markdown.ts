@@ -1,5 +1,5 @@
 /**
- * The class section of bench/lab.md (`npm run lab -- --class`): the scaling table and where
+ * bench/lab-class.md (`npm run lab -- --section class`): the scaling table and where
  * a step's time goes, the time to the threshold, the mixed class and the joins, written out
  * from the class report that class-report.ts computes.
  */
@@ -14,10 +14,10 @@ import { LAB_DATA_WORDS, LAB_WORKLOADS, labWorkloadOf } from '../shared/tasks/la
 const f = (v: number | null | undefined, digits = 1): string => (v !== null && v !== undefined && Number.isFinite(v) ? v.toFixed(digits) : '–');
 const s = (ms: number): string => `${(ms / 1000).toFixed(0)} s`;
 
-/** bench/lab.md's class section. */
+/** bench/lab-class.md. */
 export function classMarkdown(c: ClassReport): string[] {
   const lines: string[] = [];
-  lines.push('', `## The class (\`npm run lab -- --class${c.quick ? ' --quick' : ''}\`)`, '');
+  lines.push(`# The class (\`npm run lab -- --section class${c.quick ? ' --quick' : ''}\`)`, '');
   lines.push(
     `Measured on ${c.generatedAt.slice(0, 10)}, ${c.machine.cores} cores, in ${f(c.minutes)} minutes${c.quick ? ' (**quick**: a smoke test, not the measurement)' : ''}. Real Node workers (tfjs CPU backend) capped as \`laptop\`s (0.2 core), the real server with its hub for N > 1, \`allreduce: 'auto'\`, 32 examples per worker. The largest class's caps, ${f(c.cpuBudget.capsCores, 2)} cores, plus the ${c.cpuBudget.reservedCores} core the lab keeps for the server and its hub, ${c.cpuBudget.fits ? 'fit' : '**do not fit**'} the machine's ${c.cpuBudget.cores}.`,
   );
@@ -61,8 +61,22 @@ export function classMarkdown(c: ClassReport): string[] {
     const tta = c.timeToAccuracy;
     const pct = `${Math.round(tta.threshold * 1000) / 10} %`;
     lines.push('', `### Time to ${pct} test accuracy`, '');
+    if (tta.composed) {
+      lines.push(
+        `Composed: the steps to ${pct} come from the product's Trainer in-process on the global batch (the same sums as N devices; lab/local-steps-accuracy.ts), scored on ${LAB_DATA_WORDS.fullTest} every few steps; a step takes what the scaling row of the same network, net and N measured, and the start what that row took from Start to its window. One direct run on the lab checks it (below).`,
+        '',
+        '| N | global batch | scaleLearningRate | steps to it | examples | accuracy there | step (ms) | Start to window (ms) | composed | |',
+        '|---|---|---|---|---|---|---|---|---|---|',
+      );
+      for (const r of tta.composed) {
+        const reached = r.steps !== null ? `${r.steps}` : r.stoppedAt ? `not within ${r.stoppedAt.examples.toLocaleString('en-US')} examples (${f((r.stoppedAt.accuracy ?? 0) * 100, 2)} % there)` : 'no in-process run';
+        lines.push(`| ${r.n} | ${r.globalBatch} | ${r.scaleLearningRate ? 'on' : 'off'} | ${reached} | ${r.examples ?? '–'} | ${r.accuracy !== null ? `${f(r.accuracy * 100, 2)} %` : '–'} | ${f(r.stepMs, 0)} | ${f(r.startToFirstMs, 0)} | ${r.composedMs !== null ? `**${s(r.composedMs)}**` : '–'} | ${r.counts ? '' : '✗'} |`);
+      }
+      if (tta.check) lines.push('', `The direct run, N = ${tta.check.n} ${tta.check.scaleLearningRate ? 'with' : 'without'} scaleLearningRate: ${tta.check.directMs !== null ? s(tta.check.directMs) : 'did not reach it'} against ${tta.check.composedMs !== null ? s(tta.check.composedMs) : 'nothing'} composed${tta.check.ratio !== null ? ` (${f(tta.check.ratio, 2)}×)` : ''}.`);
+    }
     lines.push(
-      `The chief checkpoints every few steps; each checkpoint is scored on ${LAB_DATA_WORDS.fullTest} (10,000 digits) by the harness at idle priority, outside the caps: first on every 10th digit, then, when that is within ${Math.round(tta.screenMargin * 100)} points of ${pct}, on all 10,000. The time is from Start to the capture of the first checkpoint at ${pct} (in brackets the checkpoint before it, between which the class crossed). A row stops at ${pct} or after ${duration(tta.budgetMs)}.`,
+      '',
+      `The direct run: the chief checkpoints every few steps; each checkpoint is scored on ${LAB_DATA_WORDS.fullTest} (10,000 digits) by the harness at idle priority, outside the caps: first on every 10th digit, then, when that is within ${Math.round(tta.screenMargin * 100)} points of ${pct}, on all 10,000. The time is from Start to the capture of the first checkpoint at ${pct} (in brackets the checkpoint before it, between which the class crossed). A row stops at ${pct} or after ${duration(tta.budgetMs)}.`,
       '',
     );
     lines.push('| net | N | global batch | scaleLearningRate | rate | time | step | examples | examples/s | stopped by | run\'s own epoch test | |', '|---|---|---|---|---|---|---|---|---|---|---|---|');

@@ -2,6 +2,11 @@
  * How busy the whole machine was during a row, from /proc/stat. Emulated devices share two
  * real cores: a row during which the machine itself was saturated measured the machine,
  * not the network model, and does not count.
+ *
+ * Work at idle priority (SCHED_IDLE: the in-process accuracy runs, the checkpoint scorer)
+ * takes only what the row leaves over, so it is taken out of the busy share before a row
+ * is judged: `registerIdleWork` names its CPU seconds, and every sample says the share
+ * without it.
  */
 import { readFileSync } from 'node:fs';
 import os from 'node:os';
@@ -16,7 +21,20 @@ export interface CpuSample {
   peak: number;
   cores: number;
   intervals: number;
+  /** `mean` without what idle-priority work used meanwhile (absent in reports from before it was recorded). */
+  withoutIdle?: number;
 }
+
+/** The CPU seconds so far of each piece of idle-priority work now running beside the rows. */
+const idleWork = new Set<() => number>();
+
+/** Counts `cpuSeconds` as idle-priority work until the returned function is called. */
+export function registerIdleWork(cpuSeconds: () => number): () => void {
+  idleWork.add(cpuSeconds);
+  return () => idleWork.delete(cpuSeconds);
+}
+
+const idleSeconds = (): number => [...idleWork].reduce((sum, f) => sum + f(), 0);
 
 interface Jiffies {
   busy: number;
@@ -40,6 +58,8 @@ export interface CpuMonitor {
 
 /** Starts sampling /proc/stat every `intervalMs`. */
 export function startCpuMonitor(intervalMs = CPU_SAMPLE_INTERVAL_MS): CpuMonitor {
+  const idle0 = idleSeconds();
+  const t0 = Date.now();
   const first = readJiffies();
   let last = first;
   let peak = 0;
@@ -59,10 +79,13 @@ export function startCpuMonitor(intervalMs = CPU_SAMPLE_INTERVAL_MS): CpuMonitor
       clearInterval(timer);
       tick();
       const total = last.total - first.total;
-      return { mean: total > 0 ? (last.busy - first.busy) / total : 0, peak, cores: os.availableParallelism(), intervals };
+      const mean = total > 0 ? (last.busy - first.busy) / total : 0;
+      const cores = os.availableParallelism();
+      const idleShare = (idleSeconds() - idle0) / Math.max(1e-9, ((Date.now() - t0) / 1000) * cores);
+      return { mean, peak, cores, intervals, withoutIdle: Math.max(0, mean - idleShare) };
     },
   };
 }
 
-/** True when the machine was saturated during the row: its figures do not count. */
-export const machineBound = (sample: CpuSample): boolean => sample.mean >= MACHINE_BOUND_FRACTION;
+/** True when the machine was saturated during the row, idle-priority work aside: its figures do not count. */
+export const machineBound = (sample: CpuSample): boolean => (sample.withoutIdle ?? sample.mean) >= MACHINE_BOUND_FRACTION;

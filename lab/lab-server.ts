@@ -15,6 +15,7 @@ import type { Lab } from './netlab';
 import { LAB_SERVER_PORT } from './network-models';
 import type { CpuCapSpec } from './cpu-caps';
 import type { LabProcess } from './spawn';
+import { recorder } from './run-settings';
 
 const PROJECT_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 export { LAB_SERVER_PORT } from './network-models';
@@ -46,12 +47,11 @@ export async function startLabServer(lab: Lab, room: string, options: { env?: No
   const teacherToken = 'lab-teacher-token';
   const joinSecret = 'lab-join-secret-0123456789';
   const dataDir = mkdtempSync(path.join(os.tmpdir(), 'webring-lab-data-'));
-  const proc = lab.spawnInServer(process.execPath, ['--import', 'tsx', 'signaling-server/main.ts'], {
-    label: 'signaling server',
-    cwd: PROJECT_ROOT,
-    // HUB=0 unless a row asks for the hub: the rows say which they measured, whatever npm start's default.
-    env: { PORT: String(LAB_SERVER_PORT), HTTPS_PORT: '0', ROOM: room, TEACHER_TOKEN: teacherToken, JOIN_SECRET: joinSecret, DATA_DIR: dataDir, LOG_LEVEL: 'warn', HUB: '0', ...options.env },
-  });
+  // HUB=0 unless a row asks for the hub: the rows say which they measured, whatever npm start's default.
+  const env = { PORT: String(LAB_SERVER_PORT), HTTPS_PORT: '0', ROOM: room, TEACHER_TOKEN: teacherToken, JOIN_SECRET: joinSecret, DATA_DIR: dataDir, LOG_LEVEL: 'warn', HUB: '0', ...options.env };
+  // The liveness the server runs with may come from the harness's own environment too (spawn merges it).
+  recorder().noteServer({ ...process.env, ...env });
+  const proc = lab.spawnInServer(process.execPath, ['--import', 'tsx', 'signaling-server/main.ts'], { label: 'signaling server', cwd: PROJECT_ROOT, env });
   await proc.waitForLine(/webring classroom server is running/, SERVER_START_TIMEOUT_MS);
   const controlUrl = lab.controlUrl(LAB_SERVER_PORT);
   const auth = { authorization: `Bearer ${teacherToken}` };
@@ -68,6 +68,7 @@ export async function startLabServer(lab: Lab, room: string, options: { env?: No
       return (await res.json()) as RoomStatus;
     },
     async start(config) {
+      recorder().noteConfig(config);
       const res = await fetch(`${controlUrl}/api/rooms/${room}/start`, { method: 'POST', headers: { ...auth, 'content-type': 'application/json' }, body: JSON.stringify(config) });
       if (res.status !== 200) throw new LabError('ERR_LAB_PROCESS', `POST /api/rooms/${room}/start: HTTP ${res.status} ${await res.text()}`);
     },
@@ -78,7 +79,10 @@ export async function startLabServer(lab: Lab, room: string, options: { env?: No
   };
 }
 
-/** Starts `node node-worker/main.ts` in worker `i`'s namespace, capped at `cpu`, joining `server`'s room. */
+/** What a Node worker prints once it is in the room (node-worker/main.ts). */
+const WORKER_JOINED_LINE = /^webring worker: joined \S+ as /;
+
+/** Starts `node node-worker/main.ts` in worker `i`'s namespace, capped at `cpu` from the moment it has joined `server`'s room. */
 /** What the teacher's class summary calls a lab device (a Chromebook is a laptop to it). */
 export const deviceClassOf = (cpu: CpuCapSpec): DeviceClass => (cpu === 'phone' ? 'phone' : typeof cpu === 'string' ? 'laptop' : 'node');
 
@@ -90,6 +94,8 @@ export function startLabWorker(lab: Lab, i: number, server: LabServer, cpu: CpuC
     label: 'node worker',
     cwd: PROJECT_ROOT,
     cpuCap: lab.cpuCap(`w${i}`, cpu),
+    // Capped from the moment it is in the room: before that it starts Node and imports tfjs, which a device's browser does not do at its speed.
+    startup: { group: lab.startupCap(), capOn: WORKER_JOINED_LINE },
     // The join code through the environment keeps it out of the process list.
     env: { JOIN_CODE: server.joinCode },
   });

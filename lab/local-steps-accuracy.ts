@@ -1,6 +1,8 @@
 /**
- * One accuracy run of the local-steps lab (lab/local-steps-rows.ts): N replicas of the
- * product's own Trainer train the dense workload (shared/tasks/lab-workloads.ts) in this
+ * One in-process accuracy run of the lab (the local-steps section, lab/local-steps-rows.ts;
+ * the class's time to accuracy, lab/class-lab.ts): N replicas of the product's own Trainer
+ * train a lab workload (shared/tasks/lab-workloads.ts; the dense one unless the plan names
+ * another) in this
  * process over the in-memory ring (test/support/memory-ring.ts), on the training split of
  * the lab's full dataset (60,000 examples), and rank 0's replica (every replica holds the
  * same bits after every turn) is scored on its 10,000 test examples as it goes. Accuracy
@@ -23,7 +25,7 @@
  */
 import * as tf from '@tensorflow/tfjs';
 import { startConfigSchema } from '../shared/tasks/start-config';
-import { LAB_DATASETS, LAB_TASK, LAB_WORKLOADS } from '../shared/tasks/lab-workloads';
+import { LAB_DATASETS, LAB_TASK } from '../shared/tasks/lab-workloads';
 import { featureCount, type LoadedDataset, type LoadedSplit } from '../shared/tasks/task';
 import { loadDataset } from '../signaling-server/data/datasets';
 import { createMemoryRing } from '../test/support/memory-ring';
@@ -36,7 +38,7 @@ import { MemoryOwnExamples, isHeldOut } from '../shared/data/own-examples';
 import { ManualClock } from '../shared/util/clock';
 import { type StartConfig } from '../shared/protocol';
 import type { Collective } from '../shared/collectives/collective';
-import { DONE_PREFIX, POINT_PREFIX, SERVER_DATA, classesOf, variantConfig, iidDeviceOf, type AccuracyPlan, type AccuracyPoint, type AccuracyResult } from './local-steps-protocol';
+import { DONE_PREFIX, POINT_PREFIX, SERVER_DATA, classesOf, planConfig, iidDeviceOf, type AccuracyPlan, type AccuracyPoint, type AccuracyResult } from './local-steps-protocol';
 
 /** What one example is, and how many features it has. */
 const FORMAT = LAB_TASK.example;
@@ -100,13 +102,7 @@ export async function runAccuracy(plan: AccuracyPlan, onPoint: (p: AccuracyPoint
   const screen = testSet(test.features, test.labels, all.filter((i) => i % plan.screenStride === 0));
 
   const own = plan.data !== SERVER_DATA;
-  const config: StartConfig = startConfigSchema.parse({
-    ...LAB_WORKLOADS.dense.config,
-    dataset: LAB_DATASETS.full.id,
-    ...(own ? { data: 'own' } : {}),
-    ...variantConfig(plan.variant),
-    epochs: plan.maxEpochs,
-  });
+  const config: StartConfig = startConfigSchema.parse(planConfig(plan));
   const asOne = plan.everyStepAsOne && plan.variant.sync === 'every-step' && !own;
   const clock = new ManualClock();
   let trainers: Trainer[];
@@ -133,6 +129,8 @@ export async function runAccuracy(plan: AccuracyPlan, onPoint: (p: AccuracyPoint
   const result: AccuracyResult = {
     plan,
     config: {
+      model: config.model,
+      scaleLearningRate: config.scaleLearningRate,
       sync: config.sync,
       localSteps: config.localSteps,
       wire: config.wire,

@@ -1,12 +1,12 @@
 /**
- * Where every step is still the better choice (`npm run lab -- --local-steps`): the
+ * Where every step is still the better choice (`npm run lab -- --section local-steps`): the
  * break-even of a step's all-reduce against its compute, from the steps local steps need
  * for the same accuracy (the accuracy runs) and the step splits measured here or in another
  * lab report. Pure: figures in, lines out.
  */
 import { SERVER_DATA, type AccuracyResult } from './local-steps-protocol';
 import { LAB_WORKLOADS } from '../shared/tasks/lab-workloads';
-import type { LabReport } from './report-types';
+import type { ClassReport } from './report-types';
 import { firstAt, LOWER_THRESHOLDS, type LocalStepsNetwork, type LocalStepsSummary } from './local-steps-report';
 
 /**
@@ -44,8 +44,7 @@ export const scaledSplit = (split: StepSplit, factor: number, what: string): Ste
  * wifi, measured with the hub beside the server, fp32), and the wired-lab row on real
  * wired ports (100 Mbit/s and 1 Gbit/s, the lab's being `wiredPortMbit`), modelled.
  */
-export function scalingSplits(report: LabReport | null, wiredPortMbit: number | null): StepSplit[] {
-  const cls = report?.class;
+export function scalingSplits(cls: ClassReport | null, wiredPortMbit: number | null): StepSplit[] {
   if (!cls?.scaling) return [];
   const measured: StepSplit[] = cls.scaling.splits
     .filter((x) => x.net === LAB_WORKLOADS.dense.model && x.n > 1 && x.split)
@@ -54,7 +53,7 @@ export function scalingSplits(report: LabReport | null, wiredPortMbit: number | 
       const rates = x.model === 'wired-lab' && wiredPortMbit !== null ? `${wiredPortMbit} Mbit/s ports` : x.model === 'wifi' ? '100 Mbit/s of air' : "the lab's rates";
       return {
         what: `${x.model}, N = ${x.n} laptops`,
-        source: `bench/lab.json's class scaling (${cls.generatedAt.slice(0, 10)}; ${rates}, the hub beside the server, ${row?.algorithm ?? '?'}, fp32)`,
+        source: `bench/lab-class.json's scaling (${cls.generatedAt.slice(0, 10)}; ${rates}, the hub beside the server, ${row?.algorithm ?? '?'}, fp32)`,
         n: x.n,
         computeMs: x.split!.stepMs - x.split!.allReduceMs,
         allReduceMs: x.split!.allReduceMs,

@@ -13,7 +13,7 @@ const kb = (b: number | null | undefined): string => (b == null ? '–' : (b / 1
 const mb = (b: number | null | undefined): string => (b == null ? '–' : (b / 1e6).toFixed(0));
 
 export interface MarkdownExtras {
-  /** Step splits from elsewhere (bench/lab.json's class scaling rows) for the crossover. */
+  /** Step splits from elsewhere (bench/lab-class.json's scaling rows) for the crossover. */
   otherSplits: StepSplit[];
 }
 
@@ -24,7 +24,7 @@ export function localStepsMarkdown(r: LocalStepsReport, extras: MarkdownExtras =
   lines.push(
     '# Local steps against every-step sync in the lab',
     '',
-    `Measured ${r.generatedAt} by \`npm run lab -- --local-steps${(r.plan as { name?: string }).name === 'quick' ? ' --quick' : ''}\` in ${r.minutes.toFixed(1)} minutes, on one ${r.machine.cores}-core machine (kernel ${r.machine.kernel}, Node ${r.machine.node}, CFS period ${r.cfsPeriodUs / 1000} ms, netem ${r.netem ? 'present: school-uplink adds its 20 ms each way' : 'absent: rates only, no added delay, so school-uplink has no 20 ms of delay'}). The ${LAB_WORKLOADS.dense.name} on the product's defaults (Adam 0.003 after a 50-step warm-up, 32 examples a worker, balanced shares, \`allreduce: 'auto'\`, the server without a hub; local steps: Nesterov at 0.7 with momentum 0.9, rounds in fp16), only \`sync\` and \`localSteps\` changed.`,
+    `Measured ${r.generatedAt} by \`npm run lab -- --section local-steps${(r.plan as { name?: string }).name === 'quick' ? ' --quick' : ''}\` in ${r.minutes.toFixed(1)} minutes, on one ${r.machine.cores}-core machine (kernel ${r.machine.kernel}, Node ${r.machine.node}, CFS period ${r.cfsPeriodUs / 1000} ms, netem ${r.netem ? 'present: school-uplink adds its 20 ms each way' : 'absent: rates only, no added delay, so school-uplink has no 20 ms of delay'}). The ${LAB_WORKLOADS.dense.name} on the product's defaults (Adam 0.003 after a 50-step warm-up, 32 examples a worker, balanced shares, \`allreduce: 'auto'\`, the server without a hub; local steps: Nesterov at 0.7 with momentum 0.9, rounds in fp16), only \`sync\` and \`localSteps\` changed (and, for the compressed rows, \`powerSgdRank\` and \`sumWordBits\`). Commit and versions: bench/lab.md.`,
     '',
     '**How the times are made.** Time to ' + th + ' is **composed from measured parts**, not one stopwatch:',
     '',

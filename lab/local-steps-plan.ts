@@ -10,7 +10,12 @@ import type { LocalStepsNetwork } from './local-steps-report';
 export interface LocalStepsClass {
   network: LocalStepsNetwork;
   n: number;
+  /** The variants (ids) timed and trained at this size; absent: all of the plan's. */
+  variants?: string[];
 }
+
+/** Whether `variant` is timed and trained at class `cls`. */
+export const runsAt = (cls: LocalStepsClass, variant: string): boolean => cls.variants === undefined || cls.variants.includes(variant);
 
 export interface LocalStepsPlan {
   /** 'quick' for the smoke test (`--local-steps --quick`). */

@@ -1,16 +1,20 @@
 /**
- * The local-steps lab's accuracy runs (lab/local-steps-accuracy.ts) as a pool of child
- * processes at idle priority beside the timed windows, and the CPU they took meanwhile.
+ * The lab's in-process accuracy runs (lab/local-steps-accuracy.ts: local steps against every
+ * step, and the conv workload's time to accuracy) as a pool of child processes at idle
+ * priority beside the timed rows, and the CPU they took meanwhile. A whole `npm run lab`
+ * queues every section's runs at its start, so they use the CPU the collectives leave
+ * idle; a section waits for its own runs when it needs them.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
-import type { CpuSample } from './cpu-monitor';
+import { registerIdleWork, type CpuSample } from './cpu-monitor';
 import { tail } from './spawn';
 import { progress } from './progress';
-import { DONE_PREFIX, POINT_PREFIX, type AccuracyPlan, type AccuracyResult } from './local-steps-protocol';
+import { DONE_PREFIX, POINT_PREFIX, planConfig, type AccuracyPlan, type AccuracyResult } from './local-steps-protocol';
+import { recorder } from './run-settings';
 
 const PROJECT_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 
@@ -22,33 +26,75 @@ const PROJECT_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), 
 export class AccuracyPool {
   readonly results: AccuracyResult[] = [];
   readonly errors: Array<{ what: string; message: string }> = [];
-  private readonly queue: AccuracyPlan[];
+  private readonly queue: AccuracyPlan[] = [];
   private readonly running = new Map<string, { child: ChildProcess; stderr: string[] }>();
+  /** Every id ever added, and the ids settled (a result or an error). */
+  private readonly known = new Set<string>();
+  private readonly plans = new Map<string, AccuracyPlan>();
+  private readonly settled = new Set<string>();
+  private readonly waiters: Array<{ ids: string[]; resolve: () => void }> = [];
+  private readonly listeners: Array<(r: AccuracyResult) => void> = [];
   /** CPU seconds of the children that have exited. */
   private exitedCpuSeconds = 0;
-  private done!: () => void;
-  readonly finished: Promise<void>;
+  private readonly unregister: () => void;
 
-  constructor(
-    plans: AccuracyPlan[],
-    private readonly workers: number,
-    private readonly onResult: (r: AccuracyResult) => void,
-  ) {
-    this.queue = [...plans];
-    this.finished = new Promise((resolve) => (this.done = resolve));
+  constructor(private readonly workers: number) {
+    this.unregister = registerIdleWork(() => this.cpuSeconds());
   }
 
-  start(): void {
+  /** Queues the plans whose ids are new, in order, and starts as many as there are workers. */
+  add(plans: AccuracyPlan[]): void {
+    for (const p of plans) {
+      if (this.known.has(p.id)) continue;
+      this.known.add(p.id);
+      this.plans.set(p.id, p);
+      this.queue.push(p);
+    }
     this.fill();
+  }
+
+  /** Calls `listener` with each result from now on. */
+  onResult(listener: (r: AccuracyResult) => void): () => void {
+    this.listeners.push(listener);
+    return () => this.listeners.splice(this.listeners.indexOf(listener), 1);
+  }
+
+  /**
+   * Resolves once every one of `ids` has a result or an error. The section now running
+   * (lab/run-settings.ts) records what these runs train with: they are its figures, even
+   * when a whole run queued them before it began.
+   */
+  wait(ids: string[]): Promise<void> {
+    for (const id of ids) {
+      const plan = this.plans.get(id);
+      if (plan) recorder().noteConfig(planConfig(plan));
+    }
+    return new Promise((resolve) => {
+      this.waiters.push({ ids, resolve });
+      this.wake();
+    });
+  }
+
+  resultOf(id: string): AccuracyResult | undefined {
+    return this.results.find((r) => r.plan.id === id);
   }
 
   get pending(): string[] {
     return [...this.running.keys(), ...this.queue.map((p) => p.id)];
   }
 
+  private wake(): void {
+    for (const w of [...this.waiters]) {
+      if (w.ids.every((id) => this.settled.has(id) || !this.known.has(id))) {
+        this.waiters.splice(this.waiters.indexOf(w), 1);
+        w.resolve();
+      }
+    }
+  }
+
   private fill(): void {
     while (this.running.size < this.workers && this.queue.length > 0) this.launch(this.queue.shift()!);
-    if (this.running.size === 0 && this.queue.length === 0) this.done();
+    this.wake();
   }
 
   private launch(plan: AccuracyPlan): void {
@@ -76,10 +122,12 @@ export class AccuracyPool {
       if (result) {
         this.exitedCpuSeconds += result.cpuSeconds;
         this.results.push(result);
+        this.settled.add(plan.id);
         progress(`accuracy ${plan.id}: ${result.stoppedBy}; ${result.crossed ? `${(plan.threshold * 100).toFixed(0)} % after ${result.crossed.examples} examples (step ${result.crossed.steps}, round ${result.crossed.rounds})` : `not ${(plan.threshold * 100).toFixed(0)} %`}; the default run ends at ${result.defaultRun ? `${(result.defaultRun.accuracy * 100).toFixed(2)} %` : '–'}; ${result.cpuSeconds.toFixed(0)} CPU s`);
-        this.onResult(result);
+        for (const l of this.listeners) l(result);
       } else {
         this.exitedCpuSeconds += cpu;
+        this.settled.add(plan.id);
         this.errors.push({ what: `accuracy ${plan.id}`, message: `${why ?? 'exited without a result'}\n${tail(entry.stderr, 8)}` });
         progress(`accuracy ${plan.id}: failed (${why ?? 'no result'})`);
       }
@@ -98,6 +146,11 @@ export class AccuracyPool {
 
   /** Kills what still runs (the run is over or failed). */
   stop(): void {
+    this.unregister();
+    for (const p of this.queue) {
+      this.settled.add(p.id);
+      this.errors.push({ what: `accuracy ${p.id}`, message: 'not run: the lab stopped first' });
+    }
     this.queue.length = 0;
     for (const { child } of this.running.values()) {
       child.kill('SIGCONT');

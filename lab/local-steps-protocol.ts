@@ -1,12 +1,12 @@
 /**
- * What the local-steps lab (`npm run lab -- --local-steps`, lab/local-steps-rows.ts) and its
+ * What the local-steps lab (`npm run lab -- --section local-steps`, lab/local-steps-rows.ts) and its
  * accuracy runs (lab/local-steps-accuracy.ts, one child process a configuration) say to each
  * other: the plan goes in as the child's one argument (JSON), and the child prints one
  * `POINT {…}` line a scored point and one `DONE {…}` line at its end, on stdout.
  */
 import type { StartConfig } from '../shared/protocol';
 import { mixSeed } from '../shared/util/random';
-import { LAB_TASK, type LabTaskId } from '../shared/tasks/lab-workloads';
+import { LAB_DATASETS, LAB_TASK, LAB_WORKLOADS, type LabTaskId, type WorkloadRole } from '../shared/tasks/lab-workloads';
 
 /** A way of summing: every step, or local steps with H of them a round. */
 export interface SyncVariant {
@@ -77,8 +77,12 @@ export interface AccuracyPlan {
    * ring (test/unit/equivalence.test.ts proves it), for a fraction of the CPU. Only SERVER_DATA.
    */
   everyStepAsOne: boolean;
-  /** Stops after this many examples whatever it reached (a smoke test); absent: no such limit. */
+  /** Stops after this many examples whatever it reached (a smoke test, or a run whose budget is spent); absent: no such limit. */
   maxExamples?: number;
+  /** The lab workload trained (shared/tasks/lab-workloads.ts); absent: the dense one. */
+  workload?: WorkloadRole;
+  /** Start-config fields beyond the variant's (scaleLearningRate for the conv workload's time to accuracy). */
+  config?: Partial<StartConfig>;
 }
 
 /** One scored point of a run: after the turn that trained `examples` in all. */
@@ -111,7 +115,7 @@ export type AccuracyStop = 'crossed' | 'max-epochs' | 'max-examples' | 'diverged
 export interface AccuracyResult {
   plan: AccuracyPlan;
   /** The start config the replicas ran with (schema defaults included; `epochs` is the plan's maxEpochs). */
-  config: { sync: string; localSteps: number; wire: string; secureAggregation: boolean; batchSizePerWorker: number; learningRate: number; optimizer: string; warmupSteps: number; balanceShares: boolean; outerOptimizer: string; outerLearningRate: number; outerMomentum: number; localOptimizer?: string; localLearningRate?: number; localCorrection?: string; powerSgdRank?: number; sumWordBits?: number; seed: number };
+  config: { model?: string; scaleLearningRate?: boolean; sync: string; localSteps: number; wire: string; secureAggregation: boolean; batchSizePerWorker: number; learningRate: number; optimizer: string; warmupSteps: number; balanceShares: boolean; outerOptimizer: string; outerLearningRate: number; outerMomentum: number; localOptimizer?: string; localLearningRate?: number; localCorrection?: string; powerSgdRank?: number; sumWordBits?: number; seed: number };
   /** Training examples in one epoch (own data keeps a fifth of each device's examples out). */
   epochExamples: number;
   points: AccuracyPoint[];
@@ -142,6 +146,24 @@ export function classesOf(rank: number, n: number): number[] {
 
 /** The device that holds training digit `index` in an IID split: a seeded hash, so about 1/N each, the classes mixed. */
 export const iidDeviceOf = (index: number, n: number, seed: number): number => mixSeed(seed, index) % n;
+
+/**
+ * The start config an accuracy run trains with, before its schema fills in the rest: its
+ * workload on the lab's full dataset, own data for the own-data runs (which turns secure
+ * aggregation on, as a class's own data does by default), the variant's sync and the plan's
+ * fields, and `epochs` raised to the plan's cap so that the run may go on past the default
+ * run's end (nothing else reads it).
+ */
+export function planConfig(plan: AccuracyPlan): Partial<StartConfig> {
+  return {
+    ...LAB_WORKLOADS[plan.workload ?? 'dense'].config,
+    dataset: LAB_DATASETS.full.id,
+    ...(plan.data !== SERVER_DATA ? { data: 'own' as const } : {}),
+    ...variantConfig(plan.variant),
+    ...plan.config,
+    epochs: plan.maxEpochs,
+  };
+}
 
 export const POINT_PREFIX = 'POINT ';
 export const DONE_PREFIX = 'DONE ';

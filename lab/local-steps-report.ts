@@ -1,5 +1,5 @@
 /**
- * The local-steps lab's report (`npm run lab -- --local-steps`, lab/local-steps-rows.ts):
+ * The local-steps lab's report (`npm run lab -- --section local-steps`, lab/local-steps-rows.ts):
  * the composition of time to 97 % from the windows (seconds a turn on the emulated network)
  * and the accuracy runs (turns to 97 % in-process), the two targets, where every-step sync
  * is still the better choice, the non-IID comparison, and bench/lab-local-steps.md. Pure:

@@ -73,8 +73,3 @@ export function localStepsTargets(s: LocalStepsSummary, nonIidLines: NonIidLine[
   return [...timeTargets(s, nonIidLines), bytesTarget(s)];
 }
 
-/** The lab's report's targets with the local-steps ones replaced by `fresh` (the others kept in their order). */
-export function mergeTargets(existing: Target[], fresh: Target[]): Target[] {
-  const ids = new Set<string>(LOCAL_STEPS_TARGET_IDS);
-  return [...existing.filter((t) => !ids.has(t.id)), ...fresh];
-}

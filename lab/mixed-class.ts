@@ -1,5 +1,5 @@
 /**
- * A mixed class in the lab (`npm run lab -- --mixed`): three `laptop`s and one `phone` on
+ * A mixed class in the lab (`npm run lab -- --section class, its mixed part`): three `laptop`s and one `phone` on
  * the wired lab, training the conv workload (shared/tasks/lab-workloads.ts), with and without `balanceShares`, against four laptops.
  *
  * The target `mixed-class-phone`: the mixed class reaches at least 85% of what its compute

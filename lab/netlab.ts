@@ -3,8 +3,10 @@
  * and removes everything again: on return, on a throw, on SIGINT/SIGTERM, and at the next
  * start after a crash (cleanupLab).
  */
+import os from 'node:os';
 import path from 'node:path';
 import { LabError } from './lab-error';
+import { RESERVED_CORES } from './cpu-budget';
 import {
   CONTROL_HOST_LINK,
   CONTROL_SERVER_ADDRESS,
@@ -18,7 +20,7 @@ import {
   type ModelProfile,
 } from './network-models';
 import { runCommand, tryCommand } from './run-command';
-import { checkCpuBudget, createCpuCap, labCgroups, removeLabCgroup, type CpuCap, type CpuCapSpec } from './cpu-caps';
+import { DEVICE_CORES, checkCpuBudget, createCpuCap, labCgroups, removeLabCgroup, type CpuCap, type CpuCapSpec } from './cpu-caps';
 import { killAllLabProcessesSync, spawnIn, type LabProcess, type SpawnInOptions } from './spawn';
 import { checkPreconditions, type LabCapabilities } from './preconditions';
 import { progress } from './progress';
@@ -39,6 +41,12 @@ export interface Lab {
   controlUrl(port: number): string;
   /** A CPU cap removed with the lab. Throws ERR_LAB_CPU_OVERCOMMIT if the lab's caps would exceed the machine. */
   cpuCap(name: string, spec: CpuCapSpec): CpuCap;
+  /**
+   * The group capped processes start in before they take their own cap (SpawnInOptions
+   * `startup`): the machine's cores less the share kept for the server, shared by whatever
+   * is starting. Made on first use, removed with the lab.
+   */
+  startupCap(): CpuCap;
   spawnInWorker(i: number, command: string, args: string[], options?: SpawnInOptions): LabProcess;
   spawnInServer(command: string, args: string[], options?: SpawnInOptions): LabProcess;
 }
@@ -119,6 +127,7 @@ export function buildLab(profile: ModelProfile, n: number, capabilities: LabCapa
   const workers = Array.from({ length: n }, (_, i) => workerEndpoint(i));
   const server = serverEndpoint();
   const caps: CpuCapSpec[] = [];
+  let startup: CpuCap | undefined;
   return {
     profile,
     n,
@@ -133,6 +142,10 @@ export function buildLab(profile: ModelProfile, n: number, capabilities: LabCapa
       checkCpuBudget([...caps, spec]);
       caps.push(spec);
       return createCpuCap(name, spec);
+    },
+    startupCap() {
+      startup ??= createCpuCap('startup', { cores: Math.max(DEVICE_CORES.laptop, os.availableParallelism() - RESERVED_CORES) });
+      return startup;
     },
     spawnInWorker(i, command, args, options) {
       const w = workers[i];

@@ -1,10 +1,11 @@
 /**
- * The shapes of the lab's report (bench/lab.json): the all-reduce section, the class's
- * section (`npm run lab -- --class`) and the targets both set. lab/report.ts and
- * lab/class-report.ts turn measurements into these; neither imports the other for them.
+ * The shapes of two sections' rows, the collectives' (bench/lab-collectives.json) and the
+ * class's (bench/lab-class.json), and of a target as every section hands it to the lab's
+ * report (lab/report-store.ts). lab/report.ts and lab/class-report.ts turn measurements
+ * into these; neither imports the other for them.
  */
 import type { DroppedMember, JoinCost } from '../shared/protocol';
-import type { AllReduceRow, AutoRow } from './allreduce-rows';
+import type { AllReduceRow, AutoRow, SkippedRow } from './allreduce-rows';
 import type { ModelValidation } from './validate-models';
 import type { ModelName } from './network-models';
 import type { TrainingNet, TrainingRow } from './training-rows';
@@ -21,16 +22,16 @@ export const SCALING_TARGET_ID = `${LAB_WORKLOADS.conv.model}-scaling-n8` as con
 export const CLASS_TARGET_IDS = [SCALING_TARGET_ID, 'time-to-accuracy-n8-vs-n1', 'mixed-class-phone', 'join-pause-n8', 'joiner-lockstep-n8'] as const;
 export type ClassTargetId = (typeof CLASS_TARGET_IDS)[number];
 
-/** `npm run lab -- --secagg` (lab/secagg-rows.ts): the secure step against fp32's at a class size, and the one-epoch accuracy. */
+/** `npm run lab -- --section secagg` (lab/secagg-rows.ts): the secure step against fp32's at a class size, and the one-epoch accuracy. */
 export type SecaggTargetId = `secagg-step-overhead-n${number}` | 'secagg-accuracy';
 
-/** `npm run lab -- --local-steps` (lab/local-steps-report.ts): local steps against every step on slow links and in a big class. */
+/** `npm run lab -- --section local-steps` (lab/local-steps-report.ts): local steps against every step on slow links and in a big class. */
 export const LOCAL_STEPS_TARGET_IDS = ['local-steps-vs-sync-school-uplink', 'local-steps-vs-sync-wifi-large-class', 'local-steps-noniid', 'local-steps-bytes'] as const;
 export type LocalStepsTargetId = (typeof LOCAL_STEPS_TARGET_IDS)[number];
 
 export interface Target {
-  /** The all-reduce targets (TARGET_IDS), the class's (`npm run lab -- --class`, lab/class-report.ts), secure aggregation's (`--secagg`) or local steps' (`--local-steps`). */
-  id: TargetId | ClassTargetId | SecaggTargetId | LocalStepsTargetId;
+  /** One of the ids a section of the report owns (lab/report-store.ts SECTIONS): TargetId, ClassTargetId, SecaggTargetId, LocalStepsTargetId, the school's, the faults' or the class of thirty's. */
+  id: TargetId | ClassTargetId | SecaggTargetId | LocalStepsTargetId | (string & {});
   /** The goal in words, with its threshold. */
   goal: string;
   /** The figure, or null when this run did not measure what it needs (--quick, or fewer models). */
@@ -40,7 +41,8 @@ export interface Target {
   detail: string;
 }
 
-export interface LabReport {
+/** bench/lab-collectives.json: the collectives section's rows (the report's targets are in bench/lab.json). */
+export interface CollectivesReport {
   generatedAt: string;
   machine: { cores: number; kernel: string; node: string };
   /** Whether the kernel had netem: without it no model adds delay. */
@@ -52,11 +54,10 @@ export interface LabReport {
   models: Array<Pick<ModelValidation, 'name' | 'params' | 'measured' | 'expected' | 'ok' | 'delayMs' | 'firstAttempt'>>;
   allreduce: AllReduceRow[];
   auto: AutoRow[];
-  training: TrainingRow[];
+  /** Rows not measured because their bound alone is slower than a row measured beside them (lab/allreduce-rows.ts). */
+  skipped: SkippedRow[];
   /** A real-GPU device's figure, when the session had one; why not, otherwise. */
   gpu: { measured: false; why: string };
-  /** `npm run lab -- --class`: scaling, time to accuracy, the mixed class and joins; a full run keeps the one it finds. */
-  class?: ClassReport;
 }
 
 export interface ScalingEntry {
@@ -84,6 +85,42 @@ export interface TimeSplit {
   otherMs: number;
   /** The least time the gradient's all-reduce can take on the row's network with the algorithm the chief used; null for one device. */
   allReduceBoundMs: number | null;
+}
+
+/**
+ * A time-to-accuracy row composed from its parts: the steps the class needs to the
+ * threshold, from the product's Trainer in-process on the global batch (exact data
+ * parallelism: the same sums as N devices), and what a step and the start take on the lab,
+ * from the scaling row of the same network, net and N.
+ */
+export interface ComposedTta {
+  n: number;
+  scaleLearningRate: boolean;
+  globalBatch: number;
+  /** The first in-process point at the threshold on the whole test set: its step and examples; null when the run never got there. */
+  steps: number | null;
+  examples: number | null;
+  accuracy: number | null;
+  /** Where an in-process run that never crossed stopped. */
+  stoppedAt: { examples: number; steps: number; accuracy: number | null } | null;
+  /** The scaling row's mean step, its Start-to-window time and the step its window opened on. */
+  stepMs: number | null;
+  startToFirstMs: number | null;
+  firstStep: number | null;
+  /** startToFirstMs + (steps − firstStep) × stepMs; null without every part. */
+  composedMs: number | null;
+  /** The scaling row counted and the in-process run ended well. */
+  counts: boolean;
+}
+
+/** A direct run against the composition of the same N and setting. */
+export interface TtaCheck {
+  n: number;
+  scaleLearningRate: boolean;
+  composedMs: number | null;
+  directMs: number | null;
+  /** directMs / composedMs. */
+  ratio: number | null;
 }
 
 /** One checkpoint of a time-to-accuracy row, scored after (or beside) the run on the official test set. */
@@ -195,7 +232,12 @@ export interface ClassReport {
    */
   sectionCfsPeriodUs?: Partial<Record<ClassSection, number>>;
   scaling: { rows: TrainingRow[]; table: ScalingEntry[]; splits: Array<{ model: ModelName; net: TrainingNet; n: number; split: TimeSplit | null; sentence: string }> } | null;
-  timeToAccuracy: { threshold: number; budgetMs: number; screenMargin: number; rows: TtaRow[] } | null;
+  /**
+   * Time to the threshold, composed (`composed`: steps to it in-process × the scaling rows'
+   * step) and checked by a direct run on the lab (`rows`, the direct runs; `check`, the one
+   * against its composition). Reports from before 2026-12-01 hold direct rows only.
+   */
+  timeToAccuracy: { threshold: number; budgetMs: number; screenMargin: number; rows: TtaRow[]; composed?: ComposedTta[]; check?: TtaCheck | null } | null;
   mixed: MixedClassReport | null;
   joins: { rows: JoinRow[] } | null;
   /** A section that could not be measured, and why (its coded error). */

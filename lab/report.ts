@@ -1,20 +1,28 @@
 /**
- * The lab's report: bench/lab.json (the contract others read: `targets`, `models`, the
- * rows), bench/lab.md (the same as tables) and one SVG per network model. Pure: main.ts
- * measures, this turns the measurements into figures, targets and text, and the unit test
- * checks the targets against hand-made rows.
+ * The collectives section's rows: bench/lab-collectives.json (`models`, the rows, what
+ * 'auto' picked, the rows skipped), bench/lab-collectives.md (the same as tables) and one
+ * SVG per network model; its four targets go into the lab's report (lab/report-store.ts).
+ * Pure: lab/collectives-section.ts measures, this turns the measurements into figures,
+ * targets and text, and the unit test checks the targets against hand-made rows.
  */
 import { LAB_WORKLOAD_LIST } from '../shared/tasks/lab-workloads';
 import type { Algorithm, WireFormat } from '../shared/protocol';
 import type { AllReduceRow, AutoRow } from './allreduce-rows';
 import type { ModelName, ModelProfile } from './network-models';
-import type { TrainingRow } from './training-rows';
-import type { LabReport, Target } from './report-types';
-import { classMarkdown } from './class-markdown';
-
-export type { TrainingRow };
+import type { CollectivesReport, Target } from './report-types';
 
 const MB = 2 ** 20;
+
+/** The places the targets read: always measured, whatever their bound (lab/allreduce-rows.ts skips the rest when they cannot be fastest). */
+export const TARGET_PLACES: ReadonlyArray<{ model: ModelName; n: number; bytes: number; wire: WireFormat; algorithms: Algorithm[] }> = [
+  { model: 'wired-lab', n: 4, bytes: 16 * MB, wire: 'fp32', algorithms: ['ring', 'hub'] },
+  { model: 'wifi', n: 8, bytes: 16 * MB, wire: 'fp32', algorithms: ['ring'] },
+];
+
+/** The algorithms the targets need measured at one place of `model`. */
+export function requiredAt(model: ModelName, n: number, bytes: number, wire: WireFormat): Algorithm[] {
+  return TARGET_PLACES.filter((p) => p.model === model && p.n === n && p.bytes === bytes && p.wire === wire).flatMap((p) => p.algorithms);
+}
 
 const find = (rows: AllReduceRow[], model: ModelName, n: number, bytes: number, wire: WireFormat, algorithm: Algorithm) =>
   rows.find((r) => r.model === model && r.n === n && r.bytes === bytes && r.wire === wire && r.algorithm === algorithm);
@@ -78,12 +86,12 @@ function paramsText(p: ModelProfile['params']): string {
     .join(', ');
 }
 
-/** bench/lab.md: the targets first, then each model's validation, all-reduce rows and training rows. */
-export function markdown(r: LabReport, profiles: ModelProfile[]): string {
+/** bench/lab-collectives.md: the targets first, then each model's validation and all-reduce rows. */
+export function markdown(r: CollectivesReport, profiles: ModelProfile[]): string {
   const lines: string[] = [];
-  lines.push('# The classroom lab', '');
+  lines.push('# The classroom lab: the collectives', '');
   lines.push(
-    `Measured by \`npm run lab${r.quick ? ' -- --quick' : ''}\` on ${r.generatedAt.slice(0, 10)}, ${r.machine.cores} cores, kernel ${r.machine.kernel}, Node ${r.machine.node}; ${f(r.minutes)} minutes. netem: ${r.netem ? 'present' : 'absent (rates only, no added delay)'}. Every worker is its own network namespace under a CPU cap; times are the median over repetitions of the slowest rank. Workloads: ${LAB_WORKLOAD_LIST.map((w) => `${w.role}, the ${w.task.id} task's ${w.model}`).join('; ')} (shared/tasks/lab-workloads.ts). See docs/lab.md.`,
+    `Measured by \`npm run lab -- --section collectives${r.quick ? ' --quick' : ''}\` on ${r.generatedAt.slice(0, 10)}, ${r.machine.cores} cores, kernel ${r.machine.kernel}, Node ${r.machine.node}; ${f(r.minutes)} minutes; the commit and versions are in bench/lab.md. netem: ${r.netem ? 'present' : 'absent (rates only, no added delay)'}. Every worker is its own network namespace under a CPU cap; times are the median over repetitions of the slowest rank. Workloads: ${LAB_WORKLOAD_LIST.map((w) => `${w.role}, the ${w.task.id} task's ${w.model}`).join('; ')} (shared/tasks/lab-workloads.ts). See docs/lab.md.`,
     '',
   );
   lines.push('## Targets', '', '| target | goal | figure | met |', '|---|---|---|---|');
@@ -100,14 +108,15 @@ export function markdown(r: LabReport, profiles: ModelProfile[]): string {
     const rows = r.allreduce.filter((x) => x.model === profile.name);
     if (rows.length === 0) continue;
     lines.push('', `## All-reduce on \`${profile.name}\` (${paramsText(profile.params)})`, '');
-    lines.push('Times in ms; in brackets the share of the model\'s bound (lab/bounds.ts) each reached. ✗: the machine or the devices\' CPU caps limited the row (it does not count).', '');
+    lines.push('Times in ms; in brackets the share of the model\'s bound (lab/bounds.ts) each reached. ✗: the machine or the devices\' CPU caps limited the row (it does not count). skipped: its bound alone is slower than a time measured beside it (below).', '');
     lines.push('| N | buffer | wire | ring | halving-doubling | hub | auto picks | auto / fastest | network shape seen | machine CPU |', '|---|---|---|---|---|---|---|---|---|---|');
     const keys = [...new Set(rows.map((x) => `${x.n}|${x.bytes}|${x.wire}`))];
     for (const key of keys) {
       const [n, bytes, wire] = key.split('|');
       const cell = (a: Algorithm) => {
         const x = rows.find((y) => `${y.n}|${y.bytes}|${y.wire}` === key && y.algorithm === a);
-        return x ? `${f(x.ms, 0)} (${pct(x.ofBound)})${x.counts ? '' : ' ✗'}` : '–';
+        const gone = (r.skipped ?? []).some((y) => y.model === profile.name && `${y.n}|${y.bytes}|${y.wire}` === key && y.algorithm === a);
+        return x ? `${f(x.ms, 0)} (${pct(x.ofBound)})${x.counts ? '' : ' ✗'}` : gone ? 'skipped' : '–';
       };
       const auto = r.auto.find((a) => a.model === profile.name && `${a.n}|${a.bytes}|${a.wire}` === key);
       const cpu = Math.max(...rows.filter((y) => `${y.n}|${y.bytes}|${y.wire}` === key).map((y) => y.cpu.mean));
@@ -116,18 +125,12 @@ export function markdown(r: LabReport, profiles: ModelProfile[]): string {
       );
     }
   }
-  if (r.training.length > 0) {
-    lines.push('', '## Training: examples/s of N devices against one', '');
-    lines.push('Real Node workers (tfjs CPU backend) capped as `laptop`s, the server\'s hub beside the server, `allreduce: \'auto\'`. "×1" is the class against one device alone.', '');
-    lines.push('| network | net | N | examples/s | ×1 | step ms | all-reduce | why (the chief\'s report) | machine CPU |', '|---|---|---|---|---|---|---|---|---|');
-    for (const t of r.training) {
-      const one = r.training.find((x) => x.net === t.net && x.n === 1);
-      const speedup = one && t.n > 1 ? `${f(t.examplesPerSec / one.examplesPerSec, 2)}×` : '–';
-      lines.push(`| ${t.n === 1 ? '(one device)' : t.model} | ${t.net} | ${t.n} | ${f(t.examplesPerSec)} | ${speedup} | ${f(t.stepMs, 0)} | ${t.n === 1 ? '–' : t.algorithm} | ${t.reason} | ${pct(t.cpu.mean)}${t.counts ? '' : ' ✗'} |`);
-    }
-    lines.push('', 'Every row runs on the server\'s default liveness (5 s): the workers compute in a thread of their own, so a step of seconds leaves their pings answered.');
+  const skipped = r.skipped ?? [];
+  if (skipped.length > 0) {
+    lines.push('', '## Rows not run: their bound alone is slower than a time measured beside them', '');
+    lines.push('| model | N | buffer | wire | algorithm | its bound (ms) | measured beside it (ms) |', '|---|---|---|---|---|---|---|');
+    for (const x of skipped) lines.push(`| ${x.model} | ${x.n} | ${x.bytes / MB} MB | ${x.wire} | ${x.algorithm} | ${f(x.boundMs, 0)} | ${f(x.fasterMs, 0)} |`);
   }
-  if (r.class) lines.push(...classMarkdown(r.class));
   lines.push('', `Real GPU: ${r.gpu.why}`, '');
   return lines.join('\n');
 }

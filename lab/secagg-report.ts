@@ -1,5 +1,5 @@
 /**
- * The secure-aggregation lab's report (`npm run lab -- --secagg`, lab/secagg-rows.ts):
+ * The secure-aggregation lab's report (`npm run lab -- --section secagg`, lab/secagg-rows.ts):
  * each mode's windows pooled per class size, the targets, and the markdown of
  * bench/lab-secagg.md. Pure: rows in, summary, targets and text out.
  */
@@ -96,7 +96,7 @@ export function secaggMarkdown(r: SecaggReport): string {
   return [
     '# Secure aggregation in the lab: what it costs on Wi-Fi',
     '',
-    `Measured ${r.generatedAt} by \`npm run lab -- --secagg\` in ${r.minutes.toFixed(1)} minutes, on one ${r.machine.cores}-core machine (kernel ${r.machine.kernel}, Node ${r.machine.node}, netem ${r.netem ? 'present' : 'absent: rates only, no added delay'}): Node workers, each in its own network namespace on the emulated ${r.model} (${JSON.stringify(r.params)}; no hub, as the server runs by default) under a CPU cap (${r.sizes.map((s) => `N = ${s.n}: ${s.device}s at ${s.cores} core`).join('; ')}), train the ${labWorkloadOf(r.net).name} on the product's defaults. Every mode of one class size runs on the same server and workers, one run after another, each timed after its own warm-up of ${WARMUP_STEPS} steps.`,
+    `Measured ${r.generatedAt} by \`npm run lab -- --section secagg\` in ${r.minutes.toFixed(1)} minutes, on one ${r.machine.cores}-core machine (kernel ${r.machine.kernel}, Node ${r.machine.node}, netem ${r.netem ? 'present' : 'absent: rates only, no added delay'}): Node workers, each in its own network namespace on the emulated ${r.model} (${JSON.stringify(r.params)}; no hub, as the server runs by default) under a CPU cap (${r.sizes.map((s) => `N = ${s.n}: ${s.device}s at ${s.cores} core`).join('; ')}), train the ${labWorkloadOf(r.net).name} on the product's defaults. Every mode of one class size runs on the same server and workers, one run after another, each timed after its own warm-up of ${WARMUP_STEPS} steps.`,
     '',
     '| target | goal | value | met |',
     '|---|---|---|---|',

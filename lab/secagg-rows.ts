@@ -1,5 +1,5 @@
 /**
- * What secure aggregation costs in the lab (`npm run lab -- --secagg`): a class of capped
+ * What secure aggregation costs in the lab (`npm run lab -- --section secagg`): a class of capped
  * devices on the Wi-Fi model trains the dense workload (shared/tasks/lab-workloads.ts) on the
  * product's defaults (the server without a hub, HUB=0, as `npm start` ran it until 2026-11-28; `allreduce: 'auto'`,
  * data 'dataset'), three ways:
@@ -255,8 +255,8 @@ async function measureRun(lab: Lab, server: LabServer, n: number, device: Device
   return { ...row, dataset: ACCURACY_DATASET, accuracy, steps, seconds: (Date.now() - t0) / 1000 };
 }
 
-/** The step windows' order at every size: secure and fp32 twice, interleaved, so that drift over the minutes shows and cancels. */
-const WINDOW_ORDER = ['secure', 'fp32', 'fp16', 'fp32', 'secure'] as const;
+/** The step windows' order at every size: secure on both sides of fp32, so that drift over the minutes cancels between them; fp16 after, for comparison. */
+const WINDOW_ORDER = ['secure', 'fp32', 'secure', 'fp16'] as const;
 
 /**
  * Every run at class size `lab.n` in one lab, in WINDOW_ORDER, and at ACCURACY_N the

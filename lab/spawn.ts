@@ -20,8 +20,14 @@ const LOG_DIR = process.env.LAB_LOG_DIR ?? null;
 if (LOG_DIR) mkdirSync(LOG_DIR, { recursive: true });
 
 export interface SpawnInOptions {
-  /** The group the child joins before it executes anything (so no unmetered start-up). */
+  /** The group the child joins before it executes anything (so no unmetered start-up), or once `startup` says so. */
   cpuCap?: CpuCap;
+  /**
+   * Start in `group` instead, and move into `cpuCap` at the first line matching `capOn`:
+   * the process's own start (Node, tsx, importing tfjs) is not what a device is measured
+   * on, and at a phone's 0.05 core it takes minutes that a phone's browser does not.
+   */
+  startup?: { group: CpuCap; capOn: RegExp };
   /** Added to this process's environment. */
   env?: NodeJS.ProcessEnv;
   /** Default: stdin a pipe (flows read their go line from it), output collected. */
@@ -52,7 +58,8 @@ export function spawnIn(ns: string, command: string, args: string[], options: Sp
   const inner = ['ip', 'netns', 'exec', ns, command, ...args];
   // The shell moves itself into the cgroup, then execs: the pid stays the same, so the
   // program and everything it forks run capped from their first instruction.
-  const argv = options.cpuCap ? ['sh', '-c', 'echo $$ > "$1" && shift && exec "$@"', 'sh', path.join(options.cpuCap.dir, 'cgroup.procs'), ...inner] : inner;
+  const first = options.cpuCap && options.startup ? options.startup.group : options.cpuCap;
+  const argv = first ? ['sh', '-c', 'echo $$ > "$1" && shift && exec "$@"', 'sh', path.join(first.dir, 'cgroup.procs'), ...inner] : inner;
   const child = spawn(argv[0]!, argv.slice(1), {
     stdio: options.stdio ?? ['pipe', 'pipe', 'pipe'],
     env: { ...process.env, ...options.env },
@@ -61,6 +68,17 @@ export function spawnIn(ns: string, command: string, args: string[], options: Sp
   });
   const lines: string[] = [];
   const waiters = new Set<() => void>();
+  if (options.cpuCap && options.startup) {
+    const { cpuCap } = options;
+    const { capOn } = options.startup;
+    // The pid stays the shell's through both execs (sh, then ip netns exec): moving it moves the program and its threads.
+    const capWhenReady = () => {
+      if (!lines.some((l) => capOn.test(l)) || child.pid === undefined) return;
+      waiters.delete(capWhenReady);
+      if (child.exitCode === null && child.signalCode === null) cpuCap.addPid(child.pid);
+    };
+    waiters.add(capWhenReady);
+  }
   for (const stream of [child.stdout, child.stderr]) {
     let rest = '';
     stream?.on('data', (d: Buffer) => {

@@ -111,6 +111,14 @@ export interface TrainingRow {
   cpu: CpuSample;
   /** Seconds from the first process started to the window's opening, and for the whole row. */
   setupSeconds: number;
+  /**
+   * From Start (the harness's POST) to the chief's report of `firstStep`, the step the
+   * window opened on (server clock, this machine's): what a run spends before its steady
+   * steps, for composing a run's time from its steps (lab/class-report.ts composeTta).
+   * Absent in reports from before it was recorded.
+   */
+  startToFirstMs?: number;
+  firstStep?: number;
   totalSeconds: number;
   /** False when the machine was saturated (lab/cpu-monitor.ts) or the room lost a member: then it is not an N-device row. */
   counts: boolean;
@@ -182,6 +190,7 @@ export async function trainingRow(lab: Lab, net: TrainingNet, device: DeviceProf
     for (let i = 0; i < n; i++) workers.push(startLabWorker(lab, i, server, devices[i]!));
     await waitForRoom(server, (r) => r.members.length === n && r.members.every((m) => m.connected), `${n} workers joined`, JOIN_TIMEOUT_MS).catch(failWith);
     progress(`${label}: ${n} joined after ${((Date.now() - t0) / 1000).toFixed(1)} s; starting`);
+    const startAt = Date.now();
     await server.start({ ...BASE_CONFIG, ...netConfig(net), ...options.config });
     const started = await waitForRoom(
       server,
@@ -274,6 +283,8 @@ export async function trainingRow(lab: Lab, net: TrainingNet, device: DeviceProf
       dropped: room.dropped,
       cpu,
       setupSeconds,
+      startToFirstMs: first.at - startAt,
+      firstStep: first.step,
       totalSeconds: 0,
       counts: !machineBound(cpu) && lost === null,
     };

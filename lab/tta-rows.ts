@@ -23,7 +23,7 @@ import { globalBatchSize } from '../shared/data/batch-plan';
 import { LabError } from './lab-error';
 import type { Lab } from './netlab';
 import { startLabServer, startLabWorker, waitForRoom, type LabServer } from './lab-server';
-import { MACHINE_BOUND_FRACTION, startCpuMonitor, type CpuSample } from './cpu-monitor';
+import { MACHINE_BOUND_FRACTION, registerIdleWork, startCpuMonitor, type CpuSample } from './cpu-monitor';
 import { BASE_CONFIG, lostMember, netConfig, roomMetrics, stopRun, type TrainingNet } from './training-rows';
 import { labWorkloadOf } from '../shared/tasks/lab-workloads';
 import { frontierEvaluation, nextEvaluation, thresholdSeen, timeToThreshold, type EvaluationPolicy } from './class-report';
@@ -64,7 +64,12 @@ export class CheckpointScorer {
   private readonly waiting: Array<(reply: ScoreReply) => void> = [];
   private readonly stderr: string[] = [];
 
-  private constructor(private readonly child: ChildProcess) {}
+  private readonly unregister: () => void;
+
+  private constructor(private readonly child: ChildProcess) {
+    // Idle priority: the rows beside it judge the machine without it (lab/cpu-monitor.ts).
+    this.unregister = registerIdleWork(() => this.cpuMs / 1000);
+  }
 
   static async start(): Promise<CheckpointScorer> {
     const child = spawn('chrt', ['--idle', '0', process.execPath, '--import', 'tsx', 'lab/checkpoint-eval.ts'], { cwd: PROJECT_ROOT, stdio: ['pipe', 'pipe', 'pipe'] });
@@ -117,6 +122,7 @@ export class CheckpointScorer {
   }
 
   async close(): Promise<void> {
+    this.unregister();
     if (this.child.exitCode !== null || this.child.signalCode !== null) return;
     const exited = new Promise((r) => this.child.once('exit', r));
     this.child.stdin!.end();
@@ -293,7 +299,8 @@ export async function timeToAccuracyRow(lab: Lab, plan: TtaPlan, scorer: Checkpo
   const first = h[0];
   const last = h.at(-1);
   const evaluatorCpuMs = scorer.cpuMs - cpu0;
-  const machineBusyWithout = Math.max(0, cpu.mean - evaluatorCpuMs / Math.max(1, runMs * cpu.cores));
+  // The scorer and any in-process runs beside the row are idle-priority work (lab/cpu-monitor.ts).
+  const machineBusyWithout = cpu.withoutIdle ?? Math.max(0, cpu.mean - evaluatorCpuMs / Math.max(1, runMs * cpu.cores));
   const row: TtaRow = {
     model: lab.profile.name,
     net,

@@ -20,9 +20,14 @@
  *      and a permanent cut of one (SIGSTOP for good: gone within the liveness window).
  *      Each: who was dropped, the class's pause, and whether the hashes agreed after.
  *
- * BENCH_CLASS (30), BENCH_CLASS_FIRST (8) and BENCH_CHURN_MS (60000) change the run;
+ * The lab's `class30` section (`npm run lab -- --section class30`, lab/sections.ts) runs this
+ * and takes its four targets into the lab's report (bench/lab.json) from the file
+ * BENCH_CLASS_TARGETS names; bench/class.json holds the rows, never the targets.
+ * BENCH_CLASS (30), BENCH_CLASS_FIRST (8) and BENCH_CHURN_MS (60000) change the run, and
+ * BENCH_CLASS_OUT the artifacts' name (bench/<name>.*);
  * BENCH_CLASS_SYNC=local-steps trains the class in rounds of local steps (the mode's other
- * settings on their defaults: docs/local-steps.md) and writes bench/class-local-steps.*.
+ * settings on their defaults: docs/local-steps.md) and writes bench/class-local-steps.*:
+ * the same checks against the same goals, a comparison beside the report, not its targets.
  */
 import os from 'node:os';
 import path from 'node:path';
@@ -50,7 +55,9 @@ const TURN_STEPS = SYNC === 'local-steps' ? DEFAULT_START_CONFIG.localSteps : 1;
  */
 let turnMs = 0;
 /** Where the results go: bench/class.* for every step, bench/class-local-steps.* for rounds. */
-const OUT_NAME = SYNC === 'local-steps' ? 'class-local-steps' : 'class';
+const OUT_NAME = process.env.BENCH_CLASS_OUT ?? (SYNC === 'local-steps' ? 'class-local-steps' : 'class');
+/** Where the lab's section reads the targets (absent: printed only). */
+const TARGETS_FILE = process.env.BENCH_CLASS_TARGETS ?? null;
 const HICCUP_MS = 2_000;
 const FREEZE_MS = 15_000;
 /** A cut is watched this long: past the server's liveness window (5 s by default), whatever it is. */
@@ -239,9 +246,9 @@ function markdown(result: Record<string, unknown>, targets: Target[], faults: Fa
   const lines = [
     `# A class of ${CLASS_SIZE} on one machine`,
     '',
-    `Measured ${new Date().toISOString()} on ${os.availableParallelism()} cores (${os.cpus()[0]?.model ?? 'unknown CPU'}), Node ${process.versions.node}, by \`npm run bench:class\`: ${CLASS_SIZE} Node workers on loopback training the MLP on the product's defaults${SYNC === 'local-steps' ? ' with `sync: local-steps` (rounds of 20 local steps, Nesterov outside, fp16)' : ''}. All of them share this machine's cores: the figures are the CPU regime, what the class costs in computation and coordination, not what a network does. A hiccup and a freeze are SIGSTOP (sockets and process stand still); a cut is SIGSTOP for good.`,
+    `Measured ${new Date().toISOString()} on ${os.availableParallelism()} cores (${os.cpus()[0]?.model ?? 'unknown CPU'}), Node ${process.versions.node}, by ${SYNC === 'local-steps' ? '`BENCH_CLASS_SYNC=local-steps npm run bench:class`' : '`npm run lab -- --section class30` (commit and versions: bench/lab.md)'}: ${CLASS_SIZE} Node workers on loopback training the MLP on the product's defaults${SYNC === 'local-steps' ? ` with \`sync: local-steps\` (rounds of ${TURN_STEPS} local steps, the mode's defaults)` : ''}. All of them share this machine's cores: the figures are the CPU regime, what the class costs in computation and coordination, not what a network does. A hiccup and a freeze are SIGSTOP (sockets and process stand still); a cut is SIGSTOP for good.`,
     '',
-    '| target | goal | value | met | detail |',
+    SYNC === 'local-steps' ? '| check (against the targets\' goals; not a target of the report) | goal | value | met | detail |' : '| target | goal | value | met | detail |',
     '|---|---|---|---|---|',
     ...targets.map((t) => `| ${t.id} | ${t.goal} | ${t.value === null ? '–' : t.value.toFixed(2)} | ${t.met ? 'yes' : 'no'} | ${t.detail} |`),
     '',
@@ -283,9 +290,11 @@ async function main(): Promise<void> {
       { id: `class${CLASS_SIZE}-hiccup`, goal: `0 dropped for a 2 s hiccup; the pause ≤ 3 s${plus}`, value: hiccup!.pauseMs / 1000, met: hiccup!.dropped.length === 0 && hiccup!.pauseMs <= 3_000 + slackMs, detail: `dropped: ${hiccup!.dropped.join(', ') || 'nobody'}` },
       { id: `class${CLASS_SIZE}-freeze`, goal: `the frozen dropped, back in lock-step ≤ 5 s${plus} after SIGCONT; nobody else dropped`, value: freeze!.backInLockStepMs === null ? null : freeze!.backInLockStepMs / 1000, met: freeze!.backInLockStepMs !== null && freeze!.backInLockStepMs <= 5_000 + slackMs && freeze!.dropped.every((d) => freeze!.devices.includes(d)), detail: `dropped: ${freeze!.dropped.join(', ') || 'nobody'}; back in lock-step is the whole class's, at one step with one hash` },
     ];
-    const result = { generatedAt: new Date().toISOString(), machine: { cores: os.availableParallelism(), node: process.versions.node }, sync: SYNC, rounds: final.round, steps: final.step, classSize: CLASS_SIZE, first: FIRST, storm: s, churn: c, faults, finalRun: final.run, targets };
+    // The targets live in the lab's report alone; a local-steps class is a comparison against the same goals, its checks beside it.
+    const result = { generatedAt: new Date().toISOString(), machine: { cores: os.availableParallelism(), node: process.versions.node }, sync: SYNC, rounds: final.round, steps: final.step, classSize: CLASS_SIZE, first: FIRST, storm: s, churn: c, faults, finalRun: final.run, ...(SYNC === 'local-steps' ? { checks: targets } : {}) };
     mkdirSync(OUT_DIR, { recursive: true });
     writeFileSync(path.join(OUT_DIR, `${OUT_NAME}.json`), `${JSON.stringify(result, null, 2)}\n`);
+    if (TARGETS_FILE) writeFileSync(TARGETS_FILE, JSON.stringify(targets));
     writeFileSync(path.join(OUT_DIR, `${OUT_NAME}.md`), markdown(result, targets, faults));
     for (const t of targets) console.log(`target ${t.id}: ${t.value === null ? '–' : t.value.toFixed(2)} (${t.goal}) ${t.met ? 'met' : 'NOT met'}: ${t.detail}`);
     log(`wrote bench/${OUT_NAME}.json and bench/${OUT_NAME}.md`);

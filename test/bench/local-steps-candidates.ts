@@ -11,7 +11,7 @@
  *  - the class's own data split by class at N = 4 (012 / 345 / 67 / 89), masked as own data
  *    is by default: the accuracy at the default run's end, and the lowest and highest
  *    points of its second epoch (how much it swings from round to round).
- * Accuracy per example does not depend on the network; `npm run lab -- --local-steps`
+ * Accuracy per example does not depend on the network; `npm run lab -- --section local-steps`
  * composes time to accuracy on emulated links from the same runs.
  *
  *   npm run bench:local-steps [-- --only <candidate id,...>] [--workers 2]
@@ -196,12 +196,14 @@ async function main(): Promise<void> {
     writeFileSync(`${OUT}.json`, `${JSON.stringify(report, null, 2)}\n`);
     writeFileSync(`${OUT}.md`, markdown(report));
   };
-  const pool = new AccuracyPool(plans, Number(values.workers), (r) => {
+  const pool = new AccuracyPool(Number(values.workers));
+  pool.onResult((r) => {
     report.results.push(r);
     write();
   });
-  pool.start();
-  await pool.finished;
+  pool.add(plans);
+  await pool.wait(plans.map((p) => p.id));
+  pool.stop();
   for (const e of pool.errors) process.stderr.write(`${e.what}: ${e.message}\n`);
   write();
   process.stdout.write(markdown(report));

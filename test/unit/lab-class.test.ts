@@ -1,8 +1,8 @@
 /**
- * The class's figures (`npm run lab -- --class`, lab/class-report.ts) from hand-made rows:
+ * The class's figures (`npm run lab -- --section class`, lab/class-report.ts) from hand-made rows:
  * scaling efficiency and where a step's time goes, the order checkpoints are scored in and
- * the time to the threshold, the join telemetry's parsing and the chief's stall, every
- * class target met or not, and the merge into a lab report that keeps its other sections.
+ * the time to the threshold, composed and checked, the join telemetry's parsing and the
+ * chief's stall, every class target met or not, and the section's markdown.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -13,11 +13,9 @@ import {
   duration,
   frontierEvaluation,
   thresholdSeen,
-  emptyLabReport,
+  composeTta,
+  ttaCheck,
   joinTargets,
-  keepClass,
-  mergeClass,
-  foldClass,
   nextEvaluation,
   parseJoins,
   scalingTable,
@@ -28,9 +26,9 @@ import {
   whereTimeGoes,
 } from '../../lab/class-report';
 import { classMarkdown } from '../../lab/class-markdown';
-import { CLASS_TARGET_IDS, type CheckpointPoint, type ClassReport, type JoinRecord, type JoinRow, type LabReport, type TtaRow } from '../../lab/report-types';
+import { CLASS_TARGET_IDS, type CheckpointPoint, type ClassReport, type ComposedTta, type JoinRecord, type JoinRow, type TtaRow } from '../../lab/report-types';
+import type { AccuracyResult } from '../../lab/local-steps-protocol';
 import { cpuBudget } from '../../lab/cpu-budget';
-import { markdown } from '../../lab/report';
 import { wiredLab } from '../../lab/network-models';
 import { boundMs } from '../../lab/bounds';
 import { buildModel } from '../../shared/compute/models';
@@ -208,24 +206,54 @@ function tta(n: number, scaleLearningRate: boolean, reachedMs: number | null, ex
   };
 }
 
-test('time-to-accuracy-n8-vs-n1: the better N = 8 row against N = 1, an upper bound when N = 1 ran out of time', () => {
-  const met = timeToAccuracyTarget([tta(1, false, 300_000), tta(8, false, 120_000), tta(8, true, 90_000)]);
-  close(met.value!, 0.3);
+/** An in-process run that crossed at `steps` (or never, stopping at 60,000 examples). */
+function run(n: number, steps: number | null, extra: Partial<AccuracyResult> = {}): AccuracyResult {
+  const end = { examples: 60_000, steps: 60_000 / (32 * n), rounds: 0, accuracy: 0.95 };
+  return {
+    crossed: steps === null ? null : { examples: steps * 32 * n, steps, rounds: 0, accuracy: 0.972, before: null },
+    end,
+    error: null,
+    ...extra,
+  } as AccuracyResult;
+}
+
+const composed = (n: number, scaleLearningRate: boolean, steps: number | null, stepMs: number, extra: Partial<TrainingRow> = {}): ComposedTta =>
+  composeTta(n, scaleLearningRate, 32 * n, run(n, steps), row('wired-lab', 'cnn', n, (32 * n * 1000) / stepMs, { startToFirstMs: 20_000, firstStep: 2, ...extra }));
+
+test('a composed time to accuracy: Start to the window, then the steps beyond its first at the row\'s step; nothing without every part', () => {
+  const c = composed(8, true, 92, 1000);
+  assert.equal(c.composedMs, 20_000 + 90 * 1000);
+  assert.deepEqual([c.steps, c.examples, c.accuracy, c.stoppedAt], [92, 92 * 256, 0.972, null]);
+  assert.equal(c.counts, true);
+  const never = composed(8, false, null, 1000);
+  assert.equal(never.composedMs, null);
+  assert.deepEqual(never.stoppedAt, { examples: 60_000, steps: 60_000 / 256, accuracy: 0.95 });
+  assert.equal(composeTta(8, true, 256, run(8, 92), undefined).composedMs, null, 'no scaling row: nothing to time the steps with');
+  assert.equal(composeTta(8, true, 256, undefined, row('wired-lab', 'cnn', 8, 256)).counts, false, 'no in-process run');
+  assert.equal(composed(8, true, 92, 1000, { counts: false }).counts, false, 'a scaling row that did not count');
+  // The direct run checks it: its first checkpoint at the threshold over the composed time.
+  const direct = tta(8, true, 121_000);
+  assert.deepEqual(ttaCheck(direct, c), { n: 8, scaleLearningRate: true, composedMs: 110_000, directMs: 121_000, ratio: 1.1 });
+  assert.equal(ttaCheck(tta(8, true, null), c)!.ratio, null);
+  assert.equal(ttaCheck(undefined, c), null);
+});
+
+test('time-to-accuracy-n8-vs-n1: the better composed N = 8 against N = 1, with the direct run\'s check in the detail', () => {
+  const one = composed(1, false, 560, 900);
+  const eights = [composed(8, false, null, 1000), composed(8, true, 92, 1000)];
+  const check = ttaCheck(tta(8, true, 121_000), eights[1]);
+  const met = timeToAccuracyTarget([one, ...eights], check, 0.97);
+  close(met.value!, 110_000 / (20_000 + 558 * 900));
   assert.equal(met.met, true);
-  assert.match(met.detail, /^N = 8 with scaleLearningRate 90 s \(step 100\) \/ N = 1 300 s .*without scaling: 120 s/);
-  const missed = timeToAccuracyTarget([tta(1, false, 300_000), tta(8, false, 120_000), tta(8, true, null)]);
-  close(missed.value!, 0.4);
-  assert.equal(missed.met, false);
-  assert.match(missed.detail, /with scaleLearningRate: not reached within 12 min/);
-  const bound = timeToAccuracyTarget([tta(1, false, null), tta(8, false, 200_000)]);
-  close(bound.value!, 200_000 / 720_000);
-  assert.equal(bound.met, true, 'the true ratio is below the bound, which is already under 1/3');
-  assert.match(bound.detail, /^an upper bound/);
-  const none = timeToAccuracyTarget([tta(1, false, 300_000), tta(8, false, null), tta(8, true, null)]);
+  assert.match(met.detail, /^N = 8 with scaleLearningRate 110 s \(step 92\) \/ N = 1 522 s \(step 560\); without scaling: not within 60,000 examples; the direct run \(N = 8, with scaleLearningRate\) reached it at 121 s against 110 s composed \(1\.10×\)$/);
+  const slow = timeToAccuracyTarget([one, composed(8, true, 400, 1000)], null, 0.97);
+  assert.equal(slow.met, false, `${slow.value} is above 1/3`);
+  assert.match(slow.detail, /; no direct run$/);
+  const none = timeToAccuracyTarget([one, eights[0]!], check, 0.97);
   assert.equal(none.value, null);
   assert.equal(none.met, false);
-  assert.equal(timeToAccuracyTarget([tta(1, false, 300_000), tta(8, true, 60_000, { counts: false })]).met, false, 'a row that does not count never meets it');
-  assert.equal(timeToAccuracyTarget([tta(8, true, 60_000)]).value, null, 'no N = 1: not measured');
+  assert.equal(timeToAccuracyTarget([one, composed(8, true, 92, 1000, { counts: false })], check, 0.97).met, false, 'a part that does not count never meets it');
+  assert.equal(timeToAccuracyTarget(eights, check, 0.97).value, null, 'no N = 1: not measured');
 });
 
 test('join telemetry: absent is null, entries are checked, a malformed one throws', () => {
@@ -322,7 +350,7 @@ function classReport(extra: Partial<ClassReport> = {}): ClassReport {
     cpuBudget: cpuBudget(Array.from({ length: 8 }, () => 'laptop' as const), 2),
     sectionMinutes: { joins: 8 },
     scaling: null,
-    timeToAccuracy: { threshold: 0.97, budgetMs: 720_000, screenMargin: 0.02, rows: [tta(1, false, 300_000), tta(8, false, 90_000)] },
+    timeToAccuracy: { threshold: 0.97, budgetMs: 300_000, screenMargin: 0.02, rows: [tta(8, true, 90_000)], composed: [composed(1, false, 500, 900), composed(8, true, 80, 1000)], check: null },
     mixed: null,
     joins: { rows: [joins(8, [[400, 2_000]])] },
     errors: [],
@@ -332,64 +360,15 @@ function classReport(extra: Partial<ClassReport> = {}): ClassReport {
   return { ...base, targets: classTargets(base) };
 }
 
-test('merging: the class section and its targets replace their like, everything else stays', () => {
-  const lab: LabReport = {
-    ...emptyLabReport({ cores: 2, kernel: 'k', node: '20' }, false, '2026-11-23T10:00:00.000Z'),
-    targets: [
-      { id: 'ring-vs-hub-wired-n4-16mb', goal: 'g', value: 2.7, met: true, detail: 'd' },
-      { id: 'join-pause-n8', goal: 'old', value: 9_000, met: false, detail: 'an older class run' },
-    ],
-    models: [{ name: 'wired-lab', params: { portMbit: 20, serverMbit: 20 }, measured: { a: 1 }, expected: { a: 1 }, ok: true, delayMs: 0 }],
-    training: [row('wired-lab', 'mlp', 4, 150)],
-  };
-  const merged = mergeClass(lab, classReport());
-  assert.deepEqual(merged.targets.map((t) => t.id), ['ring-vs-hub-wired-n4-16mb', ...CLASS_TARGET_IDS]);
-  assert.equal(merged.targets.find((t) => t.id === 'join-pause-n8')!.value, 400, 'the old figure is replaced');
-  assert.equal(merged.training, lab.training);
-  assert.equal(merged.models, lab.models);
-  assert.equal(merged.generatedAt, lab.generatedAt, 'the full run\'s date stays; the class has its own');
-  // Merging again replaces instead of adding.
-  assert.equal(mergeClass(merged, classReport()).targets.length, 1 + CLASS_TARGET_IDS.length);
-  // A full run that finds a class section keeps it; without one it is unchanged.
-  const fresh = { ...lab, targets: lab.targets.slice(0, 1) };
-  assert.equal(keepClass(fresh, merged).class, merged.class);
-  assert.equal(keepClass(fresh, merged).targets.length, 1 + CLASS_TARGET_IDS.length);
-  assert.equal(keepClass(fresh, lab), fresh);
-  assert.equal(keepClass(fresh, null), fresh);
-  // The markdown has both: the lab's tables and the class's section.
-  const md = markdown(merged, [wiredLab({ portMbit: 20, serverMbit: 20 })]);
-  assert.match(md, /## Training: examples\/s of N devices against one/);
-  assert.match(md, /## The class \(`npm run lab -- --class`\)/);
+test("the class's markdown: the composed time to accuracy with its direct check, the direct run, the joins", () => {
+  const c = classReport();
+  c.timeToAccuracy!.check = ttaCheck(c.timeToAccuracy!.rows[0], c.timeToAccuracy!.composed![1]);
+  const md = classMarkdown(c).join('\n');
+  assert.match(md, /^# The class \(`npm run lab -- --section class`\)/);
   assert.match(md, /### Time to 97 % test accuracy/);
-  assert.match(md, /\| cnn \| 8 \| 256 \| off \| 0\.003 → 0\.0030 \| \*\*90 s\*\* \(80 s–\)/);
-  assert.match(md, /\| cnn \| 1 \| 32 \| either \(the same run/);
+  assert.match(md, /\| 8 \| 256 \| on \| 80 \| 20480 \| 97\.20 % \| 1000 \| 20000 \| \*\*98 s\*\* \| {2}\|/);
+  assert.match(md, /The direct run, N = 8 with scaleLearningRate: 90 s against 98 s composed \(0\.92×\)\./);
+  assert.match(md, /\| cnn \| 8 \| 256 \| on \| 0\.003 → 0\.0240 \| \*\*90 s\*\* \(80 s–\)/);
   assert.match(md, /\| wired-lab \| 8 \| 1 \(lab-join-1\) \| 2 \| 10 \| 400 ms \| 2000 ms \|/);
-  assert.match(md, /\| `join-pause-n8` \| .* \| 400\.00 \(1 joins: 400 ms\) \| yes \|/);
-});
-
-test('a partial run (--only, --ns) folds into the class section: time-to-accuracy rows by size and setting, other sections kept', () => {
-  const previous = classReport({ errors: [{ section: 'mixed', code: 'ERR_LAB_PROCESS', message: 'the chief past step 1: not within 270000 ms' }] });
-  const fresh = classReport({ joins: null, timeToAccuracy: { threshold: 0.97, budgetMs: 720_000, screenMargin: 0.02, rows: [tta(8, false, 80_000), tta(8, true, 60_000)] }, minutes: 12, sectionMinutes: { timeToAccuracy: 12 }, sectionCfsPeriodUs: { timeToAccuracy: 10_000 } });
-  const folded = foldClass(previous, fresh, ['timeToAccuracy', 'mixed']);
-  assert.deepEqual(folded.sectionCfsPeriodUs, { timeToAccuracy: 10_000 }, 'each section keeps the CFS period it ran with');
-  assert.match(classMarkdown(folded).join('\n'), /CFS period .*: joins 100 ms, timeToAccuracy 10 ms\./, 'a section from before the period was recorded ran with the 100 ms default');
-  assert.deepEqual(folded.timeToAccuracy!.rows.map((r) => [r.n, r.scaleLearningRate, r.reached?.ms]), [[1, false, 300_000], [8, false, 80_000], [8, true, 60_000]]);
-  assert.equal(folded.joins, previous.joins, 'a section the run skipped stays');
-  assert.deepEqual(folded.errors, [], "the mixed section ran again: its old error goes");
-  assert.equal(folded.minutes, 102);
-  assert.equal(folded.targets.find((t) => t.id === 'time-to-accuracy-n8-vs-n1')!.value, 0.2, 'the target is computed again: 60 s against 300 s');
-  assert.equal(foldClass(null, fresh, ['timeToAccuracy']), fresh);
-});
-
-test('a partial run of some sizes (--ns) keeps the scaling and join rows of the other sizes, and the table follows', () => {
-  const scaling = (rows: TrainingRow[]): ClassReport['scaling'] => ({ rows, table: scalingTable(rows), splits: rows.map((r) => ({ model: r.model, net: r.net, n: r.n, split: null, sentence: `${r.n}` })) });
-  const previous = classReport({ scaling: scaling([row('wired-lab', 'cnn', 1, 50), row('wired-lab', 'cnn', 2, 90), row('wired-lab', 'cnn', 8, 280)]), joins: { rows: [joins(4, [[500, 3_000]]), joins(8, [[400, 2_000]])] } });
-  const fresh = classReport({ scaling: scaling([row('wired-lab', 'cnn', 1, 40), row('wired-lab', 'cnn', 4, 150)]), joins: { rows: [joins(4, [[300, 2_500]])] } });
-  const folded = foldClass(previous, fresh, ['scaling', 'joins']);
-  assert.deepEqual(folded.scaling!.rows.map((r) => [r.n, r.examplesPerSec]), [[1, 40], [2, 90], [4, 150], [8, 280]]);
-  assert.deepEqual(folded.scaling!.splits.map((x) => x.n), [1, 2, 4, 8]);
-  // The table is computed again: N = 8 is now measured against the fresh one-device row.
-  assert.equal(folded.scaling!.table.find((e) => e.n === 8)!.efficiency, 280 / (8 * 40));
-  assert.deepEqual(folded.joins!.rows.map((r) => [r.n, r.measurements[0]!.record!.pauseMs]), [[4, 300], [8, 400]]);
-  assert.equal(folded.targets.find((t) => t.id === 'cnn-scaling-n8')!.value, 280 / (8 * 40), 'the target follows the folded table');
+  assert.equal(c.targets.find((t) => t.id === 'time-to-accuracy-n8-vs-n1')!.value, 98_000 / (20_000 + 498 * 900));
 });

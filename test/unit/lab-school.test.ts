@@ -2,7 +2,7 @@
  * The school lab's targets (lab/school-wifi.ts): an isolated class counts only when it
  * trains to wifi's accuracy with every student relayed and nobody dropped, and a mixed class
  * only when its isolated half relays while its open students keep their links between
- * themselves direct. The runs themselves: `npm run lab -- --school` (bench/lab-school.md).
+ * themselves direct. The runs themselves: `npm run lab -- --section school` (bench/lab-school.md).
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -67,7 +67,7 @@ test('the mixed class: the isolated half relays, the open half reaches the hub d
 test('the report says how each row was measured and shows every row and target', () => {
   const rows = [row('wifi', 0.9644, [], []), row('school-wifi-isolated', 0.9644, everyone(['lab-w0', 'lab-w1', 'lab-w2', 'lab-w3']), [0, 1, 2, 3])];
   const md = schoolMarkdown({ generatedAt: '2026-11-28T10:00:00.000Z', commit: 'abc1234', versions: { node: '20.20.2', tfjs: '4.22.0' }, machine: { cores: 2, kernel: 'k', node: 'v20' }, minutes: 20, rows, targets: schoolTargets(rows), errors: [] });
-  assert.match(md, /Measured 2026-11-28T10:00:00.000Z on commit abc1234 by `npm run lab -- --school`.*Node 20\.20\.2, tfjs 4\.22\.0/);
+  assert.match(md, /Measured 2026-11-28T10:00:00.000Z on commit abc1234 by `npm run lab -- --section school`.*Node 20\.20\.2, tfjs 4\.22\.0/);
   assert.match(md, /\| school-isolated-trains \|.*\| yes \|/);
   assert.match(md, /\| school-wifi-isolated \| 4 of 4 \| 938 \| 96\.44 % \|/);
   assert.match(md, /\| school-mixed-both-paths \|.*\| – \| no \| not measured in this run \|/);

@@ -1,5 +1,5 @@
 /**
- * `npm run lab -- --secagg`'s arithmetic: the payload each mode implies, the step intervals
+ * `npm run lab -- --section secagg`'s arithmetic: the payload each mode implies, the step intervals
  * on the server's clock, the devices a class size gets, and the three targets.
  */
 import { test } from 'node:test';
