@@ -19,11 +19,17 @@ export interface Provenance {
   machine: { cpu: string; cores: number };
 }
 
+/**
+ * What the measurements write: results, not the code that made them, so they never make a
+ * commit read "+changes" (a whole lab run rewrites them section by section).
+ */
+const OUTPUTS = [':(exclude)bench', ':(exclude)docs/lab-results.md'];
+
 /** The commit this tree is; where there is no git (a lent machine's bundle), why not. */
 export function commitOf(): string {
   try {
     const head = execFileSync('git', ['rev-parse', '--short', 'HEAD'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] }).trim();
-    const dirty = execFileSync('git', ['status', '--porcelain', '--untracked-files=no'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] }).trim() !== '';
+    const dirty = execFileSync('git', ['status', '--porcelain', '--untracked-files=no', '--', '.', ...OUTPUTS], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] }).trim() !== '';
     return dirty ? `${head}+changes` : head;
   } catch (error) {
     return `unknown (${(error as Error).message.split('\n')[0]})`;
