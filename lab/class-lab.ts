@@ -2,16 +2,16 @@
  * `npm run lab -- --section class`: the class's questions in one run, side by side.
  *
  *  1. joins: the class's pause and the joiner's time to lock-step at N = 8 (lab/join-rows.ts);
- *  2. scaling: examples/s and step time of N = 1, 4 and 8 laptops on wired-lab and N = 8
+ *  2. scaling: examples/s and step time of N = 1 and 8 laptops on wired-lab and N = 8
  *     on wifi, the dense and the conv workload (shared/tasks/lab-workloads.ts),
  *     allreduce 'auto' (lab/training-rows.ts);
  *  3. the mixed class: three laptops and a phone, with and without balanceShares
  *     (lab/mixed-class.ts);
  *  4. time to accuracy: the conv model on wired-lab from scratch to 97 % on the official
- *     test set at N = 1 and 8, with and without scaleLearningRate, composed: the steps to
- *     97 % from the product's Trainer in-process (the lab's accuracy pool, at idle priority
- *     beside the rows), each step at the scaling row's measured time; and one direct run on
- *     the lab (lab/tta-rows.ts) that checks the composition.
+ *     test set at N = 1, and at N = 8 with scaleLearningRate, composed: the steps to 97 %
+ *     from the product's Trainer in-process (the lab's accuracy pool), each step at the
+ *     scaling row's measured time; and one direct run on the lab (lab/tta-rows.ts) that
+ *     checks the composition.
  *
  * Each row builds its own lab (a lab's CPU caps stay booked until it is removed) and is
  * checked against the machine first (lab/cpu-budget.ts). A row that fails is recorded with
@@ -72,7 +72,7 @@ export const FULL_CLASS_PLAN: ClassPlan = {
   scaling: {
     nets: [DENSE, CONV],
     places: [
-      { network: 'wired-lab', ns: [1, 4, 8] },
+      { network: 'wired-lab', ns: [1, 8] },
       { network: 'wifi', ns: [8] },
     ],
     options: TRAINING_ROW_OPTIONS,
@@ -83,16 +83,17 @@ export const FULL_CLASS_PLAN: ClassPlan = {
     network: 'wired-lab',
     net: CONV,
     threshold: 0.97,
-    screenMargin: 0.02,
+    screenMargin: 0.01,
+    // Eight without scaling ran out of a 15-minute budget on 2026-11-24 and of 60,000 examples
+    // in-process on 2026-12-01 (96.6 %): it is not the recipe for a class of eight.
     composed: [
       { n: 1, scaleLearningRate: false },
-      { n: 8, scaleLearningRate: false },
       { n: 8, scaleLearningRate: true },
     ],
     maxExamples: 60_000,
     scoreEverySteps: 10,
-    screenStride: 10,
-    direct: { n: 8, scaleLearningRate: true, budgetMs: 5 * 60_000 },
+    screenStride: 5,
+    direct: { n: 8, scaleLearningRate: true, budgetMs: 4 * 60_000 },
   },
   mixed: true,
   joins: { network: 'wired-lab', net: DENSE, ns: [8], repetitions: 3, warmupSteps: 10, settleSteps: 10 },

@@ -1,7 +1,7 @@
 /**
  * The report's `collectives` section: for each network model (wifi, wired-lab, internet),
  * build it, validate it with TCP flows, and time the ring, halving-doubling and the hub
- * (fp32 and fp16, 1, 4 and 16 MB, N = 2, 4 and 8) with what 'auto' picks, skipping the
+ * (fp32 and fp16, 1 and 16 MB, N = 2, 4 and 8) with what 'auto' picks, skipping the
  * rows whose bound alone cannot beat a time measured beside them (lab/allreduce-rows.ts).
  * Its rows go to bench/lab-collectives.{json,md} and bench/lab-<model>.svg (lab/sections.ts);
  * its four targets into the lab's report.
@@ -26,8 +26,11 @@ const MAX_PEER_CORES = 0.5;
 /** The links are probed for 'auto' with 1 MB buffers (the dense model's gradient is 408 KB), and the α-β models predict the rest. */
 const PROBE_BYTES = 1 * MB;
 
-/** The full run: every model, N = 2, 4, 8, 1, 4 and 16 MB, both wire formats. */
-const FULL = { ns: [2, 4, 8], sizes: [1 * MB, 4 * MB, 16 * MB], wires: ['fp32', 'fp16'] as const, reps: (bytes: number) => (bytes <= 1 * MB ? 2 : 1) };
+/**
+ * The full run: every model, N = 2, 4 and 8, both wire formats, 1 MB (the scale of the
+ * dense model's 408 KB gradient) and 16 MB (a model forty times its size).
+ */
+const FULL = { ns: [2, 4, 8], sizes: [1 * MB, 16 * MB], wires: ['fp32', 'fp16'] as const, reps: (bytes: number) => (bytes <= 1 * MB ? 2 : 1) };
 /** --quick: N = 4, 1 and 4 MB, fp32: a few minutes. */
 const QUICK = { ns: [4], sizes: [1 * MB, 4 * MB], wires: ['fp32'] as const, reps: () => 1 };
 

@@ -23,7 +23,7 @@
  * - Every step with `everyStepAsOne`: one Trainer on the global batch, which
  *   test/unit/equivalence.test.ts proves equal to N ring workers.
  */
-import * as tf from '@tensorflow/tfjs';
+import { selectNodeBackend } from '../node-worker/node-backend';
 import { startConfigSchema } from '../shared/tasks/start-config';
 import { LAB_DATASETS, LAB_TASK } from '../shared/tasks/lab-workloads';
 import { featureCount, type LoadedDataset, type LoadedSplit } from '../shared/tasks/task';
@@ -95,7 +95,9 @@ export async function runAccuracy(plan: AccuracyPlan, onPoint: (p: AccuracyPoint
   const t0 = performance.now();
   const cpu0 = process.cpuUsage();
   const seconds = () => ({ wallSeconds: (performance.now() - t0) / 1000, cpuSeconds: ((u) => (u.user + u.system) / 1e6)(process.cpuUsage(cpu0)) });
-  await tf.setBackend('cpu');
+  // WebAssembly where it loads (SIMD: about 3× the CPU backend's MLP step and 4.5× its CNN
+  // step here, bench/wasm-cpu.md): accuracy per example is the maths', whichever backend runs it.
+  const backend = (await selectNodeBackend(plan.backend ?? 'wasm')).backend;
   const { train, test } = await loadDataset(LAB_DATASETS.full);
   const all = Array.from({ length: test.count }, (_, i) => i);
   const full = testSet(test.features, test.labels, all);
@@ -159,6 +161,7 @@ export async function runAccuracy(plan: AccuracyPlan, onPoint: (p: AccuracyPoint
     error: null,
     bytesPerExample: null,
     lastShares: [],
+    backend,
     wallSeconds: 0,
     cpuSeconds: 0,
   };

@@ -1,9 +1,13 @@
 /**
  * The lab's in-process accuracy runs (lab/local-steps-accuracy.ts: local steps against every
  * step, and the conv workload's time to accuracy) as a pool of child processes at idle
- * priority beside the timed rows, and the CPU they took meanwhile. A whole `npm run lab`
- * queues every section's runs at its start, so they use the CPU the collectives leave
- * idle; a section waits for its own runs when it needs them.
+ * priority, and the CPU they took. The pool is paused (its children stopped with SIGSTOP:
+ * a run's result does not depend on when it runs) except while a caller lets it run: a
+ * whole `npm run lab` lets it use the CPU the collectives' link-bound rows leave idle, and
+ * a section that needs its runs' results waits for them with the pool running and nothing
+ * else. Any CPU work beside a capped device delays it: the kernel lets an unthrottled
+ * group preempt a busy CPU only at the next tick, so latency-bound rows (a ring of eight
+ * 0.2-core laptops) ran 2 to 3× slower beside the pool.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
@@ -37,9 +41,25 @@ export class AccuracyPool {
   /** CPU seconds of the children that have exited. */
   private exitedCpuSeconds = 0;
   private readonly unregister: () => void;
+  private paused = true;
 
   constructor(private readonly workers: number) {
     this.unregister = registerIdleWork(() => this.cpuSeconds());
+  }
+
+  /** Lets the runs go on (and new ones start). */
+  resume(): void {
+    if (!this.paused) return;
+    this.paused = false;
+    for (const { child } of this.running.values()) child.kill('SIGCONT');
+    this.fill();
+  }
+
+  /** Stops every run where it is until `resume`. */
+  pause(): void {
+    if (this.paused) return;
+    this.paused = true;
+    for (const { child } of this.running.values()) child.kill('SIGSTOP');
   }
 
   /** Queues the plans whose ids are new, in order, and starts as many as there are workers. */
@@ -60,19 +80,23 @@ export class AccuracyPool {
   }
 
   /**
-   * Resolves once every one of `ids` has a result or an error. The section now running
+   * Resolves once every one of `ids` has a result or an error, the pool running meanwhile
+   * (and paused again after, unless it was running before). The section now running
    * (lab/run-settings.ts) records what these runs train with: they are its figures, even
    * when a whole run queued them before it began.
    */
-  wait(ids: string[]): Promise<void> {
+  async wait(ids: string[]): Promise<void> {
     for (const id of ids) {
       const plan = this.plans.get(id);
       if (plan) recorder().noteConfig(planConfig(plan));
     }
-    return new Promise((resolve) => {
+    const wasPaused = this.paused;
+    this.resume();
+    await new Promise<void>((resolve) => {
       this.waiters.push({ ids, resolve });
       this.wake();
     });
+    if (wasPaused) this.pause();
   }
 
   resultOf(id: string): AccuracyResult | undefined {
@@ -93,7 +117,7 @@ export class AccuracyPool {
   }
 
   private fill(): void {
-    while (this.running.size < this.workers && this.queue.length > 0) this.launch(this.queue.shift()!);
+    while (!this.paused && this.running.size < this.workers && this.queue.length > 0) this.launch(this.queue.shift()!);
     this.wake();
   }
 

@@ -83,6 +83,8 @@ export interface AccuracyPlan {
   workload?: WorkloadRole;
   /** Start-config fields beyond the variant's (scaleLearningRate for the conv workload's time to accuracy). */
   config?: Partial<StartConfig>;
+  /** The tfjs backend the replicas train on; absent: WebAssembly, else the CPU (node-worker/node-backend.ts). */
+  backend?: 'wasm' | 'cpu';
 }
 
 /** One scored point of a run: after the turn that trained `examples` in all. */
@@ -130,6 +132,8 @@ export interface AccuracyResult {
   bytesPerExample?: number | null;
   /** Each rank's examples in the last full turn: equal shares among identical devices. */
   lastShares: number[];
+  /** The tfjs backend the run trained on (absent in reports from before 2026-12-02: the CPU). */
+  backend?: string;
   wallSeconds: number;
   cpuSeconds: number;
 }

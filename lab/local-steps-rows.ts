@@ -116,7 +116,8 @@ const flowSeconds = (network: LocalStepsNetwork): number => (network === 'school
 
 /** Steps the chief must be past (and its links measured) before a window opens: the model built, the links opened and probed. */
 export const WARMUP_STEPS = 8;
-const WARMUP_TIMEOUT_MS = 360_000;
+/** Three times the slowest warm-up measured (16 chromebooks, every step: 55 s): a class that takes longer has hung. */
+const WARMUP_TIMEOUT_MS = 180_000;
 /** A turn: at most a round of 20 local steps at 0.1 core and its all-reduce. */
 const TURN_TIMEOUT_MS = 180_000;
 const POLL_MS = 100;

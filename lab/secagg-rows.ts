@@ -255,8 +255,8 @@ async function measureRun(lab: Lab, server: LabServer, n: number, device: Device
   return { ...row, dataset: ACCURACY_DATASET, accuracy, steps, seconds: (Date.now() - t0) / 1000 };
 }
 
-/** The step windows' order at every size: secure on both sides of fp32, so that drift over the minutes cancels between them; fp16 after, for comparison. */
-const WINDOW_ORDER = ['secure', 'fp32', 'secure', 'fp16'] as const;
+/** The step windows' order at every size: secure on both sides of fp32, so that drift over the minutes cancels between them (fp16's step is the collectives section's). */
+const WINDOW_ORDER = ['secure', 'fp32', 'secure'] as const;
 
 /**
  * Every run at class size `lab.n` in one lab, in WINDOW_ORDER, and at ACCURACY_N the

@@ -149,7 +149,8 @@ async function cls(ctx: SectionContext): Promise<SectionRun> {
   return {
     targets: c.targets,
     errors: c.errors.map((e) => `${e.section}: ${e.code}: ${e.message}`),
-    declared: ['scaleLearningRate', 'balanceShares'],
+    // The conv workload is its task's second model: the workload, not a setting.
+    declared: ['model', 'scaleLearningRate', 'balanceShares'],
     plan,
     figures: {
       'one-laptop-mlp-examples-per-s': one(dense)?.examplesPerSec ?? null,

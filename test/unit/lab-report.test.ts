@@ -6,7 +6,8 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { boundMs, busMBps } from '../../lab/bounds';
-import { targets } from '../../lab/report';
+import { requiredAt, targets } from '../../lab/report';
+import { measureOrder } from '../../lab/allreduce-rows';
 import { internet, wifi, wiredLab } from '../../lab/network-models';
 import type { AllReduceRow, AutoRow } from '../../lab/allreduce-rows';
 import type { Algorithm } from '../../shared/protocol';
@@ -87,4 +88,14 @@ test('mixed-class-phone: the balanced class against what three laptops and a pho
   assert.match(met.detail, /unbalanced 25\.0 \(0\.31 of allowed\), allowed 81\.3 = 0\.8125 × 100\.0/);
   assert.equal(mixedClassTarget(laptops, row(mixed, 25), row(mixed, 60)).met, false, '0.74 of the allowed rate misses 0.85');
   assert.equal(mixedClassTarget(laptops, row(mixed, 25), row(mixed, 80, false)).met, false, 'a row that does not count never meets a target');
+});
+
+test("the order rows are timed in: auto's pick first, then by bound, so that what cannot beat a measured time is skipped; the targets' rows always run", () => {
+  const bound = (a: Algorithm) => ({ ring: 30, 'halving-doubling': 20, hub: 10 })[a];
+  assert.deepEqual(measureOrder(['ring', 'halving-doubling', 'hub'], 'ring', bound), ['ring', 'hub', 'halving-doubling']);
+  assert.deepEqual(measureOrder(['ring', 'halving-doubling', 'hub'], 'hub', bound), ['hub', 'halving-doubling', 'ring']);
+  assert.deepEqual(measureOrder(['ring', 'hub'], 'halving-doubling', bound), ['hub', 'ring'], 'a pick outside the plan is not timed');
+  assert.deepEqual(requiredAt('wired-lab', 4, 16 * MB, 'fp32'), ['ring', 'hub']);
+  assert.deepEqual(requiredAt('wifi', 8, 16 * MB, 'fp32'), ['ring']);
+  assert.deepEqual(requiredAt('wifi', 8, 16 * MB, 'fp16'), []);
 });
