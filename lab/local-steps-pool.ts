@@ -7,7 +7,7 @@
  * a section that needs its runs' results waits for them with the pool running and nothing
  * else. Any CPU work beside a capped device delays it: the kernel lets an unthrottled
  * group preempt a busy CPU only at the next tick, so latency-bound rows (a ring of eight
- * 0.2-core laptops) ran 2 to 3× slower beside the pool.
+ * 0.2-core laptops on the wired lab) stepped 1.7 to 2.3× slower beside two idle-priority busy loops.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
