@@ -96,7 +96,7 @@ export const FULL_CLASS_PLAN: ClassPlan = {
     direct: { n: 8, scaleLearningRate: true, budgetMs: 4 * 60_000 },
   },
   mixed: true,
-  joins: { network: 'wired-lab', net: DENSE, ns: [8], repetitions: 3, warmupSteps: 10, settleSteps: 10 },
+  joins: { network: 'wired-lab', net: DENSE, ns: [8], repetitions: 3, warmupSteps: 6, settleSteps: 6 },
 };
 
 /**

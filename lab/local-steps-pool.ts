@@ -2,10 +2,10 @@
  * The lab's in-process accuracy runs (lab/local-steps-accuracy.ts: local steps against every
  * step, and the conv workload's time to accuracy) as a pool of child processes at idle
  * priority, and the CPU they took. The pool is paused (its children stopped with SIGSTOP:
- * a run's result does not depend on when it runs) except while a caller lets it run: a
- * whole `npm run lab` lets it use the CPU the collectives' link-bound rows leave idle, and
- * a section that needs its runs' results waits for them with the pool running and nothing
- * else. Any CPU work beside a capped device delays it: the kernel lets an unthrottled
+ * a run's result does not depend on when it runs) except while a section waits for its
+ * runs' results, with nothing else running. Any CPU work beside a capped device delays
+ * it (beside the collectives it made the Wi-Fi model's TCP flows miss their profile by
+ * 19 %): the kernel lets an unthrottled
  * group preempt a busy CPU only at the next tick, so latency-bound rows (a ring of eight
  * 0.2-core laptops on the wired lab) stepped 1.7 to 2.3× slower beside two idle-priority busy loops.
  */

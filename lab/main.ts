@@ -129,8 +129,9 @@ async function main(): Promise<void> {
   }
   const pool = new AccuracyPool(POOL_WORKERS);
   process.once('exit', () => pool.stop());
-  // A whole run queues every in-process run first: they run beside the collectives, whose rows
-  // the emulated links bound, and the pool is paused for every other section's rows.
+  // A whole run queues every in-process run first; the pool runs only while a section waits
+  // for results, never beside rows (lab/local-steps-pool.ts), and a wait lets every queued
+  // run go on, so the later sections find theirs done or under way.
   if (whole) pool.add([...ttaPlans(FULL_CLASS_PLAN), ...accuracyPlans(FULL_LOCAL_STEPS_PLAN)]);
   const ctx: SectionContext = { capabilities, quick: args.quick, pool, models: args.models ? args.models.map((m) => LAB_PROFILES[m]) : null, only: args.only, ns: args.ns };
   const failed: SectionId[] = [];
@@ -139,15 +140,12 @@ async function main(): Promise<void> {
     const recorder = beginSettings();
     progress(`section ${id}: starting (${((Date.now() - startedAt.getTime()) / 60_000).toFixed(1)} minutes into the run)`);
     let run;
-    if (whole && id === 'collectives') pool.resume();
     try {
       run = await SECTION_RUNNERS[id](ctx);
     } catch (err) {
       failed.push(id);
       console.error(`webring lab: section ${id}: ${err instanceof LabError ? `${err.code}: ` : ''}${(err as Error).stack ?? (err as Error).message}`);
       continue;
-    } finally {
-      pool.pause();
     }
     const minutes = (Date.now() - sectionStart.getTime()) / 60_000;
     for (const t of run.targets) console.log(`target ${t.id}: ${t.value === null ? 'not measured' : t.value.toFixed(2)} (${t.goal}) ${t.met ? 'met' : 'NOT met'}: ${t.detail}`);

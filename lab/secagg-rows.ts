@@ -108,7 +108,7 @@ export async function cleanSeed(n: number, dataset: string, perWorker: number, f
 const epochConfig = (seed: number): Partial<StartConfig> => ({ dataset: ACCURACY_DATASET, epochs: 1, balanceShares: false, seed });
 
 /** Steps a window spans, by class size (a step at N = 16 takes seconds). */
-const windowSteps = (n: number): number => (n <= 8 ? 16 : 10);
+const windowSteps = (n: number): number => (n <= 8 ? 16 : 8);
 const JOIN_TIMEOUT_MS = 300_000;
 /** From the start to the end of the warm-up, and from there a step at most. */
 const WARMUP_TIMEOUT_MS = 240_000;

@@ -5,7 +5,7 @@
  * Writes bench/class.json and bench/class.md; asserts nothing.
  *
  * One class of CLASS_SIZE (30) training the MLP goes through, in order:
- *   1. a join storm: FIRST (8) train, then the other 22 join within STORM_SPREAD_MS (60 s):
+ *   1. a join storm: FIRST (8) train, then the other 22 join within STORM_SPREAD_MS (40 s):
  *      the time from the last join to everyone in lock-step, the class's pause (each step's
  *      time beyond twice the median of the ten before it, summed over the storm: the class
  *      slows as it grows on shared cores, and that is not a pause) and the admissions it took;
@@ -23,7 +23,7 @@
  * The lab's `class30` section (`npm run lab -- --section class30`, lab/sections.ts) runs this
  * and takes its four targets into the lab's report (bench/lab.json) from the file
  * BENCH_CLASS_TARGETS names; bench/class.json holds the rows, never the targets.
- * BENCH_CLASS (30), BENCH_CLASS_FIRST (8) and BENCH_CHURN_MS (60000) change the run, and
+ * BENCH_CLASS (30), BENCH_CLASS_FIRST (8) and BENCH_CHURN_MS (45000) change the run, and
  * BENCH_CLASS_OUT the artifacts' name (bench/<name>.*);
  * BENCH_CLASS_SYNC=local-steps trains the class in rounds of local steps (the mode's other
  * settings on their defaults: docs/local-steps.md) and writes bench/class-local-steps.*:
@@ -42,8 +42,8 @@ import { inLockStep, type FaultRow } from '../../lab/fault-rows';
 
 const CLASS_SIZE = Number(process.env.BENCH_CLASS ?? 30);
 const FIRST = Number(process.env.BENCH_CLASS_FIRST ?? 8);
-const STORM_SPREAD_MS = 60_000;
-const CHURN_WINDOW_MS = Number(process.env.BENCH_CHURN_MS ?? 60_000);
+const STORM_SPREAD_MS = 40_000;
+const CHURN_WINDOW_MS = Number(process.env.BENCH_CHURN_MS ?? 45_000);
 const CHURN_PER_MINUTE = 5;
 const SYNC = process.env.BENCH_CLASS_SYNC === 'local-steps' ? 'local-steps' : 'every-step';
 /** Steps per turn: a local-steps class sums (and reports) once per round of the default localSteps. */
