@@ -77,7 +77,7 @@ export const FULL_CLASS_PLAN: ClassPlan = {
     ],
     options: TRAINING_ROW_OPTIONS,
   },
-  // 97 % on the official test set: one laptop's CNN crossed it near step 550, eight with
+  // 97 % on the official test set: one laptop's conv workload crossed it near step 550, eight with
   // scaleLearningRate near step 90 (2026-11-24, direct). A checkpoint (and a score) every 10 steps.
   timeToAccuracy: {
     network: 'wired-lab',

@@ -95,8 +95,8 @@ export async function runAccuracy(plan: AccuracyPlan, onPoint: (p: AccuracyPoint
   const t0 = performance.now();
   const cpu0 = process.cpuUsage();
   const seconds = () => ({ wallSeconds: (performance.now() - t0) / 1000, cpuSeconds: ((u) => (u.user + u.system) / 1e6)(process.cpuUsage(cpu0)) });
-  // WebAssembly where it loads (SIMD: about 3× the CPU backend's MLP step and 4.5× its CNN
-  // step here, bench/wasm-cpu.md): accuracy per example is the maths', whichever backend runs it.
+  // WebAssembly where it loads (SIMD: about 3× the CPU backend's step on the dense workload and 4.5× on
+  // the conv one here, bench/wasm-cpu.md): accuracy per example is the maths', whichever backend runs it.
   const backend = (await selectNodeBackend(plan.backend ?? 'wasm')).backend;
   const { train, test } = await loadDataset(LAB_DATASETS.full);
   const all = Array.from({ length: test.count }, (_, i) => i);

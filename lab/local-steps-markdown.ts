@@ -5,7 +5,8 @@
  */
 import { SERVER_DATA, classesOf, isEveryStep } from './local-steps-protocol';
 import { LAB_WORKLOADS } from '../shared/tasks/lab-workloads';
-import { composeMs, hOf, LOWER_THRESHOLDS, minutes, NON_IID_LITERATURE, nonIid, nonIidSlowdowns, pct, roundsAt, summarize, type LocalStepsReport } from './local-steps-report';
+import { composeMs, hOf, LOWER_THRESHOLDS, minutes, NON_IID_LITERATURE, nonIid, nonIidSlowdowns, pct, summarize, type LocalStepsReport } from './local-steps-report';
+import { roundsAt } from './local-steps-check';
 import { crossover, measuredKappa, measuredQ, type CrossoverLine, type StepSplit } from './local-steps-crossover';
 
 const s2 = (ms: number | null | undefined): string => (ms == null ? '–' : (ms / 1000).toFixed(2));

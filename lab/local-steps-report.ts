@@ -418,24 +418,6 @@ export function nonIid(accuracy: AccuracyResult[]): NonIidLine[] {
 /** What the literature predicts, in its own terms (the report sets the measured figures beside it): the lab's data's (shared/tasks/lab-workloads.ts). */
 export const NON_IID_LITERATURE: readonly string[] = LAB_DATA_WORDS.nonIidLiterature;
 
-/** The rounds the class had trained once it stood at `step`, from the chief's reports. */
-/** Each of the direct run's checkpoints' capture time over the composed time of its step; empty without a direct run or its model. */
-export function directRatios(r: Pick<LocalStepsReport, 'direct'>, s: LocalStepsSummary): number[] {
-  const d = r.direct;
-  const m = d ? s.rows.find((x) => x.network === d.network && x.n === d.n && x.variant === d.variant)?.model ?? null : null;
-  if (!d || !m) return [];
-  return d.points.flatMap((p) => {
-    const rounds = roundsAt(d.history, p.step);
-    const composed = rounds === null ? 0 : composeMs(m, p.step, rounds);
-    return composed > 0 ? [p.ms / composed] : [];
-  });
-}
-
-export function roundsAt(history: Array<{ at: number; step: number }>, step: number): number | null {
-  const points = history.filter((p) => p.step <= step);
-  return points.length > 0 && points.at(-1)!.step === step ? points.length : null;
-}
-
 /** The measured slowdowns in words: by class over at random, per way of summing and threshold. */
 export function nonIidSlowdowns(lines: NonIidLine[]): string[] {
   const out: string[] = [];

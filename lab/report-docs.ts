@@ -19,7 +19,7 @@ export const RESULTS_END = '<!-- lab-report:end -->';
 /** The generated block of docs/lab-results.md, markers included. */
 export function resultsBlock(report: LabReport): string {
   const w = report.wholeRun;
-  const run = w ? `The last whole run (\`npm run lab\`) started ${w.startedAt.slice(0, 16).replace('T', ' ')} UTC on commit ${w.commit} and took ${w.minutes.toFixed(0)} minutes.` : 'No whole run is recorded yet.';
+  const run = w ? `The last whole run (\`npm run lab\`) started ${w.startedAt.slice(0, 16).replace('T', ' ')} UTC on commit ${w.commit} and took ${w.minutes.toFixed(1)} minutes.` : 'No whole run is recorded yet.';
   const unmet = report.targets.filter((t) => !t.met);
   return [
     RESULTS_BEGIN,

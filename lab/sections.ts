@@ -16,7 +16,8 @@ import { FULL_CLASS_PLAN, QUICK_CLASS_PLAN, narrowPlan, runClassLab } from './cl
 import { classMarkdown } from './class-markdown';
 import { faultRows, FREEZE_MS, HICCUP_MS, type FaultRow } from './fault-rows';
 import { COMPRESSED_VARIANTS, FULL_LOCAL_STEPS_PLAN, QUICK_LOCAL_STEPS_PLAN, localStepsLab } from './local-steps-rows';
-import { compare, directRatios, summarize as summarizeLocalSteps, type LocalStepsNetwork, type LocalStepsReport } from './local-steps-report';
+import { directRatios } from './local-steps-check';
+import { compare, summarize as summarizeLocalSteps, type LocalStepsNetwork, type LocalStepsReport } from './local-steps-report';
 import { scalingSplits } from './local-steps-crossover';
 import { localStepsMarkdown } from './local-steps-markdown';
 import type { AccuracyPool } from './local-steps-pool';
@@ -153,12 +154,12 @@ async function cls(ctx: SectionContext): Promise<SectionRun> {
     declared: ['model', 'scaleLearningRate', 'balanceShares'],
     plan,
     figures: {
-      'one-laptop-mlp-examples-per-s': one(dense)?.examplesPerSec ?? null,
-      'one-laptop-cnn-examples-per-s': one(conv)?.examplesPerSec ?? null,
-      'wired-n8-mlp-speedup': speedup('wired-lab', dense, 8),
-      'wired-n8-cnn-speedup': speedup('wired-lab', conv, 8),
-      'wifi-n8-mlp-speedup': speedup('wifi', dense, 8),
-      'wifi-n8-cnn-speedup': speedup('wifi', conv, 8),
+      'one-laptop-dense-examples-per-s': one(dense)?.examplesPerSec ?? null,
+      'one-laptop-conv-examples-per-s': one(conv)?.examplesPerSec ?? null,
+      'wired-n8-dense-speedup': speedup('wired-lab', dense, 8),
+      'wired-n8-conv-speedup': speedup('wired-lab', conv, 8),
+      'wifi-n8-dense-speedup': speedup('wifi', dense, 8),
+      'wifi-n8-conv-speedup': speedup('wifi', conv, 8),
       'tta-n1-s': seconds(composed(1, false)),
       'tta-n8-scaled-s': seconds(composed(8, true)),
       'tta-direct-s': seconds(c.timeToAccuracy?.check?.directMs ?? null),

@@ -17,7 +17,6 @@ import {
   localStepsModel,
   nonIid,
   nonIidSlowdowns,
-  roundsAt,
   summarize,
   TARGET_NON_IID,
   TARGET_SCHOOL,
@@ -25,6 +24,7 @@ import {
   type LocalStepsReport,
   type LocalStepsWindow,
 } from '../../lab/local-steps-report';
+import { roundsAt } from '../../lab/local-steps-check';
 import { breakEvenRatio, crossover } from '../../lab/local-steps-crossover';
 import { localStepsTargets } from '../../lab/local-steps-targets';
 import { localStepsMarkdown } from '../../lab/local-steps-markdown';
