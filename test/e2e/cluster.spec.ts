@@ -13,7 +13,7 @@ import path from 'node:path';
 import { E2E_JOIN_SECRET } from '../../playwright.config';
 import type { CheckpointInfo } from '../../shared/checkpoints/checkpoint';
 import type { RoomStatus } from '../../shared/protocol';
-import { openStudent, readStatus, status, type Student } from './helpers';
+import { openStudent, readStatus, status, type LoggedError, type Student } from './helpers';
 import { REDIS_SERVER, startRedis, type TestRedis } from '../support/redis';
 import { freePort, stopProcess } from '../support/processes';
 import { HAPROXY, startHaproxy, type TestHaproxy } from '../support/haproxy';
@@ -26,6 +26,14 @@ test.skip(skip !== false, skip || '');
 const ROOM = 'e2e-cluster';
 const TOKEN = 'cluster-teacher-token';
 const NODE_START_TIMEOUT_MS = 30_000;
+/**
+ * A response that node B was sending when it was killed reaches the page cut short, and the
+ * browser itself logs "Failed to load resource" for it; the page fetches it again (training
+ * went on to the same weights everywhere, which the test asserts). Only such a cut load, and
+ * only within this long of the kill, is the fault's; any other error fails the test.
+ */
+const CUT_BY_KILL_MS = 10_000;
+const CUT_LOAD = /^\[\w+\] Failed to load resource: net::ERR_(CONTENT_LENGTH_MISMATCH|EMPTY_RESPONSE|CONNECTION_RESET|CONNECTION_CLOSED|INCOMPLETE_CHUNKED_ENCODING)$/;
 
 async function startNode(port: number, redisUrl: string, dataDir: string): Promise<ChildProcess> {
   const child = spawn(process.execPath, ['--import', 'tsx', 'signaling-server/main.ts'], {
@@ -104,7 +112,11 @@ test('two nodes over Redis behind HAProxy train one ring; a killed node\'s stude
     expect(new Set(finals.map((f) => f.weightsHash)).size).toBe(1);
     const checkpoints = await api<CheckpointInfo[]>(`/api/rooms/${ROOM}/checkpoints`);
     expect(Math.max(...checkpoints.map((c) => c.step))).toBeGreaterThan(stepAtKill);
-    expect(students.flatMap((s) => s.errors)).toEqual([]);
+    const cutByKill = (e: LoggedError) => CUT_LOAD.test(e.text) && e.at >= killedAt && e.at <= killedAt + CUT_BY_KILL_MS;
+    const log = students.flatMap((s) => s.errorLog);
+    const cut = log.filter(cutByKill);
+    if (cut.length > 0) console.log(`[cluster] ${cut.length} load(s) cut by the kill, fetched again: ${cut.map((e) => `${e.text.slice(0, e.text.indexOf(']') + 1)} ${e.url ? new URL(e.url).pathname : "(no address)"} at +${e.at - killedAt} ms`).join('; ')}`);
+    expect(log.filter((e) => !cutByKill(e)).map((e) => e.text)).toEqual([]);
   } finally {
     for (const s of students) await s.context.close();
     for (const n of nodes) await stopProcess(n);

@@ -23,6 +23,14 @@ export interface Student {
   context: BrowserContext;
   page: Page;
   errors: string[];
+  /** The same errors with when they came and, for a console message, the address it names (a failed load's resource). */
+  errorLog: LoggedError[];
+}
+
+export interface LoggedError {
+  at: number;
+  text: string;
+  url: string;
 }
 
 /**
@@ -44,16 +52,23 @@ export async function openStudent(
   if (options.initScript) await context.addInitScript(options.initScript);
   const page = await context.newPage();
   const errors: string[] = [];
+  const errorLog: LoggedError[] = [];
   page.on('console', (msg) => {
-    if (msg.type() === 'error') errors.push(`[${name}] ${msg.text()}`);
+    if (msg.type() === 'error') {
+      errors.push(`[${name}] ${msg.text()}`);
+      errorLog.push({ at: Date.now(), text: `[${name}] ${msg.text()}`, url: msg.location().url });
+    }
     if (process.env.E2E_VERBOSE) console.log(`[${name}] ${msg.type()}: ${msg.text()}`);
   });
-  page.on('pageerror', (err) => errors.push(`[${name}] ${err.message}`));
+  page.on('pageerror', (err) => {
+    errors.push(`[${name}] ${err.message}`);
+    errorLog.push({ at: Date.now(), text: `[${name}] ${err.message}`, url: '' });
+  });
   await page.goto(`${origin}/?room=${room}&code=${options.code ?? codeFor(room)}&name=${name}${query}`);
   await options.beforeJoin?.(page);
   await page.getByRole('button', { name: 'Join' }).click();
   await expect(status(page)).toHaveAttribute('data-rank', /^\d+$/, { timeout: 60_000 });
-  return { context, page, errors };
+  return { context, page, errors, errorLog };
 }
 
 export const status = (page: Page) => page.getByTestId('worker-status');
