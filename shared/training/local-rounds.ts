@@ -32,7 +32,7 @@
  *   have been seen (by the hub, or by a rank that spoiled the check word), and that sum
  *   minus the survivors' would be the lost member's exact change.
  */
-import { advance, type GlobalBatch } from '../data/batch-plan';
+import { advance, type DataCursor, type GlobalBatch } from '../data/batch-plan';
 import type { StartConfig } from '../protocol';
 import type { LedgerSection } from './ledger';
 import { OuterOptimizer } from './outer-optimizer';
@@ -49,6 +49,21 @@ import { RoundLegs } from './round-legs';
 const ROUND_PATIENCE_FACTOR = 4;
 /** Before any round is measured, the engine's timeout per this many local steps (at least once). */
 const UNMEASURED_STEPS_PER_TIMEOUT = 10;
+
+/** The most steps the round from step `step` trains: `localSteps`, or what maxSteps leaves, at least one. */
+export function roundLimit(config: Pick<StartConfig, 'localSteps' | 'maxSteps'>, step: number): number {
+  return Math.max(1, config.maxSteps === undefined ? config.localSteps : Math.min(config.localSteps, config.maxSteps - step));
+}
+
+/**
+ * Whether a round ends after its `steps`-th step, `batch`, whose next cursor is `next`: at
+ * its limit, or with its epoch (the evaluation that closes an epoch runs between turns). So
+ * a round reads the examples of one epoch only, however long it is: the data service's
+ * windows, one an epoch (signaling-server/edge/data-budget.ts), rely on it.
+ */
+export function roundEndsAfter(steps: number, limit: number, batch: GlobalBatch, next: DataCursor): boolean {
+  return steps >= limit || next.epoch !== batch.epoch;
+}
 
 /** A round's work kept until its sum is applied: what the survivors of a lost member send again. */
 interface KeptRound {
@@ -101,7 +116,7 @@ export class LocalRounds implements SyncModeRun {
     const finishing = position.finishing;
     if (finishing) return this.finish(finishing.end, finishing.steps);
     const step = position.step;
-    const limit = Math.max(1, this.config.maxSteps === undefined ? this.config.localSteps : Math.min(this.config.localSteps, this.config.maxSteps - step));
+    const limit = roundLimit(this.config, step);
     const { facts, timing } = host;
     const legs = (this.legs ??= new RoundLegs(this.parameterCount, buffers.features.length / host.data.maxShardExamples, host.data.maxShardExamples, this.config.localSteps));
     const sum = { loss: 0, correct: 0, dataMs: 0, computeMs: 0, readbackMs: 0, crossMs: 0 };
@@ -132,8 +147,7 @@ export class LocalRounds implements SyncModeRun {
           steps++;
           k++;
           cursor = advance(batch, host.data.trainCount);
-          // A round ends with its epoch (the evaluation that closes it runs between turns), or after its steps.
-          ended = steps >= limit || cursor.epoch !== batch.epoch;
+          ended = roundEndsAfter(steps, limit, batch, cursor);
         }
         sum.dataMs += clock.now() - tData;
         const done = await legs.train(replica, k, { first: !opened, last: ended, drift: opened ? null : drift });

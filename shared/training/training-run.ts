@@ -151,7 +151,7 @@ export class TrainingRun {
         return;
       }
       this.update({ state: 'error', error: e.toBody() });
-      if (e.code !== 'ERR_RUN_ENDED') this.options.reporter.report('worker:finished', failedReport(start.run, this.ring.generation, trainer.step, e));
+      if (e.code !== 'ERR_RUN_ENDED' && e.code !== 'ERR_RUN_STALLED') this.options.reporter.report('worker:finished', failedReport(start.run, this.ring.generation, trainer.step, e));
     }
   }
 
@@ -334,7 +334,10 @@ export class TrainingRun {
       run: this.options.start.run,
       generation: this.ring.generation,
       step: this.trainer.step,
-      epoch: r.epoch,
+      // Where the class stands now (the data cursor's epoch), not where the turn began: after
+      // an epoch's last turn, the next one. The data service's byte windows follow it, so a
+      // round that reads most of an epoch is charged to that epoch's window (data-budget.ts).
+      epoch: this.trainer.epoch,
       loss: r.loss,
       trainAccuracy: r.trainAccuracy,
       examplesPerSec: s.examplesPerSec,

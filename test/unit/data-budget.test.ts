@@ -19,6 +19,9 @@ import { MNIST_PIXELS } from '../../shared/tasks/mnist/format';
 import type { ExampleFetcher } from '../../shared/data/example-fetcher';
 import { StreamedDataset, examplesPerRequest } from '../../shared/data/streamed-dataset';
 import { advance, type DataCursor } from '../../shared/data/batch-plan';
+import { roundEndsAfter } from '../../shared/training/local-rounds';
+import { MAX_LOCAL_STEPS } from '../../shared/protocol/vocabulary';
+import { datasetFacts } from '../../shared/tasks/registry';
 import { testShardOf } from '../../shared/data/sharding';
 import { DataBudgets, MAX_COUNTED_CHANGES, UnsentReplies, budgetDatasetOf, budgetPlan, readerWindowBudget, roomWindowBudget, type BudgetPlan, type RoomWindow } from '../../signaling-server/edge/data-budget';
 
@@ -87,26 +90,39 @@ interface Student {
   source: StreamedDataset;
 }
 
+/** How a simulated class moves through its run. */
+interface Schedule {
+  dataset: string;
+  balanceShares: boolean;
+  epochs: number;
+  /** Steps a turn: 1 for every-step sync, `localSteps` for rounds (which end with their epoch: roundEndsAfter). */
+  localSteps: number;
+  /** The ring before step `step`: joins, leaves and reloads (a new StreamedDataset under a new id). */
+  change: (step: number, ring: Student[], fresh: () => Student) => Student[];
+  /** Where the run starts: a checkpoint's cursor, for a resumed run (the server opens its window at the cursor's epoch). */
+  from?: DataCursor;
+}
+
 /**
- * One class training `epochs` epochs of `dataset`, every fetch charged to a DataBudgets as
- * the server charges it. `change(step, ring)` returns the ring for the step (joins, leaves,
- * reloads: a new StreamedDataset under a new id). Returns the largest window of the room, as
- * a multiple of the training set, and the largest reader's.
+ * One class training `schedule`, every fetch charged to a DataBudgets as the server charges
+ * it. The server's window follows the chief's report after each turn, which names the epoch
+ * the class trains next (training-run.ts reportStep: the data cursor's); the report is taken
+ * a step late, so the next turn's first reads land in the old window. In a round a student
+ * who leaves stops reading at once (the survivors finish their slices of it), and a joiner
+ * waits for the round's end, as LocalRounds and the server's admission do. Returns the largest
+ * window of the room, as a multiple of the training set, and the largest reader's.
  */
-async function honestClass(
-  dataset: string,
-  balanceShares: boolean,
-  epochs: number,
-  change: (step: number, ring: Student[], fresh: () => Student) => Student[],
-): Promise<{ roomPerSet: number; readerPerSet: number; steps: number }> {
+async function honestClass(schedule: Schedule): Promise<{ roomPerSet: number; readerPerSet: number; steps: number; turns: number }> {
+  const { dataset, balanceShares, epochs, localSteps, change } = schedule;
   const config = { dataset, batchSizePerWorker: 32, balanceShares } as never;
   const plan = budgetPlan(config, dataset);
-  const { trainCount, testCount } = D(dataset);
+  const { trainCount, testCount, exampleBytes } = D(dataset);
+  const features = datasetFacts(dataset)!.features;
   const budgets = new DataBudgets();
   let generation = 0;
   let ring: Student[] = [];
-  // What the server knows when a request arrives: the chief's report of the step before the one being read.
-  let reportedEpoch = 0;
+  let cursor: DataCursor = schedule.from ?? { epoch: 0, offset: 0 };
+  let reportedEpoch = cursor.epoch;
   const windowBytes = new Map<string, number>();
   const readerBytes = new Map<string, number>();
   const window = (): RoomWindow => ({ run: 1, epoch: reportedEpoch, generation, ringSize: ring.length });
@@ -115,38 +131,62 @@ async function honestClass(
     const id = `m${nextId++}`;
     const fetcher: ExampleFetcher = async (_split, _indices, count) => {
       assert.ok(count <= examplesPerRequest(plan.maxShare), `a request of ${count} examples, past the server's bound`);
-      const bytes = count * EXAMPLE_BYTES;
+      const bytes = count * exampleBytes;
       budgets.charge('class', window(), plan, `member ${id}`, bytes);
       windowBytes.set(`${reportedEpoch}`, (windowBytes.get(`${reportedEpoch}`) ?? 0) + bytes);
       readerBytes.set(`${reportedEpoch} ${id}`, (readerBytes.get(`${reportedEpoch} ${id}`) ?? 0) + bytes);
       await new Promise((resolve) => setImmediate(resolve));
-      return { labels: new Uint8Array(count), features: new Uint8Array(count * MNIST_PIXELS) };
+      return { labels: new Uint8Array(count), features: new Uint8Array(count * features) };
     };
-    return { id, source: new StreamedDataset({ dataset: D(dataset), format: { features: MNIST_PIXELS, byteScale: 1 / 255 }, perWorker: 32, maxShare: plan.maxShare, seed: 9, fetcher }) };
+    return { id, source: new StreamedDataset({ dataset: D(dataset), format: { features, byteScale: 1 / 255 }, perWorker: 32, maxShare: plan.maxShare, seed: 9, fetcher }) };
   };
-  const images = new Float32Array(plan.maxShare * MNIST_PIXELS);
+  const images = new Float32Array(plan.maxShare * features);
   const labels = new Int32Array(plan.maxShare);
-  let cursor: DataCursor = { epoch: 0, offset: 0 };
   let step = 0;
-  for (; cursor.epoch < epochs; step++) {
-    const next = change(step, ring, fresh);
-    // Every join and every leave is a generation of its own on the server (a reload is both).
+  let turns = 0;
+  let report: number | null = null;
+  let departed: Student[] = [];
+  while (cursor.epoch < epochs) {
+    // A new ring forms between turns only: every join and every leave is a generation of its own on the server (a reload is both).
+    const survivors = ring.filter((s) => !departed.includes(s));
+    const next = change(step, survivors, fresh);
     generation += next.filter((s) => !ring.includes(s)).length + ring.filter((s) => !next.includes(s)).length;
     ring = next;
-    const batch = ring[0]!.source.nextBatch(cursor, ring.length);
-    await Promise.all(ring.map((s, rank) => s.source.readShard(batch, rank, images, labels)));
-    reportedEpoch = batch.epoch;
-    cursor = advance(batch, trainCount);
-    if (cursor.offset === 0) {
-      // The evaluation at the epoch's end: each rank scores its test shard, 100 digits at a time.
+    departed = [];
+    const limit = localSteps;
+    let reading = ring.map((s, rank) => ({ s, rank }));
+    const worldSize = ring.length;
+    let epochEnded = false;
+    for (let steps = 1; ; steps++, step++) {
+      const batch = ring[0]!.source.nextBatch(cursor, worldSize);
+      await Promise.all(reading.map(({ s, rank }) => s.source.readShard(batch, rank, images, labels)));
+      // The last turn's report reaches the server once this turn's first step is read.
+      if (report !== null) reportedEpoch = report;
+      report = null;
+      const after = advance(batch, trainCount);
+      epochEnded = after.epoch !== batch.epoch;
+      cursor = after;
+      if (roundEndsAfter(steps, limit, batch, after)) {
+        step++;
+        break;
+      }
+      // Mid-round, a student who leaves stops reading; a joiner waits for the round's end.
+      const stays = change(step + 1, ring, fresh);
+      for (const s of ring) if (!stays.includes(s) && !departed.includes(s)) departed.push(s);
+      reading = reading.filter(({ s }) => !departed.includes(s));
+    }
+    turns++;
+    report = cursor.epoch;
+    if (epochEnded) {
+      // The evaluation at the epoch's end: each rank scores its test shard, 100 examples at a time.
       for (const [rank, s] of ring.entries()) {
         const shard = testShardOf(rank, ring.length, testCount);
         for (let at = shard.start; at < shard.start + shard.count; at += 100) await s.source.readTest(at, Math.min(100, shard.start + shard.count - at), images, labels);
       }
     }
   }
-  const set = setBytes(dataset);
-  return { roomPerSet: Math.max(...windowBytes.values()) / set, readerPerSet: Math.max(...readerBytes.values()) / set, steps: step };
+  const set = trainCount * exampleBytes;
+  return { roomPerSet: Math.max(...windowBytes.values()) / set, readerPerSet: Math.max(...readerBytes.values()) / set, steps: step, turns };
 }
 
 const steady = (n: number) => (_step: number, ring: Student[], fresh: () => Student) => (ring.length === n ? ring : Array.from({ length: n }, fresh));
@@ -162,12 +202,19 @@ const lesson = (step: number, ring: Student[], fresh: () => Student): Student[] 
   return ring;
 };
 
+/** `n` students, one of whom leaves every `every` steps and comes back as a new tab (a leave in the middle of most rounds). */
+const churn = (n: number, every: number) => (step: number, ring: Student[], fresh: () => Student): Student[] => {
+  if (ring.length === 0) return Array.from({ length: n }, fresh);
+  if (step % every !== 0 || step === 0) return ring.length < n ? [...ring, fresh()] : ring;
+  return ring.filter((_, i) => i !== (step / every) % ring.length);
+};
+
 test('an honest class of 30 on the official MNIST never meets the budgets: steady, and through a lesson of joins, leaves and reloads', { timeout: 120_000 }, async () => {
   for (const balance of [false, true]) {
-    const quiet = await honestClass('mnist-60k', balance, 2, steady(30));
+    const quiet = await honestClass({ dataset: 'mnist-60k', balanceShares: balance, epochs: 2, localSteps: 1, change: steady(30) });
     // Once per epoch, plus the test split and the prefetch across the epoch's end.
     assert.ok(quiet.roomPerSet < 1.35, `steady: ${quiet.roomPerSet.toFixed(2)}× the set in one epoch`);
-    const busy = await honestClass('mnist-60k', balance, 2, lesson);
+    const busy = await honestClass({ dataset: 'mnist-60k', balanceShares: balance, epochs: 2, localSteps: 1, change: lesson });
     assert.ok(busy.steps > 100);
     console.log(`mnist-60k, balanceShares ${balance}: steady class of 30 ${quiet.roomPerSet.toFixed(2)}× the training set per epoch (a reader ${(quiet.readerPerSet * 100).toFixed(1)}%); lesson with churn ${busy.roomPerSet.toFixed(2)}× (a reader ${(busy.readerPerSet * 100).toFixed(1)}%)`);
   }
@@ -175,12 +222,32 @@ test('an honest class of 30 on the official MNIST never meets the budgets: stead
 
 test('an honest class on the 10k subset, whose epoch is shorter than the prefetch window at 30 tabs, never meets the budgets', { timeout: 60_000 }, async () => {
   for (const n of [1, 4, 30]) {
-    const quiet = await honestClass('mnist-10k', false, 3, steady(n));
+    const quiet = await honestClass({ dataset: 'mnist-10k', balanceShares: false, epochs: 3, localSteps: 1, change: steady(n) });
     console.log(`mnist-10k, ${n} tab(s): ${quiet.roomPerSet.toFixed(2)}× the training set per epoch (a reader ${(quiet.readerPerSet * 100).toFixed(1)}%)`);
   }
-  const busy = await honestClass('mnist-10k', true, 12, lesson);
+  const busy = await honestClass({ dataset: 'mnist-10k', balanceShares: true, epochs: 12, localSteps: 1, change: lesson });
   console.log(`mnist-10k lesson with churn: ${busy.roomPerSet.toFixed(2)}× the training set per epoch`);
   assert.ok(busy.roomPerSet * setBytes('mnist-10k') > 1 * MB);
+});
+
+test('every schedule fits the budgets: every step and rounds of 1, 6, 10, 83 and the most local steps, on every dataset, for classes of 1 to 30, steady, with a leave in the middle of rounds, and resumed mid-epoch', { timeout: 600_000 }, async () => {
+  const rows: string[] = [];
+  for (const dataset of ['mnist-10k', 'names-en', 'mnist-60k']) {
+    for (const n of dataset === 'mnist-60k' ? [3, 30] : [1, 3, 8, 30]) {
+      for (const localSteps of [1, 6, 10, 83, MAX_LOCAL_STEPS]) {
+        const run = await honestClass({ dataset, balanceShares: n % 2 === 1, epochs: 2, localSteps, change: steady(n) });
+        assert.ok(run.turns > 1, `${dataset} at ${n}: ${run.turns} turns`);
+        rows.push(`${dataset} N=${n} H=${localSteps}: ${run.turns} turns, room ${run.roomPerSet.toFixed(2)}×, reader ${(run.readerPerSet * 100).toFixed(1)}%`);
+      }
+    }
+  }
+  for (const localSteps of [6, 83]) {
+    const left = await honestClass({ dataset: 'mnist-10k', balanceShares: true, epochs: 3, localSteps, change: churn(4, 20) });
+    rows.push(`mnist-10k N=4 H=${localSteps}, a leave every 20 steps: room ${left.roomPerSet.toFixed(2)}×`);
+    const resumed = await honestClass({ dataset: 'mnist-10k', balanceShares: false, epochs: 2, localSteps, change: steady(3), from: { epoch: 0, offset: 4_000 } });
+    rows.push(`mnist-10k N=3 H=${localSteps}, resumed at 4,000 of epoch 0: room ${resumed.roomPerSet.toFixed(2)}×`);
+  }
+  console.log(rows.join('\n'));
 });
 
 test('replies waiting to be sent: capped per address and per server, one per connection, and a connection that stops reading is cut, which frees its share', { timeout: 30_000 }, async () => {
