@@ -32,7 +32,7 @@ function copyWasmBinaries(): Plugin {
   };
 }
 
-// Multi-page build: the student page, the teacher page and the all-reduce benchmark page.
+// Multi-page build: the student page, the teacher page and the all-reduce benchmark page; the test build adds the round check's page.
 export default defineConfig(({ mode }) => ({
   root: resolve(import.meta.dirname, 'client'),
   define: {
@@ -51,6 +51,7 @@ export default defineConfig(({ mode }) => ({
         index: resolve(import.meta.dirname, 'client/index.html'),
         teacher: resolve(import.meta.dirname, 'client/teacher.html'),
         bench: resolve(import.meta.dirname, 'client/bench.html'),
+        ...(mode === TEST_MODE ? { 'round-check': resolve(import.meta.dirname, 'client/round-check.html') } : {}),
       },
     },
   },

@@ -9,6 +9,7 @@ import type { StartConfig } from '../protocol';
 import { modelsOf } from '../tasks/models';
 import { taskOf } from '../tasks/registry';
 import { useFastCpuKernels } from './cpu-kernels';
+import { ADAM_BETA1, ADAM_BETA2, ADAM_EPSILON } from './flat-optimizer';
 
 // Before any model trains: the CPU backend's own filter gradient makes a convolutional model's step 10× slower.
 useFastCpuKernels();
@@ -40,7 +41,10 @@ export function describeAdapter(info: Record<string, string> | undefined): strin
 }
 
 export function buildOptimizer(kind: 'sgd' | 'adam', learningRate: number): tf.Optimizer {
-  return kind === 'adam' ? tf.train.adam(learningRate) : tf.train.sgd(learningRate);
+  // Adam's constants named, not left to tfjs: its epsilon defaults to the backend's, 1e-4 on
+  // a WebGL context without 32-bit float textures, so a local step on such a tab would take
+  // other steps than the fused update's (flat-optimizer.ts) on every other tab.
+  return kind === 'adam' ? tf.train.adam(learningRate, ADAM_BETA1, ADAM_BETA2, ADAM_EPSILON) : tf.train.sgd(learningRate);
 }
 
 /**

@@ -17,6 +17,7 @@ import type { Replica } from '../../shared/compute/replica';
 import { ThreadCompute } from '../../shared/compute/thread-compute';
 import { openNodeCompute } from '../../node-worker/node-compute';
 import { RoundLegs } from '../../shared/training/round-legs';
+import { acrossEpochEnd, digitsFrom, maxDiff, stepByStep, trainRound, type Digits } from '../support/round-check';
 import { Trainer } from '../../shared/training/trainer';
 import { WebringError } from '../../shared/protocol/errors';
 import { MNIST_PIXELS } from '../../shared/tasks/mnist/format';
@@ -45,68 +46,10 @@ after(async () => {
 });
 
 /** Step s's digits: SHARE real training examples from s·SHARE, scaled to [0, 1] as the data sources do. */
-function digits(s: number, n = SHARE): { features: Float32Array; labels: Int32Array } {
-  const features = new Float32Array(n * MNIST_PIXELS);
-  const labels = new Int32Array(n);
-  for (let i = 0; i < n; i++) {
-    const at = s * SHARE + i;
-    for (let p = 0; p < MNIST_PIXELS; p++) features[i * MNIST_PIXELS + p] = dataset.train.features[at * MNIST_PIXELS + p]! / 255;
-    labels[i] = dataset.train.labels[at]!;
-  }
-  return { features, labels };
-}
-
-/** The round's steps (counts: examples a step, 0 sits one out) in one leg, or in legs of `perLeg` steps. */
-async function deviceRound(replica: Replica, counts: number[], rate: number, perLeg = counts.length, drift: Float32Array | null = null) {
-  const legs = new RoundLegs(replica.parameterCount, MNIST_PIXELS, SHARE, counts.length, perLeg * SHARE * MNIST_PIXELS * 4);
-  assert.equal(legs.capacity, perLeg);
-  let loss = 0;
-  let correct = 0;
-  for (let from = 0; from < counts.length; from += perLeg) {
-    const k = Math.min(perLeg, counts.length - from);
-    for (let j = 0; j < k; j++) {
-      const slot = legs.slot(j);
-      const d = digits(from + j);
-      slot.features.set(d.features);
-      slot.labels.set(d.labels);
-      legs.set(j, counts[from + j]!, rate);
-    }
-    const done = await legs.train(replica, k, { first: from === 0, last: from + k >= counts.length, drift: from === 0 ? drift : null });
-    loss += done.loss;
-    correct += done.correct;
-  }
-  return { weights: legs.weights.slice(), loss, correct };
-}
-
-/** The same steps one at a time, as every-step training runs them: gradients read back, the mean, the fused update. */
-async function stepwise(replica: Replica, counts: number[], rate: number, drift: Float32Array | null = null) {
-  let loss = 0;
-  let correct = 0;
-  const start = await replica.readState();
-  for (let s = 0; s < counts.length; s++) {
-    const n = counts[s]!;
-    if (n === 0) continue;
-    const { flat, ...result } = await replica.computeGradients({ ...digits(s), n }, new Float32Array(replica.parameterCount));
-    loss += result.loss;
-    correct += result.correct;
-    for (let i = 0; i < flat.length; i++) flat[i] = flat[i]! / n;
-    await replica.applyGradients(flat, rate);
-    if (drift) {
-      const w = await replica.readState();
-      for (let i = 0; i < drift.length; i++) w[i] = w[i]! + drift[i]!;
-      await replica.writeState(w);
-    }
-  }
-  const weights = await replica.readWeights();
-  await replica.writeState(start);
-  return { weights, loss, correct };
-}
-
-function maxDiff(a: Float32Array, b: Float32Array): number {
-  let d = 0;
-  for (let i = 0; i < a.length; i++) d = Math.max(d, Math.abs(a[i]! - b[i]!));
-  return d;
-}
+const DIGITS = (): Digits => digitsFrom(dataset.train.features, dataset.train.labels, SHARE, MNIST_PIXELS);
+const digits = (s: number, n = SHARE) => DIGITS().of(s, n);
+const deviceRound = (replica: Replica, counts: number[], rate: number, perLeg = counts.length, drift: Float32Array | null = null) => trainRound(replica, DIGITS(), counts, rate, perLeg, drift);
+const stepwise = (replica: Replica, counts: number[], rate: number, drift: Float32Array | null = null) => stepByStep(replica, DIGITS(), counts, rate, drift);
 
 function taskConfig(optimizer: 'sgd' | 'adam'): StartConfig {
   return startConfigSchema.parse({ sync: 'local-steps', localOptimizer: optimizer, localLearningRate: optimizer === 'adam' ? 0.001 : 0.1, seed: 4 });
@@ -304,6 +247,43 @@ test('on WebGPU (Dawn over SwiftShader), a default round of 10 local steps stays
     assert.ok(maxDiff(inRound.weights, byStep.weights) <= 1e-4, `the local weights differ by ${maxDiff(inRound.weights, byStep.weights)}`);
     assert.ok(Math.abs(inRound.loss - byStep.loss) <= 1e-3 * byStep.loss, `loss ${inRound.loss} against ${byStep.loss}`);
     assert.equal(inRound.correct, byStep.correct);
+    await a.dispose();
+    await b.dispose();
+  } finally {
+    await tf.setBackend('cpu');
+  }
+});
+
+for (const [backend, place] of [['cpu', 'host'], ['cpu', 'device'], ['wasm', 'host']] as const) {
+  test(`at an epoch's end one step into a round, on ${backend} (the ${place} round), the round of one short step, the evaluation and the next round give the step-by-step path's weights`, async () => {
+    if (backend === 'wasm') assert.equal((await selectNodeBackend('wasm')).backend, 'wasm');
+    try {
+      const config = taskConfig('sgd');
+      const spec = { config: { ...config, ...replicaRecipe(config) } };
+      // The place the product picks for the backend (roundPlaceFor), or the device path on CPU kernels.
+      const a = new LocalReplica(backend === 'cpu' ? { ...spec, roundPlace: place } : spec);
+      const b = new LocalReplica(spec);
+      const report = await acrossEpochEnd(a, b, DIGITS(), place === 'host' ? 0 : 1e-5, async () => tf.memory().numTensors);
+      assert.equal(report.tensorsLeft, 0, 'no tensor left behind');
+      await a.dispose();
+      await b.dispose();
+    } finally {
+      await tf.setBackend('cpu');
+    }
+  });
+}
+
+test('on WebGPU (Dawn over SwiftShader), at an epoch’s end one step into a round: the device round of one short step, the evaluation and the next round give the step-by-step path’s weights (1e-4)', { timeout: 300_000, skip: skipUnless(swiftShaderNeeds()) }, async () => {
+  process.env.VK_ICD_FILENAMES ??= SWIFTSHADER_ICD;
+  process.env.XDG_RUNTIME_DIR ??= tmpdir();
+  assert.equal((await selectNodeBackend('webgpu')).backend, 'webgpu');
+  try {
+    const config = taskConfig('adam');
+    const spec = { config: { ...config, ...replicaRecipe(config) } };
+    const a = new LocalReplica(spec);
+    const b = new LocalReplica(spec);
+    const report = await acrossEpochEnd(a, b, DIGITS(), 1e-4, async () => tf.memory().numTensors);
+    assert.equal(report.tensorsLeft, 0, 'no tensor left behind');
     await a.dispose();
     await b.dispose();
   } finally {
