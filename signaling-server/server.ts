@@ -35,6 +35,7 @@ import { createHttpApp } from './edge/http-api';
 import { createLogger } from './logger';
 import { DatasetLibrary } from './data/datasets';
 import { ServedBytes } from './edge/data-api';
+import { DataRefusals } from './edge/data-refusals';
 import { CheckpointStore } from './rooms/checkpoint-store';
 import { RoomPersistence } from './rooms/room-persistence';
 import { registerRoomHandlers } from './handlers/rooms';
@@ -99,6 +100,8 @@ export interface ServerOptions {
   admissionDeadlineMs?: number;
   /** How long a member of a secure run has to publish its key for a new generation (rooms/key-deadline.ts); tests shorten it. */
   keyDeadlineMs?: number;
+  /** The least a class may go without progress before the server ends its run as stalled (rooms/stall-watch.ts); tests shorten it. */
+  stallFloorMs?: number;
   /** Share rooms with other signaling nodes through this Redis (rooms/cluster.ts). */
   redisUrl?: string;
   /** Load balancers whose X-Forwarded-For is believed (TRUST_PROXY; edge/client-address.ts). */
@@ -219,6 +222,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     log,
     admissionDeadlineMs: options.admissionDeadlineMs,
     keyDeadlineMs: options.keyDeadlineMs,
+    stallFloorMs: options.stallFloorMs,
     relay: new RelayLedger(),
     networkChecks: new NetworkChecks(),
   };
@@ -260,6 +264,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     startedAt: Date.now(),
     datasets: new DatasetLibrary(),
     served: new ServedBytes(),
+    refusals: new DataRefusals(),
     relay: ctx.relay,
     networkChecks: ctx.networkChecks,
     limits,

@@ -16,6 +16,7 @@ const EVENT_TEXT: Record<RoomEvent['kind'], string> = {
   'hub-accused': 'accused the hub of bad ring data (recorded; the hub stays unless most of the ring says so)',
   'hub-removed': 'removed as the hub; no hub joins for now (the ring takes over)',
   'hub-allowed': 'a hub may join again',
+  stalled: 'the run stopped: the class made no progress',
 };
 
 /** What the dropped table says beside each reason but 'straggler' (which has its own columns). */

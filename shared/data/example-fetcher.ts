@@ -43,7 +43,7 @@ export interface HttpFetcherOptions {
   memberToken: () => string;
   /** Told why the worker is waiting, and null once data flows again. */
   onWait?: (why: string | null) => void;
-  /** Stops retrying; pending fetches reject with ERR_ABORTED. */
+  /** Stops retrying; pending fetches reject with its reason when that is a WebringError, else ERR_ABORTED. */
   signal?: AbortSignal;
   fetch?: typeof fetch;
   clock?: Clock;
@@ -57,10 +57,12 @@ export function httpExampleFetcher(options: HttpFetcherOptions): ExampleFetcher 
   const clock = options.clock ?? systemClock;
   const base = `${options.baseUrl}/api/rooms/${encodeURIComponent(options.room)}/data/${options.dataset}/`;
   let waiting = false;
+  // A run ended for a reason of its own (a stall: training/run-stop.ts) says so; otherwise the run is simply over.
+  const ended = (): WebringError => (options.signal?.reason instanceof WebringError ? options.signal.reason : new WebringError('ERR_ABORTED', 'the run ended while examples were on their way'));
   return async (split, indices, count) => {
     const url = `${base}${split}?ranges=${encodeRanges(indices, count)}`;
     for (let attempt = 0; ; attempt++) {
-      if (options.signal?.aborted) throw new WebringError('ERR_ABORTED', 'the run ended while examples were on their way');
+      if (options.signal?.aborted) throw ended();
       let why: string;
       let retryAfterMs = 0;
       const token = options.memberToken();
@@ -87,7 +89,7 @@ export function httpExampleFetcher(options: HttpFetcherOptions): ExampleFetcher 
         retryAfterMs = Number(res.headers.get('retry-after') ?? 0) * 1000;
       } catch (err) {
         if (err instanceof WebringError && err.code !== 'ERR_TIMEOUT' && err.code !== 'ERR_BAD_DATA') throw err;
-        if (options.signal?.aborted) throw new WebringError('ERR_ABORTED', 'the run ended while examples were on their way');
+        if (options.signal?.aborted) throw ended();
         why = (err as Error).message;
       }
       const backoffMs = Math.max(retryAfterMs, Math.min(RETRY_MAX_MS, RETRY_FIRST_MS * 2 ** attempt));

@@ -27,6 +27,8 @@ export const ERROR_CODES = [
   'ERR_MEMBER_LEFT',
   'ERR_DROPPED',
   'ERR_RUN_ENDED',
+  /** The class made no progress (no step, no evaluation) for longer than its own pace allows: the server ended the run (signaling-server/rooms/stall-watch.ts). */
+  'ERR_RUN_STALLED',
   'ERR_NOT_CHIEF',
   'ERR_UNKNOWN_CHECKPOINT',
   /** A task, or a dataset of one, that the server's registry does not have (shared/tasks/registry.ts). */

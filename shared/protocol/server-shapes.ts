@@ -132,7 +132,7 @@ export type MemberDropped =
  * are a majority, see accusations.ts); 'hub-removed': the teacher or the server removed it
  * and refuses hub joins for now; 'hub-allowed': the teacher lets a hub in again.
  */
-export const ROOM_EVENT_KINDS = ['joined', 'left', 'admitted', 'dropped', 'evicted', 'resynced', 'reformed', 'hub-joined', 'hub-left', 'hub-accused', 'hub-removed', 'hub-allowed'] as const;
+export const ROOM_EVENT_KINDS = ['joined', 'left', 'admitted', 'dropped', 'evicted', 'resynced', 'reformed', 'hub-joined', 'hub-left', 'hub-accused', 'hub-removed', 'hub-allowed', 'stalled'] as const;
 export type RoomEventKind = (typeof ROOM_EVENT_KINDS)[number];
 
 /** What happened to a room's ring, newest last: the teacher page's log and the recovery timings. */
@@ -176,8 +176,10 @@ export interface TrainStop {
   /**
    * 'failure': the ring could not heal itself; the room goes back to the latest checkpoint.
    * 'ended': to joiners still waiting for the state when the run finished.
+   * 'stalled': the class made no progress for too long; the server ended the run with
+   * ERR_RUN_STALLED (RoomStatus.lastError says why), and the teacher's Start resumes it.
    */
-  reason: 'teacher' | 'failure' | 'ended';
+  reason: 'teacher' | 'failure' | 'ended' | 'stalled';
 }
 
 /**
@@ -244,8 +246,12 @@ export interface RoomStatus {
    * set, since the current run started. Near one training set per epoch means each example
    * travelled once, to the worker that trained it.
    */
-  /** `trainBytesServed`: of `bytesServed`, the training split's (the rest is the held-out set, read once per epoch's score). */
-  data: { dataset: string | null; datasetBytes: number; bytesServed: number; trainBytesServed: number; exampleBytes: number };
+  /**
+   * `trainBytesServed`: of `bytesServed`, the training split's (the rest is the held-out set,
+   * read once per epoch's score). `refused`: the readers the data service turned away in this
+   * run and has not served since, newest last; an honest class has none.
+   */
+  data: { dataset: string | null; datasetBytes: number; bytesServed: number; trainBytesServed: number; exampleBytes: number; refused: DataRefusal[] };
   /** The members whose links go through this server (shared/network/relay-link.ts), as it saw them lately. */
   relay: RelayStatus;
   /** The latest network check, or null before the teacher ran one (filled in by the server that answers). */
@@ -267,6 +273,21 @@ export interface RoomStatus {
    * machine is never capped.
    */
   seats: { perAddress: number | null; defaultPerLanAddress: number };
+}
+
+/**
+ * A reader the data service refused examples (signaling-server/edge/data-budget.ts), until it
+ * is served again: it asks again by itself after `retryAfterS`, and waits meanwhile.
+ */
+export interface DataRefusal {
+  /** The member's name, or 'a join-code reader at ADDRESS'. */
+  reader: string;
+  /** The member's id; null for a reader by join code. */
+  memberId: string | null;
+  /** Server time of the latest refusal, ms since the epoch. */
+  at: number;
+  error: ErrorBody;
+  retryAfterS: number;
 }
 
 /** Admissions a room remembers the cost of. */

@@ -34,6 +34,7 @@ import { LinkWatchdog } from './link-watchdog';
 import { DropPolicy } from './drops';
 import { WorkerStatusView, type WorkerStatus } from './worker-status';
 import { TrainingRun, failedReport } from './training-run';
+import { stopRun } from './run-stop';
 import { SecureKeys } from './secure-keys';
 import { OwnCounts } from './own-counts';
 import type { RunCheckpoints, RunControl } from './run-ports';
@@ -93,6 +94,8 @@ export class TrainingWorker {
   /** The last run's trainer: its weights answer predict() after the run too. */
   private trainer: Trainer | null = null;
   private running = false;
+  /** Ends the running run's fetches of examples (with the run, or at once on a stall: run-stop.ts). */
+  private runFetches: AbortController | null = null;
   /** A start that arrived while the previous run was still unwinding. */
   private pendingStart: TrainStart | null = null;
   /** A start handled before this worker's join reply (a slow device reads reply, generation and Start at once). */
@@ -312,15 +315,7 @@ export class TrainingWorker {
 
   private onStop(reason: TrainStop['reason']): void {
     this.options.log(`stop requested (${reason})`);
-    this.control.stopReason = reason;
-    this.control.pauseRequested = false;
-    this.generations.notify();
-    this.control.stopRequested = true;
-    // A failure ends the run at once (the room goes back to a checkpoint); a teacher's
-    // stop is agreed through the ring so that every replica stops after the same step.
-    if (reason === 'failure') this.network?.collective?.abort(new WebringError('ERR_RUN_ENDED', 'the run ended after a failure'));
-    // A joiner admitted as the run finished waits for a hand-over that will not come.
-    if (reason === 'ended') this.network?.collective?.cancel(new WebringError('ERR_RUN_ENDED', 'the run ended before this worker took part'));
+    stopRun(reason, { control: this.control, wake: () => this.generations.notify(), ring: this.network?.collective ?? null, data: this.runFetches });
   }
 
   private onDropped(d: MemberDropped): void {
@@ -364,7 +359,7 @@ export class TrainingWorker {
     this.running = true;
     this.status.update({ task: start.config.task, classes: start.config.classes });
     // Ends the run's fetches: a data service retried for a run that is over wastes the class's link.
-    const dataAbort = new AbortController();
+    const dataAbort = (this.runFetches = new AbortController());
     try {
       await this.trainer?.dispose();
       this.trainer = null;

@@ -15,6 +15,7 @@ import type { Room } from '../rooms/room';
 import { tellRemoved, type IoSocket } from '../rooms/room-context';
 import { broadcastChange } from '../rooms/membership-broadcast';
 import { scheduleAdmission } from '../rooms/runs';
+import { watchForStall } from '../rooms/stall-timer';
 import { SHED_REPORT_WINDOW_MS } from '../rooms/formation';
 import type { ServerContext } from './context';
 import { guarded } from './errors';
@@ -64,6 +65,8 @@ export function registerTrainingHandlers(ctx: ServerContext, socket: IoSocket): 
       const member = requireMember(socket);
       const report = parseOrThrow(progressReportSchema, raw);
       const { result } = await updateMemberRoom(ctx, member, (room, memberId) => room.recordProgress(memberId, report));
+      // A room this node learned of from another node, or from room.json after a restart, is watched too.
+      watchForStall(ctx, member.name);
       // The ring switched to the admission that was forming: the next students may come in.
       if (result.admitNext) scheduleAdmission(ctx, member.name);
       // A second rank's hash vouched for (or contradicted) a stored checkpoint of this step.

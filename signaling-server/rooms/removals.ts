@@ -146,3 +146,32 @@ function positionOf(core: RoomCore, id: string): number | null {
   const rank = core.members.rankOf(id);
   return rank >= 0 ? rank : null;
 }
+
+/** An accepted shedding (shedUnreachable): the change, and each member shed with what it is told. */
+export interface Shedding {
+  change: MembershipChange;
+  shed: Array<{ id: string; socketId: string | null; notice: Extract<MemberDropped, { reason: 'unreachable' }> }>;
+}
+
+/**
+ * Sheds the members of `generation` that the reports say cannot be reached (formation.ts):
+ * each is told why and may join again. Nothing changes once the generation is gone.
+ */
+export function shedUnreachable(core: RoomCore, generation: number): Shedding {
+  if (!core.isTraining || generation !== core.currentGeneration) return { change: NO_CHANGE, shed: [] };
+  const ring = core.members.ring;
+  const names = new Map(ring.map((m) => [m.id, m.name]));
+  const reports = core.runState.record.formation?.reports.filter((r) => r.generation === generation) ?? [];
+  const ids = core.runState.formation.shed(generation, ring);
+  if (ids.length === 0) return { change: NO_CHANGE, shed: [] };
+  const step = core.runState.step;
+  const shed = ids.map((id) => {
+    const by = reports.filter((r) => r.unreachable.includes(id)).map((r) => names.get(r.reporter) ?? r.reporter);
+    const detail = `its ring links did not open: ${by.join(' and ')} could not reach it`;
+    const m = core.members.removeFromRing(id)!.member;
+    core.runState.recordDropped({ id, name: m.name, index: m.index, reason: 'unreachable', step, computeMs: 0, deadlineMs: 0, misbehaviour: null, reportedBy: by.join(', ') || null, detail, at: core.clock.now() });
+    core.log('dropped', [m.name], `unreachable: ${detail}`);
+    return { id, socketId: m.socketId, notice: { reason: 'unreachable' as const, step, detail } };
+  });
+  return { change: core.afterRemoval(), shed };
+}

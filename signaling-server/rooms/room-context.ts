@@ -50,6 +50,8 @@ export interface RoomContext {
   admissionDeadlineMs?: number;
   /** How long a member of a secure run has to publish its key for a new generation (key-deadline.ts: KEY_DEADLINE_MS); tests shorten it. */
   keyDeadlineMs?: number;
+  /** The least a class may go without progress before its run counts as stalled (stall-watch.ts: STALL_FLOOR_MS); tests shorten it. */
+  stallFloorMs?: number;
 }
 
 /** socket.io room that carries a classroom's broadcasts. */

@@ -38,7 +38,7 @@ export function roomStatus(core: RoomCore): RoomStatus {
     consistency: { ...run.consistency },
     events: core.events.slice(-ROOM_EVENTS_SHOWN),
     // What was served is counted where it is served (edge/data-api.ts), which fills it in.
-    data: { dataset: run.config?.dataset ?? null, ...datasetBytesOf(run.config?.dataset ?? null), bytesServed: 0, trainBytesServed: 0 },
+    data: { dataset: run.config?.dataset ?? null, ...datasetBytesOf(run.config?.dataset ?? null), bytesServed: 0, trainBytesServed: 0, refused: [] },
     // Likewise the relay, counted where it relays (handlers/link-relay.ts).
     relay: { members: [] },
     network: null,

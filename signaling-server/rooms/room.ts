@@ -1,29 +1,27 @@
 /**
- * The folder signaling-server/rooms/ owns the classroom as shared state: who is in it and in
- * which generation (membership.ts), the training run (run-state.ts), the ring:evict trust
- * rule (accusations.ts), the hub's role and its bar (hub-role.ts) and the teacher's say over
- * it (hub-access.ts), the seats one client address may hold (seats.ts), the checks on a
- * chief's drop (drop-check.ts) and on its checkpoints (checkpoint-guard.ts), how a room is
- * written down for Redis and room.json (room-codec.ts), where rooms live (room-store.ts,
- * redis-room-store.ts, and persisting-room-store.ts over room-persistence.ts), the rooms'
- * checkpoints on disk (checkpoint-store.ts), starting runs and admissions (runs.ts), telling
- * the sockets of a membership change (membership-broadcast.ts), dropping members who did not
- * come back (reconnect-sweep.ts), several nodes sharing rooms (cluster.ts), the clock and
- * timers rooms run on (wall-clock.ts, timers.ts), and what its socket-facing parts receive
- * (room-context.ts: the typed io server, the Logger, RoomContext). It is the server's lowest
- * layer and imports only shared/: edge/ (HTTP, the handshake and rate limits), handlers/
- * and the top-level wiring use rooms, never the other way round.
+ * The folder signaling-server/rooms/ owns the classroom as shared state: membership and
+ * generations (membership.ts), the run (run-state.ts) and the watch on its progress
+ * (stall-watch.ts), the ring:evict trust rule (accusations.ts), the hub's role and bar
+ * (hub-role.ts, hub-access.ts), seats per client address (seats.ts), the checks on a chief's
+ * drop (drop-check.ts) and checkpoints (checkpoint-guard.ts), the codec for Redis and
+ * room.json (room-codec.ts), where rooms live (room-store.ts, redis-room-store.ts,
+ * persisting-room-store.ts over room-persistence.ts), checkpoints on disk
+ * (checkpoint-store.ts), runs and admissions (runs.ts), membership broadcasts
+ * (membership-broadcast.ts), the sweep of members who did not come back
+ * (reconnect-sweep.ts), nodes sharing rooms (cluster.ts), clock and timers (wall-clock.ts,
+ * timers.ts), and what socket-facing parts receive (room-context.ts). It is the server's
+ * lowest layer and imports only shared/: edge/, handlers/ and the wiring use rooms, never
+ * the other way round.
  *
  * This file: one classroom, the facade the handlers use. Pure state, no sockets and no
- * timers: the handlers translate events into these calls and broadcast what they return,
- * and the unit of truth stays easy to test. Time comes from the Clock it is given. The
- * state and the steps every change shares are room-core.ts's; removals against a member's
- * will, the members' reports of the run and the room's status have files of their own
- * (removals.ts, run-reports.ts, room-status.ts).
+ * timers: the handlers translate events into these calls and broadcast what they return.
+ * Time comes from the Clock it is given. The state and the steps every change shares are
+ * room-core.ts's; removals, reports and the status have files of their own (removals.ts,
+ * run-reports.ts, room-status.ts).
  */
 import { DEFAULT_START_CONFIG } from '../../shared/tasks/start-config';
-import { WebringError } from '../../shared/protocol/errors';
-import { REFORM_AFTER_MS, type DropRequest, type EvaluationReport, type OwnExamplesReport, type CollectSetting, type HubBar, type EvictRequest, type FinishReport, type Generation, type DeviceProbe, type MetricPoint, type ProgressReport, type RoomMetrics, type RoomStatus, type StartConfig, type TrainStart, type ResumePoint, type MemberDropped } from '../../shared/protocol';
+import { WebringError, type ErrorBody } from '../../shared/protocol/errors';
+import { REFORM_AFTER_MS, type DropRequest, type EvaluationReport, type OwnExamplesReport, type CollectSetting, type HubBar, type EvictRequest, type FinishReport, type Generation, type DeviceProbe, type MetricPoint, type ProgressReport, type RoomMetrics, type RoomStatus, type StartConfig, type TrainStart, type ResumePoint } from '../../shared/protocol';
 import type { Clock } from '../../shared/util/clock';
 import type { NewMember } from './membership';
 import type { CheckpointTrust } from '../../shared/checkpoints/checkpoint';
@@ -34,6 +32,7 @@ import { checkNamedNeighbours, type UnreachableReport } from './formation';
 import * as reports from './run-reports';
 import { evictKeyless, type KeylessEviction } from './keyless';
 import { roomStatus } from './room-status';
+import { endIfStalled, stallOf, type Stall } from './stall-watch';
 
 export type { NewMember } from './membership';
 
@@ -52,12 +51,6 @@ export interface Admission {
   joiners: string[];
   /** What each joiner is told: the run in progress, to be joined with the chief's live state. */
   start: TrainStart;
-}
-
-/** An accepted shedding (Room.shedUnreachable): the change, and each member shed with what it is told. */
-export interface Shedding {
-  change: MembershipChange;
-  shed: Array<{ id: string; socketId: string | null; notice: Extract<MemberDropped, { reason: 'unreachable' }> }>;
 }
 
 export class Room {
@@ -148,7 +141,10 @@ export class Room {
     return this.core.runState.record.run;
   }
 
-  /** What the data service's byte budgets follow (edge/data-budget.ts): the run, the epoch the chief last reported, the membership's generation and the ring's size. */
+  /**
+   * What the data service's byte budgets follow (edge/data-budget.ts): the run, the epoch the
+   * class is in (the chief reports its data cursor's after every turn), the generation and the ring's size.
+   */
   get dataWindow(): { run: number; epoch: number; generation: number; ringSize: number } {
     const run = this.core.runState.record;
     return { run: run.run, epoch: run.epoch, generation: this.currentGeneration, ringSize: this.core.members.ring.length };
@@ -348,27 +344,9 @@ export class Room {
     return { change, shedDue: false };
   }
 
-  /**
-   * Sheds the members of `generation` that the reports say cannot be reached (formation.ts):
-   * each is told why and may join again. Nothing changes once the generation is gone.
-   */
-  shedUnreachable(generation: number): Shedding {
-    if (!this.isTraining || generation !== this.currentGeneration) return { change: NO_CHANGE, shed: [] };
-    const ring = this.core.members.ring;
-    const names = new Map(ring.map((m) => [m.id, m.name]));
-    const reports = this.core.runState.record.formation?.reports.filter((r) => r.generation === generation) ?? [];
-    const ids = this.core.runState.formation.shed(generation, ring);
-    if (ids.length === 0) return { change: NO_CHANGE, shed: [] };
-    const step = this.core.runState.step;
-    const shed = ids.map((id) => {
-      const by = reports.filter((r) => r.unreachable.includes(id)).map((r) => names.get(r.reporter) ?? r.reporter);
-      const detail = `its ring links did not open: ${by.join(' and ')} could not reach it`;
-      const m = this.core.members.removeFromRing(id)!.member;
-      this.core.runState.recordDropped({ id, name: m.name, index: m.index, reason: 'unreachable', step, computeMs: 0, deadlineMs: 0, misbehaviour: null, reportedBy: by.join(', ') || null, detail, at: this.core.clock.now() });
-      this.core.log('dropped', [m.name], `unreachable: ${detail}`);
-      return { id, socketId: m.socketId, notice: { reason: 'unreachable' as const, step, detail } };
-    });
-    return { change: this.core.afterRemoval(), shed };
+  /** Sheds the members of `generation` that the reports say cannot be reached (removals.ts). */
+  shedUnreachable(generation: number): removals.Shedding {
+    return removals.shedUnreachable(this.core, generation);
   }
 
   /** Throws unless a run could start now. */
@@ -379,7 +357,7 @@ export class Room {
 
   start(config: StartConfig, resume: ResumePoint | null): TrainStart {
     this.assertCanStart();
-    const run = this.core.runState.start(config, resume);
+    const run = this.core.runState.start(config, resume, this.core.clock.now());
     this.core.accusations.reset();
     this.core.members.resetForRun(this.core.runState.step, resume?.weightsHash ?? null);
     return { run, generation: this.currentGeneration, config, startStep: this.core.runState.step, resume, admitted: false };
@@ -396,7 +374,17 @@ export class Room {
   }
 
   resume(): void {
-    this.core.runState.resume();
+    this.core.runState.resume(this.core.clock.now());
+  }
+
+  /** Why the run counts as stalled now (its class made no progress for longer than its pace allows: stall-watch.ts), or null. */
+  stalled(floorMs?: number): ErrorBody | null {
+    return stallOf(this.core, this.core.clock.now(), floorMs);
+  }
+
+  /** Ends the run if it is stalled now (stall-watch.ts). */
+  endIfStalled(floorMs?: number): Stall | null {
+    return endIfStalled(this.core, this.core.clock.now(), floorMs);
   }
 
   /** A ring member's report of a step (run-reports.ts): the checkpoints whose trust it changed, for the store to write down. */

@@ -113,7 +113,7 @@ export function recordEvaluation(core: RoomCore, memberId: string, report: Evalu
   const m = core.requireMemberOfRun(memberId, report.run);
   if (core.members.chief !== m) return;
   const task = findTask(core.runState.record.config?.task ?? '');
-  core.runState.recordEvaluation(report, task?.target === 'class');
+  core.runState.recordEvaluation(report, task?.target === 'class', core.clock.now());
 }
 
 /** A finish report's effect: the membership change, and the member taken out for its own failure (told why), if any. */

@@ -63,6 +63,13 @@ export interface RunRecord {
   /** The chief's outer steps so far, and the examples the class trained in its last turn; absent in records from before. */
   round?: number;
   roundExamples?: number;
+  /**
+   * Server time of the class's last sign of progress (the run's start or resume, a step the
+   * chief reported, an epoch scored), and the longest wait between two of them so far: what
+   * the stall watch (stall-watch.ts) measures the class's pace by. Absent in records from before.
+   */
+  progressAt?: number;
+  longestTurnMs?: number;
 }
 
 /** A room that has not trained yet. */
@@ -142,11 +149,11 @@ export class RunState {
     return c?.sync === 'local-steps' ? c.localSteps : 1;
   }
 
-  /** A new run: everything the last one recorded is forgotten. Returns its number. */
-  start(config: StartConfig, resume: ResumePoint | null): number {
+  /** A new run at server time `now`: everything the last one recorded is forgotten. Returns its number. */
+  start(config: StartConfig, resume: ResumePoint | null, now: number): number {
     const run = this.r.run + 1;
     const step = resume?.step ?? 0;
-    Object.assign(this.r, idleRun(), { state: 'training', config, run, step, epoch: resume?.dataCursor.epoch ?? 0, guard: newCheckpointGuard(step), formation: newFormation() });
+    Object.assign(this.r, idleRun(), { state: 'training', config, run, step, epoch: resume?.dataCursor.epoch ?? 0, guard: newCheckpointGuard(step), formation: newFormation(), progressAt: now });
     this.history = [];
     return run;
   }
@@ -156,9 +163,17 @@ export class RunState {
     this.r.state = 'paused';
   }
 
-  resume(): void {
+  /** The teacher's resume at `now`: the pause is nobody's stall. */
+  resume(now: number): void {
     if (this.r.state !== 'paused') throw new WebringError('ERR_BAD_STATE', `room ${this.room} is not paused`);
     this.r.state = 'training';
+    this.r.progressAt = now;
+  }
+
+  /** The class showed progress at `now`: the wait since the last sign counts toward its pace. */
+  private progressed(now: number): void {
+    if (this.r.progressAt !== undefined) this.r.longestTurnMs = Math.max(this.r.longestTurnMs ?? 0, now - this.r.progressAt);
+    this.r.progressAt = now;
   }
 
   /** The run ends in `state`, with the error that ended it, if any. */
@@ -186,6 +201,7 @@ export class RunState {
       c.lastMismatchStep = report.step;
     }
     this.r.reportedTotalSteps = report.totalSteps;
+    this.progressed(at);
     this.r.step = report.step;
     this.r.round = report.round ?? report.step;
     this.r.roundExamples = report.roundExamples ?? 0;
@@ -197,8 +213,9 @@ export class RunState {
     return { counted: true, resynced: report.hashMismatch };
   }
 
-  /** An epoch's held-out scores; accuracy is kept for a task that tells classes apart only. */
-  recordEvaluation(report: EvaluationReport, classifies: boolean): void {
+  /** An epoch's held-out scores at `at`; accuracy is kept for a task that tells classes apart only. */
+  recordEvaluation(report: EvaluationReport, classifies: boolean, at: number): void {
+    this.progressed(at);
     const accuracy = classifies ? report.accuracy : null;
     this.r.accuracy = accuracy;
     this.r.testLoss = report.testLoss;

@@ -10,6 +10,7 @@ import type { Room } from './room';
 import { channelOf, type RoomContext } from './room-context';
 import { ADMISSION_DEADLINE_MS } from './formation';
 import { scheduleKeyDeadline } from './key-deadline';
+import { watchForStall } from './stall-timer';
 
 /** Lets the new generation reach every worker before the resumed run's start does. */
 const AUTO_RESUME_DELAY_MS = 500;
@@ -119,6 +120,7 @@ export async function startRun(ctx: RoomContext, name: string, config: StartConf
   ctx.log.info(`room ${name}: run ${start.run} started (${from}), generation ${start.generation}`);
   ctx.io.to(channelOf(name)).emit('train:start', start);
   scheduleKeyDeadline(ctx, room, start.generation);
+  watchForStall(ctx, name);
   return { room, start };
 }
 

@@ -27,7 +27,7 @@ export const codeFor = (room: string): string => joinCodeFor(TEST_JOIN_SECRET, r
 export const hubKeyOf = (room: string): string => hubKeyFor(TEST_JOIN_SECRET, room);
 
 /** What a test server may be started with, over the defaults every test server has. */
-export type TestServerOptions = { rateLimits?: Partial<RateLimitOptions>; rateLimiter?: RateLimits; dataDir?: string; redisUrl?: string; reconnectGraceMs?: number; trustProxy?: string; ice?: IceOptions; log?: Logger; admissionDeadlineMs?: number; keyDeadlineMs?: number };
+export type TestServerOptions = { rateLimits?: Partial<RateLimitOptions>; rateLimiter?: RateLimits; dataDir?: string; redisUrl?: string; reconnectGraceMs?: number; trustProxy?: string; ice?: IceOptions; log?: Logger; admissionDeadlineMs?: number; keyDeadlineMs?: number; stallFloorMs?: number };
 
 export async function startTestServer(overrides: TestServerOptions = {}): Promise<RunningServer> {
   return startServer({

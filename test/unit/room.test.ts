@@ -292,7 +292,7 @@ test('the codec keeps what a room collects for, in the record and in room.json; 
 
 test("a run's evaluations and dropped members are kept to their newest MAX_EVALUATIONS and MAX_DROPPED_RECORDS: one member's reports cannot grow the room record without bound (issue 38)", () => {
   const run = new RunState('bounded');
-  for (let epoch = 0; epoch < MAX_EVALUATIONS + 50; epoch++) run.recordEvaluation({ run: 1, generation: 1, epoch, step: epoch * 10, accuracy: 0.5, testLoss: 1 }, true);
+  for (let epoch = 0; epoch < MAX_EVALUATIONS + 50; epoch++) run.recordEvaluation({ run: 1, generation: 1, epoch, step: epoch * 10, accuracy: 0.5, testLoss: 1 }, true, epoch * 1_000);
   const evaluations = run.record.evaluations;
   assert.equal(evaluations.length, MAX_EVALUATIONS);
   assert.equal(evaluations.at(-1)!.epoch, MAX_EVALUATIONS + 49, 'the newest kept');
