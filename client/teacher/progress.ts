@@ -1,7 +1,7 @@
 /** Step and epoch progress, a bar, and the time left from the recent step rate. */
 import type { MemberInfo, MetricPoint, RoomStatus, StartConfig } from '../../shared/protocol';
 import { byId } from './dom';
-import { bytes, dash, duration, fixed, percent } from './format';
+import { bytes, clockTime, dash, duration, fixed, percent } from './format';
 import { globalBatchSize, ranksThatTrain } from '../../shared/data/batch-plan';
 import { PROGRAM_WORKLOAD } from '../../shared/protocol/start-config';
 
@@ -56,6 +56,9 @@ export function renderProgress(s: RoomStatus, history: readonly MetricPoint[]): 
   byId('p-train-acc').textContent = program ? dash : percent(s.metrics.trainAccuracy);
   byId('p-test-acc').textContent = program ? dash : percent(s.metrics.accuracy);
   byId('p-data').textContent = dataServedText(s);
+  const refused = byId('data-refused');
+  refused.textContent = dataRefusedText(s);
+  refused.hidden = refused.textContent === '';
   byId('p-lr').textContent = learningRateText(s);
 }
 
@@ -96,6 +99,23 @@ export function dataServedText(s: RoomStatus): string {
     epochs >= 1 ? ` · ≈ ${fixed(trainBytesServed / datasetBytes / epochs, 2)}× the set per epoch` : ' · the figure per epoch shows once an epoch is trained';
   const heldOut = bytesServed > trainBytesServed ? ` (+ ${bytes(bytesServed - trainBytesServed)} of held-out examples)` : '';
   return `${bytes(trainBytesServed)} of a ${bytes(datasetBytes)} training set${heldOut}${perEpoch}`;
+}
+
+/**
+ * The students the data service turned away and have not been served since (an honest class
+ * has none): who, why, and what happens next. Never silent: a tab refused the examples of
+ * the class's current turn holds every other tab up.
+ */
+export function dataRefusedText(s: RoomStatus): string {
+  const refused = s.data.refused;
+  if (refused.length === 0 || s.state === 'idle' || s.state === 'done') return '';
+  const who = refused.map((r) => `${r.reader} at ${clockTime(r.at)} (${r.error.message}; ${r.error.code})`).join('; ');
+  const retry = Math.max(...refused.map((r) => r.retryAfterS));
+  return (
+    `Training waits for examples the data service refused: ${who}. ` +
+    `${refused.length === 1 ? 'That tab asks' : 'Those tabs ask'} again every ${retry} s. ` +
+    'If the class cannot go on, the server ends the run after a few minutes without progress (ERR_RUN_STALLED), and Start resumes it from the latest checkpoint.'
+  );
 }
 
 function etaText(s: RoomStatus, rate: Rate | null): string {

@@ -23,6 +23,7 @@ import { DATASET_IDS, findDataset } from '../../shared/tasks/registry';
 import { featureCount } from '../../shared/tasks/task';
 import { DATA_BUDGET_RETRY_AFTER_S, DataBudgets, UnsentReplies, budgetPlan } from './data-budget';
 import type { DatasetLibrary } from '../data/datasets';
+import type { DataRefusals } from './data-refusals';
 import type { RoomContext } from '../rooms/room-context';
 
 /** The examples of a dataset are fixed, so a reply holds for as long as a browser cares to keep it. */
@@ -59,7 +60,14 @@ function budgetReader(res: Response): string | null {
   return reader === TEACHER_READER ? null : reader;
 }
 
-export function registerDataApi(app: Express, ctx: RoomContext, library: DatasetLibrary, served: ServedBytes, requireRoomReader: RequestHandler): void {
+/** What the data service reads from and writes to: the datasets, the bytes it sent, and whom it refused. */
+export interface DataApiParts {
+  library: DatasetLibrary;
+  served: ServedBytes;
+  refusals: DataRefusals;
+}
+
+export function registerDataApi(app: Express, ctx: RoomContext, { library, served, refusals }: DataApiParts, requireRoomReader: RequestHandler): void {
   const budgets = new DataBudgets();
   const unsent = new UnsentReplies(ctx.timers);
   app.get('/api/rooms/:room/data/:dataset/:split', requireRoomReader, async (req, res) => {
@@ -80,12 +88,16 @@ export function registerDataApi(app: Express, ctx: RoomContext, library: Dataset
     const count = indices.length;
     const bytes = count * exampleBytes(features);
     const send = unsent.admit(req, res, req.ip ?? req.socket.remoteAddress ?? 'unknown', bytes);
+    const reader = budgetReader(res);
     try {
-      budgets.charge(name, room.dataWindow, plan, budgetReader(res), bytes);
+      budgets.charge(name, room.dataWindow, plan, reader, bytes);
     } catch (refusal) {
       res.set('Retry-After', String(DATA_BUDGET_RETRY_AFTER_S));
+      // Never silent: the teacher's page names the reader until it is served again.
+      if (refusal instanceof WebringError && reader !== null) refusals.refused(name, room.runNumber, reader, { at: ctx.clock.now(), error: refusal.toBody(), retryAfterS: DATA_BUDGET_RETRY_AFTER_S });
       throw refusal;
     }
+    if (reader !== null) refusals.served(name, reader);
     const { labels, features: bytesOf } = (await library.get(found.dataset))[split];
     const body = Buffer.allocUnsafe(bytes);
     for (let i = 0; i < count; i++) {

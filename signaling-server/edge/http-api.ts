@@ -34,6 +34,7 @@ import { Room } from '../rooms/room';
 import { channelOf, type RoomContext } from '../rooms/room-context';
 import { bearerToken, tokenHash, tokensEqual } from './tokens';
 import { TEACHER_READER, registerDataApi, type ServedBytes } from './data-api';
+import { ADDRESS_READER, MEMBER_READER, type DataRefusals } from './data-refusals';
 import type { CheckpointAdmission, CheckpointUpload } from '../rooms/checkpoint-store';
 import type { DatasetLibrary } from '../data/datasets';
 import { pageHeaders } from './page-headers';
@@ -79,6 +80,8 @@ export interface HttpOptions {
   /** The examples the data service hands out (data-api.ts), and what it sent per room. */
   datasets: DatasetLibrary;
   served: ServedBytes;
+  /** Who it turned away lately (data-refusals.ts). */
+  refusals: DataRefusals;
   /** What members relayed through this server (handlers/link-relay.ts). */
   relay: RelayLedger;
   /** The teacher's network checks and the devices' answers (rooms/network-checks.ts). */
@@ -118,6 +121,7 @@ export function createHttpApp(ctx: RoomContext, options: HttpOptions): express.E
     const served = options.served.of(room.name, status.run);
     status.data.bytesServed = served.bytes;
     status.data.trainBytesServed = served.trainBytes;
+    status.data.refused = options.refusals.of(room.name, status.run, [...status.members, ...status.waiting]);
     status.relay = options.relay.of(room.name, ctx.clock.now());
     status.network = options.networkChecks.of(room.name);
     return status;
@@ -141,7 +145,7 @@ export function createHttpApp(ctx: RoomContext, options: HttpOptions): express.E
     }
     const member = token ? (await ctx.rooms.read(name))?.memberByTokenHash(tokenHash(token)) : null;
     if (member) {
-      res.locals.roomReader = `member ${member.id}`;
+      res.locals.roomReader = `${MEMBER_READER}${member.id}`;
       return next();
     }
     const typed = req.get('x-join-code') ?? (typeof req.query.code === 'string' ? req.query.code : undefined);
@@ -153,7 +157,7 @@ export function createHttpApp(ctx: RoomContext, options: HttpOptions): express.E
       }
       const code = normalizeJoinCode(typed);
       if (code !== null && joinCodeMatches(options.joinSecret, name, code)) {
-        res.locals.roomReader = `address ${ip}`;
+        res.locals.roomReader = `${ADDRESS_READER}${ip}`;
         return next();
       }
       await options.limits.wrongJoinCode(ip);
@@ -410,7 +414,7 @@ export function createHttpApp(ctx: RoomContext, options: HttpOptions): express.E
     });
   }
 
-  registerDataApi(app, ctx, options.datasets, options.served, requireRoomReader);
+  registerDataApi(app, ctx, { library: options.datasets, served: options.served, refusals: options.refusals }, requireRoomReader);
   registerNetworkCheckApi(app, ctx, options.networkChecks, { requireTeacher, requireRoomReader, json });
 
   app.use('/api', (_req, _res, next) => next(new WebringError('ERR_BAD_REQUEST', 'no such API endpoint')));

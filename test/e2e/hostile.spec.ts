@@ -1,4 +1,7 @@
 /**
+ * A greedy reader: a member that takes far more examples than its share is refused, and the
+ * teacher page names it (the budgets themselves are test/unit/data-budget.test.ts's).
+ *
  * A hostile tab: from step POISON_STEP on, one of four real tabs writes NaN into
  * every ring message it sends, past its own sender-side check (the debugPoisonAtStep flag).
  * Its receiver rejects the first such message before summing it, names it to the server,
@@ -7,9 +10,10 @@
  * CPU backend, as in elastic.spec.ts: what is under test is the ring, not the kernels.
  */
 import { test, expect } from '@playwright/test';
-import { E2E_TOKEN } from '../../playwright.config';
-import type { RoomStatus } from '../../shared/protocol';
-import { asTeacher, openStudent, readStatus, status, type Student } from './helpers';
+import { io as connectSocket } from 'socket.io-client';
+import { E2E_PORT, E2E_TOKEN } from '../../playwright.config';
+import type { AckResult, JoinAccepted, RoomStatus } from '../../shared/protocol';
+import { asTeacher, codeFor, openStudent, readStatus, status, type Student } from './helpers';
 
 const teacher = { authorization: `Bearer ${E2E_TOKEN}` };
 const CPU = '&backend=cpu';
@@ -77,4 +81,33 @@ test('a tab that sends NaN is evicted, named to the teacher, and the survivors k
   expect((await request.post(`/api/rooms/${room}/stop`, { headers: teacher })).status()).toBe(200);
   for (const s of honest) await expect(status(s.page)).toHaveAttribute('data-state', 'done', { timeout: 60_000 });
   for (const c of [...honest.map((t) => t.context), hostile.context, teacherContext]) await c.close();
+});
+
+test('a member that reads far past its share of the examples is refused, and the teacher page names it, says why and what happens next', async ({ browser, request }) => {
+  const room = 'e2e-greedy-reader';
+  // A member that never trains: a socket.io client of this test, as a script in a student's console would be.
+  const socket = connectSocket(`http://127.0.0.1:${E2E_PORT}`, { transports: ['websocket'], forceNew: true, reconnection: false, auth: { room, code: codeFor(room) } });
+  const joined = await new Promise<AckResult<JoinAccepted>>((resolve) => socket.emit('room:join', { room, name: 'greedy', kind: 'node', backend: 'cpu' }, resolve));
+  expect(joined.ok).toBe(true);
+  const token = joined.ok ? joined.memberToken : '';
+  expect((await request.post(`/api/rooms/${room}/start`, { headers: teacher, data: { model: 'mlp', dataset: 'mnist-10k', balanceShares: false, resumeFrom: 'none' } })).status()).toBe(200);
+  // The same digits again and again, as many as one request may hold, until the budget says no.
+  let refused = 0;
+  for (let i = 0; i < 200 && refused === 0; i++) {
+    const res = await request.get(`/api/rooms/${room}/data/mnist-10k/train?ranges=0-575`, { headers: { authorization: `Bearer ${token}` } });
+    if (res.status() === 429) refused = i;
+  }
+  expect(refused, 'the greedy member was refused').toBeGreaterThan(0);
+  const context = await browser.newContext();
+  const page = await context.newPage();
+  await page.goto(`/teacher?room=${room}&token=${E2E_TOKEN}`);
+  const notice = page.getByTestId('data-refused');
+  await expect(notice).toBeVisible();
+  await expect(notice).toContainText('greedy');
+  await expect(notice).toContainText('ERR_DATA_BUDGET');
+  await expect(notice).toContainText('asks again every 10 s');
+  await expect(notice).toContainText('ERR_RUN_STALLED');
+  expect((await request.post(`/api/rooms/${room}/stop`, { headers: teacher })).status()).toBe(200);
+  socket.disconnect();
+  await context.close();
 });

@@ -74,7 +74,7 @@ test('examples by index: the official digits, in compact uint8, cacheable, count
   const started = await fetch(`${server.url}/api/rooms/data/start`, { method: 'POST', headers: { ...AS_TEACHER.headers, 'content-type': 'application/json' }, body: JSON.stringify({ dataset: 'mnist-60k', maxSteps: 5 }) });
   assert.equal(started.status, 200);
   const fresh = await status('data');
-  assert.deepEqual(fresh.data, { dataset: 'mnist-60k', datasetBytes: 60_000 * EXAMPLE_BYTES, bytesServed: 0, trainBytesServed: 0, exampleBytes: EXAMPLE_BYTES });
+  assert.deepEqual(fresh.data, { dataset: 'mnist-60k', datasetBytes: 60_000 * EXAMPLE_BYTES, bytesServed: 0, trainBytesServed: 0, exampleBytes: EXAMPLE_BYTES, refused: [] });
   assert.equal(fresh.config?.dataset, 'mnist-60k');
   await examples('data', `mnist-60k/train?ranges=100-${100 + MAX_EXAMPLES_PER_REQUEST - 1}`);
   assert.equal((await status('data')).data.bytesServed, MAX_EXAMPLES_PER_REQUEST * EXAMPLE_BYTES);

@@ -101,6 +101,10 @@ test('a member past its bytes for the epoch gets ERR_DATA_BUDGET; its classmate 
   assert.deepEqual(await refusalOf(refused), [429, 'ERR_DATA_BUDGET']);
   // Its test digits are the same budget: no side door.
   assert.deepEqual(await refusalOf(await examples(server, 'budget', `mnist-10k/test?ranges=0-${limit - 1}`, asMember(greedy.memberToken))), [429, 'ERR_DATA_BUDGET']);
+  // Never silent: the teacher sees who was refused, why, and when it asks again.
+  const seen = ((await (await fetch(`${server.url}/api/rooms/budget`, AS_TEACHER)).json()) as RoomStatus).data.refused;
+  assert.deepEqual(seen.map((r) => [r.reader, r.memberId, r.error.code, r.retryAfterS]), [['greedy', greedy.memberId, 'ERR_DATA_BUDGET', 10]]);
+  assert.match(seen[0]!.error.message, /this reader took .* of its .* of examples for epoch 0/);
 
   // Untouched: the classmate's shard, and another room.
   assert.equal((await examples(server, 'budget', `mnist-10k/train?ranges=0-${limit - 1}`, asMember(honest.memberToken))).status, 200);
@@ -120,6 +124,8 @@ test('a member past its bytes for the epoch gets ERR_DATA_BUDGET; its classmate 
     await new Promise((r) => setTimeout(r, 20));
   }
   assert.equal((await examples(server, 'budget', `mnist-10k/train?ranges=0-${limit - 1}`, asMember(greedy.memberToken))).status, 200);
+  // Served again: no longer waiting, no longer named.
+  assert.deepEqual(((await (await fetch(`${server.url}/api/rooms/budget`, AS_TEACHER)).json()) as RoomStatus).data.refused, []);
 });
 
 test('a connection that stops reading is cut once its reply stalls; other clients are served meanwhile', { timeout: 60_000 }, async () => {

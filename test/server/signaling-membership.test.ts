@@ -132,7 +132,7 @@ test('the API rejects bad room names and shows a room nobody joined as empty and
   assert.equal((await fetch(`${ts.server.url}/api/rooms/${encodeURIComponent('../../etc')}`, AS_TEACHER)).status, 400);
   const empty = await ts.status('nobody-here');
   assert.deepEqual([empty.state, empty.members.length, empty.chief], ['idle', 0, null]);
-  assert.deepEqual(empty.data, { dataset: null, datasetBytes: 0, bytesServed: 0, trainBytesServed: 0, exampleBytes: 0 });
+  assert.deepEqual(empty.data, { dataset: null, datasetBytes: 0, bytesServed: 0, trainBytesServed: 0, exampleBytes: 0, refused: [] });
 });
 
 test("each member's own examples per class show in the room API, counts only; a bad report is refused and changes nothing", async () => {
