@@ -100,3 +100,39 @@ test('three tabs in local-steps mode, rounds in 8-bit words, reach every-step ac
   await teacherContext.close();
   for (const s of students) await s.context.close();
 });
+
+/**
+ * The full training set's epoch end, one step into a round, in a class of every backend: at
+ * 3 × 128 the official 60,000 digits make 157 steps an epoch (156 whole and one of 96), so
+ * with rounds of 6 the epoch ends with a round of one short step (625 = 6 · 104 + 1 at 3 × 32
+ * is the same shape). One tab trains its rounds on WebGPU, one on WebGL (both on the device)
+ * and one on the CPU (on the host); the class crosses the epoch's end, scores it, trains the
+ * next round and finishes.
+ */
+const FULL_ROOM = 'e2e-local-steps-60k';
+const FULL_EPOCH_STEPS = 157;
+
+test('three tabs on WebGPU, WebGL and the CPU cross the full dataset’s epoch end one step into a round, score it and finish', async ({ browser, request }) => {
+  test.setTimeout(600_000);
+  const students: Student[] = [];
+  for (const [name, backend] of [['ivy', 'webgpu'], ['jon', 'webgl'], ['kim', 'cpu']] as const) students.push(await openStudent(browser, FULL_ROOM, name, `&backend=${backend}`));
+  expect(await Promise.all(students.map(async (s) => (await readStatus(s.page)).backend))).toEqual(['webgpu', 'webgl', 'cpu']);
+  const maxSteps = FULL_EPOCH_STEPS + 6;
+  const started = await request.post(`/api/rooms/${FULL_ROOM}/start`, { ...asTeacher, data: { model: 'mlp', dataset: 'mnist-60k', sync: 'local-steps', localSteps: 6, batchSizePerWorker: 128, maxSteps, resumeFrom: 'none' } });
+  expect(started.status()).toBe(200);
+  for (const s of students) await expect(status(s.page)).toHaveAttribute('data-state', 'done', { timeout: 480_000 });
+  const done = (await (await request.get(`/api/rooms/${FULL_ROOM}`, asTeacher)).json()) as RoomStatus;
+  expect(done.step).toBe(maxSteps);
+  expect(done.lastError).toBeNull();
+  expect(done.data.refused).toEqual([]);
+  const metrics = (await (await request.get(`/api/rooms/${FULL_ROOM}/metrics`, asTeacher)).json()) as RoomMetrics;
+  // Rounds of 6 to step 156, the round of one step that ends the epoch, and the next epoch's first round.
+  expect(metrics.history.map((p) => p.step).slice(-3)).toEqual([156, FULL_EPOCH_STEPS, maxSteps]);
+  expect(metrics.evaluations.map((e) => [e.epoch, e.step])).toEqual([[0, FULL_EPOCH_STEPS], [1, maxSteps]]);
+  expect(metrics.evaluations[0]!.accuracy!).toBeGreaterThan(0.9);
+  const finals = await Promise.all(students.map((s) => readStatus(s.page)));
+  expect(new Set(finals.map((f) => f.weightsHash)).size, 'the replicas end bit-identical').toBe(1);
+  console.log(`[local-steps] the full set's epoch end one step into a round, on WebGPU, WebGL and the CPU: held out after epoch 1 ${(metrics.evaluations[0]!.accuracy! * 100).toFixed(2)} %`);
+  expect(students.flatMap((s) => s.errors)).toEqual([]);
+  for (const s of students) await s.context.close();
+});
