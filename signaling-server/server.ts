@@ -30,6 +30,7 @@ import { PersistingRoomStore } from './rooms/persisting-room-store';
 import { wallClock } from './rooms/wall-clock';
 import { Timers } from './rooms/timers';
 import { dropOverdueMembers } from './rooms/reconnect-sweep';
+import { watchForStall } from './rooms/stall-timer';
 import { connectCluster } from './rooms/cluster';
 import { createHttpApp } from './edge/http-api';
 import { createLogger } from './logger';
@@ -162,6 +163,8 @@ async function restoreRooms(ctx: ServerContext, store: MemoryRoomStore, persiste
     ctx.timers.after(graceMs + SWEEP_SLACK_MS, () => {
       dropOverdueMembers(ctx, room.name, graceMs).catch((err: unknown) => ctx.log.error(`room ${room.name}: dropping unreturned members failed: ${String(err)}`));
     });
+    // Its class may never report again: its pace is counted from now (room.json keeps none).
+    if (room.isTraining) watchForStall(ctx, room.name);
   }
 }
 

@@ -10,6 +10,14 @@ import { WebringError } from '../protocol/errors';
 import type { TrainStop } from '../protocol';
 import type { CollectiveEngine } from '../collectives/collective';
 import type { RunControl } from './run-ports';
+import type { Clock } from '../util/clock';
+
+/**
+ * How long a stalled run has to unwind once told. A device whose maths never answers (a GPU
+ * read-back that never resolves) cannot: it leaves the room instead, so that the class's
+ * next Start does not wait for it.
+ */
+export const STALLED_UNWIND_MS = 15_000;
 
 export interface StoppedRun {
   control: RunControl;
@@ -19,6 +27,11 @@ export interface StoppedRun {
   ring: CollectiveEngine | null;
   /** Ends the run's fetches of examples with `error`; null when no run fetches. */
   data: AbortController | null;
+  clock: Clock;
+  /** Whether the run is still unwinding. */
+  running(): boolean;
+  /** The device could not stop its run: it leaves the room, saying why. */
+  giveUp(error: WebringError): void;
 }
 
 export function stopRun(reason: TrainStop['reason'], run: StoppedRun): void {
@@ -33,5 +46,8 @@ export function stopRun(reason: TrainStop['reason'], run: StoppedRun): void {
     const stalled = new WebringError('ERR_RUN_STALLED', 'the server ended the run: the class made no progress for longer than its pace allows (the teacher page says where); Start resumes from the latest checkpoint');
     ring?.abort(stalled);
     run.data?.abort(stalled);
+    run.clock.setTimeout(() => {
+      if (run.running()) run.giveUp(new WebringError('ERR_RUN_STALLED', `this device did not stop within ${STALLED_UNWIND_MS / 1000} s of the server's stop: its maths does not answer. Reload the page to take part again`));
+    }, STALLED_UNWIND_MS);
   }
 }

@@ -1,16 +1,14 @@
 /**
  * The folder shared/training/ owns what a replica does: the trainer (one synchronous
  * data-parallel step), the training run (the loop from Start to the end), the worker that
- * puts a run on a ring and a room, where the examples come from (data sources, sharding),
- * the models, straggler detection, the replicas' agreement votes, and the faults tests play.
- * It may import protocol/, collectives/, network/, checkpoints/, data/ and util/; nothing
- * imports it but the pages, the Node worker, checkpoints/ (for the Trainer type) and tests.
+ * puts a run on a ring and a room, where the examples come from, the models, straggler
+ * detection, the replicas' agreement votes, and the faults tests play. It may import
+ * protocol/, collectives/, network/, checkpoints/, data/ and util/; nothing imports it but
+ * the pages, the Node worker, checkpoints/ (for the Trainer type) and tests.
  *
  * A training worker: joins a room over socket.io, keeps its ring links current with every
- * generation, and runs a TrainingRun when the teacher starts. The same class runs in a
- * browser tab and in a headless Node worker; only the peer factory, the socket and the
- * tfjs backend differ. It composes the signaling session (the room), the generation
- * tracker (the ring), the status view (what the page shows) and the run.
+ * generation, and runs a TrainingRun when the teacher starts. The same class runs in a tab
+ * and in a Node worker; only the peer factory, the socket and the tfjs backend differ.
  */
 import type { Socket } from 'socket.io-client';
 import { WebringError, toWebringError, type ErrorBody } from '../protocol/errors';
@@ -315,7 +313,16 @@ export class TrainingWorker {
 
   private onStop(reason: TrainStop['reason']): void {
     this.options.log(`stop requested (${reason})`);
-    stopRun(reason, { control: this.control, wake: () => this.generations.notify(), ring: this.network?.collective ?? null, data: this.runFetches });
+    const { control, clock, runFetches: data } = this;
+    const ring = this.network?.collective ?? null;
+    stopRun(reason, { control, clock, ring, data, wake: () => this.generations.notify(), running: () => this.running, giveUp: (e) => this.giveUp(e) });
+  }
+
+  /** A run that could not stop (run-stop.ts): this device leaves the room, and its page says why. */
+  private giveUp(error: WebringError): void {
+    this.options.log(error.message);
+    this.leave();
+    this.status.update({ state: 'error', rank: null, chief: false, error: error.toBody() });
   }
 
   private onDropped(d: MemberDropped): void {
@@ -398,10 +405,7 @@ export class TrainingWorker {
     }
   }
 
-  /**
-   * This device's own examples per class (counts only: own-examples.ts countByLabel), for
-   * the teacher's page and the room API: sent now if joined, and again after every join.
-   */
+  /** This device's own examples per class (counts only: own-examples.ts), for the teacher: sent now if joined, and after every join. */
   reportOwnExamples(counts: Record<string, number>): void {
     this.ownCounts.report(counts);
   }

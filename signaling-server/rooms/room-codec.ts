@@ -80,13 +80,13 @@ export function encodeRoom(room: Room): RoomRecord {
 /** The room a record describes, with `history` as its loss points; takes ownership of both. */
 export function decodeRoom(record: RoomRecord, clock: Clock, history: MetricPoint[] = []): Room {
   const { name, nextIndex, generation, generationAt, maskSeed, leftTokens, seatsPerAddress = null, active, waiting, hub = null, hubBar = null, events, accusations, mutedReporters, hubAccusers = [], collect = null } = record;
-  const { state, config, run, step, epoch, loss, trainAccuracy, accuracy, testLoss = null, evaluations, lastError, reportedTotalSteps, dropped, consistency, joins = [], guard, formation, round, roundExamples } = record;
+  const { state, config, run, step, epoch, loss, trainAccuracy, accuracy, testLoss = null, evaluations, lastError, reportedTotalSteps, dropped, consistency, joins = [], guard, formation, round, roundExamples, progressAt, longestTurnMs } = record;
   return new Room(
     name,
     clock,
     {
       membership: { nextIndex, generation, generationAt, maskSeed, leftTokens, seatsPerAddress, active, waiting, hub, hubBar },
-      run: { state, config, run, step, epoch, loss, trainAccuracy, accuracy, testLoss, evaluations, lastError, reportedTotalSteps, dropped, consistency, joins, guard, formation, round, roundExamples },
+      run: { state, config, run, step, epoch, loss, trainAccuracy, accuracy, testLoss, evaluations, lastError, reportedTotalSteps, dropped, consistency, joins, guard, formation, round, roundExamples, longestTurnMs, progressAt: progressAt ?? (state === 'training' ? clock.now() : undefined) },
       accusations: { accusations, mutedReporters, hubAccusers },
       events,
       collect,

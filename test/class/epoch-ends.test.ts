@@ -12,6 +12,7 @@ import { AS_TEACHER, startTestServer } from '../support/server';
 import { classRoom, type ClassRoom } from '../support/class-room';
 import { lastLines } from '../support/processes';
 import type { RunningServer } from '../../signaling-server/server';
+import type { RoomStatus } from '../../shared/protocol';
 
 /** mnist-10k's 8,000 training digits at 3 × 32: 83 whole steps and one of 32 an epoch. */
 const STEPS_PER_EPOCH = 84;
@@ -33,6 +34,17 @@ function assertNeverRefused(klass: ClassRoom): void {
     const refused = w.output.filter((l) => /ERR_DATA_BUDGET|HTTP 429|waiting for the data service/.test(l));
     assert.deepEqual(refused, [], `${w.name} was refused examples:\n${lastLines([w], 15)}`);
   }
+}
+
+/** The run's end, asserted done without an error (the workers' last lines say why otherwise). */
+async function finished(klass: ClassRoom, timeoutMs: number): Promise<RoomStatus> {
+  const done = await klass.waitFor('the run to finish', async () => {
+    const s = await klass.status();
+    return (s.state === 'done' || s.lastError !== null) && s;
+  }, timeoutMs);
+  assert.equal(done.lastError, null, lastLines(klass.workers, 15));
+  assert.equal(done.state, 'done');
+  return done;
 }
 
 interface Metrics {
@@ -60,12 +72,7 @@ test('three workers in rounds of 83 on the 10k subset cross both epochs’ ends,
   for (const name of ['e0', 'e1', 'e2']) klass.spawn(name);
   await klass.waitFor('three workers', async () => (await klass.status()).members.length === 3, 120_000);
   assert.equal(await klass.teacher('start', { model: 'mlp', dataset: 'mnist-10k', sync: 'local-steps', localSteps: H, epochs: 2, balanceShares: false, resumeFrom: 'none' }), 200);
-  const done = await klass.waitFor('the run to finish', async () => {
-    const s = await klass.status();
-    return (s.state === 'done' || s.lastError !== null) && s;
-  }, 240_000);
-  assert.equal(done.lastError, null, lastLines(klass.workers, 15));
-  assert.equal(done.state, 'done');
+  const done = await finished(klass, 240_000);
   assert.equal(done.step, 2 * STEPS_PER_EPOCH);
   // Rounds of 83 and 1 in each epoch: a round ends with its epoch.
   assert.equal(done.round, 4);
@@ -102,12 +109,7 @@ test('a student joining in the middle of a round and another killed in the middl
   await new Promise((r) => setTimeout(r, 2_500));
   const victim = klass.workers.find((w) => w.name === 'c1')!;
   victim.child.kill('SIGKILL');
-  const done = await klass.waitFor('the run to finish', async () => {
-    const s = await klass.status();
-    return (s.state === 'done' || s.lastError !== null) && s;
-  }, 300_000);
-  assert.equal(done.lastError, null, lastLines(klass.workers, 15));
-  assert.equal(done.state, 'done');
+  const done = await finished(klass, 300_000);
   const metrics = await metricsOf(room);
   assert.deepEqual(metrics.evaluations.map((e) => e.epoch), [0, 1, 2, 3, 4], 'every epoch scored once');
   assertWholeRounds(metrics, done.step);
