@@ -3,7 +3,10 @@
  *
  *  - Bytes per epoch. Each reader of a room (a member, by its token; a join-code reader, by
  *    its address) and the room as a whole may take so many bytes of examples per *window*:
- *    the room's run and the epoch its chief last reported. The sizes follow from what an
+ *    the room's run and the epoch the class is in, as its chief reports it after every turn
+ *    (its data cursor's: the turn that ends an epoch opens the next window). A round of
+ *    local steps ends with its epoch, so whatever its length it reads within its own
+ *    epoch's window, and only the prefetch reaches past an epoch's end. The sizes follow from what an
  *    honest class fetches (shared/data/streamed-dataset.ts): each example of the epoch
  *    once, to the rank that trains it; each rank's test shard; one prefetch window reaching
  *    into the next epoch; and, after every change of the ring (a join, a leave, a reload, a
