@@ -28,7 +28,7 @@ export interface StoppedRun {
   /** Ends the run's fetches of examples with `error`; null when no run fetches. */
   data: AbortController | null;
   clock: Clock;
-  /** Whether the run is still unwinding. */
+  /** Whether the run that was stopped is still unwinding (not a run started since). */
   running(): boolean;
   /** The device could not stop its run: it leaves the room, saying why. */
   giveUp(error: WebringError): void;

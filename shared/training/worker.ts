@@ -315,7 +315,7 @@ export class TrainingWorker {
     this.options.log(`stop requested (${reason})`);
     const { control, clock, runFetches: data } = this;
     const ring = this.network?.collective ?? null;
-    stopRun(reason, { control, clock, ring, data, wake: () => this.generations.notify(), running: () => this.running, giveUp: (e) => this.giveUp(e) });
+    stopRun(reason, { control, clock, ring, data, wake: () => this.generations.notify(), running: () => this.running && this.runFetches === data, giveUp: (e) => this.giveUp(e) });
   }
 
   /** A run that could not stop (run-stop.ts): this device leaves the room, and its page says why. */
