@@ -341,6 +341,21 @@ test('the fetcher: a server that cannot answer is retried with backoff and the w
   const pending = down('train', Uint32Array.of(1), 1);
   setTimeout(() => ended.abort(), 100);
   await assert.rejects(pending, (err: unknown) => err instanceof WebringError && err.code === 'ERR_ABORTED');
+
+  // A run the server ended as stalled (training/run-stop.ts) stops a worker waiting on a data service that keeps refusing it, with that code.
+  const stalled = new AbortController();
+  const refused = httpExampleFetcher({
+    baseUrl: '',
+    room: 'class',
+    dataset: 'mnist-60k',
+    features: MNIST_PIXELS,
+    memberToken: () => 'a1'.repeat(24),
+    signal: stalled.signal,
+    fetch: async () => new Response(JSON.stringify({ ok: false, error: { code: 'ERR_DATA_BUDGET', message: 'room class took 11.6 MiB of its 11.3 MiB' } }), { status: 429, headers: { 'retry-after': '0' } }),
+  });
+  const waiting = refused('train', Uint32Array.of(1), 1);
+  setTimeout(() => stalled.abort(new WebringError('ERR_RUN_STALLED', 'the server ended the run')), 100);
+  await assert.rejects(waiting, (err: unknown) => err instanceof WebringError && err.code === 'ERR_RUN_STALLED');
 });
 
 test('a streamed source whose service refuses fails the step with the coded error, never with zeros', async () => {
