@@ -11,7 +11,7 @@ import { WebringError } from '../../shared/protocol/errors';
 import { parseIdx, parseIdxDigits } from '../../shared/tasks/mnist/idx';
 import { MAX_EXAMPLES_PER_REQUEST, decodeRanges, encodeRanges } from '../../shared/data/data-service';
 import { ExampleCache } from '../../shared/data/example-cache';
-import { httpExampleFetcher, RETRY_FIRST_MS, type ExampleFetcher } from '../../shared/data/example-fetcher';
+import { httpExampleFetcher, RETRY_FIRST_MS, type ExampleFetcher, type HttpFetcherOptions } from '../../shared/data/example-fetcher';
 import { MNIST_PIXELS } from '../../shared/tasks/mnist/format';
 import { mnistTask } from '../../shared/tasks/mnist/task';
 import { MNIST_SUBSET, OFFICIAL_MNIST } from '../../shared/tasks/mnist/datasets';
@@ -256,6 +256,10 @@ test('the prefetch plan: a steady class fetches exactly what each rank will trai
   assert.ok(travelled <= trainedTotal + changes * MAX_WORLD * PREFETCH_STEPS * PER_WORKER, `travelled ${travelled}, trained ${trainedTotal}, ${changes} changes`);
 });
 
+/** The fetcher of a member of room `class` reading `mnist-60k`, with `options` over those. */
+const fetcherOf = (options: Partial<HttpFetcherOptions>) =>
+  httpExampleFetcher({ baseUrl: '', room: 'class', dataset: 'mnist-60k', features: MNIST_PIXELS, memberToken: () => 'a1'.repeat(24), ...options });
+
 test('the fetcher: a server that cannot answer is retried with backoff and the wait is said; a refusal ends at once; a short reply is never trained on', async () => {
   const reply = new Uint8Array(2 * EXAMPLE_BYTES).fill(9);
   const answers: Array<() => Response> = [
@@ -269,12 +273,8 @@ test('the fetcher: a server that cannot answer is retried with backoff and the w
   const urls: string[] = [];
   const waits: Array<string | null> = [];
   const t0 = performance.now();
-  const fetcher = httpExampleFetcher({
+  const fetcher = fetcherOf({
     baseUrl: 'http://server',
-    room: 'class',
-    dataset: 'mnist-60k',
-    features: MNIST_PIXELS,
-    memberToken: () => 'a1'.repeat(24),
     onWait: (why) => waits.push(why),
     fetch: async (url, init) => {
       const headers = init?.headers as Record<string, string>;
@@ -296,11 +296,7 @@ test('the fetcher: a server that cannot answer is retried with backoff and the w
   assert.equal(waits[3], null, 'data flows again');
   assert.ok(performance.now() - t0 >= 3.5 * RETRY_FIRST_MS, 'it backed off: 250 + 500 + 1000 ms');
 
-  const refusing = httpExampleFetcher({
-    baseUrl: '',
-    room: 'class',
-    dataset: 'mnist-60k',
-    features: MNIST_PIXELS,
+  const refusing = fetcherOf({
     memberToken: () => 'b2'.repeat(24),
     fetch: async () => new Response(JSON.stringify({ ok: false, error: { code: 'ERR_UNAUTHORIZED', message: 'reading room class needs a member token' } }), { status: 401 }),
   });
@@ -309,11 +305,7 @@ test('the fetcher: a server that cannot answer is retried with backoff and the w
   // A fresh join after a drop replaces the token while a request is out: the 401 for the old one is asked again with the new one.
   let token = 'c3'.repeat(24);
   const sent: string[] = [];
-  const rejoined = httpExampleFetcher({
-    baseUrl: '',
-    room: 'class',
-    dataset: 'mnist-60k',
-    features: MNIST_PIXELS,
+  const rejoined = fetcherOf({
     memberToken: () => token,
     fetch: async (_url, init) => {
       const used = (init?.headers as Record<string, string>).Authorization!;
@@ -329,27 +321,14 @@ test('the fetcher: a server that cannot answer is retried with backoff and the w
   assert.deepEqual(sent, [`Bearer ${'c3'.repeat(24)}`, `Bearer ${'d4'.repeat(24)}`]);
 
   const ended = new AbortController();
-  const down = httpExampleFetcher({
-    baseUrl: '',
-    room: 'class',
-    dataset: 'mnist-60k',
-    features: MNIST_PIXELS,
-    memberToken: () => 'a1'.repeat(24),
-    signal: ended.signal,
-    fetch: async () => new Response('bad gateway', { status: 502 }),
-  });
+  const down = fetcherOf({ signal: ended.signal, fetch: async () => new Response('bad gateway', { status: 502 }) });
   const pending = down('train', Uint32Array.of(1), 1);
   setTimeout(() => ended.abort(), 100);
   await assert.rejects(pending, (err: unknown) => err instanceof WebringError && err.code === 'ERR_ABORTED');
 
   // A run the server ended as stalled (training/run-stop.ts) stops a worker waiting on a data service that keeps refusing it, with that code.
   const stalled = new AbortController();
-  const refused = httpExampleFetcher({
-    baseUrl: '',
-    room: 'class',
-    dataset: 'mnist-60k',
-    features: MNIST_PIXELS,
-    memberToken: () => 'a1'.repeat(24),
+  const refused = fetcherOf({
     signal: stalled.signal,
     fetch: async () => new Response(JSON.stringify({ ok: false, error: { code: 'ERR_DATA_BUDGET', message: 'room class took 11.6 MiB of its 11.3 MiB' } }), { status: 429, headers: { 'retry-after': '0' } }),
   });
