@@ -185,10 +185,25 @@ export const KEEP_ALIVE_TIMEOUT_MS = 65_000;
  */
 export const CLOSE_GRACE_MS = 1_000;
 
+/**
+ * How long a request's headers may take to arrive, and how often Node checks (issue 57:
+ * Node's 60 s and 30 s let a held request sit for up to 90 s). Headers come in one packet
+ * or a few; since Node 18 the timer starts with each request's first byte, not with the
+ * connection, so an idle keep-alive connection is not cut by it.
+ */
+export const HEADERS_TIMEOUT_MS = 10_000;
+const CONNECTIONS_CHECK_INTERVAL_MS = 1_000;
+/**
+ * Node's limit on a whole request, the backstop behind edge/in-flight.ts, which cuts /api
+ * bodies sooner (a body idle 10 s, any body but a checkpoint upload after 30 s). A checkpoint
+ * upload of the largest size (5 × 32 MiB) fits it at 4.5 Mbit/s.
+ */
+export const REQUEST_TIMEOUT_MS = 300_000;
+
 function keepIdleConnections<S extends http.Server>(server: S): S {
   server.keepAliveTimeout = KEEP_ALIVE_TIMEOUT_MS;
-  // Must exceed keepAliveTimeout, or the headers timer cuts a reused connection first.
-  server.headersTimeout = KEEP_ALIVE_TIMEOUT_MS + 1_000;
+  server.headersTimeout = HEADERS_TIMEOUT_MS;
+  server.requestTimeout = REQUEST_TIMEOUT_MS;
   return server;
 }
 
@@ -196,7 +211,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   const log = options.log ?? createLogger();
   const defaultRoom = options.defaultRoom ?? 'class';
   const trustProxy = compileTrustProxy(options.trustProxy);
-  const httpServer = keepIdleConnections(http.createServer());
+  const httpServer = keepIdleConnections(http.createServer({ connectionsCheckingInterval: CONNECTIONS_CHECK_INTERVAL_MS }));
   const io: IoServer = new Server(httpServer, {
     pingInterval: options.pingIntervalMs ?? DEFAULT_PING_INTERVAL_MS,
     pingTimeout: options.pingTimeoutMs ?? DEFAULT_PING_TIMEOUT_MS,
@@ -204,7 +219,8 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     serveClient: false,
   });
   // A second engine on the https server feeds the same namespaces, rooms and handlers.
-  const httpsServer = options.https ? keepIdleConnections(https.createServer({ cert: options.https.cert, key: options.https.key })) : null;
+  const httpsOptions = options.https ? { cert: options.https.cert, key: options.https.key, connectionsCheckingInterval: CONNECTIONS_CHECK_INTERVAL_MS } : null;
+  const httpsServer = httpsOptions ? keepIdleConnections(https.createServer(httpsOptions)) : null;
   if (httpsServer) io.attach(httpsServer);
   // With REDIS_URL, rooms live in Redis and broadcasts cross nodes; else one process holds them.
   const cluster = options.redisUrl ? await connectCluster(options.redisUrl, String(options.port), log, wallClock) : null;
@@ -296,7 +312,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     socket.use((packet, next) => {
       // A relayed ring message counts by its bytes, against a budget of its own (rate-limits.ts).
       const relayed = packet[0] === 'link:data' ? relayedBytesOf(packet[1]) : null;
-      (relayed === null ? limits.socketEvent(socket.id, socket.data.address) : limits.relayedBytes(socket.id, relayed)).then(
+      (relayed === null ? limits.socketEvent(socket.id, socket.data.address, socket.data.memberId) : limits.relayedBytes(socket.id, relayed)).then(
         (limited) => {
           if (limited) return refuseRateLimited(socket, packet, limited.retryAfterMs, log);
           if (typeof packet[0] !== 'string' || !KNOWN_EVENTS.has(packet[0])) return refuseUnknown(socket, packet, log);

@@ -38,6 +38,8 @@ import { ADDRESS_READER, MEMBER_READER, type DataRefusals } from './data-refusal
 import type { CheckpointAdmission, CheckpointUpload } from '../rooms/checkpoint-store';
 import type { DatasetLibrary } from '../data/datasets';
 import { pageHeaders } from './page-headers';
+import { BodiesInFlight } from './in-flight';
+import { countRequests } from './http-budget';
 
 /** Per file of a checkpoint upload; a 100k-parameter model's weights and Adam state are ~1.2 MB. */
 const MAX_CHECKPOINT_FILE_BYTES = 32 * 1024 * 1024;
@@ -166,17 +168,10 @@ export function createHttpApp(ctx: RoomContext, options: HttpOptions): express.E
     next(new WebringError('ERR_UNAUTHORIZED', `reading room ${name} needs its join code (X-Join-Code), a member token or the teacher token (Authorization: Bearer)`));
   };
 
-  // Every /api request counts against its client IP; over the budget, 429 and nothing else runs.
-  app.use('/api', (req, res, next) => {
-    options.limits.httpRequest(req.ip ?? req.socket.remoteAddress ?? 'unknown').then(
-      (limited) => {
-        if (!limited) return next();
-        res.set('Retry-After', String(Math.ceil(limited.retryAfterMs / 1000)));
-        next(new WebringError('ERR_RATE_LIMITED', `too many requests; try again in ${Math.ceil(limited.retryAfterMs)} ms`));
-      },
-      (err: unknown) => next(err),
-    );
-  });
+  // Bodies arriving per address, and their timeouts (in-flight.ts); then every /api request
+  // counts against its member's, the teacher's or its address's budget (http-budget.ts).
+  const bodies = new BodiesInFlight(ctx.timers);
+  app.use('/api', bodies.admit, countRequests(ctx, options.limits, options.teacherToken));
 
   app.get('/healthz', async (_req, res) => {
     res.json({ ok: true, uptimeS: Math.round((Date.now() - options.startedAt) / 1000), rooms: (await ctx.rooms.names()).length });
@@ -321,7 +316,7 @@ export function createHttpApp(ctx: RoomContext, options: HttpOptions): express.E
    * whichever room wrote it, unvouched (nobody in this class reported its hash), and a
    * start's `resumeFrom` can name it.
    */
-  app.post('/api/rooms/:room/checkpoints/import', requireTeacher, upload, async (req, res) => {
+  app.post('/api/rooms/:room/checkpoints/import', requireTeacher, bodies.untimed, upload, async (req, res) => {
     const name = roomName(req);
     const room = await ctx.rooms.read(name);
     if (!room) throw new WebringError('ERR_UNKNOWN_ROOM', `room ${name} does not exist: a member joins it first`);
@@ -339,7 +334,7 @@ export function createHttpApp(ctx: RoomContext, options: HttpOptions): express.E
     res.status(201).json({ ok: true, checkpoint: info });
   });
 
-  app.post('/api/rooms/:room/checkpoints', requireChief, upload, async (req, res) => {
+  app.post('/api/rooms/:room/checkpoints', requireChief, bodies.untimed, upload, async (req, res) => {
     const name = roomName(req);
     const writer = res.locals.writer as string;
     // The room decides, atomically with its run, whether this step may be stored and
@@ -424,7 +419,11 @@ export function createHttpApp(ctx: RoomContext, options: HttpOptions): express.E
   app.use(express.static(options.clientDir, { extensions: ['html'], index: 'index.html' }));
   app.get('/', (_req, res) => res.sendFile(path.join(options.clientDir, 'index.html')));
 
-  app.use((err: unknown, _req: Request, res: Response, _next: NextFunction) => {
+  app.use((err: unknown, req: Request, res: Response, _next: NextFunction) => {
+    // Answered already: a body cut for its time (in-flight.ts), whose parser then failed.
+    if (res.headersSent) return;
+    // A refusal before the body was read closes the connection rather than read the rest (issue 57).
+    if (!req.complete) res.set('Connection', 'close');
     const bodyParserType = (err as { type?: string }).type;
     let coded: WebringError;
     if (err instanceof multer.MulterError) {

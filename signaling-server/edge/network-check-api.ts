@@ -9,10 +9,13 @@
  *                                          NETWORK_PROBE_BYTES, to time the upload; → 204
  * A probe only while check N is open (NETWORK_CHECK_WINDOW_MS), one download and one upload
  * per reader (rooms/network-checks.ts): the probe is no way to make the server send or
- * take bytes at will.
+ * take bytes at will. An upload is decided from its headers alone, before a byte of its body
+ * is read (issue 57: the body was buffered whole first, and 60 held uploads for no check
+ * held 109 MB): its reader, its check and this reader's one upload, and its Content-Length.
+ * Its body is then only counted and dropped: it is timed, never used.
  */
 import { randomBytes } from 'node:crypto';
-import express, { type Express, type RequestHandler } from 'express';
+import type { Express, Request, RequestHandler } from 'express';
 import { z } from 'zod';
 import { WebringError } from '../../shared/protocol/errors';
 import { NETWORK_PROBE_BYTES, networkCheckRequestSchema, parseOrThrow, roomNameSchema } from '../../shared/protocol';
@@ -45,10 +48,37 @@ export function registerNetworkCheckApi(app: Express, ctx: RoomContext, checks: 
     res.set('cache-control', 'no-store').type('application/octet-stream').send(probeBody);
   });
 
-  const probeUpload = express.raw({ type: () => true, limit: NETWORK_PROBE_BYTES });
-  app.post('/api/rooms/:room/network-probe', guards.requireRoomReader, probeUpload, (req, res) => {
+  app.post('/api/rooms/:room/network-probe', guards.requireRoomReader, async (req, res) => {
     const { check } = parseOrThrow(checkQuerySchema, req.query);
+    const declared = Number(req.get('content-length') ?? 0);
+    if (declared > NETWORK_PROBE_BYTES) {
+      throw new WebringError('ERR_PAYLOAD_TOO_LARGE', `a network probe upload is at most ${NETWORK_PROBE_BYTES} bytes; this one says ${declared}`);
+    }
+    // Claimed before the body is read: a second upload of this reader, even one sent alongside, is refused from its headers.
     checks.probe(parseOrThrow(roomNameSchema, req.params.room), check, readerOf(res.locals), 'up', ctx.clock.now());
-    res.status(204).end();
+    // A connection that died mid-body has nobody to answer; its upload is spent, like one that arrived.
+    if (await discardBody(req, NETWORK_PROBE_BYTES)) res.status(204).end();
+  });
+}
+
+/**
+ * Reads `req`'s body to its end, keeping none of it: true once it ended, false when the
+ * connection died first. Throws ERR_PAYLOAD_TOO_LARGE past `maxBytes` (a chunked body says
+ * no length up front); the rest is then left unread, and the refusal closes the connection.
+ */
+function discardBody(req: Request, maxBytes: number): Promise<boolean> {
+  return new Promise((resolve, reject) => {
+    let bytes = 0;
+    const onData = (chunk: Buffer) => {
+      bytes += chunk.length;
+      if (bytes <= maxBytes) return;
+      req.off('data', onData);
+      req.pause();
+      reject(new WebringError('ERR_PAYLOAD_TOO_LARGE', `a network probe upload is at most ${maxBytes} bytes`));
+    };
+    req.on('data', onData);
+    req.once('end', () => resolve(true));
+    // 'close' without 'end': the client went, or in-flight.ts cut the body for its time.
+    req.once('close', () => resolve(req.complete));
   });
 }

@@ -1,7 +1,12 @@
 /**
  * Rate limits at the edge, so one tab cannot starve a class or the server: every socket
- * event is counted per connection and per client IP, every /api request per client IP,
- * with rate-limiter-flexible's in-memory counters. Over the limit, the event or request is refused with ERR_RATE_LIMITED and
+ * event is counted per connection, and per client address while the connection has not
+ * joined as a member; every /api request per member, for the teacher, or per client
+ * address when it carries neither's token (edge/http-budget.ts), with rate-limiter-flexible's
+ * in-memory counters. A member's traffic never spends its address's budget: behind one
+ * school NAT, one student's script slows only that student (issue 57). An address is
+ * addressGroup's (rooms/seats.ts): a public IPv6 address counts by its /64, which one
+ * device may fill with privacy addresses. Over the limit, the event or request is refused with ERR_RATE_LIMITED and
  * never reaches a handler, so a flood costs the server a counter lookup and leaves other
  * rooms alone.
  *
@@ -10,13 +15,14 @@
  * public IP behind NAT (on a LAN each has its own).
  */
 import { RateLimiterMemory, RateLimiterRes } from 'rate-limiter-flexible';
+import { addressGroup } from '../rooms/seats';
 
 export interface RateLimitOptions {
   /** Socket events one connection may send per window. */
   socketEventsPerWindow: number;
-  /** Socket events all connections from one IP may send per window. */
+  /** Socket events all connections from one address that have not joined as members may send per window. */
   ipEventsPerWindow: number;
-  /** /api requests one IP may make per window. */
+  /** /api requests one member, the teacher, or one address without a token may make per window. */
   httpRequestsPerWindow: number;
   windowSeconds: number;
   /**
@@ -56,6 +62,9 @@ export const DEFAULT_RATE_LIMITS: RateLimitOptions = {
   relayedBytesPerWindow: 100 * 1024 * 1024,
 };
 
+/** Whose budget an /api request spends: a member's (room and id), the teacher's, or, without a token of either, its address's. */
+export type HttpRequester = { member: string } | { teacher: true } | { address: string };
+
 /** What a refused caller learns: when to try again. */
 export interface RateLimited {
   retryAfterMs: number;
@@ -79,18 +88,23 @@ export class RateLimits {
 
   /** Whether this IP has spent its wrong-join-code budget (looked up, not counted); null when not. */
   async joinCodeGuessesBlocked(ip: string): Promise<RateLimited | null> {
-    const res = await this.perIpBadCodes.get(ip);
+    const res = await this.perIpBadCodes.get(addressGroup(ip));
     return res && res.remainingPoints <= 0 ? { retryAfterMs: res.msBeforeNext } : null;
   }
 
   /** Counts one connection with a wrong join code from this IP. */
   async wrongJoinCode(ip: string): Promise<void> {
-    await consume(this.perIpBadCodes, ip);
+    await consume(this.perIpBadCodes, addressGroup(ip));
   }
 
-  /** Counts one socket event; null when allowed. */
-  async socketEvent(socketId: string, ip: string): Promise<RateLimited | null> {
-    return (await consume(this.perSocket, socketId)) ?? (await consume(this.perIpEvents, ip));
+  /**
+   * Counts one socket event; null when allowed. A member's connection (`memberId`: it
+   * joined) counts against its own budget only; before it joins, against its address's too.
+   */
+  async socketEvent(socketId: string, ip: string, memberId: string | null = null): Promise<RateLimited | null> {
+    const own = await consume(this.perSocket, socketId);
+    if (own || memberId !== null) return own;
+    return consume(this.perIpEvents, addressGroup(ip));
   }
 
   /** Counts `bytes` relayed for one connection (relayedBytesOf); null when allowed. */
@@ -98,9 +112,10 @@ export class RateLimits {
     return consume(this.perSocketRelayed, socketId, bytes);
   }
 
-  /** Counts one /api request; null when allowed. */
-  httpRequest(ip: string): Promise<RateLimited | null> {
-    return consume(this.perIpHttp, ip);
+  /** Counts one /api request against its requester's budget; null when allowed. */
+  httpRequest(requester: HttpRequester): Promise<RateLimited | null> {
+    const key = 'member' in requester ? `member ${requester.member}` : 'teacher' in requester ? 'teacher' : `address ${addressGroup(requester.address)}`;
+    return consume(this.perIpHttp, key);
   }
 }
 
