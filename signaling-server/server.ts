@@ -296,9 +296,14 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   // room's join code, is turned away.
   const caps = new ConnectionCaps();
   const holdsSeat = async (room: string, token: string) => (await ctx.rooms.read(room))?.knowsToken(tokenHash(token)) ?? false;
+  // Connections whose handshake carried a member token: members coming back, whose events spend their own budget.
+  const returning = new WeakSet<IoSocket>();
   io.use((socket, next) => {
     socket.data.address = clientAddress(socket.request, trustProxy);
-    authenticateSocket(socket, { joinSecret: options.joinSecret, limits, log, holdsSeat, caps }).then(() => next(), next);
+    authenticateSocket(socket, { joinSecret: options.joinSecret, limits, log, holdsSeat, caps }).then((member) => {
+      if (member) returning.add(socket);
+      next();
+    }, next);
   });
 
   io.on('connection', (socket) => {
@@ -312,7 +317,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     socket.use((packet, next) => {
       // A relayed ring message counts by its bytes, against a budget of its own (rate-limits.ts).
       const relayed = packet[0] === 'link:data' ? relayedBytesOf(packet[1]) : null;
-      (relayed === null ? limits.socketEvent(socket.id, socket.data.address, socket.data.memberId) : limits.relayedBytes(socket.id, relayed)).then(
+      (relayed === null ? limits.socketEvent(socket.id, socket.data.address, socket.data.memberId !== null || returning.has(socket)) : limits.relayedBytes(socket.id, relayed)).then(
         (limited) => {
           if (limited) return refuseRateLimited(socket, packet, limited.retryAfterMs, log);
           if (typeof packet[0] !== 'string' || !KNOWN_EVENTS.has(packet[0])) return refuseUnknown(socket, packet, log);

@@ -98,12 +98,13 @@ export class RateLimits {
   }
 
   /**
-   * Counts one socket event; null when allowed. A member's connection (`memberId`: it
-   * joined) counts against its own budget only; before it joins, against its address's too.
+   * Counts one socket event; null when allowed. A member's connection (`member`: it joined,
+   * or its handshake carried a member token of its room) counts against its own budget only;
+   * any other, against its address's too.
    */
-  async socketEvent(socketId: string, ip: string, memberId: string | null = null): Promise<RateLimited | null> {
+  async socketEvent(socketId: string, ip: string, member = false): Promise<RateLimited | null> {
     const own = await consume(this.perSocket, socketId);
-    if (own || memberId !== null) return own;
+    if (own || member) return own;
     return consume(this.perIpEvents, addressGroup(ip));
   }
 

@@ -22,8 +22,12 @@ export interface SocketAuthOptions {
   caps: ConnectionCaps;
 }
 
-/** Resolves when the connection may go on (socket.data.authorizedRoom is set); rejects with a coded error. */
-export async function authenticateSocket(socket: IoSocket, options: SocketAuthOptions): Promise<void> {
+/**
+ * Resolves when the connection may go on (socket.data.authorizedRoom is set): true when its
+ * handshake carried a member token of the room (a member coming back, whose events then spend
+ * its own budget, not its address's: rate-limits.ts). Rejects with a coded error.
+ */
+export async function authenticateSocket(socket: IoSocket, options: SocketAuthOptions): Promise<boolean> {
   const ip = socket.data.address;
   try {
     await options.caps.admit(ip);
@@ -35,8 +39,9 @@ export async function authenticateSocket(socket: IoSocket, options: SocketAuthOp
     }
     // Wrong codes lock their address out, school NAT and all; a member holding its token
     // (unguessable, and only the server hands it out) reconnects through the lock (issue 38).
+    const holdsSeat = auth.memberToken !== undefined && (await options.holdsSeat(auth.room, auth.memberToken));
     const blocked = await options.limits.joinCodeGuessesBlocked(ip);
-    if (blocked && !(auth.memberToken !== undefined && (await options.holdsSeat(auth.room, auth.memberToken)))) {
+    if (blocked && !holdsSeat) {
       throw new WebringError('ERR_RATE_LIMITED', `too many wrong join codes from this address; try again in ${Math.ceil(blocked.retryAfterMs / 1000)} s`);
     }
     if (!joinCodeMatches(options.joinSecret, auth.room, auth.code)) {
@@ -45,6 +50,7 @@ export async function authenticateSocket(socket: IoSocket, options: SocketAuthOp
       throw new WebringError('ERR_BAD_JOIN_CODE', `that join code does not open room ${auth.room}`, 'code');
     }
     socket.data.authorizedRoom = auth.room;
+    return holdsSeat;
   } catch (err) {
     if (!(err instanceof WebringError)) throw err;
     const refused: ExtendedError = new Error(err.message);

@@ -2,13 +2,13 @@
  * Budgets follow the member, not the address (issue 57, defect 4), against a real server
  * with scaled-down budgets: every client here is on 127.0.0.1, as a class behind one school
  * NAT is on one address. One member's flood of requests or events is refused while a
- * classmate's reads, events and join-code reads go on; made-up tokens spend the address's
- * budget; and behind a trusted proxy, two IPv6 addresses of one /64 share a budget (issue
+ * classmate's reads, events and join-code reads go on; made-up tokens and connections that
+ * have not joined spend the address's budget, which a member coming back passes; and behind a trusted proxy, two IPv6 addresses of one /64 share a budget (issue
  * 57, point 9).
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { codeFor, join, startTestServer, useTestServer, type TestSocket } from '../support/server';
+import { codeFor, connectClient, join, startTestServer, useTestServer, type TestSocket } from '../support/server';
 import type { AckResult, JoinAccepted } from '../../shared/protocol';
 import type { ErrorBody } from '../../shared/protocol/errors';
 
@@ -72,6 +72,27 @@ test('one member flooding socket events is refused; a classmate on the same addr
   assert.equal(refused, ADDRESS_EVENT_BUDGET + 40 - (SOCKET_BUDGET - 1), 'past its own budget (its join spent one)');
   const classmate = await Promise.all(Array.from({ length: SOCKET_BUDGET - 1 }, () => ice(bo.socket)));
   assert.deepEqual(classmate.filter((a) => !a.ok).map((a) => (a as { error: ErrorBody }).error.code), [], 'every one of bo\'s events is served');
+});
+
+test('connections that have not joined spend the address\'s budget; a member coming back with its token rejoins past it', async () => {
+  const room = 'nat-returning';
+  const dee = await member(room, 'dee');
+  const ice = (socket: TestSocket) => new Promise<AckResult<unknown>>((resolve) => socket.emit('ice:config', resolve as never));
+  // Connections that never join: each within its own budget, together past the address's.
+  const strangers = await Promise.all([0, 1].map(() => t.client(room)));
+  const answers = await Promise.all(strangers.flatMap((s) => Array.from({ length: SOCKET_BUDGET }, () => ice(s))));
+  assert.ok(answers.some((a) => !a.ok && a.error.code === 'ERR_RATE_LIMITED'), 'the address\'s budget is spent');
+  const late = await ice(await t.client(room));
+  assert.equal(late.ok ? 'served' : late.error.code, 'ERR_RATE_LIMITED', 'a fresh connection that has not joined is refused');
+
+  // Dee's Wi-Fi blips (it reconnects before the server notices the old connection is gone):
+  // its handshake carries its token, and its rejoin is its own event, not its address's.
+  const again = t.keep(await connectClient(t.server, room, { room, code: codeFor(room), memberToken: dee.joined.memberToken }));
+  const back = await new Promise<AckResult<JoinAccepted>>((resolve) =>
+    again.emit('room:join', { room, name: 'dee', kind: 'node', backend: 'cpu', rejoin: { memberId: dee.joined.memberId, memberToken: dee.joined.memberToken } }, resolve),
+  );
+  assert.ok(back.ok, JSON.stringify(back));
+  assert.ok((await ice(again)).ok, 'and its events are served');
 });
 
 test('behind a trusted proxy, two IPv6 addresses of one /64 share a budget; another /64 has its own', async () => {
