@@ -41,6 +41,8 @@ export const ERROR_CODES = [
   'ERR_RATE_LIMITED',
   /** A reader past its share of the data service's bytes for the room's current epoch (signaling-server/edge/data-budget.ts). */
   'ERR_DATA_BUDGET',
+  /** A ring:reform from a member past its re-forms for the run: ignored, and a few more evict it (signaling-server/rooms/reform-votes.ts). */
+  'ERR_TOO_MANY_REFORMS',
   /** A ring peer sent data no honest peer sends: wrong length, non-finite values, a wrong generation. */
   'ERR_PEER_MISBEHAVED',
   /** An eviction request the server refused (not the reporter's sender, or over its allowance), or a chief's drop that what the server saw contradicts. */

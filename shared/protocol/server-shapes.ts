@@ -106,9 +106,10 @@ export interface TrainStart {
  * Why a member was evicted: what it sent (a Misbehaviour its receiver saw), 'accusations'
  * for a reporter over its allowance (signaling-server/rooms/accusations.ts), or 'no-key'
  * for a member of a secure run that published no key for its generation by the server's
- * deadline (signaling-server/rooms/keyless.ts).
+ * deadline (signaling-server/rooms/keyless.ts), or 'reforms' for a member that went on asking
+ * for re-forms past its cap for the run (signaling-server/rooms/reform-votes.ts).
  */
-export type EvictionCause = Misbehaviour | 'accusations' | 'no-key';
+export type EvictionCause = Misbehaviour | 'accusations' | 'no-key' | 'reforms';
 
 /**
  * Sent to a member taken out of the ring: 'straggler', dropped by the chief for missing the
@@ -164,7 +165,7 @@ export interface DroppedMember {
   /** Stragglers: the member's compute time and the ring's deadline, ms; 0 for evictions. */
   computeMs: number;
   deadlineMs: number;
-  /** Evictions: what the member sent, or 'accusations' for a reporter over its allowance, or 'no-key' (EvictionCause); null for stragglers. */
+  /** Evictions: what the member sent, or 'accusations' for a reporter over its allowance, 'no-key' or 'reforms' (EvictionCause); null for stragglers. */
   misbehaviour: EvictionCause | null;
   /** Evictions: the name of the member whose ring rejected the data; null otherwise. */
   reportedBy: string | null;

@@ -163,7 +163,15 @@ export function registerTrainingHandlers(ctx: ServerContext, socket: IoSocket): 
       const member = requireMember(socket);
       const request = parseOrThrow(reformRequestSchema, raw);
       const { room, result } = await updateMemberRoom(ctx, member, (r, memberId) => r.reform(memberId, request.generation, request.reason, request.unreachable));
-      if (result.change.generation) ctx.log.warn(`room ${room.name}: ring re-formed at ${member.memberId}'s request (${request.reason})`);
+      // A request past the member's cap was counted (stored above) and is answered with its code.
+      if (result.refused) throw result.refused;
+      if (result.evicted) {
+        const { id, socketId, notice } = result.evicted;
+        ctx.log.warn(`room ${room.name}: evicted ${id} (${notice.misbehaviour}: ${notice.detail})`);
+        tellRemoved(ctx, room.name, socketId, notice);
+      } else if (result.change.generation) {
+        ctx.log.warn(`room ${room.name}: ring re-formed at the request of ${result.voters.join(' and ')} (${request.reason})`);
+      }
       if (result.shedDue) scheduleShedding(ctx, room.name, request.generation);
       broadcastChange(ctx, room, result.change);
     });

@@ -57,7 +57,23 @@ export interface FormationRecord {
   reports: UnreachableReport[];
   /** How many shed links each client was an end of this run (its address, else its member id → count). */
   shedLinks: Record<string, number>;
+  /** The run's bare re-form requests (reform-votes.ts); absent in records from before. */
+  reformVotes?: ReformVoteRecord;
 }
+
+/** The run's bare re-form requests, as plain data: the votes of one generation, and what each member asked this run. */
+export interface ReformVoteRecord {
+  /** The generation the current votes are for. */
+  generation: number;
+  /** Members (ids) who asked for that generation to be re-formed. */
+  voters: string[];
+  /** Requests that counted this run, per member id (ring members only). */
+  counted: Record<string, number>;
+  /** Requests past the cap this run, per member id. */
+  ignored: Record<string, number>;
+}
+
+const newReformVotes = (): ReformVoteRecord => ({ generation: -1, voters: [], counted: {}, ignored: {} });
 
 /**
  * The step most of `members` reported, by their own reports: the median, which neither a
@@ -80,6 +96,11 @@ export interface RingPosition {
 
 export class Formation {
   constructor(private readonly r: FormationRecord) {}
+
+  /** The run's bare re-form requests (reform-votes.ts has the rule). */
+  get reformVotes(): ReformVoteRecord {
+    return (this.r.reformVotes ??= newReformVotes());
+  }
 
   /** An admission was announced and the ring has not switched to it yet: joiners wait. */
   get admissionForming(): boolean {

@@ -21,29 +21,23 @@
  */
 import { DEFAULT_START_CONFIG } from '../../shared/tasks/start-config';
 import { WebringError, type ErrorBody } from '../../shared/protocol/errors';
-import { REFORM_AFTER_MS, type DropRequest, type EvaluationReport, type OwnExamplesReport, type CollectSetting, type HubBar, type EvictRequest, type FinishReport, type Generation, type DeviceProbe, type MetricPoint, type ProgressReport, type RoomMetrics, type RoomStatus, type StartConfig, type TrainStart, type ResumePoint } from '../../shared/protocol';
+import { type DropRequest, type EvaluationReport, type OwnExamplesReport, type CollectSetting, type HubBar, type EvictRequest, type FinishReport, type Generation, type DeviceProbe, type MetricPoint, type ProgressReport, type RoomMetrics, type RoomStatus, type StartConfig, type TrainStart, type ResumePoint } from '../../shared/protocol';
 import type { Clock } from '../../shared/util/clock';
 import type { NewMember } from './membership';
 import type { CheckpointTrust } from '../../shared/checkpoints/checkpoint';
 import { NO_CHANGE, RoomCore, type MembershipChange, type RoomParts } from './room-core';
 import * as removals from './removals';
 import type { Eviction, HubRemoval } from './removals';
-import { checkNamedNeighbours, type UnreachableReport } from './formation';
 import * as reports from './run-reports';
 import { evictKeyless, type KeylessEviction } from './keyless';
 import { roomStatus } from './room-status';
 import { endIfStalled, stallOf, type Stall } from './stall-watch';
+import { requestReform, type Reform } from './reform-votes';
 
 export type { NewMember } from './membership';
 
-/**
- * A generation is re-formed on a member's request only once it is this old. Honest workers
- * ask only after trying the generation and then waiting REFORM_AFTER_MS (3 s) in it
- * (shared/protocol/liveness.ts; the worker's side is generation-tracker.ts), which the
- * server sees later still; the second of slack is for signaling nodes whose clocks differ.
- * Without it, a member re-formed the ring 548 times in 1.8 s, a write and a log line each.
- */
-export const REFORM_MIN_GENERATION_AGE_MS = REFORM_AFTER_MS - 1_000;
+/** How old a generation must be before a member's request re-forms it (reform-votes.ts). */
+export { REFORM_MIN_GENERATION_AGE_MS } from './reform-votes';
 
 export interface Admission {
   generation: Generation;
@@ -316,32 +310,11 @@ export class Room {
   }
 
   /**
-   * A member's link broke while everyone is still here: the same members, a fresh generation.
-   * Refused with ERR_RATE_LIMITED, changing nothing, while the generation is younger than
-   * REFORM_MIN_GENERATION_AGE_MS: so one re-form per generation, and at most one every 2 s
-   * per room, however many members ask and however fast.
-   *
-   * With `unreachable` (the ring neighbours its links to stayed shut), the request is a
-   * report instead: recorded for the generation, and `shedDue` is true for its first one, so
-   * that the caller sheds (shedUnreachable) once the other ends had time to report.
+   * A ring member asks for generation `generation` to be re-formed: a vote, or with
+   * `unreachable` a report of the neighbours it cannot reach (reform-votes.ts).
    */
-  reform(memberId: string, generation: number, reason: string, unreachable: readonly string[] = []): { change: MembershipChange; shedDue: boolean } {
-    const m = this.core.members.findInRing(memberId);
-    if (!m) throw new WebringError('ERR_NOT_IN_ROOM', `${this.core.members.isHub(memberId) ? 'the hub is no ring member; ' : ''}only ring members ask for a re-form`);
-    // Every member of a broken ring may ask; the first request for a generation is enough.
-    if (generation !== this.currentGeneration) return { change: NO_CHANGE, shedDue: false };
-    if (unreachable.length > 0) {
-      checkNamedNeighbours(this.core.members.ring, memberId, unreachable);
-      const report: UnreachableReport = { generation, reporter: memberId, unreachable: [...unreachable] };
-      return { change: NO_CHANGE, shedDue: this.isTraining && this.core.runState.formation.report(report) };
-    }
-    const ageMs = this.core.members.generationAgeMs(this.core.clock.now());
-    if (ageMs < REFORM_MIN_GENERATION_AGE_MS) {
-      throw new WebringError('ERR_RATE_LIMITED', `generation ${generation} is ${Math.round(ageMs)} ms old; a ring is re-formed only once its generation is ${REFORM_MIN_GENERATION_AGE_MS} ms old`);
-    }
-    const change = { generation: this.core.bumpGeneration(), trainingAborted: false };
-    this.core.log('reformed', [m.name], reason);
-    return { change, shedDue: false };
+  reform(memberId: string, generation: number, reason: string, unreachable: readonly string[] = []): Reform {
+    return requestReform(this.core, memberId, generation, reason, unreachable);
   }
 
   /** Sheds the members of `generation` that the reports say cannot be reached (removals.ts). */

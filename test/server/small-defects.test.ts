@@ -101,8 +101,12 @@ test('a flood of ring:reform re-forms the ring once, not 548 times: the rest are
   const [a, b] = [await client(), await client()];
   await join(a, room, 'a');
   await join(b, room, 'b');
+  assert.equal((await teacher('POST', `/api/rooms/${room}/start`, {})).status, 200);
   await sleep(REFORM_MIN_GENERATION_AGE_MS);
   const before = await status(room);
+  // A bare request is a vote (reform-votes.ts): a's collective failed too, so b's first request re-forms.
+  a.emit('ring:reform', { generation: before.generation, reason: 'ERR_TIMEOUT: link to b closed' });
+  await sleep(100);
   const refusals = errorsOf(b);
   let latest = before.generation;
   const seen: number[] = [];
@@ -130,9 +134,10 @@ test('a flood of ring:reform re-forms the ring once, not 548 times: the rest are
   assert.equal(after.events.filter((e) => e.kind === 'reformed').length, 1);
   t.diagnostic(`${sent} ring:reform in 1 s: ${after.generation - before.generation} re-form, ${refusals.length} ERR_RATE_LIMITED, ${newLines.length} log lines`);
 
-  // An honest member asks only after trying the generation for REFORM_AFTER_MS: accepted.
+  // Honest members ask only after trying the generation for REFORM_AFTER_MS, both ends of a broken ring: accepted.
   await sleep(REFORM_MIN_GENERATION_AGE_MS);
   const again = nextEvent(a, 'ring:generation');
+  b.emit('ring:reform', { generation: after.generation, reason: 'ERR_TIMEOUT: link to a closed' });
   a.emit('ring:reform', { generation: after.generation, reason: 'ERR_TIMEOUT: link to b closed' });
   assert.equal((await again).generation, after.generation + 1);
 });
@@ -331,6 +336,8 @@ test('names, re-form reasons and failure messages with newlines, carriage return
   const { run, generation } = await started;
   await sleep(REFORM_MIN_GENERATION_AGE_MS);
   const reformed = nextEvent(a, 'ring:generation');
+  // b's collective failed too (a lone request is only a vote); a's request, the second, re-forms with its reason.
+  b.emit('ring:reform', { generation, reason: 'ERR_TIMEOUT' });
   a.emit('ring:reform', { generation, reason: 'x\nFAKE REFORM LINE\u001b[2J' });
   const g = await reformed;
   // b's own run failed: it leaves the ring with its message logged, and the class trains on.
