@@ -43,6 +43,7 @@ import { registerRoomHandlers } from './handlers/rooms';
 import { registerSignalHandlers } from './handlers/signals';
 import { registerLinkRelayHandlers } from './handlers/link-relay';
 import { RelayLedger } from './rooms/relay-ledger';
+import { RelayBackpressure } from './edge/relay-backpressure';
 import { NetworkChecks } from './rooms/network-checks';
 import { registerTrainingHandlers } from './handlers/training';
 import { registerSecureKeyHandlers } from './handlers/secure-keys';
@@ -243,6 +244,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     keyDeadlineMs: options.keyDeadlineMs,
     stallFloorMs: options.stallFloorMs,
     relay: new RelayLedger(),
+    relayFlow: new RelayBackpressure(systemClock),
     networkChecks: new NetworkChecks(),
   };
   const graceMs = options.reconnectGraceMs ?? DEFAULT_RECONNECT_GRACE_MS;

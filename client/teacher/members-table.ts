@@ -17,7 +17,7 @@ export const GONE_SHOWN_MS = 30_000;
 /** Above this many members the table shows one line per student (no notes under the numbers). */
 const LARGE_TABLE = 12;
 
-export type Marker = 'chief' | 'waiting' | 'connecting' | 'straggler' | 'reconnecting' | 'relayed' | 'dropped-before' | 'evicted-before';
+export type Marker = 'chief' | 'waiting' | 'connecting' | 'straggler' | 'reconnecting' | 'relayed' | 'relay-refused' | 'dropped-before' | 'evicted-before';
 
 const MARKER_TEXT: Record<Marker, string> = {
   chief: 'chief',
@@ -26,6 +26,7 @@ const MARKER_TEXT: Record<Marker, string> = {
   straggler: 'straggler',
   reconnecting: 'reconnecting',
   relayed: 'via server',
+  'relay-refused': 'relay refused',
   'dropped-before': 'dropped before',
   'evicted-before': 'evicted before',
 };
@@ -38,6 +39,8 @@ const MARKER_TITLE: Record<Marker, string> = {
   reconnecting: 'Its connection to the server is down; it may be reconnecting',
   relayed:
     'No direct WebRTC link opened between this device and some classmates (Wi-Fi client isolation, blocked UDP, or WebRTC off on it), so their gradients travel through this server instead. Training goes on; the server carries their share of the traffic.',
+  'relay-refused':
+    'The server refused to pass on what this device sent a classmate: to a classmate it has no link with, or faster than the classmate\'s connection takes it. An ordinary page never does this; a script may. The classmate stays connected and the class trains on.',
   'dropped-before': 'Was dropped as too slow earlier in this run, then joined again',
   'evicted-before': 'Was evicted earlier in this run (for sending bad ring data, or for publishing no secure-aggregation key), then joined again',
 };
@@ -64,6 +67,7 @@ export function markersOf(m: MemberInfo, s: RoomStatus): Marker[] {
   if (m.rank !== null && isStraggler(m, s.members)) markers.push('straggler');
   if (!m.connected) markers.push('reconnecting');
   if (s.relay.members.some((r) => r.id === m.id)) markers.push('relayed');
+  if (s.relay.refused.some((r) => r.id === m.id)) markers.push('relay-refused');
   if (s.dropped.some((d: DroppedMember) => d.name === m.name && d.reason !== 'evicted')) markers.push('dropped-before');
   if (s.dropped.some((d: DroppedMember) => d.name === m.name && d.reason === 'evicted')) markers.push('evicted-before');
   return markers;

@@ -36,6 +36,14 @@ export const RELAY_FALLBACK_MS = 4_000;
  * the relay's own handshake (one signal each way) to spare.
  */
 export const RELAY_FALLBACK_REACHABLE_MS = 7_000;
+/**
+ * A relayed link keeps at most this many bytes sent and not yet acknowledged by the server,
+ * and queues the rest here: the server holds a message until the partner's connection can
+ * take it and refuses a sender with more than twice this held for one partner
+ * (signaling-server/edge/relay-backpressure.ts). A megabyte per round trip to the server is
+ * far more than a school link carries.
+ */
+export const RELAY_WINDOW_BYTES = 1024 * 1024;
 /** Relayed messages that arrive before this side has switched are kept up to this much. */
 export const MAX_EARLY_RELAY_BYTES = 16 * 1024 * 1024;
 
@@ -50,7 +58,7 @@ export interface RelayChannel {
 /** The part of a member's socket.io socket the relay uses. */
 export interface RelaySocket {
   emit(event: 'link:data', data: LinkData, ack: Ack<Record<string, never>>): unknown;
-  on(event: 'link:data', listener: (data: RelayedLinkData) => void): unknown;
+  on(event: 'link:data', listener: (data: RelayedLinkData, taken?: () => void) => void): unknown;
 }
 
 /** The relay over a member's socket to the server. One per socket. */
@@ -63,7 +71,11 @@ export class SocketRelay implements RelayChannel {
     private readonly socket: RelaySocket,
     private readonly log: (message: string) => void,
   ) {
-    socket.on('link:data', (data) => this.deliver(data));
+    socket.on('link:data', (data, taken) => {
+      // Acknowledged on arrival, whatever it holds: the server sends more only as this page takes it.
+      if (typeof taken === 'function') taken();
+      this.deliver(data);
+    });
   }
 
   send(to: string, linkId: string, bytes: Uint8Array<ArrayBuffer>): Promise<void> {
@@ -135,8 +147,11 @@ class FallbackPeer implements PeerHandle {
   /** This side said RELAY_SIGNAL; the peer said it. */
   private said = false;
   private heard = false;
-  /** Relayed bytes handed to the socket whose arrival at the server is not confirmed yet. */
+  /** Relayed bytes handed to the socket whose forwarding by the server is not confirmed yet (at most RELAY_WINDOW_BYTES). */
   private inFlight = 0;
+  /** Relayed messages waiting for the window, in order, and their bytes. */
+  private queued: Uint8Array<ArrayBuffer>[] = [];
+  private queuedBytes = 0;
   private early: Uint8Array[] = [];
   private earlyBytes = 0;
   private timer: unknown = null;
@@ -237,22 +252,35 @@ class FallbackPeer implements PeerHandle {
     // A copy: the caller reuses its buffer as soon as send returns, and socket.io may hold
     // the message until its connection can write it.
     const copy = bytes.slice();
-    this.inFlight += copy.byteLength;
-    this.options.relay.send(this.peerId, this.linkId, copy).then(
-      () => {
-        this.inFlight -= copy.byteLength;
-        if (this.mode === 'relay' && this.inFlight <= LOW_WATER_BYTES) this.events.onDrain();
-      },
-      (err: unknown) => {
-        this.inFlight -= copy.byteLength;
-        const e = toWebringError(err);
-        this.failRelay(e.code, `the server could not relay to ${this.peerId}: ${e.message}`);
-      },
-    );
+    this.queued.push(copy);
+    this.queuedBytes += copy.byteLength;
+    this.pump();
+  }
+
+  /** Sends queued messages while the window allows; one message always goes, however large. */
+  private pump(): void {
+    while (this.queued.length > 0 && (this.inFlight === 0 || this.inFlight + this.queued[0]!.byteLength <= RELAY_WINDOW_BYTES)) {
+      const message = this.queued.shift()!;
+      this.queuedBytes -= message.byteLength;
+      this.inFlight += message.byteLength;
+      this.options.relay.send(this.peerId, this.linkId, message).then(
+        () => {
+          this.inFlight -= message.byteLength;
+          if (this.mode !== 'relay') return;
+          this.pump();
+          if (this.inFlight + this.queuedBytes <= LOW_WATER_BYTES) this.events.onDrain();
+        },
+        (err: unknown) => {
+          this.inFlight -= message.byteLength;
+          const e = toWebringError(err);
+          this.failRelay(e.code, `the server could not relay to ${this.peerId}: ${e.message}`);
+        },
+      );
+    }
   }
 
   bufferedAmount(): number {
-    return this.mode === 'direct' ? (this.direct?.bufferedAmount() ?? 0) : this.inFlight;
+    return this.mode === 'direct' ? (this.direct?.bufferedAmount() ?? 0) : this.inFlight + this.queuedBytes;
   }
 
   path(): 'direct' | 'relay' {
@@ -310,8 +338,10 @@ class FallbackPeer implements PeerHandle {
   private failRelay(code: ErrorCode, message: string): void {
     if (this.mode === 'closed') return;
     this.close();
-    // The peer left the room: to the link, as if its connection closed.
-    this.events.onError(code === 'ERR_NOT_IN_ROOM' ? 'ERR_PEER_FAILED' : code, message);
+    // The peer left the room, is no partner any more, or its connection stopped taking
+    // messages: to the link, as if its connection closed (the ring redials or sheds it).
+    const peerGone = code === 'ERR_NOT_IN_ROOM' || code === 'ERR_RELAY_REFUSED' || code === 'ERR_RELAY_BACKLOG';
+    this.events.onError(peerGone ? 'ERR_PEER_FAILED' : code, message);
   }
 
   private close(): void {
@@ -324,6 +354,8 @@ class FallbackPeer implements PeerHandle {
     direct?.destroy();
     this.early = [];
     this.earlyBytes = 0;
+    this.queued = [];
+    this.queuedBytes = 0;
   }
 
   private clearTimer(): void {

@@ -39,6 +39,10 @@ export const ERROR_CODES = [
   /** A run on the class's own data, and no device holds an example to train on. */
   'ERR_NO_EXAMPLES',
   'ERR_RATE_LIMITED',
+  /** A relayed message to a member that is not the sender's ring partner, or on a link the other end has not said it relays (signaling-server/rooms/relay-partners.ts). */
+  'ERR_RELAY_REFUSED',
+  /** A relayed message to a member whose connection is too far behind: the sender has more than its window waiting at the server for it (signaling-server/edge/relay-backpressure.ts). */
+  'ERR_RELAY_BACKLOG',
   /** A reader past its share of the data service's bytes for the room's current epoch (signaling-server/edge/data-budget.ts). */
   'ERR_DATA_BUDGET',
   /** A ring:reform from a member past its re-forms for the run: ignored, and a few more evict it (signaling-server/rooms/reform-votes.ts). */

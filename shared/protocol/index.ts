@@ -72,7 +72,8 @@ export const CLIENT_EVENT_NAMES = Object.keys({
 export interface ServerToClientEvents {
   'ring:generation': (generation: Generation) => void;
   'signal:relay': (relay: { from: string; linkId: string; data: Record<string, unknown> }) => void;
-  'link:data': (data: RelayedLinkData) => void;
+  /** A relayed ring message; the page calls `taken` as it arrives, which paces the server's relay to its link (signaling-server/edge/relay-backpressure.ts). */
+  'link:data': (data: RelayedLinkData, taken?: () => void) => void;
   /** The teacher asked every device to measure its network now (POST /api/rooms/:room/network-check). */
   'room:network-check': (check: { check: number } & NetworkCheckRequest) => void;
   'train:start': (start: TrainStart) => void;

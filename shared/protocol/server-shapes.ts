@@ -1,5 +1,5 @@
 /** What the server sends: the generation, run starts and stops, the room API's shapes (part of the one protocol; index.ts re-exports it). */
-import type { ErrorBody } from './errors';
+import type { ErrorBody, ErrorCode } from './errors';
 import type { IceConfig } from './ice';
 import type { CollectSetting, CollectiveReport, DeviceProbe, HubBar, Misbehaviour, NetworkReport } from './messages';
 import type { StartConfig } from './start-config';
@@ -191,6 +191,13 @@ export interface TrainStop {
 export interface RelayStatus {
   /** Each relaying member: the bytes it relayed so far, and the partners it relayed to lately (a student whose every link is relayed, or one partner of such a student). */
   members: Array<{ id: string; bytesSent: number; peers: string[] }>;
+  /**
+   * Members whose relayed messages the server refused lately (signaling-server/handlers/link-relay.ts):
+   * ERR_RELAY_REFUSED for a member that is not the sender's ring partner or has not agreed to
+   * relay, ERR_RELAY_BACKLOG for a sender that kept sending while its partner's connection was
+   * full. An honest device meets neither; `at` is server time, ms since the epoch.
+   */
+  refused: Array<{ id: string; code: ErrorCode; count: number; at: number }>;
 }
 
 /** The room's latest network check (POST /api/rooms/:room/network-check) and what each device answered. */

@@ -5,6 +5,7 @@
 import type { RoomContext } from '../rooms/room-context';
 import type { IceOptions } from '../edge/turn';
 import type { RelayLedger } from '../rooms/relay-ledger';
+import type { RelayBackpressure } from '../edge/relay-backpressure';
 import type { NetworkChecks } from '../rooms/network-checks';
 
 export interface ServerContext extends RoomContext {
@@ -18,6 +19,8 @@ export interface ServerContext extends RoomContext {
   joinSecret: Buffer;
   /** What members relayed through this server (link-relay.ts), for the teacher's page. */
   relay: RelayLedger;
+  /** Holds relayed messages for a member whose connection is full (edge/relay-backpressure.ts). */
+  relayFlow: RelayBackpressure;
   /** The teacher's network checks (rooms/network-checks.ts). */
   networkChecks: NetworkChecks;
 }

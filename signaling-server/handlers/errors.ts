@@ -3,6 +3,15 @@ import type { AckResult } from '../../shared/protocol';
 import type { IoSocket } from '../rooms/room-context';
 import type { ServerContext } from './context';
 
+/**
+ * A reply that comes later, without holding the socket's queue: the relay acknowledges a
+ * message once it went to the partner, which may take a while (edge/relay-backpressure.ts),
+ * and the sender's other events must not wait for that.
+ */
+export class LaterReply<T extends object> {
+  constructor(readonly settled: Promise<T>) {}
+}
+
 /** Registers an effect that runs after the reply is sent (a broadcast the joiner must hear after its ack). */
 export type AfterReply = (effect: () => void) => void;
 
@@ -18,24 +27,31 @@ export function guarded<T extends object>(
   socket: IoSocket,
   event: string,
   ack: unknown,
-  run: (afterReply: AfterReply) => Promise<T | void> | T | void,
+  run: (afterReply: AfterReply) => Promise<T | LaterReply<T> | void> | T | LaterReply<T> | void,
 ): void {
   const reply = typeof ack === 'function' ? (ack as (r: AckResult<T>) => void) : null;
   const effects: Array<() => void> = [];
+  const fail = (err: unknown) => {
+    const body: ErrorBody = toWebringError(err).toBody();
+    const key = `${event}:${body.code}`;
+    if (!socket.data.loggedErrors.has(key)) {
+      socket.data.loggedErrors.add(key);
+      const level = body.code === 'ERR_INTERNAL' ? 'error' : 'warn';
+      ctx.log[level](`socket ${socket.id} ${event}: ${body.code} ${body.message} (further ${body.code} from this socket not logged)`);
+    }
+    if (reply) reply({ ok: false, error: body });
+    else socket.emit('server:error', body);
+  };
   const answer = async () => {
     try {
       const result = await run((effect) => effects.push(effect));
-      if (reply) reply({ ok: true, ...(result ?? {}) } as AckResult<T>);
-    } catch (err) {
-      const body: ErrorBody = toWebringError(err).toBody();
-      const key = `${event}:${body.code}`;
-      if (!socket.data.loggedErrors.has(key)) {
-        socket.data.loggedErrors.add(key);
-        const level = body.code === 'ERR_INTERNAL' ? 'error' : 'warn';
-        ctx.log[level](`socket ${socket.id} ${event}: ${body.code} ${body.message} (further ${body.code} from this socket not logged)`);
+      if (result instanceof LaterReply) {
+        result.settled.then((later) => reply?.({ ok: true, ...later } as AckResult<T>), fail);
+      } else if (reply) {
+        reply({ ok: true, ...(result ?? {}) } as AckResult<T>);
       }
-      if (reply) reply({ ok: false, error: body });
-      else socket.emit('server:error', body);
+    } catch (err) {
+      fail(err);
       return;
     }
     for (const effect of effects) {

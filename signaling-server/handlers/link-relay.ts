@@ -2,14 +2,18 @@
  * link:data: the relay (shared/network/relay-link.ts). A member that could open no WebRTC
  * link to a partner sends its ring messages here, and the server passes each one on, as it
  * came and unread, over the partner's own connection. Only between two members of the same
- * room; the bytes are what the data channel would have carried (masked words in a secure
- * run). What each member relayed is counted for the teacher's page (rooms/relay-ledger.ts).
+ * room that the ring links (their partners now or in the generation before), on a link
+ * the target said it relays (rooms/relay-partners.ts), and no faster than the target's
+ * connection takes it (edge/relay-backpressure.ts): the acknowledgement comes once the
+ * message went. The bytes are what the data channel would have carried (masked words in a
+ * secure run). What each member relayed, and what the relay refused it, is counted for the
+ * teacher's page (rooms/relay-ledger.ts).
  */
-import { WebringError } from '../../shared/protocol/errors';
+import { WebringError, toWebringError } from '../../shared/protocol/errors';
 import { linkDataSchema, parseOrThrow } from '../../shared/protocol';
 import type { IoSocket } from '../rooms/room-context';
 import type { ServerContext } from './context';
-import { guarded } from './errors';
+import { guarded, LaterReply } from './errors';
 
 export function registerLinkRelayHandlers(ctx: ServerContext, socket: IoSocket): void {
   socket.on('link:data', (raw: unknown, ack: unknown) => {
@@ -24,9 +28,24 @@ export function registerLinkRelayHandlers(ctx: ServerContext, socket: IoSocket):
       if (room?.socketIdOf(memberId) !== socket.id) throw new WebringError('ERR_NOT_IN_ROOM', `member ${memberId} is no longer in room ${name}`);
       const target = room.socketIdOf(data.to);
       if (!target) throw new WebringError('ERR_NOT_IN_ROOM', `member ${data.to} is not in room ${name}`);
-      ctx.io.to(target).emit('link:data', { from: memberId, linkId: data.linkId, bytes: data.bytes });
-      ctx.relay.carried(name, memberId, data.to, data.bytes.byteLength, ctx.clock.now());
-      return {};
+      const bytes = data.bytes.byteLength;
+      try {
+        room.checkRelay(memberId, data.to, data.linkId);
+        const local = ctx.io.sockets.sockets.get(target) ?? null;
+        const message = { from: memberId, linkId: data.linkId, bytes: data.bytes };
+        const send = (taken: () => void) => {
+          // The page acknowledges each message as it arrives (shared/network/relay-link.ts), which paces the flow to its link.
+          if (local) local.emit('link:data', message, taken);
+          else ctx.io.to(target).emit('link:data', message);
+          ctx.relay.carried(name, memberId, data.to, bytes, ctx.clock.now());
+        };
+        const named = (from: string) => ctx.log.warn(`room ${name}: ${from} keeps relaying to ${data.to} faster than ${data.to} takes it; its messages are refused (ERR_RELAY_BACKLOG)`);
+        const forwarded = ctx.relayFlow.forward(memberId, target, local, bytes, send, named);
+        return new LaterReply(forwarded.then(() => ({})));
+      } catch (err) {
+        ctx.relay.refused(name, memberId, toWebringError(err).code, ctx.clock.now());
+        throw err;
+      }
     });
   });
 }

@@ -1,9 +1,14 @@
-/** signal:relay: SDP and ICE between members of one room; the server never reads them. */
+/**
+ * signal:relay: SDP and ICE between members of one room; the server never reads them, but
+ * for the relay signal, which it records: a member may relay to another only on a link the
+ * other said it relays (rooms/relay-partners.ts).
+ */
 import { WebringError } from '../../shared/protocol/errors';
 import { MAX_SIGNAL_BYTES, parseOrThrow, signalRelaySchema } from '../../shared/protocol';
 import type { IoSocket } from '../rooms/room-context';
 import type { ServerContext } from './context';
 import { guarded } from './errors';
+import { RELAY_SIGNAL } from '../../shared/network/relay-link';
 
 /** Signals (SDP and ICE candidates, shared/network/rtc-peer.ts) are objects of strings and small objects; anything deeper is abuse. */
 const MAX_SIGNAL_DEPTH = 8;
@@ -31,6 +36,8 @@ export function registerSignalHandlers(ctx: ServerContext, socket: IoSocket): vo
       }
       const target = (await ctx.rooms.read(name))?.socketIdOf(relay.to) ?? null;
       if (!target) throw new WebringError('ERR_NOT_IN_ROOM', `member ${relay.to} is not in room ${name}`);
+      // Recorded before the other side hears it: that side relays as soon as it has.
+      if (relay.data.type === RELAY_SIGNAL) await ctx.rooms.update(name, (r) => r.saidRelay({ from: memberId, to: relay.to, linkId: relay.linkId }));
       ctx.io.to(target).emit('signal:relay', { from: memberId, linkId: relay.linkId, data: relay.data });
       return {};
     });

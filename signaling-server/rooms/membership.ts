@@ -80,6 +80,24 @@ export interface MembershipState {
    * whose connection broke before it reconnects. Absent in records from before.
    */
   leftTokens?: string[];
+  /** The ring of the current generation and of the one before, as made: who may relay to whom (relay-partners.ts); absent in records from before. */
+  generationRing?: RingShape;
+  previousRing?: RingShape | null;
+  /** The relay signals members sent (relay-partners.ts); absent in records from before. */
+  relayed?: RelayStatement[];
+}
+
+/** One member said it relays its link `linkId` to `to` (relay-partners.ts). */
+export interface RelayStatement {
+  from: string;
+  to: string;
+  linkId: string;
+}
+
+/** A generation's ring by rank, and its hub: enough to work out which members link (shared/protocol/topology.ts). */
+export interface RingShape {
+  ring: string[];
+  hub: string | null;
 }
 
 const emptyMembership = (): MembershipState => ({ nextIndex: 0, generation: 0, active: [], waiting: [], hub: null });
@@ -156,8 +174,29 @@ export class Membership {
   /** Membership changed at `now`: the ring forms anew under the next generation number. */
   bumpGeneration(now: number): number {
     this.s.generationAt = now;
+    this.s.previousRing = this.s.generationRing ?? null;
+    this.s.generationRing = this.ringShape();
     this.s.maskSeed = randomInt(MASK_SEED_LIMIT);
     return ++this.s.generation;
+  }
+
+  /** The ring as it is now, by rank, and the hub. */
+  ringShape(): RingShape {
+    return { ring: this.s.active.map((m) => m.id), hub: this.s.hub?.id ?? null };
+  }
+
+  /** The ring of the generation before the current one, when the room recorded it. */
+  get previousRingShape(): RingShape | null {
+    return this.s.previousRing ?? null;
+  }
+
+  /** The relay signals members sent (relay-partners.ts), oldest first. */
+  get relayStatements(): readonly RelayStatement[] {
+    return this.s.relayed ?? [];
+  }
+
+  set relayStatements(statements: readonly RelayStatement[]) {
+    this.s.relayed = [...statements];
   }
 
   /** The current generation's mask-graph seed. */

@@ -10,7 +10,7 @@
 import type { CollectSetting, HubBar, MetricPoint, RoomEvent } from '../../shared/protocol';
 import type { Clock } from '../../shared/util/clock';
 import { Room } from './room';
-import type { Member } from './membership';
+import type { Member, RelayStatement, RingShape } from './membership';
 import { idleRun, type RunRecord } from './run-state';
 import { noAccusations } from './accusations';
 
@@ -28,6 +28,10 @@ export interface RoomRecord extends RunRecord {
   maskSeed?: number;
   /** The last departed members' token hashes (membership.ts); absent in records from before. */
   leftTokens?: string[];
+  /** Who may relay to whom (relay-partners.ts): the current and the previous generation's rings, the relay signals sent; absent in records from before. */
+  generationRing?: RingShape;
+  previousRing?: RingShape | null;
+  relayed?: RelayStatement[];
   /** The teacher's cap on seats per client address; absent in older records (the defaults). */
   seatsPerAddress?: number | null;
   active: Member[];
@@ -79,13 +83,13 @@ export function encodeRoom(room: Room): RoomRecord {
 
 /** The room a record describes, with `history` as its loss points; takes ownership of both. */
 export function decodeRoom(record: RoomRecord, clock: Clock, history: MetricPoint[] = []): Room {
-  const { name, nextIndex, generation, generationAt, maskSeed, leftTokens, seatsPerAddress = null, active, waiting, hub = null, hubBar = null, events, accusations, mutedReporters, hubAccusers = [], collect = null } = record;
+  const { name, nextIndex, generation, generationAt, maskSeed, leftTokens, generationRing, previousRing, relayed, seatsPerAddress = null, active, waiting, hub = null, hubBar = null, events, accusations, mutedReporters, hubAccusers = [], collect = null } = record;
   const { state, config, run, step, epoch, loss, trainAccuracy, accuracy, testLoss = null, evaluations, lastError, reportedTotalSteps, dropped, consistency, joins = [], guard, formation, round, roundExamples, progressAt, longestTurnMs } = record;
   return new Room(
     name,
     clock,
     {
-      membership: { nextIndex, generation, generationAt, maskSeed, leftTokens, seatsPerAddress, active, waiting, hub, hubBar },
+      membership: { nextIndex, generation, generationAt, maskSeed, leftTokens, generationRing, previousRing, relayed, seatsPerAddress, active, waiting, hub, hubBar },
       run: { state, config, run, step, epoch, loss, trainAccuracy, accuracy, testLoss, evaluations, lastError, reportedTotalSteps, dropped, consistency, joins, guard, formation, round, roundExamples, longestTurnMs, progressAt: progressAt ?? (state === 'training' ? clock.now() : undefined) },
       accusations: { accusations, mutedReporters, hubAccusers },
       events,

@@ -40,7 +40,7 @@ export function roomStatus(core: RoomCore): RoomStatus {
     // What was served is counted where it is served (edge/data-api.ts), which fills it in.
     data: { dataset: run.config?.dataset ?? null, ...datasetBytesOf(run.config?.dataset ?? null), bytesServed: 0, trainBytesServed: 0, refused: [] },
     // Likewise the relay, counted where it relays (handlers/link-relay.ts).
-    relay: { members: [] },
+    relay: { members: [], refused: [] },
     network: null,
     joins: run.joins ?? [],
     collect: core.collectSetting,

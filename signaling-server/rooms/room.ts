@@ -25,6 +25,7 @@ import { type DropRequest, type EvaluationReport, type OwnExamplesReport, type C
 import type { Clock } from '../../shared/util/clock';
 import type { NewMember } from './membership';
 import type { CheckpointTrust } from '../../shared/checkpoints/checkpoint';
+import { checkRelayAllowed, recordRelayStatement, type RelayStatement } from './relay-partners';
 import { NO_CHANGE, RoomCore, type MembershipChange, type RoomParts } from './room-core';
 import * as removals from './removals';
 import type { Eviction, HubRemoval } from './removals';
@@ -200,6 +201,14 @@ export class Room {
 
   socketIdOf(id: string): string | null {
     return this.core.members.find(id)?.socketId ?? null;
+  }
+
+  /** Records a member's relay signal; checkRelay throws ERR_RELAY_REFUSED unless `from` may relay to `to` on `linkId` (relay-partners.ts). */
+  saidRelay(statement: RelayStatement): void {
+    recordRelayStatement(this.core.members, statement);
+  }
+  checkRelay(from: string, to: string, linkId: string): void {
+    checkRelayAllowed(this.core.members, from, to, linkId);
   }
 
   /**

@@ -13,9 +13,11 @@ import { codeFor, join, TEST_TOKEN, useTestServer, type TestSocket } from '../su
 import { joinRoom, RoomControl, type RoomMember } from '../../node-worker/library';
 import type { AckResult } from '../../shared/protocol';
 import { COLLECTIVE_TAG } from '../../shared/collectives/collective';
+import { RELAY_SIGNAL } from '../../shared/network/relay-link';
 import { HEADER_BYTES, PHASE_ALL_GATHER, PHASE_REDUCE_SCATTER, WIRE_FP32, WIRE_U32 } from '../../shared/collectives/wire';
 
-const t = useTestServer({ rateLimits: { relayedBytesPerWindow: 8 * 1024 * 1024, windowSeconds: 30 } });
+// 32 MiB per 30 s: room for two short runs of three relayed members (about 1.6 MB a step each), and a flood to overrun.
+const t = useTestServer({ rateLimits: { relayedBytesPerWindow: 32 * 1024 * 1024, windowSeconds: 30 } });
 const members: RoomMember[] = [];
 after(async () => {
   for (const m of members) await m.leave();
@@ -27,6 +29,10 @@ function relay(socket: TestSocket, payload: unknown): Promise<AckResult<Record<s
   return new Promise((resolve) => (socket.emit as (e: string, p: unknown, ack: (r: AckResult<Record<string, never>>) => void) => void)('link:data', payload, resolve));
 }
 const codeOf = (r: AckResult<object>): string | null => (r.ok ? null : r.error.code);
+/** `socket`'s member says it relays its link `linkId` to `to`, as a page whose direct link would not open does. */
+function sayRelay(socket: TestSocket, to: string, linkId: string): Promise<AckResult<Record<string, never>>> {
+  return new Promise((resolve) => (socket.emit as (e: string, p: unknown, ack: (r: AckResult<Record<string, never>>) => void) => void)('signal:relay', { to, linkId, data: { type: RELAY_SIGNAL } }, resolve));
+}
 
 async function until<T>(what: string, check: () => Promise<T | false> | T | false, ms: number): Promise<T> {
   const end = Date.now() + ms;
@@ -42,8 +48,15 @@ test('link:data passes bytes unread to a member of the same room, counts them fo
   const { students, ids } = await t.students('relay-edge', ['r0', 'r1']);
   const other = await t.students('relay-other', ['o0']);
   const heard: Relayed[] = [];
-  students[1]!.on('link:data', (d) => heard.push(d));
+  students[1]!.on('link:data', (d, taken) => {
+    heard.push(d);
+    taken?.();
+  });
   const bytes = Uint8Array.from({ length: 5000 }, (_, i) => (i * 7) & 255);
+  // Only on a link the other end said it relays (rooms/relay-partners.ts).
+  assert.equal(codeOf(await relay(students[0]!, { to: ids[1], linkId: 'abc-1', bytes })), 'ERR_RELAY_REFUSED');
+  assert.deepEqual(await sayRelay(students[1]!, ids[0]!, 'abc-1'), { ok: true });
+  assert.equal(codeOf(await relay(students[0]!, { to: ids[1], linkId: 'abc-9', bytes })), 'ERR_RELAY_REFUSED', 'another link of the pair is not agreed');
   assert.deepEqual(await relay(students[0]!, { to: ids[1], linkId: 'abc-1', bytes }), { ok: true });
   await until('the bytes arrive', () => heard.length === 1, 5_000);
   assert.equal(heard[0]!.from, ids[0]);
@@ -68,14 +81,15 @@ test('link:data passes bytes unread to a member of the same room, counts them fo
   const fresh = await t.client('relay-edge');
   assert.ok((await join(fresh, 'relay-edge', 'r2', { rejoin: { memberId: first.memberId, memberToken: first.memberToken } })).ok);
   assert.equal(codeOf(await relay(old, { to: ids[1], linkId: 'abc-2', bytes })), 'ERR_NOT_IN_ROOM');
+  assert.deepEqual(await sayRelay(students[1]!, first.memberId, 'abc-2'), { ok: true });
   assert.deepEqual(await relay(fresh, { to: ids[1], linkId: 'abc-2', bytes }), { ok: true });
   await until('the new connection\'s bytes arrive', () => heard.length === 2, 5_000);
   assert.equal(heard.length, 2, 'nothing refused reached the member');
 
-  // The relay budget (8 MiB per window here): a flood is refused, and other rooms go on.
+  // The relay budget (32 MiB per window here): a flood is refused, and other rooms go on.
   let refused: string | null = null;
   const big = new Uint8Array(64 * 1024);
-  for (let i = 0; i < 200 && refused === null; i++) refused = codeOf(await relay(students[0]!, { to: ids[1], linkId: 'abc-1', bytes: big }));
+  for (let i = 0; i < 800 && refused === null; i++) refused = codeOf(await relay(students[0]!, { to: ids[1], linkId: 'abc-1', bytes: big }));
   assert.equal(refused, 'ERR_RATE_LIMITED');
   const otherStatus = await t.status('relay-other');
   assert.deepEqual(otherStatus.relay.members, []);
