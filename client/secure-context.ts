@@ -50,7 +50,9 @@ export async function showSecureContextNotice(container: HTMLElement): Promise<v
   if (window.isSecureContext) {
     if (location.protocol === 'https:') {
       show(container, [
-        el('p', 'If your browser warned that this connection is not private: that is expected. The teacher’s computer made its own certificate; the connection is encrypted, and safe on the class network.', 'secure-note'),
+        // Never "safe" (issue 57): a click-through trusts whichever computer answered, and
+        // only the fingerprint check tells the teacher's from one in the middle.
+        el('p', 'If your browser warned that this connection is not private: the teacher’s computer made its own certificate, and no company vouches for it. Clicking through means trusting that this is your teacher’s computer; the connection is encrypted, but only to whichever computer answered. Check that the start of the certificate’s SHA-256 fingerprint matches the one on the teacher’s screen; if it differs, close this tab and tell your teacher.', 'secure-note'),
       ]);
       container.classList.add('secure-ok');
     }

@@ -88,8 +88,8 @@ const joinCard = (async () => {
     return;
   }
   const classLink = join.value.studentUrls[0] ?? join.value.localUrl;
-  mountSecondDevice(byId('second-device-body'), room, teacherToken, new URL(classLink).origin);
   const certificate = (await serverInfo)?.certificateFingerprint ?? null;
+  mountSecondDevice(byId('second-device-body'), room, teacherToken, new URL(classLink).origin, certificate);
   mountOtherRooms(byId('other-rooms-body'), room, teacherToken, certificate);
   await renderJoinCard(byId('join-body'), room, join.value.code, join.value.studentUrls[0] ?? join.value.localUrl, certificate);
 })();

@@ -11,10 +11,14 @@ export interface LogSink {
 }
 
 /**
- * C0 controls (newlines, carriage returns, ESC of ANSI sequences), DEL, C1 controls, and the
- * Unicode line and paragraph separators that some log viewers break lines at.
+ * C0 controls (newlines, carriage returns, ESC of ANSI sequences), DEL, C1 controls, the
+ * Unicode line and paragraph separators that some log viewers break lines at, and the
+ * bidirectional marks, embeddings, overrides and isolates (U+061C, U+200E–U+200F,
+ * U+202A–U+202E, U+2066–U+2069): a name with a right-to-left override shows the rest of its
+ * line reversed, so it could make a log line read as something else (issue 57; the
+ * "Trojan Source" characters, CVE-2021-42574).
  */
-const CONTROL_CHARACTERS = /[\u0000-\u001f\u007f-\u009f\u2028\u2029]/g;
+const CONTROL_CHARACTERS = /[\u0000-\u001f\u007f-\u009f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]/g;
 const NAMED_ESCAPES: Record<string, string> = { '\n': '\\n', '\r': '\\r', '\t': '\\t' };
 
 /**

@@ -4,7 +4,7 @@
  * teacher's form opens with), JOIN_SECRET
  * (derives every room's join code; generated and kept in DATA_DIR when unset),
  * TLS_CERT and TLS_KEY (PEM files; a self-signed certificate is made and kept in
- * DATA_DIR/tls/ when unset), DATA_DIR (./data), TEACHER_TOKEN (generated when unset; never
+ * DATA_DIR/tls/ when unset), DATA_DIR (./data), TEACHER_TOKEN (at least 16 characters; generated when unset; never
  * printed: the teacher page's link goes to DATA_DIR/teacher-link.txt and, on a desktop, to
  * the browser, see teacher-link.ts), OPEN_TEACHER_PAGE (1/0), LOG_LEVEL (info), PING_INTERVAL_MS and PING_TIMEOUT_MS (liveness), TURN_URL,
  * TURN_SECRET, TURN_TTL_S and ICE_TRANSPORT_POLICY (TURN; see signaling-server/edge/turn.ts),
@@ -27,7 +27,7 @@ import { loadTlsCredentials, TlsError, type TlsCredentials } from './edge/tls';
 import { ClusterError } from './rooms/cluster';
 import { compileTrustProxy } from './edge/client-address';
 import { describeIce, iceOptionsFromEnv, TurnConfigError, type IceOptions } from './edge/turn';
-import { openInBrowser, saveTeacherLink, shouldOpenBrowser } from './teacher-link';
+import { openInBrowser, saveTeacherLink, saveTeacherOpener, shouldOpenBrowser, teacherPageLink, teacherTokenProblem } from './teacher-link';
 import { HUB_SCRIPT, HubConfigError, hubArguments, hubEnvironment, hubRequested, hubServerUrl, superviseHub, type HubProcess } from './hub-process';
 
 const DEFAULT_HTTPS_PORT = 8443;
@@ -61,6 +61,11 @@ async function main(): Promise<void> {
   const host = process.env.HOST || undefined;
   const dataDir = path.resolve(process.env.DATA_DIR || path.join(PROJECT_ROOT, 'data'));
   const tokenFromEnv = process.env.TEACHER_TOKEN;
+  const tokenProblem = tokenFromEnv ? teacherTokenProblem(tokenFromEnv) : null;
+  if (tokenProblem) {
+    console.error(`[webring] ${tokenProblem}`);
+    process.exit(2);
+  }
   const teacherToken = tokenFromEnv || randomBytes(12).toString('hex');
   const roomFromEnv = process.env.ROOM;
   if (roomFromEnv && !roomNameSchema.safeParse(roomFromEnv).success) {
@@ -147,8 +152,11 @@ async function main(): Promise<void> {
   }
 
   const info = server.joinInfo(room);
-  const teacherLinkFile = await saveTeacherLink(dataDir, `http://localhost:${server.port}/teacher?room=${room}&token=${teacherToken}`);
+  const teacherLink = teacherPageLink(server.port, room, teacherToken);
+  const teacherLinkFile = await saveTeacherLink(dataDir, teacherLink);
   const openBrowser = shouldOpenBrowser(process.env, process.stdout.isTTY === true);
+  // The browser's command line shows a local page's address, not the token (teacher-link.ts).
+  const teacherOpener = openBrowser ? await saveTeacherOpener(dataDir, teacherLink) : null;
   const httpsUrls = info.studentUrls.filter((u) => u.startsWith('https:'));
   const lanHttps = httpsUrls.filter((u) => !isLoopback(u));
   const lanHttp = info.studentUrls.filter((u) => u.startsWith('http:') && !isLoopback(u));
@@ -198,7 +206,7 @@ async function main(): Promise<void> {
     '',
   ];
   console.log(lines.join('\n'));
-  if (openBrowser) openInBrowser(`http://localhost:${server.port}/teacher?room=${room}&token=${teacherToken}`, (m) => log.warn(m));
+  if (teacherOpener) openInBrowser(teacherOpener, (m) => log.warn(m));
 
   // The hub dials the plain-http listener on this machine, which always exists beside https.
   const hubProcess: HubProcess | null = hub

@@ -13,9 +13,10 @@ export const TEACHER_QR_SHOWN_MS = 60_000;
 
 /**
  * Fills `container`. `origin` is the address other devices reach this server at (the class
- * link's, on the LAN), not this tab's localhost.
+ * link's, on the LAN), not this tab's localhost; `certificateFingerprint` the start of the
+ * SHA-256 of its https certificate (null without https).
  */
-export function mountSecondDevice(container: HTMLElement, room: string, token: string, origin: string): void {
+export function mountSecondDevice(container: HTMLElement, room: string, token: string, origin: string, certificateFingerprint: string | null = null): void {
   const link = `${origin}/teacher?room=${encodeURIComponent(room)}&token=${encodeURIComponent(token)}`;
   const figure = h('figure', { class: 'qr teacher-qr', 'data-testid': 'teacher-qr', hidden: '' });
   const show = h('button', { type: 'button', class: 'secondary', 'data-testid': 'show-teacher-qr' }, 'Show its QR code');
@@ -55,7 +56,30 @@ export function mountSecondDevice(container: HTMLElement, room: string, token: s
       ' (in its data directory) on that device, or scan the code below with it.',
     ),
     h('p', { class: 'hint' }, 'Only while nothing is projected or shared: whoever scans the code has the teacher’s powers. It hides itself after a minute.'),
+    ...certificateNote(origin, certificateFingerprint),
     show,
     figure,
   );
+}
+
+/**
+ * What the teacher checks before the phone clicks through a certificate warning (issue 57):
+ * the link carries the token, so a click-through to a computer in the middle hands it the
+ * teacher's powers. The server's own certificate has no authority behind it, so only its
+ * fingerprint tells them apart; over plain http, anyone on the network reads the link.
+ */
+function certificateNote(origin: string, fingerprint: string | null): HTMLElement[] {
+  if (origin.startsWith('http:')) {
+    return [h('p', { class: 'hint', 'data-testid': 'teacher-qr-plain' }, 'This link is plain http: anyone on the network can read the token on its way. Prefer teacher-link.txt on a device you trust.')];
+  }
+  if (!fingerprint) return [];
+  return [
+    h(
+      'p',
+      { class: 'hint', 'data-testid': 'teacher-qr-certificate' },
+      'If the phone warns that the connection is not private, do not click through until its certificate’s SHA-256 fingerprint starts ',
+      h('code', {}, fingerprint),
+      ': the link carries the teacher token, and a click-through to any other computer hands it over.',
+    ),
+  ];
 }

@@ -214,6 +214,13 @@ export interface RelayedLinkData {
 }
 
 const finite = z.number().finite();
+/**
+ * The longest time a report may carry, ms: a lesson. A step, a pause for an admission or a
+ * joiner's way to lock-step that took longer has long been ended by the stall watch; a
+ * larger number is a forged one (issue 57 found them taken as sent).
+ */
+export const MAX_REPORTED_MS = 3_600_000;
+const duration = finite.min(0).max(MAX_REPORTED_MS);
 
 /** Numbers each Start of a room, so reports of an earlier run are told apart. */
 const runSchema = z.number().int().min(1);
@@ -261,7 +268,7 @@ export const progressReportSchema = z.strictObject({
   /** The step the run will end at if the membership stays as it is. */
   totalSteps: z.number().int().min(0),
   /** This worker's compute time for the step (forward, backward, read-back). */
-  computeMs: finite.min(0),
+  computeMs: duration,
   /** The step compared the replicas' weight hashes around the ring, and found them different. */
   hashChecked: z.boolean(),
   hashMismatch: z.boolean(),
@@ -287,9 +294,9 @@ export const progressReportSchema = z.strictObject({
    * Sent once after a generation that admitted joiners: how long the class stood still for
    * it (from the switch to the end of the first step on the new ring, less a normal step), ms.
    */
-  switchPauseMs: finite.min(0).optional(),
+  switchPauseMs: duration.optional(),
   /** Sent once by a joiner: from its admission to the end of its first step in lock-step, ms. */
-  lockStepMs: finite.min(0).optional(),
+  lockStepMs: duration.optional(),
 });
 export type ProgressReport = z.output<typeof progressReportSchema>;
 
@@ -379,8 +386,8 @@ export const dropRequestSchema = z.strictObject({
   generation: z.number().int().min(0),
   member: memberIdSchema,
   step: z.number().int().min(0),
-  computeMs: finite.min(0),
-  deadlineMs: finite.min(0),
+  computeMs: duration,
+  deadlineMs: duration,
 });
 export type DropRequest = z.output<typeof dropRequestSchema>;
 

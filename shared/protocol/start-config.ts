@@ -53,6 +53,11 @@ export const RECIPE_DEFAULTS = {
 
 /** The highest PowerSGD rank a run may ask for: beyond it the factors of the models here are no smaller than the matrices. */
 export const MAX_POWER_SGD_RANK = 64;
+/**
+ * The most steps a run may take: the largest maxSteps a teacher may set, and the server's
+ * bound on a reported step where it cannot compute the run's plan (signaling-server/rooms/progress-bounds.ts).
+ */
+export const MAX_RUN_STEPS = 10_000_000;
 
 /** The wire a local-steps run takes when the teacher names none: DiLoCo's outer gradients survive fp16, and a round's one all-reduce then moves half the bytes. */
 export const LOCAL_STEPS_DEFAULT_WIRE = 'fp16';
@@ -139,7 +144,7 @@ export const startConfigFieldsSchema = z.strictObject({
   balanceShares: z.boolean().default(RECIPE_DEFAULTS.balanceShares),
   epochs: z.number().int().min(1).max(1000).optional(),
   /** Optional cap on global steps, for short lessons, demos and tests. */
-  maxSteps: z.number().int().min(1).max(10_000_000).optional(),
+  maxSteps: z.number().int().min(1).max(MAX_RUN_STEPS).optional(),
   /** Seeds weight initialisation and every epoch's data permutation. */
   seed: z.number().int().min(0).max(2 ** 31 - 1).default(RECIPE_DEFAULTS.seed),
   /** The chief checkpoints every this many steps, at every epoch end and when the run ends. */

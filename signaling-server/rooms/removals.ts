@@ -36,7 +36,7 @@ export function dropStraggler(core: RoomCore, reporterId: string, request: DropR
   core.requireCurrentGeneration('drop', request.generation);
   const accused = core.members.findInRing(request.member);
   if (!accused) throw new WebringError('ERR_NOT_IN_ROOM', `member ${request.member} is not in the ring`);
-  checkDrop(reporter, accused, core.members.ring, core.runState.record.dropped, request);
+  checkDrop(reporter, accused, core.members.ring, core.runState.record.dropped, request, { roomStep: core.runState.step, stepsPerTurn: core.runState.stepsPerTurn, now: core.clock.now() });
   const gone = core.members.removeFromRing(request.member)!;
   const m = gone.member;
   core.runState.recordDropped({

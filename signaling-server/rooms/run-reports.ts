@@ -12,6 +12,7 @@ import type { TrustChange } from './checkpoint-guard';
 import { NO_CHANGE, type MembershipChange, type RoomCore } from './room-core';
 import type { Member } from './membership';
 import type { MemberDropped } from '../../shared/protocol';
+import { checkReportedStep, checkTotalSteps, highestReportableStep } from './progress-bounds';
 
 /**
  * A ring member's report of a step. The chief's is the room's progress; any other
@@ -36,7 +37,9 @@ export function recordProgress(core: RoomCore, memberId: string, report: Progres
 /**
  * A report's step and epoch within what the run allows, and a member's steps forward within
  * a generation (a failed turn, the only way back, starts a new one): ERR_BAD_REQUEST naming
- * the field otherwise. Issue 38 found every number taken as sent.
+ * the field otherwise. Issue 38 found every number taken as sent. Its step no further past
+ * the room's own step than progress-bounds.ts allows (ERR_STEP_OUT_OF_RANGE), its estimate
+ * of the run's end within the run's plan, its outer steps no more than its steps (issue 57).
  */
 function checkProgressBounds(core: RoomCore, m: Member, report: ProgressReport): void {
   const config = core.runState.config;
@@ -45,6 +48,11 @@ function checkProgressBounds(core: RoomCore, m: Member, report: ProgressReport):
   if (m.reportedGeneration === report.generation && report.step < m.step) {
     throw new WebringError('ERR_BAD_REQUEST', `a report of step ${report.step} after step ${m.step} in the same generation: a member's steps go forward`, 'step');
   }
+  const room = core.runState.progress;
+  checkReportedStep(room, report.step, core.clock.now(), 'a report');
+  checkTotalSteps(room, report.totalSteps);
+  // Every outer step takes at least one step.
+  if (report.round !== undefined && report.round > report.step) throw new WebringError('ERR_BAD_REQUEST', `a report of ${report.round} outer steps by step ${report.step}`, 'round');
 }
 
 /** What a progress report changed beyond the room: checkpoint trust to store, and whether waiting students may be admitted now. */
@@ -112,6 +120,7 @@ export function recordOwnExamples(core: RoomCore, memberId: string, report: OwnE
 export function recordEvaluation(core: RoomCore, memberId: string, report: EvaluationReport): void {
   const m = core.requireMemberOfRun(memberId, report.run);
   if (core.members.chief !== m) return;
+  checkReportedStep(core.runState.progress, report.step, core.clock.now(), 'an evaluation');
   const task = findTask(core.runState.record.config?.task ?? '');
   core.runState.recordEvaluation(report, task?.target === 'class', core.clock.now());
 }
@@ -134,7 +143,9 @@ export function recordFinished(core: RoomCore, memberId: string, report: FinishR
   if (report.reason === 'failed') return memberFailed(core, m, report);
   if (core.members.chief !== m) return { change: NO_CHANGE, failed: null };
   const admitted = core.members.admitWaiting(null).length > 0;
-  core.runState.finishAt(report.step);
+  // The run ends whatever the step says (refusing the chief's one finish would leave it
+  // running), but the room's step moves only as far as a progress report could take it.
+  core.runState.finishAt(Math.min(report.step, highestReportableStep(core.runState.progress, core.clock.now())));
   core.runState.end('done', null);
   return { change: admitted ? { generation: core.bumpGeneration(), trainingAborted: false } : NO_CHANGE, failed: null };
 }
@@ -150,7 +161,9 @@ function memberFailed(core: RoomCore, m: Member, report: FinishReport): FinishOu
   }
   const socketId = m.socketId;
   core.members.removeFromRing(m.id);
-  core.runState.recordDropped({ id: m.id, name: m.name, index: m.index, reason: 'failed', step: report.step, computeMs: 0, deadlineMs: 0, misbehaviour: null, reportedBy: null, detail: why, at: core.clock.now() });
+  // Kept in the run's record: no further than a progress report could be.
+  const step = Math.min(report.step, highestReportableStep(core.runState.progress, core.clock.now()));
+  core.runState.recordDropped({ id: m.id, name: m.name, index: m.index, reason: 'failed', step, computeMs: 0, deadlineMs: 0, misbehaviour: null, reportedBy: null, detail: why, at: core.clock.now() });
   core.log('dropped', [m.name], `its run failed (${why}); the class trains on`);
-  return { change: core.afterRemoval(), failed: { socketId, notice: { reason: 'failed', step: report.step, detail: why } } };
+  return { change: core.afterRemoval(), failed: { socketId, notice: { reason: 'failed', step, detail: why } } };
 }

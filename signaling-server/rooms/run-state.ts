@@ -12,6 +12,7 @@ import { globalBatchSize } from '../../shared/data/batch-plan';
 import { stepsPerEpoch } from '../../shared/data/sharding';
 import { CheckpointGuard, newCheckpointGuard, type CheckpointGuardRecord } from './checkpoint-guard';
 import { Formation, newFormation, type FormationRecord } from './formation';
+import type { RoomProgress } from './progress-bounds';
 
 /** Enough for a whole lesson's loss curve at one point per step; older points are dropped. */
 export const MAX_HISTORY_POINTS = 5_000;
@@ -147,6 +148,12 @@ export class RunState {
   get stepsPerTurn(): number {
     const c = this.r.config;
     return c?.sync === 'local-steps' ? c.localSteps : 1;
+  }
+
+  /** The counters a reported step is bounded by (progress-bounds.ts). */
+  get progress(): RoomProgress {
+    const r = this.r;
+    return { step: r.step, stepsPerTurn: this.stepsPerTurn, startStep: r.guard?.startStep ?? 0, config: r.config, progressAt: r.progressAt, longestTurnMs: r.longestTurnMs };
   }
 
   /** A new run at server time `now`: everything the last one recorded is forgotten. Returns its number. */

@@ -3,7 +3,8 @@
  * class the teacher's powers: the teacher token (generated, or from TEACHER_TOKEN) appears
  * nowhere in the output, the teacher page's link is in DATA_DIR/teacher-link.txt, readable
  * by the teacher alone, and that link works; on a desktop (OPEN_TEACHER_PAGE=1 here) the
- * server hands the link to the browser opener, never to the terminal.
+ * server hands the browser opener a local page that forwards to the link, never the link
+ * itself (a command's arguments are visible to every user: issue 57), nor the terminal.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -12,7 +13,8 @@ import { chmodSync, existsSync, mkdtempSync, readFileSync, statSync, writeFileSy
 import os from 'node:os';
 import path from 'node:path';
 import { capture, freePort, stopProcess, waitForOutput } from '../support/processes';
-import { TEACHER_LINK_FILE } from '../../signaling-server/teacher-link';
+import { fileURLToPath } from 'node:url';
+import { MIN_TEACHER_TOKEN_CHARS, TEACHER_LINK_FILE, TEACHER_OPEN_FILE } from '../../signaling-server/teacher-link';
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
 const STARTUP_TIMEOUT_MS = 120_000;
@@ -51,7 +53,7 @@ test('the banner never shows the teacher token; the teacher link is in a file on
   }
 });
 
-test('a token from TEACHER_TOKEN is not printed either, and on a desktop the link goes to the browser opener only', async () => {
+test('a token from TEACHER_TOKEN is not printed either, and on a desktop the browser opener gets a private local page that forwards to the link, not the token', async () => {
   // A stand-in for xdg-open on PATH: it writes down what it was asked to open.
   const bin = mkdtempSync(path.join(os.tmpdir(), 'webring-opener-'));
   const opened = path.join(bin, 'opened.txt');
@@ -61,11 +63,34 @@ test('a token from TEACHER_TOKEN is not printed either, and on a desktop the lin
   const server = await startServer({ TEACHER_TOKEN: token, OPEN_TEACHER_PAGE: '1', PATH: `${bin}:${process.env.PATH}`, HUB: '0' });
   try {
     for (let i = 0; i < 100 && !existsSync(opened); i++) await new Promise((r) => setTimeout(r, 100));
-    assert.equal(readFileSync(opened, 'utf8').trim(), `http://localhost:${server.port}/teacher?room=class&token=${token}`);
+    const argument = readFileSync(opened, 'utf8').trim();
+    assert.ok(!argument.includes(token), `the token is not in the opener's arguments: ${argument}`);
+    const page = fileURLToPath(argument);
+    assert.equal(page, path.join(server.dataDir, TEACHER_OPEN_FILE));
+    assert.equal(statSync(page).mode & 0o777, 0o600, 'readable by this user only');
+    assert.ok(readFileSync(page, 'utf8').includes(`url=http://localhost:${server.port}/teacher?room=class&amp;token=${token}`), 'it forwards to the teacher page');
     assert.ok(!server.output().includes(token), 'the token is nowhere in the output');
     assert.match(server.output(), /Teacher page: opening in this computer's browser/);
     assert.match(server.output(), /^Hub: off/m);
   } finally {
     await server.stop();
   }
+});
+
+test(`a TEACHER_TOKEN under ${MIN_TEACHER_TOKEN_CHARS} characters stops the start with the reason, before anything listens`, async () => {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'signaling-server/main.ts'], {
+    cwd: ROOT,
+    env: { ...process.env, TEACHER_TOKEN: 'secret', PORT: String(await freePort()), HTTPS_PORT: '0', DATA_DIR: mkdtempSync(path.join(os.tmpdir(), 'webring-banner-')), HUB: '0' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const output = capture(child);
+  const exit = new Promise<number | null>((resolve) => child.once('exit', resolve));
+  // Before, it started: stop it rather than wait for an exit that never comes.
+  if (await waitForOutput(child, output, /^Hub: .*$/m, 'the server', STARTUP_TIMEOUT_MS).then(() => true, () => false)) {
+    await stopProcess(child, 'SIGTERM');
+    assert.fail(`the server started with a 6-character token:\n${output()}`);
+  }
+  assert.equal(await exit, 2);
+  assert.match(output(), new RegExp(`TEACHER_TOKEN must be at least ${MIN_TEACHER_TOKEN_CHARS} characters`));
+  assert.ok(!output().includes('webring classroom server is running'));
 });

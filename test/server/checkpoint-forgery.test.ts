@@ -78,18 +78,27 @@ const startRun = (room: string, socket: TestSocket, config: object = {}): Promis
 
 /** A member's progress report of `step` with weights `hash`, as a worker sends one after every step; resolves once the server has it. */
 async function report(room: string, m: Member, run: number, step: number, hash: string): Promise<void> {
-  const s = await status(room);
-  const payload: ProgressReport = {
-    run, generation: s.generation, step, epoch: 0, loss: 1, trainAccuracy: 0.5, examplesPerSec: 100, weightsHash: hash, totalSteps: 1_000,
-    computeMs: 5, hashChecked: false, hashMismatch: false, batchShare: 0.5, linkMBps: 1, learningRate: 0.001, speedVsMedian: 1,
-    collective: { algorithm: 'ring', alphaMs: 0, betaMBps: 0, reason: 'test', timing: { dataMs: 0, computeMs: 0, readbackMs: 0, crossMs: 0, commMs: 0, applyMs: 0 } },
-  };
-  m.socket.emit('worker:progress', payload);
+  m.socket.emit('worker:progress', await progressOf(room, run, step, hash));
   for (let i = 0; i < 200; i++) {
     if ((await status(room)).members.find((x) => x.id === m.id)?.step === step) return;
     await new Promise((r) => setTimeout(r, 10));
   }
   assert.fail(`the server never recorded ${m.id}'s report of step ${step}`);
+}
+
+/** A progress report of `step` with weights `hash` in the room's current generation. */
+async function progressOf(room: string, run: number, step: number, hash: string): Promise<ProgressReport> {
+  const s = await status(room);
+  return {
+    run, generation: s.generation, step, epoch: 0, loss: 1, trainAccuracy: 0.5, examplesPerSec: 100, weightsHash: hash, totalSteps: 1_000,
+    computeMs: 5, hashChecked: false, hashMismatch: false, batchShare: 0.5, linkMBps: 1, learningRate: 0.001, speedVsMedian: 1,
+    collective: { algorithm: 'ring', alphaMs: 0, betaMBps: 0, reason: 'test', timing: { dataMs: 0, computeMs: 0, readbackMs: 0, crossMs: 0, commMs: 0, applyMs: 0 } },
+  };
+}
+
+/** The chief's reports of steps `from` to `to`: the server takes no report far past the room's step (progress-bounds.ts). */
+async function climb(room: string, chief: Member, run: number, from: number, to: number): Promise<void> {
+  for (let step = from; step <= to; step++) await report(room, chief, run, step, honest.metadata.weightsHash);
 }
 
 /** `c` as the chief of `room` would upload it at `step` of `run`. */
@@ -101,7 +110,8 @@ test('a forged step 9,999,999,999 is refused, and the honest checkpoints survive
   const student = await member(room, 'student');
   // maxToKeep 1: before, a forged checkpoint of a higher step pruned the honest one at once.
   const { run } = await startRun(room, chief.socket, { maxToKeep: 1 });
-  for (const m of [chief, student]) await report(room, m, run, 3, honest.metadata.weightsHash);
+  await climb(room, chief, run, 1, 3);
+  await report(room, student, run, 3, honest.metadata.weightsHash);
   const good = await uploadCheckpoint(server.url, chief.token, at(honest, room, run, 3));
   assert.deepEqual(good.trust, { state: 'vouched', by: student.id });
 
@@ -111,17 +121,21 @@ test('a forged step 9,999,999,999 is refused, and the honest checkpoints survive
   await assert.rejects(uploadCheckpoint(server.url, chief.token, at(honest, room, run, 3 + CHECKPOINT_STEPS_AHEAD + 1)), refusedWith('ERR_STEP_OUT_OF_RANGE', 409));
   assert.deepEqual((await list(room)).map((c) => c.id), [good.id]);
 
-  // The chief also lies in its own progress report (the room's step is the chief's): the
-  // step is then inside the bound, but no other rank reported it, so it vouches for nothing.
-  await report(room, chief, run, MAX_CHECKPOINT_STEP - 1, honest.metadata.weightsHash);
-  const forged = await uploadCheckpoint(server.url, chief.token, at(other, room, run, MAX_CHECKPOINT_STEP - 1));
+  // The chief also lies in its own progress report (the room's step is the chief's). A step
+  // far past the class's is refused now (issue 57); one turn ahead is taken, but no other
+  // rank reported it, so it vouches for nothing.
+  const refused = new Promise<string>((resolve) => chief.socket.once('server:error', (e) => resolve(e.code)));
+  chief.socket.emit('worker:progress', await progressOf(room, run, MAX_CHECKPOINT_STEP - 1, honest.metadata.weightsHash));
+  assert.equal(await refused, 'ERR_STEP_OUT_OF_RANGE');
+  await report(room, chief, run, 4, honest.metadata.weightsHash);
+  const forged = await uploadCheckpoint(server.url, chief.token, at(other, room, run, 4));
   assert.deepEqual(forged.trust, { state: 'unvouched', by: null });
   assert.equal(await latestId(room), good.id, 'the honest checkpoint stays latest');
   assert.deepEqual(new Set((await list(room)).map((c) => c.id)), new Set([good.id, forged.id]), 'the honest one was not pruned for the forged one');
 
   // The next honest checkpoint prunes the forged one, never the other way round.
-  await report(room, student, run, 4, honest.metadata.weightsHash);
-  const next = await uploadCheckpoint(server.url, chief.token, at(honest, room, run, 4));
+  await report(room, student, run, 5, honest.metadata.weightsHash);
+  const next = await uploadCheckpoint(server.url, chief.token, at(honest, room, run, 5));
   assert.equal(next.trust.state, 'vouched');
   assert.deepEqual((await list(room)).map((c) => c.id), [next.id]);
   assert.deepEqual(folders(room), [next.id]);
@@ -170,6 +184,7 @@ test('the listing names each checkpoint\'s writer; the teacher deletes one, a st
   const chief = await member(room, 'Ada');
   const student = await member(room, 'Grace');
   const { run } = await startRun(room, chief.socket);
+  await climb(room, chief, run, 1, 3);
   await report(room, student, run, 3, honest.metadata.weightsHash);
   const older = await uploadCheckpoint(server.url, chief.token, at(honest, room, run, 3));
   await report(room, student, run, 4, honest.metadata.weightsHash);
@@ -210,9 +225,11 @@ test('a checkpoint whose hash disagrees with the class\'s is never latest; one v
   const chief = await member(room, 'chief');
   const student = await member(room, 'student');
   const { run } = await startRun(room, chief.socket);
+  await climb(room, chief, run, 1, 3);
   await report(room, student, run, 3, honest.metadata.weightsHash);
   const good = await uploadCheckpoint(server.url, chief.token, at(honest, room, run, 3));
   assert.equal(good.trust.state, 'vouched');
+  await climb(room, chief, run, 4, 4);
 
   // Weights the class never had, at a step the class reported: contradicted, not latest.
   await report(room, student, run, 5, honest.metadata.weightsHash);

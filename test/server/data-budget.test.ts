@@ -16,7 +16,7 @@ import { MAX_EXAMPLES_PER_REQUEST } from '../../shared/data/data-service';
 import { EXAMPLE_BYTES } from '../support/mnist';
 import { examplesPerRequest } from '../../shared/data/streamed-dataset';
 import { STALLED_REPLY_MS, STALL_CHECK_MS, budgetPlan, readerWindowBudget } from '../../signaling-server/edge/data-budget';
-import { AS_TEACHER, codeFor, connectClient, join, startTestServer, type TestSocket } from '../support/server';
+import { AS_TEACHER, codeFor, connectClient, join, reportSteps, startTestServer, type TestSocket } from '../support/server';
 
 const servers: RunningServer[] = [];
 const sockets: TestSocket[] = [];
@@ -112,6 +112,12 @@ test('a member past its bytes for the epoch gets ERR_DATA_BUDGET; its classmate 
 
   // The chief reports epoch 1: a new window, and the greedy member reads again.
   const chief = status.chief === greedy.memberId ? greedy : honest;
+  // Steps 1 to 129 first: no report runs far ahead of the room's step (progress-bounds.ts).
+  reportSteps(chief.socket, {
+    run: status.run, generation: status.generation, epoch: 0, loss: 1, trainAccuracy: 0.5, examplesPerSec: 100, weightsHash: '0123456789abcdef', totalSteps: 250, computeMs: 10,
+    hashChecked: false, hashMismatch: false, batchShare: 0.5, linkMBps: 10, learningRate: 0.003, speedVsMedian: 1,
+    collective: { algorithm: 'ring', alphaMs: 0, betaMBps: 0, reason: 'test', timing: { dataMs: 0, computeMs: 10, readbackMs: 0, crossMs: 0, commMs: 0, applyMs: 0 } },
+  }, 1, 129);
   chief.socket.emit('worker:progress', {
     run: status.run, generation: status.generation, step: 130, epoch: 1, loss: 1, trainAccuracy: 0.5, examplesPerSec: 100, weightsHash: '0123456789abcdef', totalSteps: 250, computeMs: 10,
     hashChecked: false, hashMismatch: false, batchShare: 0.5, linkMBps: 10, learningRate: 0.003, speedVsMedian: 1,

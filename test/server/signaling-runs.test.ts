@@ -7,7 +7,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { REFORM_AFTER_MS } from '../../shared/protocol';
-import { AS_TEACHER, join, nextEvent, TEST_TOKEN, useTestServer } from '../support/server';
+import { AS_TEACHER, join, nextEvent, reportSteps, TEST_TOKEN, useTestServer } from '../support/server';
 
 // The product's liveness: 1 s between pings, 4 s to answer.
 const ts = useTestServer();
@@ -67,7 +67,7 @@ test('progress reports feed the room status; a report of another run is refused'
   const start = nextEvent(a, 'train:start');
   await post('/api/rooms/progress/start', { maxSteps: 5 });
   const { generation, run } = await start;
-  a.emit('worker:progress', { run, generation, step: 3, epoch: 0, loss: 1.5, trainAccuracy: 0.5, examplesPerSec: 100, weightsHash: '0123456789abcdef', ...EXTRA });
+  reportSteps(a, { run, generation, epoch: 0, loss: 1.5, trainAccuracy: 0.5, examplesPerSec: 100, weightsHash: '0123456789abcdef', ...EXTRA }, 1, 3);
   const stale = nextEvent(a, 'server:error');
   a.emit('worker:progress', { run: run + 7, generation, step: 4, epoch: 0, loss: 1, trainAccuracy: 0.5, examplesPerSec: 1, weightsHash: '0123456789abcdef', ...EXTRA });
   assert.equal((await stale).code, 'ERR_STALE_RUN');
@@ -111,7 +111,8 @@ test('progress reports feed the room status; a report of another run is refused'
   assert.equal((await ts.status('progress')).state, 'done');
 
   const metrics = (await (await fetch(`${ts.server.url}/api/rooms/progress/metrics`, AS_TEACHER)).json()) as { history: unknown[] };
-  assert.equal(metrics.history.length, 2);
+  // Steps 1 to 3, and 4.
+  assert.equal(metrics.history.length, 4);
 });
 
 test('Pause and Resume need the teacher token, reach every worker and show in the room state', async () => {
@@ -143,7 +144,7 @@ test('students arriving mid-run are admitted together in one generation and told
   const start = nextEvent(a, 'train:start');
   await post('/api/rooms/late/start', { maxSteps: 50 });
   const { run, generation } = await start;
-  a.emit('worker:progress', { run, generation, step: 7, epoch: 0, loss: 1, trainAccuracy: 0.5, examplesPerSec: 1, weightsHash: '0123456789abcdef', ...EXTRA });
+  reportSteps(a, { run, generation, epoch: 0, loss: 1, trainAccuracy: 0.5, examplesPerSec: 1, weightsHash: '0123456789abcdef', ...EXTRA }, 1, 7);
 
   const late = [await ts.client(), await ts.client(), await ts.client()];
   const starts = late.map((s) => nextEvent(s, 'train:start'));
@@ -182,7 +183,7 @@ test('each member shows its admission probe; a bad probe is refused; an admissio
   const start = nextEvent(a, 'train:start');
   await post('/api/rooms/probed/start', { maxSteps: 50 });
   const { run, generation } = await start;
-  a.emit('worker:progress', { run, generation, step: 4, epoch: 0, loss: 1, trainAccuracy: 0.5, examplesPerSec: 1, weightsHash: '0123456789abcdef', ...EXTRA });
+  reportSteps(a, { run, generation, epoch: 0, loss: 1, trainAccuracy: 0.5, examplesPerSec: 1, weightsHash: '0123456789abcdef', ...EXTRA }, 1, 4);
   const late = await ts.client();
   const admitted = nextEvent(a, 'ring:generation', (g) => g.members.length === 3);
   await join(late, 'probed', 'late', { probe: { device: 'phone', task: 'mnist', model: 'mlp', msPerExample: 9 } });
@@ -192,6 +193,8 @@ test('each member shows its admission probe; a bad probe is refused; an admissio
   assert.deepEqual(pending, [{ generation: g.generation, joiners: ['late'], atStep: 4, pauseMs: null, lockStepMs: null }]);
 
   // The joiner's first step in lock-step, then the chief's pause once measured; a non-chief's pause does not count.
+  reportSteps(a, { run, generation: g.generation, epoch: 0, loss: 1, trainAccuracy: 0.5, examplesPerSec: 1, weightsHash: '0123456789abcdef', ...EXTRA }, 5, 8);
+  await new Promise((r) => setTimeout(r, 100));
   late.emit('worker:progress', { run, generation: g.generation, step: 6, epoch: 0, loss: 1, trainAccuracy: 0.5, examplesPerSec: 1, weightsHash: '0123456789abcdef', ...EXTRA, lockStepMs: 1800 });
   b.emit('worker:progress', { run, generation: g.generation, step: 9, epoch: 0, loss: 1, trainAccuracy: 0.5, examplesPerSec: 1, weightsHash: '0123456789abcdef', ...EXTRA, switchPauseMs: 9999 });
   a.emit('worker:progress', { run, generation: g.generation, step: 9, epoch: 0, loss: 1, trainAccuracy: 0.5, examplesPerSec: 1, weightsHash: '0123456789abcdef', ...EXTRA, switchPauseMs: 420 });
@@ -257,7 +260,9 @@ test('only the chief drops a straggler; the straggler is told why and may join a
   const { run, generation } = await start;
   const drop = { run, generation, member: jc.memberId, step: 12, computeMs: 3100, deadlineMs: 1000 };
   // The class trained to step 12, c slowly (its own report carries the compute time the chief saw): the server checks drops against these.
-  for (const [s, computeMs] of [[a, 400], [b, 420], [c, 3100]] as const) {
+  reportSteps(a, { run, generation, epoch: 0, loss: 1, trainAccuracy: 0.5, examplesPerSec: 1, weightsHash: '0123456789abcdef', ...EXTRA, computeMs: 400 }, 1, 12);
+  await new Promise((r) => setTimeout(r, 100));
+  for (const [s, computeMs] of [[b, 420], [c, 3100]] as const) {
     s.emit('worker:progress', { run, generation, step: 12, epoch: 0, loss: 1, trainAccuracy: 0.5, examplesPerSec: 1, weightsHash: '0123456789abcdef', ...EXTRA, computeMs });
   }
   await new Promise((r) => setTimeout(r, 100));

@@ -10,7 +10,7 @@ import type { Logger } from '../../signaling-server/rooms/room-context';
 import type { RateLimitOptions, RateLimits } from '../../signaling-server/edge/rate-limits';
 import { hubKeyFor, joinCodeFor } from '../../signaling-server/edge/join-codes';
 import type { IceOptions } from '../../signaling-server/edge/turn';
-import type { AckResult, ClientToServerEvents, JoinAccepted, JoinRequest, RoomStatus, ServerToClientEvents, SocketAuth, TrainStart } from '../../shared/protocol';
+import type { AckResult, ClientToServerEvents, JoinAccepted, JoinRequest, ProgressReport, RoomStatus, ServerToClientEvents, SocketAuth, TrainStart } from '../../shared/protocol';
 
 export type TestSocket = Socket<ServerToClientEvents, ClientToServerEvents>;
 export const TEST_TOKEN = 'test-teacher-token';
@@ -170,4 +170,13 @@ export function nextEvent<E extends keyof ServerToClientEvents>(
     };
     (socket.on as (e: string, h: unknown) => void)(event, handler);
   });
+}
+
+/**
+ * `report` for each step from `from` to `to`, in order, as a worker sends one after every
+ * step: the server takes a step at most a turn or two past the room's (progress-bounds.ts),
+ * so a chief gets to step 12 by way of steps 1 to 11.
+ */
+export function reportSteps(socket: TestSocket, report: Omit<ProgressReport, 'step'>, from: number, to: number): void {
+  for (let step = from; step <= to; step++) socket.emit('worker:progress', { ...report, step });
 }
