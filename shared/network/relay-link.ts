@@ -21,6 +21,12 @@ import type { Clock } from '../util/clock';
 /** The signal by which each side of a link says it uses the relay. */
 export const RELAY_SIGNAL = 'relay';
 /**
+ * The signal by which one side says its relayed link failed (the server refused its
+ * messages): the other side would otherwise wait on the link until its collective's
+ * timeout, and a re-form needs both ends' reports (signaling-server/rooms/reform-votes.ts).
+ */
+export const RELAY_FAILED_SIGNAL = 'relay-failed';
+/**
  * A link whose data channel has not opened this long after it was dialled goes over the
  * relay. Direct links open in well under a second on a class network and in a few seconds
  * on a laptop running thirty workers; a link that has not opened by now is most likely
@@ -231,6 +237,10 @@ class FallbackPeer implements PeerHandle {
 
   signal(data: Record<string, unknown>): void {
     if (this.mode === 'closed') return;
+    if (data.type === RELAY_FAILED_SIGNAL) {
+      if (this.mode === 'relay') this.failRelay('ERR_PEER_FAILED', `${this.peerId}'s side of the relayed link failed`, false);
+      return;
+    }
     if (data.type === RELAY_SIGNAL) {
       this.heard = true;
       if (this.mode === 'relay') this.openIfAgreed();
@@ -273,7 +283,7 @@ class FallbackPeer implements PeerHandle {
         (err: unknown) => {
           this.inFlight -= message.byteLength;
           const e = toWebringError(err);
-          this.failRelay(e.code, `the server could not relay to ${this.peerId}: ${e.message}`);
+          this.failRelay(e.code, `the server could not relay to ${this.peerId}: ${e.message}`, true);
         },
       );
     }
@@ -328,15 +338,17 @@ class FallbackPeer implements PeerHandle {
       return;
     }
     if (this.earlyBytes + bytes.byteLength > MAX_EARLY_RELAY_BYTES) {
-      this.failRelay('ERR_PEER_MISBEHAVED', `${this.peerId} relayed more than ${MAX_EARLY_RELAY_BYTES} bytes before the link opened`);
+      this.failRelay('ERR_PEER_MISBEHAVED', `${this.peerId} relayed more than ${MAX_EARLY_RELAY_BYTES} bytes before the link opened`, true);
       return;
     }
     this.early.push(bytes);
     this.earlyBytes += bytes.byteLength;
   }
 
-  private failRelay(code: ErrorCode, message: string): void {
+  /** Closes the relayed link with `code`; `tellPeer`: says so to the other side, which cannot see a refusal at the server. */
+  private failRelay(code: ErrorCode, message: string, tellPeer: boolean): void {
     if (this.mode === 'closed') return;
+    if (tellPeer && this.mode === 'relay') this.events.onSignal({ type: RELAY_FAILED_SIGNAL });
     this.close();
     // The peer left the room, is no partner any more, or its connection stopped taking
     // messages: to the link, as if its connection closed (the ring redials or sheds it).

@@ -9,7 +9,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { RingNetwork } from '../../shared/network/ring-network';
-import { RELAY_SIGNAL, withRelay, type RelayChannel } from '../../shared/network/relay-link';
+import { RELAY_SIGNAL, RELAY_WINDOW_BYTES, withRelay, type RelayChannel } from '../../shared/network/relay-link';
 import type { PeerFactory, PeerHandle } from '../../shared/network/peer';
 import type { Generation, MemberInfo } from '../../shared/protocol';
 import { WebringError } from '../../shared/protocol/errors';
@@ -186,7 +186,7 @@ test('a device with no WebRTC goes through the relay at once, and only its own l
   assert.ok((server.carried.get('m2') ?? 0) > 0);
 });
 
-test('relayed bytes count as buffered until the server takes them, and a relay to a member that left fails the link', async () => {
+test('relayed bytes count as buffered until the server takes them, at most a window at a time, and a relay to a member that left fails the link at both ends', async () => {
   const server = new FakeServer();
   const events: string[] = [];
   let opened = 0;
@@ -197,6 +197,10 @@ test('relayed bytes count as buffered until the server takes them, and a relay t
     { initiator: true, peerId: 'b2', linkId: 'l-1' },
     {
       onSignal: (data) => setImmediate(() => {
+        if (b) {
+          b.signal(data); // after the first: what a's side says of the open link
+          return;
+        }
         assert.equal(data.type, RELAY_SIGNAL);
         b = factoryB(
           { initiator: false, peerId: 'a1', linkId: 'l-1' },
@@ -228,10 +232,25 @@ test('relayed bytes count as buffered until the server takes them, and a relay t
   await until('both messages delivered', () => events.filter((e) => e.startsWith('b got')).length === 2);
   assert.equal(a.bufferedAmount(), 0);
   assert.ok(events.includes('a drained'));
+  // A sender keeps at most RELAY_WINDOW_BYTES with the server; the rest waits on its side, still counted as buffered.
+  server.hold = [];
+  const message = 256 * 1024;
+  for (let i = 0; i < 8; i++) a.send(new Uint8Array(message));
+  assert.equal(server.hold.length, RELAY_WINDOW_BYTES / message, 'no more than the window at the server');
+  assert.equal(a.bufferedAmount(), 8 * message);
+  while (server.hold.length > 0) {
+    for (const deliver of server.hold.splice(0)) deliver();
+    await until('the window refilled or emptied', () => server.hold!.length > 0 || events.filter((e) => e.startsWith('b got')).length === 10);
+  }
+  server.hold = null;
+  await until('all eight delivered, in order', () => events.filter((e) => e.startsWith('b got')).length === 10);
+  assert.equal(a.bufferedAmount(), 0);
   server.gone.add('b2');
   a.send(new Uint8Array(10));
   await until('the link failed', () => events.includes('a error ERR_PEER_FAILED'));
   assert.throws(() => a.send(new Uint8Array(1)), (e: unknown) => e instanceof WebringError && e.code === 'ERR_PEER_FAILED');
+  // The other side cannot see the server's refusal: a's side tells it, so both ends report the broken link.
+  await until('the other side heard it failed', () => events.includes('b error ERR_PEER_FAILED'));
   b!.destroy();
 });
 
