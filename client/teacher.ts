@@ -22,7 +22,7 @@ import { mountSecondDevice } from './teacher/second-device';
 import { mountOtherRooms } from './teacher/other-rooms';
 import { NetworkCheckPanel } from './teacher/network-check';
 import { renderHub, renderRing } from './teacher/ring-view';
-import { mountSeatsSetting } from './teacher/seats-setting';
+import { mountSeatsSetting, mountVouchSetting } from './teacher/seats-setting';
 import { renderStepSplit } from './teacher/step-split';
 import { renderRoomLog } from './teacher/room-log';
 import { renderPrivacy } from './teacher/privacy-state';
@@ -236,6 +236,7 @@ function afterHubChange(result: Result<RoomStatus>): void {
   else showActionError(result.error);
 }
 const seatsSetting = mountSeatsSetting(byId<HTMLSelectElement>('seats-per-address'), byId('seats-error'), (n) => api.seats(n), applyStatus);
+const vouchSetting = mountVouchSetting(byId<HTMLInputElement>('seats-vouched'), byId('seats-error'), (v) => api.vouch(v), applyStatus);
 buttons.pause.addEventListener('click', () => void act('pause'));
 buttons.resume.addEventListener('click', () => void act('resume'));
 buttons.stop.addEventListener('click', () => void act('stop'));
@@ -316,6 +317,7 @@ function applyStatus(s: RoomStatus): void {
   renderSync(byId('sync-state'), byId('sync-advice'), s);
   networkCheck.render(s);
   seatsSetting.render(s);
+  vouchSetting.render(s);
   const roomError = byId('room-error');
   roomError.hidden = !s.lastError;
   roomError.textContent = s.lastError ? `The last run stopped: ${s.lastError.message} (${s.lastError.code})` : '';

@@ -88,6 +88,11 @@ export class RoomApi {
     return result(this.control.seats(this.room, perAddress));
   }
 
+  /** Vouches (or stops) that members sharing an address are distinct devices (secure aggregation counts each). */
+  vouch(vouched: boolean): Promise<Result<RoomStatus>> {
+    return result(this.control.vouch(this.room, vouched));
+  }
+
   act(action: RoomAction, body: StartOptions = {}): Promise<Result<RoomStatus>> {
     return result(action === 'start' ? this.control.start(this.room, body) : this.control[action](this.room));
   }

@@ -15,11 +15,16 @@ export function renderPrivacy(el: HTMLElement, s: RoomStatus): void {
     el.textContent = "Gradients travel unmasked: each student's ring neighbour, and the hub when it sums, can read that student's gradient, and the examples behind it can be reconstructed from it.";
     return;
   }
-  // Tabs of one device count once (RoomStatus.clients): a student's two tabs and a classmate wait too.
+  // Members on one network address count once (RoomStatus.clients), so a student's two tabs
+  // and a classmate wait too; so does a class behind one NAT, until the teacher vouches for it.
   const clients = Math.min(s.members.length, s.clients);
-  const tabs = clients < s.members.length ? ` (${s.members.length} tabs, ${clients} devices: tabs of one device count once)` : '';
+  const tabs = clients < s.members.length ? ` (${s.members.length} members on ${clients} network address${clients === 1 ? '' : 'es'}: one address counts once, unless you vouch under the seats setting that its members are different devices)` : '';
+  // Absent from older servers: not vouched.
+  const vouched = s.seats?.vouched === true
+    ? " You vouched that members sharing an address are different devices, so each counts as a student: a student's extra tabs would count too, and with few classmates could read one's gradient."
+    : '';
   el.textContent =
     s.members.length > 1 && clients < MIN_SECURE_MEMBERS
       ? `Secure aggregation is waiting for student ${MIN_SECURE_MEMBERS}: with ${clients}${tabs}, each would learn the other's gradient from their sum.`
-      : "Secure aggregation is on: every device's gradient leaves it masked; no student, hub or this server can read one student's gradient, only the class's sum.";
+      : `Secure aggregation is on: every device's gradient leaves it masked; no student, hub or this server can read one student's gradient, only the class's sum.${vouched}`;
 }

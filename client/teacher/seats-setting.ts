@@ -55,3 +55,33 @@ export function mountSeatsSetting(
   });
   return { render };
 }
+
+/**
+ * Wires the teacher's vouch that members sharing an address are distinct devices (secure
+ * aggregation then counts each; signaling-server/rooms/secure-count.ts). The box shows the
+ * room's setting, unless the teacher's change is still on its way.
+ */
+export function mountVouchSetting(
+  box: HTMLInputElement,
+  error: HTMLElement,
+  save: (vouched: boolean) => Promise<Result<RoomStatus>>,
+  applyStatus: (status: RoomStatus) => void,
+): SeatsSetting {
+  let saving = false;
+  box.addEventListener('change', () => {
+    saving = true;
+    error.hidden = true;
+    void save(box.checked).then((result) => {
+      saving = false;
+      if (result.ok) return applyStatus(result.value);
+      error.textContent = `Not changed: ${result.error.message} (${result.error.code})`;
+      error.hidden = false;
+    });
+  });
+  return {
+    render(status) {
+      // Absent from older servers: not vouched.
+      if (!saving) box.checked = status.seats.vouched === true;
+    },
+  };
+}

@@ -99,6 +99,10 @@ export class RoomControl {
   async seats(room: string, perAddress: number | null): Promise<RoomStatus> {
     return (await this.call<{ status: RoomStatus }>('PUT', room, '/seats', { perAddress })).body.status;
   }
+  /** Vouches (or stops) that members sharing an address are distinct devices, each its own client for secure aggregation. */
+  async vouch(room: string, vouched: boolean): Promise<RoomStatus> {
+    return (await this.call<{ status: RoomStatus }>('PUT', room, '/seats', { vouched })).body.status;
+  }
   /**
    * Asks every device of the room to measure its network now (its round trip and bandwidth to
    * the server, and how each of its links carries messages); their answers come in the

@@ -60,11 +60,11 @@ export type CollectSetting = z.output<typeof collectSettingSchema>;
  */
 export const collectRequestSchema = z.strictObject({ task: workloadIdSchema.optional(), classes: classesSchema.nullable().optional() });
 /**
- * PUT /api/rooms/:room/seats: how many seats of the room one client address may hold, or
- * null for the defaults by address (signaling-server/rooms/seats.ts). MAX_ROOM_MEMBERS lets
- * a whole class in from behind one NAT address.
+ * PUT /api/rooms/:room/seats: seats one client address may hold (null: the defaults, seats.ts;
+ * MAX_ROOM_MEMBERS lets a class in from behind one NAT), and/or `vouched`: its members are
+ * distinct devices, each its own client for secure aggregation (rooms/secure-count.ts).
  */
-export const seatsRequestSchema = z.strictObject({ perAddress: z.number().int().min(1).max(MAX_ROOM_MEMBERS).nullable() });
+export const seatsRequestSchema = z.strictObject({ perAddress: z.number().int().min(1).max(MAX_ROOM_MEMBERS).nullable().optional(), vouched: z.boolean().optional() });
 
 /** True when two class lists name the same classes in the same order (the same model outputs). */
 export function sameClasses(a: readonly string[], b: readonly string[]): boolean {

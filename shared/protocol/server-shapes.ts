@@ -278,9 +278,12 @@ export interface RoomStatus {
    * How many of the room's seats one client address may hold (signaling-server/rooms/seats.ts):
    * `perAddress`, the teacher's cap (PUT /api/rooms/:room/seats), or null for the defaults by
    * address, of which a class-network address's is `defaultPerLanAddress`. The server's own
-   * machine is never capped.
+   * machine is never capped. `vouched`: the teacher vouched that members sharing an address
+   * are distinct devices, each its own client for secure aggregation (rooms/secure-count.ts).
    */
-  seats: { perAddress: number | null; defaultPerLanAddress: number };
+  seats: { perAddress: number | null; defaultPerLanAddress: number; vouched: boolean };
+  /** Why a secure run holds (fewer than MIN_SECURE_MEMBERS distinct clients, and the cause), or null when it does not. */
+  secureHold: string | null;
 }
 
 /**

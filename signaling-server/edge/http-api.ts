@@ -30,6 +30,7 @@ import { MAX_HTTP_JSON_BYTES, collectRequestSchema, seatsRequestSchema, parseOrT
 import { CHECKPOINT_FILES, CHECKPOINT_FILE_NAMES, LATEST_CHECKPOINT, type CheckpointFile } from '../../shared/checkpoints/checkpoint';
 import { startRun } from '../rooms/runs';
 import { allowHubAgain, removeHubAsTeacher } from '../rooms/hub-access';
+import { setSeats } from '../rooms/seat-settings';
 import { Room } from '../rooms/room';
 import { channelOf, type RoomContext } from '../rooms/room-context';
 import { bearerToken, tokenHash, tokensEqual } from './tokens';
@@ -242,15 +243,13 @@ export function createHttpApp(ctx: RoomContext, options: HttpOptions): express.E
   });
 
   /**
-   * How many seats one client address may hold in the room (rooms/seats.ts): a number, or
-   * null for the defaults. Members already in keep their seats; the room stays while it has a cap.
+   * How many seats one client address may hold in the room (rooms/seats.ts), and whether the
+   * teacher vouches that members sharing an address are distinct devices (rooms/secure-count.ts).
+   * Members already in keep their seats; the room stays while it has a setting.
    */
   app.put('/api/rooms/:room/seats', requireTeacher, json, async (req, res) => {
-    const name = roomName(req);
-    const { perAddress } = parseOrThrow(seatsRequestSchema, req.body ?? {});
-    const { room } = (await ctx.rooms.update(name, (r) => r.setSeatsPerAddress(perAddress), { create: true }))!;
-    await ctx.rooms.releaseIfIdle(name);
-    res.json({ ok: true, perAddress, status: statusOf(room) });
+    const room = await setSeats(ctx, roomName(req), parseOrThrow(seatsRequestSchema, req.body ?? {}));
+    res.json({ ok: true, perAddress: room.seatsPerAddress, vouched: room.sharedAddressVouched, status: statusOf(room) });
   });
 
   app.post('/api/rooms/:room/start', requireTeacher, json, async (req, res) => {

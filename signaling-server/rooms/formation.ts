@@ -14,9 +14,11 @@
  * short window for the other side's report, the room sheds:
  *   - every member named by both of its ring neighbours (two clients) that named one of
  *     them too (it reaches nobody);
- *   - else, for a link named from both ends, one end: the client that was party to a shed
- *     link before in this run (the common factor of broken links), or else the newer of the
- *     two (the class that was training keeps its ranks);
+ *   - else, for a link named from both ends, one end: the client that was party to shed
+ *     links with more different classmates before in this run (the common factor of broken
+ *     links), else to more shed links, else the older of the two (issue 57, defect 6: the
+ *     newer went before, so a seat that refused one newcomer's link kept it out for good;
+ *     now a pure one-to-one refusal costs the two ends in turn, never the newcomer first);
  *   - a report from one end only sheds nobody: one client cannot drop a classmate by
  *     naming it;
  *   - never the chief (membersToShed says why).
@@ -37,6 +39,8 @@ export const ADMISSION_DEADLINE_TURNS = 2;
 
 /** After the first unreachable report of a generation, the room waits this long for the other ends' reports before it sheds. */
 export const SHED_REPORT_WINDOW_MS = 1_500;
+/** Different classmates kept per client in a run's record of shed links: a class, twice; past it, more tells nothing new. */
+const MAX_SHED_PARTNERS_KEPT = 64;
 
 /** One member's report of the neighbours it cannot reach in `generation`. */
 export interface UnreachableReport {
@@ -57,6 +61,8 @@ export interface FormationRecord {
   reports: UnreachableReport[];
   /** How many shed links each client was an end of this run (its address, else its member id → count). */
   shedLinks: Record<string, number>;
+  /** The different classmates (history keys) each client's shed links were with this run; absent in records from before. */
+  shedPartners?: Record<string, string[]>;
   /** The run's bare re-form requests (reform-votes.ts); absent in records from before. */
   reformVotes?: ReformVoteRecord;
 }
@@ -151,12 +157,15 @@ export class Formation {
   shed(generation: number, ring: readonly RingPosition[]): string[] {
     const reports = this.r.reports.filter((x) => x.generation === generation);
     this.r.reports = [];
-    const shed = membersToShed(reports, ring, this.r.shedLinks);
+    const partners = (this.r.shedPartners ??= {});
+    const shed = membersToShed(reports, ring, this.r.shedLinks, partners);
     const byId = new Map(ring.map((m) => [m.id, m]));
     for (const link of shed.links) {
-      for (const end of link) {
-        const key = historyKey(byId.get(end)!);
+      const [a, b] = link.map((end) => historyKey(byId.get(end)!)) as [string, string];
+      for (const [key, other] of [[a, b], [b, a]] as const) {
         this.r.shedLinks[key] = (this.r.shedLinks[key] ?? 0) + 1;
+        const known = (partners[key] ??= []);
+        if (!known.includes(other) && known.length < MAX_SHED_PARTNERS_KEPT) known.push(other);
       }
     }
     return shed.members;
@@ -165,8 +174,8 @@ export class Formation {
 
 /**
  * The shedding rule as a pure function: `reports` of one generation, the `ring` in rank
- * order, and how many shed links each history key (an address, else a member id) was an
- * end of before (`history`). Issue 38 found two neighbours could shed anyone, the chief
+ * order, how many shed links each history key (an address, else a member id) was an end of
+ * before (`history`), and with which different history keys (`partners`). Issue 38 found two neighbours could shed anyone, the chief
  * included, by naming it; so:
  * - a member named by both neighbours is shed only when it named one of them too (a link
  *   that is really shut is seen from both ends; a claim its other end denies is not), and
@@ -175,7 +184,12 @@ export class Formation {
  * - the history follows the client's address, so a seat that rejoins with a fresh member
  *   id keeps the record of the links it broke.
  */
-export function membersToShed(reports: readonly UnreachableReport[], ring: readonly RingPosition[], history: Readonly<Record<string, number>>): { members: string[]; links: Array<[string, string]> } {
+export function membersToShed(
+  reports: readonly UnreachableReport[],
+  ring: readonly RingPosition[],
+  history: Readonly<Record<string, number>>,
+  partners: Readonly<Record<string, readonly string[]>> = {},
+): { members: string[]; links: Array<[string, string]> } {
   const inRing = new Map(ring.map((m) => [m.id, m]));
   const chief = ring[0]?.id;
   const named = new Map<string, Set<string>>();
@@ -196,7 +210,7 @@ export function membersToShed(reports: readonly UnreachableReport[], ring: reado
     for (const b of byA) {
       if (a >= b || shed.has(a) || shed.has(b) || !namesBack(a, b)) continue;
       links.push([a, b]);
-      shed.add(culpritOf(inRing.get(a)!, inRing.get(b)!, history, chief));
+      shed.add(culpritOf(inRing.get(a)!, inRing.get(b)!, history, partners, chief));
     }
   }
   // Never shed the whole ring: the oldest member stays.
@@ -209,14 +223,23 @@ export function historyKey(m: RingPosition): string {
   return m.address ?? m.id;
 }
 
-/** Of a broken link's two ends: never the chief; else the one party to more shed links before, else the newer. */
-function culpritOf(a: RingPosition, b: RingPosition, history: Readonly<Record<string, number>>, chief: string | undefined): string {
+/**
+ * Of a broken link's two ends: never the chief; else the one whose shed links before were
+ * with more different classmates (a seat refusing many), else the one party to more shed
+ * links, else the older. A tie is one-to-one, and the server cannot tell which end refuses:
+ * shedding the newer let one seat keep one newcomer out for ever (issue 57, defect 6), so the
+ * older goes, and a pair that keeps on refusing costs its two ends in turn.
+ */
+function culpritOf(a: RingPosition, b: RingPosition, history: Readonly<Record<string, number>>, partners: Readonly<Record<string, readonly string[]>>, chief: string | undefined): string {
   if (a.id === chief) return b.id;
   if (b.id === chief) return a.id;
+  const pa = partners[historyKey(a)]?.length ?? 0;
+  const pb = partners[historyKey(b)]?.length ?? 0;
+  if (pa !== pb) return pa > pb ? a.id : b.id;
   const ha = history[historyKey(a)] ?? 0;
   const hb = history[historyKey(b)] ?? 0;
   if (ha !== hb) return ha > hb ? a.id : b.id;
-  return a.index > b.index ? a.id : b.id;
+  return a.index < b.index ? a.id : b.id;
 }
 
 /**

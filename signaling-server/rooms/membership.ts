@@ -68,6 +68,8 @@ export interface MembershipState {
   generationAt?: number;
   /** The teacher's cap on seats per client address (seats.ts); null or absent: the defaults by address. */
   seatsPerAddress?: number | null;
+  /** The teacher vouched that members sharing an address are distinct devices (secure-count.ts); absent: not vouched. */
+  sharedAddressVouched?: boolean;
   /**
    * The current generation's mask-graph seed (shared/secagg/mask-graph.ts), drawn at random
    * when the generation was made, so no classmate can compute a future generation's graph
@@ -239,6 +241,15 @@ export class Membership {
 
   set seatsPerAddress(cap: number | null) {
     this.s.seatsPerAddress = cap;
+  }
+
+  /** Whether the teacher vouched that members sharing an address are distinct devices (secure-count.ts). */
+  get sharedAddressVouched(): boolean {
+    return this.s.sharedAddressVouched ?? false;
+  }
+
+  set sharedAddressVouched(vouched: boolean) {
+    this.s.sharedAddressVouched = vouched;
   }
 
   private admit(member: NewMember): Member {

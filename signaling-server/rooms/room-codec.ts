@@ -34,6 +34,8 @@ export interface RoomRecord extends RunRecord {
   relayed?: RelayStatement[];
   /** The teacher's cap on seats per client address; absent in older records (the defaults). */
   seatsPerAddress?: number | null;
+  /** The teacher vouched that members sharing an address are distinct devices (secure-count.ts); absent in older records (not vouched). */
+  sharedAddressVouched?: boolean;
   active: Member[];
   waiting: Member[];
   /** The hub member; absent in records written before the hub existed. */
@@ -73,6 +75,8 @@ export interface RoomFile {
   collect?: CollectSetting;
   /** The teacher's cap on seats per client address, only while one is set. */
   seatsPerAddress?: number;
+  /** The teacher vouched that members sharing an address are distinct devices, only while vouched. */
+  sharedAddressVouched?: true;
 }
 
 /** The room as its record; shares the room's objects (clone it before changing either). */
@@ -83,13 +87,13 @@ export function encodeRoom(room: Room): RoomRecord {
 
 /** The room a record describes, with `history` as its loss points; takes ownership of both. */
 export function decodeRoom(record: RoomRecord, clock: Clock, history: MetricPoint[] = []): Room {
-  const { name, nextIndex, generation, generationAt, maskSeed, leftTokens, generationRing, previousRing, relayed, seatsPerAddress = null, active, waiting, hub = null, hubBar = null, events, accusations, mutedReporters, hubAccusers = [], collect = null } = record;
+  const { name, nextIndex, generation, generationAt, maskSeed, leftTokens, generationRing, previousRing, relayed, seatsPerAddress = null, sharedAddressVouched = false, active, waiting, hub = null, hubBar = null, events, accusations, mutedReporters, hubAccusers = [], collect = null } = record;
   const { state, config, run, step, epoch, loss, trainAccuracy, accuracy, testLoss = null, evaluations, lastError, reportedTotalSteps, dropped, consistency, joins = [], guard, formation, round, roundExamples, progressAt, longestTurnMs } = record;
   return new Room(
     name,
     clock,
     {
-      membership: { nextIndex, generation, generationAt, maskSeed, leftTokens, generationRing, previousRing, relayed, seatsPerAddress, active, waiting, hub, hubBar },
+      membership: { nextIndex, generation, generationAt, maskSeed, leftTokens, generationRing, previousRing, relayed, seatsPerAddress, sharedAddressVouched, active, waiting, hub, hubBar },
       run: { state, config, run, step, epoch, loss, trainAccuracy, accuracy, testLoss, evaluations, lastError, reportedTotalSteps, dropped, consistency, joins, guard, formation, round, roundExamples, longestTurnMs, progressAt: progressAt ?? (state === 'training' ? clock.now() : undefined) },
       accusations: { accusations, mutedReporters, hubAccusers },
       events,
@@ -108,6 +112,7 @@ export function toRoomFile(record: RoomRecord): RoomFile {
   if (record.hubBar) file.hubBar = record.hubBar;
   if (record.collect) file.collect = record.collect;
   if (record.seatsPerAddress != null) file.seatsPerAddress = record.seatsPerAddress;
+  if (record.sharedAddressVouched === true) file.sharedAddressVouched = true;
   return file;
 }
 
@@ -131,6 +136,7 @@ export function fromRoomFile(file: RoomFile, now: number): RoomRecord {
     hubBar: file.hubBar ?? null,
     collect: file.collect ?? null,
     seatsPerAddress: file.seatsPerAddress ?? null,
+    sharedAddressVouched: file.sharedAddressVouched === true,
     events: [],
     run,
     state,

@@ -13,7 +13,7 @@ import { RunState, type RunRecord } from './run-state';
 import { Accusations, type AccusationRecord } from './accusations';
 import { HubRole } from './hub-role';
 import { medianStep } from './formation';
-import { clientOf } from './seats';
+import { countClients } from './seats';
 
 /** The ring's event log keeps this many of the newest events. */
 const MAX_ROOM_EVENTS = 200;
@@ -76,9 +76,9 @@ export class RoomCore {
     return { room: this.name, generation: this.currentGeneration, members: ring.map((m, rank) => this.members.info(m, rank)), hub: this.hubInfo(), clients: this.clients, maskSeed: this.members.maskSeed };
   }
 
-  /** How many distinct clients the ring's members are (seats.ts: clientOf). */
+  /** How many distinct clients the ring's members are (seats.ts: countClients; the teacher may vouch for shared addresses). */
   get clients(): number {
-    return new Set(this.members.ring.map(clientOf)).size;
+    return countClients(this.members.ring, this.members.sharedAddressVouched);
   }
 
   hubInfo(): MemberInfo | null {

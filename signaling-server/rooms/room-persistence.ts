@@ -8,7 +8,7 @@ import { storedConfigSchema } from '../../shared/tasks/start-config';
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { z } from 'zod';
-import { BACKENDS, ROOM_STATES, WORKER_KINDS, collectSettingSchema, roomNameSchema } from '../../shared/protocol';
+import { BACKENDS, MAX_ROOM_MEMBERS, ROOM_STATES, WORKER_KINDS, collectSettingSchema, roomNameSchema } from '../../shared/protocol';
 import type { Clock } from '../../shared/util/clock';
 import type { Room } from './room';
 import { decodeRoom, encodeRoom, fromRoomFile, toRoomFile, type RoomFile } from './room-codec';
@@ -49,6 +49,10 @@ const persistedRoomSchema = z.strictObject({
     .optional(),
   /** Absent in files from before collecting, and while the room collects for nothing. */
   collect: collectSettingSchema.optional(),
+  /** The teacher's seat cap per address, only while one is set (without it here, a restart read such a room as invalid). */
+  seatsPerAddress: z.number().int().min(1).max(MAX_ROOM_MEMBERS).optional(),
+  /** Only while the teacher vouches that members sharing an address are distinct devices (secure-count.ts). */
+  sharedAddressVouched: z.literal(true).optional(),
 });
 
 export class RoomPersistence {

@@ -8,6 +8,7 @@ import { exampleBytes, trainingSetBytes } from '../../shared/data/data-service';
 import { datasetFacts } from '../../shared/tasks/registry';
 import { DEFAULT_SEATS_PER_LAN_ADDRESS } from './seats';
 import type { RoomCore } from './room-core';
+import { secureHold } from './secure-count';
 
 /** The room API shows this many of the newest events. */
 const ROOM_EVENTS_SHOWN = 50;
@@ -45,7 +46,8 @@ export function roomStatus(core: RoomCore): RoomStatus {
     joins: run.joins ?? [],
     collect: core.collectSetting,
     hubAccess: hubAccess(core),
-    seats: { perAddress: core.members.seatsPerAddress, defaultPerLanAddress: DEFAULT_SEATS_PER_LAN_ADDRESS },
+    seats: { perAddress: core.members.seatsPerAddress, defaultPerLanAddress: DEFAULT_SEATS_PER_LAN_ADDRESS, vouched: core.members.sharedAddressVouched },
+    secureHold: secureHold(core),
   };
 }
 

@@ -34,6 +34,7 @@ import { evictKeyless, type KeylessEviction } from './keyless';
 import { roomStatus } from './room-status';
 import { endIfStalled, stallOf, type Stall } from './stall-watch';
 import { requestReform, type Reform } from './reform-votes';
+import { vouchForSharedAddresses } from './secure-count';
 
 export type { NewMember } from './membership';
 
@@ -83,9 +84,10 @@ export class Room {
     return this.size === 0;
   }
 
-  /** Nobody is in it, nothing trains, it collects for nothing, bars no hub and keeps no seat cap: the store may forget it. */
+  /** Nobody is in it, nothing trains, it collects for nothing, bars no hub and keeps no seat setting: the store may forget it. */
   get isDisposable(): boolean {
-    return this.isEmpty && !this.isTraining && this.core.collectSetting === null && this.hubBarred() === null && this.core.members.seatsPerAddress === null;
+    const seats = this.core.members;
+    return this.isEmpty && !this.isTraining && this.core.collectSetting === null && this.hubBarred() === null && seats.seatsPerAddress === null && !seats.sharedAddressVouched;
   }
 
   /** The teacher's cap on seats per client address, or null for the defaults by address (seats.ts). */
@@ -96,6 +98,16 @@ export class Room {
   /** Sets (a number) or clears (null) the teacher's cap; members already in keep their seats. */
   setSeatsPerAddress(cap: number | null): void {
     this.core.members.seatsPerAddress = cap;
+  }
+
+  /** Whether the teacher vouched that members sharing an address are distinct devices (secure-count.ts). */
+  get sharedAddressVouched(): boolean {
+    return this.core.members.sharedAddressVouched;
+  }
+
+  /** The teacher vouches (or stops) that members sharing an address are distinct devices (secure-count.ts). */
+  vouchForSharedAddresses(vouched: boolean): MembershipChange {
+    return vouchForSharedAddresses(this.core, vouched);
   }
 
   /** What the students collect (a task's items, and its classes), or null. */

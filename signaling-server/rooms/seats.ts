@@ -115,3 +115,11 @@ export function clientOf(member: { id: string; address?: string }): string {
   if (address === undefined || addressScope(address) === 'loopback') return `member:${member.id}`;
   return addressGroup(address);
 }
+
+/**
+ * How many distinct clients `members` are: by clientOf, or each its own once the teacher
+ * vouched that members sharing an address are distinct devices (secure-count.ts).
+ */
+export function countClients(members: ReadonlyArray<{ id: string; address?: string }>, vouched: boolean): number {
+  return vouched ? members.length : new Set(members.map(clientOf)).size;
+}

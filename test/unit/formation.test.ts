@@ -35,11 +35,13 @@ test('issue 38 (4): the history of broken links follows the client address, so a
   assert.deepEqual(membersToShed([report('t1', 'c'), report('t2', 'c'), report('c', 't1', 't2')], tabs, { '10.0.0.66': 1 }).members, ['t1', 't2']);
 });
 
-test('a link named from both ends sheds the newer end; one that broke links before goes first', () => {
-  assert.deepEqual(membersToShed([report('b', 'c'), report('c', 'b')], ring, {}).members, ['c'], 'the newer of the two');
-  assert.deepEqual(membersToShed([report('b', 'c'), report('c', 'b')], ring, { b: 1 }).members, ['b'], 'the common factor of broken links');
+test('issue 57 (6): a link named from both ends sheds the older end on a tie, never the newcomer (failed on the previous main); one that broke links before goes first', () => {
+  assert.deepEqual(membersToShed([report('b', 'c'), report('c', 'b')], ring, {}).members, ['b'], 'the older of the two: the newcomer stays');
+  assert.deepEqual(membersToShed([report('b', 'c'), report('c', 'b')], ring, { c: 1 }).members, ['c'], 'the common factor of broken links');
+  // Links broken with different classmates outweigh more links broken with one.
+  assert.deepEqual(membersToShed([report('b', 'c'), report('c', 'b')], ring, { b: 3, c: 2 }, { b: ['x'], c: ['x', 'y'] }).members, ['c'], 'the one that broke links with more classmates');
   const shed = membersToShed([report('a', 'b'), report('b', 'a'), report('d', 'e'), report('e', 'd')], ring, {});
-  assert.deepEqual(shed.members, ['b', 'e'], 'two broken links, one end each');
+  assert.deepEqual(shed.members, ['b', 'd'], 'two broken links, one end each');
   assert.deepEqual(shed.links, [['a', 'b'], ['d', 'e']]);
 });
 

@@ -21,7 +21,7 @@ function rendered(members: number, clients: number): string {
 }
 
 test('issue 38 (6): three tabs from two devices wait for a third device, and the line says why (failed on the previous main)', () => {
-  assert.equal(rendered(3, 2), "Secure aggregation is waiting for student 3: with 2 (3 tabs, 2 devices: tabs of one device count once), each would learn the other's gradient from their sum.");
+  assert.equal(rendered(3, 2), "Secure aggregation is waiting for student 3: with 2 (3 members on 2 network addresses: one address counts once, unless you vouch under the seats setting that its members are different devices), each would learn the other's gradient from their sum.");
   assert.match(rendered(3, 3), /^Secure aggregation is on/);
   assert.match(rendered(2, 2), /^Secure aggregation is waiting for student 3: with 2, each/);
 });
