@@ -23,10 +23,26 @@
  * new ring starts them at zero, and a sum that fails leaves them as they were.
  *
  * What a sum reveals beyond the class's sum: S, the sum of the ranks' largest magnitudes per
- * block (masked alike under secure aggregation, so no rank's own is seen).
+ * block (masked alike under secure aggregation, so no rank's own is seen), and whether some
+ * rank refused it (below).
+ *
+ * A hostile rank's claim (issue 57, defect 8): S is summed, unchecked and, under secure
+ * aggregation, masked, so one rank claiming SCALE_BOUND makes the step so wide that every
+ * honest value rounds to 0, and one claiming less than nothing makes S smaller than the
+ * honest sum, so honest words wrap. Each rank therefore checks S against its own magnitude
+ * (S ≥ c_i, and S ≤ MAX_GRID_TO_OWN_RATIO·c_i) and adds its objection to one extra float of
+ * the words' exact tail: every rank sees the same count and all refuse the step together
+ * (ERR_PEER_MISBEHAVED, naming nobody: only the sum of the claims is ever seen, so the
+ * claimant cannot be told from the others; the step fails as one with ERR_SECAGG_MISMATCH
+ * does: the class re-forms). Words past a rank's clamp are caught on decode: honest words keep
+ * the sum within ±(L + N), and the others' words within their share of the grid, so a sum
+ * outside either has wrapped, and the rank refuses it the same way. What passes: words that
+ * wrap within both ranges, and a negative claim that keeps S above every rank's own; without
+ * range proofs a rank's masked words can move the sum anywhere in the words' range anyway.
  */
 import { COLLECTIVE_TAG, passOptions, type BroadcastChain, type Collective, type CollectiveOptions, type CollectiveTag } from './collective';
 import { wordsOf } from './words';
+import { WebringError } from '../protocol/errors';
 import type { SumWordBits } from '../protocol';
 
 /** Values that share one grid: a layer's weights mostly share a magnitude, so blocks this small lose little to the largest. */
@@ -39,6 +55,24 @@ export const BLOCK_FLOATS = 1024;
 export const SCALE_GRID = 2 ** -16;
 /** The largest magnitude a block may claim: the fixed point's bound; larger values are clamped, and the rest waits in the residual. */
 export const SCALE_BOUND = 2 ** 10 - SCALE_GRID;
+
+/**
+ * How far the agreed S may exceed a rank's own largest magnitude c_i in a block before it
+ * refuses the step. Honest S / c_i is at most N times the spread of the ranks' largest
+ * magnitudes: 32 members (MAX_ROOM_MEMBERS) whose blocks peak 128× above this one's give
+ * 4,096. A claim of SCALE_BOUND exceeds it against any block below 0.25 (gradients peak
+ * around 10⁻³ to 10⁻¹). A claim just under it leaves an honest rank L / 4,096 of a step:
+ * 8 steps in 16-bit words; in 8-bit words its values wait tens of sums in the residual.
+ */
+export const MAX_GRID_TO_OWN_RATIO = 2 ** 12;
+/**
+ * The magnitude a nearly silent block is compared as, so that a rank whose values there are
+ * all tiny does not refuse classmates' ordinary ones: it objects only when S exceeds 16
+ * (4,096 × 2⁻⁸; 32 members peaking at 0.5), while a claim of SCALE_BOUND still exceeds it.
+ */
+export const OWN_MAGNITUDE_FLOOR = 2 ** -8;
+/** Slack on the others' share of the grid checked on decode: it covers S's float32 rounding (at most N·L·2⁻²⁴ < 0.1 of a step). */
+const SHARE_SLACK = 0.5;
 
 /** The levels of the grid of a sum of `n` ranks in `bits`-bit words: L = 2^(b−1) − n − 2 (see above). */
 export const quantizedLevels = (bits: 8 | 16, n: number): number => 2 ** (bits - 1) - n - 2;
@@ -62,6 +96,10 @@ interface TagState {
   own: Float32Array;
   /** The class's sums of them (before the scales' all-reduce: a copy of `own`). */
   scales: Float32Array;
+  /** The words, then the tail as float32, then the count of ranks that refuse the grid: what the inner collective sums (per tag, so that PowerSGD's two sums a step reuse theirs). */
+  words: Float32Array;
+  /** This rank's own words, kept to check the others' share of the sum on decode. */
+  sent: Int16Array;
 }
 
 export class QuantizedCollective implements Collective {
@@ -70,8 +108,6 @@ export class QuantizedCollective implements Collective {
   /** Values clamped to the grid's bound over the collective's life (their excess waits in the residual). */
   clamped = 0;
   private readonly states = new Map<CollectiveTag, TagState>();
-  /** The words, then the tail as float32: what the inner collective sums. */
-  private words = new Float32Array(0);
   private readonly levels: number;
   private readonly scaleOptions: CollectiveOptions = { wire: 'fp32', exactTail: 0 };
   private readonly wordOptions: CollectiveOptions;
@@ -102,9 +138,8 @@ export class QuantizedCollective implements Collective {
     const head = buf.length - tail;
     const blocks = Math.ceil(head / BLOCK_FLOATS);
     const state = this.stateOf(tag, head);
-    const { owed, next, own, scales } = state;
-    if (this.words.length !== buf.length) this.words = new Float32Array(buf.length);
-    const words = this.words;
+    if (state.words.length !== buf.length + 1) state.words = new Float32Array(buf.length + 1);
+    const { owed, next, own, scales, words, sent } = state;
 
     // What this rank owes: its buffer plus what its last sum did not carry (kept in `next`
     // until the sum succeeds), and each block's largest magnitude on the grid.
@@ -123,22 +158,40 @@ export class QuantizedCollective implements Collective {
 
     const w = wordsOf(words);
     const levels = this.levels;
-    for (let b = 0; b < blocks; b++) {
-      const grid = scales[b]! / levels;
-      const cap = grid > 0 ? Math.ceil(own[b]! / grid) : 0;
-      for (let i = b * BLOCK_FLOATS, end = Math.min(head, i + BLOCK_FLOATS); i < end; i++) {
-        const x = next[i]!;
-        let q = grid > 0 ? Math.round(x / grid) : 0;
-        if (q > cap || q < -cap) {
-          q = q > 0 ? cap : -cap;
-          this.clamped++;
+    const refused = this.refusedBlock(own, scales, blocks);
+    if (refused >= 0) w.fill(0, 0, head); // it takes part, so that every rank learns of the refusal, but sends nothing
+    else {
+      for (let b = 0; b < blocks; b++) {
+        const grid = scales[b]! / levels;
+        const cap = grid > 0 ? Math.ceil(own[b]! / grid) : 0;
+        for (let i = b * BLOCK_FLOATS, end = Math.min(head, i + BLOCK_FLOATS); i < end; i++) {
+          const x = next[i]!;
+          let q = grid > 0 ? Math.round(x / grid) : 0;
+          if (q > cap || q < -cap) {
+            q = q > 0 ? cap : -cap;
+            this.clamped++;
+          }
+          w[i] = q; // a Uint32Array store: q's two's complement
+          sent[i] = q; // |q| ≤ cap ≤ L + 1 < 2^15
+          next[i] = x - q * grid;
         }
-        w[i] = q; // a Uint32Array store: q's two's complement
-        next[i] = x - q * grid;
       }
     }
     words.set(buf.subarray(head), head);
-    await this.inner.allReduce(words, step, tag, passOptions(this.wordOptions, options, tail));
+    words[buf.length] = refused >= 0 ? 1 : 0;
+    await this.inner.allReduce(words, step, tag, passOptions(this.wordOptions, options, tail + 1));
+
+    // A count other than 0 is some rank's refusal (or a hostile rank's number): all refuse alike.
+    const refusals = words[buf.length]!;
+    if (refused >= 0 || refusals !== 0) {
+      const why = refused >= 0 ? `block ${refused}'s agreed magnitude ${scales[refused]} is out of proportion to this rank's ${own[refused]}` : `${refusals} refusal(s) counted`;
+      throw new WebringError('ERR_PEER_MISBEHAVED', `step ${step}: the quantized sum's grid is refused (${why}); the claimant cannot be named: only the sum of the claims is seen`);
+    }
+    const wrapped = this.wrappedBlock(w, sent, own, scales, blocks, head);
+    if (wrapped >= 0) {
+      const why = `block ${wrapped}'s quantized sum left the range honest words allow (a rank's words past its clamp wrapped it)`;
+      throw new WebringError('ERR_PEER_MISBEHAVED', `step ${step}: ${why}; the sender cannot be named`);
+    }
 
     // The class's sum: the low b bits of each word as a signed integer, on the agreed grid.
     const shift = 32 - this.bits;
@@ -146,16 +199,54 @@ export class QuantizedCollective implements Collective {
       const grid = scales[b]! / levels;
       for (let i = b * BLOCK_FLOATS, end = Math.min(head, i + BLOCK_FLOATS); i < end; i++) buf[i] = ((w[i]! << shift) >> shift) * grid;
     }
-    buf.set(words.subarray(head), head);
+    buf.set(words.subarray(head, buf.length), head);
     state.owed = next;
     state.next = owed;
+  }
+
+  /**
+   * The first block whose agreed magnitude S is out of proportion to this rank's own c, or −1:
+   * below c (honest ranks claim ≥ 0, so some claim was negative) or, where this rank has
+   * anything in the block, above MAX_GRID_TO_OWN_RATIO times it (or times the floor).
+   */
+  private refusedBlock(own: Float32Array, scales: Float32Array, blocks: number): number {
+    for (let b = 0; b < blocks; b++) {
+      const c = own[b]!;
+      const s = scales[b]!;
+      if (!(s >= c)) return b; // NaN too
+      if (c > 0 && s > MAX_GRID_TO_OWN_RATIO * Math.max(c, OWN_MAGNITUDE_FLOOR)) return b;
+    }
+    return -1;
+  }
+
+  /**
+   * The first block whose summed words honest ranks could not have sent, or −1: beyond
+   * ±(L + N) (the bound above), or whose part from the other ranks (the sum less this rank's
+   * words) exceeds their share of the grid, (S − c_i)/s plus a step each for rounding up.
+   */
+  private wrappedBlock(w: Uint32Array, sent: Int16Array, own: Float32Array, scales: Float32Array, blocks: number, head: number): number {
+    const shift = 32 - this.bits;
+    const n = this.worldSize;
+    const levels = this.levels;
+    const whole = levels + n;
+    for (let b = 0; b < blocks; b++) {
+      const s = scales[b]!;
+      const others = s > 0 ? levels - (levels * own[b]!) / s + n - 1 + SHARE_SLACK : 0;
+      for (let i = b * BLOCK_FLOATS, end = Math.min(head, i + BLOCK_FLOATS); i < end; i++) {
+        const v = (w[i]! << shift) >> shift;
+        const rest = ((w[i]! - sent[i]!) << shift) >> shift;
+        if (v > whole || v < -whole || rest > others || rest < -others) return b;
+      }
+    }
+    return -1;
   }
 
   private stateOf(tag: CollectiveTag, head: number): TagState {
     let state = this.states.get(tag);
     if (!state || state.owed.length !== head) {
       const blocks = Math.ceil(head / BLOCK_FLOATS);
-      state = { owed: new Float32Array(head), next: new Float32Array(head), own: new Float32Array(blocks), scales: new Float32Array(blocks) };
+      const [own, scales] = [new Float32Array(blocks), new Float32Array(blocks)];
+      state = { owed: new Float32Array(head), next: new Float32Array(head), own, scales, words: new Float32Array(0), sent: new Int16Array(head) };
       this.states.set(tag, state);
     }
     return state;
