@@ -26,12 +26,12 @@ test('the teacher shows the join code and sets the seats per address; a wrong co
   await expect(seats).toHaveValue('');
   const seatsNow = async () => ((await (await request.get(`/api/rooms/${ROOM}`, asTeacher)).json()) as RoomStatus).seats;
   await seats.selectOption('12');
-  await expect.poll(seatsNow).toEqual({ perAddress: 12, defaultPerLanAddress: 4 });
+  await expect.poll(seatsNow).toEqual({ perAddress: 12, defaultPerLanAddress: 4, vouched: false });
   // A reload shows the room's setting, read from its status.
   await teacher.reload();
   await expect(seats).toHaveValue('12');
   await seats.selectOption('');
-  await expect.poll(seatsNow).toEqual({ perAddress: null, defaultPerLanAddress: 4 });
+  await expect.poll(seatsNow).toEqual({ perAddress: null, defaultPerLanAddress: 4, vouched: false });
   await expect(seats).toHaveValue('');
 
   // Without the teacher token the card says why there is no code, and shows none.

@@ -216,7 +216,7 @@ test('a whole class behind one public (school NAT) address joins by default; the
 
 test("the room status shows the teacher's seat setting: the cap after a PUT, null after going back to the defaults", async () => {
   const room = 'seat-status';
-  const defaults = { perAddress: null, defaultPerLanAddress: DEFAULT_SEATS_PER_LAN_ADDRESS };
+  const defaults = { perAddress: null, defaultPerLanAddress: DEFAULT_SEATS_PER_LAN_ADDRESS, vouched: false };
   assert.deepEqual((await status(room)).seats, defaults);
   const set = await teacher('PUT', `/api/rooms/${room}/seats`, { perAddress: 12 });
   assert.equal(set.status, 200);
