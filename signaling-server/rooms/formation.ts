@@ -175,8 +175,8 @@ export class Formation {
 /**
  * The shedding rule as a pure function: `reports` of one generation, the `ring` in rank
  * order, how many shed links each history key (an address, else a member id) was an end of
- * before (`history`), and with which different history keys (`partners`). Issue 38 found two neighbours could shed anyone, the chief
- * included, by naming it; so:
+ * before (`history`), and with which different history keys (`partners`). Issue 38 found
+ * two neighbours could shed anyone, the chief included, by naming it; so:
  * - a member named by both neighbours is shed only when it named one of them too (a link
  *   that is really shut is seen from both ends; a claim its other end denies is not), and
  *   when the two are not one client's tabs (different history keys);
