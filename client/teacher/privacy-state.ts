@@ -18,7 +18,9 @@ export function renderPrivacy(el: HTMLElement, s: RoomStatus): void {
   // Members on one network address count once (RoomStatus.clients), so a student's two tabs
   // and a classmate wait too; so does a class behind one NAT, until the teacher vouches for it.
   const clients = Math.min(s.members.length, s.clients);
-  const tabs = clients < s.members.length ? ` (${s.members.length} members on ${clients} network address${clients === 1 ? '' : 'es'}: one address counts once, unless you vouch under the seats setting that its members are different devices)` : '';
+  const addresses = `${clients} network address${clients === 1 ? '' : 'es'}`;
+  const vouch = 'one address counts once, unless you vouch under the seats setting that its members are different devices';
+  const tabs = clients < s.members.length ? ` (${s.members.length} members on ${addresses}: ${vouch})` : '';
   // Absent from older servers: not vouched.
   const vouched = s.seats?.vouched === true
     ? " You vouched that members sharing an address are different devices, so each counts as a student: a student's extra tabs would count too, and with few classmates could read one's gradient."

@@ -76,7 +76,8 @@ export class SecureRun {
     }
     if (status.current.secureWait === null) {
       // Members count by network address unless the teacher vouched for a class behind one NAT (signaling-server/rooms/secure-count.ts).
-      const seats = clients < worldSize ? ` (${worldSize} seats on ${clients} network address${clients === 1 ? '' : 'es'}: one address counts once unless the teacher vouches that they are different devices)` : '';
+      const addresses = `${clients} network address${clients === 1 ? '' : 'es'}`;
+      const seats = clients < worldSize ? ` (${worldSize} seats on ${addresses}: one address counts once unless the teacher vouches that they are different devices)` : '';
       const wait = `secure aggregation needs ${MIN_SECURE_MEMBERS} members and the ring has ${clients}${seats}: with two, each would learn the other's gradient from the sum`;
       log(`holding: ${wait}`);
       status.update({ secureWait: wait });

@@ -27,7 +27,9 @@ export function secureHold(core: RoomCore): string | null {
   const needs = `secure aggregation holds: it needs ${MIN_SECURE_MEMBERS} distinct clients and the ring has ${clients}`;
   if (clients === ring.length) return `${needs}; with fewer, each would learn the other's gradient from the sum`;
   const shared = clients === 1 ? `all ${ring.length} members share one network address` : `the ${ring.length} members share ${clients} network addresses`;
-  return `${needs}: ${shared}, and members on one address count once (one student's tabs must not count as several); if they are different devices behind one NAT, vouch for them under the seats setting (PUT /api/rooms/${core.name}/seats {"vouched": true})`;
+  const why = "members on one address count once (one student's tabs must not count as several)";
+  const vouch = `if they are different devices behind one NAT, vouch for them under the seats setting (PUT /api/rooms/${core.name}/seats {"vouched": true})`;
+  return `${needs}: ${shared}, and ${why}; ${vouch}`;
 }
 
 /**
@@ -39,7 +41,8 @@ export function vouchForSharedAddresses(core: RoomCore, vouched: boolean): Membe
   const before = core.clients;
   core.members.sharedAddressVouched = vouched;
   if (!core.isTraining || core.members.ring.length === 0 || core.clients === before) return NO_CHANGE;
-  const detail = vouched ? `the teacher vouched that members sharing an address are distinct devices: ${core.clients} clients` : `the teacher withdrew the vouch for shared addresses: ${core.clients} clients`;
+  const what = vouched ? 'the teacher vouched that members sharing an address are distinct devices' : 'the teacher withdrew the vouch for shared addresses';
+  const detail = `${what}: ${core.clients} clients`;
   core.log('reformed', [], detail);
   return { generation: core.bumpGeneration(), trainingAborted: false };
 }

@@ -27,7 +27,8 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** Student `name` joins `room` from client address `ip`; its socket and member id. */
 async function studentFrom(room: string, ip: string, name: string): Promise<{ socket: TestSocket; id: string }> {
-  const socket: TestSocket = t.keep(connect(t.server.url, { transports: ['websocket'], forceNew: true, reconnection: false, auth: { room, code: codeFor(room) }, extraHeaders: { 'x-forwarded-for': ip } }));
+  const options = { transports: ['websocket'], forceNew: true, reconnection: false, auth: { room, code: codeFor(room) }, extraHeaders: { 'x-forwarded-for': ip } };
+  const socket: TestSocket = t.keep(connect(t.server.url, options));
   await new Promise<void>((resolve, reject) => {
     socket.once('connect', () => resolve());
     socket.once('connect_error', reject);
