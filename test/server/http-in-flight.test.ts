@@ -27,8 +27,12 @@ const SENT_BYTES = 1024 * 1024;
 const MAX_GROWTH_BYTES = 8 * 1024 * 1024;
 /** How long the server has to finish closing the refused connections before its memory is looked at. */
 const SETTLE_MS = 1_000;
-/** How soon a refusal from the headers is answered. */
-const ANSWER_WITHIN_MS = 2_000;
+/**
+ * A refusal from the headers comes before this: under the 10 s a body may sit idle, so an
+ * answer within it was not waiting for the body (the old server never answered at all).
+ * Generous, for a loaded machine: the figure the test prints is the measurement.
+ */
+const ANSWER_WITHIN_MS = 8_000;
 /** Slack on the server's timeouts: its sweep runs once a second, and the machine may be loaded. */
 const CUT_SLACK_MS = 3_000;
 
