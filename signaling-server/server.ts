@@ -135,6 +135,8 @@ export interface RunningServer {
   info(): ServerInfo;
   /** A room's join code and class links (what the teacher shows). */
   joinInfo(room: string): RoomJoinInfo;
+  /** Bytes of relayed messages the server holds for members whose connections are behind (edge/relay-backpressure.ts). */
+  relayHeldBytes(): number;
   close(): Promise<void>;
 }
 
@@ -364,6 +366,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     io,
     info,
     joinInfo,
+    relayHeldBytes: () => ctx.relayFlow.heldBytes,
     close: async () => {
       ctx.draining = true;
       // Only this node's connections: through the Redis adapter a plain disconnectSockets reaches every node's.
