@@ -205,13 +205,23 @@ export function membersToShed(
     .map(([id]) => id);
   const shed = new Set(isolated);
   const links: Array<[string, string]> = [];
-  // Links named from both ends, between members not shed already: one end goes.
+  // This round's links named from both ends, and each end's different partners among them.
+  const both: Array<[string, string]> = [];
+  const brokenWith = new Map<string, Set<string>>();
   for (const [a, byA] of named) {
     for (const b of byA) {
-      if (a >= b || shed.has(a) || shed.has(b) || !namesBack(a, b)) continue;
-      links.push([a, b]);
-      shed.add(culpritOf(inRing.get(a)!, inRing.get(b)!, history, partners, chief));
+      if (a >= b || !namesBack(a, b)) continue;
+      both.push([a, b]);
+      (brokenWith.get(a) ?? brokenWith.set(a, new Set()).get(a)!).add(b);
+      (brokenWith.get(b) ?? brokenWith.set(b, new Set()).get(b)!).add(a);
     }
+  }
+  // Between members not shed already, one end goes (culpritOf).
+  const breadth = (id: string) => brokenWith.get(id)?.size ?? 0;
+  for (const [a, b] of both) {
+    if (shed.has(a) || shed.has(b)) continue;
+    links.push([a, b]);
+    shed.add(culpritOf(inRing.get(a)!, inRing.get(b)!, history, partners, breadth, chief));
   }
   // Never shed the whole ring: the oldest member stays.
   if (shed.size >= ring.length) shed.delete(ring.reduce((o, m) => (m.index < o.index ? m : o)).id);
@@ -226,11 +236,20 @@ export function historyKey(m: RingPosition): string {
 /**
  * Of a broken link's two ends: never the chief; else the one whose shed links before were
  * with more different classmates (a seat refusing many), else the one party to more shed
- * links, else the older. A tie is one-to-one, and the server cannot tell which end refuses:
+ * links, else the one whose links to more classmates broke in this round (`breadth`: a
+ * joiner that reaches nobody, where the class shares one address and the isolated rule
+ * cannot tell its neighbours apart), else the older. A tie is one-to-one, and the server cannot tell which end refuses:
  * shedding the newer let one seat keep one newcomer out for ever (issue 57, defect 6), so the
  * older goes, and a pair that keeps on refusing costs its two ends in turn.
  */
-function culpritOf(a: RingPosition, b: RingPosition, history: Readonly<Record<string, number>>, partners: Readonly<Record<string, readonly string[]>>, chief: string | undefined): string {
+function culpritOf(
+  a: RingPosition,
+  b: RingPosition,
+  history: Readonly<Record<string, number>>,
+  partners: Readonly<Record<string, readonly string[]>>,
+  breadth: (id: string) => number,
+  chief: string | undefined,
+): string {
   if (a.id === chief) return b.id;
   if (b.id === chief) return a.id;
   const pa = partners[historyKey(a)]?.length ?? 0;
@@ -239,6 +258,9 @@ function culpritOf(a: RingPosition, b: RingPosition, history: Readonly<Record<st
   const ha = history[historyKey(a)] ?? 0;
   const hb = history[historyKey(b)] ?? 0;
   if (ha !== hb) return ha > hb ? a.id : b.id;
+  const ba = breadth(a.id);
+  const bb = breadth(b.id);
+  if (ba !== bb) return ba > bb ? a.id : b.id;
   return a.index < b.index ? a.id : b.id;
 }
 

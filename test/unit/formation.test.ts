@@ -45,6 +45,12 @@ test('issue 57 (6): a link named from both ends sheds the older end on a tie, ne
   assert.deepEqual(shed.links, [['a', 'b'], ['d', 'e']]);
 });
 
+test('a joiner that reaches neither neighbour goes, not the neighbours, when the whole class shares one address (a class test shed an honest neighbour on the older-end tie)', () => {
+  const oneNat = ['c0', 'c1', 'c2', 'iso'].map((id, index) => ({ id, index, address: '127.0.0.1' }));
+  const shed = membersToShed([report('c2', 'iso'), report('c0', 'iso'), report('iso', 'c2', 'c0')], oneNat, {});
+  assert.deepEqual(shed.members, ['iso']);
+});
+
 test('one client naming a classmate sheds nobody; strangers and names outside the ring are ignored', () => {
   assert.deepEqual(membersToShed([report('b', 'c')], ring, {}).members, []);
   assert.deepEqual(membersToShed([report('x', 'c'), report('y', 'c')], ring, {}).members, [], 'reporters outside the ring count for nothing');
