@@ -77,7 +77,14 @@ export class RelayBackpressure {
    * refusals reach RELAY_FLOOD_STRIKES within a window. Messages to one target go in
    * arrival order.
    */
-  forward(from: string, targetId: string, target: RelayTarget | null, bytes: number, send: RelaySend, onNamed: (from: string) => void): Promise<void> {
+  forward(
+    from: string,
+    targetId: string,
+    target: RelayTarget | null,
+    bytes: number,
+    send: RelaySend,
+    onNamed: (from: string) => void,
+  ): Promise<void> {
     if (!target) {
       send(() => undefined);
       return Promise.resolve();
@@ -94,7 +101,8 @@ export class RelayBackpressure {
     const held = flow.held.reduce((sum, h) => (h.from === from ? sum + h.bytes : sum), 0);
     if (held + bytes > RELAY_PAIR_HELD_BYTES) {
       if (this.strike(from)) onNamed(from);
-      throw new WebringError('ERR_RELAY_BACKLOG', `the server holds ${held} bytes from ${from} that its partner has not taken yet; wait for the acknowledgements before sending more`);
+      const why = `the server holds ${held} bytes from ${from} that its partner has not taken yet`;
+      throw new WebringError('ERR_RELAY_BACKLOG', `${why}; wait for the acknowledgements before sending more`);
     }
     return new Promise<void>((resolve, reject) => {
       flow.held.push({ from, bytes, at: this.clock.now(), send, settle: (error) => (error ? reject(error) : resolve()) });
@@ -131,7 +139,8 @@ export class RelayBackpressure {
     flow.timer = null;
     const now = this.clock.now();
     if (!flow.target.connected) {
-      for (const h of flow.held.splice(0)) h.settle(new WebringError('ERR_NOT_IN_ROOM', 'the partner\'s connection closed before the server could relay to it'));
+      const closed = new WebringError('ERR_NOT_IN_ROOM', 'the partner\'s connection closed before the server could relay to it');
+      for (const h of flow.held.splice(0)) h.settle(closed);
       this.flows.delete(targetId);
       return;
     }

@@ -63,9 +63,11 @@ export function recordRelayStatement(members: Membership, statement: RelayStatem
  */
 export function checkRelayAllowed(members: Membership, from: string, to: string, linkId: string): void {
   if (!arePartners(members, from, to)) {
-    throw new WebringError('ERR_RELAY_REFUSED', `member ${to} is not a ring partner of ${from} in this generation or the one before; the relay carries only the ring's own links`, 'to');
+    const why = `member ${to} is not a ring partner of ${from} in this generation or the one before`;
+    throw new WebringError('ERR_RELAY_REFUSED', `${why}; the relay carries only the ring's own links`, 'to');
   }
   if (!members.relayStatements.some((s) => s.from === to && s.to === from && s.linkId === linkId)) {
-    throw new WebringError('ERR_RELAY_REFUSED', `member ${to} has not said it relays link ${linkId}; a link goes over the relay once both ends send the relay signal`, 'linkId');
+    const why = `member ${to} has not said it relays link ${linkId}`;
+    throw new WebringError('ERR_RELAY_REFUSED', `${why}; a link goes over the relay once both ends send the relay signal`, 'linkId');
   }
 }

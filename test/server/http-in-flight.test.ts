@@ -10,9 +10,8 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import http from 'node:http';
 import net from 'node:net';
-import v8 from 'node:v8';
-import vm from 'node:vm';
 import { AS_TEACHER, join, useTestServer } from '../support/server';
+import { retainedBytes } from '../support/retained-memory';
 import { NETWORK_PROBE_BYTES, type AckResult, type JoinAccepted } from '../../shared/protocol';
 import type { ErrorBody } from '../../shared/protocol/errors';
 import { BODY_IDLE_TIMEOUT_MS, MAX_BODIES_IN_FLIGHT_PER_ADDRESS } from '../../signaling-server/edge/in-flight';
@@ -86,20 +85,12 @@ async function member(room: string, name: string): Promise<JoinAccepted> {
   return joined;
 }
 
-// What the server holds, not garbage it has yet to collect: a collection before each look.
-v8.setFlagsFromString('--expose-gc');
-const gc = vm.runInNewContext('gc') as () => void;
-const retained = (): number => {
-  gc();
-  const { arrayBuffers, heapUsed } = process.memoryUsage();
-  return arrayBuffers + heapUsed;
-};
 
 test(`${HELD_UPLOADS} held network-probe uploads for a check that does not exist are answered 409 ERR_STALE_RUN at once, and cost the server no memory`, async () => {
   const room = 'held-probes';
   const ann = await member(room, 'ann');
   const piece = Buffer.alloc(SENT_BYTES, 7);
-  const before = retained();
+  const before = retainedBytes();
   const held = Array.from({ length: HELD_UPLOADS }, () =>
     heldRequest(t.server.url, `/api/rooms/${room}/network-probe?check=12345`, { authorization: `Bearer ${ann.memberToken}` }, NETWORK_PROBE_BYTES, piece, ANSWER_WITHIN_MS * 2),
   );
@@ -107,7 +98,7 @@ test(`${HELD_UPLOADS} held network-probe uploads for a check that does not exist
     const answers = await Promise.all(held.map((h) => h.answer));
     // Closed connections free their last reads on later ticks: what is left after them is the cost.
     await new Promise((resolve) => setTimeout(resolve, SETTLE_MS));
-    const growth = retained() - before;
+    const growth = retainedBytes() - before;
     const slowest = Math.max(...answers.map((a) => a?.afterMs ?? Infinity));
     console.log(`${HELD_UPLOADS} held uploads: heap and buffers grew ${(growth / 1e6).toFixed(1)} MB; slowest answer ${slowest} ms`);
     assert.equal(answers.filter((a) => a === null).length, 0, 'every held upload is answered');

@@ -10,10 +10,9 @@
  */
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
-import v8 from 'node:v8';
-import vm from 'node:vm';
 import { codeFor, connectClient, join, useTestServer, type TestSocket } from '../support/server';
 import { throttledProxy, type ThrottledProxy } from '../support/throttled-proxy';
+import { retainedBytes } from '../support/retained-memory';
 import type { AckResult, RoomStatus } from '../../shared/protocol';
 import { RELAY_SIGNAL, RELAY_WINDOW_BYTES } from '../../shared/network/relay-link';
 import { RELAY_PAIR_HELD_BYTES } from '../../signaling-server/edge/relay-backpressure';
@@ -30,14 +29,6 @@ const MESSAGE_BYTES = 64 * 1024;
 /** How long each flood lasts: longer than the server's ping timeout (4 s) twice over. */
 const FLOOD_MS = 9_000;
 
-// What the process holds, not garbage it has yet to collect: a collection before each look.
-v8.setFlagsFromString('--expose-gc');
-const gc = vm.runInNewContext('gc') as () => void;
-const retained = (): number => {
-  gc();
-  const { arrayBuffers, heapUsed } = process.memoryUsage();
-  return arrayBuffers + heapUsed;
-};
 
 type Ack = AckResult<Record<string, never>>;
 const emitRelay = (socket: TestSocket, payload: unknown, ack: (r: Ack) => void): void => {
@@ -73,7 +64,7 @@ async function throttledStudent(room: string, name: string): Promise<{ socket: T
 async function flood(room: string, attacker: TestSocket, to: string, linkId: string): Promise<{ codes: Map<string, number>; presentChecks: boolean[]; peakBufferGrowth: number; peakHeld: number }> {
   const codes = new Map<string, number>();
   const presentChecks: boolean[] = [];
-  const start = retained();
+  const start = retainedBytes();
   let peak = 0;
   let peakHeld = 0;
   const payload = { to, linkId, bytes: new Uint8Array(MESSAGE_BYTES) };
@@ -84,7 +75,7 @@ async function flood(room: string, attacker: TestSocket, to: string, linkId: str
   const end = Date.now() + FLOOD_MS;
   while (Date.now() < end) {
     await new Promise((r) => setTimeout(r, 1_000));
-    peak = Math.max(peak, retained() - start);
+    peak = Math.max(peak, retainedBytes() - start);
     const status = await t.status(room);
     presentChecks.push(status.members.some((m) => m.id === to && m.connected));
   }
