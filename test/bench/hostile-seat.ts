@@ -7,10 +7,10 @@
  * ratio (the issue asks for at least 0.8), the longest the class went without a step and the
  * server's memory peak, and writes bench/hostile-seat.json with where the figures come from.
  * All processes share this machine's cores on loopback: the CPU regime, not a network's.
- * Asserts nothing.
+ * BENCH_LOG_DIR=dir keeps every worker's output there. Asserts nothing.
  */
 import path from 'node:path';
-import { writeFileSync } from 'node:fs';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import { startTestServer } from '../support/server';
 import { MAX_STEPS, QUIET_STEPS, longestStall, runHostileClass, runRate } from '../support/hostile-class';
 import type { ClassRoom } from '../support/class-room';
@@ -18,6 +18,8 @@ import { provenance } from './provenance';
 
 const OUT = path.resolve(import.meta.dirname, '../../bench/hostile-seat.json');
 const MiB = 2 ** 20;
+/** BENCH_LOG_DIR=dir keeps every worker's output under dir/plain and dir/attacked. */
+const LOG_DIR = process.env.BENCH_LOG_DIR ?? null;
 
 interface Figures {
   stepsPerSecond: number;
@@ -39,7 +41,13 @@ async function measure(hostile: boolean): Promise<Figures> {
       finished: run.done.state === 'done' && run.done.step === MAX_STEPS,
     };
   } finally {
-    for (const w of (klass as ClassRoom | null)?.workers ?? []) w.child.kill('SIGKILL');
+    const workers = (klass as ClassRoom | null)?.workers ?? [];
+    if (LOG_DIR) {
+      // Every worker's output, for the reader who wants to know where a stall came from.
+      mkdirSync(path.join(LOG_DIR, hostile ? 'attacked' : 'plain'), { recursive: true });
+      for (const w of workers) writeFileSync(path.join(LOG_DIR, hostile ? 'attacked' : 'plain', `${w.name}.log`), `${w.output.join('\n')}\n`);
+    }
+    for (const w of workers) w.child.kill('SIGKILL');
     await server.close();
   }
 }

@@ -19,7 +19,7 @@ export const QUIET_STEPS = 20;
 /** Each attack's length. */
 const PHASE_MS = 8_000;
 /** The run's last step: the quiet steps, the four attacks and what they cost, and steps after them. */
-export const MAX_STEPS = 120;
+export const MAX_STEPS = 220;
 /** The attacks in the order the seat runs them (hostile-seat.mjs). */
 export const PHASES = ['reform-storm', 'progress-lies', 'http', 'relay-flood'] as const;
 const SAMPLE_EVERY_MS = 1_000;
@@ -133,11 +133,13 @@ export function runRate(run: HostileRun): number {
   return ((run.done.step - from.step) * 1000) / (run.finishedAt - from.at);
 }
 
-/** The longest time between two samples at which the class's step rose. */
+/** The longest time between two samples at which the class's step rose, from its first step on (not the run's start-up). */
 export function longestStall(samples: readonly Sample[]): number {
   let longest = 0;
-  let since = samples[0]?.at ?? 0;
-  for (let i = 1; i < samples.length; i++) {
+  const first = samples.findIndex((s) => s.step >= 1);
+  if (first < 0) return 0;
+  let since = samples[first]!.at;
+  for (let i = first + 1; i < samples.length; i++) {
     if (samples[i]!.step === samples[i - 1]!.step) continue;
     longest = Math.max(longest, samples[i]!.at - since);
     since = samples[i]!.at;

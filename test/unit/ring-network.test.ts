@@ -136,6 +136,22 @@ test('a ring of two shares one link in both directions; a ring of one needs none
   assert.deepEqual(Array.from(buf), [1, 2, 3]);
 });
 
+test('a new link from the side that never dials is ignored: the open link and the ring stay as they are', async () => {
+  const world = createWorld();
+  const nets = ['m1', 'm2'].map((id) => world.add(id));
+  for (const net of nets) net.applyGeneration(generation(1, ['m1', 'm2']));
+  await allReduceEverywhere(nets, 1);
+  const links = world.created.length;
+  // m2 (the higher index, which never dials) opens a fresh link to m1, as a relayed one and as an offer.
+  nets[0]!.handleSignal('m2', 'm2-fresh-relay', { type: 'relay' });
+  assert.equal(world.created.length, links, 'm1 opened no connection for the relayed one');
+  nets[0]!.handleSignal('m2', 'm2-fresh-offer', { type: 'offer', linkTag: 'none' });
+  assert.equal(world.created.length, links, 'm1 opened no connection for the offer');
+  assert.equal(world.peersBetween('m1', 'm2').length, 2, 'the link both sides dialled is still open at both ends');
+  const sums = await allReduceEverywhere(nets, 2);
+  for (const b of sums) assert.equal(b[1], 1 + 101);
+});
+
 test('a worker that is not in the generation has no collective and drops its links', async () => {
   const world = createWorld();
   const nets = ['m1', 'm2'].map((id) => world.add(id));
