@@ -8,7 +8,7 @@ import './zod-jitless';
 import { io, type Socket } from 'socket.io-client';
 import type { Algorithm, ClientToServerEvents, ServerToClientEvents } from '../shared/protocol';
 import { BenchPeer, wallNow } from '../shared/network/bench-peer';
-import { directPeerFactory } from './browser-peer';
+import { createBrowserPeerFactory } from './browser-peer';
 
 const params = new URLSearchParams(location.search);
 const room = params.get('room') ?? 'bench';
@@ -18,7 +18,8 @@ const logEl = document.getElementById('log')!;
 const log = (m: string) => (logEl.textContent += `${m}\n`);
 
 const socket: Socket<ServerToClientEvents, ClientToServerEvents> = io({ transports: ['websocket'], auth: { room, code: params.get('code') ?? '' } });
-const peer = new BenchPeer(socket, directPeerFactory, log);
+// No ICE servers: the benchmark page's tabs reach each other through host candidates.
+const peer = new BenchPeer(socket, createBrowserPeerFactory(() => ({ iceServers: [] })), log);
 
 /** The relay's own events: bench-only, on a server the bench starts (never the classroom server). */
 interface RelayMessage {

@@ -2,10 +2,11 @@
 import type { PeerFactory } from '../shared/network/peer';
 import { createRtcPeerFactory } from '../shared/network/rtc-peer';
 
-/** Peers with the ICE config `rtcConfig` returns at each dial (the session's TURN credentials). */
+/**
+ * Peers with the ICE config `rtcConfig` returns at each dial (the session's TURN credentials).
+ * Called only where RTCPeerConnection exists (device-abilities.ts hasWebRtc): nothing here
+ * touches the global before then, so a browser without WebRTC can load the library.
+ */
 export function createBrowserPeerFactory(rtcConfig: () => RTCConfiguration): PeerFactory {
   return createRtcPeerFactory(RTCPeerConnection, { rtcConfig });
 }
-
-/** No ICE servers: the benchmark page's tabs reach each other through host candidates. */
-export const directPeerFactory = createBrowserPeerFactory(() => ({ iceServers: [] }));

@@ -9,6 +9,7 @@ import './zod-jitless';
 import { joinRoomWith, openMemberWith, type MemberOptions, type PlatformOptions, type RoomMember, type WorkerPlatform } from '../shared/library';
 import { openCompute } from './open-compute';
 import { createBrowserPeerFactory } from './browser-peer';
+import { hasWebRtc } from './device-abilities';
 import { deviceClassOf } from './device-class';
 import { indexedDbCheckpoints } from './indexeddb-checkpoints';
 
@@ -19,7 +20,9 @@ export async function browserPlatform(options: Pick<PlatformOptions, 'backend' |
   const compute = await openCompute(options.backend ?? null, options.compute ?? 'thread', options.log ?? (() => undefined));
   return {
     compute,
-    peerFactory: (rtcConfig) => createBrowserPeerFactory(rtcConfig),
+    // A browser built without RTCPeerConnection (WebKitGTK), or one a policy took it from,
+    // relays every link through the server, like a Node worker with --peer-links off.
+    peerFactory: (rtcConfig) => (hasWebRtc() ? createBrowserPeerFactory(rtcConfig) : null),
     kind: 'browser',
     device: options.device ?? deviceClassOf(navigator as Navigator & { userAgentData?: { mobile: boolean } }),
     localCheckpoints: indexedDbCheckpoints,

@@ -10,6 +10,7 @@ import { BACKEND_LABELS } from '../shared/protocol/vocabulary';
 import { toWebringError, type ErrorCode } from '../shared/protocol/errors';
 import { explainShare } from '../shared/training/share-balancer';
 import { showSecureContextNotice } from './secure-context';
+import { detectAbilities, showAbilities } from './device-abilities';
 import { normalizeJoinCode } from '../shared/protocol/join-code';
 import { describeRefusal } from './plain-errors';
 import { faultsFromFlags, type FaultInjector } from '../shared/training/faults';
@@ -49,6 +50,11 @@ function faultsFromQuery(): FaultInjector | undefined {
 const METRICS_POLL_MS = 2_000;
 
 void showSecureContextNotice($('secure-notice'));
+// Before Join: what this browser lacks is said here, never found by a failed join.
+void detectAbilities().then(({ abilities, secureKeysWhy }) => {
+  if (secureKeysWhy) console.warn(`[webring] no secure runs on this device: ${secureKeysWhy}`);
+  showAbilities($<HTMLDetailsElement>('abilities'), abilities);
+});
 
 /** A student who typed only the address gets the room the teacher's laptop printed. */
 async function fillDefaultRoom(): Promise<void> {

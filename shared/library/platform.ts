@@ -12,8 +12,12 @@ import type { DeviceClass, WorkerKind } from '../protocol';
 export interface WorkerPlatform {
   /** The device's maths: opened once, closed when the member leaves. */
   readonly compute: Compute;
-  /** Peers dialled with the ICE config `rtcConfig` returns at each dial (the session's TURN credentials). */
-  peerFactory(rtcConfig: () => RTCConfiguration): PeerFactory | Promise<PeerFactory>;
+  /**
+   * Peers dialled with the ICE config `rtcConfig` returns at each dial (the session's TURN
+   * credentials); null where the place has no WebRTC at all (a browser built without
+   * RTCPeerConnection): then every link goes through the signaling server.
+   */
+  peerFactory(rtcConfig: () => RTCConfiguration): PeerFactory | null | Promise<PeerFactory | null>;
   readonly kind: WorkerKind;
   /** What the teacher's class summary calls this device. */
   readonly device: DeviceClass;

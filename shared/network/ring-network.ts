@@ -337,14 +337,10 @@ export class RingNetwork {
     let link = this.links.get(from);
     // A new connection starts with the dialler's offer, or with its relay signal when it opens no WebRTC link.
     if ((data.type === 'offer' || data.type === RELAY_SIGNAL) && link?.linkId !== linkId) {
-      // Indices are never reused, so the dialler of a pair never changes, and the other side
-      // asks for a dial (DIAL_REQUEST) rather than opening one. A new link from the side that
-      // never dials would replace this side's open one: a classmate moved its working direct
-      // link onto the relay that way, to flood it and stall the class (issue 57).
-      if (this.neededPeer(from)?.dials) {
-        this.log(`ignoring ${from}'s new link ${linkId}: this side dials their link (the lower index)`);
-        return;
-      }
+      // Indices are never reused: the dialler of a pair never changes, and the other side asks
+      // it to dial. A new link from the other side would replace this side's open one; a seat
+      // moved its working link onto a flooded relay that way and stalled the class (issue 57).
+      if (this.neededPeer(from)?.dials) return this.log(`ignoring ${from}'s new link ${linkId}: this side dials their link`);
       if (!link) {
         link = new PeerLink(from, this);
         this.links.set(from, link);

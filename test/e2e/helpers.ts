@@ -89,6 +89,22 @@ export async function draw(page: Page, testId: string, points: Array<[number, nu
   await page.mouse.up();
 }
 
+/**
+ * The teacher page of `room` in a context of its own: waits for `members` rows, then starts
+ * a run of `steps` steps of the small MLP. The caller closes the context.
+ */
+export async function startMlpRun(browser: Browser, room: string, members: number, steps: number): Promise<{ teacher: Page; teacherContext: BrowserContext }> {
+  const teacherContext = await browser.newContext();
+  const teacher = await teacherContext.newPage();
+  await teacher.goto(`/teacher?room=${room}&token=${E2E_TOKEN}`);
+  await expect(teacher.getByTestId('members').locator('tr')).toHaveCount(members);
+  await teacher.locator('select[name=model]').selectOption('mlp');
+  await openAdvanced(teacher);
+  await teacher.locator('input[name=maxSteps]').fill(String(steps));
+  await teacher.getByRole('button', { name: 'Start' }).click();
+  return { teacher, teacherContext };
+}
+
 /** Opens the teacher form's Advanced section, where everything but the lesson's few choices is. */
 export async function openAdvanced(teacher: Page): Promise<void> {
   const advanced = teacher.getByTestId('advanced-settings');

@@ -6,9 +6,8 @@
  * weights, and the teacher page marks every one of them "via server", with why.
  */
 import { test, expect } from '@playwright/test';
-import { E2E_TOKEN } from '../../playwright.config';
 import type { RoomStatus } from '../../shared/protocol';
-import { asTeacher, openStudent, readStatus, status, type Student, openAdvanced, isolateWebRtc } from './helpers';
+import { asTeacher, openStudent, readStatus, status, type Student, isolateWebRtc, startMlpRun } from './helpers';
 
 const ROOM = 'e2e-relay';
 const STEPS = 10;
@@ -17,14 +16,7 @@ test('tabs that can open no WebRTC link train through the server in lock-step, a
   const students: Student[] = [];
   for (const name of ['iso', 'jun', 'kai']) students.push(await openStudent(browser, ROOM, name, '', '', { initScript: isolateWebRtc }));
 
-  const teacherContext = await browser.newContext();
-  const teacher = await teacherContext.newPage();
-  await teacher.goto(`/teacher?room=${ROOM}&token=${E2E_TOKEN}`);
-  await expect(teacher.getByTestId('members').locator('tr')).toHaveCount(3);
-  await teacher.locator('select[name=model]').selectOption('mlp');
-  await openAdvanced(teacher);
-  await teacher.locator('input[name=maxSteps]').fill(String(STEPS));
-  await teacher.getByRole('button', { name: 'Start' }).click();
+  const { teacher, teacherContext } = await startMlpRun(browser, ROOM, 3, STEPS);
 
   // While they train, the teacher sees every device marked, and the summary says why.
   await expect(teacher.getByTestId('relayed')).toHaveCount(3, { timeout: 120_000 });
