@@ -7,6 +7,9 @@
 #   iproute2      ip and tc: the classroom lab (test/lab, npm run lab) builds its network namespaces and shapes their links
 #   libvulkan1    the Vulkan loader: Dawn (the `webgpu` package) gives Node a WebGPU adapter over Chromium's
 #                 SwiftShader ICD, so test/unit/task-models.test.ts trains every task's models on WebGPU in Node too
+#   firefox-esr, webkit2gtk-driver, xvfb
+#                 test/e2e/engines.spec.ts: Firefox and WebKitGTK tabs (its MiniBrowser on an Xvfb display)
+#                 train in one class with Chromium ones
 # Each one missing is installed with apt-get (needs root, or sudo, as in CI). A normal user
 # who has neither goes on without them: the tests that need one skip, each saying so, unless
 # WEBRING_REQUIRE_ALL=1 (CI: .ci/run), where a missing package fails here. This list is
@@ -23,6 +26,9 @@ REQUIRED=(
   "/usr/sbin/ip iproute2"
   "/usr/sbin/tc iproute2"
   "/usr/lib/x86_64-linux-gnu/libvulkan.so.1 libvulkan1"
+  "/usr/bin/firefox-esr firefox-esr"
+  "/usr/bin/WebKitWebDriver webkit2gtk-driver"
+  "/usr/bin/Xvfb xvfb"
 )
 
 missing=()
