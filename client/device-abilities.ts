@@ -91,7 +91,7 @@ export async function detectAbilities(scope: AbilityScope = globalThis as Abilit
     {
       key: 'webGpu',
       ok: scope.navigator?.gpu !== undefined,
-      text: scope.navigator?.gpu !== undefined ? 'Offers WebGPU, the fastest way to use the graphics card.' : 'Offers no WebGPU here, so the graphics card is used through WebGL where it can be.',
+      text: scope.navigator?.gpu !== undefined ? 'Offers WebGPU, the fastest way to use the graphics card.' : 'Offers no WebGPU here, so it trains on a slower backend (WebGL, WebAssembly or the CPU), named below once it is chosen.',
     },
   ];
   return { abilities, secureKeysWhy: keys.why };

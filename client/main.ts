@@ -312,6 +312,8 @@ async function join(event: Event): Promise<void> {
     }
     await member.join({ room, name, code });
     $('error').classList.add('hidden');
+    // Said before Join; once training, the status below it is what the student watches.
+    $<HTMLDetailsElement>('abilities').open = false;
     roomInput.disabled = true;
     nameInput.disabled = true;
     codeInput.disabled = true;

@@ -124,25 +124,43 @@ async function command<T>(driver: string, method: 'GET' | 'POST' | 'DELETE', rou
   return json.value;
 }
 
-/** A WebKit MiniBrowser session of `driver` that opens `url` and presses Join. */
-export async function webkitStudent(driver: WebKitDriver, url: string, name: string): Promise<EngineTab> {
+/** A MiniBrowser session of `driver`, driven over W3C WebDriver. */
+export interface WebKitSession {
+  goto(url: string): Promise<void>;
+  /** Runs `script` (a function body) in the page; its JSON result. */
+  run<T>(script: string): Promise<T>;
+  /** Sets the window's size (the page's viewport follows it). */
+  resize(size: { width: number; height: number }): Promise<void>;
+  /** The window's content as PNG bytes. */
+  screenshot(): Promise<Buffer>;
+  close(): Promise<void>;
+}
+
+export async function webkitSession(driver: WebKitDriver): Promise<WebKitSession> {
   const session = await command<{ sessionId: string }>(driver.url, 'POST', '/session', {
-    capabilities: {
-      alwaysMatch: {
-        'webkitgtk:browserOptions': { binary: MINIBROWSER_PATH, args: ['--automation'] },
-      },
-    },
+    capabilities: { alwaysMatch: { 'webkitgtk:browserOptions': { binary: MINIBROWSER_PATH, args: ['--automation'] } } },
   });
   const base = `/session/${session.sessionId}`;
-  const run = <T>(script: string) => command<T>(driver.url, 'POST', `${base}/execute/sync`, { script, args: [] });
-  await command(driver.url, 'POST', `${base}/url`, { url });
-  await waitFor('the WebKit page ready to join', async () => ((await run<boolean>(`return document.getElementById('join')?.dataset.prepared === 'true';`)) ? true : null), 120_000);
-  await run(PRESS_JOIN);
+  return {
+    goto: (url) => command(driver.url, 'POST', `${base}/url`, { url }).then(() => undefined),
+    run: <T>(script: string) => command<T>(driver.url, 'POST', `${base}/execute/sync`, { script, args: [] }),
+    resize: (size) => command(driver.url, 'POST', `${base}/window/rect`, size).then(() => undefined),
+    screenshot: async () => Buffer.from(await command<string>(driver.url, 'GET', `${base}/screenshot`), 'base64'),
+    close: () => command(driver.url, 'DELETE', base).then(() => undefined),
+  };
+}
+
+/** A WebKit MiniBrowser session of `driver` that opens `url` and presses Join. */
+export async function webkitStudent(driver: WebKitDriver, url: string, name: string): Promise<EngineTab> {
+  const session = await webkitSession(driver);
+  await session.goto(url);
+  await waitFor('the WebKit page ready to join', async () => ((await session.run<boolean>(`return document.getElementById('join')?.dataset.prepared === 'true';`)) ? true : null), 120_000);
+  await session.run(PRESS_JOIN);
   return {
     engine: 'webkit',
     name,
-    status: () => run<Record<string, string>>(READ_STATUS),
-    evaluate: run,
-    close: () => command(driver.url, 'DELETE', base).then(() => undefined),
+    status: () => session.run<Record<string, string>>(READ_STATUS),
+    evaluate: (script) => session.run(script),
+    close: () => session.close(),
   };
 }

@@ -22,10 +22,11 @@ function parseVersion(text: string): Version {
 
 const compare = (a: Version, b: Version): number => a[0] - b[0] || a[1] - b[1] || a[2] - b[2];
 
-/** Whether `v` satisfies `range`: alternatives of `>=X`, `^X`, `X.*`/`X.x`, or an exact `X` (the forms the lock holds). */
+/** Whether `v` satisfies `range`: alternatives of `>=X`, `^X`, `X.*`/`X.x`, an exact `X`, or `*` (any; the forms the lock holds). */
 function satisfies(v: Version, range: string): boolean {
   return range.split('||').some((alternative) => {
     const a = alternative.trim().replace(/^>=\s+/, '>=');
+    if (a === '*') return true;
     if (a.startsWith('>=')) return compare(v, parseVersion(a.slice(2))) >= 0;
     if (a.startsWith('^')) {
       const base = parseVersion(a.slice(1));
