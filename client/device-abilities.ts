@@ -44,7 +44,10 @@ export function hasWebRtc(scope: AbilityScope = globalThis as AbilityScope): boo
  */
 export async function checkSecureKeys(scope: AbilityScope = globalThis as AbilityScope): Promise<{ ok: boolean; why: string | null }> {
   const subtle = scope.crypto?.subtle;
-  if (!subtle) return { ok: false, why: scope.isSecureContext === false ? 'crypto.subtle is hidden on a page that is not secure' : 'crypto.subtle is missing' };
+  if (!subtle) {
+    const why = scope.isSecureContext === false ? 'crypto.subtle is hidden on a page that is not secure' : 'crypto.subtle is missing';
+    return { ok: false, why };
+  }
   try {
     await subtle.generateKey({ name: 'ECDH', namedCurve: 'P-256' }, false, ['deriveBits']);
     return { ok: true, why: null };
@@ -53,47 +56,55 @@ export async function checkSecureKeys(scope: AbilityScope = globalThis as Abilit
   }
 }
 
+/** What the page says of each ability: with it, and without it. */
+const SENTENCES: Record<AbilityKey, { yes: string; no: string }> = {
+  webrtc: {
+    yes: 'Talks to classmates directly (WebRTC), through the teacher’s computer where the network blocks that.',
+    no: 'This browser has no WebRTC, so every message to classmates goes through the teacher’s computer. It still trains, a little slower.',
+  },
+  secureKeys: {
+    yes: 'Can take part in secure runs, which hide each student’s update.',
+    no: 'Cannot make the keys a secure run needs, so it cannot take part in one: in a secure run this tab waits.',
+  },
+  indexedDb: {
+    yes: 'Can keep checkpoints and your own examples in this browser.',
+    no: 'Cannot store anything in this browser (a private window?): checkpoints and your own examples are not kept here.',
+  },
+  workers: {
+    yes: 'Does the maths in a thread of its own, so the page stays responsive.',
+    no: 'Does the maths on the page itself, which may make it sluggish.',
+  },
+  webAssembly: {
+    yes: 'Has WebAssembly, the fast fallback when there is no GPU.',
+    no: 'Has no WebAssembly: without a GPU it trains on the slowest backend.',
+  },
+  webGpu: {
+    yes: 'Offers WebGPU, the fastest way to use the graphics card.',
+    no: 'Offers no WebGPU here, so it trains on a slower backend (WebGL, WebAssembly or the CPU), named below once it is chosen.',
+  },
+};
+
+const isObject = (v: unknown): boolean => typeof v === 'object' && v !== null;
+
+/** Every ability, and why secure keys were refused (null when they were not). */
+export interface Detected {
+  abilities: Ability[];
+  secureKeysWhy: string | null;
+}
+
 /** Every ability, in the order the page lists them. */
-export async function detectAbilities(scope: AbilityScope = globalThis as AbilityScope): Promise<{ abilities: Ability[]; secureKeysWhy: string | null }> {
+export async function detectAbilities(scope: AbilityScope = globalThis as AbilityScope): Promise<Detected> {
   const keys = await checkSecureKeys(scope);
-  const webrtc = hasWebRtc(scope);
-  const abilities: Ability[] = [
-    {
-      key: 'webrtc',
-      ok: webrtc,
-      text: webrtc
-        ? 'Talks to classmates directly (WebRTC), through the teacher’s computer where the network blocks that.'
-        : 'This browser has no WebRTC, so every message to classmates goes through the teacher’s computer. It still trains, a little slower.',
-    },
-    {
-      key: 'secureKeys',
-      ok: keys.ok,
-      text: keys.ok ? 'Can take part in secure runs, which hide each student’s update.' : 'Cannot make the keys a secure run needs, so it cannot take part in one: in a secure run this tab waits.',
-    },
-    {
-      key: 'indexedDb',
-      ok: typeof scope.indexedDB === 'object' && scope.indexedDB !== null,
-      text:
-        typeof scope.indexedDB === 'object' && scope.indexedDB !== null
-          ? 'Can keep checkpoints and your own examples in this browser.'
-          : 'Cannot store anything in this browser (a private window?): checkpoints and your own examples are not kept here.',
-    },
-    {
-      key: 'workers',
-      ok: typeof scope.Worker === 'function',
-      text: typeof scope.Worker === 'function' ? 'Does the maths in a thread of its own, so the page stays responsive.' : 'Does the maths on the page itself, which may make it sluggish.',
-    },
-    {
-      key: 'webAssembly',
-      ok: typeof scope.WebAssembly === 'object' && scope.WebAssembly !== null,
-      text: typeof scope.WebAssembly === 'object' && scope.WebAssembly !== null ? 'Has WebAssembly, the fast fallback when there is no GPU.' : 'Has no WebAssembly: without a GPU it trains on the slowest backend.',
-    },
-    {
-      key: 'webGpu',
-      ok: scope.navigator?.gpu !== undefined,
-      text: scope.navigator?.gpu !== undefined ? 'Offers WebGPU, the fastest way to use the graphics card.' : 'Offers no WebGPU here, so it trains on a slower backend (WebGL, WebAssembly or the CPU), named below once it is chosen.',
-    },
-  ];
+  const found: Record<AbilityKey, boolean> = {
+    webrtc: hasWebRtc(scope),
+    secureKeys: keys.ok,
+    indexedDb: isObject(scope.indexedDB),
+    workers: typeof scope.Worker === 'function',
+    webAssembly: isObject(scope.WebAssembly),
+    webGpu: scope.navigator?.gpu !== undefined,
+  };
+  const keysInOrder = Object.keys(SENTENCES) as AbilityKey[];
+  const abilities = keysInOrder.map((key) => ({ key, ok: found[key], text: SENTENCES[key][found[key] ? 'yes' : 'no'] }));
   return { abilities, secureKeysWhy: keys.why };
 }
 
@@ -107,7 +118,9 @@ export const NOTABLE_ABILITIES: readonly AbilityKey[] = ['webrtc', 'secureKeys']
 export function showAbilities(container: HTMLDetailsElement, abilities: readonly Ability[]): void {
   const summary = document.createElement('summary');
   const missing = abilities.filter((a) => !a.ok);
-  summary.textContent = missing.length === 0 ? 'This device can do everything the class asks.' : `What this device can do (${missing.length} thing${missing.length === 1 ? '' : 's'} it cannot)`;
+  const things = `${missing.length} thing${missing.length === 1 ? '' : 's'}`;
+  const all = 'This device can do everything the class asks.';
+  summary.textContent = missing.length === 0 ? all : `What this device can do (${things} it cannot)`;
   const list = document.createElement('ul');
   for (const a of abilities) {
     const item = document.createElement('li');

@@ -87,14 +87,19 @@ async function webkitShooter(): Promise<Shooter> {
 
 async function main(): Promise<void> {
   await buildClientIfNeeded((m) => console.log(m));
-  const server = await startServer({ port: 0, host: '127.0.0.1', dataDir: mkdtempSync(path.join(os.tmpdir(), 'webring-engines-')), teacherToken: TOKEN, joinSecret: JOIN_SECRET, clientDir: CLIENT_DIST, log: createLogger('warn') });
+  const dataDir = mkdtempSync(path.join(os.tmpdir(), 'webring-engines-'));
+  const log = createLogger('warn');
+  const server = await startServer({ port: 0, host: '127.0.0.1', dataDir, teacherToken: TOKEN, joinSecret: JOIN_SECRET, clientDir: CLIENT_DIST, log });
+  const asTeacher = { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' };
   const children: ChildProcess[] = [];
   try {
     for (const [engine, open] of [['chromium', chromiumShooter], ['firefox', firefoxShooter], ['webkit', webkitShooter]] as const) {
       const room = `engine-${engine}`;
       const code = joinCodeFor(JOIN_SECRET, room);
-      const status = async () => (await (await fetch(`${server.url}/api/rooms/${room}`, { headers: { authorization: `Bearer ${TOKEN}` } })).json()) as RoomStatus;
-      const worker = spawn(process.execPath, ['--import', 'tsx', 'node-worker/main.ts', '--url', server.url, '--room', room, '--name', 'Ben', '--backend', 'cpu'], {
+      const status = async () => (await (await fetch(`${server.url}/api/rooms/${room}`, { headers: asTeacher })).json()) as RoomStatus;
+      const workerArgs = ['--import', 'tsx', 'node-worker/main.ts', '--url', server.url, '--room', room];
+      workerArgs.push('--name', 'Ben', '--backend', 'cpu');
+      const worker = spawn(process.execPath, workerArgs, {
         cwd: path.resolve(import.meta.dirname, '..'),
         env: { ...process.env, JOIN_CODE: code },
         stdio: 'ignore',
@@ -103,7 +108,8 @@ async function main(): Promise<void> {
       const tab = await open();
       try {
         await tab.goto(`${server.url}/?room=${room}&code=${code}&name=Ada`);
-        for (const end = Date.now() + TIMEOUT_MS; !(await tab.run<boolean>(`return document.getElementById('join').dataset.prepared === 'true';`)); ) {
+        const prepared = () => tab.run<boolean>(`return document.getElementById('join').dataset.prepared === 'true';`);
+        for (const end = Date.now() + TIMEOUT_MS; !(await prepared()); ) {
           if (Date.now() > end) throw new Error(`${engine}: the page was not ready to join`);
           await sleep(500);
         }
@@ -116,7 +122,8 @@ async function main(): Promise<void> {
           if (Date.now() > end) throw new Error(`${engine}: the tab and the worker did not both join`);
           await sleep(500);
         }
-        const start = await fetch(`${server.url}/api/rooms/${room}/start`, { method: 'POST', headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' }, body: JSON.stringify({ model: 'mlp', maxSteps: STEPS, resumeFrom: 'none' }) });
+        const body = JSON.stringify({ model: 'mlp', maxSteps: STEPS, resumeFrom: 'none' });
+        const start = await fetch(`${server.url}/api/rooms/${room}/start`, { method: 'POST', headers: asTeacher, body });
         if (start.status !== 200) throw new Error(`${engine}: start: HTTP ${start.status} ${await start.text()}`);
         for (const end = Date.now() + TIMEOUT_MS; (await status()).state !== 'done'; ) {
           if (Date.now() > end) throw new Error(`${engine}: the run did not finish`);

@@ -39,8 +39,10 @@ export function registerLinkRelayHandlers(ctx: ServerContext, socket: IoSocket):
           else ctx.io.to(target).emit('link:data', message);
           ctx.relay.carried(name, memberId, data.to, bytes, ctx.clock.now());
         };
-        const named = (from: string) =>
-          ctx.log.warn(`room ${name}: ${from} keeps relaying to ${data.to} faster than ${data.to} takes it; its messages are refused (ERR_RELAY_BACKLOG)`);
+        const named = (from: string) => {
+          const why = `${from} keeps relaying to ${data.to} faster than ${data.to} takes it`;
+          ctx.log.warn(`room ${name}: ${why}; its messages are refused (ERR_RELAY_BACKLOG)`);
+        };
         const forwarded = ctx.relayFlow.forward(memberId, target, local, bytes, send, named);
         return new LaterReply(forwarded.then(() => ({})));
       } catch (err) {
